@@ -1,0 +1,169 @@
+//! Accounts: login sessions (cookie + bearer token), signup, password changes and the
+//! user's SSH keypair.
+pub mod graphql;
+
+use chrono::{Duration, Utc};
+use entity::enums::{UserRole, UserStatus};
+use entity::{login_sessions, users};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use uuid::Uuid;
+
+use crate::auth::middleware::SESSION_COOKIE;
+use crate::auth::{password, tokens};
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::state::AppState;
+
+const BAD_LOGIN: &str = "Invalid email or password.";
+
+/// Checks email + password. Wrong email and wrong password are indistinguishable, in
+/// message and in time.
+pub async fn check_credentials<C: ConnectionTrait>(db: &C, email: &str, pw: &str) -> ApiResult<users::Model> {
+    let email = email.trim().to_ascii_lowercase();
+    let user = users::Entity::find().filter(users::Column::Email.eq(&email)).one(db).await?;
+    let hash = user.as_ref().map(|u| u.password.as_str()).unwrap_or(password::DUMMY_HASH);
+    let ok = password::verify(pw, hash).await;
+    match user {
+        Some(u) if ok => match u.status {
+            UserStatus::Active => Ok(u),
+            UserStatus::BeforeVerification => Err(ApiError::unauthenticated("This account has not been verified yet.")),
+            _ => Err(ApiError::unauthenticated("This account is deactivated. Contact your administrator.")),
+        },
+        _ => Err(ApiError::unauthenticated(BAD_LOGIN)),
+    }
+}
+
+pub struct NewLogin {
+    pub token: String,
+    pub expires_at: chrono::DateTime<Utc>,
+    pub user: users::Model,
+}
+
+/// Email + password → a new login session. Refused with PASSWORD_CHANGE_REQUIRED when an
+/// admin flagged the account; the user then changes it with `update_password_no_auth`.
+pub async fn login(state: &AppState, email: &str, pw: &str, user_agent: Option<String>) -> ApiResult<NewLogin> {
+    let user = check_credentials(&state.db, email, pw).await?;
+    if user.need_password_change {
+        return Err(ApiError::new(
+            ErrorCode::PasswordChangeRequired,
+            "Your password must be changed before you can log in.",
+        ));
+    }
+    let token = tokens::new_token();
+    let now = Utc::now();
+    let ttl = i64::try_from(state.config.login_session_ttl_secs).unwrap_or(i64::MAX / 2);
+    let expires_at = now + Duration::seconds(ttl);
+    login_sessions::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        token_hash: Set(tokens::hash_token(&token)),
+        user_uuid: Set(user.uuid),
+        created_at: Set(now),
+        expires_at: Set(expires_at),
+        last_seen: Set(now),
+        user_agent: Set(user_agent),
+    }
+    .insert(&state.db)
+    .await?;
+    // Expired sessions of this user are of no further use.
+    login_sessions::Entity::delete_many()
+        .filter(login_sessions::Column::UserUuid.eq(user.uuid))
+        .filter(login_sessions::Column::ExpiresAt.lte(now))
+        .exec(&state.db)
+        .await?;
+    Ok(NewLogin { token, expires_at, user })
+}
+
+pub async fn logout(state: &AppState, session: Uuid) -> ApiResult<()> {
+    login_sessions::Entity::delete_by_id(session).exec(&state.db).await?;
+    Ok(())
+}
+
+/// The `Set-Cookie` value for a new login session (HttpOnly, SameSite=Strict).
+pub fn session_cookie(state: &AppState, token: &str) -> String {
+    let secure = if state.config.cookie_secure { "; Secure" } else { "" };
+    format!(
+        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        state.config.login_session_ttl_secs
+    )
+}
+
+pub fn clear_cookie() -> String {
+    format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+}
+
+pub struct Signup {
+    pub email: String,
+    pub username: String,
+    pub password: String,
+    pub password2: String,
+    pub invitation_token: Option<String>,
+    pub agreed_to_terms: bool,
+}
+
+/// Self-service signup, only when enabled by configuration (CVE-2025-49652 was a signup
+/// endpoint that stayed open while "disabled").
+pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
+    if !state.config.signup_enabled {
+        return Err(ApiError::forbidden("Signup is disabled on this server. Contact your administrator."));
+    }
+    if let Some(expected) = &state.config.signup_invitation_token {
+        let given = req.invitation_token.as_deref().unwrap_or("").trim();
+        let matches = given.len() == expected.len()
+            && given.bytes().zip(expected.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+        if !matches {
+            return Err(ApiError::forbidden("A valid invitation token is required to sign up."));
+        }
+    }
+    if !req.agreed_to_terms {
+        return Err(ApiError::bad_request("You must agree to the Terms of Service and Privacy Policy."));
+    }
+    password::validate_new(&req.password, &req.password2)?;
+    let password_hash = password::hash(&req.password).await?;
+    let new = crate::users::NewUser {
+        email: req.email,
+        username: req.username,
+        password_hash,
+        need_password_change: false,
+        full_name: None,
+        description: None,
+        status: UserStatus::Active,
+        domain_name: "default".into(),
+        role: UserRole::User,
+        group_ids: vec![],
+        resource_policy: "default".into(),
+        rate_limit: i32::try_from(state.config.default_rate_limit).unwrap_or(i32::MAX),
+    };
+    use sea_orm::TransactionTrait;
+    let user = state
+        .db
+        .transaction::<_, users::Model, ApiError>(move |txn| {
+            Box::pin(async move {
+                let (user, _) = crate::users::create(txn, new).await?;
+                crate::audit::record(txn, &user.email, "signup", "user", &user.email, serde_json::json!({})).await?;
+                Ok(user)
+            })
+        })
+        .await?;
+    Ok(user)
+}
+
+/// Sets a new password after checking the current one and the rules; clears the
+/// "require password change" flag.
+pub async fn change_password(state: &AppState, user: users::Model, old: &str, new: &str, new2: &str) -> ApiResult<()> {
+    if !password::verify(old, &user.password).await {
+        return Err(ApiError::bad_request("The current password is incorrect."));
+    }
+    password::validate_new(new, new2)?;
+    if old == new {
+        return Err(ApiError::bad_request("The new password must differ from the current one."));
+    }
+    let hash = password::hash(new).await?;
+    let email = user.email.clone();
+    let mut m: users::ActiveModel = user.into();
+    m.password = Set(hash);
+    m.need_password_change = Set(false);
+    m.password_changed_at = Set(Some(Utc::now()));
+    m.modified_at = Set(Utc::now());
+    m.update(&state.db).await?;
+    crate::audit::record(&state.db, &email, "change_password", "user", &email, serde_json::json!({})).await?;
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! The append-only audit log of administrative changes.
+use chrono::Utc;
+use sea_orm::{ActiveModelTrait, ConnectionTrait, NotSet, Set};
+
+use crate::error::ApiResult;
+
+/// Records `actor` did `action` on `target_type` `target`. Call inside the same transaction
+/// as the change so the log never disagrees with the data.
+pub async fn record<C: ConnectionTrait>(
+    db: &C,
+    actor: &str,
+    action: &str,
+    target_type: &str,
+    target: &str,
+    detail: serde_json::Value,
+) -> ApiResult<()> {
+    entity::audit_logs::ActiveModel {
+        id: NotSet,
+        created_at: Set(Utc::now()),
+        actor: Set(actor.to_string()),
+        action: Set(action.to_string()),
+        target_type: Set(target_type.to_string()),
+        target: Set(target.to_string()),
+        detail: Set(detail),
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+/// The future an audited operation returns: its result, the target's key and the detail to log.
+pub type AuditedFuture<'c, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<(T, String, serde_json::Value)>> + Send + 'c>>;
+
+/// Runs `op` in a transaction and records `actor` did `action` on the target it reports, in
+/// the same transaction.
+pub async fn audited<T, F>(
+    db: &sea_orm::DatabaseConnection,
+    actor: &str,
+    action: &str,
+    target_type: &str,
+    op: F,
+) -> ApiResult<T>
+where
+    T: Send,
+    F: for<'c> FnOnce(&'c sea_orm::DatabaseTransaction) -> AuditedFuture<'c, T> + Send,
+{
+    use sea_orm::TransactionTrait;
+    let (actor, action, target_type) = (actor.to_string(), action.to_string(), target_type.to_string());
+    db.transaction::<_, T, crate::error::ApiError>(move |txn| {
+        Box::pin(async move {
+            let (value, target, detail) = op(txn).await?;
+            record(txn, &actor, &action, &target_type, &target, detail).await?;
+            Ok(value)
+        })
+    })
+    .await
+    .map_err(crate::error::ApiError::from)
+}

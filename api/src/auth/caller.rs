@@ -1,0 +1,103 @@
+//! Who is calling, and what that allows. Resolvers get a `Caller` and turn it into a scope:
+//! an `AdminScope` (superadmin: everything; domain admin: one domain) or the caller's own
+//! identity. List operations take the scope, so they cannot forget the owner filter.
+use std::sync::Arc;
+
+use entity::enums::UserRole;
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub uuid: Uuid,
+    pub email: String,
+    pub domain_name: String,
+    pub role: UserRole,
+    /// The keypair this request is accounted to.
+    pub access_key: Option<String>,
+    /// The login session used, if any (logout revokes it).
+    pub login_session: Option<Uuid>,
+}
+
+/// The principal of a request: resolved once per request by the auth middleware.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    Anonymous,
+    User(Arc<Caller>),
+}
+
+impl Principal {
+    pub fn caller(&self) -> ApiResult<&Caller> {
+        match self {
+            Principal::User(c) => Ok(c),
+            Principal::Anonymous => Err(ApiError::unauthenticated("Login required.")),
+        }
+    }
+}
+
+/// What an administrator may see and change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminScope {
+    Super,
+    Domain(String),
+}
+
+impl AdminScope {
+    pub fn covers_domain(&self, domain: &str) -> bool {
+        match self {
+            AdminScope::Super => true,
+            AdminScope::Domain(d) => d == domain,
+        }
+    }
+
+    /// The domain to filter by, or None for all.
+    pub fn domain(&self) -> Option<&str> {
+        match self {
+            AdminScope::Super => None,
+            AdminScope::Domain(d) => Some(d),
+        }
+    }
+}
+
+/// What a list query may return: all (superadmin), one domain (domain admin), or only the
+/// caller's own objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadScope {
+    Admin(AdminScope),
+    Own { user: Uuid, domain: String },
+}
+
+impl Caller {
+    pub fn is_superadmin(&self) -> bool {
+        self.role == UserRole::Superadmin
+    }
+
+    pub fn admin_scope(&self) -> Option<AdminScope> {
+        match self.role {
+            UserRole::Superadmin => Some(AdminScope::Super),
+            UserRole::Admin => Some(AdminScope::Domain(self.domain_name.clone())),
+            UserRole::User | UserRole::Monitor => None,
+        }
+    }
+
+    pub fn require_admin(&self) -> ApiResult<AdminScope> {
+        self.admin_scope()
+            .ok_or_else(|| ApiError::forbidden("This operation requires administrator privileges."))
+    }
+
+    pub fn require_superadmin(&self) -> ApiResult<()> {
+        if self.is_superadmin() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("This operation requires superadmin privileges."))
+        }
+    }
+
+    pub fn read_scope(&self) -> ReadScope {
+        match self.admin_scope() {
+            Some(s) => ReadScope::Admin(s),
+            None => ReadScope::Own { user: self.uuid, domain: self.domain_name.clone() },
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Resolves the principal of every request, once: HMAC-signed keypair requests, bearer
+//! tokens, or the browser's session cookie. Then applies the keypair's rate limit and counts
+//! the query. Handlers read the result as `Extension<Principal>`.
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use entity::enums::UserStatus;
+use entity::{keypairs, login_sessions, users};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+
+use super::caller::{Caller, Principal};
+use super::{hmac, tokens};
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::state::AppState;
+
+pub const SESSION_COOKIE: &str = "bai_session";
+
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path_and_query = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    match resolve(&state, req.method(), &path_and_query, req.headers()).await {
+        Ok(principal) => {
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn resolve(state: &AppState, method: &Method, path_and_query: &str, headers: &HeaderMap) -> ApiResult<Principal> {
+    let caller = if let Some(auth) = header_str(headers, header::AUTHORIZATION.as_str()) {
+        if let Some(token) = auth.strip_prefix("Bearer ") {
+            Some(caller_from_token(state, token.trim()).await?.ok_or_else(|| {
+                ApiError::unauthenticated("The bearer token is invalid or has expired; log in again.")
+            })?)
+        } else {
+            Some(from_signature(state, method, path_and_query, headers, auth).await?)
+        }
+    } else if let Some(token) = session_cookie(headers) {
+        // A stale or foreign-origin cookie is simply ignored: the caller is anonymous and may
+        // log in again.
+        if same_origin(headers) { caller_from_token(state, &token).await? } else { None }
+    } else {
+        None
+    };
+    let Some(caller) = caller else {
+        return Ok(Principal::Anonymous);
+    };
+    if let Some(ak) = &caller.access_key {
+        account_request(state, ak).await?;
+    }
+    Ok(Principal::User(Arc::new(caller)))
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == SESSION_COOKIE)
+        .map(|(_, v)| v.to_string())
+}
+
+/// Cookies only count for requests from our own pages: a browser on another site (or
+/// another port of this host) must not ride on the user's session.
+fn same_origin(headers: &HeaderMap) -> bool {
+    if header_str(headers, "sec-fetch-site") == Some("cross-site") {
+        return false;
+    }
+    match (header_str(headers, "origin"), header_str(headers, "host")) {
+        (None, _) => true,
+        (Some(origin), Some(host)) => origin.split_once("://").map(|(_, h)| h == host).unwrap_or(false),
+        (Some(_), None) => false,
+    }
+}
+
+async fn active_user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
+    Ok(users::Entity::find_by_id(uuid).one(&state.db).await?.filter(|u| u.status == UserStatus::Active))
+}
+
+/// Looks up a login session by its token (bearer or cookie).
+pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Option<Caller>> {
+    let hash = tokens::hash_token(token);
+    let Some(session) = login_sessions::Entity::find()
+        .filter(login_sessions::Column::TokenHash.eq(hash))
+        .one(&state.db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    if session.expires_at <= Utc::now() {
+        return Ok(None);
+    }
+    let Some(user) = active_user(state, session.user_uuid).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Caller {
+        uuid: user.uuid,
+        email: user.email,
+        domain_name: user.domain_name,
+        role: user.role,
+        access_key: user.main_access_key,
+        login_session: Some(session.id),
+    }))
+}
+
+async fn from_signature(
+    state: &AppState,
+    method: &Method,
+    path_and_query: &str,
+    headers: &HeaderMap,
+    authorization: &str,
+) -> ApiResult<Caller> {
+    let fail = |m: &str| ApiError::unauthenticated(m.to_string());
+    let cred = hmac::parse_authorization(authorization).map_err(fail)?;
+    let raw_date = header_str(headers, "date")
+        .or_else(|| header_str(headers, "x-backendai-date"))
+        .ok_or_else(|| fail("Date header is missing"))?;
+    let date = hmac::parse_date(raw_date).ok_or_else(|| fail("Date header is malformed"))?;
+    let skew = (Utc::now() - date.to_utc()).num_seconds().unsigned_abs();
+    if skew > state.config.hmac_clock_skew_secs {
+        return Err(fail("Request date is too far from the server's time (check your clock)"));
+    }
+    let version = header_str(headers, "x-backendai-version")
+        .or_else(|| header_str(headers, "x-sorna-version"))
+        .ok_or_else(|| fail("X-BackendAI-Version header is missing"))?;
+    let host = header_str(headers, "host").ok_or_else(|| fail("Host header is missing"))?;
+    let content_type = hmac::signed_content_type(header_str(headers, "content-type"));
+    let keypair = keypairs::Entity::find_by_id(cred.access_key.clone())
+        .one(&state.db)
+        .await?
+        .filter(|k| k.is_active);
+    // Same message for unknown keys and bad signatures: nothing to learn by probing.
+    let invalid = || fail("Invalid access key or signature");
+    let Some(keypair) = keypair else {
+        return Err(invalid());
+    };
+    let input = hmac::SignInput {
+        method: method.as_str(),
+        path_and_query,
+        raw_date,
+        date,
+        host,
+        content_type: &content_type,
+        version,
+    };
+    if !hmac::verify(&keypair.secret_key, &input, &cred.signature) {
+        return Err(invalid());
+    }
+    let user = active_user(state, keypair.user).await?.ok_or_else(invalid)?;
+    Ok(Caller {
+        uuid: user.uuid,
+        email: user.email,
+        domain_name: user.domain_name,
+        role: user.role,
+        access_key: Some(keypair.access_key),
+        login_session: None,
+    })
+}
+
+/// Rate limit per keypair, then `num_queries += 1` and `last_used = now`.
+async fn account_request(state: &AppState, access_key: &str) -> ApiResult<()> {
+    let Some(kp) = keypairs::Entity::find_by_id(access_key.to_string()).one(&state.db).await? else {
+        return Ok(());
+    };
+    let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
+    if let Err(over) = state.rate_limiter.check(access_key, limit) {
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "Rate limit exceeded: at most {limit} requests per 15 minutes for this keypair. Retry in {} seconds.",
+                over.retry_after.as_secs().max(1)
+            ),
+        ));
+    }
+    keypairs::Entity::update_many()
+        .col_expr(keypairs::Column::NumQueries, Expr::col(keypairs::Column::NumQueries).add(1))
+        .col_expr(keypairs::Column::LastUsed, Expr::value(Utc::now()))
+        .filter(keypairs::Column::AccessKey.eq(access_key))
+        .exec(&state.db)
+        .await?;
+    Ok(())
+}

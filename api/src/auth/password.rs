@@ -1,0 +1,86 @@
+//! Password rules (seeds: ≥ 8 characters with a letter, a digit and a special character) and
+//! argon2id hashing with the OWASP parameters (m = 19 MiB, t = 2, p = 1; argon2's defaults),
+//! always on a blocking thread.
+use argon2::password_hash::phc::PasswordHash;
+use argon2::{Argon2, PasswordHasher, PasswordVerifier};
+
+use crate::error::{ApiError, ApiResult};
+
+/// The rules as the console shows them.
+pub const RULES: &str = "Password must be at least 8 characters long and contain at least one letter, one number and one special character.";
+const MAX_LEN: usize = 256;
+
+pub fn validate_rules(password: &str) -> ApiResult<()> {
+    let long_enough = password.chars().count() >= 8;
+    let letter = password.chars().any(|c| c.is_alphabetic());
+    let digit = password.chars().any(|c| c.is_ascii_digit());
+    let special = password.chars().any(|c| !c.is_alphanumeric() && !c.is_whitespace());
+    if password.len() > MAX_LEN {
+        return Err(ApiError::bad_request(format!("Password must be at most {MAX_LEN} bytes long.")));
+    }
+    if long_enough && letter && digit && special {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(RULES))
+    }
+}
+
+/// Checks the rules and that both entries match (`new_password` / `new_password2`).
+pub fn validate_new(password: &str, again: &str) -> ApiResult<()> {
+    if password != again {
+        return Err(ApiError::bad_request("The two passwords do not match."));
+    }
+    validate_rules(password)
+}
+
+pub async fn hash(password: &str) -> ApiResult<String> {
+    let password = password.to_string();
+    tokio::task::spawn_blocking(move || {
+        Argon2::default()
+            .hash_password(password.as_bytes())
+            .map(|h| h.to_string())
+            .map_err(|e| ApiError::internal("hashing a password", e))
+    })
+    .await
+    .map_err(|e| ApiError::internal("hashing a password", e))?
+}
+
+/// A hash of a random password: verifying against it costs the same as a real check, so
+/// unknown emails take as long as wrong passwords.
+pub const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$Jc0c+Jp8wW3OfQ3pdgSUeS5mZ1zbxW7l6iXl2Lz2fOk";
+
+pub async fn verify(password: &str, stored: &str) -> bool {
+    let password = password.to_string();
+    let stored = stored.to_string();
+    tokio::task::spawn_blocking(move || match PasswordHash::new(&stored) {
+        Ok(parsed) => Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok(),
+        Err(_) => false,
+    })
+    .await
+    .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules() {
+        assert!(validate_rules("abc123!@").is_ok());
+        assert!(validate_rules("abc12!").is_err(), "too short");
+        assert!(validate_rules("abcdefgh!").is_err(), "no digit");
+        assert!(validate_rules("12345678!").is_err(), "no letter");
+        assert!(validate_rules("abcd1234").is_err(), "no special");
+        assert!(validate_new("abc123!@", "abc123!#").is_err());
+    }
+
+    #[tokio::test]
+    async fn hash_and_verify() {
+        let h = hash("abc123!@").await.unwrap();
+        assert!(h.starts_with("$argon2id$"));
+        assert!(verify("abc123!@", &h).await);
+        assert!(!verify("abc123!#", &h).await);
+        assert!(!verify("abc123!@", "not a hash").await);
+        assert!(!verify("abc123!@", DUMMY_HASH).await);
+    }
+}

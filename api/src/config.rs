@@ -1,0 +1,159 @@
+//! Configuration: one typed struct. Every setting is declared once below with its TOML key,
+//! environment variable and default. Precedence: defaults < TOML file (`--config` /
+//! `BAI_CONFIG`) < environment < command-line flags.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// A value that can be read from an environment variable.
+trait EnvValue: Sized {
+    fn from_env(raw: &str) -> anyhow::Result<Self>;
+}
+
+macro_rules! env_value_via_fromstr {
+    ($($t:ty),*) => {$(
+        impl EnvValue for $t {
+            fn from_env(raw: &str) -> anyhow::Result<Self> {
+                raw.trim().parse::<$t>().map_err(|e| anyhow::anyhow!("{e}"))
+            }
+        }
+    )*};
+}
+env_value_via_fromstr!(u16, u32, u64, usize, SocketAddr, PathBuf, String);
+
+impl EnvValue for bool {
+    fn from_env(raw: &str) -> anyhow::Result<Self> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" | "" => Ok(false),
+            other => anyhow::bail!("expected true/false, got '{other}'"),
+        }
+    }
+}
+
+impl<T: EnvValue> EnvValue for Option<T> {
+    fn from_env(raw: &str) -> anyhow::Result<Self> {
+        if raw.trim().is_empty() { Ok(None) } else { T::from_env(raw).map(Some) }
+    }
+}
+
+macro_rules! settings {
+    ($( $(#[doc = $doc:literal])* $field:ident : $ty:ty = $default:expr, env = $env:literal; )*) => {
+        #[derive(Debug, Clone, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct Config {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+
+        impl Default for Config {
+            fn default() -> Self {
+                Self { $( $field: $default, )* }
+            }
+        }
+
+        impl Config {
+            /// `(TOML key, environment variable)` of every setting, for the README and `bai config`.
+            pub const SETTINGS: &'static [(&'static str, &'static str)] = &[$( (stringify!($field), $env), )*];
+
+            fn apply_env(&mut self, get: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+                $(
+                    if let Some(raw) = get($env) {
+                        self.$field = <$ty as EnvValue>::from_env(&raw)
+                            .with_context(|| format!("invalid value for {}", $env))?;
+                    }
+                )*
+                Ok(())
+            }
+        }
+    };
+}
+
+settings! {
+    /// Address the HTTP server listens on.
+    listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8090)), env = "BAI_LISTEN";
+    /// Directory for the SQLite database, storage folders and other state.
+    data_dir: PathBuf = PathBuf::from("data"), env = "BAI_DATA_DIR";
+    /// PostgreSQL URL (`postgres://user:pass@host/db`); unset = SQLite file in the data directory.
+    database_url: Option<String> = None, env = "DATABASE_URL";
+    /// Directory holding the built web console (index.html, web.js, web_bg.wasm).
+    web_dir: PathBuf = PathBuf::from("web/dist"), env = "BAI_WEB_DIR";
+    /// Log filter in `tracing` syntax.
+    log: String = "info,sqlx=warn,sea_orm=warn".to_string(), env = "BAI_LOG";
+    /// Email of the first superadmin, created on first start with an empty database.
+    admin_email: String = "admin@bai.local".to_string(), env = "BAI_ADMIN_EMAIL";
+    /// Password of the first superadmin; unset = a random one-time password printed once.
+    admin_password: Option<String> = None, env = "BAI_ADMIN_PASSWORD";
+    /// Whether anonymous visitors may sign up (off by default).
+    signup_enabled: bool = false, env = "BAI_SIGNUP_ENABLED";
+    /// When set, signup requires this invitation token.
+    signup_invitation_token: Option<String> = None, env = "BAI_SIGNUP_INVITATION_TOKEN";
+    /// Lifetime of a login session (browser cookie or bearer token), in seconds.
+    login_session_ttl_secs: u64 = 12 * 3600, env = "BAI_LOGIN_SESSION_TTL";
+    /// Mark the session cookie `Secure` (set when served over HTTPS).
+    cookie_secure: bool = false, env = "BAI_COOKIE_SECURE";
+    /// Accepted clock skew of HMAC-signed requests, in seconds (Backend.AI: 15 minutes).
+    hmac_clock_skew_secs: u64 = 15 * 60, env = "BAI_HMAC_CLOCK_SKEW";
+    /// Requests per 15 minutes for keypairs created for users (seeds: 1000).
+    default_rate_limit: u32 = 1000, env = "BAI_DEFAULT_RATE_LIMIT";
+    /// Requests per 15 minutes for keypairs of admins.
+    admin_rate_limit: u32 = 30000, env = "BAI_ADMIN_RATE_LIMIT";
+    /// GraphQL: maximum selection depth.
+    graphql_max_depth: usize = 16, env = "BAI_GRAPHQL_MAX_DEPTH";
+    /// GraphQL: maximum query complexity (one point per field, lists count 20).
+    graphql_max_complexity: usize = 5000, env = "BAI_GRAPHQL_MAX_COMPLEXITY";
+    /// GraphQL: maximum number of aliased fields in one document.
+    graphql_max_aliases: usize = 30, env = "BAI_GRAPHQL_MAX_ALIASES";
+    /// Maximum request body size for GraphQL and JSON endpoints, in bytes.
+    max_body_bytes: usize = 1024 * 1024, env = "BAI_MAX_BODY_BYTES";
+}
+
+impl Config {
+    /// Loads the TOML file (if any) and then the process environment.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
+        Self::load_with(file, &|k| std::env::var(k).ok())
+    }
+
+    pub fn load_with(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let mut cfg = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?
+            }
+            None => Config::default(),
+        };
+        cfg.apply_env(env)?;
+        Ok(cfg)
+    }
+
+    /// The database URL in effect: `DATABASE_URL`, else an SQLite file in the data directory.
+    pub fn effective_database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}?mode=rwc", self.data_dir.join("bai.db").display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_overrides_file_and_defaults() {
+        let dir = std::env::temp_dir().join(format!("bai-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("bai.toml");
+        std::fs::write(&file, "listen = \"0.0.0.0:9000\"\nsignup_enabled = true\n").unwrap();
+        let cfg = Config::load_with(Some(&file), &|k| (k == "BAI_SIGNUP_ENABLED").then(|| "false".to_string())).unwrap();
+        assert_eq!(cfg.listen.port(), 9000);
+        assert!(!cfg.signup_enabled);
+        assert_eq!(cfg.login_session_ttl_secs, 43200);
+        let bad = Config::load_with(None, &|k| (k == "BAI_LISTEN").then(|| "nope".to_string()));
+        assert!(format!("{:#}", bad.unwrap_err()).contains("BAI_LISTEN"));
+        std::fs::write(&file, "no_such_setting = 1\n").unwrap();
+        assert!(Config::load_with(Some(&file), &|_| None).is_err());
+    }
+}

@@ -1,0 +1,246 @@
+//! Database connection, migrations and the first-start seed.
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::Utc;
+use entity::enums::{DefaultForUnspecified, GroupType, SchedulerKind, UserRole, UserStatus};
+use entity::slots::ResourceSlots;
+use entity::{domains, groups, keypair_resource_policies, resource_presets, scaling_groups, sgroups_for_domains, users};
+use migration::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectOptions, Database, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    Set, SqlxSqliteConnector, TransactionTrait,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::auth::{password, tokens};
+use crate::config::Config;
+use crate::error::ApiError;
+
+/// Connects (SQLite with WAL and a busy timeout, or PostgreSQL) and runs pending migrations.
+pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection> {
+    let db = if url.starts_with("sqlite:") {
+        let opts = SqliteConnectOptions::from_str(url)
+            .with_context(|| format!("invalid SQLite URL {url}"))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(opts)
+            .await
+            .with_context(|| format!("opening SQLite database {url}"))?;
+        SqlxSqliteConnector::from_sqlx_sqlite_pool(pool)
+    } else {
+        let mut opts = ConnectOptions::new(url.to_string());
+        opts.max_connections(16).sqlx_logging(false).connect_timeout(Duration::from_secs(10));
+        Database::connect(opts).await.context("connecting to PostgreSQL (DATABASE_URL)")?
+    };
+    Migrator::up(&db, None).await.context("running database migrations")?;
+    Ok(db)
+}
+
+/// Ensures the directory of an SQLite database file exists.
+pub fn prepare_data_dir(config: &Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data directory {}", config.data_dir.display()))
+}
+
+fn gib(n: i64) -> i64 {
+    n * 1024 * 1024 * 1024
+}
+
+fn preset(name: &str, cpu: &str, mem_gib: i64, shares: Option<&str>, shm_gib: Option<i64>) -> anyhow::Result<resource_presets::ActiveModel> {
+    let mem = gib(mem_gib).to_string();
+    let mut pairs = vec![("cpu", cpu), ("mem", mem.as_str())];
+    if let Some(s) = shares {
+        pairs.push(("cuda.shares", s));
+    }
+    let slots = ResourceSlots::parse_input(pairs).map_err(|e| anyhow::anyhow!("seed preset {name}: {e}"))?;
+    Ok(resource_presets::ActiveModel {
+        name: Set(name.to_string()),
+        resource_slots: Set(slots),
+        shared_memory: Set(shm_gib.map(gib)),
+        created_at: Set(Utc::now()),
+    })
+}
+
+/// On first start (no domains yet): domain, group, resource policy and resource group
+/// `default`, and the seeds' presets.
+pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
+    if domains::Entity::find().count(db).await? > 0 {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let txn = db.begin().await?;
+    let (limits, hosts) = crate::policies::default_policy_values();
+    domains::ActiveModel {
+        name: Set("default".into()),
+        description: Set(Some("The default domain".into())),
+        is_active: Set(true),
+        created_at: Set(now),
+        modified_at: Set(now),
+        total_resource_slots: Set(Default::default()),
+        allowed_vfolder_hosts: Set(hosts.clone()),
+        allowed_docker_registries: Set(json!([])),
+        integration_id: Set(None),
+    }
+    .insert(&txn)
+    .await?;
+    groups::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        name: Set("default".into()),
+        description: Set(Some("The default project".into())),
+        is_active: Set(true),
+        created_at: Set(now),
+        modified_at: Set(now),
+        domain_name: Set("default".into()),
+        total_resource_slots: Set(Default::default()),
+        allowed_vfolder_hosts: Set(hosts.clone()),
+        integration_id: Set(None),
+        group_type: Set(GroupType::General),
+    }
+    .insert(&txn)
+    .await?;
+    keypair_resource_policies::ActiveModel {
+        name: Set("default".into()),
+        created_at: Set(now),
+        default_for_unspecified: Set(DefaultForUnspecified::Unlimited),
+        total_resource_slots: Set(limits),
+        max_session_lifetime: Set(0),
+        max_concurrent_sessions: Set(30),
+        max_pending_session_count: Set(None),
+        max_containers_per_session: Set(1),
+        idle_timeout: Set(0),
+        allowed_vfolder_hosts: Set(hosts),
+        max_vfolder_count: Set(10),
+        max_vfolder_size: Set(0),
+    }
+    .insert(&txn)
+    .await?;
+    scaling_groups::ActiveModel {
+        name: Set("default".into()),
+        description: Set(Some("The default agent scaling group".into())),
+        is_active: Set(true),
+        is_public: Set(true),
+        created_at: Set(now),
+        wsproxy_addr: Set(None),
+        driver: Set("static".into()),
+        driver_opts: Set(json!({})),
+        scheduler: Set(SchedulerKind::Fifo),
+        scheduler_opts: Set(json!({})),
+        use_host_network: Set(false),
+    }
+    .insert(&txn)
+    .await?;
+    sgroups_for_domains::ActiveModel { scaling_group: Set("default".into()), domain: Set("default".into()) }
+        .insert(&txn)
+        .await?;
+    // The seeds' preset table (admin chapter); medium and large carry 1 GiB shared memory as
+    // in the launch dialog's cards.
+    for p in [
+        preset("small", "1", 2, None, None)?,
+        preset("small-gpu", "1", 2, Some("0.3"), None)?,
+        preset("medium", "2", 4, None, Some(1))?,
+        preset("medium-gpu", "2", 4, Some("1"), Some(1))?,
+        preset("large", "4", 8, None, Some(1))?,
+        preset("large-gpu", "4", 8, Some("2"), Some(1))?,
+    ] {
+        p.insert(&txn).await?;
+    }
+    crate::audit::record(&txn, "system", "seed", "domain", "default", json!({})).await?;
+    txn.commit().await?;
+    tracing::info!("seeded domain, group, resource policy, resource group `default` and the resource presets");
+    Ok(())
+}
+
+/// What `ensure_superadmin` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SuperadminOutcome {
+    Existing,
+    Created { email: String, generated_password: Option<String> },
+}
+
+/// Creates the first superadmin when there is none: from `BAI_ADMIN_EMAIL` +
+/// `BAI_ADMIN_PASSWORD`, else with a random one-time password that must be changed at the
+/// first login.
+pub async fn ensure_superadmin(db: &DatabaseConnection, config: &Config) -> anyhow::Result<SuperadminOutcome> {
+    let exists = users::Entity::find().filter(users::Column::Role.eq(UserRole::Superadmin)).count(db).await? > 0;
+    if exists {
+        return Ok(SuperadminOutcome::Existing);
+    }
+    let (password, generated) = match &config.admin_password {
+        Some(p) => {
+            password::validate_rules(p).map_err(|e| anyhow::anyhow!("BAI_ADMIN_PASSWORD: {}", e.message))?;
+            (p.clone(), None)
+        }
+        None => {
+            let p = tokens::new_password();
+            (p.clone(), Some(p))
+        }
+    };
+    let email = set_superadmin(db, config, &config.admin_email, &password, generated.is_some()).await?;
+    Ok(SuperadminOutcome::Created { email, generated_password: generated })
+}
+
+/// Creates a superadmin `email`, or resets the password of an existing account and makes
+/// it an active superadmin (`bai superadmin`).
+pub async fn set_superadmin(
+    db: &DatabaseConnection,
+    config: &Config,
+    email: &str,
+    new_password: &str,
+    must_change: bool,
+) -> anyhow::Result<String> {
+    password::validate_rules(new_password).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let hash = password::hash(new_password).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let email = crate::validate::email(email).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let rate_limit = i32::try_from(config.admin_rate_limit).unwrap_or(i32::MAX);
+    let existing = users::Entity::find().filter(users::Column::Email.eq(&email)).one(db).await?;
+    let txn = db.begin().await?;
+    match existing {
+        Some(u) => {
+            let uuid = u.uuid;
+            let mut m: users::ActiveModel = u.clone().into();
+            m.password = Set(hash);
+            m.role = Set(UserRole::Superadmin);
+            m.status = Set(UserStatus::Active);
+            m.need_password_change = Set(must_change);
+            m.modified_at = Set(Utc::now());
+            let u = m.update(&txn).await?;
+            crate::keypairs::reactivate_main(&txn, &u).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            crate::users::revoke_login_sessions(&txn, uuid).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        }
+        None => {
+            let username = email.split('@').next().unwrap_or("admin").to_string();
+            crate::users::create(
+                &txn,
+                crate::users::NewUser {
+                    email: email.clone(),
+                    username,
+                    password_hash: hash,
+                    need_password_change: must_change,
+                    full_name: Some("Superadmin".into()),
+                    description: None,
+                    status: UserStatus::Active,
+                    domain_name: "default".into(),
+                    role: UserRole::Superadmin,
+                    group_ids: vec![],
+                    resource_policy: "default".into(),
+                    rate_limit,
+                },
+            )
+            .await
+            .map_err(|e: ApiError| anyhow::anyhow!("creating superadmin {email}: {}", e.message))?;
+        }
+    }
+    crate::audit::record(&txn, "system", "set_superadmin", "user", &email, json!({}))
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    txn.commit().await?;
+    Ok(email)
+}

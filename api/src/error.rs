@@ -1,0 +1,154 @@
+//! One error type for every API surface. Each error carries a stable code, sent as GraphQL
+//! `extensions.code` and as the REST problem+json `type`. Internal details (SQL, paths) are
+//! logged, never sent.
+use std::fmt;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    BadRequest,
+    Unauthenticated,
+    PasswordChangeRequired,
+    Forbidden,
+    NotFound,
+    Conflict,
+    RateLimited,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "BAD_REQUEST",
+            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            ErrorCode::PasswordChangeRequired => "PASSWORD_CHANGE_REQUIRED",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::Internal => "INTERNAL_SERVER_ERROR",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::Unauthenticated | ErrorCode::PasswordChangeRequired => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Backend.AI's problem type slug (`https://api.backend.ai/probs/<slug>`).
+    pub fn problem_slug(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "invalid-api-params",
+            ErrorCode::Unauthenticated => "auth-failed",
+            ErrorCode::PasswordChangeRequired => "password-change-required",
+            ErrorCode::Forbidden => "generic-forbidden",
+            ErrorCode::NotFound => "object-not-found",
+            ErrorCode::Conflict => "generic-conflict",
+            ErrorCode::RateLimited => "too-many-requests",
+            ErrorCode::Internal => "internal-server-error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+    pub fn bad_request(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadRequest, m)
+    }
+    pub fn unauthenticated(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthenticated, m)
+    }
+    pub fn forbidden(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, m)
+    }
+    /// "No such X" — also what a caller gets for objects it may not see.
+    pub fn not_found(what: &str, key: impl fmt::Display) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{what} '{key}' not found"))
+    }
+    pub fn conflict(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, m)
+    }
+    /// Logs the real cause and returns an opaque internal error.
+    pub fn internal(context: &str, cause: impl fmt::Display) -> Self {
+        tracing::error!(error = %cause, "{context}");
+        Self::new(ErrorCode::Internal, format!("internal error while {context}"))
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        if let Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) = e.sql_err() {
+            return ApiError::conflict("an object with the same name already exists");
+        }
+        if let Some(sea_orm::SqlErr::ForeignKeyConstraintViolation(_)) = e.sql_err() {
+            return ApiError::conflict("the object is still referenced by other objects");
+        }
+        ApiError::internal("accessing the database", e)
+    }
+}
+
+impl From<sea_orm::TransactionError<ApiError>> for ApiError {
+    fn from(e: sea_orm::TransactionError<ApiError>) -> Self {
+        match e {
+            sea_orm::TransactionError::Connection(db) => db.into(),
+            sea_orm::TransactionError::Transaction(api) => api,
+        }
+    }
+}
+
+impl From<entity::slots::SlotError> for ApiError {
+    fn from(e: entity::slots::SlotError) -> Self {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<ApiError> for async_graphql::Error {
+    fn from(e: ApiError) -> Self {
+        let code = e.code.as_str();
+        async_graphql::Error::new(e.message).extend_with(|_, ext| ext.set("code", code))
+    }
+}
+
+/// REST errors as `application/problem+json`, shaped like Backend.AI's.
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "type": format!("https://api.backend.ai/probs/{}", self.code.problem_slug()),
+            "title": self.message,
+            "code": self.code.as_str(),
+        });
+        let mut resp = (self.code.status(), body.to_string()).into_response();
+        resp.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/problem+json"),
+        );
+        resp
+    }
+}

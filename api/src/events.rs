@@ -1,0 +1,75 @@
+//! The in-process event bus. Services publish after their transaction commits; GraphQL
+//! subscriptions (and later SSE and the scheduler) listen.
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+
+/// What kind of object changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, async_graphql::Enum)]
+#[graphql(rename_items = "snake_case")]
+pub enum ObjectKind {
+    ResourcePreset,
+    ContainerRegistry,
+    Image,
+    ScalingGroup,
+    User,
+    Keypair,
+    KeypairResourcePolicy,
+    Domain,
+    Group,
+    SystemSetting,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, async_graphql::Enum)]
+#[graphql(rename_items = "snake_case")]
+pub enum ChangeAction {
+    Created,
+    Modified,
+    Deleted,
+}
+
+/// "Object X of kind K was created/modified/deleted". `domain` scopes who may hear about it
+/// (None = visible to everyone allowed to read that kind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub kind: ObjectKind,
+    pub action: ChangeAction,
+    pub key: String,
+    pub domain: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    Changed(Change),
+}
+
+#[derive(Clone)]
+pub struct EventBus {
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventBus {
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(1024);
+        Self { tx }
+    }
+
+    pub fn publish(&self, event: Event) {
+        // No subscriber is fine: nobody is watching.
+        let _ = self.tx.send(Arc::new(event));
+    }
+
+    pub fn changed(&self, kind: ObjectKind, action: ChangeAction, key: impl Into<String>, domain: Option<String>) {
+        self.publish(Event::Changed(Change { kind, action, key: key.into(), domain }));
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+}

@@ -1,0 +1,197 @@
+//! The GraphQL schema: Backend.AI's `/admin/gql` names (snake_case) assembled from the
+//! per-domain query, mutation and subscription objects, plus the HTTP/WebSocket handlers.
+pub mod limits;
+pub mod scalars;
+
+use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
+use async_graphql::{Context, Data, MergedObject, MergedSubscription, Schema};
+use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
+use axum::Extension;
+use axum::extract::{State, WebSocketUpgrade};
+use axum::response::{Html, IntoResponse, Response};
+use sea_orm::{EntityTrait, Order, QueryOrder, Select};
+
+pub use scalars::{BigInt, JsonString};
+
+use crate::auth::{Caller, Principal};
+use crate::error::{ApiError, ApiResult};
+use crate::server::Web;
+use crate::state::AppState;
+
+#[derive(MergedObject, Default)]
+pub struct Query(
+    crate::accounts::graphql::AccountQuery,
+    crate::users::graphql::UserQuery,
+    crate::keypairs::graphql::KeypairQuery,
+    crate::policies::graphql::PolicyQuery,
+    crate::domains::graphql::DomainQuery,
+    crate::groups::graphql::GroupQuery,
+    crate::presets::graphql::PresetQuery,
+    crate::scaling_groups::graphql::ScalingGroupQuery,
+    crate::registries::graphql::RegistryQuery,
+    crate::images::graphql::ImageQuery,
+    crate::settings::graphql::SettingQuery,
+);
+
+#[derive(MergedObject, Default)]
+pub struct Mutation(
+    crate::accounts::graphql::AccountMutation,
+    crate::users::graphql::UserMutation,
+    crate::keypairs::graphql::KeypairMutation,
+    crate::policies::graphql::PolicyMutation,
+    crate::domains::graphql::DomainMutation,
+    crate::groups::graphql::GroupMutation,
+    crate::presets::graphql::PresetMutation,
+    crate::scaling_groups::graphql::ScalingGroupMutation,
+    crate::registries::graphql::RegistryMutation,
+    crate::images::graphql::ImageMutation,
+    crate::settings::graphql::SettingMutation,
+);
+
+#[derive(MergedSubscription, Default)]
+pub struct Subscription(crate::changes::ChangeSubscription);
+
+pub type BaiSchema = Schema<Query, Mutation, Subscription>;
+
+pub fn build_schema(state: AppState) -> BaiSchema {
+    let cfg = state.config.clone();
+    Schema::build(Query::default(), Mutation::default(), Subscription::default())
+        .data(state)
+        .limit_depth(cfg.graphql_max_depth)
+        .limit_complexity(cfg.graphql_max_complexity)
+        .extension(limits::AliasLimit(cfg.graphql_max_aliases))
+        .finish()
+}
+
+/// The SDL committed as `api/schema.graphql`.
+pub fn sdl() -> String {
+    Schema::build(Query::default(), Mutation::default(), Subscription::default()).finish().sdl()
+}
+
+pub fn state<'a>(ctx: &Context<'a>) -> ApiResult<&'a AppState> {
+    ctx.data::<AppState>().map_err(|e| ApiError::internal("reading request context", e.message))
+}
+
+pub fn caller<'a>(ctx: &Context<'a>) -> ApiResult<&'a Caller> {
+    match ctx.data::<Principal>() {
+        Ok(p) => p.caller(),
+        Err(_) => Err(ApiError::unauthenticated("Login required.")),
+    }
+}
+
+/// Both at once, the common case for resolvers.
+pub fn ctx<'a>(ctx: &Context<'a>) -> ApiResult<(&'a AppState, &'a Caller)> {
+    Ok((state(ctx)?, caller(ctx)?))
+}
+
+/// Validated `limit`/`offset` of Backend.AI's paginated lists.
+pub fn page(limit: i32, offset: i32) -> ApiResult<(u64, u64)> {
+    if !(1..=100).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 100"));
+    }
+    let offset = u64::try_from(offset).map_err(|_| ApiError::bad_request("offset must not be negative"))?;
+    Ok((limit as u64, offset))
+}
+
+/// Applies Backend.AI's order syntax (`+name,-created_at`; no sign = ascending) restricted to
+/// the `allowed` columns.
+pub fn apply_order<E: EntityTrait>(
+    mut select: Select<E>,
+    order: Option<&str>,
+    allowed: &[(&str, E::Column)],
+    default: (E::Column, Order),
+) -> ApiResult<Select<E>> {
+    let Some(order) = order.filter(|o| !o.trim().is_empty()) else {
+        return Ok(select.order_by(default.0, default.1));
+    };
+    for part in order.split(',') {
+        let part = part.trim();
+        let (dir, name) = match part.split_at_checked(1) {
+            Some(("-", rest)) => (Order::Desc, rest),
+            Some(("+", rest)) => (Order::Asc, rest),
+            _ => (Order::Asc, part),
+        };
+        let col = allowed.iter().find(|(n, _)| *n == name).map(|(_, c)| *c).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "cannot order by '{name}' (allowed: {})",
+                allowed.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        select = select.order_by(col, dir);
+    }
+    Ok(select)
+}
+
+/// Every error leaves with a stable `extensions.code`; errors raised by the GraphQL engine
+/// itself (syntax, validation, limits) get `GRAPHQL_VALIDATION_FAILED`.
+fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
+    for err in &mut resp.errors {
+        let has_code = err.extensions.as_ref().is_some_and(|ext| ext.get("code").is_some());
+        if !has_code {
+            err.extensions
+                .get_or_insert_with(Default::default)
+                .set("code", "GRAPHQL_VALIDATION_FAILED");
+        }
+    }
+    resp
+}
+
+pub async fn graphql_post(
+    State(web): State<Web>,
+    Extension(principal): Extension<Principal>,
+    req: GraphQLRequest,
+) -> GraphQLResponse {
+    let resp = web.schema.execute(req.into_inner().data(principal)).await;
+    ensure_codes(resp).into()
+}
+
+pub async fn graphiql() -> impl IntoResponse {
+    Html(GraphiQLSource::build().endpoint("/graphql").subscription_endpoint("/graphql/ws").finish())
+}
+
+/// graphql-transport-ws (and legacy graphql-ws). The caller comes from the upgrade request's
+/// cookie, or from `connection_init`'s payload `{"token": "<bearer token>"}`.
+pub async fn graphql_ws(
+    State(web): State<Web>,
+    Extension(principal): Extension<Principal>,
+    protocol: GraphQLProtocol,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let schema = web.schema.clone();
+    let app = web.app.clone();
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |stream| {
+            GraphQLWebSocket::new(stream, schema, protocol)
+                .on_connection_init(move |payload| async move {
+                    let mut principal = principal;
+                    if let Some(token) = payload.get("token").and_then(|t| t.as_str()) {
+                        match crate::auth::middleware::caller_from_token(&app, token).await {
+                            Ok(Some(c)) => principal = Principal::User(std::sync::Arc::new(c)),
+                            Ok(None) => {
+                                return Err(async_graphql::Error::new("The token is invalid or has expired."));
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    let mut data = Data::default();
+                    data.insert(principal);
+                    Ok(data)
+                })
+                .serve()
+        })
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn committed_schema_matches_live_schema() {
+        let live = super::sdl();
+        let committed = include_str!("../../schema.graphql");
+        assert!(
+            live == committed,
+            "api/schema.graphql is out of date: regenerate it with `cargo run -p api --bin bai -- schema > api/schema.graphql`"
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! bai: Backend.AI rebuilt in Rust as one binary — manager, scheduler, in-process agents and
+//! the web console's server.
+pub mod accounts;
+pub mod audit;
+pub mod auth;
+pub mod changes;
+pub mod config;
+pub mod db;
+pub mod domains;
+pub mod error;
+pub mod events;
+pub mod graphql;
+pub mod groups;
+pub mod images;
+pub mod keypairs;
+pub mod policies;
+pub mod presets;
+pub mod registries;
+pub mod scaling_groups;
+pub mod server;
+pub mod settings;
+pub mod state;
+pub mod users;
+pub mod validate;
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use config::Config;
+pub use state::AppState;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The Backend.AI API version announced to clients.
+pub const API_VERSION: &str = "v8.20240915";
+
+/// A running server.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    /// The superadmin created at this start, with its generated password if any.
+    pub created_superadmin: Option<(String, Option<String>)>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Stops accepting connections, finishes in-flight requests and waits.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.task.await.context("server task panicked")?.context("server error")
+    }
+
+    /// Waits until the server ends (after `shutdown` resolves).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await.context("server task panicked")?.context("server error")
+    }
+}
+
+/// Connects the database, migrates, seeds, binds `config.listen` and serves until `stop`
+/// (or `shutdown` resolves).
+pub async fn start_with_shutdown<F>(config: Config, shutdown: F) -> anyhow::Result<Server>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    if config.database_url.is_none() {
+        db::prepare_data_dir(&config)?;
+    }
+    let db = db::connect_and_migrate(&config.effective_database_url()).await?;
+    db::seed_defaults(&db).await.context("seeding default objects")?;
+    let created_superadmin = match db::ensure_superadmin(&db, &config).await? {
+        db::SuperadminOutcome::Existing => None,
+        db::SuperadminOutcome::Created { email, generated_password } => Some((email, generated_password)),
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    if !config.web_dir.join("index.html").exists() {
+        tracing::warn!(dir = %config.web_dir.display(), "web console bundle not found; build it with scripts/build-web.sh");
+    }
+    let state = AppState::new(db, config);
+    let app = server::router(state.clone());
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                tokio::select! {
+                    _ = rx => {}
+                    _ = shutdown => {}
+                }
+            })
+            .await
+    });
+    Ok(Server { addr, state, created_superadmin, shutdown: Some(tx), task })
+}
+
+pub async fn start(config: Config) -> anyhow::Result<Server> {
+    start_with_shutdown(config, std::future::pending()).await
+}

@@ -1,0 +1,151 @@
+//! The `bai` command: `serve`, `migrate`, `superadmin`, `schema`.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "bai", version, about = "Backend.AI, rebuilt in Rust as one binary")]
+struct Cli {
+    /// TOML configuration file.
+    #[arg(long, global = true, env = "BAI_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (manager, agents and web console).
+    Serve {
+        /// Listen address (default 127.0.0.1:8090).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Data directory (default ./data).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Create a superadmin, or reset an account's password and make it a superadmin.
+    Superadmin {
+        #[arg(long)]
+        email: String,
+        /// The new password; omitted = a random one-time password, printed once.
+        #[arg(long, env = "BAI_NEW_PASSWORD")]
+        password: Option<String>,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Print the GraphQL schema (SDL), as committed in api/schema.graphql.
+    Schema,
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
+}
+
+fn print_password_banner(email: &str, password: &str) {
+    eprintln!();
+    eprintln!("==================================================================");
+    eprintln!(" bai superadmin: {email}");
+    eprintln!(" one-time password: {password}");
+    eprintln!(" (shown only now; you must change it at the first login)");
+    eprintln!("==================================================================");
+    eprintln!();
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let mut config = api::Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Serve { listen, data_dir } => {
+            if let Some(l) = listen {
+                config.listen = l;
+            }
+            if let Some(d) = data_dir {
+                config.data_dir = d;
+            }
+            init_logging(&config.log);
+            let server = api::start_with_shutdown(config, shutdown_signal()).await?;
+            if let Some((email, Some(pw))) = &server.created_superadmin {
+                print_password_banner(email, pw);
+            } else if let Some((email, None)) = &server.created_superadmin {
+                tracing::info!(%email, "created the first superadmin from BAI_ADMIN_EMAIL/BAI_ADMIN_PASSWORD");
+            }
+            tracing::info!(addr = %server.addr, version = api::VERSION, "bai is listening: http://{}", server.addr);
+            server.wait().await
+        }
+        Command::Migrate { data_dir } => {
+            if let Some(d) = data_dir {
+                config.data_dir = d;
+            }
+            init_logging(&config.log);
+            if config.database_url.is_none() {
+                api::db::prepare_data_dir(&config)?;
+            }
+            api::db::connect_and_migrate(&config.effective_database_url()).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Superadmin { email, password, data_dir } => {
+            if let Some(d) = data_dir {
+                config.data_dir = d;
+            }
+            init_logging(&config.log);
+            if config.database_url.is_none() {
+                api::db::prepare_data_dir(&config)?;
+            }
+            let db = api::db::connect_and_migrate(&config.effective_database_url()).await?;
+            api::db::seed_defaults(&db).await.context("seeding default objects")?;
+            let generated = password.is_none();
+            let pw = password.unwrap_or_else(api::auth::tokens::new_password);
+            let email = api::db::set_superadmin(&db, &config, &email, &pw, generated).await?;
+            if generated {
+                print_password_banner(&email, &pw);
+            } else {
+                eprintln!("superadmin {email} is ready");
+            }
+            Ok(())
+        }
+        Command::Schema => {
+            print!("{}", api::graphql::sdl());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The HTTP server: GraphQL (+ GraphiQL, WebSocket subscriptions), Backend.AI's REST entry
+//! points, and the web console with SPA fallback.
+use std::path::PathBuf;
+
+use axum::extract::{DefaultBodyLimit, FromRef, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
+use serde_json::json;
+use tower_http::services::{ServeDir, ServeFile};
+use tower_http::trace::TraceLayer;
+
+use crate::graphql::{self, BaiSchema};
+use crate::state::AppState;
+
+#[derive(Clone)]
+pub struct Web {
+    pub app: AppState,
+    pub schema: BaiSchema,
+}
+
+impl FromRef<Web> for AppState {
+    fn from_ref(web: &Web) -> AppState {
+        web.app.clone()
+    }
+}
+
+pub fn router(app: AppState) -> Router {
+    let schema = graphql::build_schema(app.clone());
+    let web_dir = app.config.web_dir.clone();
+    let body_limit = app.config.max_body_bytes;
+    let web = Web { app: app.clone(), schema };
+    let api = Router::new()
+        .route("/", get(root))
+        .route("/graphql", get(graphql::graphiql).post(graphql::graphql_post))
+        .route("/admin/gql", post(graphql::graphql_post))
+        .route("/graphql/ws", get(graphql::graphql_ws))
+        .route("/manager/announcement", get(announcement))
+        .route_layer(middleware::from_fn_with_state(app, crate::auth::middleware::authenticate))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(web);
+    let index = web_dir.join("index.html");
+    api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index))).layer(TraceLayer::new_for_http())
+}
+
+/// `GET /`: the version document for API clients (as Backend.AI answers JSON requests), the
+/// console for browsers.
+async fn root(State(web): State<Web>, headers: HeaderMap) -> Response {
+    let wants_html = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    if wants_html {
+        let index: PathBuf = web.app.config.web_dir.join("index.html");
+        match tokio::fs::read_to_string(&index).await {
+            Ok(html) => return axum::response::Html(html).into_response(),
+            Err(e) => tracing::warn!(path = %index.display(), error = %e, "web console not built"),
+        }
+    }
+    Json(version_document()).into_response()
+}
+
+pub fn version_document() -> serde_json::Value {
+    json!({ "version": crate::API_VERSION, "manager": crate::VERSION })
+}
+
+/// `GET /manager/announcement` (the CLI calls it before every command).
+async fn announcement(State(web): State<Web>) -> Response {
+    match crate::settings::get(&web.app.db, "announcement").await {
+        Ok(v) => {
+            let message = v.as_str().unwrap_or("").to_string();
+            Json(json!({ "enabled": !message.is_empty(), "message": message })).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
