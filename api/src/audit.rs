@@ -29,8 +29,9 @@ pub async fn record<C: ConnectionTrait>(
 }
 
 /// The future an audited operation returns: its result, the target's key and the detail to log.
-pub type AuditedFuture<'c, T> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<(T, String, serde_json::Value)>> + Send + 'c>>;
+pub type AuditedFuture<'c, T> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = ApiResult<(T, String, serde_json::Value)>> + Send + 'c>,
+>;
 
 /// Runs `op` in a transaction and records `actor` did `action` on the target it reports, in
 /// the same transaction.
@@ -46,14 +47,11 @@ where
     F: for<'c> FnOnce(&'c sea_orm::DatabaseTransaction) -> AuditedFuture<'c, T> + Send,
 {
     use sea_orm::TransactionTrait;
-    let (actor, action, target_type) = (actor.to_string(), action.to_string(), target_type.to_string());
-    db.transaction::<_, T, crate::error::ApiError>(move |txn| {
-        Box::pin(async move {
-            let (value, target, detail) = op(txn).await?;
-            record(txn, &actor, &action, &target_type, &target, detail).await?;
-            Ok(value)
-        })
-    })
-    .await
-    .map_err(crate::error::ApiError::from)
+    let txn = db.begin().await?;
+    let (value, target, detail) = op(&txn).await?;
+    record(&txn, actor, action, target_type, &target, detail).await?;
+    // Dropping an uncommitted transaction rolls it back, so every early return above undoes
+    // the operation.
+    txn.commit().await?;
+    Ok(value)
 }

@@ -6,7 +6,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::ApiResult;
 use crate::events::{ChangeAction, Event, ObjectKind};
-use crate::graphql::ctx;
+use crate::graphql::authed;
 
 #[derive(SimpleObject, Clone)]
 pub struct ChangeEvent {
@@ -22,32 +22,50 @@ enum Audience {
     Admins(crate::auth::AdminScope),
 }
 
-fn changes(ctx: &Context<'_>, kind: ObjectKind, superadmin_only: bool, admins_only: bool) -> ApiResult<impl Stream<Item = ChangeEvent> + use<>> {
-    let (state, caller) = ctx(ctx)?;
+fn changes(
+    ctx: &Context<'_>,
+    kind: ObjectKind,
+    superadmin_only: bool,
+    admins_only: bool,
+) -> ApiResult<impl Stream<Item = ChangeEvent> + use<>> {
+    let (state, caller) = authed(ctx)?;
     if superadmin_only {
         caller.require_superadmin()?;
     }
-    let audience = if admins_only { Audience::Admins(caller.require_admin()?) } else { Audience::LoggedIn };
+    let audience = if admins_only {
+        Audience::Admins(caller.require_admin()?)
+    } else {
+        Audience::LoggedIn
+    };
     let rx = state.events.subscribe();
-    Ok(futures_util::stream::unfold((rx, audience), move |(mut rx, audience)| async move {
-        loop {
-            match rx.recv().await {
-                Ok(ev) => {
-                    let Event::Changed(c) = &*ev;
-                    let visible = match &audience {
-                        Audience::LoggedIn => true,
-                        Audience::Admins(scope) => c.domain.as_deref().is_none_or(|d| scope.covers_domain(d)),
-                    };
-                    if c.kind == kind && visible {
-                        let out = ChangeEvent { kind: c.kind, action: c.action, key: c.key.clone() };
-                        return Some((out, (rx, audience)));
+    Ok(futures_util::stream::unfold(
+        (rx, audience),
+        move |(mut rx, audience)| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => {
+                        let Event::Changed(c) = &*ev;
+                        let visible = match &audience {
+                            Audience::LoggedIn => true,
+                            Audience::Admins(scope) => {
+                                c.domain.as_deref().is_none_or(|d| scope.covers_domain(d))
+                            }
+                        };
+                        if c.kind == kind && visible {
+                            let out = ChangeEvent {
+                                kind: c.kind,
+                                action: c.action,
+                                key: c.key.clone(),
+                            };
+                            return Some((out, (rx, audience)));
+                        }
                     }
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
                 }
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return None,
             }
-        }
-    }))
+        },
+    ))
 }
 
 #[derive(Default)]
@@ -55,29 +73,58 @@ pub struct ChangeSubscription;
 
 #[Subscription(rename_fields = "snake_case")]
 impl ChangeSubscription {
-    async fn resource_preset_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn resource_preset_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::ResourcePreset, false, false)?)
     }
-    async fn container_registry_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn container_registry_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::ContainerRegistry, true, true)?)
     }
-    async fn image_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn image_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::Image, false, false)?)
     }
-    async fn scaling_group_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn scaling_group_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::ScalingGroup, false, false)?)
     }
     /// Users of the admin's scope (domain admins: their domain).
-    async fn user_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn user_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::User, false, true)?)
     }
-    async fn keypair_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn keypair_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::Keypair, false, true)?)
     }
-    async fn keypair_resource_policy_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
-        Ok(changes(ctx, ObjectKind::KeypairResourcePolicy, false, true)?)
+    async fn keypair_resource_policy_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+        Ok(changes(
+            ctx,
+            ObjectKind::KeypairResourcePolicy,
+            false,
+            true,
+        )?)
     }
-    async fn system_setting_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn system_setting_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::SystemSetting, false, true)?)
     }
 }

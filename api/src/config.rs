@@ -35,7 +35,11 @@ impl EnvValue for bool {
 
 impl<T: EnvValue> EnvValue for Option<T> {
     fn from_env(raw: &str) -> anyhow::Result<Self> {
-        if raw.trim().is_empty() { Ok(None) } else { T::from_env(raw).map(Some) }
+        if raw.trim().is_empty() {
+            Ok(None)
+        } else {
+            T::from_env(raw).map(Some)
+        }
     }
 }
 
@@ -115,12 +119,16 @@ impl Config {
         Self::load_with(file, &|k| std::env::var(k).ok())
     }
 
-    pub fn load_with(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+    pub fn load_with(
+        file: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
         let mut cfg = match file {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("reading config file {}", path.display()))?;
-                toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))?
+                toml::from_str(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
             }
             None => Config::default(),
         };
@@ -132,7 +140,10 @@ impl Config {
     pub fn effective_database_url(&self) -> String {
         match &self.database_url {
             Some(url) => url.clone(),
-            None => format!("sqlite://{}?mode=rwc", self.data_dir.join("bai.db").display()),
+            None => format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("bai.db").display()
+            ),
         }
     }
 }
@@ -147,7 +158,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("bai.toml");
         std::fs::write(&file, "listen = \"0.0.0.0:9000\"\nsignup_enabled = true\n").unwrap();
-        let cfg = Config::load_with(Some(&file), &|k| (k == "BAI_SIGNUP_ENABLED").then(|| "false".to_string())).unwrap();
+        let cfg = Config::load_with(Some(&file), &|k| {
+            (k == "BAI_SIGNUP_ENABLED").then(|| "false".to_string())
+        })
+        .unwrap();
         assert_eq!(cfg.listen.port(), 9000);
         assert!(!cfg.signup_enabled);
         assert_eq!(cfg.login_session_ttl_secs, 43200);

@@ -6,12 +6,15 @@ use anyhow::Context;
 use chrono::Utc;
 use entity::enums::{DefaultForUnspecified, GroupType, SchedulerKind, UserRole, UserStatus};
 use entity::slots::ResourceSlots;
-use entity::{domains, groups, keypair_resource_policies, resource_presets, scaling_groups, sgroups_for_domains, users};
+use entity::{
+    domains, groups, keypair_resource_policies, resource_presets, scaling_groups,
+    sgroups_for_domains, users,
+};
 use migration::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectOptions, Database, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-    Set, SqlxSqliteConnector, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectOptions, Database, DatabaseConnection, EntityTrait,
+    PaginatorTrait, QueryFilter, Set, SqlxSqliteConnector, TransactionTrait,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -37,11 +40,28 @@ pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection
         SqlxSqliteConnector::from_sqlx_sqlite_pool(pool)
     } else {
         let mut opts = ConnectOptions::new(url.to_string());
-        opts.max_connections(16).sqlx_logging(false).connect_timeout(Duration::from_secs(10));
-        Database::connect(opts).await.context("connecting to PostgreSQL (DATABASE_URL)")?
+        opts.max_connections(16)
+            .sqlx_logging(false)
+            .connect_timeout(Duration::from_secs(10));
+        Database::connect(opts)
+            .await
+            .context("connecting to PostgreSQL (DATABASE_URL)")?
     };
-    Migrator::up(&db, None).await.context("running database migrations")?;
+    Migrator::up(&db, None)
+        .await
+        .context("running database migrations")?;
     Ok(db)
+}
+
+/// Connects without migrating (tools and tests that manage databases).
+pub async fn connect_raw(url: &str) -> anyhow::Result<DatabaseConnection> {
+    let mut opts = ConnectOptions::new(url.to_string());
+    opts.max_connections(2)
+        .sqlx_logging(false)
+        .connect_timeout(Duration::from_secs(10));
+    Database::connect(opts)
+        .await
+        .with_context(|| "connecting to the database".to_string())
 }
 
 /// Ensures the directory of an SQLite database file exists.
@@ -54,13 +74,20 @@ fn gib(n: i64) -> i64 {
     n * 1024 * 1024 * 1024
 }
 
-fn preset(name: &str, cpu: &str, mem_gib: i64, shares: Option<&str>, shm_gib: Option<i64>) -> anyhow::Result<resource_presets::ActiveModel> {
+fn preset(
+    name: &str,
+    cpu: &str,
+    mem_gib: i64,
+    shares: Option<&str>,
+    shm_gib: Option<i64>,
+) -> anyhow::Result<resource_presets::ActiveModel> {
     let mem = gib(mem_gib).to_string();
     let mut pairs = vec![("cpu", cpu), ("mem", mem.as_str())];
     if let Some(s) = shares {
         pairs.push(("cuda.shares", s));
     }
-    let slots = ResourceSlots::parse_input(pairs).map_err(|e| anyhow::anyhow!("seed preset {name}: {e}"))?;
+    let slots = ResourceSlots::parse_input(pairs)
+        .map_err(|e| anyhow::anyhow!("seed preset {name}: {e}"))?;
     Ok(resource_presets::ActiveModel {
         name: Set(name.to_string()),
         resource_slots: Set(slots),
@@ -137,9 +164,12 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
     }
     .insert(&txn)
     .await?;
-    sgroups_for_domains::ActiveModel { scaling_group: Set("default".into()), domain: Set("default".into()) }
-        .insert(&txn)
-        .await?;
+    sgroups_for_domains::ActiveModel {
+        scaling_group: Set("default".into()),
+        domain: Set("default".into()),
+    }
+    .insert(&txn)
+    .await?;
     // The seeds' preset table (admin chapter); medium and large carry 1 GiB shared memory as
     // in the launch dialog's cards.
     for p in [
@@ -152,9 +182,13 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
     ] {
         p.insert(&txn).await?;
     }
-    crate::audit::record(&txn, "system", "seed", "domain", "default", json!({})).await?;
+    crate::audit::record(&txn, "system", "seed", "domain", "default", json!({}))
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     txn.commit().await?;
-    tracing::info!("seeded domain, group, resource policy, resource group `default` and the resource presets");
+    tracing::info!(
+        "seeded domain, group, resource policy, resource group `default` and the resource presets"
+    );
     Ok(())
 }
 
@@ -162,20 +196,31 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum SuperadminOutcome {
     Existing,
-    Created { email: String, generated_password: Option<String> },
+    Created {
+        email: String,
+        generated_password: Option<String>,
+    },
 }
 
 /// Creates the first superadmin when there is none: from `BAI_ADMIN_EMAIL` +
 /// `BAI_ADMIN_PASSWORD`, else with a random one-time password that must be changed at the
 /// first login.
-pub async fn ensure_superadmin(db: &DatabaseConnection, config: &Config) -> anyhow::Result<SuperadminOutcome> {
-    let exists = users::Entity::find().filter(users::Column::Role.eq(UserRole::Superadmin)).count(db).await? > 0;
+pub async fn ensure_superadmin(
+    db: &DatabaseConnection,
+    config: &Config,
+) -> anyhow::Result<SuperadminOutcome> {
+    let exists = users::Entity::find()
+        .filter(users::Column::Role.eq(UserRole::Superadmin))
+        .count(db)
+        .await?
+        > 0;
     if exists {
         return Ok(SuperadminOutcome::Existing);
     }
     let (password, generated) = match &config.admin_password {
         Some(p) => {
-            password::validate_rules(p).map_err(|e| anyhow::anyhow!("BAI_ADMIN_PASSWORD: {}", e.message))?;
+            password::validate_rules(p)
+                .map_err(|e| anyhow::anyhow!("BAI_ADMIN_PASSWORD: {}", e.message))?;
             (p.clone(), None)
         }
         None => {
@@ -183,8 +228,18 @@ pub async fn ensure_superadmin(db: &DatabaseConnection, config: &Config) -> anyh
             (p.clone(), Some(p))
         }
     };
-    let email = set_superadmin(db, config, &config.admin_email, &password, generated.is_some()).await?;
-    Ok(SuperadminOutcome::Created { email, generated_password: generated })
+    let email = set_superadmin(
+        db,
+        config,
+        &config.admin_email,
+        &password,
+        generated.is_some(),
+    )
+    .await?;
+    Ok(SuperadminOutcome::Created {
+        email,
+        generated_password: generated,
+    })
 }
 
 /// Creates a superadmin `email`, or resets the password of an existing account and makes
@@ -197,10 +252,15 @@ pub async fn set_superadmin(
     must_change: bool,
 ) -> anyhow::Result<String> {
     password::validate_rules(new_password).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    let hash = password::hash(new_password).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let hash = password::hash(new_password)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let email = crate::validate::email(email).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let rate_limit = i32::try_from(config.admin_rate_limit).unwrap_or(i32::MAX);
-    let existing = users::Entity::find().filter(users::Column::Email.eq(&email)).one(db).await?;
+    let existing = users::Entity::find()
+        .filter(users::Column::Email.eq(&email))
+        .one(db)
+        .await?;
     let txn = db.begin().await?;
     match existing {
         Some(u) => {
@@ -212,8 +272,12 @@ pub async fn set_superadmin(
             m.need_password_change = Set(must_change);
             m.modified_at = Set(Utc::now());
             let u = m.update(&txn).await?;
-            crate::keypairs::reactivate_main(&txn, &u).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
-            crate::users::revoke_login_sessions(&txn, uuid).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            crate::keypairs::reactivate_main(&txn, &u)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            crate::users::revoke_login_sessions(&txn, uuid)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
         }
         None => {
             let username = email.split('@').next().unwrap_or("admin").to_string();

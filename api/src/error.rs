@@ -3,6 +3,7 @@
 //! logged, never sent.
 use std::fmt;
 
+use async_graphql::ErrorExtensions;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -35,7 +36,9 @@ impl ErrorCode {
     pub fn status(self) -> StatusCode {
         match self {
             ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
-            ErrorCode::Unauthenticated | ErrorCode::PasswordChangeRequired => StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthenticated | ErrorCode::PasswordChangeRequired => {
+                StatusCode::UNAUTHORIZED
+            }
             ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::Conflict => StatusCode::CONFLICT,
@@ -69,7 +72,10 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
     pub fn bad_request(m: impl Into<String>) -> Self {
         Self::new(ErrorCode::BadRequest, m)
@@ -90,17 +96,12 @@ impl ApiError {
     /// Logs the real cause and returns an opaque internal error.
     pub fn internal(context: &str, cause: impl fmt::Display) -> Self {
         tracing::error!(error = %cause, "{context}");
-        Self::new(ErrorCode::Internal, format!("internal error while {context}"))
+        Self::new(
+            ErrorCode::Internal,
+            format!("internal error while {context}"),
+        )
     }
 }
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.message)
-    }
-}
-
-impl std::error::Error for ApiError {}
 
 impl From<sea_orm::DbErr> for ApiError {
     fn from(e: sea_orm::DbErr) -> Self {
@@ -114,21 +115,15 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
-impl From<sea_orm::TransactionError<ApiError>> for ApiError {
-    fn from(e: sea_orm::TransactionError<ApiError>) -> Self {
-        match e {
-            sea_orm::TransactionError::Connection(db) => db.into(),
-            sea_orm::TransactionError::Transaction(api) => api,
-        }
-    }
-}
-
 impl From<entity::slots::SlotError> for ApiError {
     fn from(e: entity::slots::SlotError) -> Self {
         ApiError::bad_request(e.to_string())
     }
 }
 
+// ApiError deliberately implements neither Display nor std::error::Error: async-graphql
+// converts every Display type into an error without `extensions.code`, and this conversion,
+// which keeps the code, must be the only one.
 impl From<ApiError> for async_graphql::Error {
     fn from(e: ApiError) -> Self {
         let code = e.code.as_str();

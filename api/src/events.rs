@@ -65,8 +65,19 @@ impl EventBus {
         let _ = self.tx.send(Arc::new(event));
     }
 
-    pub fn changed(&self, kind: ObjectKind, action: ChangeAction, key: impl Into<String>, domain: Option<String>) {
-        self.publish(Event::Changed(Change { kind, action, key: key.into(), domain }));
+    pub fn changed(
+        &self,
+        kind: ObjectKind,
+        action: ChangeAction,
+        key: impl Into<String>,
+        domain: Option<String>,
+    ) {
+        self.publish(Event::Changed(Change {
+            kind,
+            action,
+            key: key.into(),
+            domain,
+        }));
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {

@@ -52,12 +52,18 @@ impl Server {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-        self.task.await.context("server task panicked")?.context("server error")
+        self.task
+            .await
+            .context("server task panicked")?
+            .context("server error")
     }
 
     /// Waits until the server ends (after `shutdown` resolves).
     pub async fn wait(self) -> anyhow::Result<()> {
-        self.task.await.context("server task panicked")?.context("server error")
+        self.task
+            .await
+            .context("server task panicked")?
+            .context("server error")
     }
 }
 
@@ -71,10 +77,15 @@ where
         db::prepare_data_dir(&config)?;
     }
     let db = db::connect_and_migrate(&config.effective_database_url()).await?;
-    db::seed_defaults(&db).await.context("seeding default objects")?;
+    db::seed_defaults(&db)
+        .await
+        .context("seeding default objects")?;
     let created_superadmin = match db::ensure_superadmin(&db, &config).await? {
         db::SuperadminOutcome::Existing => None,
-        db::SuperadminOutcome::Created { email, generated_password } => Some((email, generated_password)),
+        db::SuperadminOutcome::Created {
+            email,
+            generated_password,
+        } => Some((email, generated_password)),
     };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -96,7 +107,13 @@ where
             })
             .await
     });
-    Ok(Server { addr, state, created_superadmin, shutdown: Some(tx), task })
+    Ok(Server {
+        addr,
+        state,
+        created_superadmin,
+        shutdown: Some(tx),
+        task,
+    })
 }
 
 pub async fn start(config: Config) -> anyhow::Result<Server> {

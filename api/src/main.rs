@@ -6,7 +6,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "bai", version, about = "Backend.AI, rebuilt in Rust as one binary")]
+#[command(
+    name = "bai",
+    version,
+    about = "Backend.AI, rebuilt in Rust as one binary"
+)]
 struct Cli {
     /// TOML configuration file.
     #[arg(long, global = true, env = "BAI_CONFIG")]
@@ -48,7 +52,10 @@ enum Command {
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
 }
 
 async fn shutdown_signal() {
@@ -123,7 +130,11 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Superadmin { email, password, data_dir } => {
+        Command::Superadmin {
+            email,
+            password,
+            data_dir,
+        } => {
             if let Some(d) = data_dir {
                 config.data_dir = d;
             }
@@ -132,7 +143,9 @@ async fn main() -> anyhow::Result<()> {
                 api::db::prepare_data_dir(&config)?;
             }
             let db = api::db::connect_and_migrate(&config.effective_database_url()).await?;
-            api::db::seed_defaults(&db).await.context("seeding default objects")?;
+            api::db::seed_defaults(&db)
+                .await
+                .context("seeding default objects")?;
             let generated = password.is_none();
             let pw = password.unwrap_or_else(api::auth::tokens::new_password);
             let email = api::db::set_superadmin(&db, &config, &email, &pw, generated).await?;

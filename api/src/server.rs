@@ -30,18 +30,28 @@ pub fn router(app: AppState) -> Router {
     let schema = graphql::build_schema(app.clone());
     let web_dir = app.config.web_dir.clone();
     let body_limit = app.config.max_body_bytes;
-    let web = Web { app: app.clone(), schema };
+    let web = Web {
+        app: app.clone(),
+        schema,
+    };
     let api = Router::new()
         .route("/", get(root))
-        .route("/graphql", get(graphql::graphiql).post(graphql::graphql_post))
+        .route(
+            "/graphql",
+            get(graphql::graphiql).post(graphql::graphql_post),
+        )
         .route("/admin/gql", post(graphql::graphql_post))
         .route("/graphql/ws", get(graphql::graphql_ws))
         .route("/manager/announcement", get(announcement))
-        .route_layer(middleware::from_fn_with_state(app, crate::auth::middleware::authenticate))
+        .route_layer(middleware::from_fn_with_state(
+            app,
+            crate::auth::middleware::authenticate,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(web);
     let index = web_dir.join("index.html");
-    api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index))).layer(TraceLayer::new_for_http())
+    api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index)))
+        .layer(TraceLayer::new_for_http())
 }
 
 /// `GET /`: the version document for API clients (as Backend.AI answers JSON requests), the

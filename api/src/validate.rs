@@ -8,18 +8,30 @@ pub fn email(input: &str) -> ApiResult<String> {
         && !e.chars().any(|c| c.is_whitespace() || c.is_control())
         && match e.split_once('@') {
             Some((local, domain)) => {
-                !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !domain.contains('@')
+                !local.is_empty()
+                    && domain.contains('.')
+                    && !domain.starts_with('.')
+                    && !domain.ends_with('.')
+                    && !domain.contains('@')
             }
             None => false,
         };
-    if ok { Ok(e) } else { Err(ApiError::bad_request(format!("'{input}' is not a valid email address (at most 64 characters)"))) }
+    if ok {
+        Ok(e)
+    } else {
+        Err(ApiError::bad_request(format!(
+            "'{input}' is not a valid email address (at most 64 characters)"
+        )))
+    }
 }
 
 /// User names: 1–64 printable characters without spaces at the ends.
 pub fn username(input: &str) -> ApiResult<String> {
     let u = input.trim();
     if u.is_empty() || u.chars().count() > 64 || u.chars().any(char::is_control) {
-        return Err(ApiError::bad_request("User name must be 1 to 64 characters long"));
+        return Err(ApiError::bad_request(
+            "User name must be 1 to 64 characters long",
+        ));
     }
     Ok(u.to_string())
 }
@@ -31,7 +43,8 @@ pub fn object_name(kind: &str, input: &str) -> ApiResult<String> {
     let ok = !n.is_empty()
         && n.len() <= 64
         && n.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if ok {
         Ok(n.to_string())
     } else {
@@ -44,7 +57,9 @@ pub fn object_name(kind: &str, input: &str) -> ApiResult<String> {
 /// A non-negative integer setting where 0 means unlimited.
 pub fn non_negative(field: &str, v: i64) -> ApiResult<i64> {
     if v < 0 {
-        Err(ApiError::bad_request(format!("{field} must not be negative (0 means unlimited)")))
+        Err(ApiError::bad_request(format!(
+            "{field} must not be negative (0 means unlimited)"
+        )))
     } else {
         Ok(v)
     }

@@ -23,7 +23,9 @@ pub fn is_known_slot(name: &str) -> bool {
 }
 
 fn is_bytes_slot(name: &str) -> bool {
-    KNOWN_SLOTS.iter().any(|(n, unit)| *n == name && *unit == "bytes")
+    KNOWN_SLOTS
+        .iter()
+        .any(|(n, unit)| *n == name && *unit == "bytes")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,12 +41,18 @@ impl fmt::Display for SlotError {
             SlotError::UnknownSlot(s) => write!(
                 f,
                 "unknown resource slot '{s}' (known: {})",
-                KNOWN_SLOTS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                KNOWN_SLOTS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             SlotError::InvalidAmount { slot, value } => {
                 write!(f, "invalid amount '{value}' for resource slot '{slot}'")
             }
-            SlotError::Negative { slot } => write!(f, "resource slot '{slot}' must not be negative"),
+            SlotError::Negative { slot } => {
+                write!(f, "resource slot '{slot}' must not be negative")
+            }
         }
     }
 }
@@ -55,7 +63,10 @@ impl std::error::Error for SlotError {}
 /// by `b` or `ib`), case-insensitive: `8g` is 8 GiB. A bare number is bytes.
 pub fn parse_binary_size(input: &str) -> Option<Decimal> {
     let s = input.trim().to_ascii_lowercase();
-    let s = s.strip_suffix("ib").or_else(|| s.strip_suffix('b')).unwrap_or(&s);
+    let s = s
+        .strip_suffix("ib")
+        .or_else(|| s.strip_suffix('b'))
+        .unwrap_or(&s);
     let (num, exp) = match s.chars().last()? {
         'k' => (&s[..s.len() - 1], 1),
         'm' => (&s[..s.len() - 1], 2),
@@ -109,7 +120,9 @@ pub fn parse_amount(slot: &str, value: &str) -> Result<Decimal, SlotError> {
         value: value.to_string(),
     })?;
     if amount.is_sign_negative() && !amount.is_zero() {
-        return Err(SlotError::Negative { slot: slot.to_string() });
+        return Err(SlotError::Negative {
+            slot: slot.to_string(),
+        });
     }
     Ok(amount.normalize())
 }
@@ -161,7 +174,10 @@ impl ResourceSlots {
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(n) => n.to_string(),
                 other => {
-                    return Err(SlotError::InvalidAmount { slot: k.clone(), value: other.to_string() });
+                    return Err(SlotError::InvalidAmount {
+                        slot: k.clone(),
+                        value: other.to_string(),
+                    });
                 }
             };
             pairs.push((k.clone(), s));
@@ -214,7 +230,11 @@ impl ResourceSlots {
 
     /// The slots where `self` exceeds `other`, for "why not" messages.
     pub fn exceeding(&self, other: &ResourceSlots) -> Vec<String> {
-        self.0.iter().filter(|(k, v)| **v > other.get(k)).map(|(k, _)| k.clone()).collect()
+        self.0
+            .iter()
+            .filter(|(k, v)| **v > other.get(k))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Human form: `cpu=2 mem=4g`.
@@ -255,13 +275,18 @@ impl<'de> Deserialize<'de> for SlotLimit {
         if is_unlimited_word(&s) {
             Ok(SlotLimit::Unlimited)
         } else {
-            Decimal::from_str(&s).map(SlotLimit::Limited).map_err(serde::de::Error::custom)
+            Decimal::from_str(&s)
+                .map(SlotLimit::Limited)
+                .map_err(serde::de::Error::custom)
         }
     }
 }
 
 fn is_unlimited_word(s: &str) -> bool {
-    matches!(s.trim().to_ascii_lowercase().as_str(), "infinity" | "inf" | "unlimited" | "∞")
+    matches!(
+        s.trim().to_ascii_lowercase().as_str(),
+        "infinity" | "inf" | "unlimited" | "∞"
+    )
 }
 
 /// Per-slot limits of a resource policy, domain or group. Slots not listed follow the policy's
@@ -284,7 +309,10 @@ impl ResourceLimits {
                 serde_json::Value::Number(n) => n.to_string(),
                 serde_json::Value::Null => "Infinity".to_string(),
                 other => {
-                    return Err(SlotError::InvalidAmount { slot: k.clone(), value: other.to_string() });
+                    return Err(SlotError::InvalidAmount {
+                        slot: k.clone(),
+                        value: other.to_string(),
+                    });
                 }
             };
             let limit = if is_unlimited_word(&s) {
@@ -344,13 +372,23 @@ mod tests {
 
     #[test]
     fn parse_input_validates() {
-        let s = ResourceSlots::parse_input([("cpu", "2"), ("mem", "4g"), ("cuda.shares", "0")]).unwrap();
+        let s = ResourceSlots::parse_input([("cpu", "2"), ("mem", "4g"), ("cuda.shares", "0")])
+            .unwrap();
         assert_eq!(s.get("cpu"), d("2"));
         assert_eq!(s.get("mem"), d("4294967296"));
         assert!(!s.0.contains_key("cuda.shares"), "zero dropped");
-        assert!(matches!(ResourceSlots::parse_input([("tpu", "1")]), Err(SlotError::UnknownSlot(_))));
-        assert!(matches!(ResourceSlots::parse_input([("cpu", "-1")]), Err(SlotError::Negative { .. })));
-        assert!(matches!(ResourceSlots::parse_input([("cpu", "two")]), Err(SlotError::InvalidAmount { .. })));
+        assert!(matches!(
+            ResourceSlots::parse_input([("tpu", "1")]),
+            Err(SlotError::UnknownSlot(_))
+        ));
+        assert!(matches!(
+            ResourceSlots::parse_input([("cpu", "-1")]),
+            Err(SlotError::Negative { .. })
+        ));
+        assert!(matches!(
+            ResourceSlots::parse_input([("cpu", "two")]),
+            Err(SlotError::InvalidAmount { .. })
+        ));
     }
 
     #[test]
@@ -363,7 +401,10 @@ mod tests {
         assert_eq!(sum.sub(&b), a);
         assert!(b.le(&sum));
         assert!(!sum.le(&a));
-        assert_eq!(sum.exceeding(&a), vec!["cpu".to_string(), "cuda.shares".to_string()]);
+        assert_eq!(
+            sum.exceeding(&a),
+            vec!["cpu".to_string(), "cuda.shares".to_string()]
+        );
         let json = serde_json::to_value(&a).unwrap();
         assert_eq!(json, serde_json::json!({"cpu": "2", "mem": "4294967296"}));
         assert_eq!(serde_json::from_value::<ResourceSlots>(json).unwrap(), a);
@@ -372,12 +413,22 @@ mod tests {
 
     #[test]
     fn limits_with_infinity() {
-        let l = ResourceLimits::parse_json(&serde_json::json!({"cpu": "Infinity", "mem": "16g"})).unwrap();
-        assert_eq!(l.limit("cpu", SlotLimit::Limited(Decimal::ZERO)), SlotLimit::Unlimited);
+        let l = ResourceLimits::parse_json(&serde_json::json!({"cpu": "Infinity", "mem": "16g"}))
+            .unwrap();
+        assert_eq!(
+            l.limit("cpu", SlotLimit::Limited(Decimal::ZERO)),
+            SlotLimit::Unlimited
+        );
         let want = ResourceSlots::parse_input([("cpu", "100"), ("mem", "32g")]).unwrap();
-        assert_eq!(l.exceeded_by(&want, SlotLimit::Unlimited), vec!["mem".to_string()]);
+        assert_eq!(
+            l.exceeded_by(&want, SlotLimit::Unlimited),
+            vec!["mem".to_string()]
+        );
         let json = serde_json::to_value(&l).unwrap();
-        assert_eq!(json, serde_json::json!({"cpu": "Infinity", "mem": "17179869184"}));
+        assert_eq!(
+            json,
+            serde_json::json!({"cpu": "Infinity", "mem": "17179869184"})
+        );
         assert!(ResourceLimits::parse_json(&serde_json::json!({"gpu": "1"})).is_err());
     }
 }

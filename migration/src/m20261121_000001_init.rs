@@ -22,7 +22,13 @@ fn ts_null(name: &str) -> ColumnDef {
     timestamp_with_time_zone_null(a(name))
 }
 
-fn fk(from_table: &str, from_col: &str, to_table: &str, to_col: &str, on_delete: ForeignKeyAction) -> ForeignKeyCreateStatement {
+fn fk(
+    from_table: &str,
+    from_col: &str,
+    to_table: &str,
+    to_col: &str,
+    on_delete: ForeignKeyAction,
+) -> ForeignKeyCreateStatement {
     ForeignKey::create()
         .name(format!("fk_{from_table}_{from_col}"))
         .from(a(from_table), a(from_col))
@@ -34,7 +40,8 @@ fn fk(from_table: &str, from_col: &str, to_table: &str, to_col: &str, on_delete:
 
 fn index(table: &str, cols: &[&str], unique: bool) -> IndexCreateStatement {
     let mut idx = Index::create();
-    idx.name(format!("ix_{table}_{}", cols.join("_"))).table(a(table));
+    idx.name(format!("ix_{table}_{}", cols.join("_")))
+        .table(a(table));
     for c in cols {
         idx.col(a(c));
     }
@@ -87,7 +94,13 @@ fn tables() -> Vec<TableCreateStatement> {
             .col(json(a("allowed_vfolder_hosts")))
             .col(string_null(a("integration_id")))
             .col(enum_col("type"))
-            .foreign_key(&mut fk("groups", "domain_name", "domains", "name", Restrict))
+            .foreign_key(&mut fk(
+                "groups",
+                "domain_name",
+                "domains",
+                "name",
+                Restrict,
+            ))
             .to_owned(),
         Table::create()
             .table(a("users"))
@@ -114,8 +127,20 @@ fn tables() -> Vec<TableCreateStatement> {
             .col(uuid(a("user_id")))
             .col(uuid(a("group_id")))
             .primary_key(Index::create().col(a("user_id")).col(a("group_id")))
-            .foreign_key(&mut fk("association_groups_users", "user_id", "users", "uuid", Cascade))
-            .foreign_key(&mut fk("association_groups_users", "group_id", "groups", "id", Cascade))
+            .foreign_key(&mut fk(
+                "association_groups_users",
+                "user_id",
+                "users",
+                "uuid",
+                Cascade,
+            ))
+            .foreign_key(&mut fk(
+                "association_groups_users",
+                "group_id",
+                "groups",
+                "id",
+                Cascade,
+            ))
             .to_owned(),
         Table::create()
             .table(a("keypairs"))
@@ -136,7 +161,13 @@ fn tables() -> Vec<TableCreateStatement> {
             .col(blob_null(a("dotfiles")))
             .col(text_null(a("bootstrap_script")))
             .foreign_key(&mut fk("keypairs", "user", "users", "uuid", Restrict))
-            .foreign_key(&mut fk("keypairs", "resource_policy", "keypair_resource_policies", "name", Restrict))
+            .foreign_key(&mut fk(
+                "keypairs",
+                "resource_policy",
+                "keypair_resource_policies",
+                "name",
+                Restrict,
+            ))
             .to_owned(),
         Table::create()
             .table(a("scaling_groups"))
@@ -157,24 +188,60 @@ fn tables() -> Vec<TableCreateStatement> {
             .col(string_len(a("scaling_group"), 64))
             .col(string_len(a("domain"), 64))
             .primary_key(Index::create().col(a("scaling_group")).col(a("domain")))
-            .foreign_key(&mut fk("sgroups_for_domains", "scaling_group", "scaling_groups", "name", Cascade))
-            .foreign_key(&mut fk("sgroups_for_domains", "domain", "domains", "name", Cascade))
+            .foreign_key(&mut fk(
+                "sgroups_for_domains",
+                "scaling_group",
+                "scaling_groups",
+                "name",
+                Cascade,
+            ))
+            .foreign_key(&mut fk(
+                "sgroups_for_domains",
+                "domain",
+                "domains",
+                "name",
+                Cascade,
+            ))
             .to_owned(),
         Table::create()
             .table(a("sgroups_for_groups"))
             .col(string_len(a("scaling_group"), 64))
             .col(uuid(a("group")))
             .primary_key(Index::create().col(a("scaling_group")).col(a("group")))
-            .foreign_key(&mut fk("sgroups_for_groups", "scaling_group", "scaling_groups", "name", Cascade))
-            .foreign_key(&mut fk("sgroups_for_groups", "group", "groups", "id", Cascade))
+            .foreign_key(&mut fk(
+                "sgroups_for_groups",
+                "scaling_group",
+                "scaling_groups",
+                "name",
+                Cascade,
+            ))
+            .foreign_key(&mut fk(
+                "sgroups_for_groups",
+                "group",
+                "groups",
+                "id",
+                Cascade,
+            ))
             .to_owned(),
         Table::create()
             .table(a("sgroups_for_keypairs"))
             .col(string_len(a("scaling_group"), 64))
             .col(string_len(a("access_key"), 20))
             .primary_key(Index::create().col(a("scaling_group")).col(a("access_key")))
-            .foreign_key(&mut fk("sgroups_for_keypairs", "scaling_group", "scaling_groups", "name", Cascade))
-            .foreign_key(&mut fk("sgroups_for_keypairs", "access_key", "keypairs", "access_key", Cascade))
+            .foreign_key(&mut fk(
+                "sgroups_for_keypairs",
+                "scaling_group",
+                "scaling_groups",
+                "name",
+                Cascade,
+            ))
+            .foreign_key(&mut fk(
+                "sgroups_for_keypairs",
+                "access_key",
+                "keypairs",
+                "access_key",
+                Cascade,
+            ))
             .to_owned(),
         Table::create()
             .table(a("agents"))
@@ -343,8 +410,20 @@ fn tables() -> Vec<TableCreateStatement> {
             .col(uuid(a("user")))
             .col(enum_col("permission"))
             .primary_key(Index::create().col(a("vfolder")).col(a("user")))
-            .foreign_key(&mut fk("vfolder_permissions", "vfolder", "vfolders", "id", Cascade))
-            .foreign_key(&mut fk("vfolder_permissions", "user", "users", "uuid", Cascade))
+            .foreign_key(&mut fk(
+                "vfolder_permissions",
+                "vfolder",
+                "vfolders",
+                "id",
+                Cascade,
+            ))
+            .foreign_key(&mut fk(
+                "vfolder_permissions",
+                "user",
+                "users",
+                "uuid",
+                Cascade,
+            ))
             .to_owned(),
         Table::create()
             .table(a("login_sessions"))
@@ -355,7 +434,13 @@ fn tables() -> Vec<TableCreateStatement> {
             .col(ts("expires_at"))
             .col(ts("last_seen"))
             .col(text_null(a("user_agent")))
-            .foreign_key(&mut fk("login_sessions", "user_uuid", "users", "uuid", Cascade))
+            .foreign_key(&mut fk(
+                "login_sessions",
+                "user_uuid",
+                "users",
+                "uuid",
+                Cascade,
+            ))
             .to_owned(),
         Table::create()
             .table(a("system_settings"))
@@ -407,8 +492,13 @@ impl MigrationTrait for Migration {
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         for t in tables().iter().rev() {
-            let name = t.get_table_name().cloned().ok_or_else(|| DbErr::Migration("table without name".into()))?;
-            manager.drop_table(Table::drop().table(name).to_owned()).await?;
+            let name = t
+                .get_table_name()
+                .cloned()
+                .ok_or_else(|| DbErr::Migration("table without name".into()))?;
+            manager
+                .drop_table(Table::drop().table(name).to_owned())
+                .await?;
         }
         Ok(())
     }

@@ -1,1 +1,189 @@
-fn main() {}
+//! The bai web console (Leptos, client-side). It talks to the server only through GraphQL.
+//! This first slice: login (with the forced password change), the layout shell and logout.
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use serde_json::{Value, json};
+
+mod gql;
+
+#[derive(Clone, Debug, PartialEq)]
+struct Me {
+    email: String,
+    username: String,
+    role: String,
+    domain: String,
+}
+
+impl Me {
+    fn from_json(v: &Value) -> Option<Me> {
+        Some(Me {
+            email: v.get("email")?.as_str()?.to_string(),
+            username: v.get("username")?.as_str()?.to_string(),
+            role: v.get("role")?.as_str()?.to_string(),
+            domain: v.get("domain_name")?.as_str()?.to_string(),
+        })
+    }
+
+    fn is_admin(&self) -> bool {
+        self.role == "superadmin" || self.role == "admin"
+    }
+}
+
+const ME_QUERY: &str = "{ user { email username role domain_name } }";
+
+fn main() {
+    console_error_panic_hook::set_once();
+    leptos::mount::mount_to_body(App);
+}
+
+#[component]
+fn App() -> impl IntoView {
+    let me = RwSignal::new(None::<Me>);
+    let checked = RwSignal::new(false);
+    spawn_local(async move {
+        if let Ok(data) = gql::query(ME_QUERY, json!({})).await {
+            me.set(Me::from_json(&data["user"]));
+        }
+        checked.set(true);
+    });
+    view! {
+        <Show when=move || checked.get() fallback=|| view! { <p style="padding:24px">"Loading…"</p> }>
+            {move || match me.get() {
+                Some(m) => view! { <Shell me=m on_logout=move || me.set(None) /> }.into_any(),
+                None => view! { <Login on_login=move |m| me.set(Some(m)) /> }.into_any(),
+            }}
+        </Show>
+    }
+}
+
+#[component]
+fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView {
+    let email = RwSignal::new(String::new());
+    let password = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    // Set when the server requires a password change before login.
+    let must_change = RwSignal::new(false);
+    let new_pw = RwSignal::new(String::new());
+    let new_pw2 = RwSignal::new(String::new());
+    let endpoint = window().location().origin().unwrap_or_default();
+
+    let do_login = move || {
+        busy.set(true);
+        error.set(None);
+        spawn_local(async move {
+            let vars = json!({"e": email.get_untracked(), "p": password.get_untracked()});
+            let q = "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { user { email username role domain_name } } }";
+            match gql::query(q, vars).await {
+                Ok(data) => match Me::from_json(&data["login"]["user"]) {
+                    Some(m) => on_login(m),
+                    None => error.set(Some("Unexpected answer from the server.".into())),
+                },
+                Err(e) if e.code == "PASSWORD_CHANGE_REQUIRED" => {
+                    must_change.set(true);
+                    error.set(Some(e.message));
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+            busy.set(false);
+        });
+    };
+
+    let do_change = move || {
+        busy.set(true);
+        error.set(None);
+        spawn_local(async move {
+            let q = "mutation($e: String!, $c: String!, $n: String!, $n2: String!) { update_password_no_auth(email: $e, current_password: $c, new_password: $n, new_password2: $n2) { ok } }";
+            let vars = json!({"e": email.get_untracked(), "c": password.get_untracked(), "n": new_pw.get_untracked(), "n2": new_pw2.get_untracked()});
+            match gql::query(q, vars).await {
+                Ok(_) => {
+                    password.set(new_pw.get_untracked());
+                    must_change.set(false);
+                    busy.set(false);
+                    do_login();
+                    return;
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+            busy.set(false);
+        });
+    };
+
+    view! {
+        <div class="login-wrap">
+            <form class="panel" on:submit=move |ev: leptos::ev::SubmitEvent| {
+                ev.prevent_default();
+                if must_change.get_untracked() { do_change() } else { do_login() }
+            }>
+                <h1>"Backend.AI"</h1>
+                <h2>{move || if must_change.get() { "Change your password" } else { "Login With E-mail" }}</h2>
+                <Show when=move || !must_change.get()>
+                    <label for="email">"E-mail"</label>
+                    <input id="email" type="email" autocomplete="username" required
+                        prop:value=move || email.get() on:input=move |ev| email.set(event_target_value(&ev)) />
+                    <label for="password">"Password"</label>
+                    <input id="password" type="password" autocomplete="current-password" required
+                        prop:value=move || password.get() on:input=move |ev| password.set(event_target_value(&ev)) />
+                </Show>
+                <Show when=move || must_change.get()>
+                    <p class="note">"Rules: 8 characters or more, with at least one letter, one number and one special character."</p>
+                    <label for="new-password">"New password"</label>
+                    <input id="new-password" type="password" autocomplete="new-password" required
+                        prop:value=move || new_pw.get() on:input=move |ev| new_pw.set(event_target_value(&ev)) />
+                    <label for="new-password2">"New password (again)"</label>
+                    <input id="new-password2" type="password" autocomplete="new-password" required
+                        prop:value=move || new_pw2.get() on:input=move |ev| new_pw2.set(event_target_value(&ev)) />
+                </Show>
+                <button id="login-button" class="primary" type="submit" disabled=move || busy.get()>
+                    {move || if must_change.get() { "UPDATE AND LOGIN" } else { "LOGIN" }}
+                </button>
+                {move || error.get().map(|e| view! { <div class="error" id="login-error">{e}</div> })}
+                <div class="endpoint">"Endpoint: " {endpoint}</div>
+            </form>
+        </div>
+    }
+}
+
+#[component]
+fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let logout = move |_| {
+        spawn_local(async move {
+            // Whatever the answer, the console forgets the session.
+            let _ = gql::query("mutation { logout { ok } }", json!({})).await;
+            on_logout();
+        });
+    };
+    let admin = me.is_admin();
+    view! {
+        <div class="app">
+            <nav class="side">
+                <div class="brand">"Backend.AI"</div>
+                <a class="active" href="#summary">"Summary"</a>
+                <a href="#sessions">"Sessions"</a>
+                <a href="#data">"Data & Storage"</a>
+                <Show when=move || admin>
+                    <div class="section">"Administration"</div>
+                    <a href="#users">"Users"</a>
+                    <a href="#environments">"Environments"</a>
+                    <a href="#resources">"Resources"</a>
+                    <a href="#settings">"System Settings"</a>
+                    <a href="#maintenance">"Maintenance"</a>
+                </Show>
+            </nav>
+            <header class="top">
+                <span class="who">"Domain " <b>{me.domain.clone()}</b></span>
+                <span>
+                    <span class="who" id="current-user"><b>{me.username.clone()}</b> " (" {me.email.clone()} ", " {me.role.clone()} ")"</span>
+                    <button id="logout" on:click=logout>"Log Out"</button>
+                </span>
+            </header>
+            <main>
+                <h1>"Summary"</h1>
+                <div class="card">
+                    <p>"Welcome, " {me.username.clone()} "."</p>
+                    <p class="note">"Sessions, storage folders and the administration screens arrive here as their APIs land."</p>
+                </div>
+            </main>
+        </div>
+    }
+}

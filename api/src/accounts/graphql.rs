@@ -7,7 +7,7 @@ use entity::keypairs;
 use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 
 use crate::error::ApiError;
-use crate::graphql::{caller, ctx, state};
+use crate::graphql::{authed, caller, state};
 use crate::users::graphql::User;
 
 #[derive(SimpleObject)]
@@ -28,7 +28,10 @@ pub struct OkResult {
 
 impl OkResult {
     fn success() -> Self {
-        Self { ok: true, msg: "success".into() }
+        Self {
+            ok: true,
+            msg: "success".into(),
+        }
     }
 }
 
@@ -61,12 +64,19 @@ pub struct AccountQuery;
 impl AccountQuery {
     /// The caller's SSH public key (from its main keypair), if one was generated.
     async fn ssh_keypair(&self, ctx: &Context<'_>) -> async_graphql::Result<SshKeypair> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let Some(ak) = &caller.access_key else {
-            return Ok(SshKeypair { ssh_public_key: None });
+            return Ok(SshKeypair {
+                ssh_public_key: None,
+            });
         };
-        let kp = keypairs::Entity::find_by_id(ak.clone()).one(&state.db).await.map_err(ApiError::from)?;
-        Ok(SshKeypair { ssh_public_key: kp.and_then(|k| k.ssh_public_key) })
+        let kp = keypairs::Entity::find_by_id(ak.clone())
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(SshKeypair {
+            ssh_public_key: kp.and_then(|k| k.ssh_public_key),
+        })
     }
 
     /// Whether signup is open (for the login page); answered to anyone.
@@ -86,7 +96,12 @@ pub struct AccountMutation;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl AccountMutation {
     /// Logs in with email and password: sets the session cookie and returns a bearer token.
-    async fn login(&self, ctx: &Context<'_>, email: String, password: String) -> async_graphql::Result<LoginResult> {
+    async fn login(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        password: String,
+    ) -> async_graphql::Result<LoginResult> {
         let state = state(ctx)?;
         let login = super::login(state, &email, &password, None).await?;
         ctx.append_http_header(SET_COOKIE, super::session_cookie(state, &login.token));
@@ -125,7 +140,14 @@ impl AccountMutation {
         let state = state(ctx)?;
         super::signup(
             state,
-            super::Signup { email, username, password, password2, invitation_token, agreed_to_terms },
+            super::Signup {
+                email,
+                username,
+                password,
+                password2,
+                invitation_token,
+                agreed_to_terms,
+            },
         )
         .await?;
         Ok(OkResult::success())
@@ -139,7 +161,7 @@ impl AccountMutation {
         new_password: String,
         new_password2: String,
     ) -> async_graphql::Result<OkResult> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
         super::change_password(state, user, &old_password, &new_password, &new_password2).await?;
         Ok(OkResult::success())
@@ -157,15 +179,28 @@ impl AccountMutation {
     ) -> async_graphql::Result<OkResult> {
         let state = state(ctx)?;
         let user = super::check_credentials(&state.db, &email, &current_password).await?;
-        super::change_password(state, user, &current_password, &new_password, &new_password2).await?;
+        super::change_password(
+            state,
+            user,
+            &current_password,
+            &new_password,
+            &new_password2,
+        )
+        .await?;
         Ok(OkResult::success())
     }
 
     /// Generates a new SSH keypair for the caller. The private key is returned once and
     /// not kept.
-    async fn refresh_ssh_keypair(&self, ctx: &Context<'_>) -> async_graphql::Result<RefreshSshKeypair> {
-        let (state, caller) = ctx(ctx)?;
-        let ak = caller.access_key.clone().ok_or_else(|| ApiError::not_found("keypair", "(none)"))?;
+    async fn refresh_ssh_keypair(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<RefreshSshKeypair> {
+        let (state, caller) = authed(ctx)?;
+        let ak = caller
+            .access_key
+            .clone()
+            .ok_or_else(|| ApiError::not_found("keypair", "(none)"))?;
         let kp = keypairs::Entity::find_by_id(ak.clone())
             .one(&state.db)
             .await
@@ -177,6 +212,11 @@ impl AccountMutation {
         m.ssh_private_key = Set(None);
         m.modified_at = Set(Utc::now());
         m.update(&state.db).await.map_err(ApiError::from)?;
-        Ok(RefreshSshKeypair { ok: true, msg: "success".into(), ssh_public_key: public, ssh_private_key: private })
+        Ok(RefreshSshKeypair {
+            ok: true,
+            msg: "success".into(),
+            ssh_public_key: public,
+            ssh_private_key: private,
+        })
     }
 }

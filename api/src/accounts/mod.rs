@@ -17,16 +17,30 @@ const BAD_LOGIN: &str = "Invalid email or password.";
 
 /// Checks email + password. Wrong email and wrong password are indistinguishable, in
 /// message and in time.
-pub async fn check_credentials<C: ConnectionTrait>(db: &C, email: &str, pw: &str) -> ApiResult<users::Model> {
+pub async fn check_credentials<C: ConnectionTrait>(
+    db: &C,
+    email: &str,
+    pw: &str,
+) -> ApiResult<users::Model> {
     let email = email.trim().to_ascii_lowercase();
-    let user = users::Entity::find().filter(users::Column::Email.eq(&email)).one(db).await?;
-    let hash = user.as_ref().map(|u| u.password.as_str()).unwrap_or(password::DUMMY_HASH);
+    let user = users::Entity::find()
+        .filter(users::Column::Email.eq(&email))
+        .one(db)
+        .await?;
+    let hash = user
+        .as_ref()
+        .map(|u| u.password.as_str())
+        .unwrap_or(password::DUMMY_HASH);
     let ok = password::verify(pw, hash).await;
     match user {
         Some(u) if ok => match u.status {
             UserStatus::Active => Ok(u),
-            UserStatus::BeforeVerification => Err(ApiError::unauthenticated("This account has not been verified yet.")),
-            _ => Err(ApiError::unauthenticated("This account is deactivated. Contact your administrator.")),
+            UserStatus::BeforeVerification => Err(ApiError::unauthenticated(
+                "This account has not been verified yet.",
+            )),
+            _ => Err(ApiError::unauthenticated(
+                "This account is deactivated. Contact your administrator.",
+            )),
         },
         _ => Err(ApiError::unauthenticated(BAD_LOGIN)),
     }
@@ -40,7 +54,12 @@ pub struct NewLogin {
 
 /// Email + password → a new login session. Refused with PASSWORD_CHANGE_REQUIRED when an
 /// admin flagged the account; the user then changes it with `update_password_no_auth`.
-pub async fn login(state: &AppState, email: &str, pw: &str, user_agent: Option<String>) -> ApiResult<NewLogin> {
+pub async fn login(
+    state: &AppState,
+    email: &str,
+    pw: &str,
+    user_agent: Option<String>,
+) -> ApiResult<NewLogin> {
     let user = check_credentials(&state.db, email, pw).await?;
     if user.need_password_change {
         return Err(ApiError::new(
@@ -69,17 +88,27 @@ pub async fn login(state: &AppState, email: &str, pw: &str, user_agent: Option<S
         .filter(login_sessions::Column::ExpiresAt.lte(now))
         .exec(&state.db)
         .await?;
-    Ok(NewLogin { token, expires_at, user })
+    Ok(NewLogin {
+        token,
+        expires_at,
+        user,
+    })
 }
 
 pub async fn logout(state: &AppState, session: Uuid) -> ApiResult<()> {
-    login_sessions::Entity::delete_by_id(session).exec(&state.db).await?;
+    login_sessions::Entity::delete_by_id(session)
+        .exec(&state.db)
+        .await?;
     Ok(())
 }
 
 /// The `Set-Cookie` value for a new login session (HttpOnly, SameSite=Strict).
 pub fn session_cookie(state: &AppState, token: &str) -> String {
-    let secure = if state.config.cookie_secure { "; Secure" } else { "" };
+    let secure = if state.config.cookie_secure {
+        "; Secure"
+    } else {
+        ""
+    };
     format!(
         "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
         state.config.login_session_ttl_secs
@@ -103,18 +132,28 @@ pub struct Signup {
 /// endpoint that stayed open while "disabled").
 pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
     if !state.config.signup_enabled {
-        return Err(ApiError::forbidden("Signup is disabled on this server. Contact your administrator."));
+        return Err(ApiError::forbidden(
+            "Signup is disabled on this server. Contact your administrator.",
+        ));
     }
     if let Some(expected) = &state.config.signup_invitation_token {
         let given = req.invitation_token.as_deref().unwrap_or("").trim();
         let matches = given.len() == expected.len()
-            && given.bytes().zip(expected.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+            && given
+                .bytes()
+                .zip(expected.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
         if !matches {
-            return Err(ApiError::forbidden("A valid invitation token is required to sign up."));
+            return Err(ApiError::forbidden(
+                "A valid invitation token is required to sign up.",
+            ));
         }
     }
     if !req.agreed_to_terms {
-        return Err(ApiError::bad_request("You must agree to the Terms of Service and Privacy Policy."));
+        return Err(ApiError::bad_request(
+            "You must agree to the Terms of Service and Privacy Policy.",
+        ));
     }
     password::validate_new(&req.password, &req.password2)?;
     let password_hash = password::hash(&req.password).await?;
@@ -132,29 +171,35 @@ pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
         resource_policy: "default".into(),
         rate_limit: i32::try_from(state.config.default_rate_limit).unwrap_or(i32::MAX),
     };
-    use sea_orm::TransactionTrait;
-    let user = state
-        .db
-        .transaction::<_, users::Model, ApiError>(move |txn| {
-            Box::pin(async move {
-                let (user, _) = crate::users::create(txn, new).await?;
-                crate::audit::record(txn, &user.email, "signup", "user", &user.email, serde_json::json!({})).await?;
-                Ok(user)
-            })
+    let email_for_audit = new.email.trim().to_ascii_lowercase();
+    let user = crate::audit::audited(&state.db, &email_for_audit, "signup", "user", move |txn| {
+        Box::pin(async move {
+            let (user, _) = crate::users::create(txn, new).await?;
+            let key = user.email.to_string();
+            Ok((user, key, serde_json::json!({})))
         })
-        .await?;
+    })
+    .await?;
     Ok(user)
 }
 
 /// Sets a new password after checking the current one and the rules; clears the
 /// "require password change" flag.
-pub async fn change_password(state: &AppState, user: users::Model, old: &str, new: &str, new2: &str) -> ApiResult<()> {
+pub async fn change_password(
+    state: &AppState,
+    user: users::Model,
+    old: &str,
+    new: &str,
+    new2: &str,
+) -> ApiResult<()> {
     if !password::verify(old, &user.password).await {
         return Err(ApiError::bad_request("The current password is incorrect."));
     }
     password::validate_new(new, new2)?;
     if old == new {
-        return Err(ApiError::bad_request("The new password must differ from the current one."));
+        return Err(ApiError::bad_request(
+            "The new password must differ from the current one.",
+        ));
     }
     let hash = password::hash(new).await?;
     let email = user.email.clone();
@@ -164,6 +209,14 @@ pub async fn change_password(state: &AppState, user: users::Model, old: &str, ne
     m.password_changed_at = Set(Some(Utc::now()));
     m.modified_at = Set(Utc::now());
     m.update(&state.db).await?;
-    crate::audit::record(&state.db, &email, "change_password", "user", &email, serde_json::json!({})).await?;
+    crate::audit::record(
+        &state.db,
+        &email,
+        "change_password",
+        "user",
+        &email,
+        serde_json::json!({}),
+    )
+    .await?;
     Ok(())
 }

@@ -90,14 +90,19 @@ impl Caller {
         if self.is_superadmin() {
             Ok(())
         } else {
-            Err(ApiError::forbidden("This operation requires superadmin privileges."))
+            Err(ApiError::forbidden(
+                "This operation requires superadmin privileges.",
+            ))
         }
     }
 
     pub fn read_scope(&self) -> ReadScope {
         match self.admin_scope() {
             Some(s) => ReadScope::Admin(s),
-            None => ReadScope::Own { user: self.uuid, domain: self.domain_name.clone() },
+            None => ReadScope::Own {
+                user: self.uuid,
+                domain: self.domain_name.clone(),
+            },
         }
     }
 }

@@ -27,7 +27,10 @@ pub fn parse_authorization(value: &str) -> Result<Credential, &'static str> {
     let mut method = None;
     let mut credential = None;
     for part in rest.split(',') {
-        let (k, v) = part.trim().split_once('=').ok_or("malformed Authorization header")?;
+        let (k, v) = part
+            .trim()
+            .split_once('=')
+            .ok_or("malformed Authorization header")?;
         match k.trim() {
             "signMethod" => method = Some(v.trim()),
             "credential" => credential = Some(v.trim()),
@@ -40,7 +43,10 @@ pub fn parse_authorization(value: &str) -> Result<Credential, &'static str> {
     let (access_key, signature) = credential
         .and_then(|c| c.split_once(':'))
         .ok_or("malformed credential in Authorization header")?;
-    Ok(Credential { access_key: access_key.to_string(), signature: signature.to_ascii_lowercase() })
+    Ok(Credential {
+        access_key: access_key.to_string(),
+        signature: signature.to_ascii_lowercase(),
+    })
 }
 
 /// Parses the `Date` header: ISO 8601 (what the client sends), RFC 2822, or a naive ISO time
@@ -83,7 +89,8 @@ pub struct SignInput<'a> {
 fn mac(key: &[u8]) -> HmacSha256 {
     // HMAC takes keys of any length, so new_from_slice never fails; the fallback only
     // satisfies the type.
-    HmacSha256::new_from_slice(key).unwrap_or_else(|_| <HmacSha256 as hmac::digest::KeyInit>::new(&Default::default()))
+    HmacSha256::new_from_slice(key)
+        .unwrap_or_else(|_| <HmacSha256 as hmac::digest::KeyInit>::new(&Default::default()))
 }
 
 fn signing_mac(secret: &str, input: &SignInput<'_>) -> HmacSha256 {
@@ -127,7 +134,9 @@ mod tests {
 
     #[test]
     fn parses_header() {
-        let c = parse_authorization("BackendAI signMethod=HMAC-SHA256, credential=AKIAEXAMPLE:ABCDEF").unwrap();
+        let c =
+            parse_authorization("BackendAI signMethod=HMAC-SHA256, credential=AKIAEXAMPLE:ABCDEF")
+                .unwrap();
         assert_eq!(c.access_key, "AKIAEXAMPLE");
         assert_eq!(c.signature, "abcdef");
         assert!(parse_authorization("Bearer x").is_err());
@@ -142,7 +151,10 @@ mod tests {
         assert!(parse_date("2026-11-21T21:40:23").is_some());
         assert!(parse_date("yesterday").is_none());
         assert_eq!(signed_content_type(None), "application/octet-stream");
-        assert_eq!(signed_content_type(Some("Multipart/Form-Data; boundary=x")), "multipart/form-data");
+        assert_eq!(
+            signed_content_type(Some("Multipart/Form-Data; boundary=x")),
+            "multipart/form-data"
+        );
     }
 
     #[test]
@@ -161,6 +173,13 @@ mod tests {
         assert_eq!(sig.len(), 64);
         assert!(verify("secret", &input, &sig));
         assert!(!verify("other", &input, &sig));
-        assert!(!verify("secret", &SignInput { path_and_query: "/session?x=2", ..input }, &sig));
+        assert!(!verify(
+            "secret",
+            &SignInput {
+                path_and_query: "/session?x=2",
+                ..input
+            },
+            &sig
+        ));
     }
 }

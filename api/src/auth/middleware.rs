@@ -20,7 +20,11 @@ use crate::state::AppState;
 pub const SESSION_COOKIE: &str = "bai_session";
 
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let path_and_query = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    let path_and_query = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
     match resolve(&state, req.method(), &path_and_query, req.headers()).await {
         Ok(principal) => {
             req.extensions_mut().insert(principal);
@@ -30,19 +34,34 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     }
 }
 
-async fn resolve(state: &AppState, method: &Method, path_and_query: &str, headers: &HeaderMap) -> ApiResult<Principal> {
+async fn resolve(
+    state: &AppState,
+    method: &Method,
+    path_and_query: &str,
+    headers: &HeaderMap,
+) -> ApiResult<Principal> {
     let caller = if let Some(auth) = header_str(headers, header::AUTHORIZATION.as_str()) {
         if let Some(token) = auth.strip_prefix("Bearer ") {
-            Some(caller_from_token(state, token.trim()).await?.ok_or_else(|| {
-                ApiError::unauthenticated("The bearer token is invalid or has expired; log in again.")
-            })?)
+            Some(
+                caller_from_token(state, token.trim())
+                    .await?
+                    .ok_or_else(|| {
+                        ApiError::unauthenticated(
+                            "The bearer token is invalid or has expired; log in again.",
+                        )
+                    })?,
+            )
         } else {
             Some(from_signature(state, method, path_and_query, headers, auth).await?)
         }
     } else if let Some(token) = session_cookie(headers) {
         // A stale or foreign-origin cookie is simply ignored: the caller is anonymous and may
         // log in again.
-        if same_origin(headers) { caller_from_token(state, &token).await? } else { None }
+        if same_origin(headers) {
+            caller_from_token(state, &token).await?
+        } else {
+            None
+        }
     } else {
         None
     };
@@ -78,13 +97,19 @@ fn same_origin(headers: &HeaderMap) -> bool {
     }
     match (header_str(headers, "origin"), header_str(headers, "host")) {
         (None, _) => true,
-        (Some(origin), Some(host)) => origin.split_once("://").map(|(_, h)| h == host).unwrap_or(false),
+        (Some(origin), Some(host)) => origin
+            .split_once("://")
+            .map(|(_, h)| h == host)
+            .unwrap_or(false),
         (Some(_), None) => false,
     }
 }
 
 async fn active_user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
-    Ok(users::Entity::find_by_id(uuid).one(&state.db).await?.filter(|u| u.status == UserStatus::Active))
+    Ok(users::Entity::find_by_id(uuid)
+        .one(&state.db)
+        .await?
+        .filter(|u| u.status == UserStatus::Active))
 }
 
 /// Looks up a login session by its token (bearer or cookie).
@@ -128,7 +153,9 @@ async fn from_signature(
     let date = hmac::parse_date(raw_date).ok_or_else(|| fail("Date header is malformed"))?;
     let skew = (Utc::now() - date.to_utc()).num_seconds().unsigned_abs();
     if skew > state.config.hmac_clock_skew_secs {
-        return Err(fail("Request date is too far from the server's time (check your clock)"));
+        return Err(fail(
+            "Request date is too far from the server's time (check your clock)",
+        ));
     }
     let version = header_str(headers, "x-backendai-version")
         .or_else(|| header_str(headers, "x-sorna-version"))
@@ -156,7 +183,9 @@ async fn from_signature(
     if !hmac::verify(&keypair.secret_key, &input, &cred.signature) {
         return Err(invalid());
     }
-    let user = active_user(state, keypair.user).await?.ok_or_else(invalid)?;
+    let user = active_user(state, keypair.user)
+        .await?
+        .ok_or_else(invalid)?;
     Ok(Caller {
         uuid: user.uuid,
         email: user.email,
@@ -169,7 +198,10 @@ async fn from_signature(
 
 /// Rate limit per keypair, then `num_queries += 1` and `last_used = now`.
 async fn account_request(state: &AppState, access_key: &str) -> ApiResult<()> {
-    let Some(kp) = keypairs::Entity::find_by_id(access_key.to_string()).one(&state.db).await? else {
+    let Some(kp) = keypairs::Entity::find_by_id(access_key.to_string())
+        .one(&state.db)
+        .await?
+    else {
         return Ok(());
     };
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
@@ -183,7 +215,10 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<()> {
         ));
     }
     keypairs::Entity::update_many()
-        .col_expr(keypairs::Column::NumQueries, Expr::col(keypairs::Column::NumQueries).add(1))
+        .col_expr(
+            keypairs::Column::NumQueries,
+            Expr::col(keypairs::Column::NumQueries).add(1),
+        )
         .col_expr(keypairs::Column::LastUsed, Expr::value(Utc::now()))
         .filter(keypairs::Column::AccessKey.eq(access_key))
         .exec(&state.db)

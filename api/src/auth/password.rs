@@ -14,9 +14,13 @@ pub fn validate_rules(password: &str) -> ApiResult<()> {
     let long_enough = password.chars().count() >= 8;
     let letter = password.chars().any(|c| c.is_alphabetic());
     let digit = password.chars().any(|c| c.is_ascii_digit());
-    let special = password.chars().any(|c| !c.is_alphanumeric() && !c.is_whitespace());
+    let special = password
+        .chars()
+        .any(|c| !c.is_alphanumeric() && !c.is_whitespace());
     if password.len() > MAX_LEN {
-        return Err(ApiError::bad_request(format!("Password must be at most {MAX_LEN} bytes long.")));
+        return Err(ApiError::bad_request(format!(
+            "Password must be at most {MAX_LEN} bytes long."
+        )));
     }
     if long_enough && letter && digit && special {
         Ok(())
@@ -53,7 +57,9 @@ pub async fn verify(password: &str, stored: &str) -> bool {
     let password = password.to_string();
     let stored = stored.to_string();
     tokio::task::spawn_blocking(move || match PasswordHash::new(&stored) {
-        Ok(parsed) => Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok(),
+        Ok(parsed) => Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok(),
         Err(_) => false,
     })
     .await

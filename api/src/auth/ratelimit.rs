@@ -38,7 +38,9 @@ impl RateLimiter {
             *entry = (now, 0);
         }
         if entry.1 >= limit {
-            return Err(Exceeded { retry_after: WINDOW.saturating_sub(now.duration_since(entry.0)) });
+            return Err(Exceeded {
+                retry_after: WINDOW.saturating_sub(now.duration_since(entry.0)),
+            });
         }
         entry.1 += 1;
         Ok(())

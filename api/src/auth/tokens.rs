@@ -18,17 +18,27 @@ pub fn hash_token(token: &str) -> String {
 pub fn new_access_key() -> String {
     const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let mut rng = rand::thread_rng();
-    let tail: String = (0..16).map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char).collect();
+    let tail: String = (0..16)
+        .map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char)
+        .collect();
     format!("AKIA{tail}")
 }
 
 /// A 40-character secret key.
 pub fn new_secret_key() -> String {
-    rand::thread_rng().sample_iter(&Alphanumeric).take(40).map(char::from).collect()
+    rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(40)
+        .map(char::from)
+        .collect()
 }
 
 /// A random password that satisfies the password rules, for the first superadmin.
 pub fn new_password() -> String {
-    let body: String = rand::thread_rng().sample_iter(&Alphanumeric).take(14).map(char::from).collect();
+    let body: String = rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(14)
+        .map(char::from)
+        .collect();
     format!("{body}-7a")
 }

@@ -2,12 +2,14 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::domains;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set,
+};
 use serde_json::json;
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{JsonString, ctx};
+use crate::graphql::{JsonString, authed};
 
 pub struct Domain(pub domains::Model);
 
@@ -48,8 +50,12 @@ pub struct DomainQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl DomainQuery {
     /// A domain by name; without `name`, the caller's. Non-superadmins see only their own.
-    async fn domain(&self, ctx: &Context<'_>, name: Option<String>) -> async_graphql::Result<Domain> {
-        let (state, caller) = ctx(ctx)?;
+    async fn domain(
+        &self,
+        ctx: &Context<'_>,
+        name: Option<String>,
+    ) -> async_graphql::Result<Domain> {
+        let (state, caller) = authed(ctx)?;
         let name = name.unwrap_or_else(|| caller.domain_name.clone());
         if !caller.is_superadmin() && name != caller.domain_name {
             return Err(ApiError::not_found("domain", &name).into());
@@ -62,8 +68,12 @@ impl DomainQuery {
         Ok(Domain(d))
     }
 
-    async fn domains(&self, ctx: &Context<'_>, is_active: Option<bool>) -> async_graphql::Result<Vec<Domain>> {
-        let (state, caller) = ctx(ctx)?;
+    async fn domains(
+        &self,
+        ctx: &Context<'_>,
+        is_active: Option<bool>,
+    ) -> async_graphql::Result<Vec<Domain>> {
+        let (state, caller) = authed(ctx)?;
         let mut select = domains::Entity::find().order_by_asc(domains::Column::Name);
         if !caller.is_superadmin() {
             select = select.filter(domains::Column::Name.eq(&caller.domain_name));
@@ -71,7 +81,13 @@ impl DomainQuery {
         if let Some(a) = is_active {
             select = select.filter(domains::Column::IsActive.eq(a));
         }
-        Ok(select.all(&state.db).await.map_err(ApiError::from)?.into_iter().map(Domain).collect())
+        Ok(select
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(Domain)
+            .collect())
     }
 }
 
@@ -128,11 +144,21 @@ pub struct DomainMutation;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl DomainMutation {
-    async fn create_domain(&self, ctx: &Context<'_>, name: String, props: DomainInput) -> async_graphql::Result<CreateDomain> {
-        let (state, caller) = ctx(ctx)?;
+    async fn create_domain(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        props: DomainInput,
+    ) -> async_graphql::Result<CreateDomain> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let name = crate::validate::object_name("domain", &name)?;
-        if domains::Entity::find_by_id(name.clone()).one(&state.db).await.map_err(ApiError::from)?.is_some() {
+        if domains::Entity::find_by_id(name.clone())
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .is_some()
+        {
             return Err(ApiError::conflict(format!("Domain '{name}' already exists")).into());
         }
         let now = Utc::now();
@@ -148,20 +174,40 @@ impl DomainMutation {
             integration_id: Set(None),
         };
         apply(&mut m, props)?;
-        let d = crate::audit::audited(&state.db, &caller.email, "create_domain", "domain", move |txn| {
-            Box::pin(async move {
-                let d = m.insert(txn).await?;
-                let key = d.name.clone();
-                Ok((d, key, json!({})))
-            })
-        })
+        let d = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_domain",
+            "domain",
+            move |txn| {
+                Box::pin(async move {
+                    let d = m.insert(txn).await?;
+                    let key = d.name.clone();
+                    Ok((d, key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Domain, ChangeAction::Created, &d.name, Some(d.name.clone()));
-        Ok(CreateDomain { ok: true, msg: "success".into(), domain: Some(Domain(d)) })
+        state.events.changed(
+            ObjectKind::Domain,
+            ChangeAction::Created,
+            &d.name,
+            Some(d.name.clone()),
+        );
+        Ok(CreateDomain {
+            ok: true,
+            msg: "success".into(),
+            domain: Some(Domain(d)),
+        })
     }
 
-    async fn modify_domain(&self, ctx: &Context<'_>, name: String, props: DomainInput) -> async_graphql::Result<ModifyDomain> {
-        let (state, caller) = ctx(ctx)?;
+    async fn modify_domain(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        props: DomainInput,
+    ) -> async_graphql::Result<ModifyDomain> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let existing = domains::Entity::find_by_id(name.clone())
             .one(&state.db)
@@ -170,15 +216,30 @@ impl DomainMutation {
             .ok_or_else(|| ApiError::not_found("domain", &name))?;
         let mut m = existing.into_active_model();
         apply(&mut m, props)?;
-        let d = crate::audit::audited(&state.db, &caller.email, "modify_domain", "domain", move |txn| {
-            Box::pin(async move {
-                let d = m.update(txn).await?;
-                let key = d.name.clone();
-                Ok((d, key, json!({})))
-            })
-        })
+        let d = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_domain",
+            "domain",
+            move |txn| {
+                Box::pin(async move {
+                    let d = m.update(txn).await?;
+                    let key = d.name.clone();
+                    Ok((d, key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Domain, ChangeAction::Modified, &d.name, Some(d.name.clone()));
-        Ok(ModifyDomain { ok: true, msg: "success".into(), domain: Some(Domain(d)) })
+        state.events.changed(
+            ObjectKind::Domain,
+            ChangeAction::Modified,
+            &d.name,
+            Some(d.name.clone()),
+        );
+        Ok(ModifyDomain {
+            ok: true,
+            msg: "success".into(),
+            domain: Some(Domain(d)),
+        })
     }
 }

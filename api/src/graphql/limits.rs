@@ -20,7 +20,9 @@ fn count(set: &SelectionSet) -> usize {
     set.items
         .iter()
         .map(|sel| match &sel.node {
-            Selection::Field(f) => usize::from(f.node.alias.is_some()) + count(&f.node.selection_set.node),
+            Selection::Field(f) => {
+                usize::from(f.node.alias.is_some()) + count(&f.node.selection_set.node)
+            }
             Selection::InlineFragment(i) => count(&i.node.selection_set.node),
             Selection::FragmentSpread(_) => 0,
         })
@@ -28,8 +30,16 @@ fn count(set: &SelectionSet) -> usize {
 }
 
 pub fn alias_count(doc: &ExecutableDocument) -> usize {
-    let ops: usize = doc.operations.iter().map(|(_, op)| count(&op.node.selection_set.node)).sum();
-    let frags: usize = doc.fragments.values().map(|f| count(&f.node.selection_set.node)).sum();
+    let ops: usize = doc
+        .operations
+        .iter()
+        .map(|(_, op)| count(&op.node.selection_set.node))
+        .sum();
+    let frags: usize = doc
+        .fragments
+        .values()
+        .map(|f| count(&f.node.selection_set.node))
+        .sum();
     ops + frags
 }
 
@@ -45,7 +55,10 @@ impl Extension for AliasLimitExtension {
         let doc = next.run(ctx, query, variables).await?;
         let n = alias_count(&doc);
         if n > self.0 {
-            return Err(ServerError::new(format!("Too many aliases in the query ({n} > {})", self.0), None));
+            return Err(ServerError::new(
+                format!("Too many aliases in the query ({n} > {})", self.0),
+                None,
+            ));
         }
         Ok(doc)
     }

@@ -55,21 +55,32 @@ pub type BaiSchema = Schema<Query, Mutation, Subscription>;
 
 pub fn build_schema(state: AppState) -> BaiSchema {
     let cfg = state.config.clone();
-    Schema::build(Query::default(), Mutation::default(), Subscription::default())
-        .data(state)
-        .limit_depth(cfg.graphql_max_depth)
-        .limit_complexity(cfg.graphql_max_complexity)
-        .extension(limits::AliasLimit(cfg.graphql_max_aliases))
-        .finish()
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+    )
+    .data(state)
+    .limit_depth(cfg.graphql_max_depth)
+    .limit_complexity(cfg.graphql_max_complexity)
+    .extension(limits::AliasLimit(cfg.graphql_max_aliases))
+    .finish()
 }
 
 /// The SDL committed as `api/schema.graphql`.
 pub fn sdl() -> String {
-    Schema::build(Query::default(), Mutation::default(), Subscription::default()).finish().sdl()
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+    )
+    .finish()
+    .sdl()
 }
 
 pub fn state<'a>(ctx: &Context<'a>) -> ApiResult<&'a AppState> {
-    ctx.data::<AppState>().map_err(|e| ApiError::internal("reading request context", e.message))
+    ctx.data::<AppState>()
+        .map_err(|e| ApiError::internal("reading request context", e.message))
 }
 
 pub fn caller<'a>(ctx: &Context<'a>) -> ApiResult<&'a Caller> {
@@ -80,7 +91,7 @@ pub fn caller<'a>(ctx: &Context<'a>) -> ApiResult<&'a Caller> {
 }
 
 /// Both at once, the common case for resolvers.
-pub fn ctx<'a>(ctx: &Context<'a>) -> ApiResult<(&'a AppState, &'a Caller)> {
+pub fn authed<'a>(ctx: &Context<'a>) -> ApiResult<(&'a AppState, &'a Caller)> {
     Ok((state(ctx)?, caller(ctx)?))
 }
 
@@ -89,7 +100,8 @@ pub fn page(limit: i32, offset: i32) -> ApiResult<(u64, u64)> {
     if !(1..=100).contains(&limit) {
         return Err(ApiError::bad_request("limit must be between 1 and 100"));
     }
-    let offset = u64::try_from(offset).map_err(|_| ApiError::bad_request("offset must not be negative"))?;
+    let offset =
+        u64::try_from(offset).map_err(|_| ApiError::bad_request("offset must not be negative"))?;
     Ok((limit as u64, offset))
 }
 
@@ -111,12 +123,20 @@ pub fn apply_order<E: EntityTrait>(
             Some(("+", rest)) => (Order::Asc, rest),
             _ => (Order::Asc, part),
         };
-        let col = allowed.iter().find(|(n, _)| *n == name).map(|(_, c)| *c).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "cannot order by '{name}' (allowed: {})",
-                allowed.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-            ))
-        })?;
+        let col = allowed
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, c)| *c)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "cannot order by '{name}' (allowed: {})",
+                    allowed
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
         select = select.order_by(col, dir);
     }
     Ok(select)
@@ -126,7 +146,10 @@ pub fn apply_order<E: EntityTrait>(
 /// itself (syntax, validation, limits) get `GRAPHQL_VALIDATION_FAILED`.
 fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
     for err in &mut resp.errors {
-        let has_code = err.extensions.as_ref().is_some_and(|ext| ext.get("code").is_some());
+        let has_code = err
+            .extensions
+            .as_ref()
+            .is_some_and(|ext| ext.get("code").is_some());
         if !has_code {
             err.extensions
                 .get_or_insert_with(Default::default)
@@ -146,7 +169,12 @@ pub async fn graphql_post(
 }
 
 pub async fn graphiql() -> impl IntoResponse {
-    Html(GraphiQLSource::build().endpoint("/graphql").subscription_endpoint("/graphql/ws").finish())
+    Html(
+        GraphiQLSource::build()
+            .endpoint("/graphql")
+            .subscription_endpoint("/graphql/ws")
+            .finish(),
+    )
 }
 
 /// graphql-transport-ws (and legacy graphql-ws). The caller comes from the upgrade request's
@@ -169,7 +197,9 @@ pub async fn graphql_ws(
                         match crate::auth::middleware::caller_from_token(&app, token).await {
                             Ok(Some(c)) => principal = Principal::User(std::sync::Arc::new(c)),
                             Ok(None) => {
-                                return Err(async_graphql::Error::new("The token is invalid or has expired."));
+                                return Err(async_graphql::Error::new(
+                                    "The token is invalid or has expired.",
+                                ));
                             }
                             Err(e) => return Err(e.into()),
                         }

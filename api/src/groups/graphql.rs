@@ -4,13 +4,15 @@ use chrono::{DateTime, Utc};
 use entity::enums::GroupType;
 use entity::{association_groups_users, groups, sgroups_for_groups, users};
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set,
+};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{JsonString, ctx, state};
+use crate::graphql::{JsonString, authed, state};
 
 pub struct Group(pub groups::Model);
 
@@ -70,7 +72,7 @@ pub struct GroupQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl GroupQuery {
     async fn group(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<Group> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         Ok(Group(super::find_visible(&state.db, caller, id).await?))
     }
 
@@ -82,7 +84,7 @@ impl GroupQuery {
         is_active: Option<bool>,
         #[graphql(name = "type")] group_type: Option<Vec<String>>,
     ) -> async_graphql::Result<Vec<Group>> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let mut select = groups::Entity::find().order_by_asc(groups::Column::Name);
         match caller.admin_scope() {
             Some(scope) => {
@@ -96,7 +98,9 @@ impl GroupQuery {
                         SqlQuery::select()
                             .column(association_groups_users::Column::GroupId)
                             .from(association_groups_users::Entity)
-                            .and_where(Expr::col(association_groups_users::Column::UserId).eq(caller.uuid))
+                            .and_where(
+                                Expr::col(association_groups_users::Column::UserId).eq(caller.uuid),
+                            )
                             .to_owned(),
                     ),
                 )
@@ -109,16 +113,29 @@ impl GroupQuery {
             select = select.filter(groups::Column::IsActive.eq(a));
         }
         if let Some(types) = group_type {
-            let parsed = types.iter().map(|t| parse_type(t)).collect::<ApiResult<Vec<_>>>()?;
+            let parsed = types
+                .iter()
+                .map(|t| parse_type(t))
+                .collect::<ApiResult<Vec<_>>>()?;
             select = select.filter(groups::Column::GroupType.is_in(parsed));
         }
-        Ok(select.all(&state.db).await.map_err(ApiError::from)?.into_iter().map(Group).collect())
+        Ok(select
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(Group)
+            .collect())
     }
 }
 
 fn parse_type(s: &str) -> ApiResult<GroupType> {
-    GroupType::parse(s)
-        .ok_or_else(|| ApiError::bad_request(format!("invalid group type '{s}' (one of: {})", GroupType::choices())))
+    GroupType::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid group type '{s}' (one of: {})",
+            GroupType::choices()
+        ))
+    })
 }
 
 #[derive(InputObject)]
@@ -168,13 +185,23 @@ pub struct GroupMutation;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl GroupMutation {
     /// Creates a group in a domain (admins of that domain).
-    async fn create_group(&self, ctx: &Context<'_>, name: String, props: GroupInput) -> async_graphql::Result<CreateGroup> {
-        let (state, caller) = ctx(ctx)?;
+    async fn create_group(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        props: GroupInput,
+    ) -> async_graphql::Result<CreateGroup> {
+        let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         if !scope.covers_domain(&props.domain_name) {
             return Err(ApiError::not_found("domain", &props.domain_name).into());
         }
-        if entity::domains::Entity::find_by_id(props.domain_name.clone()).one(&state.db).await.map_err(ApiError::from)?.is_none() {
+        if entity::domains::Entity::find_by_id(props.domain_name.clone())
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .is_none()
+        {
             return Err(ApiError::not_found("domain", &props.domain_name).into());
         }
         let name = crate::validate::object_name("group", &name)?;
@@ -185,7 +212,11 @@ impl GroupMutation {
             .await
             .map_err(ApiError::from)?;
         if taken.is_some() {
-            return Err(ApiError::conflict(format!("Group '{name}' already exists in domain '{}'", props.domain_name)).into());
+            return Err(ApiError::conflict(format!(
+                "Group '{name}' already exists in domain '{}'",
+                props.domain_name
+            ))
+            .into());
         }
         let now = Utc::now();
         let m = groups::ActiveModel {
@@ -196,30 +227,59 @@ impl GroupMutation {
             created_at: Set(now),
             modified_at: Set(now),
             domain_name: Set(props.domain_name),
-            total_resource_slots: Set(props.total_resource_slots.map(|v| crate::policies::parse_limits(&v.0)).transpose()?.unwrap_or_default()),
+            total_resource_slots: Set(props
+                .total_resource_slots
+                .map(|v| crate::policies::parse_limits(&v.0))
+                .transpose()?
+                .unwrap_or_default()),
             allowed_vfolder_hosts: Set(props
                 .allowed_vfolder_hosts
                 .map(|v| crate::policies::normalize_allowed_hosts(&v.0))
                 .transpose()?
                 .unwrap_or_else(|| json!({}))),
             integration_id: Set(props.integration_id),
-            group_type: Set(props.group_type.as_deref().map(parse_type).transpose()?.unwrap_or(GroupType::General)),
+            group_type: Set(props
+                .group_type
+                .as_deref()
+                .map(parse_type)
+                .transpose()?
+                .unwrap_or(GroupType::General)),
         };
-        let g = crate::audit::audited(&state.db, &caller.email, "create_group", "group", move |txn| {
-            Box::pin(async move {
-                let g = m.insert(txn).await?;
-                let key = g.id.to_string();
-                Ok((g, key, json!({})))
-            })
-        })
+        let g = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_group",
+            "group",
+            move |txn| {
+                Box::pin(async move {
+                    let g = m.insert(txn).await?;
+                    let key = g.id.to_string();
+                    Ok((g, key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Group, ChangeAction::Created, g.id.to_string(), Some(g.domain_name.clone()));
-        Ok(CreateGroup { ok: true, msg: "success".into(), group: Some(Group(g)) })
+        state.events.changed(
+            ObjectKind::Group,
+            ChangeAction::Created,
+            g.id.to_string(),
+            Some(g.domain_name.clone()),
+        );
+        Ok(CreateGroup {
+            ok: true,
+            msg: "success".into(),
+            group: Some(Group(g)),
+        })
     }
 
     /// Modifies a group and (with `user_update_mode`) its members.
-    async fn modify_group(&self, ctx: &Context<'_>, gid: Uuid, props: ModifyGroupInput) -> async_graphql::Result<ModifyGroup> {
-        let (state, caller) = ctx(ctx)?;
+    async fn modify_group(
+        &self,
+        ctx: &Context<'_>,
+        gid: Uuid,
+        props: ModifyGroupInput,
+    ) -> async_graphql::Result<ModifyGroup> {
+        let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let existing = groups::Entity::find_by_id(gid)
             .one(&state.db)
@@ -232,11 +292,22 @@ impl GroupMutation {
             (None, None) => None,
             (Some(m @ ("add" | "remove")), Some(_)) => Some(m.to_string()),
             (Some(other), Some(_)) => {
-                return Err(ApiError::bad_request(format!("user_update_mode must be 'add' or 'remove', not '{other}'")).into());
+                return Err(ApiError::bad_request(format!(
+                    "user_update_mode must be 'add' or 'remove', not '{other}'"
+                ))
+                .into());
             }
-            _ => return Err(ApiError::bad_request("user_update_mode and user_uuids go together").into()),
+            _ => {
+                return Err(
+                    ApiError::bad_request("user_update_mode and user_uuids go together").into(),
+                );
+            }
         };
-        let new_name = props.name.as_deref().map(|n| crate::validate::object_name("group", n)).transpose()?;
+        let new_name = props
+            .name
+            .as_deref()
+            .map(|n| crate::validate::object_name("group", n))
+            .transpose()?;
         if let Some(n) = &new_name {
             let taken = groups::Entity::find()
                 .filter(groups::Column::DomainName.eq(&domain))
@@ -246,7 +317,10 @@ impl GroupMutation {
                 .await
                 .map_err(ApiError::from)?;
             if taken.is_some() {
-                return Err(ApiError::conflict(format!("Group '{n}' already exists in domain '{domain}'")).into());
+                return Err(ApiError::conflict(format!(
+                    "Group '{n}' already exists in domain '{domain}'"
+                ))
+                .into());
             }
         }
         let mut m = existing.into_active_model();
@@ -270,33 +344,57 @@ impl GroupMutation {
         }
         m.modified_at = Set(Utc::now());
         let user_uuids = props.user_uuids.unwrap_or_default();
-        let g = crate::audit::audited(&state.db, &caller.email, "modify_group", "group", move |txn| {
-            Box::pin(async move {
-                let g = m.update(txn).await?;
-                if let Some(mode) = &mode {
-                    for u in &user_uuids {
-                        let user = users::Entity::find_by_id(*u).one(txn).await?;
-                        if !user.is_some_and(|u| u.domain_name == domain) {
-                            return Err(ApiError::not_found("user", u));
-                        }
-                        let member = super::is_member(txn, *u, gid).await?;
-                        if mode == "add" && !member {
-                            association_groups_users::ActiveModel { user_id: Set(*u), group_id: Set(gid) }.insert(txn).await?;
-                        } else if mode == "remove" && member {
-                            association_groups_users::Entity::delete_many()
-                                .filter(association_groups_users::Column::UserId.eq(*u))
-                                .filter(association_groups_users::Column::GroupId.eq(gid))
-                                .exec(txn)
+        let g = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_group",
+            "group",
+            move |txn| {
+                Box::pin(async move {
+                    let g = m.update(txn).await?;
+                    if let Some(mode) = &mode {
+                        for u in &user_uuids {
+                            let user = users::Entity::find_by_id(*u).one(txn).await?;
+                            if !user.is_some_and(|u| u.domain_name == domain) {
+                                return Err(ApiError::not_found("user", u));
+                            }
+                            let member = super::is_member(txn, *u, gid).await?;
+                            if mode == "add" && !member {
+                                association_groups_users::ActiveModel {
+                                    user_id: Set(*u),
+                                    group_id: Set(gid),
+                                }
+                                .insert(txn)
                                 .await?;
+                            } else if mode == "remove" && member {
+                                association_groups_users::Entity::delete_many()
+                                    .filter(association_groups_users::Column::UserId.eq(*u))
+                                    .filter(association_groups_users::Column::GroupId.eq(gid))
+                                    .exec(txn)
+                                    .await?;
+                            }
                         }
                     }
-                }
-                let key = g.id.to_string();
-                Ok((g, key, json!({"user_update_mode": mode, "users": user_uuids})))
-            })
-        })
+                    let key = g.id.to_string();
+                    Ok((
+                        g,
+                        key,
+                        json!({"user_update_mode": mode, "users": user_uuids}),
+                    ))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Group, ChangeAction::Modified, g.id.to_string(), Some(g.domain_name.clone()));
-        Ok(ModifyGroup { ok: true, msg: "success".into(), group: Some(Group(g)) })
+        state.events.changed(
+            ObjectKind::Group,
+            ChangeAction::Modified,
+            g.id.to_string(),
+            Some(g.domain_name.clone()),
+        );
+        Ok(ModifyGroup {
+            ok: true,
+            msg: "success".into(),
+            group: Some(Group(g)),
+        })
     }
 }

@@ -18,8 +18,21 @@ pub async fn is_member<C: ConnectionTrait>(db: &C, user: Uuid, group: Uuid) -> A
 }
 
 /// The group if the caller may see it: a member, or an admin of its domain.
-pub async fn find_visible<C: ConnectionTrait>(db: &C, caller: &Caller, id: Uuid) -> ApiResult<groups::Model> {
-    let g = groups::Entity::find_by_id(id).one(db).await?.ok_or_else(|| ApiError::not_found("group", id))?;
-    let admin = caller.admin_scope().is_some_and(|s| s.covers_domain(&g.domain_name));
-    if admin || is_member(db, caller.uuid, id).await? { Ok(g) } else { Err(ApiError::not_found("group", id)) }
+pub async fn find_visible<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    id: Uuid,
+) -> ApiResult<groups::Model> {
+    let g = groups::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("group", id))?;
+    let admin = caller
+        .admin_scope()
+        .is_some_and(|s| s.covers_domain(&g.domain_name));
+    if admin || is_member(db, caller.uuid, id).await? {
+        Ok(g)
+    } else {
+        Err(ApiError::not_found("group", id))
+    }
 }

@@ -3,13 +3,16 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use entity::slots::{format_amount, parse_amount};
 use entity::{image_aliases, images};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryFilter,
+    QueryOrder, Set,
+};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{BigInt, ctx, state};
+use crate::graphql::{BigInt, authed, state};
 
 pub struct Image(pub images::Model);
 
@@ -28,7 +31,11 @@ pub struct ResourceLimit {
 
 impl Image {
     fn label(&self, key: &str) -> Option<String> {
-        self.0.labels.get(key).and_then(Value::as_str).map(str::to_string)
+        self.0
+            .labels
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 }
 
@@ -83,7 +90,13 @@ impl Image {
             .as_object()
             .map(|o| {
                 o.iter()
-                    .map(|(k, v)| KVPair { key: k.clone(), value: v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()) })
+                    .map(|(k, v)| KVPair {
+                        key: k.clone(),
+                        value: v
+                            .as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string()),
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -115,7 +128,11 @@ impl Image {
                 o.iter()
                     .map(|(k, v)| ResourceLimit {
                         key: k.clone(),
-                        min: v.get("min").and_then(Value::as_str).unwrap_or("0").to_string(),
+                        min: v
+                            .get("min")
+                            .and_then(Value::as_str)
+                            .unwrap_or("0")
+                            .to_string(),
                         max: v.get("max").and_then(Value::as_str).map(str::to_string),
                     })
                     .collect()
@@ -123,11 +140,23 @@ impl Image {
             .unwrap_or_default()
     }
     async fn supported_accelerators(&self) -> Vec<String> {
-        self.0.accelerators.as_deref().map(|a| a.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()).unwrap_or_default()
+        self.0
+            .accelerators
+            .as_deref()
+            .map(|a| {
+                a.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
     /// Installed on at least one agent.
     async fn installed(&self) -> bool {
-        self.0.installed_agents.as_array().is_some_and(|a| !a.is_empty())
+        self.0
+            .installed_agents
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
     }
     async fn installed_agents(&self) -> Vec<String> {
         serde_json::from_value(self.0.installed_agents.clone()).unwrap_or_default()
@@ -140,24 +169,45 @@ pub struct ImageQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ImageQuery {
     /// An image by id, or by reference/alias.
-    async fn image(&self, ctx: &Context<'_>, id: Option<Uuid>, reference: Option<String>, architecture: Option<String>) -> async_graphql::Result<Image> {
-        let (state, _) = ctx(ctx)?;
+    async fn image(
+        &self,
+        ctx: &Context<'_>,
+        id: Option<Uuid>,
+        reference: Option<String>,
+        architecture: Option<String>,
+    ) -> async_graphql::Result<Image> {
+        let (state, _) = authed(ctx)?;
         let target = match (id, reference) {
             (Some(id), _) => id.to_string(),
             (None, Some(r)) => r,
             (None, None) => return Err(ApiError::bad_request("give either id or reference").into()),
         };
-        Ok(Image(super::resolve(&state.db, &target, architecture.as_deref()).await?))
+        Ok(Image(
+            super::resolve(&state.db, &target, architecture.as_deref()).await?,
+        ))
     }
 
-    async fn images(&self, ctx: &Context<'_>, is_installed: Option<bool>) -> async_graphql::Result<Vec<Image>> {
-        let (state, _) = ctx(ctx)?;
-        let rows = images::Entity::find().order_by_asc(images::Column::Name).all(&state.db).await.map_err(ApiError::from)?;
+    async fn images(
+        &self,
+        ctx: &Context<'_>,
+        is_installed: Option<bool>,
+    ) -> async_graphql::Result<Vec<Image>> {
+        let (state, _) = authed(ctx)?;
+        let rows = images::Entity::find()
+            .order_by_asc(images::Column::Name)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         Ok(rows
             .into_iter()
             .map(Image)
             .filter(|i| match is_installed {
-                Some(want) => i.0.installed_agents.as_array().is_some_and(|a| !a.is_empty()) == want,
+                Some(want) => {
+                    i.0.installed_agents
+                        .as_array()
+                        .is_some_and(|a| !a.is_empty())
+                        == want
+                }
                 None => true,
             })
             .collect())
@@ -190,10 +240,17 @@ pub struct ImageResult {
 fn edit_limits(resources: &Value, edits: &[ResourceLimitInput]) -> ApiResult<Value> {
     let mut out = resources.as_object().cloned().unwrap_or_default();
     for e in edits {
-        let entry = out.entry(e.key.clone()).or_insert_with(|| json!({"min": "0", "max": null}));
+        let entry = out
+            .entry(e.key.clone())
+            .or_insert_with(|| json!({"min": "0", "max": null}));
         let min = match &e.min {
             Some(m) => parse_amount(&e.key, m)?,
-            None => entry.get("min").and_then(Value::as_str).map(|s| parse_amount(&e.key, s)).transpose()?.unwrap_or_default(),
+            None => entry
+                .get("min")
+                .and_then(Value::as_str)
+                .map(|s| parse_amount(&e.key, s))
+                .transpose()?
+                .unwrap_or_default(),
         };
         let max = match e.max.as_deref().map(str::trim) {
             Some("") | None => None,
@@ -217,8 +274,14 @@ pub struct ImageMutation;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ImageMutation {
     /// Edits an image's minimum/maximum resources (superadmin).
-    async fn modify_image(&self, ctx: &Context<'_>, target: String, architecture: Option<String>, props: ModifyImageInput) -> async_graphql::Result<ImageResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn modify_image(
+        &self,
+        ctx: &Context<'_>,
+        target: String,
+        architecture: Option<String>,
+        props: ModifyImageInput,
+    ) -> async_graphql::Result<ImageResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let image = super::resolve(&state.db, &target, architecture.as_deref()).await?;
         let resources = match &props.resource_limits {
@@ -227,45 +290,94 @@ impl ImageMutation {
         };
         let mut m = image.into_active_model();
         m.resources = Set(resources);
-        let img = crate::audit::audited(&state.db, &caller.email, "modify_image", "image", move |txn| {
-            Box::pin(async move {
-                let i = m.update(txn).await?;
-                let key = i.name.clone();
-                let detail = json!({"resources": i.resources});
-                Ok((i, key, detail))
-            })
-        })
+        let img = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_image",
+            "image",
+            move |txn| {
+                Box::pin(async move {
+                    let i = m.update(txn).await?;
+                    let key = i.name.clone();
+                    let detail = json!({"resources": i.resources});
+                    Ok((i, key, detail))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Image, ChangeAction::Modified, &img.name, None);
-        Ok(ImageResult { ok: true, msg: "success".into() })
+        state
+            .events
+            .changed(ObjectKind::Image, ChangeAction::Modified, &img.name, None);
+        Ok(ImageResult {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 
     /// Gives an image a short name such as `python` (superadmin).
-    async fn alias_image(&self, ctx: &Context<'_>, alias: String, target: String, architecture: Option<String>) -> async_graphql::Result<ImageResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn alias_image(
+        &self,
+        ctx: &Context<'_>,
+        alias: String,
+        target: String,
+        architecture: Option<String>,
+    ) -> async_graphql::Result<ImageResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let alias = alias.trim().to_string();
         if alias.is_empty() || alias.len() > 256 || alias.chars().any(|c| c.is_whitespace()) {
-            return Err(ApiError::bad_request("An alias must be 1 to 256 characters without spaces").into());
+            return Err(ApiError::bad_request(
+                "An alias must be 1 to 256 characters without spaces",
+            )
+            .into());
         }
         let image = super::resolve(&state.db, &target, architecture.as_deref()).await?;
-        if image_aliases::Entity::find().filter(image_aliases::Column::Alias.eq(&alias)).one(&state.db).await.map_err(ApiError::from)?.is_some() {
-            return Err(ApiError::conflict(format!("The alias '{alias}' is already in use")).into());
+        if image_aliases::Entity::find()
+            .filter(image_aliases::Column::Alias.eq(&alias))
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .is_some()
+        {
+            return Err(
+                ApiError::conflict(format!("The alias '{alias}' is already in use")).into(),
+            );
         }
         let name = image.name.clone();
-        crate::audit::audited(&state.db, &caller.email, "alias_image", "image", move |txn| {
-            Box::pin(async move {
-                image_aliases::ActiveModel { id: Set(Uuid::new_v4()), alias: Set(alias.clone()), image: Set(image.id) }.insert(txn).await?;
-                Ok(((), image.name, json!({"alias": alias})))
-            })
-        })
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "alias_image",
+            "image",
+            move |txn| {
+                Box::pin(async move {
+                    image_aliases::ActiveModel {
+                        id: Set(Uuid::new_v4()),
+                        alias: Set(alias.clone()),
+                        image: Set(image.id),
+                    }
+                    .insert(txn)
+                    .await?;
+                    Ok(((), image.name, json!({"alias": alias})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Image, ChangeAction::Modified, &name, None);
-        Ok(ImageResult { ok: true, msg: "success".into() })
+        state
+            .events
+            .changed(ObjectKind::Image, ChangeAction::Modified, &name, None);
+        Ok(ImageResult {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 
-    async fn dealias_image(&self, ctx: &Context<'_>, alias: String) -> async_graphql::Result<ImageResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn dealias_image(
+        &self,
+        ctx: &Context<'_>,
+        alias: String,
+    ) -> async_graphql::Result<ImageResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let row = image_aliases::Entity::find()
             .filter(image_aliases::Column::Alias.eq(&alias))
@@ -273,34 +385,61 @@ impl ImageMutation {
             .await
             .map_err(ApiError::from)?
             .ok_or_else(|| ApiError::not_found("image alias", &alias))?;
-        crate::audit::audited(&state.db, &caller.email, "dealias_image", "image", move |txn| {
-            Box::pin(async move {
-                let key = row.alias.clone();
-                row.delete(txn).await?;
-                Ok(((), key, json!({})))
-            })
-        })
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "dealias_image",
+            "image",
+            move |txn| {
+                Box::pin(async move {
+                    let key = row.alias.clone();
+                    row.delete(txn).await?;
+                    Ok(((), key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Image, ChangeAction::Modified, &alias, None);
-        Ok(ImageResult { ok: true, msg: "success".into() })
+        state
+            .events
+            .changed(ObjectKind::Image, ChangeAction::Modified, &alias, None);
+        Ok(ImageResult {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 
     /// Removes an image from the catalog (not from the engines).
-    async fn forget_image(&self, ctx: &Context<'_>, reference: String, architecture: Option<String>) -> async_graphql::Result<ImageResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn forget_image(
+        &self,
+        ctx: &Context<'_>,
+        reference: String,
+        architecture: Option<String>,
+    ) -> async_graphql::Result<ImageResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let image = super::resolve(&state.db, &reference, architecture.as_deref()).await?;
         let name = image.name.clone();
-        crate::audit::audited(&state.db, &caller.email, "forget_image", "image", move |txn| {
-            Box::pin(async move {
-                let key = image.name.clone();
-                image.delete(txn).await?;
-                Ok(((), key, json!({})))
-            })
-        })
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "forget_image",
+            "image",
+            move |txn| {
+                Box::pin(async move {
+                    let key = image.name.clone();
+                    image.delete(txn).await?;
+                    Ok(((), key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::Image, ChangeAction::Deleted, &name, None);
-        Ok(ImageResult { ok: true, msg: "success".into() })
+        state
+            .events
+            .changed(ObjectKind::Image, ChangeAction::Deleted, &name, None);
+        Ok(ImageResult {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 }
 
@@ -311,10 +450,38 @@ mod tests {
     #[test]
     fn limits_edit() {
         let r = json!({"cpu": {"min": "1", "max": null}});
-        let out = edit_limits(&r, &[ResourceLimitInput { key: "mem".into(), min: Some("256m".into()), max: None }]).unwrap();
+        let out = edit_limits(
+            &r,
+            &[ResourceLimitInput {
+                key: "mem".into(),
+                min: Some("256m".into()),
+                max: None,
+            }],
+        )
+        .unwrap();
         assert_eq!(out["mem"]["min"], "268435456");
         assert_eq!(out["cpu"]["min"], "1");
-        assert!(edit_limits(&r, &[ResourceLimitInput { key: "cpu".into(), min: Some("4".into()), max: Some("2".into()) }]).is_err());
-        assert!(edit_limits(&r, &[ResourceLimitInput { key: "tpu".into(), min: Some("1".into()), max: None }]).is_err());
+        assert!(
+            edit_limits(
+                &r,
+                &[ResourceLimitInput {
+                    key: "cpu".into(),
+                    min: Some("4".into()),
+                    max: Some("2".into())
+                }]
+            )
+            .is_err()
+        );
+        assert!(
+            edit_limits(
+                &r,
+                &[ResourceLimitInput {
+                    key: "tpu".into(),
+                    min: Some("1".into()),
+                    max: None
+                }]
+            )
+            .is_err()
+        );
     }
 }

@@ -9,12 +9,20 @@ use uuid::Uuid;
 use crate::error::{ApiError, ApiResult};
 
 /// Finds an image by UUID, canonical reference or alias (optionally for one architecture).
-pub async fn resolve<C: ConnectionTrait>(db: &C, target: &str, architecture: Option<&str>) -> ApiResult<images::Model> {
+pub async fn resolve<C: ConnectionTrait>(
+    db: &C,
+    target: &str,
+    architecture: Option<&str>,
+) -> ApiResult<images::Model> {
     let not_found = || ApiError::not_found("image", target);
     let mut select = images::Entity::find();
     if let Ok(id) = Uuid::parse_str(target) {
         select = select.filter(images::Column::Id.eq(id));
-    } else if let Some(alias) = image_aliases::Entity::find().filter(image_aliases::Column::Alias.eq(target)).one(db).await? {
+    } else if let Some(alias) = image_aliases::Entity::find()
+        .filter(image_aliases::Column::Alias.eq(target))
+        .one(db)
+        .await?
+    {
         select = select.filter(images::Column::Id.eq(alias.image));
     } else {
         select = select.filter(images::Column::Name.eq(target));

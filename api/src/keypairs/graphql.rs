@@ -4,14 +4,14 @@ use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::{keypair_resource_policies, keypairs, users};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Select, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Select, Set,
 };
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{BigInt, apply_order, ctx, page};
+use crate::graphql::{BigInt, apply_order, authed, page};
 
 /// A keypair as the caller may see it. The secret key is shown to its owner and to
 /// superadmins only.
@@ -24,7 +24,11 @@ pub struct KeyPair {
 impl KeyPair {
     fn new(kp: keypairs::Model, owner: users::Model, caller: &Caller) -> Self {
         let show_secret = owner.uuid == caller.uuid || caller.is_superadmin();
-        Self { kp, owner, show_secret }
+        Self {
+            kp,
+            owner,
+            show_secret,
+        }
     }
 }
 
@@ -91,7 +95,10 @@ impl KeyPair {
         self.owner.main_access_key.as_deref() == Some(self.kp.access_key.as_str())
     }
     async fn user_info(&self) -> UserInfo {
-        UserInfo { email: self.owner.email.clone(), full_name: self.owner.full_name.clone() }
+        UserInfo {
+            email: self.owner.email.clone(),
+            full_name: self.owner.full_name.clone(),
+        }
     }
     /// Sessions currently holding resources under this keypair.
     async fn concurrency_used(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
@@ -110,7 +117,12 @@ pub struct KeyPairList {
 pub struct KeypairQuery;
 
 /// Keypairs (with owners) the caller may list: own ones, or those of the admin's domain.
-fn listable(caller: &Caller, domain_name: Option<String>, email: Option<String>, is_active: Option<bool>) -> Select<keypairs::Entity> {
+fn listable(
+    caller: &Caller,
+    domain_name: Option<String>,
+    email: Option<String>,
+    is_active: Option<bool>,
+) -> Select<keypairs::Entity> {
     let mut select = keypairs::Entity::find();
     match caller.admin_scope() {
         Some(scope) => {
@@ -164,7 +176,7 @@ impl KeypairQuery {
         #[graphql(desc = "accepted for compatibility")] _domain_name: Option<String>,
         access_key: Option<String>,
     ) -> async_graphql::Result<KeyPair> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let ak = match access_key.or_else(|| caller.access_key.clone()) {
             Some(ak) => ak,
             None => return Err(ApiError::not_found("keypair", "(none)").into()),
@@ -180,7 +192,7 @@ impl KeypairQuery {
         email: Option<String>,
         is_active: Option<bool>,
     ) -> async_graphql::Result<Vec<KeyPair>> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let rows = listable(caller, domain_name, email, is_active)
             .order_by_asc(keypairs::Column::CreatedAt)
             .all(&state.db)
@@ -199,10 +211,14 @@ impl KeypairQuery {
         email: Option<String>,
         is_active: Option<bool>,
     ) -> async_graphql::Result<KeyPairList> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let (limit, offset) = page(limit, offset)?;
         let select = listable(caller, domain_name, email, is_active);
-        let total_count = select.clone().count(&state.db).await.map_err(ApiError::from)?;
+        let total_count = select
+            .clone()
+            .count(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         let select = apply_order(
             select,
             order.as_deref(),
@@ -216,11 +232,18 @@ impl KeypairQuery {
             ],
             (keypairs::Column::CreatedAt, Order::Asc),
         )?;
-        let rows = select.limit(limit).offset(offset).all(&state.db).await.map_err(ApiError::from)?;
-        Ok(KeyPairList { items: with_owners(&state.db, caller, rows).await?, total_count })
+        let rows = select
+            .limit(limit)
+            .offset(offset)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(KeyPairList {
+            items: with_owners(&state.db, caller, rows).await?,
+            total_count,
+        })
     }
 }
-
 
 #[derive(InputObject)]
 #[graphql(rename_fields = "snake_case")]
@@ -271,14 +294,21 @@ pub struct KeypairMutation;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl KeypairMutation {
     /// Adds a keypair for the user with email `user_id` (superadmin only).
-    async fn create_keypair(&self, ctx: &Context<'_>, user_id: String, props: KeyPairInput) -> async_graphql::Result<CreateKeyPair> {
-        let (state, caller) = ctx(ctx)?;
+    async fn create_keypair(
+        &self,
+        ctx: &Context<'_>,
+        user_id: String,
+        props: KeyPairInput,
+    ) -> async_graphql::Result<CreateKeyPair> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let owner = crate::users::find_visible(&state.db, caller, &user_id).await?;
-        let actor = caller.email.clone();
-        let kp = state
-            .db
-            .transaction::<_, keypairs::Model, ApiError>(move |txn| {
+        let kp = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_keypair",
+            "keypair",
+            move |txn| {
                 Box::pin(async move {
                     let kp = super::insert(
                         txn,
@@ -293,37 +323,57 @@ impl KeypairMutation {
                         },
                     )
                     .await?;
-                    crate::audit::record(txn, &actor, "create_keypair", "keypair", &kp.access_key, serde_json::json!({"user": owner.email})).await?;
-                    Ok(kp)
+                    let key = kp.access_key.to_string();
+                    let detail = serde_json::json!({"user": owner.email});
+                    Ok((kp, key, detail))
                 })
-            })
-            .await
-            .map_err(ApiError::from)?;
+            },
+        )
+        .await?;
         let owner = crate::users::by_uuid(&state.db, kp.user).await?;
-        state.events.changed(ObjectKind::Keypair, ChangeAction::Created, &kp.access_key, Some(owner.domain_name.clone()));
-        Ok(CreateKeyPair { ok: true, msg: "success".into(), keypair: Some(KeyPair::new(kp, owner, caller)) })
+        state.events.changed(
+            ObjectKind::Keypair,
+            ChangeAction::Created,
+            &kp.access_key,
+            Some(owner.domain_name.clone()),
+        );
+        Ok(CreateKeyPair {
+            ok: true,
+            msg: "success".into(),
+            keypair: Some(KeyPair::new(kp, owner, caller)),
+        })
     }
 
     /// Changes a keypair's activity, policy or rate limit (admins of the owner's domain).
-    async fn modify_keypair(&self, ctx: &Context<'_>, access_key: String, props: ModifyKeyPairInput) -> async_graphql::Result<ModifyKeyPair> {
-        let (state, caller) = ctx(ctx)?;
+    async fn modify_keypair(
+        &self,
+        ctx: &Context<'_>,
+        access_key: String,
+        props: ModifyKeyPairInput,
+    ) -> async_graphql::Result<ModifyKeyPair> {
+        let (state, caller) = authed(ctx)?;
         caller.require_admin()?;
         let (kp, owner) = super::find_visible(&state.db, caller, &access_key).await?;
         if props.is_admin.is_some_and(|a| a != kp.is_admin) && !caller.is_superadmin() {
-            return Err(ApiError::forbidden("Only superadmins may change whether a keypair is an admin keypair.").into());
+            return Err(ApiError::forbidden(
+                "Only superadmins may change whether a keypair is an admin keypair.",
+            )
+            .into());
         }
         if let Some(rl) = props.rate_limit {
             crate::validate::non_negative_i32("rate_limit", rl)?;
         }
         if let Some(p) = &props.resource_policy {
-            if keypair_resource_policies::Entity::find_by_id(p.clone()).one(&state.db).await.map_err(ApiError::from)?.is_none() {
+            if keypair_resource_policies::Entity::find_by_id(p.clone())
+                .one(&state.db)
+                .await
+                .map_err(ApiError::from)?
+                .is_none()
+            {
                 return Err(ApiError::not_found("resource policy", p).into());
             }
         }
-        let actor = caller.email.clone();
-        let kp = state
-            .db
-            .transaction::<_, keypairs::Model, ApiError>(move |txn| {
+        let kp = crate::audit::audited(&state.db, &caller.email, "modify_keypair", "keypair", move |txn| {
                 Box::pin(async move {
                     let mut m = kp.into_active_model();
                     if let Some(v) = props.is_active {
@@ -340,20 +390,33 @@ impl KeypairMutation {
                     }
                     m.modified_at = Set(Utc::now());
                     let kp = m.update(txn).await?;
-                    crate::audit::record(txn, &actor, "modify_keypair", "keypair", &kp.access_key, serde_json::json!({"is_active": kp.is_active, "resource_policy": kp.resource_policy, "rate_limit": kp.rate_limit})).await?;
-                    Ok(kp)
+                    let key = kp.access_key.to_string();
+                    let detail = serde_json::json!({"is_active": kp.is_active, "resource_policy": kp.resource_policy, "rate_limit": kp.rate_limit});
+                    Ok((kp, key, detail))
                 })
             })
-            .await
-            .map_err(ApiError::from)?;
-        state.events.changed(ObjectKind::Keypair, ChangeAction::Modified, &kp.access_key, Some(owner.domain_name.clone()));
-        Ok(ModifyKeyPair { ok: true, msg: "success".into(), keypair: Some(KeyPair::new(kp, owner, caller)) })
+            .await?;
+        state.events.changed(
+            ObjectKind::Keypair,
+            ChangeAction::Modified,
+            &kp.access_key,
+            Some(owner.domain_name.clone()),
+        );
+        Ok(ModifyKeyPair {
+            ok: true,
+            msg: "success".into(),
+            keypair: Some(KeyPair::new(kp, owner, caller)),
+        })
     }
 
     /// Deletes a keypair for good (superadmin only). Refused while any session was created
     /// with it, and for a user's main keypair.
-    async fn delete_keypair(&self, ctx: &Context<'_>, access_key: String) -> async_graphql::Result<DeleteKeyPair> {
-        let (state, caller) = ctx(ctx)?;
+    async fn delete_keypair(
+        &self,
+        ctx: &Context<'_>,
+        access_key: String,
+    ) -> async_graphql::Result<DeleteKeyPair> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let (kp, owner) = super::find_visible(&state.db, caller, &access_key).await?;
         let used = super::used_by_sessions(&state.db, &access_key).await?;
@@ -370,20 +433,29 @@ impl KeypairMutation {
             ))
             .into());
         }
-        let actor = caller.email.clone();
-        state
-            .db
-            .transaction::<_, (), ApiError>(move |txn| {
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "delete_keypair",
+            "keypair",
+            move |txn| {
                 Box::pin(async move {
                     let key = kp.access_key.clone();
                     kp.delete(txn).await?;
-                    crate::audit::record(txn, &actor, "delete_keypair", "keypair", &key, serde_json::json!({})).await?;
-                    Ok(())
+                    Ok(((), key, serde_json::json!({})))
                 })
-            })
-            .await
-            .map_err(ApiError::from)?;
-        state.events.changed(ObjectKind::Keypair, ChangeAction::Deleted, &access_key, Some(owner.domain_name));
-        Ok(DeleteKeyPair { ok: true, msg: "success".into() })
+            },
+        )
+        .await?;
+        state.events.changed(
+            ObjectKind::Keypair,
+            ChangeAction::Deleted,
+            &access_key,
+            Some(owner.domain_name),
+        );
+        Ok(DeleteKeyPair {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 }

@@ -4,7 +4,9 @@ pub mod graphql;
 use chrono::Utc;
 use entity::enums::SessionStatus;
 use entity::{keypair_resource_policies, keypairs, sessions, users};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set,
+};
 
 use crate::auth::{Caller, tokens};
 use crate::error::{ApiError, ApiResult};
@@ -21,29 +23,57 @@ pub struct NewKeypair {
 
 fn check_explicit_keys(access_key: Option<&str>, secret_key: Option<&str>) -> ApiResult<()> {
     if let Some(ak) = access_key {
-        if ak.len() != 20 || !ak.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
-            return Err(ApiError::bad_request("Access key must be exactly 20 upper-case letters or digits"));
+        if ak.len() != 20
+            || !ak
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        {
+            return Err(ApiError::bad_request(
+                "Access key must be exactly 20 upper-case letters or digits",
+            ));
         }
     }
     if let Some(sk) = secret_key {
-        if sk.len() != 40 || !sk.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_')) {
-            return Err(ApiError::bad_request("Secret key must be exactly 40 letters, digits or +/=-_ characters"));
+        if sk.len() != 40
+            || !sk
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_'))
+        {
+            return Err(ApiError::bad_request(
+                "Secret key must be exactly 40 letters, digits or +/=-_ characters",
+            ));
         }
     }
     Ok(())
 }
 
-pub async fn insert<C: ConnectionTrait>(db: &C, user: &users::Model, new: NewKeypair) -> ApiResult<keypairs::Model> {
+pub async fn insert<C: ConnectionTrait>(
+    db: &C,
+    user: &users::Model,
+    new: NewKeypair,
+) -> ApiResult<keypairs::Model> {
     check_explicit_keys(new.access_key.as_deref(), new.secret_key.as_deref())?;
     if new.rate_limit < 0 {
-        return Err(ApiError::bad_request("Rate limit must not be negative (0 means unlimited)"));
+        return Err(ApiError::bad_request(
+            "Rate limit must not be negative (0 means unlimited)",
+        ));
     }
-    if keypair_resource_policies::Entity::find_by_id(new.resource_policy.clone()).one(db).await?.is_none() {
+    if keypair_resource_policies::Entity::find_by_id(new.resource_policy.clone())
+        .one(db)
+        .await?
+        .is_none()
+    {
         return Err(ApiError::not_found("resource policy", &new.resource_policy));
     }
     let access_key = new.access_key.unwrap_or_else(tokens::new_access_key);
-    if keypairs::Entity::find_by_id(access_key.clone()).one(db).await?.is_some() {
-        return Err(ApiError::conflict("A keypair with this access key already exists"));
+    if keypairs::Entity::find_by_id(access_key.clone())
+        .one(db)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(
+            "A keypair with this access key already exists",
+        ));
     }
     let now = Utc::now();
     Ok(keypairs::ActiveModel {
@@ -81,24 +111,48 @@ pub async fn reactivate_main<C: ConnectionTrait>(db: &C, user: &users::Model) ->
 }
 
 /// The keypair if the caller may see it: its owner, or an admin of the owner's domain.
-pub async fn find_visible<C: ConnectionTrait>(db: &C, caller: &Caller, access_key: &str) -> ApiResult<(keypairs::Model, users::Model)> {
+pub async fn find_visible<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    access_key: &str,
+) -> ApiResult<(keypairs::Model, users::Model)> {
     let not_found = || ApiError::not_found("keypair", access_key);
-    let kp = keypairs::Entity::find_by_id(access_key.to_string()).one(db).await?.ok_or_else(not_found)?;
-    let owner = users::Entity::find_by_id(kp.user).one(db).await?.ok_or_else(not_found)?;
-    let visible = owner.uuid == caller.uuid || caller.admin_scope().is_some_and(|s| s.covers_domain(&owner.domain_name));
-    if visible { Ok((kp, owner)) } else { Err(not_found()) }
+    let kp = keypairs::Entity::find_by_id(access_key.to_string())
+        .one(db)
+        .await?
+        .ok_or_else(not_found)?;
+    let owner = users::Entity::find_by_id(kp.user)
+        .one(db)
+        .await?
+        .ok_or_else(not_found)?;
+    let visible = owner.uuid == caller.uuid
+        || caller
+            .admin_scope()
+            .is_some_and(|s| s.covers_domain(&owner.domain_name));
+    if visible {
+        Ok((kp, owner))
+    } else {
+        Err(not_found())
+    }
 }
 
 /// Sessions holding resources under this keypair (for `concurrency_used`).
 pub async fn live_session_count<C: ConnectionTrait>(db: &C, access_key: &str) -> ApiResult<u64> {
     Ok(sessions::Entity::find()
         .filter(sessions::Column::AccessKey.eq(access_key))
-        .filter(sessions::Column::Status.is_not_in([SessionStatus::Terminated, SessionStatus::Cancelled, SessionStatus::Error]))
+        .filter(sessions::Column::Status.is_not_in([
+            SessionStatus::Terminated,
+            SessionStatus::Cancelled,
+            SessionStatus::Error,
+        ]))
         .count(db)
         .await?)
 }
 
 /// Any session ever created with this keypair (its history keeps the key referenced).
 pub async fn used_by_sessions<C: ConnectionTrait>(db: &C, access_key: &str) -> ApiResult<u64> {
-    Ok(sessions::Entity::find().filter(sessions::Column::AccessKey.eq(access_key)).count(db).await?)
+    Ok(sessions::Entity::find()
+        .filter(sessions::Column::AccessKey.eq(access_key))
+        .count(db)
+        .await?)
 }

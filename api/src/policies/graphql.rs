@@ -4,14 +4,14 @@ use chrono::{DateTime, Utc};
 use entity::enums::DefaultForUnspecified;
 use entity::{keypair_resource_policies as policies, keypairs};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, Set,
 };
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{BigInt, JsonString, ctx};
+use crate::graphql::{BigInt, JsonString, authed};
 use crate::validate::{non_negative, non_negative_i32};
 
 pub struct KeyPairResourcePolicy(pub policies::Model);
@@ -66,7 +66,10 @@ impl KeyPairResourcePolicy {
 }
 
 /// Names of policies used by the caller's keypairs.
-async fn own_policy_names(db: &sea_orm::DatabaseConnection, caller: &Caller) -> ApiResult<Vec<String>> {
+async fn own_policy_names(
+    db: &sea_orm::DatabaseConnection,
+    caller: &Caller,
+) -> ApiResult<Vec<String>> {
     Ok(keypairs::Entity::find()
         .filter(keypairs::Column::User.eq(caller.uuid))
         .all(db)
@@ -83,8 +86,12 @@ pub struct PolicyQuery;
 impl PolicyQuery {
     /// A policy by name; without `name`, the policy of the caller's keypair. Users may only
     /// read the policies of their own keypairs.
-    async fn keypair_resource_policy(&self, ctx: &Context<'_>, name: Option<String>) -> async_graphql::Result<KeyPairResourcePolicy> {
-        let (state, caller) = ctx(ctx)?;
+    async fn keypair_resource_policy(
+        &self,
+        ctx: &Context<'_>,
+        name: Option<String>,
+    ) -> async_graphql::Result<KeyPairResourcePolicy> {
+        let (state, caller) = authed(ctx)?;
         let name = match name {
             Some(n) => n,
             None => {
@@ -97,7 +104,9 @@ impl PolicyQuery {
                     .ok_or_else(|| ApiError::not_found("resource policy", "(caller)"))?
             }
         };
-        if caller.admin_scope().is_none() && !own_policy_names(&state.db, caller).await?.contains(&name) {
+        if caller.admin_scope().is_none()
+            && !own_policy_names(&state.db, caller).await?.contains(&name)
+        {
             return Err(ApiError::not_found("resource policy", &name).into());
         }
         let p = policies::Entity::find_by_id(name.clone())
@@ -108,11 +117,15 @@ impl PolicyQuery {
         Ok(KeyPairResourcePolicy(p))
     }
 
-    async fn keypair_resource_policies(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<KeyPairResourcePolicy>> {
-        let (state, caller) = ctx(ctx)?;
+    async fn keypair_resource_policies(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<KeyPairResourcePolicy>> {
+        let (state, caller) = authed(ctx)?;
         let mut select = policies::Entity::find().order_by_asc(policies::Column::Name);
         if caller.admin_scope().is_none() {
-            select = select.filter(policies::Column::Name.is_in(own_policy_names(&state.db, caller).await?));
+            select = select
+                .filter(policies::Column::Name.is_in(own_policy_names(&state.db, caller).await?));
         }
         let rows = select.all(&state.db).await.map_err(ApiError::from)?;
         Ok(rows.into_iter().map(KeyPairResourcePolicy).collect())
@@ -152,7 +165,10 @@ pub struct ModifyKeyPairResourcePolicyInput {
 
 fn parse_default(s: &str) -> ApiResult<DefaultForUnspecified> {
     DefaultForUnspecified::parse(s).ok_or_else(|| {
-        ApiError::bad_request(format!("invalid default_for_unspecified '{s}' (one of: {})", DefaultForUnspecified::choices()))
+        ApiError::bad_request(format!(
+            "invalid default_for_unspecified '{s}' (one of: {})",
+            DefaultForUnspecified::choices()
+        ))
     })
 }
 
@@ -222,7 +238,7 @@ impl PolicyMutation {
         name: String,
         props: CreateKeyPairResourcePolicyInput,
     ) -> async_graphql::Result<CreateKeyPairResourcePolicy> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let name = crate::validate::object_name("resource policy", &name)?;
         let (_, default_hosts) = super::default_policy_values();
@@ -255,23 +271,42 @@ impl PolicyMutation {
                 max_vfolder_size: props.max_vfolder_size,
             },
         )?;
-        if policies::Entity::find_by_id(name.clone()).one(&state.db).await.map_err(ApiError::from)?.is_some() {
-            return Err(ApiError::conflict(format!("Resource policy '{name}' already exists")).into());
+        if policies::Entity::find_by_id(name.clone())
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .is_some()
+        {
+            return Err(
+                ApiError::conflict(format!("Resource policy '{name}' already exists")).into(),
+            );
         }
-        let actor = caller.email.clone();
-        let p = state
-            .db
-            .transaction::<_, policies::Model, ApiError>(move |txn| {
+        let p = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_keypair_resource_policy",
+            "resource_policy",
+            move |txn| {
                 Box::pin(async move {
                     let p = m.insert(txn).await?;
-                    crate::audit::record(txn, &actor, "create_keypair_resource_policy", "resource_policy", &p.name, serde_json::json!({})).await?;
-                    Ok(p)
+                    let key = p.name.to_string();
+                    let detail = serde_json::json!({});
+                    Ok((p, key, detail))
                 })
-            })
-            .await
-            .map_err(ApiError::from)?;
-        state.events.changed(ObjectKind::KeypairResourcePolicy, ChangeAction::Created, &p.name, None);
-        Ok(CreateKeyPairResourcePolicy { ok: true, msg: "success".into(), resource_policy: Some(KeyPairResourcePolicy(p)) })
+            },
+        )
+        .await?;
+        state.events.changed(
+            ObjectKind::KeypairResourcePolicy,
+            ChangeAction::Created,
+            &p.name,
+            None,
+        );
+        Ok(CreateKeyPairResourcePolicy {
+            ok: true,
+            msg: "success".into(),
+            resource_policy: Some(KeyPairResourcePolicy(p)),
+        })
     }
 
     async fn modify_keypair_resource_policy(
@@ -280,7 +315,7 @@ impl PolicyMutation {
         name: String,
         props: ModifyKeyPairResourcePolicyInput,
     ) -> async_graphql::Result<ModifyKeyPairResourcePolicy> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let existing = policies::Entity::find_by_id(name.clone())
             .one(&state.db)
@@ -289,25 +324,41 @@ impl PolicyMutation {
             .ok_or_else(|| ApiError::not_found("resource policy", &name))?;
         let mut m = existing.into_active_model();
         apply(&mut m, props)?;
-        let actor = caller.email.clone();
-        let p = state
-            .db
-            .transaction::<_, policies::Model, ApiError>(move |txn| {
+        let p = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_keypair_resource_policy",
+            "resource_policy",
+            move |txn| {
                 Box::pin(async move {
                     let p = m.update(txn).await?;
-                    crate::audit::record(txn, &actor, "modify_keypair_resource_policy", "resource_policy", &p.name, serde_json::json!({})).await?;
-                    Ok(p)
+                    let key = p.name.to_string();
+                    let detail = serde_json::json!({});
+                    Ok((p, key, detail))
                 })
-            })
-            .await
-            .map_err(ApiError::from)?;
-        state.events.changed(ObjectKind::KeypairResourcePolicy, ChangeAction::Modified, &p.name, None);
-        Ok(ModifyKeyPairResourcePolicy { ok: true, msg: "success".into(), resource_policy: Some(KeyPairResourcePolicy(p)) })
+            },
+        )
+        .await?;
+        state.events.changed(
+            ObjectKind::KeypairResourcePolicy,
+            ChangeAction::Modified,
+            &p.name,
+            None,
+        );
+        Ok(ModifyKeyPairResourcePolicy {
+            ok: true,
+            msg: "success".into(),
+            resource_policy: Some(KeyPairResourcePolicy(p)),
+        })
     }
 
     /// Deletes a policy; refused while any keypair uses it.
-    async fn delete_keypair_resource_policy(&self, ctx: &Context<'_>, name: String) -> async_graphql::Result<DeleteKeyPairResourcePolicy> {
-        let (state, caller) = ctx(ctx)?;
+    async fn delete_keypair_resource_policy(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+    ) -> async_graphql::Result<DeleteKeyPairResourcePolicy> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let existing = policies::Entity::find_by_id(name.clone())
             .one(&state.db)
@@ -325,20 +376,29 @@ impl PolicyMutation {
             ))
             .into());
         }
-        let actor = caller.email.clone();
-        state
-            .db
-            .transaction::<_, (), ApiError>(move |txn| {
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "delete_keypair_resource_policy",
+            "resource_policy",
+            move |txn| {
                 Box::pin(async move {
                     let key = existing.name.clone();
                     existing.delete(txn).await?;
-                    crate::audit::record(txn, &actor, "delete_keypair_resource_policy", "resource_policy", &key, serde_json::json!({})).await?;
-                    Ok(())
+                    Ok(((), key, serde_json::json!({})))
                 })
-            })
-            .await
-            .map_err(ApiError::from)?;
-        state.events.changed(ObjectKind::KeypairResourcePolicy, ChangeAction::Deleted, &name, None);
-        Ok(DeleteKeyPairResourcePolicy { ok: true, msg: "success".into() })
+            },
+        )
+        .await?;
+        state.events.changed(
+            ObjectKind::KeypairResourcePolicy,
+            ChangeAction::Deleted,
+            &name,
+            None,
+        );
+        Ok(DeleteKeyPairResourcePolicy {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 }

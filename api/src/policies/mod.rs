@@ -29,7 +29,9 @@ pub fn normalize_allowed_hosts(value: &Value) -> ApiResult<Value> {
     let mut out = serde_json::Map::new();
     let check_host = |h: &str| -> ApiResult<()> {
         if h.trim().is_empty() || h.len() > 128 {
-            Err(ApiError::bad_request("Storage host names must be 1 to 128 characters"))
+            Err(ApiError::bad_request(
+                "Storage host names must be 1 to 128 characters",
+            ))
         } else {
             Ok(())
         }
@@ -37,7 +39,9 @@ pub fn normalize_allowed_hosts(value: &Value) -> ApiResult<Value> {
     match value {
         Value::Array(hosts) => {
             for h in hosts {
-                let h = h.as_str().ok_or_else(|| ApiError::bad_request("allowed_vfolder_hosts: host names must be strings"))?;
+                let h = h.as_str().ok_or_else(|| {
+                    ApiError::bad_request("allowed_vfolder_hosts: host names must be strings")
+                })?;
                 check_host(h)?;
                 out.insert(h.to_string(), all());
             }
@@ -60,7 +64,11 @@ pub fn normalize_allowed_hosts(value: &Value) -> ApiResult<Value> {
                         Value::Array(p.clone())
                     }
                     Value::Null => all(),
-                    _ => return Err(ApiError::bad_request("allowed_vfolder_hosts: permissions must be a list")),
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "allowed_vfolder_hosts: permissions must be a list",
+                        ));
+                    }
                 };
                 out.insert(h.clone(), perms);
             }
@@ -90,7 +98,10 @@ pub fn parse_limits(value: &Value) -> ApiResult<ResourceLimits> {
 /// The `default` policy seeded on first start: unlimited resources, 30 concurrent sessions,
 /// 10 folders on the `local` host (the seeds' example row).
 pub fn default_policy_values() -> (ResourceLimits, Value) {
-    (ResourceLimits::default(), json!({ "local": HOST_PERMISSIONS }))
+    (
+        ResourceLimits::default(),
+        json!({ "local": HOST_PERMISSIONS }),
+    )
 }
 
 #[cfg(test)]

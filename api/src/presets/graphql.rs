@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::error::ApiError;
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{BigInt, JsonString, ctx};
+use crate::graphql::{BigInt, JsonString, authed};
 
 pub struct ResourcePreset(pub presets::Model);
 
@@ -32,8 +32,12 @@ pub struct PresetQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl PresetQuery {
-    async fn resource_preset(&self, ctx: &Context<'_>, name: String) -> async_graphql::Result<ResourcePreset> {
-        let (state, _) = ctx(ctx)?;
+    async fn resource_preset(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+    ) -> async_graphql::Result<ResourcePreset> {
+        let (state, _) = authed(ctx)?;
         let p = presets::Entity::find_by_id(name.clone())
             .one(&state.db)
             .await
@@ -42,9 +46,16 @@ impl PresetQuery {
         Ok(ResourcePreset(p))
     }
 
-    async fn resource_presets(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ResourcePreset>> {
-        let (state, _) = ctx(ctx)?;
-        let rows = presets::Entity::find().order_by_asc(presets::Column::CreatedAt).all(&state.db).await.map_err(ApiError::from)?;
+    async fn resource_presets(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<ResourcePreset>> {
+        let (state, _) = authed(ctx)?;
+        let rows = presets::Entity::find()
+            .order_by_asc(presets::Column::CreatedAt)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         Ok(rows.into_iter().map(ResourcePreset).collect())
     }
 }
@@ -96,14 +107,26 @@ impl PresetMutation {
         name: String,
         props: CreateResourcePresetInput,
     ) -> async_graphql::Result<CreateResourcePreset> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let name = crate::validate::object_name("preset", &name)?;
         let slots = ResourceSlots::parse_json(&props.resource_slots.0).map_err(ApiError::from)?;
-        let shm = props.shared_memory.as_deref().map(super::parse_shared_memory).transpose()?.flatten();
+        let shm = props
+            .shared_memory
+            .as_deref()
+            .map(super::parse_shared_memory)
+            .transpose()?
+            .flatten();
         super::validate(&slots, shm)?;
-        if presets::Entity::find_by_id(name.clone()).one(&state.db).await.map_err(ApiError::from)?.is_some() {
-            return Err(ApiError::conflict(format!("Resource preset '{name}' already exists")).into());
+        if presets::Entity::find_by_id(name.clone())
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .is_some()
+        {
+            return Err(
+                ApiError::conflict(format!("Resource preset '{name}' already exists")).into(),
+            );
         }
         let m = presets::ActiveModel {
             name: Set(name),
@@ -120,8 +143,17 @@ impl PresetMutation {
             })
         })
         .await?;
-        state.events.changed(ObjectKind::ResourcePreset, ChangeAction::Created, &p.name, None);
-        Ok(CreateResourcePreset { ok: true, msg: "success".into(), resource_preset: Some(ResourcePreset(p)) })
+        state.events.changed(
+            ObjectKind::ResourcePreset,
+            ChangeAction::Created,
+            &p.name,
+            None,
+        );
+        Ok(CreateResourcePreset {
+            ok: true,
+            msg: "success".into(),
+            resource_preset: Some(ResourcePreset(p)),
+        })
     }
 
     async fn modify_resource_preset(
@@ -130,7 +162,7 @@ impl PresetMutation {
         name: String,
         props: ModifyResourcePresetInput,
     ) -> async_graphql::Result<ModifyResourcePreset> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let existing = presets::Entity::find_by_id(name.clone())
             .one(&state.db)
@@ -158,27 +190,54 @@ impl PresetMutation {
             })
         })
         .await?;
-        state.events.changed(ObjectKind::ResourcePreset, ChangeAction::Modified, &p.name, None);
-        Ok(ModifyResourcePreset { ok: true, msg: "success".into(), resource_preset: Some(ResourcePreset(p)) })
+        state.events.changed(
+            ObjectKind::ResourcePreset,
+            ChangeAction::Modified,
+            &p.name,
+            None,
+        );
+        Ok(ModifyResourcePreset {
+            ok: true,
+            msg: "success".into(),
+            resource_preset: Some(ResourcePreset(p)),
+        })
     }
 
-    async fn delete_resource_preset(&self, ctx: &Context<'_>, name: String) -> async_graphql::Result<DeleteResourcePreset> {
-        let (state, caller) = ctx(ctx)?;
+    async fn delete_resource_preset(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+    ) -> async_graphql::Result<DeleteResourcePreset> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let existing = presets::Entity::find_by_id(name.clone())
             .one(&state.db)
             .await
             .map_err(ApiError::from)?
             .ok_or_else(|| ApiError::not_found("resource preset", &name))?;
-        crate::audit::audited(&state.db, &caller.email, "delete_resource_preset", "resource_preset", move |txn| {
-            Box::pin(async move {
-                let key = existing.name.clone();
-                existing.delete(txn).await?;
-                Ok(((), key, json!({})))
-            })
-        })
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "delete_resource_preset",
+            "resource_preset",
+            move |txn| {
+                Box::pin(async move {
+                    let key = existing.name.clone();
+                    existing.delete(txn).await?;
+                    Ok(((), key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::ResourcePreset, ChangeAction::Deleted, &name, None);
-        Ok(DeleteResourcePreset { ok: true, msg: "success".into() })
+        state.events.changed(
+            ObjectKind::ResourcePreset,
+            ChangeAction::Deleted,
+            &name,
+            None,
+        );
+        Ok(DeleteResourcePreset {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 }

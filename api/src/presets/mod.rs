@@ -10,14 +10,18 @@ use crate::error::{ApiError, ApiResult};
 /// than memory.
 pub fn validate(slots: &ResourceSlots, shared_memory: Option<i64>) -> ApiResult<()> {
     if slots.get("cpu").is_zero() || slots.get("mem").is_zero() {
-        return Err(ApiError::bad_request("A preset needs both cpu and mem greater than zero"));
+        return Err(ApiError::bad_request(
+            "A preset needs both cpu and mem greater than zero",
+        ));
     }
     if let Some(shm) = shared_memory {
         if shm < 0 {
             return Err(ApiError::bad_request("Shared memory must not be negative"));
         }
         if rust_decimal::Decimal::from(shm) >= slots.get("mem") {
-            return Err(ApiError::bad_request("Shared memory must be smaller than the memory (RAM) of the preset"));
+            return Err(ApiError::bad_request(
+                "Shared memory must be smaller than the memory (RAM) of the preset",
+            ));
         }
     }
     Ok(())
@@ -31,5 +35,9 @@ pub fn parse_shared_memory(input: &str) -> ApiResult<Option<i64>> {
     parse_binary_size(input)
         .and_then(|d| d.to_i64())
         .map(Some)
-        .ok_or_else(|| ApiError::bad_request(format!("invalid shared memory size '{input}' (e.g. 1g, 512m)")))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "invalid shared memory size '{input}' (e.g. 1g, 512m)"
+            ))
+        })
 }

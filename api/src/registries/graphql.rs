@@ -3,13 +3,16 @@ use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::Utc;
 use entity::container_registries as registries;
 use entity::enums::RegistryType;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryFilter,
+    QueryOrder, Set,
+};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::ctx;
+use crate::graphql::authed;
 
 const MASK: &str = "*****";
 
@@ -86,23 +89,38 @@ pub struct RegistryQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl RegistryQuery {
-    async fn container_registry(&self, ctx: &Context<'_>, hostname: String) -> async_graphql::Result<ContainerRegistry> {
-        let (state, caller) = ctx(ctx)?;
+    async fn container_registry(
+        &self,
+        ctx: &Context<'_>,
+        hostname: String,
+    ) -> async_graphql::Result<ContainerRegistry> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         Ok(ContainerRegistry(find(&state.db, &hostname).await?))
     }
 
-    async fn container_registries(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ContainerRegistry>> {
-        let (state, caller) = ctx(ctx)?;
+    async fn container_registries(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<ContainerRegistry>> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let rows = registries::Entity::find().order_by_asc(registries::Column::Hostname).all(&state.db).await.map_err(ApiError::from)?;
+        let rows = registries::Entity::find()
+            .order_by_asc(registries::Column::Hostname)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         Ok(rows.into_iter().map(ContainerRegistry).collect())
     }
 }
 
 fn parse_type(s: &str) -> ApiResult<RegistryType> {
-    RegistryType::parse(s)
-        .ok_or_else(|| ApiError::bad_request(format!("invalid registry type '{s}' (one of: {})", RegistryType::choices())))
+    RegistryType::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid registry type '{s}' (one of: {})",
+            RegistryType::choices()
+        ))
+    })
 }
 
 #[derive(InputObject)]
@@ -155,7 +173,7 @@ impl RegistryMutation {
         hostname: String,
         props: CreateContainerRegistryInput,
     ) -> async_graphql::Result<ContainerRegistryResult> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let hostname = super::validate(&hostname, &props.url)?;
         if find(&state.db, &hostname).await.is_ok() {
@@ -175,16 +193,32 @@ impl RegistryMutation {
             created_at: Set(now),
             modified_at: Set(now),
         };
-        let r = crate::audit::audited(&state.db, &caller.email, "create_container_registry", "container_registry", move |txn| {
-            Box::pin(async move {
-                let r = m.insert(txn).await?;
-                let key = r.hostname.clone();
-                Ok((r, key, json!({"url": key})))
-            })
-        })
+        let r = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_container_registry",
+            "container_registry",
+            move |txn| {
+                Box::pin(async move {
+                    let r = m.insert(txn).await?;
+                    let key = r.hostname.clone();
+                    let detail = json!({"url": r.url});
+                    Ok((r, key, detail))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::ContainerRegistry, ChangeAction::Created, &r.hostname, None);
-        Ok(ContainerRegistryResult { ok: true, msg: "success".into(), container_registry: Some(ContainerRegistry(r)) })
+        state.events.changed(
+            ObjectKind::ContainerRegistry,
+            ChangeAction::Created,
+            &r.hostname,
+            None,
+        );
+        Ok(ContainerRegistryResult {
+            ok: true,
+            msg: "success".into(),
+            container_registry: Some(ContainerRegistry(r)),
+        })
     }
 
     async fn modify_container_registry(
@@ -193,7 +227,7 @@ impl RegistryMutation {
         hostname: String,
         props: ModifyContainerRegistryInput,
     ) -> async_graphql::Result<ContainerRegistryResult> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let existing = find(&state.db, &hostname).await?;
         let url = props.url.clone().unwrap_or_else(|| existing.url.clone());
@@ -219,32 +253,66 @@ impl RegistryMutation {
             m.is_global = Set(v);
         }
         m.modified_at = Set(Utc::now());
-        let r = crate::audit::audited(&state.db, &caller.email, "modify_container_registry", "container_registry", move |txn| {
-            Box::pin(async move {
-                let r = m.update(txn).await?;
-                let key = r.hostname.clone();
-                Ok((r, key, json!({})))
-            })
-        })
+        let r = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_container_registry",
+            "container_registry",
+            move |txn| {
+                Box::pin(async move {
+                    let r = m.update(txn).await?;
+                    let key = r.hostname.clone();
+                    Ok((r, key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::ContainerRegistry, ChangeAction::Modified, &r.hostname, None);
-        Ok(ContainerRegistryResult { ok: true, msg: "success".into(), container_registry: Some(ContainerRegistry(r)) })
+        state.events.changed(
+            ObjectKind::ContainerRegistry,
+            ChangeAction::Modified,
+            &r.hostname,
+            None,
+        );
+        Ok(ContainerRegistryResult {
+            ok: true,
+            msg: "success".into(),
+            container_registry: Some(ContainerRegistry(r)),
+        })
     }
 
-    async fn delete_container_registry(&self, ctx: &Context<'_>, hostname: String) -> async_graphql::Result<ContainerRegistryResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn delete_container_registry(
+        &self,
+        ctx: &Context<'_>,
+        hostname: String,
+    ) -> async_graphql::Result<ContainerRegistryResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let existing = find(&state.db, &hostname).await?;
         let key = existing.hostname.clone();
-        crate::audit::audited(&state.db, &caller.email, "delete_container_registry", "container_registry", move |txn| {
-            Box::pin(async move {
-                let key = existing.hostname.clone();
-                existing.delete(txn).await?;
-                Ok(((), key, json!({})))
-            })
-        })
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "delete_container_registry",
+            "container_registry",
+            move |txn| {
+                Box::pin(async move {
+                    let key = existing.hostname.clone();
+                    existing.delete(txn).await?;
+                    Ok(((), key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::ContainerRegistry, ChangeAction::Deleted, &key, None);
-        Ok(ContainerRegistryResult { ok: true, msg: "success".into(), container_registry: None })
+        state.events.changed(
+            ObjectKind::ContainerRegistry,
+            ChangeAction::Deleted,
+            &key,
+            None,
+        );
+        Ok(ContainerRegistryResult {
+            ok: true,
+            msg: "success".into(),
+            container_registry: None,
+        })
     }
 }

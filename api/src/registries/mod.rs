@@ -7,7 +7,9 @@ use crate::error::{ApiError, ApiResult};
 /// `host[:port]`.
 pub fn url_authority(url: &str) -> ApiResult<String> {
     let bad = |why: &str| ApiError::bad_request(format!("Invalid registry URL '{url}': {why}"));
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("it must start with http:// or https://"))?;
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("it must start with http:// or https://"))?;
     if scheme != "http" && scheme != "https" {
         return Err(bad("the scheme must be http or https"));
     }
@@ -19,7 +21,9 @@ pub fn url_authority(url: &str) -> ApiResult<String> {
         return Err(bad("the host is missing"));
     }
     if authority.contains('@') {
-        return Err(bad("put credentials in the username and password fields, not in the URL"));
+        return Err(bad(
+            "put credentials in the username and password fields, not in the URL",
+        ));
     }
     Ok(authority.to_ascii_lowercase())
 }
@@ -30,9 +34,13 @@ pub fn validate(hostname: &str, url: &str) -> ApiResult<String> {
     let hostname = hostname.trim().to_ascii_lowercase();
     let ok = !hostname.is_empty()
         && hostname.len() <= 256
-        && hostname.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+        && hostname
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
     if !ok {
-        return Err(ApiError::bad_request(format!("Invalid registry hostname '{hostname}' (use host or host:port)")));
+        return Err(ApiError::bad_request(format!(
+            "Invalid registry hostname '{hostname}' (use host or host:port)"
+        )));
     }
     let authority = url_authority(url)?;
     if hostname != "index.docker.io" && authority != hostname {
@@ -49,9 +57,15 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(validate("localhost:5000", "http://localhost:5000").unwrap(), "localhost:5000");
+        assert_eq!(
+            validate("localhost:5000", "http://localhost:5000").unwrap(),
+            "localhost:5000"
+        );
         assert!(validate("index.docker.io", "https://registry-1.docker.io").is_ok());
-        assert!(validate("localhost:5000", "localhost:5000").is_err(), "scheme required");
+        assert!(
+            validate("localhost:5000", "localhost:5000").is_err(),
+            "scheme required"
+        );
         assert!(validate("localhost:5000", "ftp://localhost:5000").is_err());
         assert!(validate("localhost:5000", "http://other:5000").is_err());
         assert!(validate("localhost:5000", "http://u:p@localhost:5000").is_err());

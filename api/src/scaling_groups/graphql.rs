@@ -3,9 +3,13 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{AgentStatus, SchedulerKind, SessionStatus};
-use entity::{agents, domains, groups, keypairs, scaling_groups as sg, sessions, sgroups_for_domains, sgroups_for_groups, sgroups_for_keypairs};
+use entity::{
+    agents, domains, groups, keypairs, scaling_groups as sg, sessions, sgroups_for_domains,
+    sgroups_for_groups, sgroups_for_keypairs,
+};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, Set,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -13,7 +17,7 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{JsonString, ctx, state};
+use crate::graphql::{JsonString, authed, state};
 
 pub struct ScalingGroup(pub sg::Model);
 
@@ -54,11 +58,19 @@ impl ScalingGroup {
         self.0.use_host_network
     }
     /// Number of agents in this resource group with the given status (default ALIVE).
-    async fn agent_count_by_status(&self, ctx: &Context<'_>, status: Option<String>) -> async_graphql::Result<u64> {
+    async fn agent_count_by_status(
+        &self,
+        ctx: &Context<'_>,
+        status: Option<String>,
+    ) -> async_graphql::Result<u64> {
         let state = state(ctx)?;
         let status = match status {
-            Some(s) => AgentStatus::parse(&s)
-                .ok_or_else(|| ApiError::bad_request(format!("invalid agent status '{s}' (one of: {})", AgentStatus::choices())))?,
+            Some(s) => AgentStatus::parse(&s).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "invalid agent status '{s}' (one of: {})",
+                    AgentStatus::choices()
+                ))
+            })?,
             None => AgentStatus::Alive,
         };
         Ok(agents::Entity::find()
@@ -70,11 +82,23 @@ impl ScalingGroup {
     }
 }
 
-async fn visible_names(db: &sea_orm::DatabaseConnection, caller: &Caller) -> ApiResult<Option<Vec<String>>> {
+async fn visible_names(
+    db: &sea_orm::DatabaseConnection,
+    caller: &Caller,
+) -> ApiResult<Option<Vec<String>>> {
     if caller.admin_scope().is_some() {
         return Ok(None);
     }
-    Ok(Some(super::allowed_for(db, &caller.domain_name, caller.uuid, None, caller.access_key.as_deref()).await?))
+    Ok(Some(
+        super::allowed_for(
+            db,
+            &caller.domain_name,
+            caller.uuid,
+            None,
+            caller.access_key.as_deref(),
+        )
+        .await?,
+    ))
 }
 
 #[derive(Default)]
@@ -83,9 +107,16 @@ pub struct ScalingGroupQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ScalingGroupQuery {
     /// A resource group by name (users see only the ones they may use).
-    async fn scaling_group(&self, ctx: &Context<'_>, name: String) -> async_graphql::Result<ScalingGroup> {
-        let (state, caller) = ctx(ctx)?;
-        if visible_names(&state.db, caller).await?.is_some_and(|v| !v.contains(&name)) {
+    async fn scaling_group(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+    ) -> async_graphql::Result<ScalingGroup> {
+        let (state, caller) = authed(ctx)?;
+        if visible_names(&state.db, caller)
+            .await?
+            .is_some_and(|v| !v.contains(&name))
+        {
             return Err(ApiError::not_found("resource group", &name).into());
         }
         let s = sg::Entity::find_by_id(name.clone())
@@ -96,8 +127,13 @@ impl ScalingGroupQuery {
         Ok(ScalingGroup(s))
     }
 
-    async fn scaling_groups(&self, ctx: &Context<'_>, name: Option<String>, is_active: Option<bool>) -> async_graphql::Result<Vec<ScalingGroup>> {
-        let (state, caller) = ctx(ctx)?;
+    async fn scaling_groups(
+        &self,
+        ctx: &Context<'_>,
+        name: Option<String>,
+        is_active: Option<bool>,
+    ) -> async_graphql::Result<Vec<ScalingGroup>> {
+        let (state, caller) = authed(ctx)?;
         let mut select = sg::Entity::find().order_by_asc(sg::Column::Name);
         if let Some(names) = visible_names(&state.db, caller).await? {
             select = select.filter(sg::Column::Name.is_in(names));
@@ -108,22 +144,48 @@ impl ScalingGroupQuery {
         if let Some(a) = is_active {
             select = select.filter(sg::Column::IsActive.eq(a));
         }
-        Ok(select.all(&state.db).await.map_err(ApiError::from)?.into_iter().map(ScalingGroup).collect())
+        Ok(select
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(ScalingGroup)
+            .collect())
     }
 
     /// Active resource groups usable from a group (project), for the launch dialog.
-    async fn scaling_groups_for_user_group(&self, ctx: &Context<'_>, user_group: Uuid) -> async_graphql::Result<Vec<ScalingGroup>> {
-        let (state, caller) = ctx(ctx)?;
+    async fn scaling_groups_for_user_group(
+        &self,
+        ctx: &Context<'_>,
+        user_group: Uuid,
+    ) -> async_graphql::Result<Vec<ScalingGroup>> {
+        let (state, caller) = authed(ctx)?;
         let g = crate::groups::find_visible(&state.db, caller, user_group).await?;
-        let names = super::allowed_for(&state.db, &g.domain_name, caller.uuid, Some(g.id), caller.access_key.as_deref()).await?;
-        let rows = sg::Entity::find().filter(sg::Column::Name.is_in(names)).order_by_asc(sg::Column::Name).all(&state.db).await.map_err(ApiError::from)?;
+        let names = super::allowed_for(
+            &state.db,
+            &g.domain_name,
+            caller.uuid,
+            Some(g.id),
+            caller.access_key.as_deref(),
+        )
+        .await?;
+        let rows = sg::Entity::find()
+            .filter(sg::Column::Name.is_in(names))
+            .order_by_asc(sg::Column::Name)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         Ok(rows.into_iter().map(ScalingGroup).collect())
     }
 }
 
 fn parse_scheduler(s: &str) -> ApiResult<SchedulerKind> {
-    SchedulerKind::parse(s)
-        .ok_or_else(|| ApiError::bad_request(format!("invalid scheduler '{s}' (one of: {})", SchedulerKind::choices())))
+    SchedulerKind::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid scheduler '{s}' (one of: {})",
+            SchedulerKind::choices()
+        ))
+    })
 }
 
 #[derive(InputObject)]
@@ -202,7 +264,10 @@ pub struct AssociationResult {
 }
 
 async fn existing(db: &sea_orm::DatabaseConnection, name: &str) -> ApiResult<sg::Model> {
-    sg::Entity::find_by_id(name.to_string()).one(db).await?.ok_or_else(|| ApiError::not_found("resource group", name))
+    sg::Entity::find_by_id(name.to_string())
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("resource group", name))
 }
 
 /// One association kind: which table, how to name the other side.
@@ -212,64 +277,122 @@ enum Link {
     Keypair(String),
 }
 
-async fn set_link(ctx: &Context<'_>, scaling_group: String, link: Link, associate: bool) -> async_graphql::Result<AssociationResult> {
-    let (state, caller) = ctx(ctx)?;
+async fn set_link(
+    ctx: &Context<'_>,
+    scaling_group: String,
+    link: Link,
+    associate: bool,
+) -> async_graphql::Result<AssociationResult> {
+    let (state, caller) = authed(ctx)?;
     caller.require_superadmin()?;
     existing(&state.db, &scaling_group).await?;
     let db = &state.db;
     let target = match &link {
         Link::Domain(d) => {
-            domains::Entity::find_by_id(d.clone()).one(db).await.map_err(ApiError::from)?.ok_or_else(|| ApiError::not_found("domain", d))?;
+            domains::Entity::find_by_id(d.clone())
+                .one(db)
+                .await
+                .map_err(ApiError::from)?
+                .ok_or_else(|| ApiError::not_found("domain", d))?;
             format!("domain:{d}")
         }
         Link::Group(g) => {
-            groups::Entity::find_by_id(*g).one(db).await.map_err(ApiError::from)?.ok_or_else(|| ApiError::not_found("group", g))?;
+            groups::Entity::find_by_id(*g)
+                .one(db)
+                .await
+                .map_err(ApiError::from)?
+                .ok_or_else(|| ApiError::not_found("group", g))?;
             format!("group:{g}")
         }
         Link::Keypair(k) => {
-            keypairs::Entity::find_by_id(k.clone()).one(db).await.map_err(ApiError::from)?.ok_or_else(|| ApiError::not_found("keypair", k))?;
+            keypairs::Entity::find_by_id(k.clone())
+                .one(db)
+                .await
+                .map_err(ApiError::from)?
+                .ok_or_else(|| ApiError::not_found("keypair", k))?;
             format!("keypair:{k}")
         }
     };
-    let action = if associate { "associate_scaling_group" } else { "disassociate_scaling_group" };
+    let action = if associate {
+        "associate_scaling_group"
+    } else {
+        "disassociate_scaling_group"
+    };
     let sgname = scaling_group.clone();
     crate::audit::audited(db, &caller.email, action, "scaling_group", move |txn| {
         Box::pin(async move {
             match (link, associate) {
                 (Link::Domain(d), true) => {
-                    let found = sgroups_for_domains::Entity::find_by_id((sgname.clone(), d.clone())).one(txn).await?;
+                    let found =
+                        sgroups_for_domains::Entity::find_by_id((sgname.clone(), d.clone()))
+                            .one(txn)
+                            .await?;
                     if found.is_none() {
-                        sgroups_for_domains::ActiveModel { scaling_group: Set(sgname.clone()), domain: Set(d) }.insert(txn).await?;
+                        sgroups_for_domains::ActiveModel {
+                            scaling_group: Set(sgname.clone()),
+                            domain: Set(d),
+                        }
+                        .insert(txn)
+                        .await?;
                     }
                 }
                 (Link::Domain(d), false) => {
-                    sgroups_for_domains::Entity::delete_by_id((sgname.clone(), d)).exec(txn).await?;
+                    sgroups_for_domains::Entity::delete_by_id((sgname.clone(), d))
+                        .exec(txn)
+                        .await?;
                 }
                 (Link::Group(g), true) => {
-                    let found = sgroups_for_groups::Entity::find_by_id((sgname.clone(), g)).one(txn).await?;
+                    let found = sgroups_for_groups::Entity::find_by_id((sgname.clone(), g))
+                        .one(txn)
+                        .await?;
                     if found.is_none() {
-                        sgroups_for_groups::ActiveModel { scaling_group: Set(sgname.clone()), group: Set(g) }.insert(txn).await?;
+                        sgroups_for_groups::ActiveModel {
+                            scaling_group: Set(sgname.clone()),
+                            group: Set(g),
+                        }
+                        .insert(txn)
+                        .await?;
                     }
                 }
                 (Link::Group(g), false) => {
-                    sgroups_for_groups::Entity::delete_by_id((sgname.clone(), g)).exec(txn).await?;
+                    sgroups_for_groups::Entity::delete_by_id((sgname.clone(), g))
+                        .exec(txn)
+                        .await?;
                 }
                 (Link::Keypair(k), true) => {
-                    let found = sgroups_for_keypairs::Entity::find_by_id((sgname.clone(), k.clone())).one(txn).await?;
+                    let found =
+                        sgroups_for_keypairs::Entity::find_by_id((sgname.clone(), k.clone()))
+                            .one(txn)
+                            .await?;
                     if found.is_none() {
-                        sgroups_for_keypairs::ActiveModel { scaling_group: Set(sgname.clone()), access_key: Set(k) }.insert(txn).await?;
+                        sgroups_for_keypairs::ActiveModel {
+                            scaling_group: Set(sgname.clone()),
+                            access_key: Set(k),
+                        }
+                        .insert(txn)
+                        .await?;
                     }
                 }
                 (Link::Keypair(k), false) => {
-                    sgroups_for_keypairs::Entity::delete_by_id((sgname.clone(), k)).exec(txn).await?;
+                    sgroups_for_keypairs::Entity::delete_by_id((sgname.clone(), k))
+                        .exec(txn)
+                        .await?;
                 }
             }
             Ok(((), sgname, json!({ "with": target })))
         })
     })
     .await?;
-    state.events.changed(ObjectKind::ScalingGroup, ChangeAction::Modified, &scaling_group, None);
-    Ok(AssociationResult { ok: true, msg: "success".into() })
+    state.events.changed(
+        ObjectKind::ScalingGroup,
+        ChangeAction::Modified,
+        &scaling_group,
+        None,
+    );
+    Ok(AssociationResult {
+        ok: true,
+        msg: "success".into(),
+    })
 }
 
 #[derive(Default)]
@@ -277,12 +400,24 @@ pub struct ScalingGroupMutation;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ScalingGroupMutation {
-    async fn create_scaling_group(&self, ctx: &Context<'_>, name: String, props: ScalingGroupInput) -> async_graphql::Result<ScalingGroupResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn create_scaling_group(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        props: ScalingGroupInput,
+    ) -> async_graphql::Result<ScalingGroupResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let name = crate::validate::object_name("resource group", &name)?;
-        if sg::Entity::find_by_id(name.clone()).one(&state.db).await.map_err(ApiError::from)?.is_some() {
-            return Err(ApiError::conflict(format!("Resource group '{name}' already exists")).into());
+        if sg::Entity::find_by_id(name.clone())
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .is_some()
+        {
+            return Err(
+                ApiError::conflict(format!("Resource group '{name}' already exists")).into(),
+            );
         }
         let mut m = sg::ActiveModel {
             name: Set(name),
@@ -311,38 +446,77 @@ impl ScalingGroupMutation {
                 use_host_network: props.use_host_network,
             },
         )?;
-        let s = crate::audit::audited(&state.db, &caller.email, "create_scaling_group", "scaling_group", move |txn| {
-            Box::pin(async move {
-                let s = m.insert(txn).await?;
-                let key = s.name.clone();
-                Ok((s, key, json!({})))
-            })
-        })
+        let s = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_scaling_group",
+            "scaling_group",
+            move |txn| {
+                Box::pin(async move {
+                    let s = m.insert(txn).await?;
+                    let key = s.name.clone();
+                    Ok((s, key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::ScalingGroup, ChangeAction::Created, &s.name, None);
-        Ok(ScalingGroupResult { ok: true, msg: "success".into(), scaling_group: Some(ScalingGroup(s)) })
+        state.events.changed(
+            ObjectKind::ScalingGroup,
+            ChangeAction::Created,
+            &s.name,
+            None,
+        );
+        Ok(ScalingGroupResult {
+            ok: true,
+            msg: "success".into(),
+            scaling_group: Some(ScalingGroup(s)),
+        })
     }
 
-    async fn modify_scaling_group(&self, ctx: &Context<'_>, name: String, props: ModifyScalingGroupInput) -> async_graphql::Result<ScalingGroupResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn modify_scaling_group(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        props: ModifyScalingGroupInput,
+    ) -> async_graphql::Result<ScalingGroupResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let mut m = existing(&state.db, &name).await?.into_active_model();
         apply(&mut m, props)?;
-        let s = crate::audit::audited(&state.db, &caller.email, "modify_scaling_group", "scaling_group", move |txn| {
-            Box::pin(async move {
-                let s = m.update(txn).await?;
-                let key = s.name.clone();
-                Ok((s, key, json!({})))
-            })
-        })
+        let s = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_scaling_group",
+            "scaling_group",
+            move |txn| {
+                Box::pin(async move {
+                    let s = m.update(txn).await?;
+                    let key = s.name.clone();
+                    Ok((s, key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::ScalingGroup, ChangeAction::Modified, &s.name, None);
-        Ok(ScalingGroupResult { ok: true, msg: "success".into(), scaling_group: Some(ScalingGroup(s)) })
+        state.events.changed(
+            ObjectKind::ScalingGroup,
+            ChangeAction::Modified,
+            &s.name,
+            None,
+        );
+        Ok(ScalingGroupResult {
+            ok: true,
+            msg: "success".into(),
+            scaling_group: Some(ScalingGroup(s)),
+        })
     }
 
     /// Deletes a resource group; refused while agents or live sessions are in it.
-    async fn delete_scaling_group(&self, ctx: &Context<'_>, name: String) -> async_graphql::Result<AssociationResult> {
-        let (state, caller) = ctx(ctx)?;
+    async fn delete_scaling_group(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+    ) -> async_graphql::Result<AssociationResult> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let s = existing(&state.db, &name).await?;
         let agents = agents::Entity::find()
@@ -353,7 +527,11 @@ impl ScalingGroupMutation {
             .map_err(ApiError::from)?;
         let live = sessions::Entity::find()
             .filter(sessions::Column::ScalingGroupName.eq(&name))
-            .filter(sessions::Column::Status.is_not_in([SessionStatus::Terminated, SessionStatus::Cancelled, SessionStatus::Error]))
+            .filter(sessions::Column::Status.is_not_in([
+                SessionStatus::Terminated,
+                SessionStatus::Cancelled,
+                SessionStatus::Error,
+            ]))
             .count(&state.db)
             .await
             .map_err(ApiError::from)?;
@@ -363,34 +541,75 @@ impl ScalingGroupMutation {
             ))
             .into());
         }
-        crate::audit::audited(&state.db, &caller.email, "delete_scaling_group", "scaling_group", move |txn| {
-            Box::pin(async move {
-                let key = s.name.clone();
-                s.delete(txn).await?;
-                Ok(((), key, json!({})))
-            })
-        })
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "delete_scaling_group",
+            "scaling_group",
+            move |txn| {
+                Box::pin(async move {
+                    let key = s.name.clone();
+                    s.delete(txn).await?;
+                    Ok(((), key, json!({})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::ScalingGroup, ChangeAction::Deleted, &name, None);
-        Ok(AssociationResult { ok: true, msg: "success".into() })
+        state
+            .events
+            .changed(ObjectKind::ScalingGroup, ChangeAction::Deleted, &name, None);
+        Ok(AssociationResult {
+            ok: true,
+            msg: "success".into(),
+        })
     }
 
-    async fn associate_scaling_group_with_domain(&self, ctx: &Context<'_>, scaling_group: String, domain: String) -> async_graphql::Result<AssociationResult> {
+    async fn associate_scaling_group_with_domain(
+        &self,
+        ctx: &Context<'_>,
+        scaling_group: String,
+        domain: String,
+    ) -> async_graphql::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Domain(domain), true).await
     }
-    async fn disassociate_scaling_group_with_domain(&self, ctx: &Context<'_>, scaling_group: String, domain: String) -> async_graphql::Result<AssociationResult> {
+    async fn disassociate_scaling_group_with_domain(
+        &self,
+        ctx: &Context<'_>,
+        scaling_group: String,
+        domain: String,
+    ) -> async_graphql::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Domain(domain), false).await
     }
-    async fn associate_scaling_group_with_user_group(&self, ctx: &Context<'_>, scaling_group: String, user_group: Uuid) -> async_graphql::Result<AssociationResult> {
+    async fn associate_scaling_group_with_user_group(
+        &self,
+        ctx: &Context<'_>,
+        scaling_group: String,
+        user_group: Uuid,
+    ) -> async_graphql::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Group(user_group), true).await
     }
-    async fn disassociate_scaling_group_with_user_group(&self, ctx: &Context<'_>, scaling_group: String, user_group: Uuid) -> async_graphql::Result<AssociationResult> {
+    async fn disassociate_scaling_group_with_user_group(
+        &self,
+        ctx: &Context<'_>,
+        scaling_group: String,
+        user_group: Uuid,
+    ) -> async_graphql::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Group(user_group), false).await
     }
-    async fn associate_scaling_group_with_keypair(&self, ctx: &Context<'_>, scaling_group: String, access_key: String) -> async_graphql::Result<AssociationResult> {
+    async fn associate_scaling_group_with_keypair(
+        &self,
+        ctx: &Context<'_>,
+        scaling_group: String,
+        access_key: String,
+    ) -> async_graphql::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Keypair(access_key), true).await
     }
-    async fn disassociate_scaling_group_with_keypair(&self, ctx: &Context<'_>, scaling_group: String, access_key: String) -> async_graphql::Result<AssociationResult> {
+    async fn disassociate_scaling_group_with_keypair(
+        &self,
+        ctx: &Context<'_>,
+        scaling_group: String,
+        access_key: String,
+    ) -> async_graphql::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Keypair(access_key), false).await
     }
 }

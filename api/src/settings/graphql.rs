@@ -3,7 +3,7 @@ use async_graphql::{Context, Object, SimpleObject};
 use serde_json::json;
 
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{JsonString, ctx};
+use crate::graphql::{JsonString, authed};
 
 #[derive(SimpleObject)]
 pub struct SystemSetting {
@@ -15,7 +15,12 @@ pub struct SystemSetting {
 
 impl From<super::Setting> for SystemSetting {
     fn from(s: super::Setting) -> Self {
-        Self { key: s.key, value: JsonString(s.value), description: s.description, editable: s.editable }
+        Self {
+            key: s.key,
+            value: JsonString(s.value),
+            description: s.description,
+            editable: s.editable,
+        }
     }
 }
 
@@ -32,10 +37,17 @@ pub struct SettingQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl SettingQuery {
     /// The server's settings (administrators).
-    async fn system_settings(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<SystemSetting>> {
-        let (state, caller) = ctx(ctx)?;
+    async fn system_settings(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<SystemSetting>> {
+        let (state, caller) = authed(ctx)?;
         caller.require_admin()?;
-        Ok(super::list(state).await?.into_iter().map(SystemSetting::from).collect())
+        Ok(super::list(state)
+            .await?
+            .into_iter()
+            .map(SystemSetting::from)
+            .collect())
     }
 }
 
@@ -45,23 +57,48 @@ pub struct SettingMutation;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl SettingMutation {
     /// Changes an editable setting (superadmin).
-    async fn modify_system_setting(&self, ctx: &Context<'_>, key: String, value: JsonString) -> async_graphql::Result<ModifySystemSetting> {
-        let (state, caller) = ctx(ctx)?;
+    async fn modify_system_setting(
+        &self,
+        ctx: &Context<'_>,
+        key: String,
+        value: JsonString,
+    ) -> async_graphql::Result<ModifySystemSetting> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let k = key.clone();
-        let value = crate::audit::audited(&state.db, &caller.email, "modify_system_setting", "system_setting", move |txn| {
-            Box::pin(async move {
-                let v = super::set(txn, &k, value.0).await?;
-                Ok((v.clone(), k, json!({"value": v})))
-            })
-        })
+        let value = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_system_setting",
+            "system_setting",
+            move |txn| {
+                Box::pin(async move {
+                    let v = super::set(txn, &k, value.0).await?;
+                    Ok((v.clone(), k, json!({"value": v})))
+                })
+            },
+        )
         .await?;
-        state.events.changed(ObjectKind::SystemSetting, ChangeAction::Modified, &key, None);
-        let description = super::EDITABLE.iter().find(|d| d.0 == key).map(|d| d.1.to_string()).unwrap_or_default();
+        state.events.changed(
+            ObjectKind::SystemSetting,
+            ChangeAction::Modified,
+            &key,
+            None,
+        );
+        let description = super::EDITABLE
+            .iter()
+            .find(|d| d.0 == key)
+            .map(|d| d.1.to_string())
+            .unwrap_or_default();
         Ok(ModifySystemSetting {
             ok: true,
             msg: "success".into(),
-            setting: Some(SystemSetting { key, value: JsonString(value), description, editable: true }),
+            setting: Some(SystemSetting {
+                key,
+                value: JsonString(value),
+                description,
+                editable: true,
+            }),
         })
     }
 }

@@ -18,7 +18,12 @@ pub enum Kind {
 
 /// Settings editable at run time: key, description, type, default.
 pub const EDITABLE: &[(&str, &str, Kind, fn() -> Value)] = &[
-    ("announcement", "Message shown to every user on the console and the CLI; empty = none.", Kind::Text, || json!("")),
+    (
+        "announcement",
+        "Message shown to every user on the console and the CLI; empty = none.",
+        Kind::Text,
+        || json!(""),
+    ),
     (
         "scheduler.num_retries_to_skip",
         "Pending sessions that failed to schedule this many times are skipped so they do not block the queue (0 = never skip).",
@@ -41,7 +46,11 @@ fn definition(key: &str) -> Option<&'static (&'static str, &'static str, Kind, f
 /// The stored value of an editable setting, or its default.
 pub async fn get<C: ConnectionTrait>(db: &C, key: &str) -> ApiResult<Value> {
     let def = definition(key).ok_or_else(|| ApiError::not_found("system setting", key))?;
-    Ok(system_settings::Entity::find_by_id(key.to_string()).one(db).await?.map(|s| s.value).unwrap_or_else(def.3))
+    Ok(system_settings::Entity::find_by_id(key.to_string())
+        .one(db)
+        .await?
+        .map(|s| s.value)
+        .unwrap_or_else(def.3))
 }
 
 pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResult<Value> {
@@ -62,7 +71,10 @@ pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResu
         };
         return Err(ApiError::bad_request(format!("'{key}' must be {want}")));
     }
-    match system_settings::Entity::find_by_id(key.to_string()).one(db).await? {
+    match system_settings::Entity::find_by_id(key.to_string())
+        .one(db)
+        .await?
+    {
         Some(row) => {
             let mut m = row.into_active_model();
             m.value = Set(value.clone());
@@ -70,9 +82,13 @@ pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResu
             m.update(db).await?;
         }
         None => {
-            system_settings::ActiveModel { key: Set(key.to_string()), value: Set(value.clone()), modified_at: Set(Utc::now()) }
-                .insert(db)
-                .await?;
+            system_settings::ActiveModel {
+                key: Set(key.to_string()),
+                value: Set(value.clone()),
+                modified_at: Set(Utc::now()),
+            }
+            .insert(db)
+            .await?;
         }
     }
     Ok(value)
@@ -87,19 +103,56 @@ pub async fn list(state: &AppState) -> ApiResult<Vec<Setting>> {
         description: description.to_string(),
         editable: false,
     };
-    let backend = if c.database_url.is_some() { "postgresql" } else { "sqlite" };
+    let backend = if c.database_url.is_some() {
+        "postgresql"
+    } else {
+        "sqlite"
+    };
     let mut out = vec![
         ro("manager.version", json!(crate::VERSION), "bai version."),
-        ro("manager.api_version", json!(crate::API_VERSION), "Backend.AI API version announced to clients."),
-        ro("database.backend", json!(backend), "Database in use (DATABASE_URL selects PostgreSQL)."),
-        ro("auth.signup_enabled", json!(c.signup_enabled), "Whether visitors may sign up (BAI_SIGNUP_ENABLED)."),
-        ro("auth.signup_requires_invitation", json!(c.signup_invitation_token.is_some()), "Whether signup needs an invitation token."),
-        ro("auth.login_session_ttl", json!(c.login_session_ttl_secs), "Lifetime of a login session, in seconds."),
-        ro("auth.hmac_clock_skew", json!(c.hmac_clock_skew_secs), "Accepted clock skew of signed API requests, in seconds."),
-        ro("auth.default_rate_limit", json!(c.default_rate_limit), "Requests per 15 minutes for new user keypairs."),
+        ro(
+            "manager.api_version",
+            json!(crate::API_VERSION),
+            "Backend.AI API version announced to clients.",
+        ),
+        ro(
+            "database.backend",
+            json!(backend),
+            "Database in use (DATABASE_URL selects PostgreSQL).",
+        ),
+        ro(
+            "auth.signup_enabled",
+            json!(c.signup_enabled),
+            "Whether visitors may sign up (BAI_SIGNUP_ENABLED).",
+        ),
+        ro(
+            "auth.signup_requires_invitation",
+            json!(c.signup_invitation_token.is_some()),
+            "Whether signup needs an invitation token.",
+        ),
+        ro(
+            "auth.login_session_ttl",
+            json!(c.login_session_ttl_secs),
+            "Lifetime of a login session, in seconds.",
+        ),
+        ro(
+            "auth.hmac_clock_skew",
+            json!(c.hmac_clock_skew_secs),
+            "Accepted clock skew of signed API requests, in seconds.",
+        ),
+        ro(
+            "auth.default_rate_limit",
+            json!(c.default_rate_limit),
+            "Requests per 15 minutes for new user keypairs.",
+        ),
     ];
     for (key, description, _, _) in EDITABLE {
-        out.push(Setting { key: key.to_string(), value: get(&state.db, key).await?, description: description.to_string(), editable: true });
+        out.push(Setting {
+            key: key.to_string(),
+            value: get(&state.db, key).await?,
+            description: description.to_string(),
+            editable: true,
+        });
     }
     Ok(out)
 }

@@ -4,15 +4,15 @@ use chrono::{DateTime, Utc};
 use entity::enums::{UserRole, UserStatus};
 use entity::{association_groups_users, groups, users};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, Order, PaginatorTrait, QueryFilter, QuerySelect, Set,
-    TransactionTrait,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, Order, PaginatorTrait,
+    QueryFilter, QuerySelect, Set,
 };
 use uuid::Uuid;
 
 use crate::auth::password;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{apply_order, ctx, page};
+use crate::graphql::{apply_order, authed, page};
 
 pub struct User(pub users::Model);
 
@@ -85,7 +85,13 @@ impl User {
             .all(&state.db)
             .await
             .map_err(ApiError::from)?;
-        Ok(gs.into_iter().map(|g| UserGroup { id: g.id, name: g.name }).collect())
+        Ok(gs
+            .into_iter()
+            .map(|g| UserGroup {
+                id: g.id,
+                name: g.name,
+            })
+            .collect())
     }
 }
 
@@ -104,10 +110,12 @@ impl UserQuery {
     async fn user(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "accepted for compatibility; the email decides")] _domain_name: Option<String>,
+        #[graphql(desc = "accepted for compatibility; the email decides")] _domain_name: Option<
+            String,
+        >,
         email: Option<String>,
     ) -> async_graphql::Result<User> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let user = match email {
             Some(e) => super::find_visible(&state.db, caller, &e).await?,
             None => super::by_uuid(&state.db, caller.uuid).await?,
@@ -124,7 +132,7 @@ impl UserQuery {
         is_active: Option<bool>,
         status: Option<String>,
     ) -> async_graphql::Result<Vec<User>> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let select = filtered(caller, domain_name, group_id, is_active, status)?;
         let rows = select.all(&state.db).await.map_err(ApiError::from)?;
         Ok(rows.into_iter().map(User).collect())
@@ -141,10 +149,14 @@ impl UserQuery {
         is_active: Option<bool>,
         status: Option<String>,
     ) -> async_graphql::Result<UserList> {
-        let (state, caller) = ctx(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let (limit, offset) = page(limit, offset)?;
         let select = filtered(caller, domain_name, group_id, is_active, status)?;
-        let total_count = select.clone().count(&state.db).await.map_err(ApiError::from)?;
+        let total_count = select
+            .clone()
+            .count(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         let select = apply_order(
             select,
             order.as_deref(),
@@ -159,8 +171,16 @@ impl UserQuery {
             ],
             (users::Column::CreatedAt, Order::Asc),
         )?;
-        let rows = select.limit(limit).offset(offset).all(&state.db).await.map_err(ApiError::from)?;
-        Ok(UserList { items: rows.into_iter().map(User).collect(), total_count })
+        let rows = select
+            .limit(limit)
+            .offset(offset)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(UserList {
+            items: rows.into_iter().map(User).collect(),
+            total_count,
+        })
     }
 }
 
@@ -192,13 +212,20 @@ fn filtered(
 
 fn parse_status(s: &str) -> ApiResult<UserStatus> {
     UserStatus::parse(s).ok_or_else(|| {
-        ApiError::bad_request(format!("invalid user status '{s}' (one of: {})", UserStatus::choices()))
+        ApiError::bad_request(format!(
+            "invalid user status '{s}' (one of: {})",
+            UserStatus::choices()
+        ))
     })
 }
 
 fn parse_role(s: &str) -> ApiResult<UserRole> {
-    UserRole::parse(s)
-        .ok_or_else(|| ApiError::bad_request(format!("invalid role '{s}' (one of: {})", UserRole::choices())))
+    UserRole::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid role '{s}' (one of: {})",
+            UserRole::choices()
+        ))
+    })
 }
 
 #[derive(InputObject)]
@@ -253,11 +280,21 @@ pub struct UserMutation;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl UserMutation {
     /// Creates a user with a main keypair (superadmin only, as the seeds say).
-    async fn create_user(&self, ctx: &Context<'_>, email: String, props: UserInput) -> async_graphql::Result<CreateUser> {
-        let (state, caller) = ctx(ctx)?;
+    async fn create_user(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        props: UserInput,
+    ) -> async_graphql::Result<CreateUser> {
+        let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         password::validate_rules(&props.password)?;
-        let role = props.role.as_deref().map(parse_role).transpose()?.unwrap_or(UserRole::User);
+        let role = props
+            .role
+            .as_deref()
+            .map(parse_role)
+            .transpose()?
+            .unwrap_or(UserRole::User);
         let status = match (props.status.as_deref(), props.is_active) {
             (Some(s), _) => parse_status(s)?,
             (None, Some(false)) => UserStatus::Inactive,
@@ -283,26 +320,44 @@ impl UserMutation {
             resource_policy: props.resource_policy.unwrap_or_else(|| "default".into()),
             rate_limit: i32::try_from(rate_limit).unwrap_or(i32::MAX),
         };
-        let actor = caller.email.clone();
-        let user = state
-            .db
-            .transaction::<_, users::Model, ApiError>(move |txn| {
+        let user = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_user",
+            "user",
+            move |txn| {
                 Box::pin(async move {
                     let (user, _) = super::create(txn, new).await?;
-                    crate::audit::record(txn, &actor, "create_user", "user", &user.email, serde_json::json!({"role": user.role.as_str(), "domain": user.domain_name})).await?;
-                    Ok(user)
+                    let key = user.email.to_string();
+                    let detail =
+                        serde_json::json!({"role": user.role.as_str(), "domain": user.domain_name});
+                    Ok((user, key, detail))
                 })
-            })
-            .await
-            .map_err(ApiError::from)?;
-        state.events.changed(ObjectKind::User, ChangeAction::Created, &user.email, Some(user.domain_name.clone()));
-        Ok(CreateUser { ok: true, msg: "success".into(), user: Some(User(user)) })
+            },
+        )
+        .await?;
+        state.events.changed(
+            ObjectKind::User,
+            ChangeAction::Created,
+            &user.email,
+            Some(user.domain_name.clone()),
+        );
+        Ok(CreateUser {
+            ok: true,
+            msg: "success".into(),
+            user: Some(User(user)),
+        })
     }
 
     /// Modifies a user. Superadmins may change anything; domain admins may change users of
     /// their own domain but not roles. `is_active: false` deactivates the account.
-    async fn modify_user(&self, ctx: &Context<'_>, email: String, props: ModifyUserInput) -> async_graphql::Result<ModifyUser> {
-        let (state, caller) = ctx(ctx)?;
+    async fn modify_user(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        props: ModifyUserInput,
+    ) -> async_graphql::Result<ModifyUser> {
+        let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let target = super::find_visible(&state.db, caller, &email).await?;
         if !scope.covers_domain(&target.domain_name) {
@@ -334,12 +389,13 @@ impl UserMutation {
             }
             None => None,
         };
-        let username = props.username.as_deref().map(crate::validate::username).transpose()?;
-        let actor = caller.email.clone();
+        let username = props
+            .username
+            .as_deref()
+            .map(crate::validate::username)
+            .transpose()?;
         let group_ids = props.group_ids.clone();
-        let updated = state
-            .db
-            .transaction::<_, users::Model, ApiError>(move |txn| {
+        let updated = crate::audit::audited(&state.db, &caller.email, "modify_user", "user", move |txn| {
                 Box::pin(async move {
                     let was_active = target.status == UserStatus::Active;
                     let uuid = target.uuid;
@@ -386,13 +442,22 @@ impl UserMutation {
                     } else if !was_active && user.status == UserStatus::Active {
                         crate::keypairs::reactivate_main(txn, &user).await?;
                     }
-                    crate::audit::record(txn, &actor, "modify_user", "user", &user.email, serde_json::json!({"status": user.status.as_str(), "role": user.role.as_str()})).await?;
-                    Ok(user)
+                    let key = user.email.to_string();
+                    let detail = serde_json::json!({"status": user.status.as_str(), "role": user.role.as_str()});
+                    Ok((user, key, detail))
                 })
             })
-            .await
-            .map_err(ApiError::from)?;
-        state.events.changed(ObjectKind::User, ChangeAction::Modified, &updated.email, Some(updated.domain_name.clone()));
-        Ok(ModifyUser { ok: true, msg: "success".into(), user: Some(User(updated)) })
+            .await?;
+        state.events.changed(
+            ObjectKind::User,
+            ChangeAction::Modified,
+            &updated.email,
+            Some(updated.domain_name.clone()),
+        );
+        Ok(ModifyUser {
+            ok: true,
+            msg: "success".into(),
+            user: Some(User(updated)),
+        })
     }
 }

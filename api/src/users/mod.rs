@@ -4,7 +4,10 @@ pub mod graphql;
 
 use chrono::Utc;
 use entity::enums::{UserRole, UserStatus};
-use entity::{association_groups_users, domains, groups, keypair_resource_policies, keypairs, login_sessions, users};
+use entity::{
+    association_groups_users, domains, groups, keypair_resource_policies, keypairs, login_sessions,
+    users,
+};
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Select, Set,
@@ -31,20 +34,45 @@ pub struct NewUser {
 }
 
 /// Inserts a user, its main keypair and its group memberships. Run inside a transaction.
-pub async fn create<C: ConnectionTrait>(db: &C, new: NewUser) -> ApiResult<(users::Model, keypairs::Model)> {
+pub async fn create<C: ConnectionTrait>(
+    db: &C,
+    new: NewUser,
+) -> ApiResult<(users::Model, keypairs::Model)> {
     let email = crate::validate::email(&new.email)?;
     let username = crate::validate::username(&new.username)?;
-    if domains::Entity::find_by_id(new.domain_name.clone()).one(db).await?.is_none() {
+    if domains::Entity::find_by_id(new.domain_name.clone())
+        .one(db)
+        .await?
+        .is_none()
+    {
         return Err(ApiError::not_found("domain", &new.domain_name));
     }
-    if keypair_resource_policies::Entity::find_by_id(new.resource_policy.clone()).one(db).await?.is_none() {
+    if keypair_resource_policies::Entity::find_by_id(new.resource_policy.clone())
+        .one(db)
+        .await?
+        .is_none()
+    {
         return Err(ApiError::not_found("resource policy", &new.resource_policy));
     }
-    if users::Entity::find().filter(users::Column::Email.eq(&email)).one(db).await?.is_some() {
-        return Err(ApiError::conflict(format!("A user with email '{email}' already exists")));
+    if users::Entity::find()
+        .filter(users::Column::Email.eq(&email))
+        .one(db)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(format!(
+            "A user with email '{email}' already exists"
+        )));
     }
-    if users::Entity::find().filter(users::Column::Username.eq(&username)).one(db).await?.is_some() {
-        return Err(ApiError::conflict(format!("The user name '{username}' is already taken")));
+    if users::Entity::find()
+        .filter(users::Column::Username.eq(&username))
+        .one(db)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(format!(
+            "The user name '{username}' is already taken"
+        )));
     }
     let group_ids = if new.group_ids.is_empty() {
         groups::Entity::find()
@@ -102,7 +130,11 @@ pub async fn create<C: ConnectionTrait>(db: &C, new: NewUser) -> ApiResult<(user
 }
 
 /// All `group_ids` must exist and belong to `domain`.
-pub async fn check_groups_in_domain<C: ConnectionTrait>(db: &C, group_ids: &[Uuid], domain: &str) -> ApiResult<()> {
+pub async fn check_groups_in_domain<C: ConnectionTrait>(
+    db: &C,
+    group_ids: &[Uuid],
+    domain: &str,
+) -> ApiResult<()> {
     for gid in group_ids {
         match groups::Entity::find_by_id(*gid).one(db).await? {
             Some(g) if g.domain_name == domain => {}
@@ -113,13 +145,22 @@ pub async fn check_groups_in_domain<C: ConnectionTrait>(db: &C, group_ids: &[Uui
 }
 
 /// Replaces the user's group memberships.
-pub async fn set_groups<C: ConnectionTrait>(db: &C, user: Uuid, group_ids: &[Uuid]) -> ApiResult<()> {
+pub async fn set_groups<C: ConnectionTrait>(
+    db: &C,
+    user: Uuid,
+    group_ids: &[Uuid],
+) -> ApiResult<()> {
     association_groups_users::Entity::delete_many()
         .filter(association_groups_users::Column::UserId.eq(user))
         .exec(db)
         .await?;
     for gid in group_ids {
-        association_groups_users::ActiveModel { user_id: Set(user), group_id: Set(*gid) }.insert(db).await?;
+        association_groups_users::ActiveModel {
+            user_id: Set(user),
+            group_id: Set(*gid),
+        }
+        .insert(db)
+        .await?;
     }
     Ok(())
 }
@@ -166,16 +207,32 @@ pub fn in_group(select: Select<users::Entity>, group: Uuid) -> Select<users::Ent
 
 /// The user with `email` if the caller may see it (itself, or an admin of its domain);
 /// NOT_FOUND otherwise, so nobody learns about accounts they may not see.
-pub async fn find_visible<C: ConnectionTrait>(db: &C, caller: &Caller, email: &str) -> ApiResult<users::Model> {
+pub async fn find_visible<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    email: &str,
+) -> ApiResult<users::Model> {
     let email = email.trim().to_ascii_lowercase();
-    let user = users::Entity::find().filter(users::Column::Email.eq(&email)).one(db).await?;
+    let user = users::Entity::find()
+        .filter(users::Column::Email.eq(&email))
+        .one(db)
+        .await?;
     match user {
         Some(u) if u.uuid == caller.uuid => Ok(u),
-        Some(u) if caller.admin_scope().is_some_and(|s| s.covers_domain(&u.domain_name)) => Ok(u),
+        Some(u)
+            if caller
+                .admin_scope()
+                .is_some_and(|s| s.covers_domain(&u.domain_name)) =>
+        {
+            Ok(u)
+        }
         _ => Err(ApiError::not_found("user", email)),
     }
 }
 
 pub async fn by_uuid<C: ConnectionTrait>(db: &C, uuid: Uuid) -> ApiResult<users::Model> {
-    users::Entity::find_by_id(uuid).one(db).await?.ok_or_else(|| ApiError::not_found("user", uuid))
+    users::Entity::find_by_id(uuid)
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("user", uuid))
 }

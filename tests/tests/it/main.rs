@@ -1,1 +1,11 @@
-//! Placeholder; filled below.
+//! The one integration-test binary: every test boots the real server and talks to it over
+//! HTTP/WebSocket, on SQLite and on PostgreSQL.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+mod admin;
+mod auth;
+mod browser;
+mod live;
+mod roles;

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds the whole product (web console included) and runs `bai serve` on defaults:
+# http://127.0.0.1:8090, data in ./data (SQLite). Extra arguments go to `bai serve`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+scripts/build-web.sh
+cargo build -p api --bin bai
+exec "$CARGO_TARGET_DIR/debug/bai" serve "$@"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test on a fresh machine: installs what is missing (PostgreSQL, Chromium and
+# its driver, the wasm toolchain), starts PostgreSQL, builds the web console, checks
+# formatting and lints, then runs the unit and integration tests (SQLite and PostgreSQL).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+ensure_debs chromium chromium-driver
+. scripts/postgres.sh
+scripts/build-web.sh
+export BAI_TEST_WEB_DIR="$PWD/web/dist"
+cargo fmt --all -- --check
+cargo clippy --all-targets -- -D warnings
+cargo test --workspace --exclude web

@@ -1,0 +1,188 @@
+//! Test harness: boots the real server in-process on 127.0.0.1:0 against a fresh SQLite file
+//! or a fresh PostgreSQL database, and talks to it over HTTP/WebSocket only.
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+pub const ADMIN_EMAIL: &str = "admin@bai.local";
+pub const ADMIN_PASSWORD: &str = "Admin-pass-1";
+pub const USER_PASSWORD: &str = "User-pass-1";
+
+#[derive(Clone, Copy, Debug)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs one scenario against both databases: `both_dbs!(name, |db| async move { … })`.
+#[macro_export]
+macro_rules! both_dbs {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                ($body)($crate::support::Db::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                ($body)($crate::support::Db::Postgres).await;
+            }
+        }
+    };
+}
+
+pub struct TestApp {
+    pub server: Option<api::Server>,
+    pub base: String,
+    pub http: reqwest::Client,
+    pub admin_token: String,
+    dir: PathBuf,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A PostgreSQL server URL (to the `postgres` maintenance database). scripts/test.sh starts
+/// Debian's postgresql and exports it; without it the PostgreSQL tests fail, never skip.
+fn pg_admin_url() -> String {
+    std::env::var("BAI_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!("BAI_TEST_PG_URL is not set: PostgreSQL tests need a server (run scripts/test.sh, which installs and starts one)")
+    })
+}
+
+async fn fresh_pg_database() -> String {
+    let admin = pg_admin_url();
+    let name = format!("bai_t_{}", uuid::Uuid::new_v4().simple());
+    let db = api::db::connect_raw(&admin)
+        .await
+        .expect("connect to PostgreSQL");
+    db.execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create test database");
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+    format!("{base}/{name}")
+}
+
+use sea_orm::ConnectionTrait;
+
+pub async fn spawn(db: Db) -> TestApp {
+    spawn_with(db, |_| {}).await
+}
+
+pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp {
+    let dir = std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut config = api::Config::default();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.join("data");
+    config.web_dir = dir.join("web");
+    config.admin_email = ADMIN_EMAIL.into();
+    config.admin_password = Some(ADMIN_PASSWORD.into());
+    if let Db::Postgres = db {
+        config.database_url = Some(fresh_pg_database().await);
+    }
+    tweak(&mut config);
+    let server = api::start(config).await.expect("server starts");
+    let base = format!("http://{}", server.addr);
+    let http = reqwest::Client::new();
+    let mut app = TestApp {
+        server: Some(server),
+        base,
+        http,
+        admin_token: String::new(),
+        dir,
+    };
+    app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    app
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// POSTs a GraphQL document with an optional bearer token; returns the whole response body.
+    pub async fn gql(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
+        let mut req = self
+            .http
+            .post(self.url("/graphql"))
+            .json(&json!({"query": query, "variables": variables}));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("request sent");
+        resp.json().await.expect("JSON body")
+    }
+
+    /// As `gql`, and asserts there were no errors; returns `data`.
+    pub async fn ok(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
+        let body = self.gql(token, query, variables).await;
+        assert!(
+            body.get("errors").is_none(),
+            "unexpected errors for {query}: {body}"
+        );
+        body["data"].clone()
+    }
+
+    pub async fn admin(&self, query: &str, variables: Value) -> Value {
+        self.ok(Some(&self.admin_token.clone()), query, variables)
+            .await
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> String {
+        let data = self
+            .ok(
+                None,
+                "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
+                json!({"e": email, "p": password}),
+            )
+            .await;
+        data["login"]["token"].as_str().expect("token").to_string()
+    }
+
+    /// Creates a user (as the superadmin) and returns a bearer token for it.
+    pub async fn user(&self, email: &str, role: &str, domain: &str) -> String {
+        self.admin(
+            "mutation($e: String!, $p: UserInput!) { create_user(email: $e, props: $p) { ok } }",
+            json!({"e": email, "p": {
+                "username": email.split('@').next().unwrap(),
+                "password": USER_PASSWORD,
+                "need_password_change": false,
+                "domain_name": domain,
+                "role": role,
+            }}),
+        )
+        .await;
+        self.login(email, USER_PASSWORD).await
+    }
+
+    pub async fn create_domain(&self, name: &str) {
+        self.admin(
+            "mutation($n: String!) { create_domain(name: $n, props: {}) { ok } }",
+            json!({"n": name}),
+        )
+        .await;
+    }
+}
+
+/// The `extensions.code` of the first error.
+pub fn code(body: &Value) -> &str {
+    body["errors"][0]["extensions"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error code in {body}"))
+}
+
+pub fn message(body: &Value) -> &str {
+    body["errors"][0]["message"].as_str().unwrap_or("")
+}
+
+/// Asserts the response failed with `expected` code.
+#[track_caller]
+pub fn assert_code(body: &Value, expected: &str) {
+    assert_eq!(code(body), expected, "{body}");
+}
