@@ -9,6 +9,7 @@ use crate::events::{ChangeAction, Event, ObjectKind};
 use crate::graphql::authed;
 
 #[derive(SimpleObject, Clone)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ChangeEvent {
     pub kind: ObjectKind,
     pub action: ChangeAction,

@@ -75,6 +75,7 @@ fn gib(n: i64) -> i64 {
 }
 
 fn preset(
+    order: i64,
     name: &str,
     cpu: &str,
     mem_gib: i64,
@@ -92,7 +93,8 @@ fn preset(
         name: Set(name.to_string()),
         resource_slots: Set(slots),
         shared_memory: Set(shm_gib.map(gib)),
-        created_at: Set(Utc::now()),
+        // Distinct creation times keep the seeds' order when listed by creation.
+        created_at: Set(Utc::now() + chrono::Duration::milliseconds(order)),
     })
 }
 
@@ -173,12 +175,12 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
     // The seeds' preset table (admin chapter); medium and large carry 1 GiB shared memory as
     // in the launch dialog's cards.
     for p in [
-        preset("small", "1", 2, None, None)?,
-        preset("small-gpu", "1", 2, Some("0.3"), None)?,
-        preset("medium", "2", 4, None, Some(1))?,
-        preset("medium-gpu", "2", 4, Some("1"), Some(1))?,
-        preset("large", "4", 8, None, Some(1))?,
-        preset("large-gpu", "4", 8, Some("2"), Some(1))?,
+        preset(0, "small", "1", 2, None, None)?,
+        preset(1, "small-gpu", "1", 2, Some("0.3"), None)?,
+        preset(2, "medium", "2", 4, None, Some(1))?,
+        preset(3, "medium-gpu", "2", 4, Some("1"), Some(1))?,
+        preset(4, "large", "4", 8, None, Some(1))?,
+        preset(5, "large-gpu", "4", 8, Some("2"), Some(1))?,
     ] {
         p.insert(&txn).await?;
     }

@@ -2,12 +2,13 @@
 //! points, and the web console with SPA fallback.
 use std::path::PathBuf;
 
-use axum::extract::{DefaultBodyLimit, FromRef, State};
+use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
+use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
@@ -47,7 +48,8 @@ pub fn router(app: AppState) -> Router {
             app,
             crate::auth::middleware::authenticate,
         ))
-        .layer(DefaultBodyLimit::max(body_limit))
+        // A layer, not DefaultBodyLimit: the GraphQL extractor reads the body stream itself.
+        .layer(RequestBodyLimitLayer::new(body_limit))
         .with_state(web);
     let index = web_dir.join("index.html");
     api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index)))

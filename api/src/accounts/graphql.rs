@@ -11,6 +11,7 @@ use crate::graphql::{authed, caller, state};
 use crate::users::graphql::User;
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct LoginResult {
     pub ok: bool,
     pub msg: String,
@@ -21,6 +22,7 @@ pub struct LoginResult {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct OkResult {
     pub ok: bool,
     pub msg: String,
@@ -36,11 +38,13 @@ impl OkResult {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct SshKeypair {
     pub ssh_public_key: Option<String>,
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct RefreshSshKeypair {
     pub ok: bool,
     pub msg: String,
@@ -51,6 +55,7 @@ pub struct RefreshSshKeypair {
 
 /// What the login page needs to know before anyone logs in.
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct SignupConfig {
     pub enabled: bool,
     pub requires_invitation_token: bool,
@@ -133,7 +138,7 @@ impl AccountMutation {
         email: String,
         username: String,
         password: String,
-        password2: String,
+        #[graphql(name = "password2")] password2: String,
         invitation_token: Option<String>,
         agreed_to_terms: bool,
     ) -> async_graphql::Result<OkResult> {
@@ -159,7 +164,7 @@ impl AccountMutation {
         ctx: &Context<'_>,
         old_password: String,
         new_password: String,
-        new_password2: String,
+        #[graphql(name = "new_password2")] new_password2: String,
     ) -> async_graphql::Result<OkResult> {
         let (state, caller) = authed(ctx)?;
         let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
@@ -175,7 +180,7 @@ impl AccountMutation {
         email: String,
         current_password: String,
         new_password: String,
-        new_password2: String,
+        #[graphql(name = "new_password2")] new_password2: String,
     ) -> async_graphql::Result<OkResult> {
         let state = state(ctx)?;
         let user = super::check_credentials(&state.db, &email, &current_password).await?;

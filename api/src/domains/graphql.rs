@@ -103,6 +103,7 @@ pub struct DomainInput {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct CreateDomain {
     pub ok: bool,
     pub msg: String,
@@ -110,6 +111,7 @@ pub struct CreateDomain {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ModifyDomain {
     pub ok: bool,
     pub msg: String,

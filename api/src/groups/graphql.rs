@@ -166,6 +166,7 @@ pub struct ModifyGroupInput {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct CreateGroup {
     pub ok: bool,
     pub msg: String,
@@ -173,6 +174,7 @@ pub struct CreateGroup {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ModifyGroup {
     pub ok: bool,
     pub msg: String,

@@ -17,12 +17,14 @@ use crate::graphql::{BigInt, authed, state};
 pub struct Image(pub images::Model);
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct KVPair {
     pub key: String,
     pub value: String,
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ResourceLimit {
     pub key: String,
     pub min: String,
@@ -231,6 +233,7 @@ pub struct ModifyImageInput {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ImageResult {
     pub ok: bool,
     pub msg: String,

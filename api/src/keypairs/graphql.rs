@@ -33,6 +33,7 @@ impl KeyPair {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct UserInfo {
     pub email: String,
     pub full_name: Option<String>,
@@ -108,6 +109,7 @@ impl KeyPair {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct KeyPairList {
     pub items: Vec<KeyPair>,
     pub total_count: u64,
@@ -269,6 +271,7 @@ pub struct ModifyKeyPairInput {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct CreateKeyPair {
     pub ok: bool,
     pub msg: String,
@@ -276,6 +279,7 @@ pub struct CreateKeyPair {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ModifyKeyPair {
     pub ok: bool,
     pub msg: String,
@@ -283,6 +287,7 @@ pub struct ModifyKeyPair {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct DeleteKeyPair {
     pub ok: bool,
     pub msg: String,

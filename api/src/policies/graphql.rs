@@ -173,6 +173,7 @@ fn parse_default(s: &str) -> ApiResult<DefaultForUnspecified> {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct CreateKeyPairResourcePolicy {
     pub ok: bool,
     pub msg: String,
@@ -180,6 +181,7 @@ pub struct CreateKeyPairResourcePolicy {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ModifyKeyPairResourcePolicy {
     pub ok: bool,
     pub msg: String,
@@ -187,6 +189,7 @@ pub struct ModifyKeyPairResourcePolicy {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct DeleteKeyPairResourcePolicy {
     pub ok: bool,
     pub msg: String,

@@ -77,6 +77,7 @@ pub struct ModifyResourcePresetInput {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct CreateResourcePreset {
     pub ok: bool,
     pub msg: String,
@@ -84,6 +85,7 @@ pub struct CreateResourcePreset {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ModifyResourcePreset {
     pub ok: bool,
     pub msg: String,
@@ -91,6 +93,7 @@ pub struct ModifyResourcePreset {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct DeleteResourcePreset {
     pub ok: bool,
     pub msg: String,

@@ -20,6 +20,7 @@ pub struct ContainerRegistry(pub registries::Model);
 
 /// Backend.AI 24.03's nested `config` view of a registry.
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ContainerRegistryConfig {
     pub url: String,
     #[graphql(name = "type")]
@@ -152,6 +153,7 @@ pub struct ModifyContainerRegistryInput {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ContainerRegistryResult {
     pub ok: bool,
     pub msg: String,

@@ -251,6 +251,7 @@ fn apply(m: &mut sg::ActiveModel, p: ModifyScalingGroupInput) -> ApiResult<()> {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ScalingGroupResult {
     pub ok: bool,
     pub msg: String,
@@ -258,6 +259,7 @@ pub struct ScalingGroupResult {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct AssociationResult {
     pub ok: bool,
     pub msg: String,

@@ -6,6 +6,7 @@ use crate::events::{ChangeAction, ObjectKind};
 use crate::graphql::{JsonString, authed};
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct SystemSetting {
     pub key: String,
     pub value: JsonString,
@@ -25,6 +26,7 @@ impl From<super::Setting> for SystemSetting {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ModifySystemSetting {
     pub ok: bool,
     pub msg: String,

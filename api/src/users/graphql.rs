@@ -17,6 +17,7 @@ use crate::graphql::{apply_order, authed, page};
 pub struct User(pub users::Model);
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct UserGroup {
     pub id: Uuid,
     pub name: String,
@@ -96,6 +97,7 @@ impl User {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct UserList {
     pub items: Vec<User>,
     pub total_count: u64,
@@ -261,6 +263,7 @@ pub struct ModifyUserInput {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct CreateUser {
     pub ok: bool,
     pub msg: String,
@@ -268,6 +271,7 @@ pub struct CreateUser {
 }
 
 #[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ModifyUser {
     pub ok: bool,
     pub msg: String,
