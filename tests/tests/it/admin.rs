@@ -530,3 +530,50 @@ both_dbs!(
         assert_code(&app.gql(Some(&app.admin_token), r#"mutation { alias_image(alias: "python", target: "cr.local/x/python:3") { ok } }"#, json!({})).await, "NOT_FOUND");
     }
 );
+
+both_dbs!(
+    keypair_used_by_a_session_cannot_be_deleted,
+    |db| async move {
+        let app = spawn(db).await;
+        app.user("owner@x.org", "user", "default").await;
+        let info = app
+            .admin(
+                r#"{ user(email: "owner@x.org") { uuid groups { id } } }"#,
+                json!({}),
+            )
+            .await;
+        let user: uuid::Uuid = info["user"]["uuid"].as_str().unwrap().parse().unwrap();
+        let group: uuid::Uuid = info["user"]["groups"][0]["id"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let kp = app.admin(r#"mutation { create_keypair(user_id: "owner@x.org", props: {resource_policy: "default", rate_limit: 100}) { keypair { access_key } } }"#, json!({})).await;
+        let ak = kp["create_keypair"]["keypair"]["access_key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        insert_session(&app, &ak, user, group).await;
+        let refused = app
+            .gql(
+                Some(&app.admin_token),
+                "mutation($a: String!) { delete_keypair(access_key: $a) { ok } }",
+                json!({"a": ak}),
+            )
+            .await;
+        assert_code(&refused, "CONFLICT");
+        assert!(
+            message(&refused).contains("1 compute session(s)"),
+            "{refused}"
+        );
+        // Still there, and deactivation remains possible.
+        app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {is_active: false}) { ok } }", json!({"a": ak})).await;
+        let still = app
+            .admin(
+                "query($a: String!) { keypair(access_key: $a) { is_active } }",
+                json!({"a": ak}),
+            )
+            .await;
+        assert_eq!(still["keypair"]["is_active"], false);
+    }
+);

@@ -431,3 +431,62 @@ both_dbs!(rate_limit_per_keypair, |db| async move {
         "{problem}"
     );
 });
+
+both_dbs!(ssh_keypair_refresh, |db| async move {
+    let app = spawn(db).await;
+    let token = app.user("ssh@x.org", "user", "default").await;
+    let before = app
+        .ok(
+            Some(&token),
+            "{ ssh_keypair { ssh_public_key } }",
+            json!({}),
+        )
+        .await;
+    assert!(before["ssh_keypair"]["ssh_public_key"].is_null());
+    let fresh = app
+        .ok(
+            Some(&token),
+            "mutation { refresh_ssh_keypair { ssh_public_key ssh_private_key } }",
+            json!({}),
+        )
+        .await;
+    let public = fresh["refresh_ssh_keypair"]["ssh_public_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let private = fresh["refresh_ssh_keypair"]["ssh_private_key"]
+        .as_str()
+        .unwrap();
+    assert!(public.starts_with("ssh-ed25519 "), "{public}");
+    assert!(private.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"));
+    let after = app
+        .ok(
+            Some(&token),
+            "{ ssh_keypair { ssh_public_key } keypair { ssh_public_key } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(after["ssh_keypair"]["ssh_public_key"], public.as_str());
+    assert_eq!(after["keypair"]["ssh_public_key"], public.as_str());
+    let again = app
+        .ok(
+            Some(&token),
+            "mutation { refresh_ssh_keypair { ssh_public_key } }",
+            json!({}),
+        )
+        .await;
+    assert_ne!(
+        again["refresh_ssh_keypair"]["ssh_public_key"],
+        public.as_str(),
+        "a refresh makes a new key"
+    );
+    assert_code(
+        &app.gql(
+            None,
+            "mutation { refresh_ssh_keypair { ssh_public_key } }",
+            json!({}),
+        )
+        .await,
+        "UNAUTHENTICATED",
+    );
+});

@@ -186,3 +186,50 @@ pub fn message(body: &Value) -> &str {
 pub fn assert_code(body: &Value, expected: &str) {
     assert_eq!(code(body), expected, "{body}");
 }
+
+/// Records a terminated compute session for `access_key` directly in the database (the
+/// sessions API lands later), so rules that depend on session history can be tested.
+pub async fn insert_session(app: &TestApp, access_key: &str, user: uuid::Uuid, group: uuid::Uuid) {
+    use entity::enums::{ClusterMode, SessionResult, SessionStatus, SessionType};
+    use sea_orm::{ActiveModelTrait, Set};
+    let now = chrono::Utc::now();
+    entity::sessions::ActiveModel {
+        id: Set(uuid::Uuid::new_v4()),
+        name: Set("history".into()),
+        session_type: Set(SessionType::Interactive),
+        priority: Set(10),
+        cluster_mode: Set(ClusterMode::SingleNode),
+        cluster_size: Set(1),
+        agent_ids: Set(json!([])),
+        scaling_group_name: Set(Some("default".into())),
+        domain_name: Set("default".into()),
+        group_id: Set(group),
+        user_uuid: Set(user),
+        access_key: Set(access_key.into()),
+        images: Set(json!(["cr.local/stable/python:3.11"])),
+        tag: Set(None),
+        occupying_slots: Set(Default::default()),
+        requested_slots: Set(Default::default()),
+        vfolder_mounts: Set(json!([])),
+        environ: Set(json!({})),
+        resource_opts: Set(json!({})),
+        bootstrap_script: Set(None),
+        startup_command: Set(None),
+        created_at: Set(now),
+        terminated_at: Set(Some(now)),
+        starts_at: Set(None),
+        status: Set(SessionStatus::Terminated),
+        status_changed: Set(now),
+        status_info: Set(Some("user-requested".into())),
+        status_data: Set(None),
+        status_history: Set(json!({"TERMINATED": now.to_rfc3339()})),
+        callback_url: Set(None),
+        result: Set(SessionResult::Success),
+        num_queries: Set(0),
+        last_stat: Set(None),
+        last_activity: Set(None),
+    }
+    .insert(&app.server.as_ref().unwrap().state.db)
+    .await
+    .unwrap();
+}
