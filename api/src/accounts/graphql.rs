@@ -1,5 +1,7 @@
 //! GraphQL for accounts: `login`, `logout`, `signup`, `change_password`,
 //! `update_password_no_auth`, `ssh_keypair`, `refresh_ssh_keypair`, `signup_config`.
+// Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
+#![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, Object, SimpleObject};
 use axum::http::header::SET_COOKIE;
 use chrono::{DateTime, Utc};
@@ -123,10 +125,10 @@ impl AccountMutation {
     async fn logout(&self, ctx: &Context<'_>) -> async_graphql::Result<OkResult> {
         let state = state(ctx)?;
         ctx.append_http_header(SET_COOKIE, super::clear_cookie());
-        if let Ok(c) = caller(ctx) {
-            if let Some(session) = c.login_session {
-                super::logout(state, session).await?;
-            }
+        if let Ok(c) = caller(ctx)
+            && let Some(session) = c.login_session
+        {
+            super::logout(state, session).await?;
         }
         Ok(OkResult::success())
     }

@@ -357,7 +357,7 @@ impl GroupMutation {
                     if let Some(mode) = &mode {
                         for u in &user_uuids {
                             let user = users::Entity::find_by_id(*u).one(txn).await?;
-                            if !user.is_some_and(|u| u.domain_name == domain) {
+                            if user.is_none_or(|u| u.domain_name != domain) {
                                 return Err(ApiError::not_found("user", u));
                             }
                             let member = super::is_member(txn, *u, gid).await?;

@@ -1,5 +1,7 @@
 //! GraphQL for keypairs: `keypair`, `keypairs`, `keypair_list`, `create_keypair`,
 //! `modify_keypair`, `delete_keypair`.
+// Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
+#![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::{keypair_resource_policies, keypairs, users};
@@ -368,15 +370,14 @@ impl KeypairMutation {
         if let Some(rl) = props.rate_limit {
             crate::validate::non_negative_i32("rate_limit", rl)?;
         }
-        if let Some(p) = &props.resource_policy {
-            if keypair_resource_policies::Entity::find_by_id(p.clone())
+        if let Some(p) = &props.resource_policy
+            && keypair_resource_policies::Entity::find_by_id(p.clone())
                 .one(&state.db)
                 .await
                 .map_err(ApiError::from)?
                 .is_none()
-            {
-                return Err(ApiError::not_found("resource policy", p).into());
-            }
+        {
+            return Err(ApiError::not_found("resource policy", p).into());
         }
         let kp = crate::audit::audited(&state.db, &caller.email, "modify_keypair", "keypair", move |txn| {
                 Box::pin(async move {

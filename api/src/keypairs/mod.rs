@@ -22,27 +22,27 @@ pub struct NewKeypair {
 }
 
 fn check_explicit_keys(access_key: Option<&str>, secret_key: Option<&str>) -> ApiResult<()> {
-    if let Some(ak) = access_key {
-        if ak.len() != 20
-            || !ak
+    let good_ak = |ak: &str| {
+        ak.len() == 20
+            && ak
                 .chars()
                 .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-        {
-            return Err(ApiError::bad_request(
-                "Access key must be exactly 20 upper-case letters or digits",
-            ));
-        }
-    }
-    if let Some(sk) = secret_key {
-        if sk.len() != 40
-            || !sk
+    };
+    let good_sk = |sk: &str| {
+        sk.len() == 40
+            && sk
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_'))
-        {
-            return Err(ApiError::bad_request(
-                "Secret key must be exactly 40 letters, digits or +/=-_ characters",
-            ));
-        }
+    };
+    if access_key.is_some_and(|ak| !good_ak(ak)) {
+        return Err(ApiError::bad_request(
+            "Access key must be exactly 20 upper-case letters or digits",
+        ));
+    }
+    if secret_key.is_some_and(|sk| !good_sk(sk)) {
+        return Err(ApiError::bad_request(
+            "Secret key must be exactly 40 letters, digits or +/=-_ characters",
+        ));
     }
     Ok(())
 }
@@ -100,12 +100,12 @@ pub async fn insert<C: ConnectionTrait>(
 
 /// When an account is reactivated, its main keypair works again.
 pub async fn reactivate_main<C: ConnectionTrait>(db: &C, user: &users::Model) -> ApiResult<()> {
-    if let Some(ak) = &user.main_access_key {
-        if let Some(kp) = keypairs::Entity::find_by_id(ak.clone()).one(db).await? {
-            let mut m: keypairs::ActiveModel = kp.into();
-            m.is_active = Set(true);
-            m.update(db).await?;
-        }
+    if let Some(ak) = &user.main_access_key
+        && let Some(kp) = keypairs::Entity::find_by_id(ak.clone()).one(db).await?
+    {
+        let mut m: keypairs::ActiveModel = kp.into();
+        m.is_active = Set(true);
+        m.update(db).await?;
     }
     Ok(())
 }

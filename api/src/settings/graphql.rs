@@ -89,8 +89,8 @@ impl SettingMutation {
         );
         let description = super::EDITABLE
             .iter()
-            .find(|d| d.0 == key)
-            .map(|d| d.1.to_string())
+            .find(|d| d.key == key)
+            .map(|d| d.description.to_string())
             .unwrap_or_default();
         Ok(ModifySystemSetting {
             ok: true,

@@ -16,20 +16,27 @@ pub enum Kind {
     Count,
 }
 
-/// Settings editable at run time: key, description, type, default.
-pub const EDITABLE: &[(&str, &str, Kind, fn() -> Value)] = &[
-    (
-        "announcement",
-        "Message shown to every user on the console and the CLI; empty = none.",
-        Kind::Text,
-        || json!(""),
-    ),
-    (
-        "scheduler.num_retries_to_skip",
-        "Pending sessions that failed to schedule this many times are skipped so they do not block the queue (0 = never skip).",
-        Kind::Count,
-        || json!(0),
-    ),
+/// A setting editable at run time.
+pub struct SettingDef {
+    pub key: &'static str,
+    pub description: &'static str,
+    pub kind: Kind,
+    pub default: fn() -> Value,
+}
+
+pub const EDITABLE: &[SettingDef] = &[
+    SettingDef {
+        key: "announcement",
+        description: "Message shown to every user on the console and the CLI; empty = none.",
+        kind: Kind::Text,
+        default: || json!(""),
+    },
+    SettingDef {
+        key: "scheduler.num_retries_to_skip",
+        description: "Pending sessions that failed to schedule this many times are skipped so they do not block the queue (0 = never skip).",
+        kind: Kind::Count,
+        default: || json!(0),
+    },
 ];
 
 pub struct Setting {
@@ -39,8 +46,8 @@ pub struct Setting {
     pub editable: bool,
 }
 
-fn definition(key: &str) -> Option<&'static (&'static str, &'static str, Kind, fn() -> Value)> {
-    EDITABLE.iter().find(|(k, ..)| *k == key)
+fn definition(key: &str) -> Option<&'static SettingDef> {
+    EDITABLE.iter().find(|d| d.key == key)
 }
 
 /// The stored value of an editable setting, or its default.
@@ -50,22 +57,26 @@ pub async fn get<C: ConnectionTrait>(db: &C, key: &str) -> ApiResult<Value> {
         .one(db)
         .await?
         .map(|s| s.value)
-        .unwrap_or_else(def.3))
+        .unwrap_or_else(def.default))
 }
 
 pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResult<Value> {
     let def = definition(key).ok_or_else(|| {
         ApiError::bad_request(format!(
             "'{key}' is not an editable setting (editable: {})",
-            EDITABLE.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
+            EDITABLE
+                .iter()
+                .map(|d| d.key)
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     })?;
-    let ok = match def.2 {
+    let ok = match def.kind {
         Kind::Text => value.as_str().is_some_and(|s| s.len() <= 4096),
         Kind::Count => value.as_u64().is_some_and(|n| n <= 1_000_000),
     };
     if !ok {
-        let want = match def.2 {
+        let want = match def.kind {
             Kind::Text => "a string of at most 4096 characters",
             Kind::Count => "a whole number from 0 to 1000000",
         };
@@ -146,11 +157,11 @@ pub async fn list(state: &AppState) -> ApiResult<Vec<Setting>> {
             "Requests per 15 minutes for new user keypairs.",
         ),
     ];
-    for (key, description, _, _) in EDITABLE {
+    for def in EDITABLE {
         out.push(Setting {
-            key: key.to_string(),
-            value: get(&state.db, key).await?,
-            description: description.to_string(),
+            key: def.key.to_string(),
+            value: get(&state.db, def.key).await?,
+            description: def.description.to_string(),
             editable: true,
         });
     }

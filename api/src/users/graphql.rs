@@ -1,4 +1,6 @@
 //! GraphQL for users: `user`, `users`, `user_list`, `create_user`, `modify_user`.
+// Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
+#![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{UserRole, UserStatus};

@@ -77,12 +77,14 @@ pub async fn spawn(db: Db) -> TestApp {
 pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp {
     let dir = std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut config = api::Config::default();
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.data_dir = dir.join("data");
-    config.web_dir = dir.join("web");
-    config.admin_email = ADMIN_EMAIL.into();
-    config.admin_password = Some(ADMIN_PASSWORD.into());
+    let mut config = api::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.join("data"),
+        web_dir: dir.join("web"),
+        admin_email: ADMIN_EMAIL.into(),
+        admin_password: Some(ADMIN_PASSWORD.into()),
+        ..Default::default()
+    };
     if let Db::Postgres = db {
         config.database_url = Some(fresh_pg_database().await);
     }
