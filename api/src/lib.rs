@@ -13,6 +13,7 @@ pub mod graphql;
 pub mod groups;
 pub mod images;
 pub mod keypairs;
+pub mod lookup;
 pub mod policies;
 pub mod presets;
 pub mod registries;

@@ -208,11 +208,7 @@ impl AccountMutation {
             .access_key
             .clone()
             .ok_or_else(|| ApiError::not_found("keypair", "(none)"))?;
-        let kp = keypairs::Entity::find_by_id(ak.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("keypair", &ak))?;
+        let kp = crate::lookup::get::<keypairs::Entity>(&state.db, "keypair", ak.clone()).await?;
         let (public, private) = crate::auth::ssh::generate(&caller.email)?;
         let mut m: keypairs::ActiveModel = kp.into();
         m.ssh_public_key = Set(Some(public.clone()));

@@ -60,11 +60,7 @@ impl DomainQuery {
         if !caller.is_superadmin() && name != caller.domain_name {
             return Err(ApiError::not_found("domain", &name).into());
         }
-        let d = domains::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("domain", &name))?;
+        let d = crate::lookup::get::<domains::Entity>(&state.db, "domain", name.clone()).await?;
         Ok(Domain(d))
     }
 
@@ -211,11 +207,8 @@ impl DomainMutation {
     ) -> async_graphql::Result<ModifyDomain> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let existing = domains::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("domain", &name))?;
+        let existing =
+            crate::lookup::get::<domains::Entity>(&state.db, "domain", name.clone()).await?;
         let mut m = existing.into_active_model();
         apply(&mut m, props)?;
         let d = crate::audit::audited(

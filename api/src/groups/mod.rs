@@ -23,10 +23,7 @@ pub async fn find_visible<C: ConnectionTrait>(
     caller: &Caller,
     id: Uuid,
 ) -> ApiResult<groups::Model> {
-    let g = groups::Entity::find_by_id(id)
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found("group", id))?;
+    let g = crate::lookup::get::<groups::Entity>(db, "group", id).await?;
     let admin = caller
         .admin_scope()
         .is_some_and(|s| s.covers_domain(&g.domain_name));

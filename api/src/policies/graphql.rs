@@ -109,11 +109,8 @@ impl PolicyQuery {
         {
             return Err(ApiError::not_found("resource policy", &name).into());
         }
-        let p = policies::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("resource policy", &name))?;
+        let p = crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name.clone())
+            .await?;
         Ok(KeyPairResourcePolicy(p))
     }
 
@@ -320,11 +317,9 @@ impl PolicyMutation {
     ) -> async_graphql::Result<ModifyKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let existing = policies::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("resource policy", &name))?;
+        let existing =
+            crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name.clone())
+                .await?;
         let mut m = existing.into_active_model();
         apply(&mut m, props)?;
         let p = crate::audit::audited(
@@ -363,11 +358,9 @@ impl PolicyMutation {
     ) -> async_graphql::Result<DeleteKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let existing = policies::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("resource policy", &name))?;
+        let existing =
+            crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name.clone())
+                .await?;
         let users = keypairs::Entity::find()
             .filter(keypairs::Column::ResourcePolicy.eq(&name))
             .count(&state.db)

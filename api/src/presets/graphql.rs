@@ -38,11 +38,8 @@ impl PresetQuery {
         name: String,
     ) -> async_graphql::Result<ResourcePreset> {
         let (state, _) = authed(ctx)?;
-        let p = presets::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("resource preset", &name))?;
+        let p = crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.clone())
+            .await?;
         Ok(ResourcePreset(p))
     }
 
@@ -167,11 +164,9 @@ impl PresetMutation {
     ) -> async_graphql::Result<ModifyResourcePreset> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let existing = presets::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("resource preset", &name))?;
+        let existing =
+            crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.clone())
+                .await?;
         let slots = match props.resource_slots {
             Some(v) => ResourceSlots::parse_json(&v.0).map_err(ApiError::from)?,
             None => existing.resource_slots.clone(),
@@ -213,11 +208,9 @@ impl PresetMutation {
     ) -> async_graphql::Result<DeleteResourcePreset> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let existing = presets::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("resource preset", &name))?;
+        let existing =
+            crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.clone())
+                .await?;
         crate::audit::audited(
             &state.db,
             &caller.email,

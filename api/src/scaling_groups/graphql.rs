@@ -119,11 +119,7 @@ impl ScalingGroupQuery {
         {
             return Err(ApiError::not_found("resource group", &name).into());
         }
-        let s = sg::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("resource group", &name))?;
+        let s = crate::lookup::get::<sg::Entity>(&state.db, "resource group", name.clone()).await?;
         Ok(ScalingGroup(s))
     }
 
@@ -266,10 +262,7 @@ pub struct AssociationResult {
 }
 
 async fn existing(db: &sea_orm::DatabaseConnection, name: &str) -> ApiResult<sg::Model> {
-    sg::Entity::find_by_id(name.to_string())
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found("resource group", name))
+    crate::lookup::get::<sg::Entity>(db, "resource group", name.to_string()).await
 }
 
 /// One association kind: which table, how to name the other side.
@@ -291,27 +284,15 @@ async fn set_link(
     let db = &state.db;
     let target = match &link {
         Link::Domain(d) => {
-            domains::Entity::find_by_id(d.clone())
-                .one(db)
-                .await
-                .map_err(ApiError::from)?
-                .ok_or_else(|| ApiError::not_found("domain", d))?;
+            crate::lookup::get::<domains::Entity>(db, "domain", d.clone()).await?;
             format!("domain:{d}")
         }
         Link::Group(g) => {
-            groups::Entity::find_by_id(*g)
-                .one(db)
-                .await
-                .map_err(ApiError::from)?
-                .ok_or_else(|| ApiError::not_found("group", g))?;
+            crate::lookup::get::<groups::Entity>(db, "group", *g).await?;
             format!("group:{g}")
         }
         Link::Keypair(k) => {
-            keypairs::Entity::find_by_id(k.clone())
-                .one(db)
-                .await
-                .map_err(ApiError::from)?
-                .ok_or_else(|| ApiError::not_found("keypair", k))?;
+            crate::lookup::get::<keypairs::Entity>(db, "keypair", k.clone()).await?;
             format!("keypair:{k}")
         }
     };

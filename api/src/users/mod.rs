@@ -231,8 +231,5 @@ pub async fn find_visible<C: ConnectionTrait>(
 }
 
 pub async fn by_uuid<C: ConnectionTrait>(db: &C, uuid: Uuid) -> ApiResult<users::Model> {
-    users::Entity::find_by_id(uuid)
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found("user", uuid))
+    crate::lookup::get::<users::Entity>(db, "user", uuid).await
 }

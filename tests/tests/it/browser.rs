@@ -170,3 +170,102 @@ async fn console_login_and_logout() {
     let _ = b.client.clone().close().await;
     result.unwrap();
 }
+
+/// A fresh install's superadmin has a one-time password that must be changed: the console
+/// shows the change form, enforces the rules with the server's message, then logs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_forced_password_change() {
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
+    app.user("first@x.org", "user", "default").await;
+    app.admin(r#"mutation { modify_user(email: "first@x.org", props: {need_password_change: true}) { ok } }"#, serde_json::json!({})).await;
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        c.goto(&app.base).await.map_err(|e| e.to_string())?;
+        text_of(c, "#login-button").await;
+        c.find(Locator::Css("#email"))
+            .await
+            .map_err(e)?
+            .send_keys("first@x.org")
+            .await
+            .map_err(e)?;
+        c.find(Locator::Css("#password"))
+            .await
+            .map_err(e)?
+            .send_keys(USER_PASSWORD)
+            .await
+            .map_err(e)?;
+        c.find(Locator::Css("#login-button"))
+            .await
+            .map_err(e)?
+            .click()
+            .await
+            .map_err(e)?;
+        let heading = c
+            .wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::XPath(
+                "//h2[normalize-space()='Change your password']",
+            ))
+            .await
+            .map_err(e)?;
+        let _ = heading;
+        c.find(Locator::Css("#new-password"))
+            .await
+            .map_err(e)?
+            .send_keys("weakpass")
+            .await
+            .map_err(e)?;
+        c.find(Locator::Css("#new-password2"))
+            .await
+            .map_err(e)?
+            .send_keys("weakpass")
+            .await
+            .map_err(e)?;
+        c.find(Locator::Css("#login-button"))
+            .await
+            .map_err(e)?
+            .click()
+            .await
+            .map_err(e)?;
+        let rules = c
+            .wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::XPath(
+                "//div[@id='login-error'][contains(., 'special character')]",
+            ))
+            .await
+            .map_err(e)?;
+        let _ = rules;
+        std::fs::write(
+            screenshot_dir().join("forced-change.png"),
+            c.screenshot().await.map_err(e)?,
+        )
+        .unwrap();
+        for (id, v) in [
+            ("#new-password", "Fresh-pass-9"),
+            ("#new-password2", "Fresh-pass-9"),
+        ] {
+            let el = c.find(Locator::Css(id)).await.map_err(e)?;
+            el.clear().await.map_err(e)?;
+            el.send_keys(v).await.map_err(e)?;
+        }
+        c.find(Locator::Css("#login-button"))
+            .await
+            .map_err(e)?
+            .click()
+            .await
+            .map_err(e)?;
+        let who = text_of(c, "#current-user").await;
+        if !who.contains("first@x.org") {
+            return Err(format!("user shown: {who}"));
+        }
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+    app.login("first@x.org", "Fresh-pass-9").await;
+}
