@@ -11,4 +11,5 @@ scripts/build-web.sh
 export BAI_TEST_WEB_DIR="$PWD/web/dist"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
+cargo clippy -p web --target wasm32-unknown-unknown -- -D warnings
 cargo test --workspace --exclude web
