@@ -45,7 +45,7 @@ fn changes(
             loop {
                 match rx.recv().await {
                     Ok(ev) => {
-                        let Event::Changed(c) = &*ev;
+                        let Event::Changed(c) = &*ev else { continue };
                         let visible = match &audience {
                             Audience::LoggedIn => true,
                             Audience::Admins(scope) => {
@@ -121,6 +121,10 @@ impl ChangeSubscription {
             false,
             true,
         )?)
+    }
+    /// Agents (status, occupied slots); administrators.
+    async fn agent_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+        Ok(changes(ctx, ObjectKind::Agent, false, true)?)
     }
     async fn system_setting_changes(
         &self,

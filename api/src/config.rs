@@ -33,6 +33,13 @@ impl EnvValue for bool {
     }
 }
 
+/// Comma-separated lists.
+impl EnvValue for Vec<String> {
+    fn from_env(raw: &str) -> anyhow::Result<Self> {
+        Ok(raw.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+    }
+}
+
 impl<T: EnvValue> EnvValue for Option<T> {
     fn from_env(raw: &str) -> anyhow::Result<Self> {
         if raw.trim().is_empty() {
@@ -111,6 +118,26 @@ settings! {
     graphql_max_aliases: usize = 30, env = "BAI_GRAPHQL_MAX_ALIASES";
     /// Maximum request body size for GraphQL and JSON endpoints, in bytes.
     max_body_bytes: usize = 1024 * 1024, env = "BAI_MAX_BODY_BYTES";
+    /// Container engines, one agent each: `unix:///var/run/docker.sock`, `tcp://host:2375`.
+    docker_endpoints: Vec<String> = vec!["unix:///var/run/docker.sock".to_string()], env = "BAI_DOCKER_ENDPOINTS";
+    /// Region reported by the agents.
+    agent_region: String = "local".to_string(), env = "BAI_AGENT_REGION";
+    /// Resource group the agents join.
+    agent_scaling_group: String = "default".to_string(), env = "BAI_AGENT_SCALING_GROUP";
+    /// CPU cores kept back from sessions on each agent.
+    agent_reserved_cpu: u32 = 0, env = "BAI_AGENT_RESERVED_CPU";
+    /// Memory kept back from sessions on each agent (e.g. `1g`).
+    agent_reserved_mem: String = "1g".to_string(), env = "BAI_AGENT_RESERVED_MEM";
+    /// `cuda.shares` offered per physical GPU (fractional GPU).
+    cuda_shares_per_gpu: u32 = 1, env = "BAI_CUDA_SHARES_PER_GPU";
+    /// Seconds between agent heartbeats; an agent silent for three is LOST.
+    heartbeat_secs: u64 = 5, env = "BAI_HEARTBEAT_SECS";
+    /// Seconds between the scheduler's safety ticks (it also wakes on every change).
+    scheduler_tick_secs: u64 = 10, env = "BAI_SCHEDULER_TICK_SECS";
+    /// Process limit inside each container.
+    container_pids_limit: u32 = 4096, env = "BAI_CONTAINER_PIDS_LIMIT";
+    /// Registry name given to local images without one.
+    local_registry_name: String = "bai.local".to_string(), env = "BAI_LOCAL_REGISTRY_NAME";
 }
 
 impl Config {

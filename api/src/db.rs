@@ -194,6 +194,23 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// This installation's id (made once, kept in the database): containers carry it so that
+/// several installations sharing one engine never touch each other's containers.
+pub async fn instance_id(db: &DatabaseConnection) -> anyhow::Result<String> {
+    use entity::system_settings;
+    const KEY: &str = "manager.instance_id";
+    if let Some(row) = system_settings::Entity::find_by_id(KEY.to_string()).one(db).await?
+        && let Some(id) = row.value.as_str()
+    {
+        return Ok(id.to_string());
+    }
+    let id = Uuid::new_v4().simple().to_string();
+    system_settings::ActiveModel { key: Set(KEY.to_string()), value: Set(json!(id)), modified_at: Set(Utc::now()) }
+        .insert(db)
+        .await?;
+    Ok(id)
+}
+
 /// What `ensure_superadmin` did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SuperadminOutcome {

@@ -18,6 +18,7 @@ pub enum ObjectKind {
     Domain,
     Group,
     SystemSetting,
+    Agent,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, async_graphql::Enum)]
@@ -38,9 +39,23 @@ pub struct Change {
     pub domain: Option<String>,
 }
 
+/// A compute session changed status (Backend.AI's event names: `session_started`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEvent {
+    pub session_id: uuid::Uuid,
+    pub name: String,
+    pub access_key: String,
+    pub user: uuid::Uuid,
+    pub domain: String,
+    pub status: entity::enums::SessionStatus,
+    pub event: &'static str,
+    pub reason: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub enum Event {
     Changed(Change),
+    Session(SessionEvent),
 }
 
 #[derive(Clone)]

@@ -1,6 +1,7 @@
 //! bai: Backend.AI rebuilt in Rust as one binary — manager, scheduler, in-process agents and
 //! the web console's server.
 pub mod accounts;
+pub mod agents;
 pub mod audit;
 pub mod auth;
 pub mod changes;
@@ -17,8 +18,10 @@ pub mod lookup;
 pub mod policies;
 pub mod presets;
 pub mod registries;
+pub mod scheduler;
 pub mod scaling_groups;
 pub mod server;
+pub mod sessions;
 pub mod settings;
 pub mod state;
 pub mod users;
@@ -95,18 +98,35 @@ where
     if !config.web_dir.join("index.html").exists() {
         tracing::warn!(dir = %config.web_dir.display(), "web console bundle not found; build it with scripts/build-web.sh");
     }
-    let state = AppState::new(db, config);
+    let instance = db::instance_id(&db).await.context("reading the instance id")?;
+    let state = AppState::new(db, config, instance);
+    agents::start_all(&state).await.map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;
+    agents::reconcile::on_start(&state)
+        .await
+        .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.message))?;
+    let background = vec![
+        tokio::spawn(scheduler::run(state.clone())),
+        tokio::spawn(agents::heartbeat_loop(state.clone())),
+        tokio::spawn(agents::reconcile::sweep_loop(state.clone())),
+    ];
+    state.scheduler.wake();
     let app = server::router(state.clone());
+    let stopping = state.clone();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 tokio::select! {
                     _ = rx => {}
                     _ = shutdown => {}
                 }
             })
-            .await
+            .await;
+        for task in background {
+            task.abort();
+        }
+        agents::stop_all(&stopping).await;
+        served
     });
     Ok(Server {
         addr,

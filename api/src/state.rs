@@ -3,7 +3,10 @@ use std::sync::Arc;
 
 use sea_orm::DatabaseConnection;
 
+use crate::agents::AgentRegistry;
 use crate::auth::ratelimit::RateLimiter;
+use crate::scheduler::Scheduler;
+use crate::sessions::locks::SessionLocks;
 use crate::config::Config;
 use crate::events::EventBus;
 
@@ -13,15 +16,24 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub events: EventBus,
     pub rate_limiter: Arc<RateLimiter>,
+    pub agents: Arc<AgentRegistry>,
+    pub scheduler: Arc<Scheduler>,
+    pub session_locks: Arc<SessionLocks>,
+    /// This installation's id (labels its containers).
+    pub instance_id: String,
 }
 
 impl AppState {
-    pub fn new(db: DatabaseConnection, config: Config) -> Self {
+    pub fn new(db: DatabaseConnection, config: Config, instance_id: String) -> Self {
         Self {
             db,
             config: Arc::new(config),
             events: EventBus::new(),
             rate_limiter: Arc::new(RateLimiter::default()),
+            agents: Arc::new(AgentRegistry::default()),
+            scheduler: Arc::new(Scheduler::default()),
+            session_locks: Arc::new(SessionLocks::default()),
+            instance_id,
         }
     }
 }

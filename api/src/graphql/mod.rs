@@ -31,6 +31,8 @@ pub struct Query(
     crate::registries::graphql::RegistryQuery,
     crate::images::graphql::ImageQuery,
     crate::settings::graphql::SettingQuery,
+    crate::sessions::graphql::SessionQuery,
+    crate::agents::graphql::AgentQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -46,10 +48,12 @@ pub struct Mutation(
     crate::registries::graphql::RegistryMutation,
     crate::images::graphql::ImageMutation,
     crate::settings::graphql::SettingMutation,
+    crate::sessions::graphql::SessionMutation,
+    crate::agents::graphql::AgentMutation,
 );
 
 #[derive(MergedSubscription, Default)]
-pub struct Subscription(crate::changes::ChangeSubscription);
+pub struct Subscription(crate::changes::ChangeSubscription, crate::sessions::graphql::SessionSubscription);
 
 pub type BaiSchema = Schema<Query, Mutation, Subscription>;
 

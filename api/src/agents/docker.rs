@@ -1,0 +1,307 @@
+//! One agent per container engine: capacity, container lifecycle, logs and stats, through
+//! bollard. Containers are never privileged, never see the Docker socket, drop all
+//! capabilities but a small allowlist, and always have CPU, memory and pids limits.
+use std::collections::HashMap;
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, Mount, MountType};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, StatsOptionsBuilder, StopContainerOptionsBuilder,
+};
+use entity::slots::{ResourceSlots, parse_binary_size};
+use futures_util::StreamExt;
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive;
+use uuid::Uuid;
+
+use super::gpu::{self, GpuDevice};
+use crate::config::Config;
+use crate::error::{ApiError, ApiResult};
+
+/// Label marking containers this server manages.
+pub const MANAGED_LABEL: &str = "ai.backend.managed-by";
+pub const MANAGED_VALUE: &str = "bai";
+pub const SESSION_LABEL: &str = "ai.backend.session-id";
+pub const KERNEL_LABEL: &str = "ai.backend.kernel-id";
+pub const INSTANCE_LABEL: &str = "ai.backend.bai-instance";
+
+/// Capabilities a session container keeps (Docker's defaults minus the risky ones;
+/// SYS_CHROOT and AUDIT_WRITE let sshd work).
+const CAPS: &[&str] = &[
+    "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE", "SYS_CHROOT",
+    "AUDIT_WRITE",
+];
+
+pub struct DockerAgent {
+    pub id: String,
+    pub endpoint: String,
+    pub docker: Docker,
+    pub capacity: ResourceSlots,
+    pub gpus: Vec<GpuDevice>,
+    pub architecture: String,
+    pub version: String,
+    /// The installation this agent belongs to.
+    pub instance: String,
+}
+
+/// What to run: one kernel (container) of a session.
+#[derive(Debug, Clone)]
+pub struct KernelSpec {
+    pub session_id: Uuid,
+    pub kernel_id: Uuid,
+    pub owner_access_key: String,
+    pub image: String,
+    pub hostname: String,
+    pub cpu: Decimal,
+    pub mem_bytes: i64,
+    pub shmem_bytes: i64,
+    pub gpu_ids: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// None = interactive (the container idles until terminated).
+    pub command: Option<String>,
+    pub service_ports: String,
+    pub pids_limit: i64,
+}
+
+/// A managed container found on an engine.
+#[derive(Debug, Clone)]
+pub struct ManagedContainer {
+    pub container_id: String,
+    pub session_id: Option<Uuid>,
+    pub kernel_id: Option<Uuid>,
+    pub running: bool,
+}
+
+fn engine_err(context: &str, e: bollard::errors::Error) -> ApiError {
+    ApiError::internal(context, e)
+}
+
+fn is_not_found(e: &bollard::errors::Error) -> bool {
+    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+}
+
+pub fn scratch_volume(kernel_id: Uuid) -> String {
+    format!("bai-scratch-{kernel_id}")
+}
+
+impl DockerAgent {
+    /// Connects to `endpoint`, negotiates the API version and measures capacity.
+    pub async fn connect(endpoint: &str, index: usize, config: &Config, instance: &str) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
+            Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
+        } else {
+            let addr = endpoint.replacen("tcp://", "http://", 1);
+            Docker::connect_with_http(&addr, 120, bollard::API_DEFAULT_VERSION)
+        }
+        .with_context(|| format!("connecting to the container engine at {endpoint}"))?;
+        let docker = docker.negotiate_version().await.with_context(|| format!("talking to the container engine at {endpoint}"))?;
+        let info = docker.info().await.with_context(|| format!("reading engine info from {endpoint}"))?;
+        let host = info.name.clone().unwrap_or_else(|| "localhost".into());
+        let id = if index == 0 { format!("i-{host}") } else { format!("i-{host}-{index}") };
+        let reserved_mem = parse_binary_size(&config.agent_reserved_mem)
+            .with_context(|| format!("invalid BAI_AGENT_RESERVED_MEM '{}'", config.agent_reserved_mem))?;
+        let ncpu = Decimal::from(info.ncpu.unwrap_or(1));
+        let cpu = (ncpu - Decimal::from(config.agent_reserved_cpu)).max(Decimal::ONE);
+        let mem = (Decimal::from(info.mem_total.unwrap_or(0)) - reserved_mem).max(Decimal::ZERO);
+        let gpus = gpu::detect();
+        let mut capacity = ResourceSlots::new().with("cpu", cpu).with("mem", mem);
+        if !gpus.is_empty() {
+            let n = Decimal::from(gpus.len());
+            capacity.set("cuda.device", n);
+            capacity.set("cuda.shares", n * Decimal::from(config.cuda_shares_per_gpu));
+        }
+        Ok(Self {
+            id,
+            endpoint: endpoint.to_string(),
+            docker,
+            capacity,
+            gpus,
+            architecture: info.architecture.unwrap_or_else(|| std::env::consts::ARCH.to_string()),
+            version: info.server_version.unwrap_or_default(),
+            instance: instance.to_string(),
+        })
+    }
+
+    pub async fn ping(&self) -> bool {
+        self.docker.ping().await.is_ok()
+    }
+
+    /// Creates and starts the container of one kernel; returns its id.
+    pub async fn create_and_start(&self, spec: &KernelSpec) -> ApiResult<String> {
+        let mut labels = HashMap::new();
+        labels.insert(MANAGED_LABEL.to_string(), MANAGED_VALUE.to_string());
+        labels.insert(INSTANCE_LABEL.to_string(), self.instance.clone());
+        labels.insert(SESSION_LABEL.to_string(), spec.session_id.to_string());
+        labels.insert(KERNEL_LABEL.to_string(), spec.kernel_id.to_string());
+        labels.insert("ai.backend.owner".to_string(), spec.owner_access_key.clone());
+        labels.insert("ai.backend.service-ports".to_string(), spec.service_ports.clone());
+        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let cmd = match &spec.command {
+            Some(c) => vec!["/bin/bash".to_string(), "-c".to_string(), c.clone()],
+            None => vec!["sleep".to_string(), "infinity".to_string()],
+        };
+        let device_requests = (!spec.gpu_ids.is_empty()).then(|| {
+            vec![DeviceRequest {
+                driver: Some("nvidia".into()),
+                device_ids: Some(spec.gpu_ids.clone()),
+                capabilities: Some(vec![vec!["gpu".into()]]),
+                ..Default::default()
+            }]
+        });
+        let nano_cpus = (spec.cpu * Decimal::from(1_000_000_000u64)).trunc().to_i64().unwrap_or(1_000_000_000);
+        let host_config = HostConfig {
+            nano_cpus: Some(nano_cpus),
+            memory: Some(spec.mem_bytes),
+            memory_swap: Some(spec.mem_bytes),
+            shm_size: Some(spec.shmem_bytes),
+            pids_limit: Some(spec.pids_limit),
+            cap_drop: Some(vec!["ALL".into()]),
+            cap_add: Some(CAPS.iter().map(|c| c.to_string()).collect()),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            privileged: Some(false),
+            device_requests,
+            mounts: Some(vec![Mount {
+                target: Some("/home/work".into()),
+                source: Some(scratch_volume(spec.kernel_id)),
+                typ: Some(MountType::VOLUME),
+                read_only: Some(false),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            hostname: Some(spec.hostname.clone()),
+            user: Some("work".into()),
+            working_dir: Some("/home/work".into()),
+            env: Some(env),
+            cmd: Some(cmd),
+            labels: Some(labels),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let name = format!("bai-{}-{}", &self.instance[..8.min(self.instance.len())], spec.kernel_id);
+        let created = self
+            .docker
+            .create_container(Some(CreateContainerOptionsBuilder::default().name(&name).build()), body)
+            .await
+            .map_err(|e| match &e {
+                bollard::errors::Error::DockerResponseServerError { message, .. } => {
+                    ApiError::bad_request(format!("the container engine refused the session: {message}"))
+                }
+                _ => engine_err("creating a container", e),
+            })?;
+        if let Err(e) = self.docker.start_container(&created.id, None).await {
+            self.remove(&created.id, spec.kernel_id).await;
+            return Err(engine_err("starting a container", e));
+        }
+        Ok(created.id)
+    }
+
+    /// The container's output so far (stdout and stderr, interleaved).
+    pub async fn logs(&self, container_id: &str) -> ApiResult<String> {
+        let opts = LogsOptionsBuilder::default().stdout(true).stderr(true).follow(false).build();
+        let mut stream = self.docker.logs(container_id, Some(opts));
+        let mut out = String::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(c) => out.push_str(&String::from_utf8_lossy(&c.into_bytes())),
+                Err(e) if is_not_found(&e) => break,
+                Err(e) => return Err(engine_err("reading container logs", e)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits for the container to exit; returns its exit code (None if it vanished).
+    pub async fn wait(&self, container_id: &str) -> Option<i64> {
+        let mut stream = self.docker.wait_container(container_id, None);
+        match stream.next().await {
+            Some(Ok(r)) => Some(r.status_code),
+            // bollard reports a non-zero exit as an error carrying the code.
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Some(code),
+            _ => None,
+        }
+    }
+
+    /// Stops (SIGTERM, then SIGKILL after a grace period) without removing.
+    pub async fn stop(&self, container_id: &str, grace_secs: i32) {
+        let opts = StopContainerOptionsBuilder::default().t(grace_secs).build();
+        if let Err(e) = self.docker.stop_container(container_id, Some(opts)).await
+            && !is_not_found(&e)
+        {
+            tracing::warn!(container = container_id, error = %e, "stopping a container failed");
+        }
+    }
+
+    /// Removes the container and its scratch volume (`/home/work`); already gone is fine.
+    pub async fn remove(&self, container_id: &str, kernel_id: Uuid) {
+        let opts = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        if let Err(e) = self.docker.remove_container(container_id, Some(opts)).await
+            && !is_not_found(&e)
+        {
+            tracing::warn!(container = container_id, error = %e, "removing a container failed");
+        }
+        self.remove_scratch(kernel_id).await;
+    }
+
+    pub async fn remove_scratch(&self, kernel_id: Uuid) {
+        let opts = RemoveVolumeOptionsBuilder::default().force(true).build();
+        if let Err(e) = self.docker.remove_volume(&scratch_volume(kernel_id), Some(opts)).await
+            && !is_not_found(&e)
+        {
+            tracing::warn!(kernel = %kernel_id, error = %e, "removing a scratch volume failed");
+        }
+    }
+
+    /// Every container this server manages on this engine, running or not.
+    pub async fn managed_containers(&self) -> ApiResult<Vec<ManagedContainer>> {
+        let mut filters = HashMap::new();
+        filters.insert(
+            "label",
+            vec![format!("{MANAGED_LABEL}={MANAGED_VALUE}"), format!("{INSTANCE_LABEL}={}", self.instance)],
+        );
+        let opts = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+        let list = self.docker.list_containers(Some(opts)).await.map_err(|e| engine_err("listing containers", e))?;
+        Ok(list
+            .into_iter()
+            .filter_map(|c| {
+                let labels = c.labels.unwrap_or_default();
+                let parse = |k: &str| labels.get(k).and_then(|v| Uuid::parse_str(v).ok());
+                Some(ManagedContainer {
+                    container_id: c.id?,
+                    session_id: parse(SESSION_LABEL),
+                    kernel_id: parse(KERNEL_LABEL),
+                    running: c.state.map(|s| s.to_string() == "running").unwrap_or(false),
+                })
+            })
+            .collect())
+    }
+
+    /// Images carrying Backend.AI's `ai.backend.kernelspec` label.
+    pub async fn environment_images(&self) -> ApiResult<Vec<bollard::models::ImageSummary>> {
+        let mut filters = HashMap::new();
+        filters.insert("label", vec!["ai.backend.kernelspec".to_string()]);
+        let opts = ListImagesOptionsBuilder::default().filters(&filters).build();
+        self.docker.list_images(Some(opts)).await.map_err(|e| engine_err("listing images", e))
+    }
+
+    /// One CPU/memory sample: (CPU % of one core × cores used, memory bytes).
+    pub async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
+        let opts = StatsOptionsBuilder::default().stream(false).one_shot(false).build();
+        let mut stream = self.docker.stats(container_id, Some(opts));
+        let s = stream.next().await?.ok()?;
+        let cpu = s.cpu_stats.as_ref()?;
+        let pre = s.precpu_stats.as_ref()?;
+        let total = cpu.cpu_usage.as_ref()?.total_usage? as f64;
+        let pre_total = pre.cpu_usage.as_ref()?.total_usage.unwrap_or(0) as f64;
+        let sys = cpu.system_cpu_usage.unwrap_or(0) as f64;
+        let pre_sys = pre.system_cpu_usage.unwrap_or(0) as f64;
+        let cpus = cpu.online_cpus.unwrap_or(1) as f64;
+        let pct = if sys > pre_sys { (total - pre_total) / (sys - pre_sys) * cpus * 100.0 } else { 0.0 };
+        let mem = s.memory_stats.as_ref().and_then(|m| m.usage).unwrap_or(0);
+        Some((pct.max(0.0), mem))
+    }
+}

@@ -1,0 +1,167 @@
+//! GraphQL for agents (superadmins, as the seeds say): `agent`, `agents`, `agent_list`;
+//! and `rescan_images` for the engines' local images.
+use async_graphql::{Context, Object, SimpleObject};
+use chrono::{DateTime, Utc};
+use entity::enums::{AgentStatus, SessionStatus};
+use entity::{agents, kernels};
+use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QuerySelect, Select};
+
+use crate::error::{ApiError, ApiResult};
+use crate::graphql::{JsonString, apply_order, authed, page, state};
+
+pub struct Agent(pub agents::Model);
+
+#[Object(rename_fields = "snake_case")]
+impl Agent {
+    async fn id(&self) -> &str {
+        &self.0.id
+    }
+    /// ALIVE, LOST, RESTARTING or TERMINATED.
+    async fn status(&self) -> &str {
+        self.0.status.as_str()
+    }
+    async fn status_changed(&self) -> Option<DateTime<Utc>> {
+        self.0.status_changed
+    }
+    async fn region(&self) -> &str {
+        &self.0.region
+    }
+    async fn scaling_group(&self) -> &str {
+        &self.0.scaling_group
+    }
+    async fn schedulable(&self) -> bool {
+        self.0.schedulable
+    }
+    async fn available_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.available_slots).unwrap_or_default())
+    }
+    async fn occupied_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.occupied_slots).unwrap_or_default())
+    }
+    /// The engine endpoint (`unix:///var/run/docker.sock`).
+    async fn addr(&self) -> &str {
+        &self.0.addr
+    }
+    async fn first_contact(&self) -> DateTime<Utc> {
+        self.0.first_contact
+    }
+    async fn lost_at(&self) -> Option<DateTime<Utc>> {
+        self.0.lost_at
+    }
+    async fn last_heartbeat(&self) -> Option<DateTime<Utc>> {
+        self.0.last_heartbeat
+    }
+    async fn version(&self) -> &str {
+        &self.0.version
+    }
+    async fn architecture(&self) -> &str {
+        &self.0.architecture
+    }
+    async fn compute_plugins(&self) -> JsonString {
+        JsonString(self.0.compute_plugins.clone())
+    }
+    async fn live_stat(&self) -> Option<JsonString> {
+        self.0.live_stat.clone().map(JsonString)
+    }
+    /// Containers of running sessions on this agent.
+    async fn container_count(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
+        let state = state(ctx)?;
+        Ok(kernels::Entity::find()
+            .filter(kernels::Column::Agent.eq(&self.0.id))
+            .filter(kernels::Column::Status.eq(SessionStatus::Running))
+            .count(&state.db)
+            .await
+            .map_err(ApiError::from)?)
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct AgentList {
+    pub items: Vec<Agent>,
+    pub total_count: u64,
+}
+
+fn filtered(status: Option<String>, scaling_group: Option<String>) -> ApiResult<Select<agents::Entity>> {
+    let mut select = agents::Entity::find();
+    if let Some(s) = status.filter(|s| !s.is_empty()) {
+        let statuses = s
+            .split(',')
+            .map(|p| AgentStatus::parse(p).ok_or_else(|| ApiError::bad_request(format!("invalid agent status '{p}' (one of: {})", AgentStatus::choices()))))
+            .collect::<ApiResult<Vec<_>>>()?;
+        select = select.filter(agents::Column::Status.is_in(statuses));
+    }
+    if let Some(sg) = scaling_group {
+        select = select.filter(agents::Column::ScalingGroup.eq(sg));
+    }
+    Ok(select)
+}
+
+#[derive(Default)]
+pub struct AgentQuery;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl AgentQuery {
+    async fn agent(&self, ctx: &Context<'_>, agent_id: String) -> async_graphql::Result<Agent> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        Ok(Agent(crate::lookup::get::<agents::Entity>(&state.db, "agent", agent_id).await?))
+    }
+
+    async fn agents(&self, ctx: &Context<'_>, status: Option<String>, scaling_group: Option<String>) -> async_graphql::Result<Vec<Agent>> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let rows = filtered(status, scaling_group)?.all(&state.db).await.map_err(ApiError::from)?;
+        Ok(rows.into_iter().map(Agent).collect())
+    }
+
+    async fn agent_list(
+        &self,
+        ctx: &Context<'_>,
+        limit: i32,
+        offset: i32,
+        order: Option<String>,
+        status: Option<String>,
+        scaling_group: Option<String>,
+    ) -> async_graphql::Result<AgentList> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let (limit, offset) = page(limit, offset)?;
+        let select = filtered(status, scaling_group)?;
+        let total_count = select.clone().count(&state.db).await.map_err(ApiError::from)?;
+        let select = apply_order(
+            select,
+            order.as_deref(),
+            &[("id", agents::Column::Id), ("first_contact", agents::Column::FirstContact), ("status", agents::Column::Status)],
+            (agents::Column::FirstContact, Order::Asc),
+        )?;
+        let rows = select.limit(limit).offset(offset).all(&state.db).await.map_err(ApiError::from)?;
+        Ok(AgentList { items: rows.into_iter().map(Agent).collect(), total_count })
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct RescanImages {
+    pub ok: bool,
+    pub msg: String,
+    /// Images found on the engines.
+    pub count: u64,
+}
+
+#[derive(Default)]
+pub struct AgentMutation;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl AgentMutation {
+    /// Rescans the agents' local engines for environment images (superadmin).
+    async fn rescan_images(&self, ctx: &Context<'_>) -> async_graphql::Result<RescanImages> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let mut count = 0u64;
+        for agent in state.agents.all().await {
+            count += super::scan_local_images(state, &agent).await? as u64;
+        }
+        Ok(RescanImages { ok: true, msg: "success".into(), count })
+    }
+}

@@ -1,0 +1,301 @@
+//! In-process agents, one per container engine: registration in the agents table,
+//! heartbeats (ALIVE / LOST / TERMINATED), the local image scan and reconciliation.
+pub mod docker;
+pub mod gpu;
+pub mod graphql;
+pub mod reconcile;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use entity::enums::{AgentStatus, ImageType};
+use entity::{agents, images};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
+use serde_json::{Value, json};
+use tokio::sync::RwLock;
+use uuid::Uuid;
+
+pub use docker::DockerAgent;
+
+use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
+
+/// The agents of this server process, by id.
+#[derive(Default)]
+pub struct AgentRegistry {
+    agents: RwLock<HashMap<String, Arc<DockerAgent>>>,
+}
+
+impl AgentRegistry {
+    pub async fn get(&self, id: &str) -> Option<Arc<DockerAgent>> {
+        self.agents.read().await.get(id).cloned()
+    }
+
+    pub async fn all(&self) -> Vec<Arc<DockerAgent>> {
+        self.agents.read().await.values().cloned().collect()
+    }
+
+    async fn insert(&self, agent: Arc<DockerAgent>) {
+        self.agents.write().await.insert(agent.id.clone(), agent);
+    }
+}
+
+/// Connects every configured engine and registers it as an ALIVE agent. An engine that cannot
+/// be reached is logged and skipped (its agent row, if any, stays LOST).
+pub async fn start_all(state: &AppState) -> ApiResult<()> {
+    for (i, endpoint) in state.config.docker_endpoints.iter().enumerate() {
+        match DockerAgent::connect(endpoint, i, &state.config, &state.instance_id).await {
+            Ok(agent) => {
+                let agent = Arc::new(agent);
+                register(state, &agent).await?;
+                tracing::info!(agent = %agent.id, endpoint = %endpoint, capacity = %agent.capacity, "agent started");
+                state.agents.insert(agent.clone()).await;
+                if let Err(e) = scan_local_images(state, &agent).await {
+                    tracing::warn!(agent = %agent.id, error = %e.message, "scanning local images failed");
+                }
+            }
+            Err(e) => tracing::error!(endpoint = %endpoint, error = format!("{e:#}"), "container engine unavailable; no agent for it"),
+        }
+    }
+    Ok(())
+}
+
+async fn register(state: &AppState, agent: &DockerAgent) -> ApiResult<()> {
+    let now = Utc::now();
+    let existing = agents::Entity::find_by_id(agent.id.clone()).one(&state.db).await?;
+    let plugins = json!({
+        "cuda": {
+            "devices": agent.gpus.iter().map(|g| json!({"id": g.id, "name": g.name, "memory": g.memory_bytes})).collect::<Vec<_>>(),
+        }
+    });
+    match existing {
+        Some(row) => {
+            let mut m = row.into_active_model();
+            m.status = Set(AgentStatus::Alive);
+            m.status_changed = Set(Some(now));
+            m.region = Set(state.config.agent_region.clone());
+            m.scaling_group = Set(state.config.agent_scaling_group.clone());
+            m.available_slots = Set(agent.capacity.clone());
+            m.addr = Set(agent.endpoint.clone());
+            m.lost_at = Set(None);
+            m.last_heartbeat = Set(Some(now));
+            m.version = Set(agent.version.clone());
+            m.architecture = Set(agent.architecture.clone());
+            m.compute_plugins = Set(plugins);
+            m.update(&state.db).await?;
+        }
+        None => {
+            agents::ActiveModel {
+                id: Set(agent.id.clone()),
+                status: Set(AgentStatus::Alive),
+                status_changed: Set(Some(now)),
+                region: Set(state.config.agent_region.clone()),
+                scaling_group: Set(state.config.agent_scaling_group.clone()),
+                schedulable: Set(true),
+                available_slots: Set(agent.capacity.clone()),
+                occupied_slots: Set(Default::default()),
+                addr: Set(agent.endpoint.clone()),
+                public_host: Set(None),
+                first_contact: Set(now),
+                lost_at: Set(None),
+                last_heartbeat: Set(Some(now)),
+                version: Set(agent.version.clone()),
+                architecture: Set(agent.architecture.clone()),
+                compute_plugins: Set(plugins),
+                live_stat: Set(None),
+            }
+            .insert(&state.db)
+            .await?;
+        }
+    }
+    state.events.changed(ObjectKind::Agent, ChangeAction::Modified, &agent.id, None);
+    Ok(())
+}
+
+/// Sets an agent's status (and publishes the change) when it differs.
+async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResult<()> {
+    let Some(row) = agents::Entity::find_by_id(id.to_string()).one(&state.db).await? else {
+        return Ok(());
+    };
+    let now = Utc::now();
+    let changed = row.status != status;
+    let mut m = row.into_active_model();
+    if changed {
+        m.status = Set(status);
+        m.status_changed = Set(Some(now));
+        if status == AgentStatus::Lost {
+            m.lost_at = Set(Some(now));
+        }
+    }
+    if status == AgentStatus::Alive {
+        m.last_heartbeat = Set(Some(now));
+    }
+    m.update(&state.db).await?;
+    if changed {
+        tracing::info!(agent = id, status = %status, "agent status changed");
+        state.events.changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
+        state.scheduler.wake();
+    }
+    Ok(())
+}
+
+/// Heartbeats: every `heartbeat_secs`, each agent pings its engine; ALIVE on success, LOST on
+/// failure. Agents of other processes that stopped beating for three periods become LOST.
+pub async fn heartbeat_loop(state: AppState) {
+    let period = Duration::from_secs(state.config.heartbeat_secs.max(1));
+    loop {
+        tokio::time::sleep(period).await;
+        for agent in state.agents.all().await {
+            let status = if agent.ping().await { AgentStatus::Alive } else { AgentStatus::Lost };
+            if let Err(e) = set_status(&state, &agent.id, status).await {
+                tracing::warn!(agent = %agent.id, error = %e.message, "heartbeat update failed");
+            }
+        }
+        let deadline = Utc::now() - chrono::Duration::from_std(period * 3).unwrap_or_default();
+        let stale = agents::Entity::find()
+            .filter(agents::Column::Status.eq(AgentStatus::Alive))
+            .filter(agents::Column::LastHeartbeat.lt(deadline))
+            .all(&state.db)
+            .await;
+        for row in stale.unwrap_or_default() {
+            let _ = set_status(&state, &row.id, AgentStatus::Lost).await;
+        }
+    }
+}
+
+/// On shutdown the agents of this process stop: TERMINATED.
+pub async fn stop_all(state: &AppState) {
+    for agent in state.agents.all().await {
+        let _ = set_status(state, &agent.id, AgentStatus::Terminated).await;
+    }
+}
+
+/// Splits `registry/namespace/name:tag` (registry = first part when it has a dot or colon).
+pub fn split_reference(reference: &str, default_registry: &str) -> (String, String, String) {
+    let (path, tag) = match reference.rsplit_once(':') {
+        Some((p, t)) if !t.contains('/') => (p, t.to_string()),
+        _ => (reference, "latest".to_string()),
+    };
+    match path.split_once('/') {
+        Some((first, rest)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            (first.to_string(), rest.to_string(), tag)
+        }
+        _ => (default_registry.to_string(), path.to_string(), tag),
+    }
+}
+
+/// `{slot: {"min", "max"}}` from the image's `ai.backend.resource.min.*` labels (defaults: cpu
+/// 1, mem 1g as Backend.AI).
+pub fn resources_from_labels(labels: &HashMap<String, String>) -> Value {
+    let mut out = serde_json::Map::new();
+    let min = |slot: &str, default: &str| {
+        let raw = labels.get(&format!("ai.backend.resource.min.{slot}")).map(String::as_str).unwrap_or(default);
+        entity::slots::parse_amount(slot, raw).unwrap_or_default().to_string()
+    };
+    out.insert("cpu".into(), json!({"min": min("cpu", "1"), "max": null}));
+    out.insert("mem".into(), json!({"min": min("mem", "1g"), "max": null}));
+    for (k, v) in labels {
+        if let Some(slot) = k.strip_prefix("ai.backend.resource.min.")
+            && slot != "cpu"
+            && slot != "mem"
+            && let Ok(amount) = entity::slots::parse_amount(slot, v)
+        {
+            out.insert(slot.to_string(), json!({"min": amount.to_string(), "max": null}));
+        }
+    }
+    Value::Object(out)
+}
+
+/// Adds the engine's environment images (those with `ai.backend.kernelspec`) to the catalog
+/// and records which agent has them. Edited minimum resources are kept on rescan.
+pub async fn scan_local_images(state: &AppState, agent: &DockerAgent) -> ApiResult<usize> {
+    let found = agent.environment_images().await?;
+    let mut count = 0;
+    for img in found {
+        for reference in &img.repo_tags {
+            if reference.ends_with("<none>") {
+                continue;
+            }
+            let (registry, image, tag) = split_reference(reference, &state.config.local_registry_name);
+            let name = format!("{registry}/{image}:{tag}");
+            let labels: Value = json!(img.labels);
+            let existing = images::Entity::find()
+                .filter(images::Column::Name.eq(&name))
+                .filter(images::Column::Architecture.eq(&agent.architecture))
+                .one(&state.db)
+                .await?;
+            let (installed, action) = match existing {
+                Some(row) => {
+                    let mut agents: Vec<String> = serde_json::from_value(row.installed_agents.clone()).unwrap_or_default();
+                    if !agents.contains(&agent.id) {
+                        agents.push(agent.id.clone());
+                    }
+                    let mut m = row.into_active_model();
+                    m.config_digest = Set(img.id.clone());
+                    m.size_bytes = Set(img.size);
+                    m.labels = Set(labels);
+                    m.is_local = Set(true);
+                    m.installed_agents = Set(json!(agents));
+                    (m.update(&state.db).await?, ChangeAction::Modified)
+                }
+                None => (
+                    images::ActiveModel {
+                        id: Set(Uuid::new_v4()),
+                        name: Set(name.clone()),
+                        image: Set(image),
+                        tag: Set(tag),
+                        registry: Set(registry),
+                        architecture: Set(agent.architecture.clone()),
+                        config_digest: Set(img.id.clone()),
+                        size_bytes: Set(img.size),
+                        is_local: Set(true),
+                        image_type: Set(ImageType::Compute),
+                        accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
+                        resources: Set(resources_from_labels(&img.labels)),
+                        labels: Set(labels),
+                        created_at: Set(Utc::now()),
+                        installed_agents: Set(json!([agent.id])),
+                    }
+                    .insert(&state.db)
+                    .await?,
+                    ChangeAction::Created,
+                ),
+            };
+            state.events.changed(ObjectKind::Image, action, &installed.name, None);
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// The Docker reference of a catalog image (local images keep their tag as found).
+pub fn docker_reference(image: &images::Model) -> String {
+    format!("{}/{}:{}", image.registry, image.image, image.tag)
+}
+
+pub(crate) fn not_alive(id: &str) -> ApiError {
+    ApiError::conflict(format!("agent {id} is not available"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references() {
+        assert_eq!(
+            split_reference("bai.local/stable/python:3.11-debian12", "x"),
+            ("bai.local".into(), "stable/python".into(), "3.11-debian12".into())
+        );
+        assert_eq!(split_reference("127.0.0.1:5000/a/b:1", "x"), ("127.0.0.1:5000".into(), "a/b".into(), "1".into()));
+        assert_eq!(split_reference("python", "bai.local"), ("bai.local".into(), "python".into(), "latest".into()));
+        let labels: HashMap<String, String> =
+            [("ai.backend.resource.min.mem".to_string(), "256m".to_string())].into_iter().collect();
+        let r = resources_from_labels(&labels);
+        assert_eq!(r["mem"]["min"], "268435456");
+        assert_eq!(r["cpu"]["min"], "1");
+    }
+}

@@ -1,0 +1,256 @@
+//! The scheduler: woken on every create/terminate/agent change (plus a slow safety tick), it
+//! loads a snapshot per resource group, asks the pure planner (`plan`) for placements, and
+//! applies them. It is the only code that allocates, and it runs as one task, so parallel
+//! creates can never over-commit an agent or a policy.
+pub mod plan;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use entity::enums::{AgentStatus, SessionStatus};
+use entity::slots::ResourceSlots;
+use entity::{agents, domains, groups, kernels, keypair_resource_policies, keypairs, scaling_groups, sessions};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set};
+use serde_json::json;
+use tokio::sync::{Mutex, Notify};
+use uuid::Uuid;
+
+use self::plan::{AgentState, Decision, Dense, DenseLimit, KeypairState, PendingSession, Quota, Snapshot, Strategy};
+use crate::error::ApiResult;
+use crate::events::{ChangeAction, ObjectKind};
+use crate::sessions::{ALLOCATED, Change};
+use crate::state::AppState;
+
+#[derive(Default)]
+pub struct Scheduler {
+    notify: Notify,
+    /// Held while a pass runs (tests and benchmarks may run a pass directly).
+    pass: Mutex<()>,
+}
+
+impl Scheduler {
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+}
+
+pub async fn run(state: AppState) {
+    let tick = Duration::from_secs(state.config.scheduler_tick_secs.max(1));
+    loop {
+        tokio::select! {
+            _ = state.scheduler.notify.notified() => {}
+            _ = tokio::time::sleep(tick) => {}
+        }
+        if let Err(e) = schedule_once(&state).await {
+            tracing::error!(error = %e.message, "scheduling pass failed");
+        }
+    }
+}
+
+/// One pass over every active resource group with pending sessions; returns placements made.
+pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
+    let _pass = state.scheduler.pass.lock().await;
+    let pending = sessions::Entity::find()
+        .filter(sessions::Column::Status.eq(SessionStatus::Pending))
+        .order_by_asc(sessions::Column::CreatedAt)
+        .all(&state.db)
+        .await?;
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let mut by_group: HashMap<String, Vec<sessions::Model>> = HashMap::new();
+    for s in pending {
+        by_group.entry(s.scaling_group_name.clone().unwrap_or_default()).or_default().push(s);
+    }
+    let mut placed = 0;
+    for (sg_name, pending) in by_group {
+        let Some(sg) = scaling_groups::Entity::find_by_id(sg_name.clone()).one(&state.db).await? else { continue };
+        let snapshot = load_snapshot(state, &sg, &pending).await?;
+        let decisions = plan::plan(snapshot);
+        placed += apply(state, &pending, decisions).await?;
+    }
+    Ok(placed)
+}
+
+fn retries_of(s: &sessions::Model) -> u32 {
+    s.status_data
+        .as_ref()
+        .and_then(|d| d.pointer("/scheduler/retries"))
+        .and_then(|v| v.as_u64())
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(0)
+}
+
+async fn load_snapshot(state: &AppState, sg: &scaling_groups::Model, pending: &[sessions::Model]) -> ApiResult<Snapshot> {
+    let db = &state.db;
+    let alive = agents::Entity::find()
+        .filter(agents::Column::ScalingGroup.eq(&sg.name))
+        .filter(agents::Column::Status.eq(AgentStatus::Alive))
+        .filter(agents::Column::Schedulable.eq(true))
+        .all(db)
+        .await?;
+    // Usage comes from what is allocated right now, never from counters kept by hand.
+    let allocated = sessions::Entity::find().filter(sessions::Column::Status.is_in(ALLOCATED.iter().copied())).all(db).await?;
+    let live_kernels = kernels::Entity::find().filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied())).all(db).await?;
+    let mut agent_use: HashMap<String, Dense> = HashMap::new();
+    for k in &live_kernels {
+        if let Some(a) = &k.agent {
+            let d = agent_use.entry(a.clone()).or_default();
+            add(d, &k.requested_slots);
+        }
+    }
+    let mut key_use: HashMap<String, (Dense, u32)> = HashMap::new();
+    let mut group_use: HashMap<Uuid, Dense> = HashMap::new();
+    let mut domain_use: HashMap<String, Dense> = HashMap::new();
+    for s in &allocated {
+        let e = key_use.entry(s.access_key.clone()).or_default();
+        add(&mut e.0, &s.requested_slots);
+        e.1 += 1;
+        add(group_use.entry(s.group_id).or_default(), &s.requested_slots);
+        add(domain_use.entry(s.domain_name.clone()).or_default(), &s.requested_slots);
+    }
+    let mut keypairs_state = HashMap::new();
+    let mut groups_state = HashMap::new();
+    let mut domains_state = HashMap::new();
+    for s in pending {
+        if !keypairs_state.contains_key(&s.access_key)
+            && let Some(kp) = keypairs::Entity::find_by_id(s.access_key.clone()).one(db).await?
+            && let Some(p) = keypair_resource_policies::Entity::find_by_id(kp.resource_policy.clone()).one(db).await?
+        {
+            let (using, concurrency) = key_use.get(&s.access_key).copied().unwrap_or_default();
+            keypairs_state.insert(
+                s.access_key.clone(),
+                KeypairState {
+                    quota: Quota {
+                        limit: DenseLimit::from_limits(&p.total_resource_slots, crate::policies::unspecified_limit(&p)),
+                        using,
+                    },
+                    max_concurrent: u32::try_from(p.max_concurrent_sessions).unwrap_or(0),
+                    concurrency,
+                },
+            );
+        }
+        if !groups_state.contains_key(&s.group_id)
+            && let Some(g) = groups::Entity::find_by_id(s.group_id).one(db).await?
+        {
+            let limit = DenseLimit::from_limits(&g.total_resource_slots, entity::slots::SlotLimit::Unlimited);
+            groups_state.insert(g.id, Quota { limit, using: group_use.get(&g.id).copied().unwrap_or_default() });
+        }
+        if !domains_state.contains_key(&s.domain_name)
+            && let Some(d) = domains::Entity::find_by_id(s.domain_name.clone()).one(db).await?
+        {
+            let limit = DenseLimit::from_limits(&d.total_resource_slots, entity::slots::SlotLimit::Unlimited);
+            domains_state.insert(d.name.clone(), Quota { limit, using: domain_use.get(&d.name).copied().unwrap_or_default() });
+        }
+    }
+    let strategy = match sg.scheduler_opts.get("agent_selection_strategy").and_then(|v| v.as_str()) {
+        Some("concentrated") => Strategy::Concentrated,
+        _ => Strategy::Dispersed,
+    };
+    let num_retries_to_skip = crate::settings::get(db, "scheduler.num_retries_to_skip")
+        .await?
+        .as_u64()
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(0);
+    Ok(Snapshot {
+        scheduler: sg.scheduler,
+        strategy,
+        num_retries_to_skip,
+        agents: alive
+            .iter()
+            .map(|a| AgentState {
+                id: a.id.clone(),
+                available: Dense::from_slots(&a.available_slots),
+                occupied: agent_use.get(&a.id).copied().unwrap_or_default(),
+            })
+            .collect(),
+        pending: pending
+            .iter()
+            .map(|s| PendingSession {
+                id: s.id,
+                access_key: s.access_key.clone(),
+                group_id: s.group_id,
+                domain: s.domain_name.clone(),
+                requested: Dense::from_slots(&s.requested_slots),
+                order: s.created_at.timestamp_micros(),
+                retries: retries_of(s),
+            })
+            .collect(),
+        keypairs: keypairs_state,
+        groups: groups_state,
+        domains: domains_state,
+    })
+}
+
+fn add(d: &mut Dense, s: &ResourceSlots) {
+    let x = Dense::from_slots(s);
+    for i in 0..plan::N {
+        d.0[i] = d.0[i].saturating_add(x.0[i]);
+    }
+}
+
+async fn apply(state: &AppState, pending: &[sessions::Model], decisions: Vec<Decision>) -> ApiResult<usize> {
+    let by_id: HashMap<Uuid, &sessions::Model> = pending.iter().map(|s| (s.id, s)).collect();
+    let mut placed = 0;
+    for d in decisions {
+        match d {
+            Decision::Place { session, agent } => {
+                let Some(s) = by_id.get(&session) else { continue };
+                crate::sessions::apply(
+                    state,
+                    session,
+                    SessionStatus::Scheduled,
+                    Change { agent: Some(agent), occupying: Some(s.requested_slots.clone()), ..Default::default() },
+                )
+                .await?;
+                tokio::spawn(crate::sessions::launch(state.clone(), session));
+                placed += 1;
+            }
+            Decision::Wait { session, status_info, failed, passed } => {
+                let Some(s) = by_id.get(&session) else { continue };
+                let retries = retries_of(s) + u32::from(status_info == "no-available-instances");
+                let data = json!({"scheduler": {
+                    "retries": retries,
+                    "last_try": chrono::Utc::now().to_rfc3339(),
+                    "failed_predicates": failed,
+                    "passed_predicates": passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
+                }});
+                // Only write (and notify) when the reason changed, not on every pass.
+                let old = s.status_data.as_ref().and_then(|d| d.pointer("/scheduler/failed_predicates")).cloned();
+                let changed = s.status_info.as_deref() != Some(status_info) || old.as_ref() != Some(&json!(failed));
+                let mut m = (*s).clone().into_active_model();
+                m.status_info = Set(Some(status_info.to_string()));
+                m.status_data = Set(Some(data));
+                let updated = m.update(&state.db).await?;
+                if changed {
+                    crate::sessions::publish(state, &updated, "session_enqueued", Some(status_info.to_string()));
+                }
+            }
+        }
+    }
+    Ok(placed)
+}
+
+/// Recomputes every agent's `occupied_slots` from the kernels holding resources (the
+/// source of truth), for display.
+pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
+    let live = kernels::Entity::find().filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied())).all(&state.db).await?;
+    let mut usage: HashMap<String, ResourceSlots> = HashMap::new();
+    for k in live {
+        if let Some(a) = k.agent {
+            let e = usage.entry(a).or_default();
+            *e = e.add(&k.requested_slots);
+        }
+    }
+    for a in agents::Entity::find().all(&state.db).await? {
+        let now = usage.remove(&a.id).unwrap_or_default();
+        if a.occupied_slots != now {
+            let id = a.id.clone();
+            let mut m = a.into_active_model();
+            m.occupied_slots = Set(now);
+            m.update(&state.db).await?;
+            state.events.changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
+        }
+    }
+    Ok(())
+}

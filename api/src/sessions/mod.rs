@@ -1,0 +1,677 @@
+//! Compute sessions: creation (validated and sized as Backend.AI does), the lifecycle
+//! PENDING → SCHEDULED → PREPARING → RUNNING → TERMINATING → TERMINATED (CANCELLED, ERROR),
+//! with every change in `status_history` and published as an event. Only the scheduler
+//! allocates; launch and termination of one session are serialised by a per-session lock.
+pub mod graphql;
+pub mod locks;
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use entity::enums::{ClusterMode, ClusterRole, SessionResult, SessionStatus, SessionType};
+use entity::slots::{ResourceSlots, parse_binary_size};
+use entity::{groups, images, kernels, keypair_resource_policies, resource_presets, sessions};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, Set,
+    TransactionTrait,
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::agents::docker::KernelSpec;
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::events::{Event, SessionEvent};
+use crate::state::AppState;
+
+/// Statuses in which a session holds resources on an agent.
+pub const ALLOCATED: &[SessionStatus] = &[
+    SessionStatus::Scheduled,
+    SessionStatus::Preparing,
+    SessionStatus::Pulling,
+    SessionStatus::Running,
+    SessionStatus::Restarting,
+    SessionStatus::Terminating,
+];
+
+/// Statuses of sessions that are not over yet.
+pub const LIVE: &[SessionStatus] = &[
+    SessionStatus::Pending,
+    SessionStatus::Scheduled,
+    SessionStatus::Preparing,
+    SessionStatus::Pulling,
+    SessionStatus::Running,
+    SessionStatus::Restarting,
+    SessionStatus::Terminating,
+];
+
+pub const DEFAULT_SHMEM: i64 = 64 * 1024 * 1024;
+
+pub struct CreateRequest {
+    pub image: String,
+    pub name: Option<String>,
+    pub session_type: SessionType,
+    pub group: Option<String>,
+    pub scaling_group: Option<String>,
+    pub preset: Option<String>,
+    /// Slot amounts as given (`{"cpu": "2", "mem": "4g"}`).
+    pub resources: BTreeMap<String, String>,
+    pub shmem: Option<String>,
+    pub environ: BTreeMap<String, String>,
+    pub startup_command: Option<String>,
+    pub count: u32,
+    pub tag: Option<String>,
+}
+
+/// Session names: 4–64 characters, letters/digits first and last, `-`, `_`, `.` inside.
+pub fn validate_name(name: &str) -> ApiResult<()> {
+    let n = name.chars().count();
+    let ok = (4..=64).contains(&n)
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Invalid session name '{name}': use 4 to 64 letters, digits, '-', '_' or '.', without spaces, starting and ending with a letter or digit"
+        )))
+    }
+}
+
+fn random_name() -> String {
+    let id = Uuid::new_v4().simple().to_string();
+    format!("sess-{}", &id[..8])
+}
+
+fn validate_environ(env: &BTreeMap<String, String>) -> ApiResult<()> {
+    for (k, v) in env {
+        let ok = !k.is_empty()
+            && k.len() <= 128
+            && k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(ApiError::bad_request(format!(
+                "Invalid environment variable name '{k}': use letters, digits and '_', not starting with a digit"
+            )));
+        }
+        if k.starts_with("BACKENDAI_") {
+            return Err(ApiError::bad_request(format!("'{k}' is set by the server and cannot be overridden")));
+        }
+        if v.contains('\0') || v.len() > 32 * 1024 {
+            return Err(ApiError::bad_request(format!("The value of '{k}' is too long or contains a NUL byte")));
+        }
+    }
+    Ok(())
+}
+
+fn image_min(image: &images::Model, slot: &str) -> Decimal {
+    image.resources.get(slot).and_then(|r| r.get("min")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or_default()
+}
+
+fn image_max(image: &images::Model, slot: &str) -> Option<Decimal> {
+    image.resources.get(slot).and_then(|r| r.get("max")).and_then(Value::as_str).and_then(|s| s.parse().ok())
+}
+
+/// Sizes a request (BACKENDAI-API.md §6): image minimums fill unspecified cpu/mem (mem gets
+/// the shared memory on top), explicit amounts below the minimum or above the maximum are
+/// refused, shared memory must stay below memory.
+pub fn size_request(image: &images::Model, mut slots: ResourceSlots, shmem: i64) -> ApiResult<ResourceSlots> {
+    let shm = Decimal::from(shmem);
+    if slots.get("cpu").is_zero() {
+        slots.set("cpu", image_min(image, "cpu").max(Decimal::ONE));
+    }
+    if slots.get("mem").is_zero() {
+        slots.set("mem", image_min(image, "mem") + shm);
+    }
+    for (slot, amount) in slots.0.clone() {
+        let min = image_min(image, &slot);
+        if amount < min {
+            return Err(ApiError::bad_request(format!(
+                "{slot} must be at least {} for the image {}",
+                entity::slots::format_amount(&slot, min),
+                image.name
+            )));
+        }
+        if let Some(max) = image_max(image, &slot)
+            && amount > max
+        {
+            return Err(ApiError::bad_request(format!(
+                "{slot} must be at most {} for the image {}",
+                entity::slots::format_amount(&slot, max),
+                image.name
+            )));
+        }
+    }
+    if shm >= slots.get("mem") {
+        return Err(ApiError::bad_request(format!(
+            "Shared memory ({}) must be smaller than the memory ({})",
+            entity::slots::format_amount("mem", shm),
+            entity::slots::format_amount("mem", slots.get("mem"))
+        )));
+    }
+    Ok(slots)
+}
+
+async fn resolve_group<C: ConnectionTrait>(db: &C, caller: &Caller, group: Option<&str>) -> ApiResult<groups::Model> {
+    let g = match group {
+        Some(g) => match Uuid::parse_str(g) {
+            Ok(id) => groups::Entity::find_by_id(id).one(db).await?,
+            Err(_) => {
+                groups::Entity::find()
+                    .filter(groups::Column::DomainName.eq(&caller.domain_name))
+                    .filter(groups::Column::Name.eq(g))
+                    .one(db)
+                    .await?
+            }
+        },
+        None => {
+            groups::Entity::find()
+                .filter(groups::Column::DomainName.eq(&caller.domain_name))
+                .filter(groups::Column::Name.eq("default"))
+                .one(db)
+                .await?
+        }
+    };
+    let name = group.unwrap_or("default");
+    let g = g.ok_or_else(|| ApiError::not_found("group", name))?;
+    if !crate::groups::is_member(db, caller.uuid, g.id).await? {
+        return Err(ApiError::not_found("group", name));
+    }
+    if !g.is_active {
+        return Err(ApiError::bad_request(format!("The project '{}' is inactive", g.name)));
+    }
+    Ok(g)
+}
+
+/// Creates `count` identical PENDING sessions and wakes the scheduler.
+pub async fn create(state: &AppState, caller: &Caller, req: CreateRequest) -> ApiResult<Vec<sessions::Model>> {
+    let db = &state.db;
+    let access_key = caller.access_key.clone().ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
+    if req.count == 0 || req.count > 100 {
+        return Err(ApiError::bad_request("count must be between 1 and 100"));
+    }
+    validate_environ(&req.environ)?;
+    let image = crate::images::resolve(db, &req.image, None).await?;
+    if !image.installed_agents.as_array().is_some_and(|a| !a.is_empty()) {
+        return Err(ApiError::bad_request(format!("The image {} is not installed on any agent", image.name)));
+    }
+    let group = resolve_group(db, caller, req.group.as_deref()).await?;
+    let allowed = crate::scaling_groups::allowed_for(db, &caller.domain_name, caller.uuid, Some(group.id), Some(&access_key)).await?;
+    let scaling_group = match req.scaling_group {
+        Some(sg) if allowed.contains(&sg) => sg,
+        Some(sg) => return Err(ApiError::not_found("resource group", sg)),
+        None => allowed.first().cloned().ok_or_else(|| ApiError::bad_request("No resource group is available to you"))?,
+    };
+    let (mut slots, mut shmem) = (ResourceSlots::new(), None);
+    if let Some(p) = &req.preset {
+        let preset = crate::lookup::get::<resource_presets::Entity>(db, "resource preset", p.clone()).await?;
+        slots = preset.resource_slots.clone();
+        shmem = preset.shared_memory;
+    }
+    let custom = ResourceSlots::parse_input(req.resources.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    for (k, v) in custom.0 {
+        slots.set(&k, v);
+    }
+    if let Some(s) = &req.shmem {
+        let v = parse_binary_size(s).and_then(|d| d.to_i64()).ok_or_else(|| ApiError::bad_request(format!("invalid shared memory size '{s}'")))?;
+        shmem = Some(v);
+    }
+    let shmem = shmem.unwrap_or(DEFAULT_SHMEM);
+    let requested = size_request(&image, slots, shmem)?;
+    // A request beyond the keypair policy's absolute limits could never run: refuse it now.
+    let kp = crate::lookup::get::<entity::keypairs::Entity>(db, "keypair", access_key.clone()).await?;
+    let policy = crate::lookup::get::<keypair_resource_policies::Entity>(db, "resource policy", kp.resource_policy.clone()).await?;
+    let over = policy.total_resource_slots.exceeded_by(&requested, crate::policies::unspecified_limit(&policy));
+    if !over.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "The request exceeds your resource policy '{}' for {} (requested {})",
+            policy.name,
+            over.join(", "),
+            requested
+        )));
+    }
+    if policy.max_containers_per_session > 0 && policy.max_containers_per_session < 1 {
+        return Err(ApiError::bad_request("Your resource policy allows no containers"));
+    }
+    let session_type = req.session_type;
+    let startup_command = req.startup_command.filter(|c| !c.trim().is_empty());
+    if session_type == SessionType::Batch && startup_command.is_none() {
+        return Err(ApiError::bad_request("A batch session needs a startup command"));
+    }
+    let base_name = match req.name.filter(|n| !n.trim().is_empty()) {
+        Some(n) => {
+            validate_name(&n)?;
+            Some(n)
+        }
+        None => None,
+    };
+    let names: Vec<String> = (0..req.count)
+        .map(|i| match &base_name {
+            Some(n) if req.count == 1 => n.clone(),
+            Some(n) => format!("{n}-{}", i + 1),
+            None => random_name(),
+        })
+        .collect();
+    for n in &names {
+        validate_name(n)?;
+    }
+    let txn = db.begin().await?;
+    for n in &names {
+        let taken = sessions::Entity::find()
+            .filter(sessions::Column::AccessKey.eq(&access_key))
+            .filter(sessions::Column::Name.eq(n))
+            .filter(sessions::Column::Status.is_in(LIVE.iter().copied()))
+            .count(&txn)
+            .await?;
+        if taken > 0 {
+            return Err(ApiError::conflict(format!("You already have a live session named '{n}'")));
+        }
+    }
+    let now = Utc::now();
+    let history = json!({ "PENDING": now.to_rfc3339() });
+    let environ = json!(req.environ);
+    let resource_opts = json!({ "shmem": shmem });
+    let mut created = Vec::new();
+    for name in names {
+        let id = Uuid::new_v4();
+        let s = sessions::ActiveModel {
+            id: Set(id),
+            name: Set(name),
+            session_type: Set(session_type),
+            priority: Set(10),
+            cluster_mode: Set(ClusterMode::SingleNode),
+            cluster_size: Set(1),
+            agent_ids: Set(json!([])),
+            scaling_group_name: Set(Some(scaling_group.clone())),
+            domain_name: Set(caller.domain_name.clone()),
+            group_id: Set(group.id),
+            user_uuid: Set(caller.uuid),
+            access_key: Set(access_key.clone()),
+            images: Set(json!([image.name])),
+            tag: Set(req.tag.clone()),
+            occupying_slots: Set(ResourceSlots::new()),
+            requested_slots: Set(requested.clone()),
+            vfolder_mounts: Set(json!([])),
+            environ: Set(environ.clone()),
+            resource_opts: Set(resource_opts.clone()),
+            bootstrap_script: Set(None),
+            startup_command: Set(startup_command.clone()),
+            created_at: Set(now),
+            terminated_at: Set(None),
+            starts_at: Set(None),
+            status: Set(SessionStatus::Pending),
+            status_changed: Set(now),
+            status_info: Set(None),
+            status_data: Set(None),
+            status_history: Set(history.clone()),
+            callback_url: Set(None),
+            result: Set(SessionResult::Undefined),
+            num_queries: Set(0),
+            last_stat: Set(None),
+            last_activity: Set(Some(now)),
+        }
+        .insert(&txn)
+        .await?;
+        kernels::ActiveModel {
+            id: Set(Uuid::new_v4()),
+            session_id: Set(id),
+            cluster_role: Set(ClusterRole::Main),
+            cluster_idx: Set(1),
+            local_rank: Set(0),
+            cluster_hostname: Set("main1".into()),
+            agent: Set(None),
+            agent_addr: Set(None),
+            image: Set(image.name.clone()),
+            architecture: Set(image.architecture.clone()),
+            registry: Set(image.registry.clone()),
+            container_id: Set(None),
+            occupied_slots: Set(ResourceSlots::new()),
+            requested_slots: Set(requested.clone()),
+            mounts: Set(json!([])),
+            resource_opts: Set(resource_opts.clone()),
+            service_ports: Set(json!(image.labels.get("ai.backend.service-ports"))),
+            domain_name: Set(caller.domain_name.clone()),
+            group_id: Set(group.id),
+            user_uuid: Set(caller.uuid),
+            access_key: Set(access_key.clone()),
+            status: Set(SessionStatus::Pending),
+            status_changed: Set(now),
+            status_info: Set(None),
+            status_data: Set(None),
+            status_history: Set(history.clone()),
+            created_at: Set(now),
+            terminated_at: Set(None),
+            exit_code: Set(None),
+            container_log: Set(None),
+            last_stat: Set(None),
+        }
+        .insert(&txn)
+        .await?;
+        created.push(s);
+    }
+    txn.commit().await?;
+    for s in &created {
+        publish(state, s, "session_enqueued", None);
+    }
+    state.scheduler.wake();
+    Ok(created)
+}
+
+pub fn publish(state: &AppState, s: &sessions::Model, event: &'static str, reason: Option<String>) {
+    state.events.publish(Event::Session(SessionEvent {
+        session_id: s.id,
+        name: s.name.clone(),
+        access_key: s.access_key.clone(),
+        user: s.user_uuid,
+        domain: s.domain_name.clone(),
+        status: s.status,
+        event,
+        reason: reason.or_else(|| s.status_info.clone()),
+    }));
+}
+
+fn event_name(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Pending => "session_enqueued",
+        SessionStatus::Scheduled => "session_scheduled",
+        SessionStatus::Preparing | SessionStatus::Pulling => "session_preparing",
+        SessionStatus::Running | SessionStatus::Restarting => "session_started",
+        SessionStatus::Terminating => "session_terminating",
+        SessionStatus::Terminated => "session_terminated",
+        SessionStatus::Cancelled => "session_cancelled",
+        SessionStatus::Error => "session_failure",
+    }
+}
+
+/// What changes with a status.
+#[derive(Default)]
+pub struct Change {
+    pub info: Option<String>,
+    pub data: Option<Value>,
+    pub agent: Option<String>,
+    pub container_id: Option<String>,
+    pub occupying: Option<ResourceSlots>,
+    pub result: Option<SessionResult>,
+    pub exit_code: Option<i32>,
+    pub log: Option<String>,
+}
+
+/// Moves a session and its kernel to `to`, recording the time in `status_history`.
+pub async fn transition<C: ConnectionTrait>(db: &C, id: Uuid, to: SessionStatus, change: Change) -> ApiResult<sessions::Model> {
+    let s = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
+    let now = Utc::now();
+    let mut history = s.status_history.clone();
+    if let Some(h) = history.as_object_mut() {
+        h.insert(to.as_str().to_string(), json!(now.to_rfc3339()));
+    }
+    let terminal = matches!(to, SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error);
+    let mut m = s.into_active_model();
+    m.status = Set(to);
+    m.status_changed = Set(now);
+    m.status_history = Set(history.clone());
+    if change.info.is_some() || to != SessionStatus::Pending {
+        m.status_info = Set(change.info.clone());
+    }
+    if change.data.is_some() {
+        m.status_data = Set(change.data.clone());
+    }
+    if let Some(a) = &change.agent {
+        m.agent_ids = Set(json!([a]));
+    }
+    if let Some(o) = &change.occupying {
+        m.occupying_slots = Set(o.clone());
+    }
+    if let Some(r) = change.result {
+        m.result = Set(r);
+    }
+    if terminal {
+        m.terminated_at = Set(Some(now));
+    }
+    let updated = m.update(db).await?;
+    for k in kernels::Entity::find().filter(kernels::Column::SessionId.eq(id)).all(db).await? {
+        let mut km = k.into_active_model();
+        km.status = Set(to);
+        km.status_changed = Set(now);
+        km.status_history = Set(history.clone());
+        km.status_info = Set(change.info.clone());
+        if let Some(a) = &change.agent {
+            km.agent = Set(Some(a.clone()));
+        }
+        if let Some(c) = &change.container_id {
+            km.container_id = Set(Some(c.clone()));
+        }
+        if let Some(o) = &change.occupying {
+            km.occupied_slots = Set(o.clone());
+        }
+        if let Some(code) = change.exit_code {
+            km.exit_code = Set(Some(code));
+        }
+        if let Some(log) = &change.log {
+            km.container_log = Set(Some(log.clone()));
+        }
+        if terminal {
+            km.terminated_at = Set(Some(now));
+        }
+        km.update(db).await?;
+    }
+    Ok(updated)
+}
+
+/// `transition` + event + (when resources are released) agent usage refresh and a scheduler
+/// wake-up.
+pub async fn apply(state: &AppState, id: Uuid, to: SessionStatus, change: Change) -> ApiResult<sessions::Model> {
+    let s = transition(&state.db, id, to, change).await?;
+    publish(state, &s, event_name(to), None);
+    if matches!(to, SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error | SessionStatus::Running) {
+        crate::scheduler::refresh_agent_usage(state).await?;
+        state.scheduler.wake();
+    }
+    Ok(s)
+}
+
+pub async fn main_kernel<C: ConnectionTrait>(db: &C, session: Uuid) -> ApiResult<kernels::Model> {
+    kernels::Entity::find()
+        .filter(kernels::Column::SessionId.eq(session))
+        .filter(kernels::Column::ClusterRole.eq(ClusterRole::Main))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("kernel of session", session))
+}
+
+/// Starts the container of a SCHEDULED session: PREPARING → RUNNING, or ERROR.
+pub async fn launch(state: AppState, id: Uuid) {
+    let lock = state.session_locks.get(id).await;
+    let _guard = lock.lock().await;
+    if let Err(e) = launch_locked(&state, id).await {
+        tracing::warn!(session = %id, error = %e.message, "session failed to start");
+        let data = json!({"error": {"message": e.message}});
+        if let Err(e2) = apply(&state, id, SessionStatus::Error, Change { info: Some("kernel-creation-failed".into()), data: Some(data), ..Default::default() }).await {
+            tracing::error!(session = %id, error = %e2.message, "cannot record a failed start");
+        }
+    }
+}
+
+async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
+    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
+    if s.status != SessionStatus::Scheduled {
+        return Ok(()); // terminated while waiting for the lock
+    }
+    let k = main_kernel(&state.db, id).await?;
+    let agent_id = k.agent.clone().ok_or_else(|| ApiError::internal("launching a session", "no agent assigned"))?;
+    let agent = state.agents.get(&agent_id).await.ok_or_else(|| crate::agents::not_alive(&agent_id))?;
+    apply(state, id, SessionStatus::Preparing, Change::default()).await?;
+    let image = crate::images::resolve(&state.db, &k.image, Some(&k.architecture)).await?;
+    let shmem = k.resource_opts.get("shmem").and_then(Value::as_i64).unwrap_or(DEFAULT_SHMEM);
+    let mut env: Vec<(String, String)> = s
+        .environ
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+        .unwrap_or_default();
+    let user = crate::users::by_uuid(&state.db, s.user_uuid).await?;
+    env.extend([
+        ("BACKENDAI_USER_UUID".into(), s.user_uuid.to_string()),
+        ("BACKENDAI_USER_EMAIL".into(), user.email.clone()),
+        ("BACKENDAI_SESSION_ID".into(), s.id.to_string()),
+        ("BACKENDAI_SESSION_NAME".into(), s.name.clone()),
+        ("BACKENDAI_KERNEL_ID".into(), k.id.to_string()),
+        ("BACKENDAI_CLUSTER_ROLE".into(), "main".into()),
+        ("BACKENDAI_CLUSTER_IDX".into(), "1".into()),
+        ("BACKENDAI_CLUSTER_SIZE".into(), "1".into()),
+        ("BACKENDAI_CLUSTER_HOST".into(), k.cluster_hostname.clone()),
+        ("BACKENDAI_CLUSTER_HOSTS".into(), k.cluster_hostname.clone()),
+        ("BACKENDAI_ACCESS_KEY".into(), s.access_key.clone()),
+        ("BACKENDAI_PREOPEN_PORTS".into(), String::new()),
+    ]);
+    let req = &k.requested_slots;
+    let spec = KernelSpec {
+        session_id: s.id,
+        kernel_id: k.id,
+        owner_access_key: s.access_key.clone(),
+        image: crate::agents::docker_reference(&image),
+        hostname: k.cluster_hostname.clone(),
+        cpu: req.get("cpu"),
+        mem_bytes: req.get("mem").to_i64().unwrap_or(0),
+        shmem_bytes: shmem,
+        gpu_ids: k.resource_opts.get("gpus").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default(),
+        env,
+        command: s.startup_command.clone().filter(|_| s.session_type == SessionType::Batch),
+        service_ports: k.service_ports.as_str().unwrap_or_default().to_string(),
+        pids_limit: i64::from(state.config.container_pids_limit),
+    };
+    let container_id = agent.create_and_start(&spec).await?;
+    apply(
+        state,
+        id,
+        SessionStatus::Running,
+        Change { container_id: Some(container_id.clone()), occupying: Some(k.requested_slots.clone()), ..Default::default() },
+    )
+    .await?;
+    if s.session_type == SessionType::Batch {
+        tokio::spawn(watch_batch(state.clone(), id, agent_id, container_id, k.id));
+    }
+    Ok(())
+}
+
+/// A batch session ends when its command exits: success for 0, failure otherwise, the exit
+/// code in `status_data`, the output kept as the session log.
+pub async fn watch_batch(state: AppState, id: Uuid, agent_id: String, container_id: String, kernel_id: Uuid) {
+    let Some(agent) = state.agents.get(&agent_id).await else { return };
+    let code = agent.wait(&container_id).await;
+    let lock = state.session_locks.get(id).await;
+    let _guard = lock.lock().await;
+    let Ok(s) = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await else { return };
+    if s.status != SessionStatus::Running {
+        return; // terminated by someone else, who cleaned up
+    }
+    let log = agent.logs(&container_id).await.unwrap_or_default();
+    agent.remove(&container_id, kernel_id).await;
+    let exit = code.unwrap_or(-1);
+    let change = Change {
+        info: Some(if code.is_some() { "task-finished".into() } else { "container-lost".into() }),
+        data: Some(json!({"kernel": {"exit_code": exit}})),
+        result: Some(if exit == 0 { SessionResult::Success } else { SessionResult::Failure }),
+        exit_code: i32::try_from(exit).ok(),
+        log: Some(log),
+        ..Default::default()
+    };
+    if let Err(e) = apply(&state, id, SessionStatus::Terminated, change).await {
+        tracing::error!(session = %id, error = %e.message, "cannot record the end of a batch session");
+    }
+}
+
+/// Terminates a session: a pending one is CANCELLED; a running one goes TERMINATING, its
+/// container is stopped and removed (output kept), then TERMINATED.
+pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<sessions::Model> {
+    let lock = state.session_locks.get(id).await;
+    let _guard = lock.lock().await;
+    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
+    let info = Some(reason.to_string());
+    match s.status {
+        SessionStatus::Pending => apply(state, id, SessionStatus::Cancelled, Change { info, ..Default::default() }).await,
+        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error => {
+            Err(ApiError::bad_request(format!("Session '{}' has already ended ({})", s.name, s.status)))
+        }
+        _ => {
+            apply(state, id, SessionStatus::Terminating, Change { info: info.clone(), ..Default::default() }).await?;
+            let k = main_kernel(&state.db, id).await?;
+            let mut log = None;
+            if let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
+                && let Some(agent) = state.agents.get(agent_id).await
+            {
+                agent.stop(container, 3).await;
+                log = agent.logs(container).await.ok();
+                agent.remove(container, k.id).await;
+            }
+            apply(state, id, SessionStatus::Terminated, Change { info, log, ..Default::default() }).await
+        }
+    }
+}
+
+/// The container's output: live while it runs, the kept copy afterwards.
+pub async fn logs(state: &AppState, id: Uuid) -> ApiResult<String> {
+    let k = main_kernel(&state.db, id).await?;
+    if k.status == SessionStatus::Running
+        && let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
+        && let Some(agent) = state.agents.get(agent_id).await
+    {
+        return agent.logs(container).await;
+    }
+    Ok(k.container_log.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image() -> images::Model {
+        images::Model {
+            id: Uuid::nil(),
+            name: "bai.local/stable/python:3.11".into(),
+            image: "stable/python".into(),
+            tag: "3.11".into(),
+            registry: "bai.local".into(),
+            architecture: "x86_64".into(),
+            config_digest: String::new(),
+            size_bytes: 0,
+            is_local: true,
+            image_type: entity::enums::ImageType::Compute,
+            accelerators: None,
+            labels: json!({}),
+            resources: json!({"cpu": {"min": "1", "max": null}, "mem": {"min": "268435456", "max": "8589934592"}}),
+            created_at: Utc::now(),
+            installed_agents: json!(["a"]),
+        }
+    }
+
+    #[test]
+    fn sizing_follows_backend_ai() {
+        let shm = DEFAULT_SHMEM;
+        let filled = size_request(&image(), ResourceSlots::new(), shm).unwrap();
+        assert_eq!(filled.get("cpu"), Decimal::ONE);
+        assert_eq!(filled.get("mem"), Decimal::from(268435456 + shm), "min mem + shmem");
+        let two = ResourceSlots::parse_input([("cpu", "2"), ("mem", "1g")]).unwrap();
+        assert_eq!(size_request(&image(), two.clone(), shm).unwrap(), two);
+        let small = ResourceSlots::parse_input([("cpu", "0.5")]).unwrap();
+        assert!(size_request(&image(), small, shm).unwrap_err().message.contains("at least 1"));
+        let big = ResourceSlots::parse_input([("mem", "16g")]).unwrap();
+        assert!(size_request(&image(), big, shm).unwrap_err().message.contains("at most 8g"));
+        let shm_big = ResourceSlots::parse_input([("mem", "1g")]).unwrap();
+        assert!(size_request(&image(), shm_big, 1 << 30).unwrap_err().message.contains("Shared memory"));
+    }
+
+    #[test]
+    fn names_and_env() {
+        assert!(validate_name("my-session_1").is_ok());
+        for bad in ["abc", "has space", "-lead", "trail-", &"x".repeat(65), "ünï"] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+        let env = |k: &str| BTreeMap::from([(k.to_string(), "v".to_string())]);
+        assert!(validate_environ(&env("MY_VAR")).is_ok());
+        assert!(validate_environ(&env("1BAD")).is_err());
+        assert!(validate_environ(&env("A-B")).is_err());
+        assert!(validate_environ(&env("BACKENDAI_SESSION_ID")).is_err());
+    }
+}

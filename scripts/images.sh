@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds bai's environment images offline (no registry needed): a Debian bookworm root
+# filesystem made with debootstrap, packages installed into it on the host, then
+# `docker import`ed with Backend.AI's labels. Idempotent: an image whose tag exists is kept.
+#
+#   bai.local/stable/python:3.11-debian12   python3, pip, numpy, Jupyter Notebook, tmux, sshd
+#   bai.local/stable/cpp:12-debian12        g++, make, tmux, sshd
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+ensure_debs debootstrap
+
+PYTHON_TAG=bai.local/stable/python:3.11-debian12
+CPP_TAG=bai.local/stable/cpp:12-debian12
+MIRROR="${BAI_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+WORK="${BAI_IMAGE_WORK:-$HOME/.cache/bai-images}"
+
+have() { docker image inspect "$1" >/dev/null 2>&1; }
+if have "$PYTHON_TAG" && have "$CPP_TAG"; then
+  echo "environment images present: $PYTHON_TAG $CPP_TAG"
+  exit 0
+fi
+mkdir -p "$WORK"
+
+# The shared base: minimal bookworm with the session tooling and the non-root `work` user.
+base="$WORK/base"
+if [ ! -f "$base/.complete" ]; then
+  rm -rf "$base"
+  debootstrap --variant=minbase \
+    --include=ca-certificates,tmux,openssh-server,procps,dumb-init,less,nano \
+    bookworm "$base" "$MIRROR"
+  chroot "$base" useradd --create-home --home-dir /home/work --uid 1000 --user-group --shell /bin/bash work
+  # sshd is started per session with its own host key; none is baked into the image.
+  rm -f "$base"/etc/ssh/ssh_host_*
+  touch "$base/.complete"
+fi
+
+# build TAG PACKAGES LABEL...
+build() {
+  local tag=$1 packages=$2
+  shift 2
+  have "$tag" && { echo "keeping $tag"; return; }
+  local root="$WORK/rootfs-$(echo "$tag" | tr '/:' '__')"
+  rm -rf "$root"
+  cp -a "$base" "$root"
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  if [ -n "$packages" ]; then
+    # shellcheck disable=SC2086
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    # shellcheck disable=SC2086
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages
+  fi
+  chroot "$root" apt-get clean
+  rm -rf "$root"/var/lib/apt/lists/* "$root/.complete"
+  : > "$root/etc/resolv.conf"
+  local changes=(--change 'USER work' --change 'WORKDIR /home/work' --change 'ENV HOME=/home/work'
+                 --change 'ENV LANG=C.UTF-8' --change 'ENTRYPOINT ["/usr/bin/dumb-init", "--"]'
+                 --change 'CMD ["/bin/bash"]')
+  for l in "$@"; do changes+=(--change "LABEL ${l%%=*}=\"${l#*=}\""); done
+  tar -C "$root" -c . | docker import "${changes[@]}" - "$tag"
+  rm -rf "$root"
+  echo "built $tag"
+}
+
+common=(
+  'ai.backend.kernelspec=1'
+  'ai.backend.base-distro=debian12'
+  'ai.backend.resource.min.cpu=1'
+  'ai.backend.resource.min.mem=256m'
+  'ai.backend.features=batch query uid-match user-input'
+)
+build "$PYTHON_TAG" "python3 python3-pip python3-numpy jupyter-notebook python3-ipykernel" \
+  "${common[@]}" 'ai.backend.runtime-type=python' 'ai.backend.runtime-path=/usr/bin/python3' \
+  'ai.backend.service-ports=jupyter:http:8080'
+build "$CPP_TAG" "g++ make libc6-dev" \
+  "${common[@]}" 'ai.backend.runtime-type=cpp' 'ai.backend.runtime-path=/usr/bin/g++' \
+  'ai.backend.service-ports='
