@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
+scripts/images.sh
 scripts/build-web.sh
 cargo build -p api --bin bai
 exec "$CARGO_TARGET_DIR/debug/bai" serve "$@"

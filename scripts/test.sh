@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: installs what is missing (PostgreSQL, Chromium and
 # its driver, the wasm toolchain), starts PostgreSQL, builds the web console, checks
-# formatting and lints, then runs the unit and integration tests (SQLite and PostgreSQL).
+# formatting and lints, builds the environment images, then runs the unit and integration
+# tests (SQLite and PostgreSQL, real Docker containers, headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 ensure_debs chromium chromium-driver
 . scripts/postgres.sh
+# Sessions run on the real Docker engine: its absence fails the run (never skips).
+docker info >/dev/null || { echo "Docker engine unavailable: session tests need it" >&2; exit 1; }
+scripts/images.sh
 scripts/build-web.sh
 export BAI_TEST_WEB_DIR="$PWD/web/dist"
 cargo fmt --all -- --check

@@ -123,7 +123,10 @@ impl ChangeSubscription {
         )?)
     }
     /// Agents (status, occupied slots); administrators.
-    async fn agent_changes(&self, ctx: &Context<'_>) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
+    async fn agent_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::Agent, false, true)?)
     }
     async fn system_setting_changes(

@@ -36,7 +36,11 @@ impl EnvValue for bool {
 /// Comma-separated lists.
 impl EnvValue for Vec<String> {
     fn from_env(raw: &str) -> anyhow::Result<Self> {
-        Ok(raw.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+        Ok(raw
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect())
     }
 }
 

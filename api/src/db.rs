@@ -32,8 +32,12 @@ pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        // One connection: SQLite serialises writers anyway, and a deferred transaction that
+        // meets another writer fails with SQLITE_BUSY instead of waiting. No code path opens a
+        // second connection while it holds a transaction.
         let pool = SqlitePoolOptions::new()
-            .max_connections(8)
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(60))
             .connect_with(opts)
             .await
             .with_context(|| format!("opening SQLite database {url}"))?;
@@ -199,15 +203,21 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
 pub async fn instance_id(db: &DatabaseConnection) -> anyhow::Result<String> {
     use entity::system_settings;
     const KEY: &str = "manager.instance_id";
-    if let Some(row) = system_settings::Entity::find_by_id(KEY.to_string()).one(db).await?
+    if let Some(row) = system_settings::Entity::find_by_id(KEY.to_string())
+        .one(db)
+        .await?
         && let Some(id) = row.value.as_str()
     {
         return Ok(id.to_string());
     }
     let id = Uuid::new_v4().simple().to_string();
-    system_settings::ActiveModel { key: Set(KEY.to_string()), value: Set(json!(id)), modified_at: Set(Utc::now()) }
-        .insert(db)
-        .await?;
+    system_settings::ActiveModel {
+        key: Set(KEY.to_string()),
+        value: Set(json!(id)),
+        modified_at: Set(Utc::now()),
+    }
+    .insert(db)
+    .await?;
     Ok(id)
 }
 

@@ -18,8 +18,8 @@ pub mod lookup;
 pub mod policies;
 pub mod presets;
 pub mod registries;
-pub mod scheduler;
 pub mod scaling_groups;
+pub mod scheduler;
 pub mod server;
 pub mod sessions;
 pub mod settings;
@@ -98,9 +98,13 @@ where
     if !config.web_dir.join("index.html").exists() {
         tracing::warn!(dir = %config.web_dir.display(), "web console bundle not found; build it with scripts/build-web.sh");
     }
-    let instance = db::instance_id(&db).await.context("reading the instance id")?;
+    let instance = db::instance_id(&db)
+        .await
+        .context("reading the instance id")?;
     let state = AppState::new(db, config, instance);
-    agents::start_all(&state).await.map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;
+    agents::start_all(&state)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;
     agents::reconcile::on_start(&state)
         .await
         .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.message))?;

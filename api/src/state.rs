@@ -5,10 +5,10 @@ use sea_orm::DatabaseConnection;
 
 use crate::agents::AgentRegistry;
 use crate::auth::ratelimit::RateLimiter;
-use crate::scheduler::Scheduler;
-use crate::sessions::locks::SessionLocks;
 use crate::config::Config;
 use crate::events::EventBus;
+use crate::scheduler::Scheduler;
+use crate::sessions::locks::SessionLocks;
 
 #[derive(Clone)]
 pub struct AppState {

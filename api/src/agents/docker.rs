@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder, LogsOptionsBuilder,
-    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, StatsOptionsBuilder, StopContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
+    LogsOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+    StatsOptionsBuilder, StopContainerOptionsBuilder,
 };
 use entity::slots::{ResourceSlots, parse_binary_size};
 use futures_util::StreamExt;
@@ -29,7 +30,15 @@ pub const INSTANCE_LABEL: &str = "ai.backend.bai-instance";
 /// Capabilities a session container keeps (Docker's defaults minus the risky ones;
 /// SYS_CHROOT and AUDIT_WRITE let sshd work).
 const CAPS: &[&str] = &[
-    "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE", "SYS_CHROOT",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
     "AUDIT_WRITE",
 ];
 
@@ -78,7 +87,13 @@ fn engine_err(context: &str, e: bollard::errors::Error) -> ApiError {
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
-    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
 }
 
 pub fn scratch_volume(kernel_id: Uuid) -> String {
@@ -87,7 +102,12 @@ pub fn scratch_volume(kernel_id: Uuid) -> String {
 
 impl DockerAgent {
     /// Connects to `endpoint`, negotiates the API version and measures capacity.
-    pub async fn connect(endpoint: &str, index: usize, config: &Config, instance: &str) -> anyhow::Result<Self> {
+    pub async fn connect(
+        endpoint: &str,
+        index: usize,
+        config: &Config,
+        instance: &str,
+    ) -> anyhow::Result<Self> {
         use anyhow::Context;
         let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
             Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
@@ -96,12 +116,26 @@ impl DockerAgent {
             Docker::connect_with_http(&addr, 120, bollard::API_DEFAULT_VERSION)
         }
         .with_context(|| format!("connecting to the container engine at {endpoint}"))?;
-        let docker = docker.negotiate_version().await.with_context(|| format!("talking to the container engine at {endpoint}"))?;
-        let info = docker.info().await.with_context(|| format!("reading engine info from {endpoint}"))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .with_context(|| format!("talking to the container engine at {endpoint}"))?;
+        let info = docker
+            .info()
+            .await
+            .with_context(|| format!("reading engine info from {endpoint}"))?;
         let host = info.name.clone().unwrap_or_else(|| "localhost".into());
-        let id = if index == 0 { format!("i-{host}") } else { format!("i-{host}-{index}") };
-        let reserved_mem = parse_binary_size(&config.agent_reserved_mem)
-            .with_context(|| format!("invalid BAI_AGENT_RESERVED_MEM '{}'", config.agent_reserved_mem))?;
+        let id = if index == 0 {
+            format!("i-{host}")
+        } else {
+            format!("i-{host}-{index}")
+        };
+        let reserved_mem = parse_binary_size(&config.agent_reserved_mem).with_context(|| {
+            format!(
+                "invalid BAI_AGENT_RESERVED_MEM '{}'",
+                config.agent_reserved_mem
+            )
+        })?;
         let ncpu = Decimal::from(info.ncpu.unwrap_or(1));
         let cpu = (ncpu - Decimal::from(config.agent_reserved_cpu)).max(Decimal::ONE);
         let mem = (Decimal::from(info.mem_total.unwrap_or(0)) - reserved_mem).max(Decimal::ZERO);
@@ -118,7 +152,9 @@ impl DockerAgent {
             docker,
             capacity,
             gpus,
-            architecture: info.architecture.unwrap_or_else(|| std::env::consts::ARCH.to_string()),
+            architecture: info
+                .architecture
+                .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
             version: info.server_version.unwrap_or_default(),
             instance: instance.to_string(),
         })
@@ -135,8 +171,14 @@ impl DockerAgent {
         labels.insert(INSTANCE_LABEL.to_string(), self.instance.clone());
         labels.insert(SESSION_LABEL.to_string(), spec.session_id.to_string());
         labels.insert(KERNEL_LABEL.to_string(), spec.kernel_id.to_string());
-        labels.insert("ai.backend.owner".to_string(), spec.owner_access_key.clone());
-        labels.insert("ai.backend.service-ports".to_string(), spec.service_ports.clone());
+        labels.insert(
+            "ai.backend.owner".to_string(),
+            spec.owner_access_key.clone(),
+        );
+        labels.insert(
+            "ai.backend.service-ports".to_string(),
+            spec.service_ports.clone(),
+        );
         let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let cmd = match &spec.command {
             Some(c) => vec!["/bin/bash".to_string(), "-c".to_string(), c.clone()],
@@ -150,7 +192,10 @@ impl DockerAgent {
                 ..Default::default()
             }]
         });
-        let nano_cpus = (spec.cpu * Decimal::from(1_000_000_000u64)).trunc().to_i64().unwrap_or(1_000_000_000);
+        let nano_cpus = (spec.cpu * Decimal::from(1_000_000_000u64))
+            .trunc()
+            .to_i64()
+            .unwrap_or(1_000_000_000);
         let host_config = HostConfig {
             nano_cpus: Some(nano_cpus),
             memory: Some(spec.mem_bytes),
@@ -182,14 +227,23 @@ impl DockerAgent {
             host_config: Some(host_config),
             ..Default::default()
         };
-        let name = format!("bai-{}-{}", &self.instance[..8.min(self.instance.len())], spec.kernel_id);
+        let name = format!(
+            "bai-{}-{}",
+            &self.instance[..8.min(self.instance.len())],
+            spec.kernel_id
+        );
         let created = self
             .docker
-            .create_container(Some(CreateContainerOptionsBuilder::default().name(&name).build()), body)
+            .create_container(
+                Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+                body,
+            )
             .await
             .map_err(|e| match &e {
                 bollard::errors::Error::DockerResponseServerError { message, .. } => {
-                    ApiError::bad_request(format!("the container engine refused the session: {message}"))
+                    ApiError::bad_request(format!(
+                        "the container engine refused the session: {message}"
+                    ))
                 }
                 _ => engine_err("creating a container", e),
             })?;
@@ -202,7 +256,11 @@ impl DockerAgent {
 
     /// The container's output so far (stdout and stderr, interleaved).
     pub async fn logs(&self, container_id: &str) -> ApiResult<String> {
-        let opts = LogsOptionsBuilder::default().stdout(true).stderr(true).follow(false).build();
+        let opts = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .follow(false)
+            .build();
         let mut stream = self.docker.logs(container_id, Some(opts));
         let mut out = String::new();
         while let Some(chunk) = stream.next().await {
@@ -238,7 +296,10 @@ impl DockerAgent {
 
     /// Removes the container and its scratch volume (`/home/work`); already gone is fine.
     pub async fn remove(&self, container_id: &str, kernel_id: Uuid) {
-        let opts = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        let opts = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
         if let Err(e) = self.docker.remove_container(container_id, Some(opts)).await
             && !is_not_found(&e)
         {
@@ -249,7 +310,10 @@ impl DockerAgent {
 
     pub async fn remove_scratch(&self, kernel_id: Uuid) {
         let opts = RemoveVolumeOptionsBuilder::default().force(true).build();
-        if let Err(e) = self.docker.remove_volume(&scratch_volume(kernel_id), Some(opts)).await
+        if let Err(e) = self
+            .docker
+            .remove_volume(&scratch_volume(kernel_id), Some(opts))
+            .await
             && !is_not_found(&e)
         {
             tracing::warn!(kernel = %kernel_id, error = %e, "removing a scratch volume failed");
@@ -261,10 +325,20 @@ impl DockerAgent {
         let mut filters = HashMap::new();
         filters.insert(
             "label",
-            vec![format!("{MANAGED_LABEL}={MANAGED_VALUE}"), format!("{INSTANCE_LABEL}={}", self.instance)],
+            vec![
+                format!("{MANAGED_LABEL}={MANAGED_VALUE}"),
+                format!("{INSTANCE_LABEL}={}", self.instance),
+            ],
         );
-        let opts = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
-        let list = self.docker.list_containers(Some(opts)).await.map_err(|e| engine_err("listing containers", e))?;
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = self
+            .docker
+            .list_containers(Some(opts))
+            .await
+            .map_err(|e| engine_err("listing containers", e))?;
         Ok(list
             .into_iter()
             .filter_map(|c| {
@@ -284,13 +358,21 @@ impl DockerAgent {
     pub async fn environment_images(&self) -> ApiResult<Vec<bollard::models::ImageSummary>> {
         let mut filters = HashMap::new();
         filters.insert("label", vec!["ai.backend.kernelspec".to_string()]);
-        let opts = ListImagesOptionsBuilder::default().filters(&filters).build();
-        self.docker.list_images(Some(opts)).await.map_err(|e| engine_err("listing images", e))
+        let opts = ListImagesOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        self.docker
+            .list_images(Some(opts))
+            .await
+            .map_err(|e| engine_err("listing images", e))
     }
 
     /// One CPU/memory sample: (CPU % of one core × cores used, memory bytes).
     pub async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
-        let opts = StatsOptionsBuilder::default().stream(false).one_shot(false).build();
+        let opts = StatsOptionsBuilder::default()
+            .stream(false)
+            .one_shot(false)
+            .build();
         let mut stream = self.docker.stats(container_id, Some(opts));
         let s = stream.next().await?.ok()?;
         let cpu = s.cpu_stats.as_ref()?;
@@ -300,7 +382,11 @@ impl DockerAgent {
         let sys = cpu.system_cpu_usage.unwrap_or(0) as f64;
         let pre_sys = pre.system_cpu_usage.unwrap_or(0) as f64;
         let cpus = cpu.online_cpus.unwrap_or(1) as f64;
-        let pct = if sys > pre_sys { (total - pre_total) / (sys - pre_sys) * cpus * 100.0 } else { 0.0 };
+        let pct = if sys > pre_sys {
+            (total - pre_total) / (sys - pre_sys) * cpus * 100.0
+        } else {
+            0.0
+        };
         let mem = s.memory_stats.as_ref().and_then(|m| m.usage).unwrap_or(0);
         Some((pct.max(0.0), mem))
     }

@@ -53,7 +53,13 @@ pub fn allocate(
         if wholly_free.len() < n {
             return None;
         }
-        return Some(wholly_free.iter().take(n).map(|d| (d.id.clone(), per_gpu)).collect());
+        return Some(
+            wholly_free
+                .iter()
+                .take(n)
+                .map(|d| (d.id.clone(), per_gpu))
+                .collect(),
+        );
     }
     if shares <= Decimal::ZERO {
         return Some(Vec::new());
@@ -85,7 +91,11 @@ mod tests {
     use super::*;
 
     fn dev(id: &str) -> GpuDevice {
-        GpuDevice { id: id.into(), name: "GPU".into(), memory_bytes: 0 }
+        GpuDevice {
+            id: id.into(),
+            name: "GPU".into(),
+            memory_bytes: 0,
+        }
     }
 
     #[test]
@@ -102,12 +112,27 @@ mod tests {
         let devs = [dev("0"), dev("1")];
         let one = Decimal::ONE;
         let mut used = BTreeMap::new();
-        assert_eq!(allocate(&devs, &used, one, Decimal::from(2), Decimal::ZERO).unwrap().len(), 2);
+        assert_eq!(
+            allocate(&devs, &used, one, Decimal::from(2), Decimal::ZERO)
+                .unwrap()
+                .len(),
+            2
+        );
         assert!(allocate(&devs, &used, one, Decimal::from(3), Decimal::ZERO).is_none());
         used.insert("0".to_string(), Decimal::new(5, 1));
         let frac = allocate(&devs, &used, one, Decimal::ZERO, Decimal::new(3, 1)).unwrap();
-        assert_eq!(frac, vec![("0".to_string(), Decimal::new(3, 1))], "packs onto the partly used device");
-        assert!(allocate(&devs, &used, one, Decimal::ZERO, Decimal::new(15, 1)).is_none(), "needs two free devices");
-        assert_eq!(allocate(&devs, &used, one, Decimal::ONE, Decimal::ZERO).unwrap(), vec![("1".to_string(), one)]);
+        assert_eq!(
+            frac,
+            vec![("0".to_string(), Decimal::new(3, 1))],
+            "packs onto the partly used device"
+        );
+        assert!(
+            allocate(&devs, &used, one, Decimal::ZERO, Decimal::new(15, 1)).is_none(),
+            "needs two free devices"
+        );
+        assert_eq!(
+            allocate(&devs, &used, one, Decimal::ONE, Decimal::ZERO).unwrap(),
+            vec![("1".to_string(), one)]
+        );
     }
 }

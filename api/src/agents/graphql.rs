@@ -82,12 +82,22 @@ pub struct AgentList {
     pub total_count: u64,
 }
 
-fn filtered(status: Option<String>, scaling_group: Option<String>) -> ApiResult<Select<agents::Entity>> {
+fn filtered(
+    status: Option<String>,
+    scaling_group: Option<String>,
+) -> ApiResult<Select<agents::Entity>> {
     let mut select = agents::Entity::find();
     if let Some(s) = status.filter(|s| !s.is_empty()) {
         let statuses = s
             .split(',')
-            .map(|p| AgentStatus::parse(p).ok_or_else(|| ApiError::bad_request(format!("invalid agent status '{p}' (one of: {})", AgentStatus::choices()))))
+            .map(|p| {
+                AgentStatus::parse(p).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "invalid agent status '{p}' (one of: {})",
+                        AgentStatus::choices()
+                    ))
+                })
+            })
             .collect::<ApiResult<Vec<_>>>()?;
         select = select.filter(agents::Column::Status.is_in(statuses));
     }
@@ -105,13 +115,23 @@ impl AgentQuery {
     async fn agent(&self, ctx: &Context<'_>, agent_id: String) -> async_graphql::Result<Agent> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        Ok(Agent(crate::lookup::get::<agents::Entity>(&state.db, "agent", agent_id).await?))
+        Ok(Agent(
+            crate::lookup::get::<agents::Entity>(&state.db, "agent", agent_id).await?,
+        ))
     }
 
-    async fn agents(&self, ctx: &Context<'_>, status: Option<String>, scaling_group: Option<String>) -> async_graphql::Result<Vec<Agent>> {
+    async fn agents(
+        &self,
+        ctx: &Context<'_>,
+        status: Option<String>,
+        scaling_group: Option<String>,
+    ) -> async_graphql::Result<Vec<Agent>> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let rows = filtered(status, scaling_group)?.all(&state.db).await.map_err(ApiError::from)?;
+        let rows = filtered(status, scaling_group)?
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         Ok(rows.into_iter().map(Agent).collect())
     }
 
@@ -128,15 +148,31 @@ impl AgentQuery {
         caller.require_superadmin()?;
         let (limit, offset) = page(limit, offset)?;
         let select = filtered(status, scaling_group)?;
-        let total_count = select.clone().count(&state.db).await.map_err(ApiError::from)?;
+        let total_count = select
+            .clone()
+            .count(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         let select = apply_order(
             select,
             order.as_deref(),
-            &[("id", agents::Column::Id), ("first_contact", agents::Column::FirstContact), ("status", agents::Column::Status)],
+            &[
+                ("id", agents::Column::Id),
+                ("first_contact", agents::Column::FirstContact),
+                ("status", agents::Column::Status),
+            ],
             (agents::Column::FirstContact, Order::Asc),
         )?;
-        let rows = select.limit(limit).offset(offset).all(&state.db).await.map_err(ApiError::from)?;
-        Ok(AgentList { items: rows.into_iter().map(Agent).collect(), total_count })
+        let rows = select
+            .limit(limit)
+            .offset(offset)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(AgentList {
+            items: rows.into_iter().map(Agent).collect(),
+            total_count,
+        })
     }
 }
 
@@ -162,6 +198,10 @@ impl AgentMutation {
         for agent in state.agents.all().await {
             count += super::scan_local_images(state, &agent).await? as u64;
         }
-        Ok(RescanImages { ok: true, msg: "success".into(), count })
+        Ok(RescanImages {
+            ok: true,
+            msg: "success".into(),
+            count,
+        })
     }
 }

@@ -57,7 +57,9 @@ pub async fn start_all(state: &AppState) -> ApiResult<()> {
                     tracing::warn!(agent = %agent.id, error = %e.message, "scanning local images failed");
                 }
             }
-            Err(e) => tracing::error!(endpoint = %endpoint, error = format!("{e:#}"), "container engine unavailable; no agent for it"),
+            Err(e) => {
+                tracing::error!(endpoint = %endpoint, error = format!("{e:#}"), "container engine unavailable; no agent for it")
+            }
         }
     }
     Ok(())
@@ -65,7 +67,9 @@ pub async fn start_all(state: &AppState) -> ApiResult<()> {
 
 async fn register(state: &AppState, agent: &DockerAgent) -> ApiResult<()> {
     let now = Utc::now();
-    let existing = agents::Entity::find_by_id(agent.id.clone()).one(&state.db).await?;
+    let existing = agents::Entity::find_by_id(agent.id.clone())
+        .one(&state.db)
+        .await?;
     let plugins = json!({
         "cuda": {
             "devices": agent.gpus.iter().map(|g| json!({"id": g.id, "name": g.name, "memory": g.memory_bytes})).collect::<Vec<_>>(),
@@ -111,13 +115,18 @@ async fn register(state: &AppState, agent: &DockerAgent) -> ApiResult<()> {
             .await?;
         }
     }
-    state.events.changed(ObjectKind::Agent, ChangeAction::Modified, &agent.id, None);
+    state
+        .events
+        .changed(ObjectKind::Agent, ChangeAction::Modified, &agent.id, None);
     Ok(())
 }
 
 /// Sets an agent's status (and publishes the change) when it differs.
 async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResult<()> {
-    let Some(row) = agents::Entity::find_by_id(id.to_string()).one(&state.db).await? else {
+    let Some(row) = agents::Entity::find_by_id(id.to_string())
+        .one(&state.db)
+        .await?
+    else {
         return Ok(());
     };
     let now = Utc::now();
@@ -136,7 +145,9 @@ async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResul
     m.update(&state.db).await?;
     if changed {
         tracing::info!(agent = id, status = %status, "agent status changed");
-        state.events.changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
+        state
+            .events
+            .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
         state.scheduler.wake();
     }
     Ok(())
@@ -149,7 +160,11 @@ pub async fn heartbeat_loop(state: AppState) {
     loop {
         tokio::time::sleep(period).await;
         for agent in state.agents.all().await {
-            let status = if agent.ping().await { AgentStatus::Alive } else { AgentStatus::Lost };
+            let status = if agent.ping().await {
+                AgentStatus::Alive
+            } else {
+                AgentStatus::Lost
+            };
             if let Err(e) = set_status(&state, &agent.id, status).await {
                 tracing::warn!(agent = %agent.id, error = %e.message, "heartbeat update failed");
             }
@@ -180,7 +195,9 @@ pub fn split_reference(reference: &str, default_registry: &str) -> (String, Stri
         _ => (reference, "latest".to_string()),
     };
     match path.split_once('/') {
-        Some((first, rest)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+        Some((first, rest))
+            if first.contains('.') || first.contains(':') || first == "localhost" =>
+        {
             (first.to_string(), rest.to_string(), tag)
         }
         _ => (default_registry.to_string(), path.to_string(), tag),
@@ -192,8 +209,13 @@ pub fn split_reference(reference: &str, default_registry: &str) -> (String, Stri
 pub fn resources_from_labels(labels: &HashMap<String, String>) -> Value {
     let mut out = serde_json::Map::new();
     let min = |slot: &str, default: &str| {
-        let raw = labels.get(&format!("ai.backend.resource.min.{slot}")).map(String::as_str).unwrap_or(default);
-        entity::slots::parse_amount(slot, raw).unwrap_or_default().to_string()
+        let raw = labels
+            .get(&format!("ai.backend.resource.min.{slot}"))
+            .map(String::as_str)
+            .unwrap_or(default);
+        entity::slots::parse_amount(slot, raw)
+            .unwrap_or_default()
+            .to_string()
     };
     out.insert("cpu".into(), json!({"min": min("cpu", "1"), "max": null}));
     out.insert("mem".into(), json!({"min": min("mem", "1g"), "max": null}));
@@ -203,7 +225,10 @@ pub fn resources_from_labels(labels: &HashMap<String, String>) -> Value {
             && slot != "mem"
             && let Ok(amount) = entity::slots::parse_amount(slot, v)
         {
-            out.insert(slot.to_string(), json!({"min": amount.to_string(), "max": null}));
+            out.insert(
+                slot.to_string(),
+                json!({"min": amount.to_string(), "max": null}),
+            );
         }
     }
     Value::Object(out)
@@ -219,7 +244,8 @@ pub async fn scan_local_images(state: &AppState, agent: &DockerAgent) -> ApiResu
             if reference.ends_with("<none>") {
                 continue;
             }
-            let (registry, image, tag) = split_reference(reference, &state.config.local_registry_name);
+            let (registry, image, tag) =
+                split_reference(reference, &state.config.local_registry_name);
             let name = format!("{registry}/{image}:{tag}");
             let labels: Value = json!(img.labels);
             let existing = images::Entity::find()
@@ -229,7 +255,8 @@ pub async fn scan_local_images(state: &AppState, agent: &DockerAgent) -> ApiResu
                 .await?;
             let (installed, action) = match existing {
                 Some(row) => {
-                    let mut agents: Vec<String> = serde_json::from_value(row.installed_agents.clone()).unwrap_or_default();
+                    let mut agents: Vec<String> =
+                        serde_json::from_value(row.installed_agents.clone()).unwrap_or_default();
                     if !agents.contains(&agent.id) {
                         agents.push(agent.id.clone());
                     }
@@ -264,7 +291,9 @@ pub async fn scan_local_images(state: &AppState, agent: &DockerAgent) -> ApiResu
                     ChangeAction::Created,
                 ),
             };
-            state.events.changed(ObjectKind::Image, action, &installed.name, None);
+            state
+                .events
+                .changed(ObjectKind::Image, action, &installed.name, None);
             count += 1;
         }
     }
@@ -288,12 +317,26 @@ mod tests {
     fn references() {
         assert_eq!(
             split_reference("bai.local/stable/python:3.11-debian12", "x"),
-            ("bai.local".into(), "stable/python".into(), "3.11-debian12".into())
+            (
+                "bai.local".into(),
+                "stable/python".into(),
+                "3.11-debian12".into()
+            )
         );
-        assert_eq!(split_reference("127.0.0.1:5000/a/b:1", "x"), ("127.0.0.1:5000".into(), "a/b".into(), "1".into()));
-        assert_eq!(split_reference("python", "bai.local"), ("bai.local".into(), "python".into(), "latest".into()));
-        let labels: HashMap<String, String> =
-            [("ai.backend.resource.min.mem".to_string(), "256m".to_string())].into_iter().collect();
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a/b:1", "x"),
+            ("127.0.0.1:5000".into(), "a/b".into(), "1".into())
+        );
+        assert_eq!(
+            split_reference("python", "bai.local"),
+            ("bai.local".into(), "python".into(), "latest".into())
+        );
+        let labels: HashMap<String, String> = [(
+            "ai.backend.resource.min.mem".to_string(),
+            "256m".to_string(),
+        )]
+        .into_iter()
+        .collect();
         let r = resources_from_labels(&labels);
         assert_eq!(r["mem"]["min"], "268435456");
         assert_eq!(r["cpu"]["min"], "1");

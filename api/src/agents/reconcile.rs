@@ -15,7 +15,11 @@ use crate::error::ApiResult;
 use crate::sessions::{Change, apply};
 use crate::state::AppState;
 
-const IN_FLIGHT: &[SessionStatus] = &[SessionStatus::Scheduled, SessionStatus::Preparing, SessionStatus::Pulling];
+const IN_FLIGHT: &[SessionStatus] = &[
+    SessionStatus::Scheduled,
+    SessionStatus::Preparing,
+    SessionStatus::Pulling,
+];
 
 /// Statuses whose kernels may legitimately have a container.
 const KEEP: &[SessionStatus] = &[
@@ -28,7 +32,9 @@ const KEEP: &[SessionStatus] = &[
 ];
 
 async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option<String> {
-    let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else { return None };
+    let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
+        return None;
+    };
     let agent = state.agents.get(agent_id).await?;
     let log = agent.logs(container).await.ok();
     agent.remove(container, k.id).await;
@@ -38,19 +44,41 @@ async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option
 /// Runs once when the server starts, before the scheduler.
 pub async fn on_start(state: &AppState) -> ApiResult<()> {
     let stuck = sessions::Entity::find()
-        .filter(sessions::Column::Status.is_in(IN_FLIGHT.iter().copied().chain([SessionStatus::Terminating])))
+        .filter(
+            sessions::Column::Status.is_in(
+                IN_FLIGHT
+                    .iter()
+                    .copied()
+                    .chain([SessionStatus::Terminating]),
+            ),
+        )
         .all(&state.db)
         .await?;
     for s in stuck {
         let k = crate::sessions::main_kernel(&state.db, s.id).await?;
         let log = remove_kernel_container(state, &k).await;
         let (to, info) = if s.status == SessionStatus::Terminating {
-            (SessionStatus::Terminated, s.status_info.clone().unwrap_or_else(|| "user-requested".into()))
+            (
+                SessionStatus::Terminated,
+                s.status_info
+                    .clone()
+                    .unwrap_or_else(|| "user-requested".into()),
+            )
         } else {
             (SessionStatus::Error, "server-restarted".to_string())
         };
         tracing::warn!(session = %s.id, from = %s.status, to = %to, "finishing a session interrupted by a server stop");
-        apply(state, s.id, to, Change { info: Some(info), log, ..Default::default() }).await?;
+        apply(
+            state,
+            s.id,
+            to,
+            Change {
+                info: Some(info),
+                log,
+                ..Default::default()
+            },
+        )
+        .await?;
     }
     // Batch sessions still running need their watcher again.
     let running = sessions::Entity::find()
@@ -61,7 +89,13 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
     for s in running {
         let k = crate::sessions::main_kernel(&state.db, s.id).await?;
         if let (Some(agent), Some(container)) = (k.agent.clone(), k.container_id.clone()) {
-            tokio::spawn(crate::sessions::watch_batch(state.clone(), s.id, agent, container, k.id));
+            tokio::spawn(crate::sessions::watch_batch(
+                state.clone(),
+                s.id,
+                agent,
+                container,
+                k.id,
+            ));
         }
     }
     sweep(state).await?;
@@ -72,7 +106,9 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
 /// is gone.
 pub async fn sweep(state: &AppState) -> ApiResult<()> {
     for agent in state.agents.all().await {
-        let Ok(containers) = agent.managed_containers().await else { continue };
+        let Ok(containers) = agent.managed_containers().await else {
+            continue;
+        };
         let kernel_ids: Vec<Uuid> = containers.iter().filter_map(|c| c.kernel_id).collect();
         let known: HashMap<Uuid, kernels::Model> = kernels::Entity::find()
             .filter(kernels::Column::Id.is_in(kernel_ids))
@@ -82,10 +118,15 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
             .map(|k| (k.id, k))
             .collect();
         for c in &containers {
-            let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| KEEP.contains(&k.status) && k.agent.as_deref() == Some(&agent.id));
+            let keep = c
+                .kernel_id
+                .and_then(|id| known.get(&id))
+                .is_some_and(|k| KEEP.contains(&k.status) && k.agent.as_deref() == Some(&agent.id));
             if !keep {
                 tracing::warn!(agent = %agent.id, container = %c.container_id, "removing a container that belongs to no live session");
-                agent.remove(&c.container_id, c.kernel_id.unwrap_or_default()).await;
+                agent
+                    .remove(&c.container_id, c.kernel_id.unwrap_or_default())
+                    .await;
             }
         }
         // Interactive sessions whose container is gone or stopped. (Batch sessions end
@@ -96,23 +137,40 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
             .all(&state.db)
             .await?;
         for k in running {
-            let alive = containers.iter().any(|c| Some(&c.container_id) == k.container_id.as_ref() && c.running);
+            let alive = containers
+                .iter()
+                .any(|c| Some(&c.container_id) == k.container_id.as_ref() && c.running);
             if alive {
                 continue;
             }
-            let Ok(s) = crate::lookup::get::<sessions::Entity>(&state.db, "session", k.session_id).await else { continue };
+            let Ok(s) =
+                crate::lookup::get::<sessions::Entity>(&state.db, "session", k.session_id).await
+            else {
+                continue;
+            };
             if s.session_type == SessionType::Batch {
                 continue;
             }
             let lock = state.session_locks.get(s.id).await;
             let _guard = lock.lock().await;
-            let current = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+            let current =
+                crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
             if current.status != SessionStatus::Running {
                 continue;
             }
             let log = remove_kernel_container(state, &k).await;
             tracing::warn!(session = %s.id, "the session's container is gone");
-            apply(state, s.id, SessionStatus::Error, Change { info: Some("container-lost".into()), log, ..Default::default() }).await?;
+            apply(
+                state,
+                s.id,
+                SessionStatus::Error,
+                Change {
+                    info: Some("container-lost".into()),
+                    log,
+                    ..Default::default()
+                },
+            )
+            .await?;
         }
     }
     Ok(())

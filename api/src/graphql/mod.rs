@@ -53,7 +53,10 @@ pub struct Mutation(
 );
 
 #[derive(MergedSubscription, Default)]
-pub struct Subscription(crate::changes::ChangeSubscription, crate::sessions::graphql::SessionSubscription);
+pub struct Subscription(
+    crate::changes::ChangeSubscription,
+    crate::sessions::graphql::SessionSubscription,
+);
 
 pub type BaiSchema = Schema<Query, Mutation, Subscription>;
 

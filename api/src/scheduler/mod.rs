@@ -9,13 +9,20 @@ use std::time::Duration;
 
 use entity::enums::{AgentStatus, SessionStatus};
 use entity::slots::ResourceSlots;
-use entity::{agents, domains, groups, kernels, keypair_resource_policies, keypairs, scaling_groups, sessions};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set};
+use entity::{
+    agents, domains, groups, kernels, keypair_resource_policies, keypairs, scaling_groups, sessions,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set,
+};
 use serde_json::json;
 use tokio::sync::{Mutex, Notify};
 use uuid::Uuid;
 
-use self::plan::{AgentState, Decision, Dense, DenseLimit, KeypairState, PendingSession, Quota, Snapshot, Strategy};
+use self::plan::{
+    AgentState, Decision, Dense, DenseLimit, KeypairState, PendingSession, Quota, Snapshot,
+    Strategy,
+};
 use crate::error::ApiResult;
 use crate::events::{ChangeAction, ObjectKind};
 use crate::sessions::{ALLOCATED, Change};
@@ -60,11 +67,19 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
     }
     let mut by_group: HashMap<String, Vec<sessions::Model>> = HashMap::new();
     for s in pending {
-        by_group.entry(s.scaling_group_name.clone().unwrap_or_default()).or_default().push(s);
+        by_group
+            .entry(s.scaling_group_name.clone().unwrap_or_default())
+            .or_default()
+            .push(s);
     }
     let mut placed = 0;
     for (sg_name, pending) in by_group {
-        let Some(sg) = scaling_groups::Entity::find_by_id(sg_name.clone()).one(&state.db).await? else { continue };
+        let Some(sg) = scaling_groups::Entity::find_by_id(sg_name.clone())
+            .one(&state.db)
+            .await?
+        else {
+            continue;
+        };
         let snapshot = load_snapshot(state, &sg, &pending).await?;
         let decisions = plan::plan(snapshot);
         placed += apply(state, &pending, decisions).await?;
@@ -81,7 +96,11 @@ fn retries_of(s: &sessions::Model) -> u32 {
         .unwrap_or(0)
 }
 
-async fn load_snapshot(state: &AppState, sg: &scaling_groups::Model, pending: &[sessions::Model]) -> ApiResult<Snapshot> {
+async fn load_snapshot(
+    state: &AppState,
+    sg: &scaling_groups::Model,
+    pending: &[sessions::Model],
+) -> ApiResult<Snapshot> {
     let db = &state.db;
     let alive = agents::Entity::find()
         .filter(agents::Column::ScalingGroup.eq(&sg.name))
@@ -90,8 +109,14 @@ async fn load_snapshot(state: &AppState, sg: &scaling_groups::Model, pending: &[
         .all(db)
         .await?;
     // Usage comes from what is allocated right now, never from counters kept by hand.
-    let allocated = sessions::Entity::find().filter(sessions::Column::Status.is_in(ALLOCATED.iter().copied())).all(db).await?;
-    let live_kernels = kernels::Entity::find().filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied())).all(db).await?;
+    let allocated = sessions::Entity::find()
+        .filter(sessions::Column::Status.is_in(ALLOCATED.iter().copied()))
+        .all(db)
+        .await?;
+    let live_kernels = kernels::Entity::find()
+        .filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied()))
+        .all(db)
+        .await?;
     let mut agent_use: HashMap<String, Dense> = HashMap::new();
     for k in &live_kernels {
         if let Some(a) = &k.agent {
@@ -107,22 +132,33 @@ async fn load_snapshot(state: &AppState, sg: &scaling_groups::Model, pending: &[
         add(&mut e.0, &s.requested_slots);
         e.1 += 1;
         add(group_use.entry(s.group_id).or_default(), &s.requested_slots);
-        add(domain_use.entry(s.domain_name.clone()).or_default(), &s.requested_slots);
+        add(
+            domain_use.entry(s.domain_name.clone()).or_default(),
+            &s.requested_slots,
+        );
     }
     let mut keypairs_state = HashMap::new();
     let mut groups_state = HashMap::new();
     let mut domains_state = HashMap::new();
     for s in pending {
         if !keypairs_state.contains_key(&s.access_key)
-            && let Some(kp) = keypairs::Entity::find_by_id(s.access_key.clone()).one(db).await?
-            && let Some(p) = keypair_resource_policies::Entity::find_by_id(kp.resource_policy.clone()).one(db).await?
+            && let Some(kp) = keypairs::Entity::find_by_id(s.access_key.clone())
+                .one(db)
+                .await?
+            && let Some(p) =
+                keypair_resource_policies::Entity::find_by_id(kp.resource_policy.clone())
+                    .one(db)
+                    .await?
         {
             let (using, concurrency) = key_use.get(&s.access_key).copied().unwrap_or_default();
             keypairs_state.insert(
                 s.access_key.clone(),
                 KeypairState {
                     quota: Quota {
-                        limit: DenseLimit::from_limits(&p.total_resource_slots, crate::policies::unspecified_limit(&p)),
+                        limit: DenseLimit::from_limits(
+                            &p.total_resource_slots,
+                            crate::policies::unspecified_limit(&p),
+                        ),
                         using,
                     },
                     max_concurrent: u32::try_from(p.max_concurrent_sessions).unwrap_or(0),
@@ -133,17 +169,41 @@ async fn load_snapshot(state: &AppState, sg: &scaling_groups::Model, pending: &[
         if !groups_state.contains_key(&s.group_id)
             && let Some(g) = groups::Entity::find_by_id(s.group_id).one(db).await?
         {
-            let limit = DenseLimit::from_limits(&g.total_resource_slots, entity::slots::SlotLimit::Unlimited);
-            groups_state.insert(g.id, Quota { limit, using: group_use.get(&g.id).copied().unwrap_or_default() });
+            let limit = DenseLimit::from_limits(
+                &g.total_resource_slots,
+                entity::slots::SlotLimit::Unlimited,
+            );
+            groups_state.insert(
+                g.id,
+                Quota {
+                    limit,
+                    using: group_use.get(&g.id).copied().unwrap_or_default(),
+                },
+            );
         }
         if !domains_state.contains_key(&s.domain_name)
-            && let Some(d) = domains::Entity::find_by_id(s.domain_name.clone()).one(db).await?
+            && let Some(d) = domains::Entity::find_by_id(s.domain_name.clone())
+                .one(db)
+                .await?
         {
-            let limit = DenseLimit::from_limits(&d.total_resource_slots, entity::slots::SlotLimit::Unlimited);
-            domains_state.insert(d.name.clone(), Quota { limit, using: domain_use.get(&d.name).copied().unwrap_or_default() });
+            let limit = DenseLimit::from_limits(
+                &d.total_resource_slots,
+                entity::slots::SlotLimit::Unlimited,
+            );
+            domains_state.insert(
+                d.name.clone(),
+                Quota {
+                    limit,
+                    using: domain_use.get(&d.name).copied().unwrap_or_default(),
+                },
+            );
         }
     }
-    let strategy = match sg.scheduler_opts.get("agent_selection_strategy").and_then(|v| v.as_str()) {
+    let strategy = match sg
+        .scheduler_opts
+        .get("agent_selection_strategy")
+        .and_then(|v| v.as_str())
+    {
         Some("concentrated") => Strategy::Concentrated,
         _ => Strategy::Dispersed,
     };
@@ -189,25 +249,42 @@ fn add(d: &mut Dense, s: &ResourceSlots) {
     }
 }
 
-async fn apply(state: &AppState, pending: &[sessions::Model], decisions: Vec<Decision>) -> ApiResult<usize> {
+async fn apply(
+    state: &AppState,
+    pending: &[sessions::Model],
+    decisions: Vec<Decision>,
+) -> ApiResult<usize> {
     let by_id: HashMap<Uuid, &sessions::Model> = pending.iter().map(|s| (s.id, s)).collect();
     let mut placed = 0;
     for d in decisions {
         match d {
             Decision::Place { session, agent } => {
-                let Some(s) = by_id.get(&session) else { continue };
+                let Some(s) = by_id.get(&session) else {
+                    continue;
+                };
                 crate::sessions::apply(
                     state,
                     session,
                     SessionStatus::Scheduled,
-                    Change { agent: Some(agent), occupying: Some(s.requested_slots.clone()), ..Default::default() },
+                    Change {
+                        agent: Some(agent),
+                        occupying: Some(s.requested_slots.clone()),
+                        ..Default::default()
+                    },
                 )
                 .await?;
                 tokio::spawn(crate::sessions::launch(state.clone(), session));
                 placed += 1;
             }
-            Decision::Wait { session, status_info, failed, passed } => {
-                let Some(s) = by_id.get(&session) else { continue };
+            Decision::Wait {
+                session,
+                status_info,
+                failed,
+                passed,
+            } => {
+                let Some(s) = by_id.get(&session) else {
+                    continue;
+                };
                 let retries = retries_of(s) + u32::from(status_info == "no-available-instances");
                 let data = json!({"scheduler": {
                     "retries": retries,
@@ -216,14 +293,24 @@ async fn apply(state: &AppState, pending: &[sessions::Model], decisions: Vec<Dec
                     "passed_predicates": passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
                 }});
                 // Only write (and notify) when the reason changed, not on every pass.
-                let old = s.status_data.as_ref().and_then(|d| d.pointer("/scheduler/failed_predicates")).cloned();
-                let changed = s.status_info.as_deref() != Some(status_info) || old.as_ref() != Some(&json!(failed));
+                let old = s
+                    .status_data
+                    .as_ref()
+                    .and_then(|d| d.pointer("/scheduler/failed_predicates"))
+                    .cloned();
+                let changed = s.status_info.as_deref() != Some(status_info)
+                    || old.as_ref() != Some(&json!(failed));
                 let mut m = (*s).clone().into_active_model();
                 m.status_info = Set(Some(status_info.to_string()));
                 m.status_data = Set(Some(data));
                 let updated = m.update(&state.db).await?;
                 if changed {
-                    crate::sessions::publish(state, &updated, "session_enqueued", Some(status_info.to_string()));
+                    crate::sessions::publish(
+                        state,
+                        &updated,
+                        "session_enqueued",
+                        Some(status_info.to_string()),
+                    );
                 }
             }
         }
@@ -234,7 +321,10 @@ async fn apply(state: &AppState, pending: &[sessions::Model], decisions: Vec<Dec
 /// Recomputes every agent's `occupied_slots` from the kernels holding resources (the
 /// source of truth), for display.
 pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
-    let live = kernels::Entity::find().filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied())).all(&state.db).await?;
+    let live = kernels::Entity::find()
+        .filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied()))
+        .all(&state.db)
+        .await?;
     let mut usage: HashMap<String, ResourceSlots> = HashMap::new();
     for k in live {
         if let Some(a) = k.agent {
@@ -249,7 +339,9 @@ pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
             let mut m = a.into_active_model();
             m.occupied_slots = Set(now);
             m.update(&state.db).await?;
-            state.events.changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
+            state
+                .events
+                .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
         }
     }
     Ok(())

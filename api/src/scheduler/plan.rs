@@ -15,7 +15,11 @@ use uuid::Uuid;
 pub const N: usize = KNOWN_SLOTS.len();
 
 fn scale(slot: &str) -> Decimal {
-    if slot == "mem" { Decimal::ONE } else { Decimal::from(1000) }
+    if slot == "mem" {
+        Decimal::ONE
+    } else {
+        Decimal::from(1000)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,7 +29,10 @@ impl Dense {
     pub fn from_slots(s: &ResourceSlots) -> Dense {
         let mut d = [0i64; N];
         for (i, (name, _)) in KNOWN_SLOTS.iter().enumerate() {
-            d[i] = (s.get(name) * scale(name)).ceil().to_i64().unwrap_or(i64::MAX);
+            d[i] = (s.get(name) * scale(name))
+                .ceil()
+                .to_i64()
+                .unwrap_or(i64::MAX);
         }
         Dense(d)
     }
@@ -51,7 +58,11 @@ impl Dense {
 
     fn human(self) -> String {
         let s = self.to_slots();
-        if s.is_empty() { "nothing".into() } else { s.humanize() }
+        if s.is_empty() {
+            "nothing".into()
+        } else {
+            s.humanize()
+        }
     }
 }
 
@@ -66,7 +77,9 @@ impl DenseLimit {
         let mut d = [None; N];
         for (i, (name, _)) in KNOWN_SLOTS.iter().enumerate() {
             d[i] = match l.limit(name, unspecified) {
-                SlotLimit::Limited(v) => Some((v * scale(name)).floor().to_i64().unwrap_or(i64::MAX)),
+                SlotLimit::Limited(v) => {
+                    Some((v * scale(name)).floor().to_i64().unwrap_or(i64::MAX))
+                }
                 SlotLimit::Unlimited => None,
             };
         }
@@ -158,8 +171,16 @@ pub struct Predicate {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Place { session: Uuid, agent: String },
-    Wait { session: Uuid, status_info: &'static str, failed: Vec<Predicate>, passed: Vec<&'static str> },
+    Place {
+        session: Uuid,
+        agent: String,
+    },
+    Wait {
+        session: Uuid,
+        status_info: &'static str,
+        failed: Vec<Predicate>,
+        passed: Vec<&'static str>,
+    },
 }
 
 /// Quota checks that do not depend on agents.
@@ -189,9 +210,22 @@ fn predicates(s: &PendingSession, snap: &Snapshot) -> (Vec<Predicate>, Vec<&'sta
             )
         })
     };
-    check("keypair_resource_limit", kp.and_then(|k| quota_msg("keypair", &k.quota)));
-    check("group_resource_limit", snap.groups.get(&s.group_id).and_then(|q| quota_msg("project", q)));
-    check("domain_resource_limit", snap.domains.get(&s.domain).and_then(|q| quota_msg("domain", q)));
+    check(
+        "keypair_resource_limit",
+        kp.and_then(|k| quota_msg("keypair", &k.quota)),
+    );
+    check(
+        "group_resource_limit",
+        snap.groups
+            .get(&s.group_id)
+            .and_then(|q| quota_msg("project", q)),
+    );
+    check(
+        "domain_resource_limit",
+        snap.domains
+            .get(&s.domain)
+            .and_then(|q| quota_msg("domain", q)),
+    );
     (failed, passed)
 }
 
@@ -205,7 +239,11 @@ fn select_agent(agents: &[AgentState], want: &Dense, strategy: Strategy) -> Opti
         // Rank: prefer agents without accelerators the request does not use, then by
         // remaining capacity, accelerators first.
         let mut key = [0i64; N];
-        let unused_accel = (0..N).filter(|&k| KNOWN_SLOTS[k].0.starts_with("cuda") && want.0[k] == 0 && a.available.0[k] > 0).count();
+        let unused_accel = (0..N)
+            .filter(|&k| {
+                KNOWN_SLOTS[k].0.starts_with("cuda") && want.0[k] == 0 && a.available.0[k] > 0
+            })
+            .count();
         key[0] = -(unused_accel as i64);
         let order = [2usize, 3, 0, 1]; // cuda.device, cuda.shares, cpu, mem
         for (slot, k) in order.iter().take(N - 1).enumerate() {
@@ -252,15 +290,25 @@ pub fn plan(mut snap: Snapshot) -> Vec<Decision> {
     while let Some(s) = next(&mut queue, &snap, &total) {
         let (failed, passed) = predicates(&s, &snap);
         if !failed.is_empty() {
-            out.push(Decision::Wait { session: s.id, status_info: "predicate-checks-failed", failed, passed });
+            out.push(Decision::Wait {
+                session: s.id,
+                status_info: "predicate-checks-failed",
+                failed,
+                passed,
+            });
             continue;
         }
         if let Some(head) = blocked_by {
-            let msg = format!("Waiting for an earlier session ({head}) of this resource group to start first.");
+            let msg = format!(
+                "Waiting for an earlier session ({head}) of this resource group to start first."
+            );
             out.push(Decision::Wait {
                 session: s.id,
                 status_info: "no-available-instances",
-                failed: vec![Predicate { name: "queue_order", msg }],
+                failed: vec![Predicate {
+                    name: "queue_order",
+                    msg,
+                }],
                 passed,
             });
             continue;
@@ -279,16 +327,25 @@ pub fn plan(mut snap: Snapshot) -> Vec<Decision> {
                 if let Some(d) = snap.domains.get_mut(&s.domain) {
                     d.using.add(&s.requested);
                 }
-                out.push(Decision::Place { session: s.id, agent: agent.id.clone() });
+                out.push(Decision::Place {
+                    session: s.id,
+                    agent: agent.id.clone(),
+                });
             }
             None => {
                 let ever_fits = Dense::default().fits(&s.requested, &largest);
                 let msg = if snap.agents.is_empty() {
                     "No agent of this resource group is alive.".to_string()
                 } else if !ever_fits {
-                    format!("No agent of this resource group is large enough for {}.", s.requested.human())
+                    format!(
+                        "No agent of this resource group is large enough for {}.",
+                        s.requested.human()
+                    )
                 } else {
-                    format!("No agent has {} free right now; the session starts when resources are released.", s.requested.human())
+                    format!(
+                        "No agent has {} free right now; the session starts when resources are released.",
+                        s.requested.human()
+                    )
                 };
                 let strict = matches!(snap.scheduler, SchedulerKind::Fifo | SchedulerKind::Lifo);
                 let skip = snap.num_retries_to_skip > 0 && s.retries >= snap.num_retries_to_skip;
@@ -298,7 +355,10 @@ pub fn plan(mut snap: Snapshot) -> Vec<Decision> {
                 out.push(Decision::Wait {
                     session: s.id,
                     status_info: "no-available-instances",
-                    failed: vec![Predicate { name: "agent_resources", msg }],
+                    failed: vec![Predicate {
+                        name: "agent_resources",
+                        msg,
+                    }],
                     passed,
                 });
             }
@@ -309,11 +369,20 @@ pub fn plan(mut snap: Snapshot) -> Vec<Decision> {
 
 /// The next session to consider: queue order for FIFO/LIFO; for DRF, the earliest session
 /// of the keypair with the smallest dominant share.
-fn next(queue: &mut std::collections::VecDeque<PendingSession>, snap: &Snapshot, total: &Dense) -> Option<PendingSession> {
+fn next(
+    queue: &mut std::collections::VecDeque<PendingSession>,
+    snap: &Snapshot,
+    total: &Dense,
+) -> Option<PendingSession> {
     if snap.scheduler != SchedulerKind::Drf {
         return queue.pop_front();
     }
-    let share = |ak: &str| snap.keypairs.get(ak).map(|k| dominant_share(&k.quota.using, total)).unwrap_or(0.0);
+    let share = |ak: &str| {
+        snap.keypairs
+            .get(ak)
+            .map(|k| dominant_share(&k.quota.using, total))
+            .unwrap_or(0.0)
+    };
     let mut best: Option<(usize, f64)> = None;
     for (i, s) in queue.iter().enumerate() {
         let d = share(&s.access_key);
@@ -333,7 +402,11 @@ mod tests {
     }
 
     fn agent(id: &str, cpu: &str, mem: &str) -> AgentState {
-        AgentState { id: id.into(), available: slots(cpu, mem), occupied: Dense::default() }
+        AgentState {
+            id: id.into(),
+            available: slots(cpu, mem),
+            occupied: Dense::default(),
+        }
     }
 
     fn session(n: i64, ak: &str, cpu: &str, mem: &str) -> PendingSession {
@@ -349,10 +422,21 @@ mod tests {
     }
 
     fn unlimited_key(max_concurrent: u32) -> KeypairState {
-        KeypairState { quota: Quota { limit: DenseLimit::UNLIMITED, using: Dense::default() }, max_concurrent, concurrency: 0 }
+        KeypairState {
+            quota: Quota {
+                limit: DenseLimit::UNLIMITED,
+                using: Dense::default(),
+            },
+            max_concurrent,
+            concurrency: 0,
+        }
     }
 
-    fn snap(kind: SchedulerKind, agents: Vec<AgentState>, pending: Vec<PendingSession>) -> Snapshot {
+    fn snap(
+        kind: SchedulerKind,
+        agents: Vec<AgentState>,
+        pending: Vec<PendingSession>,
+    ) -> Snapshot {
         let mut keypairs = HashMap::new();
         for ak in ["a", "b"] {
             keypairs.insert(ak.to_string(), unlimited_key(0));
@@ -370,23 +454,54 @@ mod tests {
     }
 
     fn placed(d: &[Decision]) -> Vec<u128> {
-        d.iter().filter_map(|x| if let Decision::Place { session, .. } = x { Some(session.as_u128()) } else { None }).collect()
+        d.iter()
+            .filter_map(|x| {
+                if let Decision::Place { session, .. } = x {
+                    Some(session.as_u128())
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
     #[test]
     fn never_overcommits_an_agent() {
         let pending = (0..10).map(|i| session(i, "a", "1", "1g")).collect();
-        let d = plan(snap(SchedulerKind::Fifo, vec![agent("x", "4", "16g")], pending));
+        let d = plan(snap(
+            SchedulerKind::Fifo,
+            vec![agent("x", "4", "16g")],
+            pending,
+        ));
         assert_eq!(placed(&d), vec![0, 1, 2, 3]);
-        assert!(matches!(&d[4], Decision::Wait { status_info: "no-available-instances", .. }));
+        assert!(matches!(
+            &d[4],
+            Decision::Wait {
+                status_info: "no-available-instances",
+                ..
+            }
+        ));
     }
 
     #[test]
     fn fifo_blocks_behind_the_head_lifo_reverses_drf_is_fair() {
         let agents = || vec![agent("x", "4", "16g")];
-        let pending = || vec![session(1, "a", "3", "1g"), session(2, "a", "2", "1g"), session(3, "b", "1", "1g")];
-        assert_eq!(placed(&plan(snap(SchedulerKind::Fifo, agents(), pending()))), vec![1], "strict FIFO: 2 blocks 3");
-        assert_eq!(placed(&plan(snap(SchedulerKind::Lifo, agents(), pending()))), vec![3, 2]);
+        let pending = || {
+            vec![
+                session(1, "a", "3", "1g"),
+                session(2, "a", "2", "1g"),
+                session(3, "b", "1", "1g"),
+            ]
+        };
+        assert_eq!(
+            placed(&plan(snap(SchedulerKind::Fifo, agents(), pending()))),
+            vec![1],
+            "strict FIFO: 2 blocks 3"
+        );
+        assert_eq!(
+            placed(&plan(snap(SchedulerKind::Lifo, agents(), pending()))),
+            vec![3, 2]
+        );
         // DRF: after a's first session, b (share 0) goes before a's second.
         let d = plan(snap(SchedulerKind::Drf, agents(), pending()));
         assert_eq!(placed(&d), vec![1, 3]);
@@ -395,17 +510,27 @@ mod tests {
     #[test]
     fn too_large_for_any_agent_does_not_block() {
         let pending = vec![session(1, "a", "64", "1g"), session(2, "a", "1", "1g")];
-        let d = plan(snap(SchedulerKind::Fifo, vec![agent("x", "4", "16g")], pending));
+        let d = plan(snap(
+            SchedulerKind::Fifo,
+            vec![agent("x", "4", "16g")],
+            pending,
+        ));
         assert_eq!(placed(&d), vec![2]);
         match &d[0] {
-            Decision::Wait { failed, .. } => assert!(failed[0].msg.contains("large enough"), "{failed:?}"),
+            Decision::Wait { failed, .. } => {
+                assert!(failed[0].msg.contains("large enough"), "{failed:?}")
+            }
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn predicates_name_what_failed() {
-        let mut s = snap(SchedulerKind::Fifo, vec![agent("x", "8", "32g")], vec![session(1, "a", "2", "4g"), session(2, "b", "1", "1g")]);
+        let mut s = snap(
+            SchedulerKind::Fifo,
+            vec![agent("x", "8", "32g")],
+            vec![session(1, "a", "2", "4g"), session(2, "b", "1", "1g")],
+        );
         let limit = DenseLimit::from_limits(
             &ResourceLimits::parse_json(&serde_json::json!({"cpu": "1"})).unwrap(),
             SlotLimit::Unlimited,
@@ -415,7 +540,12 @@ mod tests {
         s.keypairs.get_mut("b").unwrap().concurrency = 1;
         let d = plan(s);
         match &d[0] {
-            Decision::Wait { failed, passed, status_info, .. } => {
+            Decision::Wait {
+                failed,
+                passed,
+                status_info,
+                ..
+            } => {
                 assert_eq!(*status_info, "predicate-checks-failed");
                 assert_eq!(failed[0].name, "keypair_resource_limit");
                 assert!(failed[0].msg.contains("allows cpu=1"), "{}", failed[0].msg);
@@ -434,7 +564,17 @@ mod tests {
         let agents = vec![agent("x", "4", "16g"), agent("y", "4", "16g")];
         let pending = vec![session(1, "a", "1", "1g"), session(2, "a", "1", "1g")];
         let d = plan(snap(SchedulerKind::Fifo, agents.clone(), pending.clone()));
-        let on = |d: &[Decision]| d.iter().filter_map(|x| if let Decision::Place { agent, .. } = x { Some(agent.clone()) } else { None }).collect::<Vec<_>>();
+        let on = |d: &[Decision]| {
+            d.iter()
+                .filter_map(|x| {
+                    if let Decision::Place { agent, .. } = x {
+                        Some(agent.clone())
+                    } else {
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
         let spread = on(&d);
         assert_ne!(spread[0], spread[1]);
         let mut s = snap(SchedulerKind::Fifo, agents, pending);
@@ -445,7 +585,9 @@ mod tests {
 
     #[test]
     fn dense_round_trip() {
-        let s = ResourceSlots::parse_input([("cpu", "0.5"), ("mem", "1g"), ("cuda.shares", "0.25")]).unwrap();
+        let s =
+            ResourceSlots::parse_input([("cpu", "0.5"), ("mem", "1g"), ("cuda.shares", "0.25")])
+                .unwrap();
         assert_eq!(Dense::from_slots(&s).to_slots(), s);
     }
 }

@@ -12,7 +12,9 @@ use async_graphql::{Context, InputObject, Object, SimpleObject, Subscription};
 use chrono::{DateTime, Utc};
 use entity::enums::{AgentStatus, SessionStatus, SessionType};
 use entity::slots::ResourceSlots;
-use entity::{agents, groups, kernels, keypair_resource_policies, keypairs, resource_presets, sessions, users};
+use entity::{
+    agents, groups, kernels, keypair_resource_policies, keypairs, resource_presets, sessions, users,
+};
 use futures_util::Stream;
 use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QuerySelect, Select};
 use serde_json::{Value, json};
@@ -98,7 +100,12 @@ impl ComputeSession {
     }
     /// The environment image reference.
     async fn image(&self) -> String {
-        self.0.images.get(0).and_then(Value::as_str).unwrap_or_default().to_string()
+        self.0
+            .images
+            .get(0)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
     }
     async fn cluster_mode(&self) -> &str {
         self.0.cluster_mode.as_str()
@@ -120,14 +127,22 @@ impl ComputeSession {
     }
     async fn group_name(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
         let state = state(ctx)?;
-        Ok(groups::Entity::find_by_id(self.0.group_id).one(&state.db).await.map_err(ApiError::from)?.map(|g| g.name))
+        Ok(groups::Entity::find_by_id(self.0.group_id)
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .map(|g| g.name))
     }
     async fn user_id(&self) -> Uuid {
         self.0.user_uuid
     }
     async fn user_email(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
         let state = state(ctx)?;
-        Ok(users::Entity::find_by_id(self.0.user_uuid).one(&state.db).await.map_err(ApiError::from)?.map(|u| u.email))
+        Ok(users::Entity::find_by_id(self.0.user_uuid)
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .map(|u| u.email))
     }
     async fn access_key(&self) -> &str {
         &self.0.access_key
@@ -155,7 +170,12 @@ impl ComputeSession {
         self.0.created_at
     }
     async fn scheduled_at(&self) -> Option<DateTime<Utc>> {
-        self.0.status_history.get("SCHEDULED").and_then(Value::as_str).and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.to_utc())
+        self.0
+            .status_history
+            .get("SCHEDULED")
+            .and_then(Value::as_str)
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.to_utc())
     }
     async fn terminated_at(&self) -> Option<DateTime<Utc>> {
         self.0.terminated_at
@@ -197,7 +217,11 @@ impl ComputeSession {
     }
     async fn containers(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ComputeContainer>> {
         let state = state(ctx)?;
-        let ks = kernels::Entity::find().filter(kernels::Column::SessionId.eq(self.0.id)).all(&state.db).await.map_err(ApiError::from)?;
+        let ks = kernels::Entity::find()
+            .filter(kernels::Column::SessionId.eq(self.0.id))
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         Ok(ks.into_iter().map(ComputeContainer::from).collect())
     }
 }
@@ -216,12 +240,22 @@ fn visible(caller: &Caller) -> Select<sessions::Entity> {
             Some(d) => sessions::Entity::find().filter(sessions::Column::DomainName.eq(d)),
             None => sessions::Entity::find(),
         },
-        ReadScope::Own { user, .. } => sessions::Entity::find().filter(sessions::Column::UserUuid.eq(user)),
+        ReadScope::Own { user, .. } => {
+            sessions::Entity::find().filter(sessions::Column::UserUuid.eq(user))
+        }
     }
 }
 
-pub async fn find_visible(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<sessions::Model> {
-    visible(caller).filter(sessions::Column::Id.eq(id)).one(&state.db).await?.ok_or_else(|| ApiError::not_found("session", id))
+pub async fn find_visible(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+) -> ApiResult<sessions::Model> {
+    visible(caller)
+        .filter(sessions::Column::Id.eq(id))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("session", id))
 }
 
 /// `"RUNNING,PENDING"` → statuses.
@@ -230,7 +264,12 @@ pub fn parse_statuses(s: &str) -> ApiResult<Vec<SessionStatus>> {
         .map(str::trim)
         .filter(|p| !p.is_empty())
         .map(|p| {
-            SessionStatus::parse(p).ok_or_else(|| ApiError::bad_request(format!("invalid session status '{p}' (one of: {})", SessionStatus::choices())))
+            SessionStatus::parse(p).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "invalid session status '{p}' (one of: {})",
+                    SessionStatus::choices()
+                ))
+            })
         })
         .collect()
 }
@@ -270,7 +309,11 @@ pub struct SessionQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl SessionQuery {
-    async fn compute_session(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<ComputeSession> {
+    async fn compute_session(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> async_graphql::Result<ComputeSession> {
         let (state, caller) = authed(ctx)?;
         Ok(ComputeSession(find_visible(state, caller, id).await?))
     }
@@ -284,7 +327,9 @@ impl SessionQuery {
         domain_name: Option<String>,
         group_id: Option<Uuid>,
         access_key: Option<String>,
-        #[graphql(desc = "comma-separated statuses, e.g. \"PENDING,RUNNING\"")] status: Option<String>,
+        #[graphql(desc = "comma-separated statuses, e.g. \"PENDING,RUNNING\"")] status: Option<
+            String,
+        >,
     ) -> async_graphql::Result<ComputeSessionList> {
         let (state, caller) = authed(ctx)?;
         let (limit, offset) = page(limit, offset)?;
@@ -301,7 +346,11 @@ impl SessionQuery {
         if let Some(s) = status.filter(|s| !s.trim().is_empty()) {
             select = select.filter(sessions::Column::Status.is_in(parse_statuses(&s)?));
         }
-        let total_count = select.clone().count(&state.db).await.map_err(ApiError::from)?;
+        let total_count = select
+            .clone()
+            .count(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         let select = apply_order(
             select,
             order.as_deref(),
@@ -314,8 +363,16 @@ impl SessionQuery {
             ],
             (sessions::Column::StatusChanged, Order::Desc),
         )?;
-        let rows = select.limit(limit).offset(offset).all(&state.db).await.map_err(ApiError::from)?;
-        Ok(ComputeSessionList { items: rows.into_iter().map(ComputeSession).collect(), total_count })
+        let rows = select
+            .limit(limit)
+            .offset(offset)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(ComputeSessionList {
+            items: rows.into_iter().map(ComputeSession).collect(),
+            total_count,
+        })
     }
 
     /// The session's container output (live while running, kept afterwards).
@@ -325,17 +382,35 @@ impl SessionQuery {
         Ok(super::logs(state, s.id).await?)
     }
 
-    async fn resource_usage(&self, ctx: &Context<'_>, group_id: Option<Uuid>, scaling_group: Option<String>) -> async_graphql::Result<ResourceUsage> {
+    async fn resource_usage(
+        &self,
+        ctx: &Context<'_>,
+        group_id: Option<Uuid>,
+        scaling_group: Option<String>,
+    ) -> async_graphql::Result<ResourceUsage> {
         let (state, caller) = authed(ctx)?;
         Ok(resource_usage(state, caller, group_id, scaling_group).await?)
     }
 }
 
-async fn resource_usage(state: &AppState, caller: &Caller, group_id: Option<Uuid>, scaling_group: Option<String>) -> ApiResult<ResourceUsage> {
+async fn resource_usage(
+    state: &AppState,
+    caller: &Caller,
+    group_id: Option<Uuid>,
+    scaling_group: Option<String>,
+) -> ApiResult<ResourceUsage> {
     let db = &state.db;
-    let ak = caller.access_key.clone().ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
+    let ak = caller
+        .access_key
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
     let kp = crate::lookup::get::<keypairs::Entity>(db, "keypair", ak.clone()).await?;
-    let policy = crate::lookup::get::<keypair_resource_policies::Entity>(db, "resource policy", kp.resource_policy.clone()).await?;
+    let policy = crate::lookup::get::<keypair_resource_policies::Entity>(
+        db,
+        "resource policy",
+        kp.resource_policy.clone(),
+    )
+    .await?;
     let group = match group_id {
         Some(g) => crate::groups::find_visible(db, caller, g).await?,
         None => groups::Entity::find()
@@ -345,13 +420,23 @@ async fn resource_usage(state: &AppState, caller: &Caller, group_id: Option<Uuid
             .await?
             .ok_or_else(|| ApiError::not_found("group", "default"))?,
     };
-    let allowed = crate::scaling_groups::allowed_for(db, &caller.domain_name, caller.uuid, Some(group.id), Some(&ak)).await?;
+    let allowed = crate::scaling_groups::allowed_for(
+        db,
+        &caller.domain_name,
+        caller.uuid,
+        Some(group.id),
+        Some(&ak),
+    )
+    .await?;
     let sg = match scaling_group {
         Some(sg) if allowed.contains(&sg) => sg,
         Some(sg) => return Err(ApiError::not_found("resource group", sg)),
         None => allowed.first().cloned().unwrap_or_default(),
     };
-    let allocated = sessions::Entity::find().filter(sessions::Column::Status.is_in(super::ALLOCATED.iter().copied())).all(db).await?;
+    let allocated = sessions::Entity::find()
+        .filter(sessions::Column::Status.is_in(super::ALLOCATED.iter().copied()))
+        .all(db)
+        .await?;
     let mut key_using = ResourceSlots::new();
     let mut group_using = ResourceSlots::new();
     let mut concurrency = 0u64;
@@ -369,7 +454,11 @@ async fn resource_usage(state: &AppState, caller: &Caller, group_id: Option<Uuid
     let mut remaining = serde_json::Map::new();
     for (slot, _) in entity::slots::KNOWN_SLOTS {
         let v = match policy.total_resource_slots.limit(slot, unspecified) {
-            entity::slots::SlotLimit::Limited(max) => json!((max - key_using.get(slot)).max(rust_decimal::Decimal::ZERO).to_string()),
+            entity::slots::SlotLimit::Limited(max) => json!(
+                (max - key_using.get(slot))
+                    .max(rust_decimal::Decimal::ZERO)
+                    .to_string()
+            ),
             entity::slots::SlotLimit::Unlimited => json!("Infinity"),
         };
         remaining.insert(slot.to_string(), v);
@@ -388,9 +477,16 @@ async fn resource_usage(state: &AppState, caller: &Caller, group_id: Option<Uuid
     }
     let mut presets = Vec::new();
     for p in resource_presets::Entity::find().all(db).await? {
-        let fits_agent = alive.iter().any(|a| p.resource_slots.le(&a.available_slots.sub(&a.occupied_slots)));
-        let fits_policy = policy.total_resource_slots.exceeded_by(&key_using.add(&p.resource_slots), unspecified).is_empty();
-        let under_concurrency = policy.max_concurrent_sessions == 0 || concurrency < u64::try_from(policy.max_concurrent_sessions).unwrap_or(0);
+        let fits_agent = alive.iter().any(|a| {
+            p.resource_slots
+                .le(&a.available_slots.sub(&a.occupied_slots))
+        });
+        let fits_policy = policy
+            .total_resource_slots
+            .exceeded_by(&key_using.add(&p.resource_slots), unspecified)
+            .is_empty();
+        let under_concurrency = policy.max_concurrent_sessions == 0
+            || concurrency < u64::try_from(policy.max_concurrent_sessions).unwrap_or(0);
         presets.push(PresetAvailability {
             name: p.name,
             resource_slots: slots_json(&p.resource_slots),
@@ -399,7 +495,9 @@ async fn resource_usage(state: &AppState, caller: &Caller, group_id: Option<Uuid
         });
     }
     Ok(ResourceUsage {
-        keypair_limits: JsonString(serde_json::to_value(&policy.total_resource_slots).unwrap_or_default()),
+        keypair_limits: JsonString(
+            serde_json::to_value(&policy.total_resource_slots).unwrap_or_default(),
+        ),
         keypair_using: slots_json(&key_using),
         keypair_remaining: JsonString(Value::Object(remaining)),
         concurrency_limit: policy.max_concurrent_sessions,
@@ -441,15 +539,23 @@ pub struct CreateSessionInput {
 }
 
 fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
-    let Some(v) = v else { return Ok(BTreeMap::new()) };
-    let obj = v.0.as_object().ok_or_else(|| ApiError::bad_request(format!("{what} must be a JSON object")))?;
+    let Some(v) = v else {
+        return Ok(BTreeMap::new());
+    };
+    let obj =
+        v.0.as_object()
+            .ok_or_else(|| ApiError::bad_request(format!("{what} must be a JSON object")))?;
     obj.iter()
         .map(|(k, v)| {
             let s = match v {
                 Value::String(s) => s.clone(),
                 Value::Number(n) => n.to_string(),
                 Value::Bool(b) => b.to_string(),
-                _ => return Err(ApiError::bad_request(format!("{what}: the value of '{k}' must be a string or a number"))),
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "{what}: the value of '{k}' must be a string or a number"
+                    )));
+                }
             };
             Ok((k.clone(), s))
         })
@@ -478,16 +584,26 @@ pub struct SessionMutation;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl SessionMutation {
     /// Creates one or more sessions; they start PENDING and the scheduler takes them from there.
-    async fn create_session(&self, ctx: &Context<'_>, props: CreateSessionInput) -> async_graphql::Result<CreateSessionResult> {
+    async fn create_session(
+        &self,
+        ctx: &Context<'_>,
+        props: CreateSessionInput,
+    ) -> async_graphql::Result<CreateSessionResult> {
         let (state, caller) = authed(ctx)?;
         let session_type = match props.session_type.as_deref() {
             None => SessionType::Interactive,
             Some(t) => match SessionType::parse(t) {
                 Some(st @ (SessionType::Interactive | SessionType::Batch)) => st,
-                _ => return Err(ApiError::bad_request(format!("invalid session type '{t}' (interactive or batch)")).into()),
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid session type '{t}' (interactive or batch)"
+                    ))
+                    .into());
+                }
             },
         };
-        let count = u32::try_from(props.count.unwrap_or(1)).map_err(|_| ApiError::bad_request("count must be between 1 and 100"))?;
+        let count = u32::try_from(props.count.unwrap_or(1))
+            .map_err(|_| ApiError::bad_request("count must be between 1 and 100"))?;
         let req = super::CreateRequest {
             image: props.image,
             name: props.name,
@@ -503,19 +619,35 @@ impl SessionMutation {
             tag: props.tag,
         };
         let created = super::create(state, caller, req).await?;
-        Ok(CreateSessionResult { ok: true, msg: "enqueued".into(), sessions: created.into_iter().map(ComputeSession).collect() })
+        Ok(CreateSessionResult {
+            ok: true,
+            msg: "enqueued".into(),
+            sessions: created.into_iter().map(ComputeSession).collect(),
+        })
     }
 
     /// Terminates a session (cancels it when still pending).
-    async fn destroy_session(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<DestroySessionResult> {
+    async fn destroy_session(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> async_graphql::Result<DestroySessionResult> {
         let (state, caller) = authed(ctx)?;
         let s = find_visible(state, caller, id).await?;
         let done = super::terminate(state, s.id, "user-requested").await?;
-        Ok(DestroySessionResult { ok: true, msg: "terminated".into(), session: Some(ComputeSession(done)) })
+        Ok(DestroySessionResult {
+            ok: true,
+            msg: "terminated".into(),
+            session: Some(ComputeSession(done)),
+        })
     }
 
     /// Terminates several sessions; each result says what happened.
-    async fn destroy_sessions(&self, ctx: &Context<'_>, ids: Vec<Uuid>) -> async_graphql::Result<Vec<DestroySessionResult>> {
+    async fn destroy_sessions(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<Uuid>,
+    ) -> async_graphql::Result<Vec<DestroySessionResult>> {
         let (state, caller) = authed(ctx)?;
         if ids.len() > 100 {
             return Err(ApiError::bad_request("at most 100 sessions at once").into());
@@ -527,8 +659,16 @@ impl SessionMutation {
                 Err(e) => Err(e),
             };
             out.push(match r {
-                Ok(s) => DestroySessionResult { ok: true, msg: "terminated".into(), session: Some(ComputeSession(s)) },
-                Err(e) => DestroySessionResult { ok: false, msg: e.message, session: None },
+                Ok(s) => DestroySessionResult {
+                    ok: true,
+                    msg: "terminated".into(),
+                    session: Some(ComputeSession(s)),
+                },
+                Err(e) => DestroySessionResult {
+                    ok: false,
+                    msg: e.message,
+                    session: None,
+                },
             });
         }
         Ok(out)
@@ -563,7 +703,11 @@ pub struct SessionSubscription;
 #[Subscription(rename_fields = "snake_case", rename_args = "snake_case")]
 impl SessionSubscription {
     /// Status changes of one session, or of every session the caller may see.
-    async fn session_status_changes(&self, ctx: &Context<'_>, session_id: Option<Uuid>) -> async_graphql::Result<impl Stream<Item = SessionStatusEvent>> {
+    async fn session_status_changes(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Option<Uuid>,
+    ) -> async_graphql::Result<impl Stream<Item = SessionStatusEvent>> {
         let (state, caller) = authed(ctx)?;
         if let Some(id) = session_id {
             find_visible(state, caller, id).await?;
@@ -602,10 +746,19 @@ impl SessionSubscription {
     }
 
     /// Live CPU and memory use of a running session, every `interval_secs` (default 2).
-    async fn session_stats(&self, ctx: &Context<'_>, session_id: Uuid, interval_secs: Option<i32>) -> async_graphql::Result<impl Stream<Item = SessionStats>> {
+    async fn session_stats(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+        interval_secs: Option<i32>,
+    ) -> async_graphql::Result<impl Stream<Item = SessionStats>> {
         let (state, caller) = authed(ctx)?;
         find_visible(state, caller, session_id).await?;
-        let period = Duration::from_secs(u64::try_from(interval_secs.unwrap_or(2)).unwrap_or(2).clamp(1, 60));
+        let period = Duration::from_secs(
+            u64::try_from(interval_secs.unwrap_or(2))
+                .unwrap_or(2)
+                .clamp(1, 60),
+        );
         let state = state.clone();
         Ok(futures_util::stream::unfold((), move |()| {
             let state = state.clone();
@@ -615,11 +768,15 @@ impl SessionSubscription {
                     if k.status.is_terminal() || k.status == SessionStatus::Error {
                         return None;
                     }
-                    if let (SessionStatus::Running, Some(agent_id), Some(container)) = (k.status, &k.agent, &k.container_id)
+                    if let (SessionStatus::Running, Some(agent_id), Some(container)) =
+                        (k.status, &k.agent, &k.container_id)
                         && let Some(agent) = state.agents.get(agent_id).await
                         && let Some((cpu, mem)) = agent.stats(container).await
                     {
-                        let limit = rust_decimal::prelude::ToPrimitive::to_i64(&k.requested_slots.get("mem")).unwrap_or(0);
+                        let limit = rust_decimal::prelude::ToPrimitive::to_i64(
+                            &k.requested_slots.get("mem"),
+                        )
+                        .unwrap_or(0);
                         let out = SessionStats {
                             session_id,
                             cpu_used_pct: cpu,

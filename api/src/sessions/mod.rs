@@ -14,8 +14,8 @@ use entity::{groups, images, kernels, keypair_resource_policies, resource_preset
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, Set,
-    TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, PaginatorTrait,
+    QueryFilter, Set, TransactionTrait,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -69,9 +69,17 @@ pub struct CreateRequest {
 pub fn validate_name(name: &str) -> ApiResult<()> {
     let n = name.chars().count();
     let ok = (4..=64).contains(&n)
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if ok {
         Ok(())
     } else {
@@ -90,7 +98,9 @@ fn validate_environ(env: &BTreeMap<String, String>) -> ApiResult<()> {
     for (k, v) in env {
         let ok = !k.is_empty()
             && k.len() <= 128
-            && k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && k.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok {
             return Err(ApiError::bad_request(format!(
@@ -98,27 +108,46 @@ fn validate_environ(env: &BTreeMap<String, String>) -> ApiResult<()> {
             )));
         }
         if k.starts_with("BACKENDAI_") {
-            return Err(ApiError::bad_request(format!("'{k}' is set by the server and cannot be overridden")));
+            return Err(ApiError::bad_request(format!(
+                "'{k}' is set by the server and cannot be overridden"
+            )));
         }
         if v.contains('\0') || v.len() > 32 * 1024 {
-            return Err(ApiError::bad_request(format!("The value of '{k}' is too long or contains a NUL byte")));
+            return Err(ApiError::bad_request(format!(
+                "The value of '{k}' is too long or contains a NUL byte"
+            )));
         }
     }
     Ok(())
 }
 
 fn image_min(image: &images::Model, slot: &str) -> Decimal {
-    image.resources.get(slot).and_then(|r| r.get("min")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or_default()
+    image
+        .resources
+        .get(slot)
+        .and_then(|r| r.get("min"))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_default()
 }
 
 fn image_max(image: &images::Model, slot: &str) -> Option<Decimal> {
-    image.resources.get(slot).and_then(|r| r.get("max")).and_then(Value::as_str).and_then(|s| s.parse().ok())
+    image
+        .resources
+        .get(slot)
+        .and_then(|r| r.get("max"))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
 }
 
 /// Sizes a request (BACKENDAI-API.md §6): image minimums fill unspecified cpu/mem (mem gets
 /// the shared memory on top), explicit amounts below the minimum or above the maximum are
 /// refused, shared memory must stay below memory.
-pub fn size_request(image: &images::Model, mut slots: ResourceSlots, shmem: i64) -> ApiResult<ResourceSlots> {
+pub fn size_request(
+    image: &images::Model,
+    mut slots: ResourceSlots,
+    shmem: i64,
+) -> ApiResult<ResourceSlots> {
     let shm = Decimal::from(shmem);
     if slots.get("cpu").is_zero() {
         slots.set("cpu", image_min(image, "cpu").max(Decimal::ONE));
@@ -155,7 +184,11 @@ pub fn size_request(image: &images::Model, mut slots: ResourceSlots, shmem: i64)
     Ok(slots)
 }
 
-async fn resolve_group<C: ConnectionTrait>(db: &C, caller: &Caller, group: Option<&str>) -> ApiResult<groups::Model> {
+async fn resolve_group<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    group: Option<&str>,
+) -> ApiResult<groups::Model> {
     let g = match group {
         Some(g) => match Uuid::parse_str(g) {
             Ok(id) => groups::Entity::find_by_id(id).one(db).await?,
@@ -181,50 +214,90 @@ async fn resolve_group<C: ConnectionTrait>(db: &C, caller: &Caller, group: Optio
         return Err(ApiError::not_found("group", name));
     }
     if !g.is_active {
-        return Err(ApiError::bad_request(format!("The project '{}' is inactive", g.name)));
+        return Err(ApiError::bad_request(format!(
+            "The project '{}' is inactive",
+            g.name
+        )));
     }
     Ok(g)
 }
 
 /// Creates `count` identical PENDING sessions and wakes the scheduler.
-pub async fn create(state: &AppState, caller: &Caller, req: CreateRequest) -> ApiResult<Vec<sessions::Model>> {
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    req: CreateRequest,
+) -> ApiResult<Vec<sessions::Model>> {
     let db = &state.db;
-    let access_key = caller.access_key.clone().ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
+    let access_key = caller
+        .access_key
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
     if req.count == 0 || req.count > 100 {
         return Err(ApiError::bad_request("count must be between 1 and 100"));
     }
     validate_environ(&req.environ)?;
     let image = crate::images::resolve(db, &req.image, None).await?;
-    if !image.installed_agents.as_array().is_some_and(|a| !a.is_empty()) {
-        return Err(ApiError::bad_request(format!("The image {} is not installed on any agent", image.name)));
+    if !image
+        .installed_agents
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+    {
+        return Err(ApiError::bad_request(format!(
+            "The image {} is not installed on any agent",
+            image.name
+        )));
     }
     let group = resolve_group(db, caller, req.group.as_deref()).await?;
-    let allowed = crate::scaling_groups::allowed_for(db, &caller.domain_name, caller.uuid, Some(group.id), Some(&access_key)).await?;
+    let allowed = crate::scaling_groups::allowed_for(
+        db,
+        &caller.domain_name,
+        caller.uuid,
+        Some(group.id),
+        Some(&access_key),
+    )
+    .await?;
     let scaling_group = match req.scaling_group {
         Some(sg) if allowed.contains(&sg) => sg,
         Some(sg) => return Err(ApiError::not_found("resource group", sg)),
-        None => allowed.first().cloned().ok_or_else(|| ApiError::bad_request("No resource group is available to you"))?,
+        None => allowed
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::bad_request("No resource group is available to you"))?,
     };
     let (mut slots, mut shmem) = (ResourceSlots::new(), None);
     if let Some(p) = &req.preset {
-        let preset = crate::lookup::get::<resource_presets::Entity>(db, "resource preset", p.clone()).await?;
+        let preset =
+            crate::lookup::get::<resource_presets::Entity>(db, "resource preset", p.clone())
+                .await?;
         slots = preset.resource_slots.clone();
         shmem = preset.shared_memory;
     }
-    let custom = ResourceSlots::parse_input(req.resources.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let custom =
+        ResourceSlots::parse_input(req.resources.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     for (k, v) in custom.0 {
         slots.set(&k, v);
     }
     if let Some(s) = &req.shmem {
-        let v = parse_binary_size(s).and_then(|d| d.to_i64()).ok_or_else(|| ApiError::bad_request(format!("invalid shared memory size '{s}'")))?;
+        let v = parse_binary_size(s)
+            .and_then(|d| d.to_i64())
+            .ok_or_else(|| ApiError::bad_request(format!("invalid shared memory size '{s}'")))?;
         shmem = Some(v);
     }
     let shmem = shmem.unwrap_or(DEFAULT_SHMEM);
     let requested = size_request(&image, slots, shmem)?;
     // A request beyond the keypair policy's absolute limits could never run: refuse it now.
-    let kp = crate::lookup::get::<entity::keypairs::Entity>(db, "keypair", access_key.clone()).await?;
-    let policy = crate::lookup::get::<keypair_resource_policies::Entity>(db, "resource policy", kp.resource_policy.clone()).await?;
-    let over = policy.total_resource_slots.exceeded_by(&requested, crate::policies::unspecified_limit(&policy));
+    let kp =
+        crate::lookup::get::<entity::keypairs::Entity>(db, "keypair", access_key.clone()).await?;
+    let policy = crate::lookup::get::<keypair_resource_policies::Entity>(
+        db,
+        "resource policy",
+        kp.resource_policy.clone(),
+    )
+    .await?;
+    let over = policy
+        .total_resource_slots
+        .exceeded_by(&requested, crate::policies::unspecified_limit(&policy));
     if !over.is_empty() {
         return Err(ApiError::bad_request(format!(
             "The request exceeds your resource policy '{}' for {} (requested {})",
@@ -234,12 +307,16 @@ pub async fn create(state: &AppState, caller: &Caller, req: CreateRequest) -> Ap
         )));
     }
     if policy.max_containers_per_session > 0 && policy.max_containers_per_session < 1 {
-        return Err(ApiError::bad_request("Your resource policy allows no containers"));
+        return Err(ApiError::bad_request(
+            "Your resource policy allows no containers",
+        ));
     }
     let session_type = req.session_type;
     let startup_command = req.startup_command.filter(|c| !c.trim().is_empty());
     if session_type == SessionType::Batch && startup_command.is_none() {
-        return Err(ApiError::bad_request("A batch session needs a startup command"));
+        return Err(ApiError::bad_request(
+            "A batch session needs a startup command",
+        ));
     }
     let base_name = match req.name.filter(|n| !n.trim().is_empty()) {
         Some(n) => {
@@ -267,7 +344,9 @@ pub async fn create(state: &AppState, caller: &Caller, req: CreateRequest) -> Ap
             .count(&txn)
             .await?;
         if taken > 0 {
-            return Err(ApiError::conflict(format!("You already have a live session named '{n}'")));
+            return Err(ApiError::conflict(format!(
+                "You already have a live session named '{n}'"
+            )));
         }
     }
     let now = Utc::now();
@@ -400,14 +479,22 @@ pub struct Change {
 }
 
 /// Moves a session and its kernel to `to`, recording the time in `status_history`.
-pub async fn transition<C: ConnectionTrait>(db: &C, id: Uuid, to: SessionStatus, change: Change) -> ApiResult<sessions::Model> {
+pub async fn transition<C: ConnectionTrait>(
+    db: &C,
+    id: Uuid,
+    to: SessionStatus,
+    change: Change,
+) -> ApiResult<sessions::Model> {
     let s = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
     let now = Utc::now();
     let mut history = s.status_history.clone();
     if let Some(h) = history.as_object_mut() {
         h.insert(to.as_str().to_string(), json!(now.to_rfc3339()));
     }
-    let terminal = matches!(to, SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error);
+    let terminal = matches!(
+        to,
+        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
+    );
     let mut m = s.into_active_model();
     m.status = Set(to);
     m.status_changed = Set(now);
@@ -431,7 +518,11 @@ pub async fn transition<C: ConnectionTrait>(db: &C, id: Uuid, to: SessionStatus,
         m.terminated_at = Set(Some(now));
     }
     let updated = m.update(db).await?;
-    for k in kernels::Entity::find().filter(kernels::Column::SessionId.eq(id)).all(db).await? {
+    for k in kernels::Entity::find()
+        .filter(kernels::Column::SessionId.eq(id))
+        .all(db)
+        .await?
+    {
         let mut km = k.into_active_model();
         km.status = Set(to);
         km.status_changed = Set(now);
@@ -462,10 +553,21 @@ pub async fn transition<C: ConnectionTrait>(db: &C, id: Uuid, to: SessionStatus,
 
 /// `transition` + event + (when resources are released) agent usage refresh and a scheduler
 /// wake-up.
-pub async fn apply(state: &AppState, id: Uuid, to: SessionStatus, change: Change) -> ApiResult<sessions::Model> {
+pub async fn apply(
+    state: &AppState,
+    id: Uuid,
+    to: SessionStatus,
+    change: Change,
+) -> ApiResult<sessions::Model> {
     let s = transition(&state.db, id, to, change).await?;
     publish(state, &s, event_name(to), None);
-    if matches!(to, SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error | SessionStatus::Running) {
+    if matches!(
+        to,
+        SessionStatus::Terminated
+            | SessionStatus::Cancelled
+            | SessionStatus::Error
+            | SessionStatus::Running
+    ) {
         crate::scheduler::refresh_agent_usage(state).await?;
         state.scheduler.wake();
     }
@@ -488,7 +590,18 @@ pub async fn launch(state: AppState, id: Uuid) {
     if let Err(e) = launch_locked(&state, id).await {
         tracing::warn!(session = %id, error = %e.message, "session failed to start");
         let data = json!({"error": {"message": e.message}});
-        if let Err(e2) = apply(&state, id, SessionStatus::Error, Change { info: Some("kernel-creation-failed".into()), data: Some(data), ..Default::default() }).await {
+        if let Err(e2) = apply(
+            &state,
+            id,
+            SessionStatus::Error,
+            Change {
+                info: Some("kernel-creation-failed".into()),
+                data: Some(data),
+                ..Default::default()
+            },
+        )
+        .await
+        {
             tracing::error!(session = %id, error = %e2.message, "cannot record a failed start");
         }
     }
@@ -500,15 +613,30 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         return Ok(()); // terminated while waiting for the lock
     }
     let k = main_kernel(&state.db, id).await?;
-    let agent_id = k.agent.clone().ok_or_else(|| ApiError::internal("launching a session", "no agent assigned"))?;
-    let agent = state.agents.get(&agent_id).await.ok_or_else(|| crate::agents::not_alive(&agent_id))?;
+    let agent_id = k
+        .agent
+        .clone()
+        .ok_or_else(|| ApiError::internal("launching a session", "no agent assigned"))?;
+    let agent = state
+        .agents
+        .get(&agent_id)
+        .await
+        .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
     apply(state, id, SessionStatus::Preparing, Change::default()).await?;
     let image = crate::images::resolve(&state.db, &k.image, Some(&k.architecture)).await?;
-    let shmem = k.resource_opts.get("shmem").and_then(Value::as_i64).unwrap_or(DEFAULT_SHMEM);
+    let shmem = k
+        .resource_opts
+        .get("shmem")
+        .and_then(Value::as_i64)
+        .unwrap_or(DEFAULT_SHMEM);
     let mut env: Vec<(String, String)> = s
         .environ
         .as_object()
-        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
         .unwrap_or_default();
     let user = crate::users::by_uuid(&state.db, s.user_uuid).await?;
     env.extend([
@@ -535,9 +663,21 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         cpu: req.get("cpu"),
         mem_bytes: req.get("mem").to_i64().unwrap_or(0),
         shmem_bytes: shmem,
-        gpu_ids: k.resource_opts.get("gpus").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default(),
+        gpu_ids: k
+            .resource_opts
+            .get("gpus")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
         env,
-        command: s.startup_command.clone().filter(|_| s.session_type == SessionType::Batch),
+        command: s
+            .startup_command
+            .clone()
+            .filter(|_| s.session_type == SessionType::Batch),
         service_ports: k.service_ports.as_str().unwrap_or_default().to_string(),
         pids_limit: i64::from(state.config.container_pids_limit),
     };
@@ -546,7 +686,11 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         state,
         id,
         SessionStatus::Running,
-        Change { container_id: Some(container_id.clone()), occupying: Some(k.requested_slots.clone()), ..Default::default() },
+        Change {
+            container_id: Some(container_id.clone()),
+            occupying: Some(k.requested_slots.clone()),
+            ..Default::default()
+        },
     )
     .await?;
     if s.session_type == SessionType::Batch {
@@ -557,12 +701,22 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
 
 /// A batch session ends when its command exits: success for 0, failure otherwise, the exit
 /// code in `status_data`, the output kept as the session log.
-pub async fn watch_batch(state: AppState, id: Uuid, agent_id: String, container_id: String, kernel_id: Uuid) {
-    let Some(agent) = state.agents.get(&agent_id).await else { return };
+pub async fn watch_batch(
+    state: AppState,
+    id: Uuid,
+    agent_id: String,
+    container_id: String,
+    kernel_id: Uuid,
+) {
+    let Some(agent) = state.agents.get(&agent_id).await else {
+        return;
+    };
     let code = agent.wait(&container_id).await;
     let lock = state.session_locks.get(id).await;
     let _guard = lock.lock().await;
-    let Ok(s) = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await else { return };
+    let Ok(s) = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await else {
+        return;
+    };
     if s.status != SessionStatus::Running {
         return; // terminated by someone else, who cleaned up
     }
@@ -570,9 +724,17 @@ pub async fn watch_batch(state: AppState, id: Uuid, agent_id: String, container_
     agent.remove(&container_id, kernel_id).await;
     let exit = code.unwrap_or(-1);
     let change = Change {
-        info: Some(if code.is_some() { "task-finished".into() } else { "container-lost".into() }),
+        info: Some(if code.is_some() {
+            "task-finished".into()
+        } else {
+            "container-lost".into()
+        }),
         data: Some(json!({"kernel": {"exit_code": exit}})),
-        result: Some(if exit == 0 { SessionResult::Success } else { SessionResult::Failure }),
+        result: Some(if exit == 0 {
+            SessionResult::Success
+        } else {
+            SessionResult::Failure
+        }),
         exit_code: i32::try_from(exit).ok(),
         log: Some(log),
         ..Default::default()
@@ -590,12 +752,35 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
     let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
     let info = Some(reason.to_string());
     match s.status {
-        SessionStatus::Pending => apply(state, id, SessionStatus::Cancelled, Change { info, ..Default::default() }).await,
+        SessionStatus::Pending => {
+            apply(
+                state,
+                id,
+                SessionStatus::Cancelled,
+                Change {
+                    info,
+                    ..Default::default()
+                },
+            )
+            .await
+        }
         SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error => {
-            Err(ApiError::bad_request(format!("Session '{}' has already ended ({})", s.name, s.status)))
+            Err(ApiError::bad_request(format!(
+                "Session '{}' has already ended ({})",
+                s.name, s.status
+            )))
         }
         _ => {
-            apply(state, id, SessionStatus::Terminating, Change { info: info.clone(), ..Default::default() }).await?;
+            apply(
+                state,
+                id,
+                SessionStatus::Terminating,
+                Change {
+                    info: info.clone(),
+                    ..Default::default()
+                },
+            )
+            .await?;
             let k = main_kernel(&state.db, id).await?;
             let mut log = None;
             if let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
@@ -605,7 +790,17 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                 log = agent.logs(container).await.ok();
                 agent.remove(container, k.id).await;
             }
-            apply(state, id, SessionStatus::Terminated, Change { info, log, ..Default::default() }).await
+            apply(
+                state,
+                id,
+                SessionStatus::Terminated,
+                Change {
+                    info,
+                    log,
+                    ..Default::default()
+                },
+            )
+            .await
         }
     }
 }
@@ -651,21 +846,47 @@ mod tests {
         let shm = DEFAULT_SHMEM;
         let filled = size_request(&image(), ResourceSlots::new(), shm).unwrap();
         assert_eq!(filled.get("cpu"), Decimal::ONE);
-        assert_eq!(filled.get("mem"), Decimal::from(268435456 + shm), "min mem + shmem");
+        assert_eq!(
+            filled.get("mem"),
+            Decimal::from(268435456 + shm),
+            "min mem + shmem"
+        );
         let two = ResourceSlots::parse_input([("cpu", "2"), ("mem", "1g")]).unwrap();
         assert_eq!(size_request(&image(), two.clone(), shm).unwrap(), two);
         let small = ResourceSlots::parse_input([("cpu", "0.5")]).unwrap();
-        assert!(size_request(&image(), small, shm).unwrap_err().message.contains("at least 1"));
+        assert!(
+            size_request(&image(), small, shm)
+                .unwrap_err()
+                .message
+                .contains("at least 1")
+        );
         let big = ResourceSlots::parse_input([("mem", "16g")]).unwrap();
-        assert!(size_request(&image(), big, shm).unwrap_err().message.contains("at most 8g"));
+        assert!(
+            size_request(&image(), big, shm)
+                .unwrap_err()
+                .message
+                .contains("at most 8g")
+        );
         let shm_big = ResourceSlots::parse_input([("mem", "1g")]).unwrap();
-        assert!(size_request(&image(), shm_big, 1 << 30).unwrap_err().message.contains("Shared memory"));
+        assert!(
+            size_request(&image(), shm_big, 1 << 30)
+                .unwrap_err()
+                .message
+                .contains("Shared memory")
+        );
     }
 
     #[test]
     fn names_and_env() {
         assert!(validate_name("my-session_1").is_ok());
-        for bad in ["abc", "has space", "-lead", "trail-", &"x".repeat(65), "ünï"] {
+        for bad in [
+            "abc",
+            "has space",
+            "-lead",
+            "trail-",
+            &"x".repeat(65),
+            "ünï",
+        ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
         let env = |k: &str| BTreeMap::from([(k.to_string(), "v".to_string())]);

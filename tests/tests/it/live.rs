@@ -298,8 +298,6 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         json!({}),
     )
     .await;
-    assert_eq!(
-        app.admin("{ images { name } }", json!({})).await["images"],
-        json!([])
-    );
+    let left = app.admin("{ images { name } }", json!({})).await;
+    assert!(!left.to_string().contains(r), "{left}");
 });

@@ -9,3 +9,4 @@ mod auth;
 mod browser;
 mod live;
 mod roles;
+mod sessions;

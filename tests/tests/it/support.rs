@@ -38,6 +38,7 @@ pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
     pub admin_token: String,
+    pub config: api::Config,
     dir: PathBuf,
 }
 
@@ -89,7 +90,7 @@ pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp
         config.database_url = Some(fresh_pg_database().await);
     }
     tweak(&mut config);
-    let server = api::start(config).await.expect("server starts");
+    let server = api::start(config.clone()).await.expect("server starts");
     let base = format!("http://{}", server.addr);
     let http = reqwest::Client::new();
     let mut app = TestApp {
@@ -97,6 +98,7 @@ pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp
         base,
         http,
         admin_token: String::new(),
+        config,
         dir,
     };
     app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
@@ -104,6 +106,24 @@ pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp
 }
 
 impl TestApp {
+    pub fn state(&self) -> &api::AppState {
+        &self.server.as_ref().unwrap().state
+    }
+
+    /// Stops the server (gracefully, as a restart would) and starts a new one on the same
+    /// database and data directory.
+    pub async fn restart(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop().await.unwrap();
+        }
+        let server = api::start(self.config.clone())
+            .await
+            .expect("server restarts");
+        self.base = format!("http://{}", server.addr);
+        self.server = Some(server);
+        self.admin_token = self.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -234,4 +254,61 @@ pub async fn insert_session(app: &TestApp, access_key: &str, user: uuid::Uuid, g
     .insert(&app.server.as_ref().unwrap().state.db)
     .await
     .unwrap();
+}
+
+pub const PYTHON: &str = "bai.local/stable/python:3.11-debian12";
+
+/// Docker must be there: scripts/test.sh builds the images; without the engine these tests
+/// fail (they never skip).
+pub fn require_docker() {
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", PYTHON])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "Docker with the image {PYTHON} is required: run scripts/images.sh (scripts/test.sh does)"
+    );
+}
+
+/// `docker` CLI output, for checking what the engine really has.
+pub fn docker(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker CLI");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Polls `compute_session` until its status is one of `want` (30 s at most).
+pub async fn wait_status(app: &TestApp, token: &str, id: &str, want: &[&str]) -> Value {
+    for _ in 0..300 {
+        let s = app
+            .ok(Some(token), "query($id: UUID!) { compute_session(id: $id) { id name status status_info status_data result occupying_slots containers { container_id agent exit_code } } }", json!({"id": id}))
+            .await;
+        let st = s["compute_session"]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if want.contains(&st.as_str()) {
+            return s["compute_session"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("session {id} never reached {want:?}");
+}
+
+/// Creates sessions through GraphQL and returns the response body.
+pub async fn create_session(app: &TestApp, token: &str, props: Value) -> Value {
+    app.gql(Some(token), "mutation($p: CreateSessionInput!) { create_session(props: $p) { sessions { id name status } } }", json!({"p": props})).await
+}
+
+pub fn session_ids(body: &Value) -> Vec<String> {
+    body["data"]["create_session"]["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
 }

@@ -1,0 +1,682 @@
+//! Compute sessions on the real Docker engine: lifecycle with live events, cgroup limits seen
+//! from inside, batch results, scheduling predicates, validation, isolation, parallel
+//! creates, and restarts that leave no orphans.
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::both_dbs;
+use crate::support::*;
+
+async fn subscribe(
+    app: &TestApp,
+    token: &str,
+    query: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let mut req = app
+        .url("/graphql/ws")
+        .replace("http://", "ws://")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    ws.send(Message::text(
+        json!({"type": "connection_init", "payload": {"token": token}}).to_string(),
+    ))
+    .await
+    .unwrap();
+    ws.next().await.unwrap().unwrap();
+    ws.send(Message::text(
+        json!({"id": "1", "type": "subscribe", "payload": {"query": query}}).to_string(),
+    ))
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    ws
+}
+
+both_dbs!(interactive_session_lifecycle, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("researcher@x.org", "user", "default").await;
+    let mut events = subscribe(
+        &app,
+        &user,
+        "subscription { session_status_changes { name status event } }",
+    )
+    .await;
+    let body = create_session(&app, &user, json!({"image": PYTHON, "name": "my-notebook", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}", "shmem": "128m", "environ": "{\"MY_VAR\": \"hi\"}"})).await;
+    let id = session_ids(&body)[0].clone();
+    // PENDING → … → RUNNING arrives live.
+    let mut seen = Vec::new();
+    while !seen.contains(&"RUNNING".to_string()) {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(30), events.next())
+            .await
+            .expect("event")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        let e = &v["payload"]["data"]["session_status_changes"];
+        assert_eq!(e["name"], "my-notebook");
+        seen.push(e["status"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("PENDING"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.contains(&"SCHEDULED".to_string()) && seen.contains(&"PREPARING".to_string()),
+        "{seen:?}"
+    );
+    let s = wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let container = s["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The engine really runs it with the requested limits, unprivileged and not as root.
+    let inspect: Value = serde_json::from_str(&docker(&["inspect", &container])).unwrap();
+    let hc = &inspect[0]["HostConfig"];
+    assert_eq!(hc["NanoCpus"], 1_000_000_000i64);
+    assert_eq!(hc["Memory"], 512i64 * 1024 * 1024);
+    assert_eq!(hc["MemorySwap"], hc["Memory"]);
+    assert_eq!(hc["ShmSize"], 128i64 * 1024 * 1024);
+    assert_eq!(hc["Privileged"], false);
+    assert!(hc["PidsLimit"].as_i64().unwrap() > 0);
+    assert_eq!(hc["CapDrop"], json!(["ALL"]));
+    assert!(hc["SecurityOpt"].to_string().contains("no-new-privileges"));
+    assert!(!inspect[0]["Mounts"].to_string().contains("docker.sock"));
+    assert_eq!(inspect[0]["Config"]["User"], "work");
+    let env = inspect[0]["Config"]["Env"].to_string();
+    assert!(
+        env.contains("MY_VAR=hi")
+            && env.contains(&format!("BACKENDAI_SESSION_ID={id}"))
+            && env.contains("BACKENDAI_USER_EMAIL=researcher@x.org"),
+        "{env}"
+    );
+    let cg = docker(&[
+        "exec",
+        &container,
+        "cat",
+        "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]);
+    assert_eq!(
+        cg.split_whitespace().collect::<Vec<_>>(),
+        ["100000", "536870912"],
+        "cgroup limits inside the container"
+    );
+    docker(&[
+        "exec",
+        &container,
+        "sh",
+        "-c",
+        "echo scratch > /home/work/file",
+    ]);
+
+    let agents = app
+        .admin("{ agents { id status occupied_slots } }", json!({}))
+        .await;
+    let occupied: Value =
+        serde_json::from_str(agents["agents"][0]["occupied_slots"].as_str().unwrap()).unwrap();
+    assert_eq!(occupied["cpu"], "1");
+    // Another user cannot see or terminate it.
+    let other = app.user("other@x.org", "user", "default").await;
+    assert_code(
+        &app.gql(
+            Some(&other),
+            "query($id: UUID!) { compute_session(id: $id) { name } }",
+            json!({"id": id}),
+        )
+        .await,
+        "NOT_FOUND",
+    );
+    assert_code(
+        &app.gql(
+            Some(&other),
+            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+            json!({"id": id}),
+        )
+        .await,
+        "NOT_FOUND",
+    );
+    let theirs = app
+        .ok(
+            Some(&other),
+            "{ compute_session_list(limit: 10, offset: 0) { total_count } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(theirs["compute_session_list"]["total_count"], 0);
+
+    let done = app
+        .ok(
+            Some(&user),
+            "mutation($id: UUID!) { destroy_session(id: $id) { session { status status_info } } }",
+            json!({"id": id}),
+        )
+        .await;
+    assert_eq!(
+        done["destroy_session"]["session"],
+        json!({"status": "TERMINATED", "status_info": "user-requested"})
+    );
+    assert_eq!(
+        docker(&["ps", "-aq", "--filter", &format!("id={container}")]),
+        "",
+        "container removed"
+    );
+    let scratch = docker(&["volume", "ls", "-q", "--filter", "name=bai-scratch-"]);
+    let kernel_scratch: Vec<&str> = scratch
+        .lines()
+        .filter(|v| inspect[0]["Mounts"].to_string().contains(v))
+        .collect();
+    assert!(
+        kernel_scratch.is_empty(),
+        "scratch /home/work removed with the session"
+    );
+    let finished = app.ok(Some(&user), r#"{ compute_session_list(limit: 10, offset: 0, status: "TERMINATED,CANCELLED") { items { name status status_history } } }"#, json!({})).await;
+    let item = &finished["compute_session_list"]["items"][0];
+    assert_eq!(item["name"], "my-notebook");
+    let history: Value = serde_json::from_str(item["status_history"].as_str().unwrap()).unwrap();
+    for st in [
+        "PENDING",
+        "SCHEDULED",
+        "PREPARING",
+        "RUNNING",
+        "TERMINATING",
+        "TERMINATED",
+    ] {
+        assert!(history.get(st).is_some(), "{st} missing in {history}");
+    }
+    let agents = app.admin("{ agents { occupied_slots } }", json!({})).await;
+    assert_eq!(agents["agents"][0]["occupied_slots"], "{}");
+    assert_code(
+        &app.gql(
+            Some(&user),
+            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+            json!({"id": id}),
+        )
+        .await,
+        "BAD_REQUEST",
+    );
+});
+
+both_dbs!(batch_sessions_report_limits_and_results, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("batch@x.org", "user", "default").await;
+    let ok = create_session(&app, &user, json!({
+        "image": PYTHON, "type": "batch", "resources": "{\"cpu\": \"0.5\", \"mem\": \"384m\"}",
+        "startup_command": "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/memory/memory.limit_in_bytes; python3 -c 'import numpy; print(numpy.arange(3).sum())'",
+    }))
+    .await;
+    // cpu 0.5 is below the image minimum (1): refused, not adjusted, when given explicitly.
+    assert_code(&ok, "BAD_REQUEST");
+    let ok = create_session(&app, &user, json!({
+        "image": PYTHON, "type": "batch", "resources": "{\"cpu\": \"1\", \"mem\": \"384m\"}",
+        "startup_command": "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/memory/memory.limit_in_bytes; python3 -c 'import numpy; print(numpy.arange(3).sum())'",
+    }))
+    .await;
+    let fail = create_session(
+        &app,
+        &user,
+        json!({"image": PYTHON, "type": "batch", "startup_command": "echo failing >&2; exit 3"}),
+    )
+    .await;
+    let ok_id = session_ids(&ok)[0].clone();
+    let fail_id = session_ids(&fail)[0].clone();
+    let s = wait_status(&app, &user, &ok_id, &["TERMINATED", "ERROR"]).await;
+    assert_eq!(s["status"], "TERMINATED", "{s}");
+    assert_eq!(s["result"], "success");
+    assert_eq!(
+        serde_json::from_str::<Value>(s["status_data"].as_str().unwrap()).unwrap(),
+        json!({"kernel": {"exit_code": 0}})
+    );
+    let logs = app
+        .ok(
+            Some(&user),
+            "query($id: UUID!) { session_logs(id: $id) }",
+            json!({"id": ok_id}),
+        )
+        .await;
+    let lines: Vec<&str> = logs["session_logs"].as_str().unwrap().lines().collect();
+    assert_eq!(
+        lines,
+        ["100000", &(384u64 * 1024 * 1024).to_string(), "3"],
+        "cgroup limits and numpy output"
+    );
+    let f = wait_status(&app, &user, &fail_id, &["TERMINATED", "ERROR"]).await;
+    assert_eq!(f["result"], "failure");
+    assert_eq!(f["containers"][0]["exit_code"], 3);
+    let flogs = app
+        .ok(
+            Some(&user),
+            "query($id: UUID!) { session_logs(id: $id) }",
+            json!({"id": fail_id}),
+        )
+        .await;
+    assert!(flogs["session_logs"].as_str().unwrap().contains("failing"));
+    // Unspecified cpu/mem follow the image: 1 core and 256m + 64m shared memory.
+    let sized = app
+        .ok(
+            Some(&user),
+            "query($id: UUID!) { compute_session(id: $id) { requested_slots resource_opts } }",
+            json!({"id": fail_id}),
+        )
+        .await;
+    let req: Value = serde_json::from_str(
+        sized["compute_session"]["requested_slots"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        req,
+        json!({"cpu": "1", "mem": (320u64 * 1024 * 1024).to_string()})
+    );
+});
+
+both_dbs!(pending_sessions_say_why, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    app.admin(
+        r#"mutation { create_keypair_resource_policy(name: "one-at-a-time", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{\"cpu\": \"4\"}", max_concurrent_sessions: 1, max_containers_per_session: 1, idle_timeout: 0}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+    let user = app.user("quota@x.org", "user", "default").await;
+    let ak = app
+        .ok(Some(&user), "{ keypair { access_key } }", json!({}))
+        .await["keypair"]["access_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: \"one-at-a-time\"}) { ok } }", json!({"a": ak})).await;
+
+    // Beyond the policy's absolute limit: refused at once with a clear message.
+    let refused = create_session(
+        &app,
+        &user,
+        json!({"image": PYTHON, "resources": "{\"cpu\": \"8\"}"}),
+    )
+    .await;
+    assert_code(&refused, "BAD_REQUEST");
+    assert!(
+        message(&refused).contains("exceeds your resource policy"),
+        "{refused}"
+    );
+
+    let first =
+        session_ids(&create_session(&app, &user, json!({"image": PYTHON, "name": "first"})).await)
+            [0]
+        .clone();
+    wait_status(&app, &user, &first, &["RUNNING"]).await;
+    let second =
+        session_ids(&create_session(&app, &user, json!({"image": PYTHON, "name": "second"})).await)
+            [0]
+        .clone();
+    let mut why = Value::Null;
+    for _ in 0..100 {
+        let s = app
+            .ok(
+                Some(&user),
+                "query($id: UUID!) { compute_session(id: $id) { status status_info status_data } }",
+                json!({"id": second}),
+            )
+            .await;
+        if s["compute_session"]["status_info"] == "predicate-checks-failed" {
+            why = s["compute_session"].clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(why["status"], "PENDING", "{why}");
+    let data: Value = serde_json::from_str(why["status_data"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        data["scheduler"]["failed_predicates"][0]["name"], "concurrency",
+        "{data}"
+    );
+    assert!(
+        data["scheduler"]["failed_predicates"][0]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1 sessions"),
+        "{data}"
+    );
+    // When the first ends, the second starts by itself.
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": first}),
+    )
+    .await;
+    wait_status(&app, &user, &second, &["RUNNING"]).await;
+
+    // Larger than any agent: pending with the reason, and cancellable.
+    let admin_big = session_ids(
+        &create_session(
+            &app,
+            &app.admin_token,
+            json!({"image": PYTHON, "resources": "{\"cpu\": \"64\"}"}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let mut reason = String::new();
+    for _ in 0..100 {
+        let s = app
+            .admin(
+                "query($id: UUID!) { compute_session(id: $id) { status status_data } }",
+                json!({"id": admin_big}),
+            )
+            .await;
+        if let Some(d) = s["compute_session"]["status_data"].as_str() {
+            reason = d.to_string();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(reason.contains("large enough"), "{reason}");
+    let cancelled = app
+        .admin(
+            "mutation($id: UUID!) { destroy_session(id: $id) { session { status } } }",
+            json!({"id": admin_big}),
+        )
+        .await;
+    assert_eq!(
+        cancelled["destroy_session"]["session"]["status"],
+        "CANCELLED"
+    );
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": second}),
+    )
+    .await;
+
+    // What is left, and which presets fit (2 CPUs on this agent: `large` does not).
+    let usage = app.ok(Some(&user), "{ resource_usage { concurrency_limit concurrency_used keypair_remaining scaling_group presets { name allocatable } } }", json!({})).await;
+    let u = &usage["resource_usage"];
+    assert_eq!(u["concurrency_limit"], 1);
+    assert_eq!(
+        serde_json::from_str::<Value>(u["keypair_remaining"].as_str().unwrap()).unwrap()["cpu"],
+        "4"
+    );
+    let presets: Vec<(String, bool)> = u["presets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["allocatable"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        presets.contains(&("small".to_string(), true)),
+        "{presets:?}"
+    );
+    assert!(
+        presets.contains(&("large".to_string(), false)),
+        "{presets:?}"
+    );
+});
+
+both_dbs!(session_requests_are_validated, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("valid@x.org", "user", "default").await;
+    for (props, needle) in [
+        (json!({"image": "no/such:image"}), "not found"),
+        (
+            json!({"image": PYTHON, "name": "a b"}),
+            "Invalid session name",
+        ),
+        (
+            json!({"image": PYTHON, "name": "abc"}),
+            "Invalid session name",
+        ),
+        (
+            json!({"image": PYTHON, "resources": "{\"mem\": \"512m\"}", "shmem": "512m"}),
+            "Shared memory",
+        ),
+        (
+            json!({"image": PYTHON, "resources": "{\"tpu\": \"1\"}"}),
+            "unknown resource slot",
+        ),
+        (
+            json!({"image": PYTHON, "resources": "{\"mem\": \"100m\"}"}),
+            "at least",
+        ),
+        (
+            json!({"image": PYTHON, "environ": "{\"1BAD\": \"x\"}"}),
+            "environment variable",
+        ),
+        (
+            json!({"image": PYTHON, "environ": "{\"BACKENDAI_SESSION_ID\": \"x\"}"}),
+            "cannot be overridden",
+        ),
+        (json!({"image": PYTHON, "type": "batch"}), "startup command"),
+        (
+            json!({"image": PYTHON, "type": "inference"}),
+            "invalid session type",
+        ),
+        (
+            json!({"image": PYTHON, "scaling_group": "elsewhere"}),
+            "not found",
+        ),
+        (json!({"image": PYTHON, "group": "not-mine"}), "not found"),
+        (json!({"image": PYTHON, "count": 0}), "count"),
+        (json!({"image": PYTHON, "preset": "nope"}), "not found"),
+    ] {
+        let body = create_session(&app, &user, props.clone()).await;
+        assert!(body["errors"].is_array(), "{props}: {body}");
+        assert!(message(&body).contains(needle), "{props}: {body}");
+    }
+    // A preset plus a name, twice: the live name is taken.
+    let first = create_session(
+        &app,
+        &user,
+        json!({"image": PYTHON, "name": "dup-name", "preset": "small"}),
+    )
+    .await;
+    assert_eq!(session_ids(&first).len(), 1);
+    let again = create_session(&app, &user, json!({"image": PYTHON, "name": "dup-name"})).await;
+    assert_code(&again, "CONFLICT");
+    // count creates several identical sessions.
+    let many = create_session(
+        &app,
+        &user,
+        json!({"image": PYTHON, "name": "grid", "count": 3, "resources": "{\"cpu\": \"64\"}"}),
+    )
+    .await;
+    let names: Vec<&str> = many["data"]["create_session"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["grid-1", "grid-2", "grid-3"]);
+    let ids: Vec<String> = session_ids(&many)
+        .into_iter()
+        .chain(session_ids(&first))
+        .collect();
+    let res = app
+        .ok(
+            Some(&user),
+            "mutation($ids: [UUID!]!) { destroy_sessions(ids: $ids) { ok msg } }",
+            json!({"ids": ids}),
+        )
+        .await;
+    assert!(
+        res["destroy_sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["ok"] == true),
+        "{res}"
+    );
+});
+
+both_dbs!(parallel_creates_never_overcommit, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("burst@x.org", "user", "default").await;
+    let futures = (0..50).map(|_| {
+        create_session(
+            &app,
+            &user,
+            json!({"image": PYTHON, "resources": "{\"cpu\": \"1\", \"mem\": \"320m\"}"}),
+        )
+    });
+    let bodies = futures_util::future::join_all(futures).await;
+    let ids: Vec<String> = bodies.iter().flat_map(session_ids).collect();
+    assert_eq!(ids.len(), 50);
+    // The agent offers 2 CPUs: never more than 2 sessions hold resources at once.
+    for _ in 0..30 {
+        let list = app.ok(Some(&user), r#"{ compute_session_list(limit: 100, offset: 0, status: "SCHEDULED,PREPARING,RUNNING,TERMINATING") { total_count } }"#, json!({})).await;
+        assert!(
+            list["compute_session_list"]["total_count"]
+                .as_u64()
+                .unwrap()
+                <= 2,
+            "{list}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let agents = app
+        .admin("{ agents { occupied_slots available_slots } }", json!({}))
+        .await;
+    let occ: Value =
+        serde_json::from_str(agents["agents"][0]["occupied_slots"].as_str().unwrap()).unwrap();
+    assert!(
+        occ["cpu"].as_str().unwrap_or("0").parse::<f64>().unwrap() <= 2.0,
+        "{agents}"
+    );
+    let res = app
+        .ok(
+            Some(&user),
+            "mutation($ids: [UUID!]!) { destroy_sessions(ids: $ids) { ok } }",
+            json!({"ids": ids}),
+        )
+        .await;
+    assert!(
+        res["destroy_sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["ok"] == true)
+    );
+});
+
+both_dbs!(restart_leaves_no_orphans, |db| async move {
+    require_docker();
+    let mut app = spawn(db).await;
+    let user = app.user("restart@x.org", "user", "default").await;
+    let keep = session_ids(
+        &create_session(&app, &user, json!({"image": PYTHON, "name": "survivor"})).await,
+    )[0]
+    .clone();
+    let interrupted = session_ids(
+        &create_session(&app, &user, json!({"image": PYTHON, "name": "interrupted"})).await,
+    )[0]
+    .clone();
+    let keep_s = wait_status(&app, &user, &keep, &["RUNNING"]).await;
+    let int_s = wait_status(&app, &user, &interrupted, &["RUNNING"]).await;
+    let keep_container = keep_s["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let int_container = int_s["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Pretend the server died mid-launch of `interrupted`: its record says PREPARING while
+    // its container exists.
+    {
+        use sea_orm::{ActiveModelTrait, EntityTrait, IntoActiveModel, Set};
+        let db = &app.state().db;
+        let id: uuid::Uuid = interrupted.parse().unwrap();
+        let s = entity::sessions::Entity::find_by_id(id)
+            .one(db)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut m = s.into_active_model();
+        m.status = Set(entity::enums::SessionStatus::Preparing);
+        m.update(db).await.unwrap();
+    }
+    app.restart().await;
+    let user = app.login("restart@x.org", USER_PASSWORD).await;
+    let s = wait_status(&app, &user, &interrupted, &["ERROR"]).await;
+    assert_eq!(s["status_info"], "server-restarted");
+    assert_eq!(
+        docker(&["ps", "-aq", "--filter", &format!("id={int_container}")]),
+        "",
+        "no orphan container"
+    );
+    let k = wait_status(&app, &user, &keep, &["RUNNING"]).await;
+    assert_eq!(
+        k["containers"][0]["container_id"],
+        keep_container.as_str(),
+        "a running session survives a restart"
+    );
+    // Its container vanishes while the server is down: marked on the next start.
+    app.server.take().unwrap().stop().await.unwrap();
+    docker(&["rm", "-f", &keep_container]);
+    app.restart().await;
+    let user = app.login("restart@x.org", USER_PASSWORD).await;
+    let k = wait_status(&app, &user, &keep, &["ERROR"]).await;
+    assert_eq!(k["status_info"], "container-lost");
+    let agents = app
+        .admin("{ agents { status occupied_slots } }", json!({}))
+        .await;
+    assert_eq!(
+        agents["agents"][0],
+        json!({"status": "ALIVE", "occupied_slots": "{}"}),
+        "no leaked allocation"
+    );
+});
+
+both_dbs!(agents_are_listed_for_superadmins, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let list = app.admin(r#"{ agent_list(limit: 10, offset: 0, status: "ALIVE") { total_count items { id status region scaling_group available_slots addr architecture container_count } } }"#, json!({})).await;
+    let a = &list["agent_list"]["items"][0];
+    assert_eq!(list["agent_list"]["total_count"], 1);
+    assert_eq!(a["status"], "ALIVE");
+    assert_eq!(a["scaling_group"], "default");
+    assert_eq!(a["addr"], "unix:///var/run/docker.sock");
+    let slots: Value = serde_json::from_str(a["available_slots"].as_str().unwrap()).unwrap();
+    assert!(slots["cpu"].as_str().unwrap().parse::<f64>().unwrap() >= 1.0);
+    assert!(
+        slots.get("cuda.device").is_none(),
+        "no GPUs without a driver"
+    );
+    let user = app.user("peek@x.org", "user", "default").await;
+    assert_code(
+        &app.gql(Some(&user), "{ agents { id } }", json!({})).await,
+        "FORBIDDEN",
+    );
+    let images = app.ok(Some(&user), "{ images { name base_distro installed resource_limits { key min } labels { key value } } }", json!({})).await;
+    let names: Vec<&str> = images["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&PYTHON) && names.contains(&"bai.local/stable/cpp:12-debian12"),
+        "{names:?}"
+    );
+    let rescan = app
+        .admin("mutation { rescan_images { count } }", json!({}))
+        .await;
+    assert!(rescan["rescan_images"]["count"].as_u64().unwrap() >= 2);
+});
