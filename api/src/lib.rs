@@ -112,6 +112,7 @@ where
         tokio::spawn(scheduler::run(state.clone())),
         tokio::spawn(agents::heartbeat_loop(state.clone())),
         tokio::spawn(agents::reconcile::sweep_loop(state.clone())),
+        tokio::spawn(sessions::idle_loop(state.clone())),
     ];
     state.scheduler.wake();
     let app = server::router(state.clone());

@@ -262,6 +262,28 @@ async fn apply(
                 let Some(s) = by_id.get(&session) else {
                     continue;
                 };
+                let Some(gpus) = assign_gpus(state, &agent, &s.requested_slots).await? else {
+                    tracing::warn!(session = %session, agent = %agent, "no GPU devices free despite free GPU slots; retrying later");
+                    continue;
+                };
+                if !gpus.is_empty() {
+                    let k = crate::sessions::main_kernel(&state.db, session).await?;
+                    let mut opts = k.resource_opts.clone();
+                    if let Some(o) = opts.as_object_mut() {
+                        o.insert(
+                            "gpus".into(),
+                            json!(gpus.iter().map(|(id, _)| id).collect::<Vec<_>>()),
+                        );
+                        let shares: Vec<_> = gpus
+                            .iter()
+                            .map(|(id, s)| json!({"id": id, "shares": s.to_string()}))
+                            .collect();
+                        o.insert("gpu_shares".into(), json!(shares));
+                    }
+                    let mut m = k.into_active_model();
+                    m.resource_opts = Set(opts);
+                    m.update(&state.db).await?;
+                }
                 crate::sessions::apply(
                     state,
                     session,
@@ -316,6 +338,56 @@ async fn apply(
         }
     }
     Ok(placed)
+}
+
+/// Picks GPU devices on `agent_id` for a request with `cuda.device` or `cuda.shares`; empty
+/// when it asks for none, None when the devices are not free.
+async fn assign_gpus(
+    state: &AppState,
+    agent_id: &str,
+    requested: &ResourceSlots,
+) -> ApiResult<Option<Vec<(String, rust_decimal::Decimal)>>> {
+    let (whole, shares) = (requested.get("cuda.device"), requested.get("cuda.shares"));
+    if whole.is_zero() && shares.is_zero() {
+        return Ok(Some(Vec::new()));
+    }
+    let Some(agent) = state.agents.get(agent_id).await else {
+        return Ok(None);
+    };
+    let mut used = std::collections::BTreeMap::new();
+    let live = kernels::Entity::find()
+        .filter(kernels::Column::Agent.eq(agent_id))
+        .filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied()))
+        .all(&state.db)
+        .await?;
+    for k in live {
+        for g in k
+            .resource_opts
+            .get("gpu_shares")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            if let (Some(id), Some(s)) = (
+                g.get("id").and_then(|v| v.as_str()),
+                g.get("shares")
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| s.parse::<rust_decimal::Decimal>().ok()),
+            ) {
+                *used
+                    .entry(id.to_string())
+                    .or_insert(rust_decimal::Decimal::ZERO) += s;
+            }
+        }
+    }
+    let per_gpu = rust_decimal::Decimal::from(state.config.cuda_shares_per_gpu.max(1));
+    Ok(crate::agents::gpu::allocate(
+        &agent.gpus,
+        &used,
+        per_gpu,
+        whole,
+        shares,
+    ))
 }
 
 /// Recomputes every agent's `occupied_slots` from the kernels holding resources (the

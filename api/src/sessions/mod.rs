@@ -238,10 +238,10 @@ pub async fn create(
     }
     validate_environ(&req.environ)?;
     let image = crate::images::resolve(db, &req.image, None).await?;
-    if !image
+    if image
         .installed_agents
         .as_array()
-        .is_some_and(|a| !a.is_empty())
+        .is_none_or(|a| a.is_empty())
     {
         return Err(ApiError::bad_request(format!(
             "The image {} is not installed on any agent",
@@ -801,6 +801,61 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                 },
             )
             .await
+        }
+    }
+}
+
+/// Terminates running sessions idle for longer than their keypair policy's `idle_timeout`
+/// (reason `idle-timeout`). Activity (apps, terminal, executions) moves `last_activity`.
+pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
+    let running = sessions::Entity::find()
+        .filter(sessions::Column::Status.eq(SessionStatus::Running))
+        .all(&state.db)
+        .await?;
+    let mut timeouts: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+    let now = Utc::now();
+    let mut reaped = 0;
+    for s in running {
+        let timeout = match timeouts.get(&s.access_key) {
+            Some(t) => *t,
+            None => {
+                let t = match entity::keypairs::Entity::find_by_id(s.access_key.clone())
+                    .one(&state.db)
+                    .await?
+                {
+                    Some(kp) => keypair_resource_policies::Entity::find_by_id(kp.resource_policy)
+                        .one(&state.db)
+                        .await?
+                        .map(|p| p.idle_timeout)
+                        .unwrap_or(0),
+                    None => 0,
+                };
+                timeouts.insert(s.access_key.clone(), t);
+                t
+            }
+        };
+        let since = s
+            .last_activity
+            .unwrap_or(s.status_changed)
+            .max(s.status_changed);
+        if timeout > 0 && now - since > chrono::Duration::seconds(timeout) {
+            tracing::info!(session = %s.id, idle_timeout = timeout, "terminating an idle session");
+            match terminate(state, s.id, "idle-timeout").await {
+                Ok(_) => reaped += 1,
+                Err(e) => {
+                    tracing::warn!(session = %s.id, error = %e.message, "idle termination failed")
+                }
+            }
+        }
+    }
+    Ok(reaped)
+}
+
+pub async fn idle_loop(state: AppState) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if let Err(e) = reap_idle(&state).await {
+            tracing::warn!(error = %e.message, "idle check failed");
         }
     }
 }

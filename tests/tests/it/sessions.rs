@@ -680,3 +680,25 @@ both_dbs!(agents_are_listed_for_superadmins, |db| async move {
         .await;
     assert!(rescan["rescan_images"]["count"].as_u64().unwrap() >= 2);
 });
+
+both_dbs!(idle_sessions_are_terminated, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    app.admin(
+        r#"mutation { create_keypair_resource_policy(name: "impatient", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 0, max_containers_per_session: 1, idle_timeout: 2}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+    let user = app.user("idle@x.org", "user", "default").await;
+    let ak = app
+        .ok(Some(&user), "{ keypair { access_key } }", json!({}))
+        .await["keypair"]["access_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: \"impatient\"}) { ok } }", json!({"a": ak})).await;
+    let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let s = wait_status(&app, &user, &id, &["TERMINATED"]).await;
+    assert_eq!(s["status_info"], "idle-timeout");
+});
