@@ -56,6 +56,7 @@ pub struct SessionEvent {
 pub enum Event {
     Changed(Change),
     Session(SessionEvent),
+    BgTask(crate::bgtasks::TaskState),
 }
 
 #[derive(Clone)]

@@ -4,6 +4,8 @@ pub mod accounts;
 pub mod agents;
 pub mod audit;
 pub mod auth;
+pub mod bench;
+pub mod bgtasks;
 pub mod changes;
 pub mod config;
 pub mod db;
@@ -77,6 +79,9 @@ pub async fn start_with_shutdown<F>(config: Config, shutdown: F) -> anyhow::Resu
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
+    // TLS for registry scans uses ring (already used by the database driver); installing it
+    // twice is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     if config.database_url.is_none() {
         db::prepare_data_dir(&config)?;
     }

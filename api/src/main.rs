@@ -47,6 +47,19 @@ enum Command {
     },
     /// Print the GraphQL schema (SDL), as committed in api/schema.graphql.
     Schema,
+    /// Benchmarks: scheduler placements/s and session launch latency, each against a
+    /// baseline measured in the same run.
+    Bench {
+        /// Launch rounds (0 = skip the launch benchmark, which needs Docker and the images).
+        #[arg(long, default_value_t = 10)]
+        launch_rounds: usize,
+        #[arg(long, default_value = "bai.local/stable/python:3.11-debian12")]
+        image: String,
+        #[arg(long, default_value_t = 1000)]
+        agents: usize,
+        #[arg(long, default_value_t = 10000)]
+        pending: usize,
+    },
 }
 
 fn init_logging(filter: &str) {
@@ -153,6 +166,19 @@ async fn main() -> anyhow::Result<()> {
                 print_password_banner(&email, &pw);
             } else {
                 eprintln!("superadmin {email} is ready");
+            }
+            Ok(())
+        }
+        Command::Bench {
+            launch_rounds,
+            image,
+            agents,
+            pending,
+        } => {
+            init_logging("warn");
+            api::bench::scheduler(agents, pending);
+            if launch_rounds > 0 {
+                api::bench::launch(launch_rounds, &image).await?;
             }
             Ok(())
         }

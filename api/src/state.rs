@@ -21,6 +21,7 @@ pub struct AppState {
     pub session_locks: Arc<SessionLocks>,
     /// This installation's id (labels its containers).
     pub instance_id: String,
+    pub bgtasks: Arc<crate::bgtasks::BgTasks>,
 }
 
 impl AppState {
@@ -34,6 +35,7 @@ impl AppState {
             scheduler: Arc::new(Scheduler::default()),
             session_locks: Arc::new(SessionLocks::default()),
             instance_id,
+            bgtasks: Arc::new(crate::bgtasks::BgTasks::default()),
         }
     }
 }

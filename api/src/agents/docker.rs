@@ -254,6 +254,37 @@ impl DockerAgent {
         Ok(created.id)
     }
 
+    /// Pulls `reference` (`registry/repo:tag`) with optional credentials.
+    pub async fn pull(
+        &self,
+        reference: &str,
+        credentials: Option<(String, String)>,
+    ) -> ApiResult<()> {
+        let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
+            .from_image(reference)
+            .build();
+        let creds = credentials.map(|(username, password)| bollard::auth::DockerCredentials {
+            username: Some(username),
+            password: Some(password),
+            ..Default::default()
+        });
+        let mut stream = self.docker.create_image(Some(opts), None, creds);
+        while let Some(step) = stream.next().await {
+            if let Err(e) = step {
+                return Err(match e {
+                    bollard::errors::Error::DockerResponseServerError { message, .. } => {
+                        ApiError::bad_request(format!("pulling {reference} failed: {message}"))
+                    }
+                    bollard::errors::Error::DockerStreamError { error } => {
+                        ApiError::bad_request(format!("pulling {reference} failed: {error}"))
+                    }
+                    other => engine_err("pulling an image", other),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The container's output so far (stdout and stderr, interleaved).
     pub async fn logs(&self, container_id: &str) -> ApiResult<String> {
         let opts = LogsOptionsBuilder::default()

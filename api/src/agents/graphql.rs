@@ -181,8 +181,8 @@ impl AgentQuery {
 pub struct RescanImages {
     pub ok: bool,
     pub msg: String,
-    /// Images found on the engines.
-    pub count: u64,
+    /// Follow it with `background_task_events(task_id)` or `background_task(task_id)`.
+    pub task_id: uuid::Uuid,
 }
 
 #[derive(Default)]
@@ -190,18 +190,77 @@ pub struct AgentMutation;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl AgentMutation {
-    /// Rescans the agents' local engines for environment images (superadmin).
-    async fn rescan_images(&self, ctx: &Context<'_>) -> async_graphql::Result<RescanImages> {
+    /// Rescans the agents' engines and the registries (or only `registry`) for environment
+    /// images, in the background (superadmin). Returns the task to follow.
+    async fn rescan_images(
+        &self,
+        ctx: &Context<'_>,
+        registry: Option<String>,
+    ) -> async_graphql::Result<RescanImages> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let mut count = 0u64;
-        for agent in state.agents.all().await {
-            count += super::scan_local_images(state, &agent).await? as u64;
-        }
+        let registries = {
+            use entity::container_registries as regs;
+            use sea_orm::QueryOrder;
+            let mut q = regs::Entity::find().order_by_asc(regs::Column::Hostname);
+            if let Some(r) = &registry {
+                q = q.filter(regs::Column::Hostname.eq(r.trim().to_ascii_lowercase()));
+            }
+            let rows = q.all(&state.db).await.map_err(ApiError::from)?;
+            if registry.is_some() && rows.is_empty() {
+                return Err(ApiError::not_found(
+                    "container registry",
+                    registry.unwrap_or_default(),
+                )
+                .into());
+            }
+            rows
+        };
+        let scan_local = registry.is_none();
+        let task_state = state.clone();
+        let task_id = crate::bgtasks::spawn(
+            state,
+            "rescan_images",
+            caller.uuid,
+            move |progress| async move {
+                let state = task_state;
+                let mut found = 0u64;
+                let mut done = 0u64;
+                let mut problems = Vec::new();
+                if scan_local {
+                    for agent in state.agents.all().await {
+                        progress.update(done, done + 1, format!("local images of {}", agent.id));
+                        match super::scan_local_images(&state, &agent).await {
+                            Ok(n) => found += n as u64,
+                            Err(e) => problems.push(format!("{}: {}", agent.id, e.message)),
+                        }
+                        done += 1;
+                    }
+                }
+                for reg in registries {
+                    match crate::registries::scan_into_catalog(&state, &reg, &progress, done).await
+                    {
+                        Ok((n, total)) => {
+                            found += n;
+                            done = total;
+                        }
+                        Err(e) => problems.push(format!("{}: {}", reg.hostname, e.message)),
+                    }
+                }
+                if problems.is_empty() {
+                    Ok(format!("{found} environment image(s) found"))
+                } else {
+                    Err(format!(
+                        "{found} image(s) found; problems: {}",
+                        problems.join("; ")
+                    ))
+                }
+            },
+        );
         Ok(RescanImages {
             ok: true,
-            msg: "success".into(),
-            count,
+            msg: "started".into(),
+            task_id,
         })
     }
 }

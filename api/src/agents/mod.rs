@@ -300,6 +300,26 @@ pub async fn scan_local_images(state: &AppState, agent: &DockerAgent) -> ApiResu
     Ok(count)
 }
 
+/// Records that `agent_id` now has `image` locally.
+pub async fn mark_installed(
+    state: &AppState,
+    image: &images::Model,
+    agent_id: &str,
+) -> ApiResult<()> {
+    let mut agents: Vec<String> =
+        serde_json::from_value(image.installed_agents.clone()).unwrap_or_default();
+    if !agents.iter().any(|a| a == agent_id) {
+        agents.push(agent_id.to_string());
+    }
+    let mut m = image.clone().into_active_model();
+    m.installed_agents = Set(json!(agents));
+    m.update(&state.db).await?;
+    state
+        .events
+        .changed(ObjectKind::Image, ChangeAction::Modified, &image.name, None);
+    Ok(())
+}
+
 /// The Docker reference of a catalog image (local images keep their tag as found).
 pub fn docker_reference(image: &images::Model) -> String {
     format!("{}/{}:{}", image.registry, image.image, image.tag)

@@ -33,6 +33,7 @@ pub struct Query(
     crate::settings::graphql::SettingQuery,
     crate::sessions::graphql::SessionQuery,
     crate::agents::graphql::AgentQuery,
+    crate::bgtasks::graphql::BgTaskQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -56,6 +57,7 @@ pub struct Mutation(
 pub struct Subscription(
     crate::changes::ChangeSubscription,
     crate::sessions::graphql::SessionSubscription,
+    crate::bgtasks::graphql::BgTaskSubscription,
 );
 
 pub type BaiSchema = Schema<Query, Mutation, Subscription>;

@@ -1,5 +1,6 @@
 //! Container registries the image catalog scans. Credentials are stored but never returned.
 pub mod graphql;
+pub mod scan;
 
 use crate::error::{ApiError, ApiResult};
 
@@ -71,4 +72,81 @@ mod tests {
         assert!(validate("localhost:5000", "http://u:p@localhost:5000").is_err());
         assert!(validate("bad host", "http://bad host").is_err());
     }
+}
+
+/// Scans one registry and adds its environment images to the catalog; returns how many.
+pub async fn scan_into_catalog(
+    state: &crate::state::AppState,
+    reg: &entity::container_registries::Model,
+    progress: &crate::bgtasks::Progress,
+    done_before: u64,
+) -> ApiResult<(u64, u64)> {
+    use chrono::Utc;
+    use entity::enums::ImageType;
+    use entity::images;
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
+    use serde_json::json;
+
+    let client = scan::RegistryClient::new(reg)?;
+    let mut refs = Vec::new();
+    for repo in client.repositories(reg.project.as_deref()).await? {
+        for tag in client.tags(&repo).await? {
+            refs.push((repo.clone(), tag));
+        }
+    }
+    let total = done_before + refs.len() as u64;
+    let mut found = 0;
+    for (i, (repo, tag)) in refs.iter().enumerate() {
+        progress.update(
+            done_before + i as u64,
+            total,
+            format!("{}/{repo}:{tag}", reg.hostname),
+        );
+        let Some(img) = client.inspect(repo, tag).await? else {
+            continue;
+        };
+        let name = format!("{}/{}:{}", reg.hostname, img.repository, img.tag);
+        let existing = images::Entity::find()
+            .filter(images::Column::Name.eq(&name))
+            .filter(images::Column::Architecture.eq(&img.architecture))
+            .one(&state.db)
+            .await?;
+        let action = match existing {
+            Some(row) => {
+                let mut m = row.into_active_model();
+                m.config_digest = Set(img.digest.clone());
+                m.size_bytes = Set(img.size_bytes);
+                m.labels = Set(json!(img.labels));
+                m.update(&state.db).await?;
+                crate::events::ChangeAction::Modified
+            }
+            None => {
+                images::ActiveModel {
+                    id: Set(uuid::Uuid::new_v4()),
+                    name: Set(name.clone()),
+                    image: Set(img.repository.clone()),
+                    tag: Set(img.tag.clone()),
+                    registry: Set(reg.hostname.clone()),
+                    architecture: Set(img.architecture.clone()),
+                    config_digest: Set(img.digest.clone()),
+                    size_bytes: Set(img.size_bytes),
+                    is_local: Set(false),
+                    image_type: Set(ImageType::Compute),
+                    accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
+                    labels: Set(json!(img.labels)),
+                    resources: Set(crate::agents::resources_from_labels(&img.labels)),
+                    created_at: Set(Utc::now()),
+                    installed_agents: Set(json!([])),
+                }
+                .insert(&state.db)
+                .await?;
+                crate::events::ChangeAction::Created
+            }
+        };
+        state
+            .events
+            .changed(crate::events::ObjectKind::Image, action, &name, None);
+        found += 1;
+    }
+    Ok((found, total))
 }

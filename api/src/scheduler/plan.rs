@@ -286,8 +286,8 @@ pub fn plan(mut snap: Snapshot) -> Vec<Decision> {
     }
     let mut out = Vec::with_capacity(pending.len());
     let mut blocked_by: Option<Uuid> = None;
-    let mut queue: std::collections::VecDeque<PendingSession> = pending.into();
-    while let Some(s) = next(&mut queue, &snap, &total) {
+    let mut queue = Queue::new(pending, snap.scheduler == SchedulerKind::Drf);
+    while let Some(s) = queue.next(&snap, &total) {
         let (failed, passed) = predicates(&s, &snap);
         if !failed.is_empty() {
             out.push(Decision::Wait {
@@ -367,30 +367,54 @@ pub fn plan(mut snap: Snapshot) -> Vec<Decision> {
     out
 }
 
-/// The next session to consider: queue order for FIFO/LIFO; for DRF, the earliest session
-/// of the keypair with the smallest dominant share.
-fn next(
-    queue: &mut std::collections::VecDeque<PendingSession>,
-    snap: &Snapshot,
-    total: &Dense,
-) -> Option<PendingSession> {
-    if snap.scheduler != SchedulerKind::Drf {
-        return queue.pop_front();
+/// The sessions still to consider. FIFO/LIFO: one ordered queue. DRF: one queue per keypair
+/// (each in creation order); the next session comes from the keypair with the smallest
+/// dominant share, so a pick costs O(keypairs), not O(pending).
+enum Queue {
+    Ordered(std::collections::VecDeque<PendingSession>),
+    Fair(Vec<(String, std::collections::VecDeque<PendingSession>)>),
+}
+
+impl Queue {
+    fn new(pending: Vec<PendingSession>, fair: bool) -> Queue {
+        if !fair {
+            return Queue::Ordered(pending.into());
+        }
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut queues: Vec<(String, std::collections::VecDeque<PendingSession>)> = Vec::new();
+        for s in pending {
+            let i = *index.entry(s.access_key.clone()).or_insert_with(|| {
+                queues.push((s.access_key.clone(), Default::default()));
+                queues.len() - 1
+            });
+            queues[i].1.push_back(s);
+        }
+        Queue::Fair(queues)
     }
-    let share = |ak: &str| {
-        snap.keypairs
-            .get(ak)
-            .map(|k| dominant_share(&k.quota.using, total))
-            .unwrap_or(0.0)
-    };
-    let mut best: Option<(usize, f64)> = None;
-    for (i, s) in queue.iter().enumerate() {
-        let d = share(&s.access_key);
-        if best.is_none_or(|(_, b)| d < b) {
-            best = Some((i, d));
+
+    fn next(&mut self, snap: &Snapshot, total: &Dense) -> Option<PendingSession> {
+        match self {
+            Queue::Ordered(q) => q.pop_front(),
+            Queue::Fair(queues) => {
+                let share = |ak: &str| {
+                    snap.keypairs
+                        .get(ak)
+                        .map(|k| dominant_share(&k.quota.using, total))
+                        .unwrap_or(0.0)
+                };
+                let mut best: Option<(usize, f64, i64)> = None;
+                for (i, (ak, q)) in queues.iter().enumerate() {
+                    let Some(head) = q.front() else { continue };
+                    let d = share(ak);
+                    // Smallest share first; among equals, the earliest session.
+                    if best.is_none_or(|(_, b, o)| d < b || (d == b && head.order < o)) {
+                        best = Some((i, d, head.order));
+                    }
+                }
+                best.and_then(|(i, _, _)| queues[i].1.pop_front())
+            }
         }
     }
-    best.and_then(|(i, _)| queue.remove(i))
 }
 
 #[cfg(test)]

@@ -238,13 +238,18 @@ pub async fn create(
     }
     validate_environ(&req.environ)?;
     let image = crate::images::resolve(db, &req.image, None).await?;
-    if image
+    let installed = image
         .installed_agents
         .as_array()
-        .is_none_or(|a| a.is_empty())
-    {
+        .is_some_and(|a| !a.is_empty());
+    let pullable = entity::container_registries::Entity::find()
+        .filter(entity::container_registries::Column::Hostname.eq(&image.registry))
+        .one(db)
+        .await?
+        .is_some();
+    if !installed && !pullable {
         return Err(ApiError::bad_request(format!(
-            "The image {} is not installed on any agent",
+            "The image {} is neither installed on an agent nor in a configured registry",
             image.name
         )));
     }
@@ -681,6 +686,21 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         service_ports: k.service_ports.as_str().unwrap_or_default().to_string(),
         pids_limit: i64::from(state.config.container_pids_limit),
     };
+    if !image
+        .installed_agents
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(agent_id.as_str())))
+    {
+        apply(state, id, SessionStatus::Pulling, Change::default()).await?;
+        let creds = entity::container_registries::Entity::find()
+            .filter(entity::container_registries::Column::Hostname.eq(&image.registry))
+            .one(&state.db)
+            .await?
+            .and_then(|r| r.username.map(|u| (u, r.password.unwrap_or_default())));
+        agent.pull(&spec.image, creds).await?;
+        crate::agents::mark_installed(state, &image, &agent_id).await?;
+        apply(state, id, SessionStatus::Preparing, Change::default()).await?;
+    }
     let container_id = agent.create_and_start(&spec).await?;
     apply(
         state,

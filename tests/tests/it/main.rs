@@ -8,5 +8,6 @@ mod admin;
 mod auth;
 mod browser;
 mod live;
+mod registry;
 mod roles;
 mod sessions;

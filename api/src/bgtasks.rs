@@ -1,0 +1,207 @@
+//! Background tasks with progress (image rescans, later maintenance jobs), as Backend.AI's
+//! `task_id` + `bgtask_updated/done/failed` events. The latest state of each task is kept so
+//! a late subscriber still sees where it is.
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
+use crate::events::Event;
+use crate::state::AppState;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, async_graphql::Enum)]
+#[graphql(rename_items = "snake_case")]
+pub enum TaskStatus {
+    Running,
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, async_graphql::SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct TaskState {
+    pub task_id: Uuid,
+    pub kind: String,
+    pub status: TaskStatus,
+    /// Backend.AI's event name: bgtask_updated, bgtask_done or bgtask_failed.
+    pub event: String,
+    pub current_progress: u64,
+    pub total_progress: u64,
+    pub message: String,
+    #[graphql(skip)]
+    pub owner: Uuid,
+}
+
+#[derive(Default)]
+pub struct BgTasks {
+    tasks: Mutex<HashMap<Uuid, TaskState>>,
+}
+
+impl BgTasks {
+    pub fn get(&self, id: Uuid) -> Option<TaskState> {
+        self.lock().get(&id).cloned()
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, TaskState>> {
+        match self.tasks.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+/// A handle the task's code reports through.
+#[derive(Clone)]
+pub struct Progress {
+    state: AppState,
+    id: Uuid,
+}
+
+impl Progress {
+    fn set(&self, f: impl FnOnce(&mut TaskState)) {
+        let snapshot = {
+            let mut tasks = self.state.bgtasks.lock();
+            let Some(t) = tasks.get_mut(&self.id) else {
+                return;
+            };
+            f(t);
+            t.clone()
+        };
+        self.state.events.publish(Event::BgTask(snapshot));
+    }
+
+    pub fn update(&self, current: u64, total: u64, message: impl Into<String>) {
+        let message = message.into();
+        self.set(|t| {
+            t.current_progress = current;
+            t.total_progress = total.max(current);
+            t.message = message;
+        });
+    }
+}
+
+/// Starts `work` in the background and returns its task id at once.
+pub fn spawn<F, Fut>(state: &AppState, kind: &str, owner: Uuid, work: F) -> Uuid
+where
+    F: FnOnce(Progress) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, String>> + Send + 'static,
+{
+    let id = Uuid::new_v4();
+    let initial = TaskState {
+        task_id: id,
+        kind: kind.to_string(),
+        status: TaskStatus::Running,
+        event: "bgtask_updated".into(),
+        current_progress: 0,
+        total_progress: 0,
+        message: String::new(),
+        owner,
+    };
+    {
+        let mut tasks = state.bgtasks.lock();
+        // Keep the most recent tasks only.
+        if tasks.len() > 256 {
+            tasks.retain(|_, t| t.status == TaskStatus::Running);
+        }
+        tasks.insert(id, initial);
+    }
+    let progress = Progress {
+        state: state.clone(),
+        id,
+    };
+    tokio::spawn(async move {
+        let result = work(progress.clone()).await;
+        progress.set(|t| match result {
+            Ok(msg) => {
+                t.status = TaskStatus::Done;
+                t.event = "bgtask_done".into();
+                t.current_progress = t.total_progress;
+                t.message = msg;
+            }
+            Err(msg) => {
+                t.status = TaskStatus::Failed;
+                t.event = "bgtask_failed".into();
+                t.message = msg;
+            }
+        });
+    });
+    id
+}
+
+pub mod graphql {
+    //! `background_task(task_id)` and `background_task_events(task_id)`.
+    use async_graphql::{Context, Object, Subscription};
+    use futures_util::Stream;
+    use tokio::sync::broadcast::error::RecvError;
+    use uuid::Uuid;
+
+    use super::{TaskState, TaskStatus};
+    use crate::error::{ApiError, ApiResult};
+    use crate::events::Event;
+    use crate::graphql::authed;
+
+    fn visible(ctx: &Context<'_>, id: Uuid) -> ApiResult<TaskState> {
+        let (state, caller) = authed(ctx)?;
+        state
+            .bgtasks
+            .get(id)
+            .filter(|t| t.owner == caller.uuid || caller.is_superadmin())
+            .ok_or_else(|| ApiError::not_found("background task", id))
+    }
+
+    #[derive(Default)]
+    pub struct BgTaskQuery;
+
+    #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+    impl BgTaskQuery {
+        async fn background_task(
+            &self,
+            ctx: &Context<'_>,
+            task_id: Uuid,
+        ) -> async_graphql::Result<TaskState> {
+            Ok(visible(ctx, task_id)?)
+        }
+    }
+
+    #[derive(Default)]
+    pub struct BgTaskSubscription;
+
+    #[Subscription(rename_fields = "snake_case", rename_args = "snake_case")]
+    impl BgTaskSubscription {
+        /// The task's current state, then every update until it is done or failed.
+        async fn background_task_events(
+            &self,
+            ctx: &Context<'_>,
+            task_id: Uuid,
+        ) -> async_graphql::Result<impl Stream<Item = TaskState>> {
+            let (state, _) = authed(ctx)?;
+            let rx = state.events.subscribe();
+            let first = visible(ctx, task_id)?;
+            Ok(futures_util::stream::unfold(
+                (Some(first), rx, false),
+                move |(first, mut rx, finished)| async move {
+                    if finished {
+                        return None;
+                    }
+                    if let Some(f) = first {
+                        let end = f.status != TaskStatus::Running;
+                        return Some((f, (None, rx, end)));
+                    }
+                    loop {
+                        match rx.recv().await {
+                            Ok(ev) => {
+                                let Event::BgTask(t) = &*ev else { continue };
+                                if t.task_id == task_id {
+                                    let end = t.status != TaskStatus::Running;
+                                    return Some((t.clone(), (None, rx, end)));
+                                }
+                            }
+                            Err(RecvError::Lagged(_)) => continue,
+                            Err(RecvError::Closed) => return None,
+                        }
+                    }
+                },
+            ))
+        }
+    }
+}
