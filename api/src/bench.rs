@@ -80,8 +80,8 @@ fn first_fit(snap: &Snapshot) -> usize {
             .iter_mut()
             .find(|f| (0..plan::N).all(|i| f[i] >= s.requested.0[i]))
         {
-            for i in 0..plan::N {
-                f[i] -= s.requested.0[i];
+            for (slot, want) in f.iter_mut().zip(s.requested.0.iter()) {
+                *slot -= want;
             }
             placed += 1;
         }

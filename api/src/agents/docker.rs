@@ -398,6 +398,29 @@ impl DockerAgent {
             .map_err(|e| engine_err("listing images", e))
     }
 
+    /// Cumulative CPU time (ns) and current memory of this installation's running
+    /// containers, and how many there are (for the agent's live use).
+    pub async fn usage_sample(&self) -> Option<(u64, u64, usize)> {
+        let containers = self.managed_containers().await.ok()?;
+        let running: Vec<_> = containers.into_iter().filter(|c| c.running).collect();
+        let (mut cpu, mut mem) = (0u64, 0u64);
+        for c in &running {
+            let opts = StatsOptionsBuilder::default()
+                .stream(false)
+                .one_shot(true)
+                .build();
+            if let Some(Ok(s)) = self.docker.stats(&c.container_id, Some(opts)).next().await {
+                cpu += s
+                    .cpu_stats
+                    .and_then(|x| x.cpu_usage)
+                    .and_then(|u| u.total_usage)
+                    .unwrap_or(0);
+                mem += s.memory_stats.and_then(|m| m.usage).unwrap_or(0);
+            }
+        }
+        Some((cpu, mem, running.len()))
+    }
+
     /// One CPU/memory sample: (CPU % of one core × cores used, memory bytes).
     pub async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
         let opts = StatsOptionsBuilder::default()

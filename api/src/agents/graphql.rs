@@ -63,6 +63,26 @@ impl Agent {
     async fn live_stat(&self) -> Option<JsonString> {
         self.0.live_stat.clone().map(JsonString)
     }
+    /// Live CPU use of the agent's session containers, in percent of one core.
+    async fn cpu_cur_pct(&self) -> f64 {
+        self.0
+            .live_stat
+            .as_ref()
+            .and_then(|s| s.get("cpu_used_pct"))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0)
+    }
+    /// Live memory use of the agent's session containers, in bytes.
+    async fn mem_cur_bytes(&self) -> crate::graphql::BigInt {
+        crate::graphql::BigInt(
+            self.0
+                .live_stat
+                .as_ref()
+                .and_then(|s| s.get("mem_used_bytes"))
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0),
+        )
+    }
     /// Containers of running sessions on this agent.
     async fn container_count(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
         let state = state(ctx)?;

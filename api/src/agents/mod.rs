@@ -157,6 +157,8 @@ async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResul
 /// failure. Agents of other processes that stopped beating for three periods become LOST.
 pub async fn heartbeat_loop(state: AppState) {
     let period = Duration::from_secs(state.config.heartbeat_secs.max(1));
+    // Previous cumulative CPU time per agent, to turn it into a rate.
+    let mut previous: HashMap<String, (std::time::Instant, u64)> = HashMap::new();
     loop {
         tokio::time::sleep(period).await;
         for agent in state.agents.all().await {
@@ -168,6 +170,11 @@ pub async fn heartbeat_loop(state: AppState) {
             if let Err(e) = set_status(&state, &agent.id, status).await {
                 tracing::warn!(agent = %agent.id, error = %e.message, "heartbeat update failed");
             }
+            if status == AgentStatus::Alive
+                && let Some((cpu_ns, mem, containers)) = agent.usage_sample().await
+            {
+                record_live_use(&state, &agent.id, &mut previous, cpu_ns, mem, containers).await;
+            }
         }
         let deadline = Utc::now() - chrono::Duration::from_std(period * 3).unwrap_or_default();
         let stale = agents::Entity::find()
@@ -178,6 +185,39 @@ pub async fn heartbeat_loop(state: AppState) {
         for row in stale.unwrap_or_default() {
             let _ = set_status(&state, &row.id, AgentStatus::Lost).await;
         }
+    }
+}
+
+/// Stores the agent's live CPU (as a rate since the last heartbeat) and memory use.
+async fn record_live_use(
+    state: &AppState,
+    id: &str,
+    previous: &mut HashMap<String, (std::time::Instant, u64)>,
+    cpu_ns: u64,
+    mem: u64,
+    containers: usize,
+) {
+    let now = std::time::Instant::now();
+    let pct = match previous.insert(id.to_string(), (now, cpu_ns)) {
+        Some((t, before)) if cpu_ns >= before => {
+            (cpu_ns - before) as f64 / now.duration_since(t).as_nanos().max(1) as f64 * 100.0
+        }
+        _ => 0.0,
+    };
+    let live = json!({"cpu_used_pct": (pct * 10.0).round() / 10.0, "mem_used_bytes": mem, "containers": containers});
+    let updated = agents::Entity::update_many()
+        .col_expr(
+            agents::Column::LiveStat,
+            sea_orm::sea_query::Expr::value(live),
+        )
+        .filter(agents::Column::Id.eq(id))
+        .exec(&state.db)
+        .await;
+    match updated {
+        Ok(_) => state
+            .events
+            .changed(ObjectKind::Agent, ChangeAction::Modified, id, None),
+        Err(e) => tracing::warn!(agent = id, error = %e, "recording live use failed"),
     }
 }
 

@@ -52,28 +52,6 @@ pub fn validate(hostname: &str, url: &str) -> ApiResult<String> {
     Ok(hostname)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls() {
-        assert_eq!(
-            validate("localhost:5000", "http://localhost:5000").unwrap(),
-            "localhost:5000"
-        );
-        assert!(validate("index.docker.io", "https://registry-1.docker.io").is_ok());
-        assert!(
-            validate("localhost:5000", "localhost:5000").is_err(),
-            "scheme required"
-        );
-        assert!(validate("localhost:5000", "ftp://localhost:5000").is_err());
-        assert!(validate("localhost:5000", "http://other:5000").is_err());
-        assert!(validate("localhost:5000", "http://u:p@localhost:5000").is_err());
-        assert!(validate("bad host", "http://bad host").is_err());
-    }
-}
-
 /// Scans one registry and adds its environment images to the catalog; returns how many.
 pub async fn scan_into_catalog(
     state: &crate::state::AppState,
@@ -149,4 +127,26 @@ pub async fn scan_into_catalog(
         found += 1;
     }
     Ok((found, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            validate("localhost:5000", "http://localhost:5000").unwrap(),
+            "localhost:5000"
+        );
+        assert!(validate("index.docker.io", "https://registry-1.docker.io").is_ok());
+        assert!(
+            validate("localhost:5000", "localhost:5000").is_err(),
+            "scheme required"
+        );
+        assert!(validate("localhost:5000", "ftp://localhost:5000").is_err());
+        assert!(validate("localhost:5000", "http://other:5000").is_err());
+        assert!(validate("localhost:5000", "http://u:p@localhost:5000").is_err());
+        assert!(validate("bad host", "http://bad host").is_err());
+    }
 }

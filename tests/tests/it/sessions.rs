@@ -702,3 +702,73 @@ both_dbs!(idle_sessions_are_terminated, |db| async move {
     let s = wait_status(&app, &user, &id, &["TERMINATED"]).await;
     assert_eq!(s["status_info"], "idle-timeout");
 });
+
+both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
+    require_docker();
+    let app = spawn_with(db, |c| c.heartbeat_secs = 1).await;
+    let user = app.user("stats@x.org", "user", "default").await;
+    let id = session_ids(
+        &create_session(
+            &app,
+            &user,
+            json!({"image": PYTHON, "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}"}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let s = wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let container = s["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Keep one core busy and hold some memory inside the session.
+    docker(&[
+        "exec",
+        "-d",
+        &container,
+        "python3",
+        "-c",
+        "x = bytearray(64 * 1024 * 1024)\nwhile True: pass",
+    ]);
+    let mut stats = subscribe(&app, &user, &format!("subscription {{ session_stats(session_id: \"{id}\", interval_secs: 1) {{ cpu_used_pct mem_bytes mem_limit_bytes }} }}")).await;
+    let mut best = (0.0f64, 0i64);
+    for _ in 0..6 {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(20), stats.next())
+            .await
+            .expect("stats")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        let s = &v["payload"]["data"]["session_stats"];
+        assert_eq!(s["mem_limit_bytes"], 512i64 * 1024 * 1024, "{v}");
+        best = (
+            best.0.max(s["cpu_used_pct"].as_f64().unwrap()),
+            best.1.max(s["mem_bytes"].as_i64().unwrap()),
+        );
+    }
+    assert!(best.0 > 50.0, "a busy core shows as CPU use: {best:?}");
+    assert!(
+        best.1 > 64 * 1024 * 1024,
+        "the 64 MiB buffer shows as memory use: {best:?}"
+    );
+    let mut agent_cpu = 0.0;
+    for _ in 0..50 {
+        let a = app
+            .admin("{ agents { cpu_cur_pct mem_cur_bytes } }", json!({}))
+            .await;
+        agent_cpu = a["agents"][0]["cpu_cur_pct"].as_f64().unwrap();
+        if agent_cpu > 50.0 && a["agents"][0]["mem_cur_bytes"].as_i64().unwrap() > 64 * 1024 * 1024
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(agent_cpu > 50.0, "agent live CPU: {agent_cpu}");
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": id}),
+    )
+    .await;
+});
