@@ -564,7 +564,11 @@ pub async fn apply(
     to: SessionStatus,
     change: Change,
 ) -> ApiResult<sessions::Model> {
-    let s = transition(&state.db, id, to, change).await?;
+    // Session and kernel rows change together: nobody sees a RUNNING session without its
+    // container.
+    let txn = state.db.begin().await?;
+    let s = transition(&txn, id, to, change).await?;
+    txn.commit().await?;
     publish(state, &s, event_name(to), None);
     if matches!(
         to,
