@@ -4,10 +4,10 @@ use async_graphql::{Context, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{AgentStatus, SessionStatus};
 use entity::{agents, kernels};
-use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QuerySelect, Select};
+use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, Select};
 
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{JsonString, apply_order, authed, page, state};
+use crate::graphql::{JsonString, authed, state};
 
 pub struct Agent(pub agents::Model);
 
@@ -166,15 +166,11 @@ impl AgentQuery {
     ) -> async_graphql::Result<AgentList> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let (limit, offset) = page(limit, offset)?;
         let select = filtered(status, scaling_group)?;
-        let total_count = select
-            .clone()
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        let select = apply_order(
+        let (rows, total_count) = crate::graphql::paginate(
+            &state.db,
             select,
+            (limit, offset),
             order.as_deref(),
             &[
                 ("id", agents::Column::Id),
@@ -182,13 +178,8 @@ impl AgentQuery {
                 ("status", agents::Column::Status),
             ],
             (agents::Column::FirstContact, Order::Asc),
-        )?;
-        let rows = select
-            .limit(limit)
-            .offset(offset)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        )
+        .await?;
         Ok(AgentList {
             items: rows.into_iter().map(Agent).collect(),
             total_count,

@@ -151,6 +151,31 @@ pub fn apply_order<E: EntityTrait>(
     Ok(select)
 }
 
+/// One page of a Backend.AI paginated list: validated `limit`/`offset`, the total count,
+/// then the rows in the requested order.
+pub async fn paginate<E>(
+    db: &sea_orm::DatabaseConnection,
+    select: Select<E>,
+    (limit, offset): (i32, i32),
+    order: Option<&str>,
+    allowed: &[(&str, E::Column)],
+    default: (E::Column, Order),
+) -> ApiResult<(Vec<E::Model>, u64)>
+where
+    E: EntityTrait,
+    E::Model: Sync,
+{
+    use sea_orm::{PaginatorTrait, QuerySelect};
+    let (limit, offset) = page(limit, offset)?;
+    let total = select.clone().count(db).await?;
+    let rows = apply_order(select, order, allowed, default)?
+        .limit(limit)
+        .offset(offset)
+        .all(db)
+        .await?;
+    Ok((rows, total))
+}
+
 /// Every error leaves with a stable `extensions.code`; errors raised by the GraphQL engine
 /// itself (syntax, validation, limits) get `GRAPHQL_VALIDATION_FAILED`.
 fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {

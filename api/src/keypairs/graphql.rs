@@ -6,14 +6,14 @@ use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::{keypair_resource_policies, keypairs, users};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Select, Set,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, QueryFilter,
+    QueryOrder, Select, Set,
 };
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{BigInt, apply_order, authed, page};
+use crate::graphql::{BigInt, authed};
 
 /// A keypair as the caller may see it. The secret key is shown to its owner and to
 /// superadmins only.
@@ -216,15 +216,11 @@ impl KeypairQuery {
         is_active: Option<bool>,
     ) -> async_graphql::Result<KeyPairList> {
         let (state, caller) = authed(ctx)?;
-        let (limit, offset) = page(limit, offset)?;
         let select = listable(caller, domain_name, email, is_active);
-        let total_count = select
-            .clone()
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        let select = apply_order(
+        let (rows, total_count) = crate::graphql::paginate(
+            &state.db,
             select,
+            (limit, offset),
             order.as_deref(),
             &[
                 ("access_key", keypairs::Column::AccessKey),
@@ -235,13 +231,8 @@ impl KeypairQuery {
                 ("num_queries", keypairs::Column::NumQueries),
             ],
             (keypairs::Column::CreatedAt, Order::Asc),
-        )?;
-        let rows = select
-            .limit(limit)
-            .offset(offset)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        )
+        .await?;
         Ok(KeyPairList {
             items: with_owners(&state.db, caller, rows).await?,
             total_count,

@@ -16,7 +16,7 @@ use entity::{
     agents, groups, kernels, keypair_resource_policies, keypairs, resource_presets, sessions, users,
 };
 use futures_util::Stream;
-use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QuerySelect, Select};
+use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, Select};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
@@ -24,7 +24,7 @@ use uuid::Uuid;
 use crate::auth::{Caller, ReadScope};
 use crate::error::{ApiError, ApiResult};
 use crate::events::Event;
-use crate::graphql::{BigInt, JsonString, apply_order, authed, page, state};
+use crate::graphql::{BigInt, JsonString, authed, state};
 use crate::state::AppState;
 
 pub struct ComputeSession(pub sessions::Model);
@@ -332,7 +332,6 @@ impl SessionQuery {
         >,
     ) -> async_graphql::Result<ComputeSessionList> {
         let (state, caller) = authed(ctx)?;
-        let (limit, offset) = page(limit, offset)?;
         let mut select = visible(caller);
         if let Some(d) = domain_name {
             select = select.filter(sessions::Column::DomainName.eq(d));
@@ -346,13 +345,10 @@ impl SessionQuery {
         if let Some(s) = status.filter(|s| !s.trim().is_empty()) {
             select = select.filter(sessions::Column::Status.is_in(parse_statuses(&s)?));
         }
-        let total_count = select
-            .clone()
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        let select = apply_order(
+        let (rows, total_count) = crate::graphql::paginate(
+            &state.db,
             select,
+            (limit, offset),
             order.as_deref(),
             &[
                 ("name", sessions::Column::Name),
@@ -362,13 +358,8 @@ impl SessionQuery {
                 ("status", sessions::Column::Status),
             ],
             (sessions::Column::StatusChanged, Order::Desc),
-        )?;
-        let rows = select
-            .limit(limit)
-            .offset(offset)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        )
+        .await?;
         Ok(ComputeSessionList {
             items: rows.into_iter().map(ComputeSession).collect(),
             total_count,

@@ -6,15 +6,14 @@ use chrono::{DateTime, Utc};
 use entity::enums::{UserRole, UserStatus};
 use entity::{association_groups_users, groups, users};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, Order, PaginatorTrait,
-    QueryFilter, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, Order, QueryFilter, Set,
 };
 use uuid::Uuid;
 
 use crate::auth::password;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::graphql::{apply_order, authed, page};
+use crate::graphql::authed;
 
 pub struct User(pub users::Model);
 
@@ -154,15 +153,11 @@ impl UserQuery {
         status: Option<String>,
     ) -> async_graphql::Result<UserList> {
         let (state, caller) = authed(ctx)?;
-        let (limit, offset) = page(limit, offset)?;
         let select = filtered(caller, domain_name, group_id, is_active, status)?;
-        let total_count = select
-            .clone()
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        let select = apply_order(
+        let (rows, total_count) = crate::graphql::paginate(
+            &state.db,
             select,
+            (limit, offset),
             order.as_deref(),
             &[
                 ("email", users::Column::Email),
@@ -174,13 +169,8 @@ impl UserQuery {
                 ("status", users::Column::Status),
             ],
             (users::Column::CreatedAt, Order::Asc),
-        )?;
-        let rows = select
-            .limit(limit)
-            .offset(offset)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        )
+        .await?;
         Ok(UserList {
             items: rows.into_iter().map(User).collect(),
             total_count,

@@ -747,7 +747,8 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
             best.1.max(s["mem_bytes"].as_i64().unwrap()),
         );
     }
-    assert!(best.0 > 50.0, "a busy core shows as CPU use: {best:?}");
+    // A busy loop against an idle container (~0%): the margin allows for a loaded machine.
+    assert!(best.0 > 10.0, "a busy core shows as CPU use: {best:?}");
     assert!(
         best.1 > 64 * 1024 * 1024,
         "the 64 MiB buffer shows as memory use: {best:?}"
@@ -758,13 +759,13 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
             .admin("{ agents { cpu_cur_pct mem_cur_bytes } }", json!({}))
             .await;
         agent_cpu = a["agents"][0]["cpu_cur_pct"].as_f64().unwrap();
-        if agent_cpu > 50.0 && a["agents"][0]["mem_cur_bytes"].as_i64().unwrap() > 64 * 1024 * 1024
+        if agent_cpu > 10.0 && a["agents"][0]["mem_cur_bytes"].as_i64().unwrap() > 64 * 1024 * 1024
         {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    assert!(agent_cpu > 50.0, "agent live CPU: {agent_cpu}");
+    assert!(agent_cpu > 10.0, "agent live CPU: {agent_cpu}");
     app.ok(
         Some(&user),
         "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
