@@ -227,6 +227,23 @@ impl DockerAgent {
             host_config: Some(host_config),
             ..Default::default()
         };
+        // The scratch volume is made explicitly so it carries the same labels (cleanup by
+        // installation); it is filled from the image's /home/work on first mount.
+        let volume_labels: HashMap<String, String> = [
+            (MANAGED_LABEL.to_string(), MANAGED_VALUE.to_string()),
+            (INSTANCE_LABEL.to_string(), self.instance.clone()),
+            (KERNEL_LABEL.to_string(), spec.kernel_id.to_string()),
+        ]
+        .into_iter()
+        .collect();
+        self.docker
+            .create_volume(bollard::models::VolumeCreateRequest {
+                name: Some(scratch_volume(spec.kernel_id)),
+                labels: Some(volume_labels),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| engine_err("creating a scratch volume", e))?;
         let name = format!(
             "bai-{}-{}",
             &self.instance[..8.min(self.instance.len())],

@@ -262,6 +262,15 @@ async fn apply(
                 let Some(s) = by_id.get(&session) else {
                     continue;
                 };
+                // The session may have been cancelled since the snapshot: place it only if it
+                // is still pending, holding its lock so no termination interleaves.
+                let lock = state.session_locks.get(session).await;
+                let _guard = lock.lock().await;
+                let current =
+                    crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
+                if current.status != SessionStatus::Pending {
+                    continue;
+                }
                 let Some(gpus) = assign_gpus(state, &agent, &s.requested_slots).await? else {
                     tracing::warn!(session = %session, agent = %agent, "no GPU devices free despite free GPU slots; retrying later");
                     continue;
@@ -322,10 +331,25 @@ async fn apply(
                     .cloned();
                 let changed = s.status_info.as_deref() != Some(status_info)
                     || old.as_ref() != Some(&json!(failed));
-                let mut m = (*s).clone().into_active_model();
-                m.status_info = Set(Some(status_info.to_string()));
-                m.status_data = Set(Some(data));
-                let updated = m.update(&state.db).await?;
+                // Only while still pending: a cancelled session keeps its reason.
+                let res = sessions::Entity::update_many()
+                    .col_expr(
+                        sessions::Column::StatusInfo,
+                        sea_orm::sea_query::Expr::value(status_info),
+                    )
+                    .col_expr(
+                        sessions::Column::StatusData,
+                        sea_orm::sea_query::Expr::value(data),
+                    )
+                    .filter(sessions::Column::Id.eq(session))
+                    .filter(sessions::Column::Status.eq(SessionStatus::Pending))
+                    .exec(&state.db)
+                    .await?;
+                if res.rows_affected == 0 {
+                    continue;
+                }
+                let updated =
+                    crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
                 if changed {
                     crate::sessions::publish(
                         state,

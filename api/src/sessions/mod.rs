@@ -491,6 +491,17 @@ pub async fn transition<C: ConnectionTrait>(
     change: Change,
 ) -> ApiResult<sessions::Model> {
     let s = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
+    if matches!(
+        s.status,
+        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
+    ) {
+        // A finished session never changes again (a late scheduler pass or launch must not
+        // bring it back).
+        return Err(ApiError::conflict(format!(
+            "Session '{}' has already ended ({})",
+            s.name, s.status
+        )));
+    }
     let now = Utc::now();
     let mut history = s.status_history.clone();
     if let Some(h) = history.as_object_mut() {

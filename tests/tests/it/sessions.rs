@@ -773,3 +773,51 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
     )
     .await;
 });
+
+both_dbs!(finished_sessions_never_change_again, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("final@x.org", "user", "default").await;
+    let id = session_ids(
+        &create_session(
+            &app,
+            &user,
+            json!({"image": PYTHON, "resources": "{\"cpu\": \"64\"}"}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let cancelled = app
+        .ok(
+            Some(&user),
+            "mutation($id: UUID!) { destroy_session(id: $id) { session { status } } }",
+            json!({"id": id}),
+        )
+        .await;
+    assert_eq!(
+        cancelled["destroy_session"]["session"]["status"],
+        "CANCELLED"
+    );
+    // What a late scheduler pass would try: it must be refused, not resurrect the session.
+    let late = api::sessions::apply(
+        app.state(),
+        id.parse().unwrap(),
+        entity::enums::SessionStatus::Scheduled,
+        Default::default(),
+    )
+    .await;
+    assert_eq!(late.unwrap_err().code, api::error::ErrorCode::Conflict);
+    app.state().scheduler.wake();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let s = app
+        .ok(
+            Some(&user),
+            "query($id: UUID!) { compute_session(id: $id) { status status_info } }",
+            json!({"id": id}),
+        )
+        .await;
+    assert_eq!(
+        s["compute_session"],
+        json!({"status": "CANCELLED", "status_info": "user-requested"})
+    );
+});

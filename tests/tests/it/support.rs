@@ -44,6 +44,35 @@ pub struct TestApp {
 
 impl Drop for TestApp {
     fn drop(&mut self) {
+        // Whatever a test left running (or a failing test left behind) goes with it: every
+        // container and scratch volume of this installation.
+        if let Some(s) = &self.server {
+            let label = format!("label=ai.backend.bai-instance={}", s.state.instance_id);
+            for (list, rm) in [
+                (&["ps", "-aq", "--filter"][..], &["rm", "-f"][..]),
+                (
+                    &["volume", "ls", "-q", "--filter"][..],
+                    &["volume", "rm", "-f"][..],
+                ),
+            ] {
+                let ids = std::process::Command::new("docker")
+                    .args(list)
+                    .arg(&label)
+                    .output();
+                if let Ok(out) = ids {
+                    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .map(str::to_string)
+                        .collect();
+                    if !ids.is_empty() {
+                        let _ = std::process::Command::new("docker")
+                            .args(rm)
+                            .args(&ids)
+                            .output();
+                    }
+                }
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
