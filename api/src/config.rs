@@ -140,6 +140,9 @@ settings! {
     scheduler_tick_secs: u64 = 10, env = "BAI_SCHEDULER_TICK_SECS";
     /// Process limit inside each container.
     container_pids_limit: u32 = 4096, env = "BAI_CONTAINER_PIDS_LIMIT";
+    /// Storage hosts for folders: `name=/absolute/path`, or a bare name for a directory under
+    /// `<data_dir>/vfolders`.
+    storage_hosts: Vec<String> = vec!["local".to_string()], env = "BAI_STORAGE_HOSTS";
     /// Registry name given to local images without one.
     local_registry_name: String = "bai.local".to_string(), env = "BAI_LOCAL_REGISTRY_NAME";
 }

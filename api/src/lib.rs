@@ -26,6 +26,7 @@ pub mod server;
 pub mod sessions;
 pub mod settings;
 pub mod state;
+pub mod storage;
 pub mod users;
 pub mod validate;
 

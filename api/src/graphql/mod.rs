@@ -34,6 +34,7 @@ pub struct Query(
     crate::sessions::graphql::SessionQuery,
     crate::agents::graphql::AgentQuery,
     crate::bgtasks::graphql::BgTaskQuery,
+    crate::storage::graphql::StorageQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -51,6 +52,7 @@ pub struct Mutation(
     crate::settings::graphql::SettingMutation,
     crate::sessions::graphql::SessionMutation,
     crate::agents::graphql::AgentMutation,
+    crate::storage::graphql::StorageMutation,
 );
 
 #[derive(MergedSubscription, Default)]

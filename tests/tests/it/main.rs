@@ -11,3 +11,4 @@ mod live;
 mod registry;
 mod roles;
 mod sessions;
+mod storage;

@@ -1,0 +1,570 @@
+//! GraphQL for storage folders: `vfolder`, `vfolder_list`, `vfolder_hosts`, `vfolder_files`,
+//! `create_vfolder`, `rename_vfolder`, `delete_vfolder` (the name must be typed as
+//! confirmation), `create_vfolder_directory`, `rename_vfolder_file`, `delete_vfolder_files`.
+use async_graphql::{Context, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
+use entity::enums::{VFolderPermission, VFolderUsageMode};
+use entity::{groups, users, vfolders};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, QueryFilter,
+    Set,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::Access;
+use crate::auth::ReadScope;
+use crate::error::{ApiError, ApiResult};
+use crate::graphql::{BigInt, authed, state};
+
+pub struct VirtualFolder {
+    pub folder: vfolders::Model,
+    pub access: Access,
+}
+
+#[Object(rename_fields = "snake_case")]
+impl VirtualFolder {
+    async fn id(&self) -> Uuid {
+        self.folder.id
+    }
+    /// Storage host (location).
+    async fn host(&self) -> &str {
+        &self.folder.host
+    }
+    async fn name(&self) -> &str {
+        &self.folder.name
+    }
+    /// A dot-named folder, mounted into every new session of its owner.
+    async fn is_automount(&self) -> bool {
+        super::is_automount(&self.folder.name)
+    }
+    /// user or group.
+    async fn ownership_type(&self) -> &str {
+        self.folder.ownership_type.as_str()
+    }
+    async fn user(&self) -> Option<Uuid> {
+        self.folder.user
+    }
+    async fn user_email(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        let Some(u) = self.folder.user else {
+            return Ok(None);
+        };
+        Ok(users::Entity::find_by_id(u)
+            .one(&state(ctx)?.db)
+            .await
+            .map_err(ApiError::from)?
+            .map(|u| u.email))
+    }
+    async fn group(&self) -> Option<Uuid> {
+        self.folder.group
+    }
+    async fn group_name(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        let Some(g) = self.folder.group else {
+            return Ok(None);
+        };
+        Ok(groups::Entity::find_by_id(g)
+            .one(&state(ctx)?.db)
+            .await
+            .map_err(ApiError::from)?
+            .map(|g| g.name))
+    }
+    async fn domain_name(&self) -> &str {
+        &self.folder.domain_name
+    }
+    async fn creator(&self) -> Option<&str> {
+        self.folder.creator.as_deref()
+    }
+    /// The folder's mount permission: ro, rw or wd (read-write-delete).
+    async fn permission(&self) -> &str {
+        self.folder.permission.as_str()
+    }
+    /// What the caller may do: ro, rw or wd.
+    async fn my_permission(&self) -> &str {
+        self.access.as_permission().as_str()
+    }
+    /// The caller owns it (may rename and delete the folder).
+    async fn is_owner(&self) -> bool {
+        self.access == Access::Owner
+    }
+    async fn usage_mode(&self) -> &str {
+        self.folder.usage_mode.as_str()
+    }
+    async fn status(&self) -> &str {
+        self.folder.status.as_str()
+    }
+    async fn cloneable(&self) -> bool {
+        self.folder.cloneable
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.folder.created_at
+    }
+    async fn last_used(&self) -> Option<DateTime<Utc>> {
+        self.folder.last_used
+    }
+    /// Bytes used (measured now).
+    async fn cur_size(&self, ctx: &Context<'_>) -> async_graphql::Result<BigInt> {
+        let root = super::folder_root(&state(ctx)?.config, &self.folder)?;
+        Ok(BigInt(
+            i64::try_from(super::usage(root).await.0).unwrap_or(i64::MAX),
+        ))
+    }
+    /// Files in the folder (measured now).
+    async fn num_files(&self, ctx: &Context<'_>) -> async_graphql::Result<BigInt> {
+        let root = super::folder_root(&state(ctx)?.config, &self.folder)?;
+        Ok(BigInt(
+            i64::try_from(super::usage(root).await.1).unwrap_or(i64::MAX),
+        ))
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct VirtualFolderList {
+    pub items: Vec<VirtualFolder>,
+    pub total_count: u64,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct VFolderFile {
+    pub name: String,
+    /// FILE or DIRECTORY.
+    #[graphql(name = "type")]
+    pub file_type: String,
+    pub size: BigInt,
+    pub created: Option<DateTime<Utc>>,
+    pub modified: Option<DateTime<Utc>>,
+    /// Unix permission bits, e.g. `rw-r--r--`.
+    pub mode: String,
+}
+
+fn mode_string(mode: u32) -> String {
+    let bits = ['r', 'w', 'x'];
+    (0..9)
+        .map(|i| {
+            if mode & (1 << (8 - i)) != 0 {
+                bits[i % 3]
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+async fn list_dir(dir: std::path::PathBuf) -> ApiResult<Vec<VFolderFile>> {
+    tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let entries = std::fs::read_dir(&dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ApiError::not_found(
+                "directory",
+                dir.file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default(),
+            ),
+            std::io::ErrorKind::NotADirectory => {
+                ApiError::bad_request("That path is a file, not a directory")
+            }
+            _ => ApiError::internal("listing a directory", e),
+        })?;
+        for e in entries.flatten() {
+            let Ok(meta) = e.path().symlink_metadata() else {
+                continue;
+            };
+            #[cfg(unix)]
+            let mode = {
+                use std::os::unix::fs::PermissionsExt;
+                mode_string(meta.permissions().mode())
+            };
+            #[cfg(not(unix))]
+            let mode = String::new();
+            out.push(VFolderFile {
+                name: e.file_name().to_string_lossy().to_string(),
+                file_type: if meta.is_dir() {
+                    "DIRECTORY"
+                } else if meta.file_type().is_symlink() {
+                    "SYMLINK"
+                } else {
+                    "FILE"
+                }
+                .into(),
+                size: BigInt(i64::try_from(meta.len()).unwrap_or(i64::MAX)),
+                created: meta.created().ok().map(DateTime::<Utc>::from),
+                modified: meta.modified().ok().map(DateTime::<Utc>::from),
+                mode,
+            });
+        }
+        out.sort_by(|a, b| {
+            (b.file_type == "DIRECTORY")
+                .cmp(&(a.file_type == "DIRECTORY"))
+                .then(a.name.cmp(&b.name))
+        });
+        Ok(out)
+    })
+    .await
+    .map_err(|e| ApiError::internal("listing a directory", e))?
+}
+
+#[derive(Default)]
+pub struct StorageQuery;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl StorageQuery {
+    async fn vfolder(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<VirtualFolder> {
+        let (state, caller) = authed(ctx)?;
+        let (folder, access) = super::find(state, caller, id).await?;
+        Ok(VirtualFolder { folder, access })
+    }
+
+    /// Folders the caller can reach (superadmins: all; domain admins: their domain).
+    async fn vfolder_list(
+        &self,
+        ctx: &Context<'_>,
+        limit: i32,
+        offset: i32,
+        order: Option<String>,
+    ) -> async_graphql::Result<VirtualFolderList> {
+        let (state, caller) = authed(ctx)?;
+        let select = match caller.read_scope() {
+            ReadScope::Admin(scope) => match scope.domain() {
+                None => vfolders::Entity::find(),
+                Some(d) => vfolders::Entity::find().filter(vfolders::Column::DomainName.eq(d)),
+            },
+            ReadScope::Own { .. } => super::accessible(caller),
+        };
+        let (rows, total_count) = crate::graphql::paginate(
+            &state.db,
+            select,
+            (limit, offset),
+            order.as_deref(),
+            &[
+                ("name", vfolders::Column::Name),
+                ("created_at", vfolders::Column::CreatedAt),
+                ("host", vfolders::Column::Host),
+            ],
+            (vfolders::Column::Name, Order::Asc),
+        )
+        .await?;
+        let mut items = Vec::new();
+        for f in rows {
+            let access = match super::find(state, caller, f.id).await {
+                Ok((_, a)) => a,
+                Err(_) => Access::Read, // visible to an admin scope without membership
+            };
+            items.push(VirtualFolder { folder: f, access });
+        }
+        Ok(VirtualFolderList { items, total_count })
+    }
+
+    /// Storage hosts the caller may create folders on.
+    async fn vfolder_hosts(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<String>> {
+        let (state, caller) = authed(ctx)?;
+        let policy = super::policy_of(state, caller).await?;
+        Ok(super::hosts(&state.config)
+            .into_keys()
+            .filter(|h| {
+                policy
+                    .allowed_vfolder_hosts
+                    .get(h)
+                    .and_then(|p| p.as_array())
+                    .is_some_and(|p| p.iter().any(|x| x == "create-vfolder"))
+            })
+            .collect())
+    }
+
+    /// A directory's entries (`path` relative to the folder; empty = its top).
+    async fn vfolder_files(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        path: Option<String>,
+    ) -> async_graphql::Result<Vec<VFolderFile>> {
+        let (state, caller) = authed(ctx)?;
+        let (folder, _) = super::find(state, caller, id).await?;
+        let root = super::folder_root(&state.config, &folder)?;
+        let dir = super::path::resolve_existing(&root, path.as_deref().unwrap_or(""))?;
+        Ok(list_dir(dir).await?)
+    }
+}
+
+#[derive(InputObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct CreateVFolderInput {
+    pub name: String,
+    /// Storage host (default: the first configured).
+    pub host: Option<String>,
+    /// Set for a group (project) folder; domain admins only.
+    pub group: Option<Uuid>,
+    /// ro, rw (default) or wd.
+    pub permission: Option<String>,
+    /// general (default), model or data.
+    pub usage_mode: Option<String>,
+    pub cloneable: Option<bool>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct VFolderResult {
+    pub ok: bool,
+    pub msg: String,
+    pub vfolder: Option<VirtualFolder>,
+}
+
+fn ok(msg: &str, vfolder: Option<VirtualFolder>) -> VFolderResult {
+    VFolderResult {
+        ok: true,
+        msg: msg.into(),
+        vfolder,
+    }
+}
+
+#[derive(Default)]
+pub struct StorageMutation;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl StorageMutation {
+    async fn create_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        props: CreateVFolderInput,
+    ) -> async_graphql::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let permission = match props.permission.as_deref() {
+            None => VFolderPermission::ReadWrite,
+            Some(p) => VFolderPermission::parse(p).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "invalid permission '{p}' (one of: {})",
+                    VFolderPermission::choices()
+                ))
+            })?,
+        };
+        let usage_mode = match props.usage_mode.as_deref() {
+            None => VFolderUsageMode::General,
+            Some(m) => VFolderUsageMode::parse(m).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "invalid usage mode '{m}' (one of: {})",
+                    VFolderUsageMode::choices()
+                ))
+            })?,
+        };
+        let f = super::create(
+            state,
+            caller,
+            super::NewFolder {
+                name: props.name,
+                host: props.host,
+                group: props.group,
+                permission,
+                usage_mode,
+                cloneable: props.cloneable.unwrap_or(false),
+            },
+        )
+        .await?;
+        Ok(ok(
+            "created",
+            Some(VirtualFolder {
+                folder: f,
+                access: Access::Owner,
+            }),
+        ))
+    }
+
+    async fn rename_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        new_name: String,
+    ) -> async_graphql::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let (f, access) = super::find(state, caller, id).await?;
+        if access != Access::Owner {
+            return Err(ApiError::forbidden("Only the folder's owner may rename it.").into());
+        }
+        let name = super::validate_name(&new_name)?;
+        let same_owner = match (f.user, f.group) {
+            (Some(u), _) => vfolders::Column::User.eq(u),
+            (_, Some(g)) => vfolders::Column::Group.eq(g),
+            _ => return Err(ApiError::internal("renaming a folder", "no owner").into()),
+        };
+        let clash = vfolders::Entity::find()
+            .filter(same_owner)
+            .filter(vfolders::Column::Name.eq(&name))
+            .filter(vfolders::Column::Id.ne(id))
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        if clash.is_some() {
+            return Err(
+                ApiError::conflict(format!("A folder named '{name}' already exists")).into(),
+            );
+        }
+        let mut m = f.into_active_model();
+        m.name = Set(name);
+        let f = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "rename_vfolder",
+            "vfolder",
+            move |txn| {
+                Box::pin(async move {
+                    let f = m.update(txn).await?;
+                    let key = f.id.to_string();
+                    let detail = json!({"name": f.name});
+                    Ok((f, key, detail))
+                })
+            },
+        )
+        .await?;
+        Ok(ok("renamed", Some(VirtualFolder { folder: f, access })))
+    }
+
+    /// Deletes a folder and its files. `confirm_name` must be the folder's name.
+    async fn delete_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        confirm_name: String,
+    ) -> async_graphql::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let (f, access) = super::find(state, caller, id).await?;
+        if access != Access::Owner {
+            return Err(ApiError::forbidden("Only the folder's owner may delete it.").into());
+        }
+        if confirm_name != f.name {
+            return Err(ApiError::bad_request(format!(
+                "Type the folder's name ('{}') to confirm the deletion",
+                f.name
+            ))
+            .into());
+        }
+        let root = super::folder_root(&state.config, &f)?;
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "delete_vfolder",
+            "vfolder",
+            move |txn| {
+                Box::pin(async move {
+                    let key = f.id.to_string();
+                    let detail = json!({"name": f.name});
+                    f.delete(txn).await?;
+                    Ok(((), key, detail))
+                })
+            },
+        )
+        .await?;
+        if let Err(e) = tokio::fs::remove_dir_all(&root).await
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %root.display(), error = %e, "removing a deleted folder's files failed");
+        }
+        Ok(ok("deleted", None))
+    }
+
+    async fn create_vfolder_directory(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        path: String,
+        parents: Option<bool>,
+    ) -> async_graphql::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let (f, access) = super::find(state, caller, id).await?;
+        access.require(Access::ReadWrite, "create directories")?;
+        let root = super::folder_root(&state.config, &f)?;
+        let dir = super::path::resolve(&root, &path)?;
+        if dir == root {
+            return Err(ApiError::bad_request("Give the new directory's path").into());
+        }
+        let result = if parents.unwrap_or(false) {
+            tokio::fs::create_dir_all(&dir).await
+        } else {
+            tokio::fs::create_dir(&dir).await
+        };
+        result.map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                ApiError::conflict(format!("'{path}' already exists"))
+            }
+            std::io::ErrorKind::NotFound => ApiError::not_found("parent directory of", &path),
+            _ => ApiError::internal("creating a directory", e),
+        })?;
+        #[cfg(unix)]
+        {
+            let _ = std::os::unix::fs::chown(&dir, Some(1000), Some(1000));
+        }
+        Ok(ok("created", None))
+    }
+
+    /// Renames a file or directory within its directory.
+    async fn rename_vfolder_file(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        path: String,
+        new_name: String,
+    ) -> async_graphql::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let (f, access) = super::find(state, caller, id).await?;
+        access.require(Access::ReadWrite, "rename files")?;
+        let root = super::folder_root(&state.config, &f)?;
+        let from = super::path::resolve_existing(&root, &path)?;
+        if from == root {
+            return Err(
+                ApiError::bad_request("The folder itself is renamed with rename_vfolder").into(),
+            );
+        }
+        let parts = super::path::components(&new_name)?;
+        if parts.len() != 1 {
+            return Err(
+                ApiError::bad_request("The new name must be a single name, without '/'").into(),
+            );
+        }
+        let to = from.with_file_name(&parts[0]);
+        if to.symlink_metadata().is_ok() {
+            return Err(ApiError::conflict(format!("'{}' already exists", parts[0])).into());
+        }
+        tokio::fs::rename(&from, &to)
+            .await
+            .map_err(|e| ApiError::internal("renaming a file", e))?;
+        Ok(ok("renamed", None))
+    }
+
+    /// Deletes files; directories need `recursive: true`.
+    async fn delete_vfolder_files(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        paths: Vec<String>,
+        recursive: Option<bool>,
+    ) -> async_graphql::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let (f, access) = super::find(state, caller, id).await?;
+        access.require(Access::ReadWriteDelete, "delete files")?;
+        let root = super::folder_root(&state.config, &f)?;
+        let mut targets = Vec::new();
+        for p in &paths {
+            let t = super::path::resolve_existing(&root, p)?;
+            if t == root {
+                return Err(ApiError::bad_request(
+                    "The folder itself is deleted with delete_vfolder",
+                )
+                .into());
+            }
+            if super::is_dir(&t) && !recursive.unwrap_or(false) {
+                return Err(ApiError::bad_request(format!(
+                    "'{p}' is a directory: delete it with recursive: true"
+                ))
+                .into());
+            }
+            targets.push(t);
+        }
+        for t in targets {
+            let r = if super::is_dir(&t) {
+                tokio::fs::remove_dir_all(&t).await
+            } else {
+                tokio::fs::remove_file(&t).await
+            };
+            r.map_err(|e| ApiError::internal("deleting a file", e))?;
+        }
+        Ok(ok("deleted", None))
+    }
+}

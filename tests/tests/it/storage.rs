@@ -1,0 +1,316 @@
+//! Storage folders through the API (seeds' chapter 7): create (user/group, host, permission),
+//! automount listing, explorer operations, rename, delete with name confirmation, the policy's
+//! folder limit, isolation between users, and hostile paths at every file operation.
+use serde_json::{Value, json};
+
+use crate::both_dbs;
+use crate::support::*;
+
+async fn create_folder(app: &TestApp, token: &str, props: Value) -> Value {
+    app.gql(Some(token), "mutation($p: CreateVFolderInput!) { create_vfolder(props: $p) { vfolder { id name host ownership_type permission my_permission is_automount } } }", json!({"p": props})).await
+}
+
+fn folder_id(body: &Value) -> String {
+    body["data"]["create_vfolder"]["vfolder"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_string()
+}
+
+both_dbs!(
+    folders_are_created_explored_renamed_and_deleted,
+    |db| async move {
+        let app = spawn(db).await;
+        let user = app.user("user2@x.org", "user", "default").await;
+        let hosts = app.ok(Some(&user), "{ vfolder_hosts }", json!({})).await;
+        assert_eq!(hosts["vfolder_hosts"], json!(["local"]));
+        let made = create_folder(&app, &user, json!({"name": "user2-vfolder"})).await;
+        let f = &made["data"]["create_vfolder"]["vfolder"];
+        assert_eq!(f["host"], "local");
+        assert_eq!(f["ownership_type"], "user");
+        assert_eq!(f["permission"], "rw");
+        assert_eq!(f["my_permission"], "wd");
+        assert_eq!(f["is_automount"], false);
+        let id = folder_id(&made);
+        let auto = create_folder(&app, &user, json!({"name": ".local"})).await;
+        assert_eq!(
+            auto["data"]["create_vfolder"]["vfolder"]["is_automount"],
+            true
+        );
+        assert_code(
+            &create_folder(&app, &user, json!({"name": "user2-vfolder"})).await,
+            "CONFLICT",
+        );
+        for bad in ["", "a/b", "..", "has space", &"x".repeat(65)] {
+            assert_code(
+                &create_folder(&app, &user, json!({"name": bad})).await,
+                "BAD_REQUEST",
+            );
+        }
+        assert_code(
+            &create_folder(&app, &user, json!({"name": "x1", "host": "nfs9"})).await,
+            "NOT_FOUND",
+        );
+        assert_code(
+            &create_folder(&app, &user, json!({"name": "x1", "permission": "all"})).await,
+            "BAD_REQUEST",
+        );
+
+        // Explorer: mkdir, list, rename, delete.
+        let ops = |q: &'static str| q;
+        app.ok(Some(&user), ops("mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"data/raw\", parents: true) { ok } }"), json!({"id": id})).await;
+        assert_code(
+            &app.gql(
+                Some(&user),
+                "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"data\") { ok } }",
+                json!({"id": id}),
+            )
+            .await,
+            "CONFLICT",
+        );
+        assert_code(&app.gql(Some(&user), "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"no/such/parent\") { ok } }", json!({"id": id})).await, "NOT_FOUND");
+        let state = app.state();
+        let root = api::storage::hosts(&state.config)["local"].join(id.replace('-', ""));
+        std::fs::write(root.join("data/raw/sample.csv"), "a,b\n1,2\n").unwrap();
+        let top = app
+            .ok(
+                Some(&user),
+                "query($id: UUID!) { vfolder_files(id: $id) { name type } }",
+                json!({"id": id}),
+            )
+            .await;
+        assert_eq!(
+            top["vfolder_files"],
+            json!([{"name": "data", "type": "DIRECTORY"}])
+        );
+        let raw = app.ok(Some(&user), "query($id: UUID!) { vfolder_files(id: $id, path: \"data/raw\") { name type size modified } }", json!({"id": id})).await;
+        assert_eq!(raw["vfolder_files"][0]["name"], "sample.csv");
+        assert_eq!(raw["vfolder_files"][0]["size"], 8);
+        app.ok(Some(&user), "mutation($id: UUID!) { rename_vfolder_file(id: $id, path: \"data/raw/sample.csv\", new_name: \"renamed.csv\") { ok } }", json!({"id": id})).await;
+        assert!(root.join("data/raw/renamed.csv").exists());
+        assert_code(&app.gql(Some(&user), "mutation($id: UUID!) { rename_vfolder_file(id: $id, path: \"data/raw/renamed.csv\", new_name: \"../../escape.csv\") { ok } }", json!({"id": id})).await, "BAD_REQUEST");
+        let usage = app
+            .ok(
+                Some(&user),
+                "query($id: UUID!) { vfolder(id: $id) { cur_size num_files } }",
+                json!({"id": id}),
+            )
+            .await;
+        assert_eq!(usage["vfolder"], json!({"cur_size": 8, "num_files": 1}));
+        assert_code(
+            &app.gql(
+                Some(&user),
+                "mutation($id: UUID!) { delete_vfolder_files(id: $id, paths: [\"data\"]) { ok } }",
+                json!({"id": id}),
+            )
+            .await,
+            "BAD_REQUEST",
+        );
+        app.ok(Some(&user), "mutation($id: UUID!) { delete_vfolder_files(id: $id, paths: [\"data\"], recursive: true) { ok } }", json!({"id": id})).await;
+        assert!(!root.join("data").exists());
+
+        // Rename, then delete only with the right name typed.
+        app.ok(Some(&user), "mutation($id: UUID!) { rename_vfolder(id: $id, new_name: \"user2-data\") { vfolder { name } } }", json!({"id": id})).await;
+        let wrong = app.gql(Some(&user), "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"user2-vfolder\") { ok } }", json!({"id": id})).await;
+        assert_code(&wrong, "BAD_REQUEST");
+        assert!(root.exists(), "nothing deleted without the confirmation");
+        app.ok(
+            Some(&user),
+            "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"user2-data\") { ok } }",
+            json!({"id": id}),
+        )
+        .await;
+        assert!(!root.exists());
+        assert_code(
+            &app.gql(
+                Some(&user),
+                "query($id: UUID!) { vfolder(id: $id) { name } }",
+                json!({"id": id}),
+            )
+            .await,
+            "NOT_FOUND",
+        );
+        let list = app.ok(Some(&user), "{ vfolder_list(limit: 10, offset: 0) { total_count items { name is_automount } } }", json!({})).await;
+        assert_eq!(
+            list["vfolder_list"]["items"],
+            json!([{"name": ".local", "is_automount": true}])
+        );
+    }
+);
+
+both_dbs!(folders_are_isolated_and_limited, |db| async move {
+    let app = spawn(db).await;
+    let owner = app.user("owner@x.org", "user", "default").await;
+    let stranger = app.user("stranger@x.org", "user", "default").await;
+    let id = folder_id(&create_folder(&app, &owner, json!({"name": "private"})).await);
+    for (q, vars) in [
+        (
+            "query($id: UUID!) { vfolder(id: $id) { name } }",
+            json!({"id": id}),
+        ),
+        (
+            "query($id: UUID!) { vfolder_files(id: $id) { name } }",
+            json!({"id": id}),
+        ),
+        (
+            "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"x\") { ok } }",
+            json!({"id": id}),
+        ),
+        (
+            "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"private\") { ok } }",
+            json!({"id": id}),
+        ),
+        (
+            "mutation($id: UUID!) { rename_vfolder(id: $id, new_name: \"mine\") { ok } }",
+            json!({"id": id}),
+        ),
+    ] {
+        assert_code(&app.gql(Some(&stranger), q, vars).await, "NOT_FOUND");
+    }
+    let theirs = app
+        .ok(
+            Some(&stranger),
+            "{ vfolder_list(limit: 10, offset: 0) { total_count } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(theirs["vfolder_list"]["total_count"], 0);
+
+    // Group folders: domain admins create them; project members see and use them with the
+    // folder's permission; users cannot create them.
+    let gid = app.admin(r#"{ groups { id name } }"#, json!({})).await["groups"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_code(
+        &create_folder(&app, &owner, json!({"name": "team-data", "group": gid})).await,
+        "FORBIDDEN",
+    );
+    let team = folder_id(
+        &create_folder(
+            &app,
+            &app.admin_token,
+            json!({"name": "team-data", "group": gid, "permission": "ro"}),
+        )
+        .await,
+    );
+    let seen = app.ok(Some(&owner), "query($id: UUID!) { vfolder(id: $id) { name ownership_type group_name my_permission is_owner } }", json!({"id": team})).await;
+    assert_eq!(
+        seen["vfolder"],
+        json!({"name": "team-data", "ownership_type": "group", "group_name": "default", "my_permission": "ro", "is_owner": false})
+    );
+    assert_code(
+        &app.gql(
+            Some(&owner),
+            "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"x\") { ok } }",
+            json!({"id": team}),
+        )
+        .await,
+        "FORBIDDEN",
+    );
+    assert_code(
+        &app.gql(
+            Some(&owner),
+            "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"team-data\") { ok } }",
+            json!({"id": team}),
+        )
+        .await,
+        "FORBIDDEN",
+    );
+
+    // The policy's folder limit (default policy: 10), and allowed hosts.
+    for i in 1..10 {
+        create_folder(&app, &owner, json!({"name": format!("f{i}")})).await;
+    }
+    let over = create_folder(&app, &owner, json!({"name": "one-too-many"})).await;
+    assert_code(&over, "BAD_REQUEST");
+    assert!(
+        message(&over).contains("most your resource policy allows (10)"),
+        "{over}"
+    );
+    app.admin(r#"mutation { create_keypair_resource_policy(name: "no-storage", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 1, max_containers_per_session: 1, idle_timeout: 0, allowed_vfolder_hosts: "{}"}) { ok } }"#, json!({})).await;
+    let ak = app
+        .ok(Some(&stranger), "{ keypair { access_key } }", json!({}))
+        .await["keypair"]["access_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: \"no-storage\"}) { ok } }", json!({"a": ak})).await;
+    assert_code(
+        &create_folder(&app, &stranger, json!({"name": "nope"})).await,
+        "FORBIDDEN",
+    );
+});
+
+/// Thousands of hostile paths at every file operation: none may touch anything outside the
+/// folder, and each is refused with a clear error rather than a server fault.
+both_dbs!(hostile_paths_never_escape, |db| async move {
+    let app = spawn(db).await;
+    let user = app.user("fuzz@x.org", "user", "default").await;
+    let id = folder_id(&create_folder(&app, &user, json!({"name": "target"})).await);
+    let state = app.state();
+    let host_root = api::storage::hosts(&state.config)["local"].clone();
+    let root = host_root.join(id.replace('-', ""));
+    let outside = host_root.join("outside-marker");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("keep.txt"), "keep").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+    let pieces = [
+        "..",
+        ".",
+        "link",
+        "keep.txt",
+        "%2e%2e",
+        "%2F",
+        "/",
+        "\\",
+        "~",
+        "a",
+        "..%00",
+        "outside-marker",
+        "\u{0}",
+        "../..",
+    ];
+    let mut seed: u64 = 42;
+    let mut rand = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let ops = [
+        "query($id: UUID!, $p: String!) { vfolder_files(id: $id, path: $p) { name } }",
+        "mutation($id: UUID!, $p: String!) { create_vfolder_directory(id: $id, path: $p, parents: true) { ok } }",
+        "mutation($id: UUID!, $p: String!) { rename_vfolder_file(id: $id, path: $p, new_name: \"moved\") { ok } }",
+        "mutation($id: UUID!, $p: String!) { delete_vfolder_files(id: $id, paths: [$p], recursive: true) { ok } }",
+    ];
+    for i in 0..1200 {
+        let n = 1 + rand() % 4;
+        let p: Vec<&str> = (0..n).map(|_| pieces[rand() % pieces.len()]).collect();
+        let mut path = p.join("/");
+        if rand() % 5 == 0 {
+            path.insert(0, '/');
+        }
+        let op = ops[i % ops.len()];
+        let body = app.gql(Some(&user), op, json!({"id": id, "p": path})).await;
+        if let Some(code) = body["errors"][0]["extensions"]["code"].as_str() {
+            assert!(
+                matches!(code, "BAD_REQUEST" | "NOT_FOUND" | "CONFLICT"),
+                "{path:?}: {body}"
+            );
+        }
+        assert!(
+            outside.join("keep.txt").exists(),
+            "{path:?} reached outside the folder"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+        "keep"
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        1,
+        "nothing created outside"
+    );
+});
