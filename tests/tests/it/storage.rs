@@ -242,8 +242,8 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
     );
 });
 
-/// Thousands of hostile paths at every file operation: none may touch anything outside the
-/// folder, and each is refused with a clear error rather than a server fault.
+// Thousands of hostile paths at every file operation: none may touch anything outside the
+// folder, and each is refused with a clear error rather than a server fault.
 both_dbs!(hostile_paths_never_escape, |db| async move {
     let app = spawn(db).await;
     let user = app.user("fuzz@x.org", "user", "default").await;
