@@ -45,12 +45,28 @@ pub fn router(app: AppState) -> Router {
         .route("/graphql/ws", get(graphql::graphql_ws))
         .route("/manager/announcement", get(announcement))
         .route_layer(middleware::from_fn_with_state(
-            app,
+            app.clone(),
             crate::auth::middleware::authenticate,
         ))
         // A layer, not DefaultBodyLimit: the GraphQL extractor reads the body stream itself.
         .layer(RequestBodyLimitLayer::new(body_limit))
         .with_state(web);
+    // File transfer streams bodies of any size, so it sits outside the body limit above.
+    let files = Router::new()
+        .route(
+            "/storage/folders/{id}/download",
+            get(crate::storage::http::download),
+        )
+        .route(
+            "/storage/folders/{id}/upload",
+            post(crate::storage::http::upload),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            app.clone(),
+            crate::auth::middleware::authenticate,
+        ))
+        .with_state(app);
+    let api = api.merge(files);
     let index = web_dir.join("index.html");
     api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index)))
         .layer(TraceLayer::new_for_http())

@@ -71,6 +71,8 @@ pub struct KernelSpec {
     pub command: Option<String>,
     pub service_ports: String,
     pub pids_limit: i64,
+    /// Storage folders bound into the container.
+    pub mounts: Vec<crate::storage::MountSpec>,
 }
 
 /// A managed container found on an engine.
@@ -207,13 +209,23 @@ impl DockerAgent {
             security_opt: Some(vec!["no-new-privileges".into()]),
             privileged: Some(false),
             device_requests,
-            mounts: Some(vec![Mount {
-                target: Some("/home/work".into()),
-                source: Some(scratch_volume(spec.kernel_id)),
-                typ: Some(MountType::VOLUME),
-                read_only: Some(false),
-                ..Default::default()
-            }]),
+            mounts: Some(
+                std::iter::once(Mount {
+                    target: Some("/home/work".into()),
+                    source: Some(scratch_volume(spec.kernel_id)),
+                    typ: Some(MountType::VOLUME),
+                    read_only: Some(false),
+                    ..Default::default()
+                })
+                .chain(spec.mounts.iter().map(|m| Mount {
+                    target: Some(m.target.clone()),
+                    source: Some(m.host_path.clone()),
+                    typ: Some(MountType::BIND),
+                    read_only: Some(m.read_only),
+                    ..Default::default()
+                }))
+                .collect(),
+            ),
             ..Default::default()
         };
         let body = ContainerCreateBody {

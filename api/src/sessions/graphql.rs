@@ -527,6 +527,10 @@ pub struct CreateSessionInput {
     /// How many identical sessions (default 1).
     pub count: Option<i32>,
     pub tag: Option<String>,
+    /// Storage folders to mount, by name or id; each appears at /home/work/<name>.
+    pub mounts: Option<Vec<String>>,
+    /// `{"folder": "alias"}`: mount a folder elsewhere beneath /home/work.
+    pub mount_map: Option<JsonString>,
 }
 
 fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
@@ -608,6 +612,8 @@ impl SessionMutation {
             startup_command: props.startup_command,
             count,
             tag: props.tag,
+            mounts: props.mounts.unwrap_or_default(),
+            mount_map: string_map(props.mount_map, "mount_map")?,
         };
         let created = super::create(state, caller, req).await?;
         Ok(CreateSessionResult {

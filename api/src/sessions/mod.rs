@@ -63,6 +63,10 @@ pub struct CreateRequest {
     pub startup_command: Option<String>,
     pub count: u32,
     pub tag: Option<String>,
+    /// Folders to mount, by name or id (automount folders are added by themselves).
+    pub mounts: Vec<String>,
+    /// Folder name (or id) → mount path (relative to /home/work or absolute beneath it).
+    pub mount_map: BTreeMap<String, String>,
 }
 
 /// Session names: 4–64 characters, letters/digits first and last, `-`, `_`, `.` inside.
@@ -290,6 +294,8 @@ pub async fn create(
         shmem = Some(v);
     }
     let shmem = shmem.unwrap_or(DEFAULT_SHMEM);
+    let mounts =
+        json!(crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?);
     let requested = size_request(&image, slots, shmem)?;
     // A request beyond the keypair policy's absolute limits could never run: refuse it now.
     let kp =
@@ -378,7 +384,7 @@ pub async fn create(
             tag: Set(req.tag.clone()),
             occupying_slots: Set(ResourceSlots::new()),
             requested_slots: Set(requested.clone()),
-            vfolder_mounts: Set(json!([])),
+            vfolder_mounts: Set(mounts.clone()),
             environ: Set(environ.clone()),
             resource_opts: Set(resource_opts.clone()),
             bootstrap_script: Set(None),
@@ -414,7 +420,7 @@ pub async fn create(
             container_id: Set(None),
             occupied_slots: Set(ResourceSlots::new()),
             requested_slots: Set(requested.clone()),
-            mounts: Set(json!([])),
+            mounts: Set(mounts.clone()),
             resource_opts: Set(resource_opts.clone()),
             service_ports: Set(json!(image.labels.get("ai.backend.service-ports"))),
             domain_name: Set(caller.domain_name.clone()),
@@ -700,6 +706,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             .filter(|_| s.session_type == SessionType::Batch),
         service_ports: k.service_ports.as_str().unwrap_or_default().to_string(),
         pids_limit: i64::from(state.config.container_pids_limit),
+        mounts: serde_json::from_value(k.mounts.clone()).unwrap_or_default(),
     };
     if !image
         .installed_agents

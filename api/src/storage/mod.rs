@@ -3,6 +3,7 @@
 //! to a project. Names starting with a dot are automount folders. Every file path goes
 //! through `path::resolve`.
 pub mod graphql;
+pub mod http;
 pub mod path;
 
 use std::collections::BTreeMap;
@@ -340,4 +341,107 @@ pub async fn usage(dir: PathBuf) -> (u64, u64) {
 
 pub fn is_dir(p: &Path) -> bool {
     p.symlink_metadata().map(|m| m.is_dir()).unwrap_or(false)
+}
+
+/// A folder mounted into a session.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MountSpec {
+    pub id: Uuid,
+    pub name: String,
+    pub host_path: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+const HOME: &str = "/home/work";
+
+/// Where a folder appears in the container: `/home/work/<name>`, or the alias from
+/// `mount_map` (relative to /home/work, or absolute beneath it).
+fn mount_target(name: &str, alias: Option<&String>) -> ApiResult<String> {
+    let rel = match alias {
+        None => name.to_string(),
+        Some(a) => match a.strip_prefix(HOME) {
+            Some(rest) if rest.starts_with('/') => rest.trim_start_matches('/').to_string(),
+            Some(_) | None if a.starts_with('/') => {
+                return Err(ApiError::bad_request(format!(
+                    "Mount path '{a}' must be beneath {HOME}"
+                )));
+            }
+            _ => a.clone(),
+        },
+    };
+    let parts = path::components(&rel)?;
+    if parts.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "A folder cannot be mounted over {HOME} itself"
+        )));
+    }
+    Ok(format!("{HOME}/{}", parts.join("/")))
+}
+
+/// The folders to mount for a new session of `caller`: those it names (by name or id) that it
+/// may access, read-only where it may only read, plus its own automount (dot-named) folders.
+/// Overlapping targets are refused.
+pub async fn session_mounts(
+    state: &AppState,
+    caller: &Caller,
+    requested: &[String],
+    mount_map: &BTreeMap<String, String>,
+) -> ApiResult<Vec<MountSpec>> {
+    let mut out: Vec<MountSpec> = Vec::new();
+    let reachable = accessible(caller).all(&state.db).await?;
+    for want in requested {
+        let by_id = Uuid::parse_str(want).ok();
+        let mut candidates: Vec<&vfolders::Model> = reachable
+            .iter()
+            .filter(|f| Some(f.id) == by_id || f.name == *want)
+            .collect();
+        // Prefer the caller's own folder when a group folder has the same name.
+        candidates.sort_by_key(|f| f.user != Some(caller.uuid));
+        let folder = candidates
+            .first()
+            .ok_or_else(|| ApiError::not_found("folder", want))?;
+        let (folder, access) = find(state, caller, folder.id).await?;
+        let alias = mount_map.get(want).or_else(|| mount_map.get(&folder.name));
+        out.push(MountSpec {
+            id: folder.id,
+            name: folder.name.clone(),
+            host_path: folder_root(&state.config, &folder)?.display().to_string(),
+            target: mount_target(&folder.name, alias)?,
+            read_only: access < Access::ReadWrite,
+        });
+    }
+    for f in reachable
+        .iter()
+        .filter(|f| f.user == Some(caller.uuid) && is_automount(&f.name))
+    {
+        if out.iter().any(|m| m.id == f.id) {
+            continue;
+        }
+        out.push(MountSpec {
+            id: f.id,
+            name: f.name.clone(),
+            host_path: folder_root(&state.config, f)?.display().to_string(),
+            target: mount_target(&f.name, None)?,
+            read_only: false,
+        });
+    }
+    for (i, a) in out.iter().enumerate() {
+        for b in out.iter().skip(i + 1) {
+            let nested = |x: &str, y: &str| x == y || y.starts_with(&format!("{x}/"));
+            if a.id == b.id {
+                return Err(ApiError::bad_request(format!(
+                    "The folder '{}' is listed twice",
+                    a.name
+                )));
+            }
+            if nested(&a.target, &b.target) || nested(&b.target, &a.target) {
+                return Err(ApiError::bad_request(format!(
+                    "Mount targets overlap: {} and {}",
+                    a.target, b.target
+                )));
+            }
+        }
+    }
+    Ok(out)
 }

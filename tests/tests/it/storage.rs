@@ -314,3 +314,239 @@ both_dbs!(hostile_paths_never_escape, |db| async move {
         "nothing created outside"
     );
 });
+
+async fn upload(
+    app: &TestApp,
+    token: &str,
+    id: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> reqwest::Response {
+    app.http
+        .post(app.url(&format!("/storage/folders/{id}/upload?path={path}")))
+        .bearer_auth(token)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn download(app: &TestApp, token: &str, id: &str, path: &str) -> reqwest::Response {
+    app.http
+        .get(app.url(&format!("/storage/folders/{id}/download?path={path}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
+// The seeds' chapter 8: mount folders into a session, write into one from inside the
+// container, terminate, and download the file through the explorer.
+both_dbs!(
+    seeds_journey_mounted_folders_outlive_sessions,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let user = app.user("user2@x.org", "user", "default").await;
+        let _ml = folder_id(&create_folder(&app, &user, json!({"name": "user1-ml-test"})).await);
+        let v = folder_id(&create_folder(&app, &user, json!({"name": "user2-vfolder"})).await);
+        let local = folder_id(&create_folder(&app, &user, json!({"name": ".local"})).await);
+        let gid = app.admin("{ groups { id } }", json!({})).await["groups"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let shared = folder_id(
+            &create_folder(
+                &app,
+                &app.admin_token,
+                json!({"name": "shared-ro", "group": gid, "permission": "ro"}),
+            )
+            .await,
+        );
+
+        // Uploads stream to disk; a large one arrives whole.
+        let up = upload(&app, &user, &v, "tc-perft01.txt", b"perf data\n".to_vec()).await;
+        assert_eq!(up.status(), 200);
+        let big: Vec<u8> = (0..8 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let up = upload(&app, &user, &v, "big.bin", big.clone()).await;
+        assert_eq!(up.json::<Value>().await.unwrap()["size"], big.len());
+        assert_eq!(
+            upload(
+                &app,
+                &app.admin_token,
+                &shared,
+                "readme.txt",
+                b"shared\n".to_vec()
+            )
+            .await
+            .status(),
+            200
+        );
+        assert_eq!(
+            upload(&app, &user, &shared, "nope.txt", b"x".to_vec())
+                .await
+                .status(),
+            403,
+            "read-only for members"
+        );
+        assert_eq!(
+            upload(&app, &user, &v, "../escape.txt", b"x".to_vec())
+                .await
+                .status(),
+            400
+        );
+        assert_eq!(
+            upload(&app, &user, &v, "missing-dir/file", b"x".to_vec())
+                .await
+                .status(),
+            404
+        );
+
+        // Overlapping targets and folders of others are refused.
+        let overlap = create_session(&app, &user, json!({"image": PYTHON, "mounts": ["user2-vfolder", "user1-ml-test"], "mount_map": "{\"user1-ml-test\": \"user2-vfolder/inner\"}"})).await;
+        assert_code(&overlap, "BAD_REQUEST");
+        assert!(message(&overlap).contains("overlap"), "{overlap}");
+        let stranger = app.user("stranger@x.org", "user", "default").await;
+        assert_code(
+            &create_session(
+                &app,
+                &stranger,
+                json!({"image": PYTHON, "mounts": [v.clone()]}),
+            )
+            .await,
+            "NOT_FOUND",
+        );
+
+        let id = session_ids(
+            &create_session(
+                &app,
+                &user,
+                json!({"image": PYTHON, "mounts": ["user1-ml-test", "user2-vfolder", "shared-ro"]}),
+            )
+            .await,
+        )[0]
+        .clone();
+        let s = wait_status(&app, &user, &id, &["RUNNING", "ERROR"]).await;
+        assert_eq!(s["status"], "RUNNING", "{s}");
+        let c = s["containers"][0]["container_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ls = docker(&["exec", &c, "ls", "-A", "/home/work"]);
+        for name in [".local", "shared-ro", "user1-ml-test", "user2-vfolder"] {
+            assert!(ls.lines().any(|l| l == name), "{name} not in {ls:?}");
+        }
+        docker(&[
+            "exec",
+            &c,
+            "sh",
+            "-c",
+            "echo 'file inside user2-vfolder' > /home/work/user2-vfolder/test_file && echo scratch > /home/work/scratch_file && echo kept > /home/work/.local/marker",
+        ]);
+        assert_eq!(
+            docker(&["exec", &c, "cat", "/home/work/user2-vfolder/tc-perft01.txt"]),
+            "perf data"
+        );
+        assert_eq!(
+            docker(&["exec", &c, "cat", "/home/work/shared-ro/readme.txt"]),
+            "shared"
+        );
+        let ro = std::process::Command::new("docker")
+            .args(["exec", &c, "touch", "/home/work/shared-ro/x"])
+            .output()
+            .unwrap();
+        assert!(
+            !ro.status.success(),
+            "a read-only folder stays read-only inside the container"
+        );
+        app.ok(
+            Some(&user),
+            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+            json!({"id": id}),
+        )
+        .await;
+
+        // After the session: the file is in the folder, with the same contents.
+        let files = app
+            .ok(
+                Some(&user),
+                "query($id: UUID!) { vfolder_files(id: $id) { name } }",
+                json!({"id": v}),
+            )
+            .await;
+        assert!(files.to_string().contains("test_file"), "{files}");
+        let got = download(&app, &user, &v, "test_file").await;
+        assert_eq!(got.status(), 200);
+        assert!(
+            got.headers()["content-disposition"]
+                .to_str()
+                .unwrap()
+                .contains("test_file")
+        );
+        assert_eq!(got.text().await.unwrap(), "file inside user2-vfolder\n");
+        assert_eq!(
+            download(&app, &user, &v, "big.bin")
+                .await
+                .bytes()
+                .await
+                .unwrap()
+                .to_vec(),
+            big
+        );
+        let tar = download(&app, &user, &v, "").await;
+        assert_eq!(tar.headers()["content-type"], "application/x-tar");
+        assert!(
+            tar.bytes().await.unwrap().len() > big.len(),
+            "the whole folder as an archive"
+        );
+        assert_eq!(
+            download(&app, &stranger, &v, "test_file").await.status(),
+            404
+        );
+        assert_eq!(
+            app.http
+                .get(app.url(&format!("/storage/folders/{v}/download?path=test_file")))
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            401
+        );
+        assert_eq!(
+            download(&app, &user, &local, "marker")
+                .await
+                .text()
+                .await
+                .unwrap(),
+            "kept\n",
+            "automount folder written"
+        );
+
+        // A new session: the automount folder is back, the scratch file is gone.
+        let id2 =
+            session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+        let s2 = wait_status(&app, &user, &id2, &["RUNNING"]).await;
+        let c2 = s2["containers"][0]["container_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            docker(&["exec", &c2, "cat", "/home/work/.local/marker"]),
+            "kept"
+        );
+        let gone = std::process::Command::new("docker")
+            .args(["exec", &c2, "test", "-e", "/home/work/scratch_file"])
+            .output()
+            .unwrap();
+        assert!(
+            !gone.status.success(),
+            "files outside mounted folders are gone with the session"
+        );
+        app.ok(
+            Some(&user),
+            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+            json!({"id": id2}),
+        )
+        .await;
+    }
+);
