@@ -57,6 +57,18 @@ pub enum Event {
     Changed(Change),
     Session(SessionEvent),
     BgTask(crate::bgtasks::TaskState),
+    Vfolder(VfolderEvent),
+}
+
+/// A storage folder was created, renamed or deleted. Owner and project say who may hear it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VfolderEvent {
+    pub id: uuid::Uuid,
+    pub name: String,
+    pub action: ChangeAction,
+    pub user: Option<uuid::Uuid>,
+    pub group: Option<uuid::Uuid>,
+    pub domain: String,
 }
 
 #[derive(Clone)]

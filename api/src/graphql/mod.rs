@@ -60,6 +60,7 @@ pub struct Subscription(
     crate::changes::ChangeSubscription,
     crate::sessions::graphql::SessionSubscription,
     crate::bgtasks::graphql::BgTaskSubscription,
+    crate::storage::graphql::StorageSubscription,
 );
 
 pub type BaiSchema = Schema<Query, Mutation, Subscription>;

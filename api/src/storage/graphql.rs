@@ -414,6 +414,7 @@ impl StorageMutation {
             },
         )
         .await?;
+        super::publish(state, &f, crate::events::ChangeAction::Modified);
         Ok(ok("renamed", Some(VirtualFolder { folder: f, access })))
     }
 
@@ -429,6 +430,22 @@ impl StorageMutation {
         if access != Access::Owner {
             return Err(ApiError::forbidden("Only the folder's owner may delete it.").into());
         }
+        let live = entity::sessions::Entity::find()
+            .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        if let Some(s) = live.iter().find(|s| {
+            s.vfolder_mounts
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["id"] == json!(f.id)))
+        }) {
+            return Err(ApiError::conflict(format!(
+                "The folder is mounted in the session '{}'; terminate it first",
+                s.name
+            ))
+            .into());
+        }
         if confirm_name != f.name {
             return Err(ApiError::bad_request(format!(
                 "Type the folder's name ('{}') to confirm the deletion",
@@ -437,6 +454,7 @@ impl StorageMutation {
             .into());
         }
         let root = super::folder_root(&state.config, &f)?;
+        let gone = f.clone();
         crate::audit::audited(
             &state.db,
             &caller.email,
@@ -457,6 +475,7 @@ impl StorageMutation {
         {
             tracing::warn!(dir = %root.display(), error = %e, "removing a deleted folder's files failed");
         }
+        super::publish(state, &gone, crate::events::ChangeAction::Deleted);
         Ok(ok("deleted", None))
     }
 
@@ -566,5 +585,66 @@ impl StorageMutation {
             r.map_err(|e| ApiError::internal("deleting a file", e))?;
         }
         Ok(ok("deleted", None))
+    }
+}
+
+#[derive(SimpleObject, Clone)]
+#[graphql(rename_fields = "snake_case")]
+pub struct VFolderChange {
+    pub id: Uuid,
+    pub name: String,
+    pub action: crate::events::ChangeAction,
+}
+
+#[derive(Default)]
+pub struct StorageSubscription;
+
+#[async_graphql::Subscription(rename_fields = "snake_case")]
+impl StorageSubscription {
+    /// Folders the caller can see being created, renamed or deleted.
+    async fn vfolder_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<impl futures_util::Stream<Item = VFolderChange>> {
+        let (state, caller) = authed(ctx)?;
+        let (state, caller) = (state.clone(), caller.clone());
+        let rx = state.events.subscribe();
+        Ok(futures_util::stream::unfold(rx, move |mut rx| {
+            let (state, caller) = (state.clone(), caller.clone());
+            async move {
+                use tokio::sync::broadcast::error::RecvError;
+                loop {
+                    match rx.recv().await {
+                        Ok(ev) => {
+                            let crate::events::Event::Vfolder(e) = &*ev else {
+                                continue;
+                            };
+                            let visible = e.user == Some(caller.uuid)
+                                || caller
+                                    .admin_scope()
+                                    .is_some_and(|s| s.covers_domain(&e.domain))
+                                || match e.group {
+                                    Some(g) => crate::groups::is_member(&state.db, caller.uuid, g)
+                                        .await
+                                        .unwrap_or(false),
+                                    None => false,
+                                };
+                            if visible {
+                                return Some((
+                                    VFolderChange {
+                                        id: e.id,
+                                        name: e.name.clone(),
+                                        action: e.action,
+                                    },
+                                    rx,
+                                ));
+                            }
+                        }
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return None,
+                    }
+                }
+            }
+        }))
     }
 }

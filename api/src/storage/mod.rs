@@ -306,10 +306,26 @@ pub async fn create(
             })
         })
         .await;
-    if created.is_err() {
-        let _ = tokio::fs::remove_dir_all(&dir).await;
+    match &created {
+        Ok(f) => publish(state, f, crate::events::ChangeAction::Created),
+        Err(_) => {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
     }
     created
+}
+
+pub fn publish(state: &AppState, f: &vfolders::Model, action: crate::events::ChangeAction) {
+    state
+        .events
+        .publish(crate::events::Event::Vfolder(crate::events::VfolderEvent {
+            id: f.id,
+            name: f.name.clone(),
+            action,
+            user: f.user,
+            group: f.group,
+            domain: f.domain_name.clone(),
+        }));
 }
 
 /// Size in bytes and number of files (walks the folder; links are not followed).

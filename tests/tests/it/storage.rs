@@ -459,6 +459,10 @@ both_dbs!(
             !ro.status.success(),
             "a read-only folder stays read-only inside the container"
         );
+        let busy = app
+        .gql(Some(&user), "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"user2-vfolder\") { ok } }", json!({"id": v}))
+        .await;
+        assert_code(&busy, "CONFLICT");
         app.ok(
             Some(&user),
             "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
@@ -550,3 +554,87 @@ both_dbs!(
         .await;
     }
 );
+
+both_dbs!(folder_list_changes_are_live_and_private, |db| async move {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let app = spawn(db).await;
+    let owner = app.user("watch@x.org", "user", "default").await;
+    let stranger = app.user("other@x.org", "user", "default").await;
+    async fn watch(
+        app: &TestApp,
+        token: &str,
+    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
+    {
+        let mut req = app
+            .url("/graphql/ws")
+            .replace("http://", "ws://")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert(
+            "sec-websocket-protocol",
+            "graphql-transport-ws".parse().unwrap(),
+        );
+        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        ws.send(Message::text(
+            json!({"type": "connection_init", "payload": {"token": token}}).to_string(),
+        ))
+        .await
+        .unwrap();
+        ws.next().await.unwrap().unwrap();
+        ws.send(Message::text(json!({"id": "1", "type": "subscribe", "payload": {"query": "subscription { vfolder_changes { name action } }"}}).to_string())).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        ws
+    }
+    async fn next(
+        ws: &mut tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ) -> Value {
+        loop {
+            let m = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+                .await
+                .expect("event")
+                .unwrap()
+                .unwrap();
+            if let Message::Text(t) = m {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                return v["payload"]["data"]["vfolder_changes"].clone();
+            }
+        }
+    }
+    let mut mine = watch(&app, &owner).await;
+    let mut theirs = watch(&app, &stranger).await;
+    let id = folder_id(&create_folder(&app, &owner, json!({"name": "live-folder"})).await);
+    assert_eq!(
+        next(&mut mine).await,
+        json!({"name": "live-folder", "action": "created"})
+    );
+    app.ok(
+        Some(&owner),
+        "mutation($id: UUID!) { rename_vfolder(id: $id, new_name: \"renamed\") { ok } }",
+        json!({"id": id}),
+    )
+    .await;
+    assert_eq!(
+        next(&mut mine).await,
+        json!({"name": "renamed", "action": "modified"})
+    );
+    app.ok(
+        Some(&owner),
+        "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"renamed\") { ok } }",
+        json!({"id": id}),
+    )
+    .await;
+    assert_eq!(
+        next(&mut mine).await,
+        json!({"name": "renamed", "action": "deleted"})
+    );
+    // The stranger heard none of that: its first event is its own folder.
+    create_folder(&app, &stranger, json!({"name": "theirs"})).await;
+    assert_eq!(
+        next(&mut theirs).await,
+        json!({"name": "theirs", "action": "created"})
+    );
+});
