@@ -22,6 +22,7 @@ pub struct AppState {
     /// This installation's id (labels its containers).
     pub instance_id: String,
     pub bgtasks: Arc<crate::bgtasks::BgTasks>,
+    pub exec_runs: Arc<crate::sessions::exec::Runs>,
 }
 
 impl AppState {
@@ -36,6 +37,7 @@ impl AppState {
             session_locks: Arc::new(SessionLocks::default()),
             instance_id,
             bgtasks: Arc::new(crate::bgtasks::BgTasks::default()),
+            exec_runs: Arc::new(crate::sessions::exec::Runs::default()),
         }
     }
 }

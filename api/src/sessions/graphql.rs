@@ -304,6 +304,57 @@ pub struct ResourceUsage {
     pub presets: Vec<PresetAvailability>,
 }
 
+#[derive(SimpleObject, Clone)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ExecutionChunk {
+    pub run_id: Uuid,
+    /// Position in the run's output (replays and live chunks never overlap).
+    pub seq: u64,
+    /// stdout, stderr, or finished (then `exit_code` is set).
+    pub stream: String,
+    pub data: String,
+    pub exit_code: Option<i64>,
+}
+
+impl From<super::exec::Chunk> for ExecutionChunk {
+    fn from(c: super::exec::Chunk) -> Self {
+        Self {
+            run_id: c.run_id,
+            seq: c.seq,
+            stream: c.stream.into(),
+            data: c.data,
+            exit_code: c.exit_code,
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct Execution {
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    /// running or finished.
+    pub status: String,
+    pub exit_code: Option<i64>,
+    pub console: Vec<ExecutionChunk>,
+}
+
+/// The run, if the caller may see its session.
+async fn visible_run(
+    state: &AppState,
+    caller: &Caller,
+    run_id: Uuid,
+) -> ApiResult<std::sync::Arc<super::exec::Run>> {
+    let run = state
+        .exec_runs
+        .get(run_id)
+        .ok_or_else(|| ApiError::not_found("execution", run_id))?;
+    find_visible(state, caller, run.session_id)
+        .await
+        .map_err(|_| ApiError::not_found("execution", run_id))?;
+    Ok(run)
+}
+
 #[derive(Default)]
 pub struct SessionQuery;
 
@@ -371,6 +422,20 @@ impl SessionQuery {
         let (state, caller) = authed(ctx)?;
         let s = find_visible(state, caller, id).await?;
         Ok(super::logs(state, s.id).await?)
+    }
+
+    /// An execution's output so far and whether it finished.
+    async fn execution(&self, ctx: &Context<'_>, run_id: Uuid) -> async_graphql::Result<Execution> {
+        let (state, caller) = authed(ctx)?;
+        let run = visible_run(state, caller, run_id).await?;
+        let (chunks, finished, exit_code) = run.snapshot();
+        Ok(Execution {
+            run_id,
+            session_id: run.session_id,
+            status: if finished { "finished" } else { "running" }.into(),
+            exit_code,
+            console: chunks.into_iter().map(ExecutionChunk::from).collect(),
+        })
     }
 
     async fn resource_usage(
@@ -573,6 +638,13 @@ pub struct DestroySessionResult {
     pub session: Option<ComputeSession>,
 }
 
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ExecutionStarted {
+    pub ok: bool,
+    pub run_id: Uuid,
+}
+
 #[derive(Default)]
 pub struct SessionMutation;
 
@@ -637,6 +709,41 @@ impl SessionMutation {
             msg: "terminated".into(),
             session: Some(ComputeSession(done)),
         })
+    }
+
+    /// Runs code in a running session: `mode` query (a snippet for the image's runtime) or
+    /// batch (`options`: `{"build": "…", "exec": "…"}`, `*` = the runtime's default). Follow
+    /// the output with `execution_output(run_id)`.
+    async fn execute_in_session(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+        mode: String,
+        code: Option<String>,
+        options: Option<JsonString>,
+    ) -> async_graphql::Result<ExecutionStarted> {
+        let (state, caller) = authed(ctx)?;
+        let s = find_visible(state, caller, session_id).await?;
+        let options = options.map(|o| o.0).unwrap_or_else(|| json!({}));
+        let run =
+            super::exec::start(state, &s, &mode, code.as_deref().unwrap_or(""), &options).await?;
+        Ok(ExecutionStarted {
+            ok: true,
+            run_id: run.id,
+        })
+    }
+
+    /// Sends text to a running execution's standard input.
+    async fn send_execution_input(
+        &self,
+        ctx: &Context<'_>,
+        run_id: Uuid,
+        input: String,
+    ) -> async_graphql::Result<ExecutionStarted> {
+        let (state, caller) = authed(ctx)?;
+        let run = visible_run(state, caller, run_id).await?;
+        run.send_input(&input).await?;
+        Ok(ExecutionStarted { ok: true, run_id })
     }
 
     /// Terminates several sessions; each result says what happened.
@@ -740,6 +847,45 @@ impl SessionSubscription {
                 }
             }
         }))
+    }
+
+    /// An execution's output: what was produced so far, then live, ending after `finished`.
+    async fn execution_output(
+        &self,
+        ctx: &Context<'_>,
+        run_id: Uuid,
+    ) -> async_graphql::Result<impl Stream<Item = ExecutionChunk>> {
+        let (state, caller) = authed(ctx)?;
+        // Subscribe before the snapshot so nothing falls between them; `seq` removes repeats.
+        let rx = state.events.subscribe();
+        let run = visible_run(state, caller, run_id).await?;
+        let (backlog, finished, _) = run.snapshot();
+        let next_seq = backlog.len() as u64;
+        let replay = futures_util::stream::iter(backlog.into_iter().map(ExecutionChunk::from));
+        let live = futures_util::stream::unfold(
+            (rx, next_seq, finished),
+            move |(mut rx, mut next, done)| async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    match rx.recv().await {
+                        Ok(ev) => {
+                            let Event::Exec(c) = &*ev else { continue };
+                            if c.run_id != run_id || c.seq < next {
+                                continue;
+                            }
+                            next = c.seq + 1;
+                            let end = c.stream == "finished";
+                            return Some((ExecutionChunk::from(c.clone()), (rx, next, end)));
+                        }
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return None,
+                    }
+                }
+            },
+        );
+        Ok(futures_util::StreamExt::chain(replay, live))
     }
 
     /// Live CPU and memory use of a running session, every `interval_secs` (default 2).

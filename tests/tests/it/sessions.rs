@@ -821,3 +821,187 @@ both_dbs!(finished_sessions_never_change_again, |db| async move {
         json!({"status": "CANCELLED", "status_info": "user-requested"})
     );
 });
+
+async fn run_to_end(
+    app: &TestApp,
+    token: &str,
+    session: &str,
+    mode: &str,
+    code: &str,
+    options: Value,
+) -> (String, String, i64) {
+    let started = app
+        .ok(Some(token), "mutation($s: UUID!, $m: String!, $c: String, $o: JSONString) { execute_in_session(session_id: $s, mode: $m, code: $c, options: $o) { run_id } }", json!({"s": session, "m": mode, "c": code, "o": options.to_string()}))
+        .await;
+    let run = started["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Follow it live; chunks produced before the subscription are replayed first.
+    let mut ws = subscribe(
+        app,
+        token,
+        &format!(
+            "subscription {{ execution_output(run_id: \"{run}\") {{ seq stream data exit_code }} }}"
+        ),
+    )
+    .await;
+    let (mut out, mut err, mut seqs) = (String::new(), String::new(), Vec::new());
+    loop {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(60), ws.next())
+            .await
+            .expect("output")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        let c = &v["payload"]["data"]["execution_output"];
+        seqs.push(c["seq"].as_u64().unwrap());
+        match c["stream"].as_str().unwrap() {
+            "stdout" => out.push_str(c["data"].as_str().unwrap()),
+            "stderr" => err.push_str(c["data"].as_str().unwrap()),
+            "finished" => {
+                assert_eq!(
+                    seqs,
+                    (0..seqs.len() as u64).collect::<Vec<_>>(),
+                    "no gaps or repeats"
+                );
+                return (out, err, c["exit_code"].as_i64().unwrap());
+            }
+            other => panic!("{other}"),
+        }
+    }
+}
+
+both_dbs!(code_runs_inside_sessions, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("coder@x.org", "user", "default").await;
+    let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    let s = wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let c = s["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    assert_eq!(
+        run_to_end(
+            &app,
+            &user,
+            &id,
+            "query",
+            "print(\"hello world\")",
+            json!({})
+        )
+        .await,
+        ("hello world\n".into(), String::new(), 0)
+    );
+    let (out, err, code) = run_to_end(
+        &app,
+        &user,
+        &id,
+        "query",
+        "import sys\nprint('partial')\nsys.stderr.write('bad\\n')\nsys.exit(3)",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        ("partial\n", "bad\n", 3)
+    );
+    docker(&[
+        "exec",
+        "-u",
+        "work",
+        &c,
+        "sh",
+        "-c",
+        "printf 'import sys\\nprint(sys.argv[1:])\\n' > /home/work/myscript.py",
+    ]);
+    let (out, _, code) = run_to_end(
+        &app,
+        &user,
+        &id,
+        "batch",
+        "",
+        json!({"clean": "*", "build": "*", "exec": "python3 myscript.py arg1 arg2"}),
+    )
+    .await;
+    assert_eq!((out.as_str(), code), ("['arg1', 'arg2']\n", 0));
+    assert_code(&app.gql(Some(&user), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"batch\", options: \"{}\") { run_id } }", json!({"s": id})).await, "BAD_REQUEST");
+
+    // A program that waits for input gets it.
+    let started = app.ok(Some(&user), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"name = input()\\nprint('hi', name)\") { run_id } }", json!({"s": id})).await;
+    let run = started["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.ok(
+        Some(&user),
+        "mutation($r: UUID!) { send_execution_input(run_id: $r, input: \"bai\\n\") { ok } }",
+        json!({"r": run}),
+    )
+    .await;
+    let mut done = Value::Null;
+    for _ in 0..100 {
+        let e = app.ok(Some(&user), "query($r: UUID!) { execution(run_id: $r) { status exit_code console { stream data } } }", json!({"r": run})).await;
+        if e["execution"]["status"] == "finished" {
+            done = e["execution"].clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(done["exit_code"], 0, "{done}");
+    assert_eq!(
+        done["console"][0],
+        json!({"stream": "stdout", "data": "hi bai\n"})
+    );
+
+    // Others see nothing of it.
+    let other = app.user("peeker@x.org", "user", "default").await;
+    assert_code(
+        &app.gql(
+            Some(&other),
+            "query($r: UUID!) { execution(run_id: $r) { status } }",
+            json!({"r": run}),
+        )
+        .await,
+        "NOT_FOUND",
+    );
+    assert_code(&app.gql(Some(&other), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"1\") { run_id } }", json!({"s": id})).await, "NOT_FOUND");
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": id}),
+    )
+    .await;
+    assert_code(&app.gql(Some(&user), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"1\") { run_id } }", json!({"s": id})).await, "BAD_REQUEST");
+
+    // The C++ environment compiles and runs a query.
+    let cpp = session_ids(
+        &create_session(
+            &app,
+            &user,
+            json!({"image": "bai.local/stable/cpp:12-debian12"}),
+        )
+        .await,
+    )[0]
+    .clone();
+    wait_status(&app, &user, &cpp, &["RUNNING"]).await;
+    let (out, _, code) = run_to_end(
+        &app,
+        &user,
+        &cpp,
+        "query",
+        "#include <cstdio>\nint main(){ std::printf(\"%d\\n\", 6*7); return 0; }",
+        json!({}),
+    )
+    .await;
+    assert_eq!((out.as_str(), code), ("42\n", 0));
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": cpp}),
+    )
+    .await;
+});
