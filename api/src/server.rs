@@ -61,6 +61,10 @@ pub fn router(app: AppState) -> Router {
             "/storage/folders/{id}/upload",
             post(crate::storage::http::upload),
         )
+        .route(
+            "/sessions/{id}/terminal",
+            get(crate::sessions::terminal::terminal),
+        )
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             crate::auth::middleware::authenticate,

@@ -5,6 +5,7 @@
 pub mod exec;
 pub mod graphql;
 pub mod locks;
+pub mod terminal;
 
 use std::collections::BTreeMap;
 

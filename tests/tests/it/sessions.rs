@@ -1005,3 +1005,91 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
     )
     .await;
 });
+
+async fn terminal_ws(
+    app: &TestApp,
+    token: &str,
+    id: &str,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    tokio_tungstenite::tungstenite::Error,
+> {
+    let mut req = app
+        .url(&format!("/sessions/{id}/terminal"))
+        .replace("http://", "ws://")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    tokio_tungstenite::connect_async(req)
+        .await
+        .map(|(ws, _)| ws)
+}
+
+/// Reads terminal output until `needle` appears (15 s at most).
+async fn read_until<S>(ws: &mut S, needle: &str) -> String
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let mut screen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !screen.contains(needle) {
+        let msg = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("never saw {needle:?} in {screen:?}"))
+            .unwrap()
+            .unwrap();
+        if let Message::Binary(b) = msg {
+            screen.push_str(&String::from_utf8_lossy(&b));
+        }
+    }
+    screen
+}
+
+both_dbs!(web_terminal_is_real_tmux, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("term@x.org", "user", "default").await;
+    let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let mut ws = terminal_ws(&app, &user, &id)
+        .await
+        .expect("terminal connects");
+    ws.send(Message::text(
+        json!({"type": "resize", "cols": 100, "rows": 30}).to_string(),
+    ))
+    .await
+    .unwrap();
+    ws.send(Message::text(
+        json!({"type": "input", "data": "echo bai-term-$((6*7)); tput cols\r"}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let screen = read_until(&mut ws, "bai-term-42").await;
+    assert!(screen.contains("bai-term-42"), "{screen}");
+    read_until(&mut ws, "100").await;
+    // Leave a mark in a second tmux window, disconnect, reconnect: the same tmux session.
+    ws.send(Message::binary(b"export MARK=still-here\r".to_vec()))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    drop(ws);
+    let mut again = terminal_ws(&app, &user, &id).await.unwrap();
+    again
+        .send(Message::binary(b"echo mark=$MARK\r".to_vec()))
+        .await
+        .unwrap();
+    read_until(&mut again, "mark=still-here").await;
+    // Nobody else gets the terminal.
+    let other = app.user("nosy@x.org", "user", "default").await;
+    match terminal_ws(&app, &other, &id).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 404),
+        other => panic!("a stranger must not attach: {other:?}"),
+    }
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": id}),
+    )
+    .await;
+});

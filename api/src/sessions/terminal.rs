@@ -1,0 +1,167 @@
+//! The web terminal: a `tmux` session inside the container, attached through a Docker exec
+//! with a TTY and bridged to a WebSocket at `GET /sessions/{id}/terminal`. Binary frames are
+//! keystrokes; text frames are JSON controls — `{"type": "input", "data": "…"}` or
+//! `{"type": "resize", "cols": 120, "rows": 40}`. Output comes back as binary frames. Because
+//! it is real tmux, reconnecting resumes the same windows (Ctrl-B c / w / x as usual).
+use axum::Extension;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::AsyncWriteExt;
+use uuid::Uuid;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+pub async fn terminal(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<Uuid>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    match prepare(&state, &principal, id).await {
+        Ok((agent_id, container)) => upgrade.on_upgrade(move |ws| async move {
+            if let Err(e) = bridge(state, id, agent_id, container, ws).await {
+                tracing::warn!(session = %id, error = %e.message, "terminal ended with an error");
+            }
+        }),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Only the session's owner (or a superadmin) gets its terminal; others learn nothing.
+async fn prepare(state: &AppState, principal: &Principal, id: Uuid) -> ApiResult<(String, String)> {
+    let caller = principal.caller()?;
+    let s = crate::lookup::get::<entity::sessions::Entity>(&state.db, "session", id).await?;
+    if s.user_uuid != caller.uuid && !caller.is_superadmin() {
+        return Err(ApiError::not_found("session", id));
+    }
+    if s.status != entity::enums::SessionStatus::Running {
+        return Err(ApiError::bad_request(format!(
+            "Session '{}' is not running ({})",
+            s.name, s.status
+        )));
+    }
+    let k = super::main_kernel(&state.db, id).await?;
+    match (k.agent, k.container_id) {
+        (Some(a), Some(c)) => Ok((a, c)),
+        _ => Err(ApiError::bad_request("The session has no container")),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Control {
+    Input { data: String },
+    Resize { cols: u16, rows: u16 },
+}
+
+async fn bridge(
+    state: AppState,
+    session: Uuid,
+    agent_id: String,
+    container: String,
+    ws: WebSocket,
+) -> ApiResult<()> {
+    let agent = state
+        .agents
+        .get(&agent_id)
+        .await
+        .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
+    let exec = agent
+        .docker
+        .create_exec(
+            &container,
+            CreateExecOptions {
+                attach_stdin: Some(true),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                tty: Some(true),
+                env: Some(vec![
+                    "TERM=xterm-256color".to_string(),
+                    "LANG=C.UTF-8".to_string(),
+                ]),
+                cmd: Some(vec![
+                    "tmux".to_string(),
+                    "new-session".to_string(),
+                    "-A".to_string(),
+                    "-s".to_string(),
+                    "main".to_string(),
+                ]),
+                user: Some("work".to_string()),
+                working_dir: Some("/home/work".to_string()),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| ApiError::internal("starting a terminal", e))?;
+    let started = agent
+        .docker
+        .start_exec(
+            &exec.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: true,
+                output_capacity: None,
+            }),
+        )
+        .await
+        .map_err(|e| ApiError::internal("starting a terminal", e))?;
+    let StartExecResults::Attached {
+        mut output,
+        mut input,
+    } = started
+    else {
+        return Err(ApiError::internal("starting a terminal", "not attached"));
+    };
+    let (mut to_browser, mut from_browser) = ws.split();
+    let pump_out = async {
+        while let Some(Ok(chunk)) = output.next().await {
+            if to_browser
+                .send(Message::Binary(chunk.into_bytes()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        let _ = to_browser.send(Message::Close(None)).await;
+    };
+    let docker = agent.docker.clone();
+    let exec_id = exec.id.clone();
+    let pump_in = async {
+        while let Some(Ok(msg)) = from_browser.next().await {
+            let keys = match msg {
+                Message::Binary(b) => b.to_vec(),
+                Message::Text(t) => match serde_json::from_str::<Control>(t.as_str()) {
+                    Ok(Control::Input { data }) => data.into_bytes(),
+                    Ok(Control::Resize { cols, rows }) => {
+                        let opts = bollard::query_parameters::ResizeExecOptionsBuilder::new()
+                            .h(i32::from(rows))
+                            .w(i32::from(cols))
+                            .build();
+                        let _ = docker.resize_exec(&exec_id, opts).await;
+                        continue;
+                    }
+                    // Plain text is typed as is.
+                    Err(_) => t.as_str().as_bytes().to_vec(),
+                },
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            if input.write_all(&keys).await.is_err() || input.flush().await.is_err() {
+                break;
+            }
+            super::exec::touch(&state, session).await;
+        }
+    };
+    // Whichever side ends first ends the bridge; tmux keeps running for the next attach.
+    tokio::select! {
+        _ = pump_out => {}
+        _ = pump_in => {}
+    }
+    Ok(())
+}
