@@ -65,6 +65,19 @@ pub fn router(app: AppState) -> Router {
             "/sessions/{id}/terminal",
             get(crate::sessions::terminal::terminal),
         )
+        .route(
+            "/apps/{session}/{app}",
+            axum::routing::any(crate::sessions::apps::proxy),
+        )
+        // A catch-all never matches an empty rest: the app's root needs its own route.
+        .route(
+            "/apps/{session}/{app}/",
+            axum::routing::any(crate::sessions::apps::proxy),
+        )
+        .route(
+            "/apps/{session}/{app}/{*rest}",
+            axum::routing::any(crate::sessions::apps::proxy),
+        )
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
             crate::auth::middleware::authenticate,

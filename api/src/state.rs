@@ -23,6 +23,7 @@ pub struct AppState {
     pub instance_id: String,
     pub bgtasks: Arc<crate::bgtasks::BgTasks>,
     pub exec_runs: Arc<crate::sessions::exec::Runs>,
+    pub started_apps: Arc<crate::sessions::apps::StartedApps>,
 }
 
 impl AppState {
@@ -38,6 +39,7 @@ impl AppState {
             instance_id,
             bgtasks: Arc::new(crate::bgtasks::BgTasks::default()),
             exec_runs: Arc::new(crate::sessions::exec::Runs::default()),
+            started_apps: Arc::new(crate::sessions::apps::StartedApps::default()),
         }
     }
 }

@@ -228,6 +228,24 @@ impl DockerAgent {
             ),
             ..Default::default()
         };
+        // Service ports are published on loopback only (random host ports); the app proxy
+        // reaches them there.
+        let ports = crate::sessions::apps::container_ports(&spec.service_ports);
+        let exposed: Vec<String> = ports.iter().map(|p| format!("{p}/tcp")).collect();
+        let bindings: bollard::models::PortMap = exposed
+            .iter()
+            .map(|p| {
+                let b = bollard::models::PortBinding {
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(String::new()),
+                };
+                (p.clone(), Some(vec![b]))
+            })
+            .collect();
+        let host_config = HostConfig {
+            port_bindings: Some(bindings),
+            ..host_config
+        };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             hostname: Some(spec.hostname.clone()),
@@ -236,6 +254,7 @@ impl DockerAgent {
             env: Some(env),
             cmd: Some(cmd),
             labels: Some(labels),
+            exposed_ports: Some(exposed),
             host_config: Some(host_config),
             ..Default::default()
         };
@@ -312,6 +331,21 @@ impl DockerAgent {
             }
         }
         Ok(())
+    }
+
+    /// The loopback port a container port is published on.
+    pub async fn published_port(&self, container_id: &str, port: u16) -> Option<u16> {
+        let info = self
+            .docker
+            .inspect_container(container_id, None)
+            .await
+            .ok()?;
+        let ports = info.network_settings?.ports?;
+        let bindings = ports.get(&format!("{port}/tcp"))?.as_ref()?;
+        bindings
+            .iter()
+            .filter_map(|b| b.host_port.as_deref())
+            .find_map(|p| p.parse().ok())
     }
 
     /// The container's output so far (stdout and stderr, interleaved).

@@ -215,6 +215,16 @@ impl ComputeSession {
     async fn num_queries(&self) -> BigInt {
         BigInt(self.0.num_queries)
     }
+    /// The app launcher's entries: the image's service ports and the built-in terminal.
+    async fn apps(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<super::apps::ServicePort>> {
+        let k = super::main_kernel(&state(ctx)?.db, self.0.id).await?;
+        Ok(super::apps::apps(
+            k.service_ports.as_str().unwrap_or_default(),
+        ))
+    }
     async fn containers(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ComputeContainer>> {
         let state = state(ctx)?;
         let ks = kernels::Entity::find()
@@ -640,6 +650,15 @@ pub struct DestroySessionResult {
 
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
+pub struct StartedService {
+    pub ok: bool,
+    /// Relative URL through the app proxy, token included.
+    pub url: String,
+    pub token: String,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
 pub struct ExecutionStarted {
     pub ok: bool,
     pub run_id: Uuid,
@@ -730,6 +749,26 @@ impl SessionMutation {
         Ok(ExecutionStarted {
             ok: true,
             run_id: run.id,
+        })
+    }
+
+    /// Starts an app in the session (Jupyter Notebook for now) and returns where to reach it
+    /// through the app proxy (owner or superadmin only).
+    async fn start_service(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+        app: String,
+    ) -> async_graphql::Result<StartedService> {
+        let (state, _) = authed(ctx)?;
+        let principal = ctx
+            .data::<crate::auth::Principal>()
+            .map_err(|_| ApiError::unauthenticated("Login required."))?;
+        let started = super::apps::start(state, principal, session_id, &app).await?;
+        Ok(StartedService {
+            ok: true,
+            url: started.url,
+            token: started.token,
         })
     }
 

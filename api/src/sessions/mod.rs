@@ -2,6 +2,7 @@
 //! PENDING → SCHEDULED → PREPARING → RUNNING → TERMINATING → TERMINATED (CANCELLED, ERROR),
 //! with every change in `status_history` and published as an event. Only the scheduler
 //! allocates; launch and termination of one session are serialised by a per-session lock.
+pub mod apps;
 pub mod exec;
 pub mod graphql;
 pub mod locks;

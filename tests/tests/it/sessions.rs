@@ -1093,3 +1093,127 @@ both_dbs!(web_terminal_is_real_tmux, |db| async move {
     )
     .await;
 });
+
+both_dbs!(jupyter_through_the_app_proxy, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("notebook@x.org", "user", "default").await;
+    let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let apps = app.ok(Some(&user), "query($id: UUID!) { compute_session(id: $id) { apps { name protocol container_port } } }", json!({"id": id})).await;
+    assert_eq!(
+        apps["compute_session"]["apps"],
+        json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "terminal", "protocol": "pty", "container_port": null}])
+    );
+    assert_code(
+        &app.gql(
+            Some(&user),
+            "mutation($id: UUID!) { start_service(session_id: $id, app: \"vscode\") { url } }",
+            json!({"id": id}),
+        )
+        .await,
+        "NOT_FOUND",
+    );
+    let started = app.ok(Some(&user), "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { url token } }", json!({"id": id})).await;
+    let url = started["start_service"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = started["start_service"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(url.starts_with(&format!("/apps/{id}/jupyter/")), "{url}");
+    let again = app
+        .ok(
+            Some(&user),
+            "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { token } }",
+            json!({"id": id}),
+        )
+        .await;
+    assert_eq!(
+        again["start_service"]["token"],
+        token.as_str(),
+        "starting twice reuses the running app"
+    );
+
+    let status = app
+        .http
+        .get(app.url(&format!("/apps/{id}/jupyter/api/status?token={token}")))
+        .bearer_auth(&user)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status.status(), 200);
+    assert!(
+        status
+            .json::<Value>()
+            .await
+            .unwrap()
+            .get("started")
+            .is_some()
+    );
+    let tree = app
+        .http
+        .get(app.url(&url))
+        .bearer_auth(&user)
+        .send()
+        .await
+        .unwrap();
+    let tree_status = tree.status();
+    let tree_body = tree.text().await.unwrap();
+    assert_eq!(
+        tree_status,
+        200,
+        "{}",
+        &tree_body[..tree_body.len().min(400)]
+    );
+    assert!(tree_body.contains("Jupyter"));
+    // Jupyter's own REST API through the proxy: a Python kernel starts.
+    let kernel = app
+        .http
+        .post(app.url(&format!("/apps/{id}/jupyter/api/kernels?token={token}")))
+        .bearer_auth(&user)
+        .json(&json!({"name": "python3"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kernel.status(), 201);
+    assert!(kernel.json::<Value>().await.unwrap()["id"].is_string());
+
+    let other = app.user("snoop@x.org", "user", "default").await;
+    let refused = app
+        .http
+        .get(app.url(&format!("/apps/{id}/jupyter/api/status?token={token}")))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        404,
+        "another user cannot use the app, even with its token"
+    );
+    let anon = app
+        .http
+        .get(app.url(&format!("/apps/{id}/jupyter/api/status?token={token}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anon.status(), 401);
+    assert_code(
+        &app.gql(
+            Some(&other),
+            "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { url } }",
+            json!({"id": id}),
+        )
+        .await,
+        "NOT_FOUND",
+    );
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": id}),
+    )
+    .await;
+});
