@@ -273,6 +273,15 @@ async fn proxy_inner(
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
+    let wants_ws = req
+        .headers()
+        .get("upgrade")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if wants_ws {
+        super::exec::touch(state, id).await;
+        return websocket(state.clone(), id, host_port, path_and_query, req).await;
+    }
     let url = format!("http://127.0.0.1:{host_port}{path_and_query}");
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| ApiError::bad_request("unsupported method"))?;
@@ -321,6 +330,100 @@ async fn proxy_inner(
     builder
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal("building a proxied response", e))
+}
+
+/// WebSocket passthrough (Jupyter kernels and the like): frames both ways until either side
+/// closes.
+async fn websocket(
+    state: AppState,
+    session: Uuid,
+    host_port: u16,
+    path_and_query: String,
+    req: Request,
+) -> ApiResult<Response> {
+    use axum::extract::FromRequestParts;
+    use axum::extract::ws::{Message as AxMsg, WebSocketUpgrade};
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as TMsg;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let cookies: Option<String> = req
+        .headers()
+        .get("cookie")
+        .and_then(|v| v.to_str().ok())
+        .map(|c| {
+            c.split(';')
+                .map(str::trim)
+                .filter(|c| !c.starts_with(crate::auth::middleware::SESSION_COOKIE))
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+    let protocols = req.headers().get("sec-websocket-protocol").cloned();
+    let (mut parts, _) = req.into_parts();
+    let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &state)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("not a WebSocket request: {e}")))?;
+    let mut upstream_req = format!("ws://127.0.0.1:{host_port}{path_and_query}")
+        .into_client_request()
+        .map_err(|e| ApiError::internal("proxying a WebSocket", e))?;
+    if let Some(c) = cookies.filter(|c| !c.is_empty())
+        && let Ok(v) = c.parse()
+    {
+        upstream_req.headers_mut().insert("cookie", v);
+    }
+    if let Some(p) = &protocols {
+        upstream_req
+            .headers_mut()
+            .insert("sec-websocket-protocol", p.clone());
+    }
+    let (upstream, _) = tokio_tungstenite::connect_async(upstream_req)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("the app refused the WebSocket: {e}")))?;
+    let upgrade = match protocols.as_ref().and_then(|p| p.to_str().ok()) {
+        Some(p) => upgrade.protocols(
+            p.split(',')
+                .map(|x| x.trim().to_string())
+                .collect::<Vec<_>>(),
+        ),
+        None => upgrade,
+    };
+    Ok(upgrade.on_upgrade(move |client| async move {
+        let (mut up_tx, mut up_rx) = upstream.split();
+        let (mut cl_tx, mut cl_rx) = client.split();
+        let to_app = async {
+            while let Some(Ok(m)) = cl_rx.next().await {
+                let out = match m {
+                    AxMsg::Text(t) => TMsg::text(t.as_str()),
+                    AxMsg::Binary(b) => TMsg::binary(b),
+                    AxMsg::Ping(p) => TMsg::Ping(p),
+                    AxMsg::Pong(p) => TMsg::Pong(p),
+                    AxMsg::Close(_) => break,
+                };
+                if up_tx.send(out).await.is_err() {
+                    break;
+                }
+                super::exec::touch(&state, session).await;
+            }
+        };
+        let to_client = async {
+            while let Some(Ok(m)) = up_rx.next().await {
+                let out = match m {
+                    TMsg::Text(t) => AxMsg::text(t.as_str()),
+                    TMsg::Binary(b) => AxMsg::binary(b),
+                    TMsg::Ping(p) => AxMsg::Ping(p),
+                    TMsg::Pong(p) => AxMsg::Pong(p),
+                    TMsg::Close(_) | TMsg::Frame(_) => break,
+                };
+                if cl_tx.send(out).await.is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            _ = to_app => {}
+            _ = to_client => {}
+        }
+    }))
 }
 
 #[cfg(test)]

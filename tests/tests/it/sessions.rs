@@ -1179,7 +1179,42 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .await
         .unwrap();
     assert_eq!(kernel.status(), 201);
-    assert!(kernel.json::<Value>().await.unwrap()["id"].is_string());
+    let kid = kernel.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // …and runs 1+1 over Jupyter's WebSocket protocol, through the proxy.
+    let mut req = app
+        .url(&format!(
+            "/apps/{id}/jupyter/api/kernels/{kid}/channels?token={token}"
+        ))
+        .replace("http://", "ws://")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {user}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("kernel channel through the proxy");
+    let execute = json!({
+        "header": {"msg_id": "bai-1", "username": "bai", "session": "bai-test", "msg_type": "execute_request", "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": "1+1", "silent": false, "store_history": false, "user_expressions": {}, "allow_stdin": false, "stop_on_error": true},
+    });
+    ws.send(Message::text(execute.to_string())).await.unwrap();
+    let result = loop {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(30), ws.next())
+            .await
+            .expect("kernel answer")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        if v["msg_type"] == "execute_result" || v["header"]["msg_type"] == "execute_result" {
+            break v["content"]["data"]["text/plain"].clone();
+        }
+    };
+    assert_eq!(result, "2");
 
     let other = app.user("snoop@x.org", "user", "default").await;
     let refused = app
