@@ -99,67 +99,21 @@ both_dbs!(graphql_limits_and_error_codes, |db| async move {
     assert_eq!(resp.status(), 413);
 });
 
-async fn ws_subscribe(
-    app: &TestApp,
-    token: &str,
-    query: &str,
-) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
-    let mut req = app
-        .url("/graphql/ws")
-        .replace("http://", "ws://")
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert(
-        "sec-websocket-protocol",
-        "graphql-transport-ws".parse().unwrap(),
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(req)
-        .await
-        .expect("websocket connects");
-    ws.send(Message::text(
-        json!({"type": "connection_init", "payload": {"token": token}}).to_string(),
-    ))
-    .await
-    .unwrap();
-    let ack = next_json(&mut ws).await;
-    assert_eq!(ack["type"], "connection_ack", "{ack}");
-    ws.send(Message::text(
-        json!({"id": "1", "type": "subscribe", "payload": {"query": query}}).to_string(),
-    ))
-    .await
-    .unwrap();
-    ws
-}
-
-async fn next_json<S>(ws: &mut S) -> Value
-where
-    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
-            .await
-            .expect("message within 10 s")
-            .unwrap()
-            .unwrap();
-        if let Message::Text(t) = msg {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
-
 both_dbs!(subscription_receives_preset_changes, |db| async move {
     let app = spawn(db).await;
     let user = app.user("watcher@x.org", "user", "default").await;
-    let mut presets = ws_subscribe(
+    let mut presets = subscribe_ws(
         &app,
         &user,
         "subscription { resource_preset_changes { kind action key } }",
+        json!({}),
     )
     .await;
-    let mut users = ws_subscribe(
+    let mut users = subscribe_ws(
         &app,
         &app.admin_token,
         "subscription { user_changes { action key } }",
+        json!({}),
     )
     .await;
     // Give the server a moment to register the subscriptions.
@@ -189,7 +143,13 @@ both_dbs!(subscription_receives_preset_changes, |db| async move {
     );
 
     // A plain user may not watch users.
-    let mut denied = ws_subscribe(&app, &user, "subscription { user_changes { key } }").await;
+    let mut denied = subscribe_ws(
+        &app,
+        &user,
+        "subscription { user_changes { key } }",
+        json!({}),
+    )
+    .await;
     let ev = next_json(&mut denied).await;
     // async-graphql reports a refused subscription as one `next` carrying the error.
     assert_eq!(ev["type"], "next", "{ev}");

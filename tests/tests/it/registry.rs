@@ -4,10 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::both_dbs;
 use crate::support::*;
@@ -130,24 +129,8 @@ fn push_mini_image(reference: &str, labels: &[&str]) {
 }
 
 async fn follow_task(app: &TestApp, task_id: &str) -> Value {
-    let mut req = app
-        .url("/graphql/ws")
-        .replace("http://", "ws://")
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert(
-        "sec-websocket-protocol",
-        "graphql-transport-ws".parse().unwrap(),
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    ws.send(Message::text(
-        json!({"type": "connection_init", "payload": {"token": app.admin_token}}).to_string(),
-    ))
-    .await
-    .unwrap();
-    ws.next().await.unwrap().unwrap();
     let q = "subscription($t: UUID!) { background_task_events(task_id: $t) { status event current_progress total_progress message } }";
-    ws.send(Message::text(json!({"id": "1", "type": "subscribe", "payload": {"query": q, "variables": {"t": task_id}}}).to_string())).await.unwrap();
+    let mut ws = subscribe_ws(app, &app.admin_token, q, json!({"t": task_id})).await;
     let mut last = Value::Null;
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(60), ws.next())

@@ -9,44 +9,15 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use crate::both_dbs;
 use crate::support::*;
 
-async fn subscribe(
-    app: &TestApp,
-    token: &str,
-    query: &str,
-) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
-    let mut req = app
-        .url("/graphql/ws")
-        .replace("http://", "ws://")
-        .into_client_request()
-        .unwrap();
-    req.headers_mut().insert(
-        "sec-websocket-protocol",
-        "graphql-transport-ws".parse().unwrap(),
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    ws.send(Message::text(
-        json!({"type": "connection_init", "payload": {"token": token}}).to_string(),
-    ))
-    .await
-    .unwrap();
-    ws.next().await.unwrap().unwrap();
-    ws.send(Message::text(
-        json!({"id": "1", "type": "subscribe", "payload": {"query": query}}).to_string(),
-    ))
-    .await
-    .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    ws
-}
-
 both_dbs!(interactive_session_lifecycle, |db| async move {
     require_docker();
     let app = spawn(db).await;
     let user = app.user("researcher@x.org", "user", "default").await;
-    let mut events = subscribe(
+    let mut events = subscribe_ws(
         &app,
         &user,
         "subscription { session_status_changes { name status event } }",
+        json!({}),
     )
     .await;
     let body = create_session(&app, &user, json!({"image": PYTHON, "name": "my-notebook", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}", "shmem": "128m", "environ": "{\"MY_VAR\": \"hi\"}"})).await;
@@ -730,7 +701,7 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
         "-c",
         "x = bytearray(64 * 1024 * 1024)\nwhile True: pass",
     ]);
-    let mut stats = subscribe(&app, &user, &format!("subscription {{ session_stats(session_id: \"{id}\", interval_secs: 1) {{ cpu_used_pct mem_bytes mem_limit_bytes }} }}")).await;
+    let mut stats = subscribe_ws(&app, &user, &format!("subscription {{ session_stats(session_id: \"{id}\", interval_secs: 1) {{ cpu_used_pct mem_bytes mem_limit_bytes }} }}"), json!({})).await;
     let mut best = (0.0f64, 0i64);
     for _ in 0..6 {
         let msg = tokio::time::timeout(std::time::Duration::from_secs(20), stats.next())
@@ -838,12 +809,13 @@ async fn run_to_end(
         .unwrap()
         .to_string();
     // Follow it live; chunks produced before the subscription are replayed first.
-    let mut ws = subscribe(
+    let mut ws = subscribe_ws(
         app,
         token,
         &format!(
             "subscription {{ execution_output(run_id: \"{run}\") {{ seq stream data exit_code }} }}"
         ),
+        json!({}),
     )
     .await;
     let (mut out, mut err, mut seqs) = (String::new(), String::new(), Vec::new());

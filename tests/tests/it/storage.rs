@@ -556,53 +556,20 @@ both_dbs!(
 );
 
 both_dbs!(folder_list_changes_are_live_and_private, |db| async move {
-    use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let app = spawn(db).await;
     let owner = app.user("watch@x.org", "user", "default").await;
     let stranger = app.user("other@x.org", "user", "default").await;
-    async fn watch(
-        app: &TestApp,
-        token: &str,
-    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
-    {
-        let mut req = app
-            .url("/graphql/ws")
-            .replace("http://", "ws://")
-            .into_client_request()
-            .unwrap();
-        req.headers_mut().insert(
-            "sec-websocket-protocol",
-            "graphql-transport-ws".parse().unwrap(),
-        );
-        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-        ws.send(Message::text(
-            json!({"type": "connection_init", "payload": {"token": token}}).to_string(),
-        ))
+    async fn watch(app: &TestApp, token: &str) -> Ws {
+        subscribe_ws(
+            app,
+            token,
+            "subscription { vfolder_changes { name action } }",
+            json!({}),
+        )
         .await
-        .unwrap();
-        ws.next().await.unwrap().unwrap();
-        ws.send(Message::text(json!({"id": "1", "type": "subscribe", "payload": {"query": "subscription { vfolder_changes { name action } }"}}).to_string())).await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        ws
     }
-    async fn next(
-        ws: &mut tokio_tungstenite::WebSocketStream<
-            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-        >,
-    ) -> Value {
-        loop {
-            let m = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
-                .await
-                .expect("event")
-                .unwrap()
-                .unwrap();
-            if let Message::Text(t) = m {
-                let v: Value = serde_json::from_str(t.as_str()).unwrap();
-                return v["payload"]["data"]["vfolder_changes"].clone();
-            }
-        }
+    async fn next(ws: &mut Ws) -> Value {
+        next_json(ws).await["payload"]["data"]["vfolder_changes"].clone()
     }
     let mut mine = watch(&app, &owner).await;
     let mut theirs = watch(&app, &stranger).await;

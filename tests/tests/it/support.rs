@@ -341,3 +341,64 @@ pub fn session_ids(body: &Value) -> Vec<String> {
         .map(|s| s["id"].as_str().unwrap().to_string())
         .collect()
 }
+
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// graphql-transport-ws: connects with `token`, checks the ack, subscribes to `query` (with
+/// `variables`) as operation "1", and waits a moment so the server has registered it.
+pub async fn subscribe_ws(app: &TestApp, token: &str, query: &str, variables: Value) -> Ws {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = app
+        .url("/graphql/ws")
+        .replace("http://", "ws://")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("websocket connects");
+    ws.send(Message::text(
+        json!({"type": "connection_init", "payload": {"token": token}}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let ack = next_json(&mut ws).await;
+    assert_eq!(ack["type"], "connection_ack", "{ack}");
+    let payload = json!({"query": query, "variables": variables});
+    ws.send(Message::text(
+        json!({"id": "1", "type": "subscribe", "payload": payload}).to_string(),
+    ))
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    ws
+}
+
+/// The next text message as JSON (10 s at most).
+pub async fn next_json<S>(ws: &mut S) -> Value
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    use futures_util::StreamExt;
+    loop {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+            .await
+            .expect("message within 10 s")
+            .unwrap()
+            .unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+            return serde_json::from_str(t.as_str()).unwrap();
+        }
+    }
+}
