@@ -107,7 +107,10 @@ where
     let instance = db::instance_id(&db)
         .await
         .context("reading the instance id")?;
-    let state = AppState::new(db, config, instance);
+    let http = reqwest::Client::builder()
+        .build()
+        .context("building the HTTP client")?;
+    let state = AppState::new(db, config, instance, http);
     agents::start_all(&state)
         .await
         .map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;

@@ -24,10 +24,17 @@ pub struct AppState {
     pub bgtasks: Arc<crate::bgtasks::BgTasks>,
     pub exec_runs: Arc<crate::sessions::exec::Runs>,
     pub started_apps: Arc<crate::sessions::apps::StartedApps>,
+    /// One HTTP client (connection pool) for the app proxy and probes.
+    pub http: reqwest::Client,
 }
 
 impl AppState {
-    pub fn new(db: DatabaseConnection, config: Config, instance_id: String) -> Self {
+    pub fn new(
+        db: DatabaseConnection,
+        config: Config,
+        instance_id: String,
+        http: reqwest::Client,
+    ) -> Self {
         Self {
             db,
             config: Arc::new(config),
@@ -40,6 +47,7 @@ impl AppState {
             bgtasks: Arc::new(crate::bgtasks::BgTasks::default()),
             exec_runs: Arc::new(crate::sessions::exec::Runs::default()),
             started_apps: Arc::new(crate::sessions::apps::StartedApps::default()),
+            http,
         }
     }
 }

@@ -70,19 +70,55 @@ pub fn container_ports(label: &str) -> Vec<u16> {
         .collect()
 }
 
-/// Tokens of started apps, by (session, app).
+/// Apps started in sessions: their tokens, and the loopback ports their container ports are
+/// published on (fixed for a container's life, so the proxy asks the engine only once).
 #[derive(Default)]
 pub struct StartedApps {
-    tokens: Mutex<HashMap<(Uuid, String), String>>,
+    inner: Mutex<AppsInner>,
+}
+
+#[derive(Default)]
+struct AppsInner {
+    tokens: HashMap<(Uuid, String), String>,
+    ports: HashMap<(Uuid, u16), u16>,
 }
 
 impl StartedApps {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, String), String>> {
-        match self.tokens.lock() {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AppsInner> {
+        match self.inner.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         }
     }
+
+    /// Drops everything known about a session's apps (it ended).
+    pub fn forget(&self, session: Uuid) {
+        let mut inner = self.lock();
+        inner.tokens.retain(|(s, _), _| *s != session);
+        inner.ports.retain(|(s, _), _| *s != session);
+    }
+
+    fn token(&self, session: Uuid, app: &str) -> Option<String> {
+        self.lock().tokens.get(&(session, app.to_string())).cloned()
+    }
+}
+
+/// The loopback port for `port` of the session's container, cached after the first lookup.
+async fn host_port(
+    state: &AppState,
+    session: Uuid,
+    k: &entity::kernels::Model,
+    port: u16,
+) -> ApiResult<Option<u16>> {
+    if let Some(p) = state.started_apps.lock().ports.get(&(session, port)) {
+        return Ok(Some(*p));
+    }
+    let (agent, container) = super::container_of(state, k).await?;
+    let found = agent.published_port(&container, port).await;
+    if let Some(p) = found {
+        state.started_apps.lock().ports.insert((session, port), p);
+    }
+    Ok(found)
 }
 
 pub struct Started {
@@ -90,7 +126,7 @@ pub struct Started {
     pub token: String,
 }
 
-async fn owned_running(
+pub(crate) async fn owned_running(
     state: &AppState,
     principal: &Principal,
     id: Uuid,
@@ -128,12 +164,7 @@ pub async fn start(
     let (_, k) = owned_running(state, principal, id).await?;
     let port = port_of(&k, app)?;
     let base = format!("/apps/{id}/{app}/");
-    if let Some(token) = state
-        .started_apps
-        .lock()
-        .get(&(id, app.to_string()))
-        .cloned()
-    {
+    if let Some(token) = state.started_apps.token(id, app) {
         return Ok(Started {
             url: format!("{base}?token={token}"),
             token,
@@ -144,14 +175,7 @@ pub async fn start(
             "Starting '{app}' is not supported yet (supported: jupyter)"
         )));
     }
-    let (Some(agent_id), Some(container)) = (k.agent.clone(), k.container_id.clone()) else {
-        return Err(ApiError::bad_request("The session has no container"));
-    };
-    let agent = state
-        .agents
-        .get(&agent_id)
-        .await
-        .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
+    let (agent, container) = super::container_of(state, &k).await?;
     let token = crate::auth::tokens::new_token();
     let cmd = vec![
         "jupyter-notebook".to_string(),
@@ -188,11 +212,10 @@ pub async fn start(
         )
         .await
         .map_err(|e| ApiError::internal("starting an app", e))?;
-    let host_port = agent
-        .published_port(&container, port)
-        .await
+    let host_port = host_port(state, id, &k, port)
+        .await?
         .ok_or_else(|| ApiError::internal("starting an app", "port not published"))?;
-    let client = reqwest::Client::new();
+    let client = &state.http;
     let probe = format!("http://127.0.0.1:{host_port}{base}api/status?token={token}");
     for _ in 0..150 {
         if client
@@ -204,6 +227,7 @@ pub async fn start(
             state
                 .started_apps
                 .lock()
+                .tokens
                 .insert((id, app.to_string()), token.clone());
             super::exec::touch(state, id).await;
             return Ok(Started {
@@ -256,17 +280,8 @@ async fn proxy_inner(
     let app = params.get("app").cloned().unwrap_or_default();
     let (_, k) = owned_running(state, principal, id).await?;
     let port = port_of(&k, &app)?;
-    let (Some(agent_id), Some(container)) = (k.agent.clone(), k.container_id.clone()) else {
-        return Err(ApiError::bad_request("The session has no container"));
-    };
-    let agent = state
-        .agents
-        .get(&agent_id)
-        .await
-        .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
-    let host_port = agent
-        .published_port(&container, port)
-        .await
+    let host_port = host_port(state, id, &k, port)
+        .await?
         .ok_or_else(|| ApiError::bad_request(format!("'{app}' is not running; start it first")))?;
     let path_and_query = req
         .uri()
@@ -285,7 +300,7 @@ async fn proxy_inner(
     let url = format!("http://127.0.0.1:{host_port}{path_and_query}");
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| ApiError::bad_request("unsupported method"))?;
-    let mut out = reqwest::Client::new().request(method, &url);
+    let mut out = state.http.request(method, &url);
     for (name, value) in req.headers() {
         let n = name.as_str();
         if HOP_BY_HOP.contains(&n) || n == "authorization" {

@@ -194,14 +194,7 @@ pub async fn start(
         return Err(ApiError::bad_request("The code is larger than 1 MiB"));
     }
     let k = super::main_kernel(&state.db, session.id).await?;
-    let (Some(agent_id), Some(container)) = (k.agent.clone(), k.container_id.clone()) else {
-        return Err(ApiError::bad_request("The session has no container"));
-    };
-    let agent = state
-        .agents
-        .get(&agent_id)
-        .await
-        .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
+    let (agent, container) = super::container_of(state, &k).await?;
     let image = crate::images::resolve(&state.db, &k.image, Some(&k.architecture)).await?;
     let label = |key: &str| {
         image

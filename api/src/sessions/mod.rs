@@ -592,6 +592,13 @@ pub async fn apply(
     publish(state, &s, event_name(to), None);
     if matches!(
         to,
+        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
+    ) {
+        // Its apps are gone with its container.
+        state.started_apps.forget(id);
+    }
+    if matches!(
+        to,
         SessionStatus::Terminated
             | SessionStatus::Cancelled
             | SessionStatus::Error
@@ -601,6 +608,22 @@ pub async fn apply(
         state.scheduler.wake();
     }
     Ok(s)
+}
+
+/// The agent and container of a kernel that is running now.
+pub async fn container_of(
+    state: &AppState,
+    k: &kernels::Model,
+) -> ApiResult<(std::sync::Arc<crate::agents::DockerAgent>, String)> {
+    let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
+        return Err(ApiError::bad_request("The session has no container"));
+    };
+    let agent = state
+        .agents
+        .get(agent_id)
+        .await
+        .ok_or_else(|| crate::agents::not_alive(agent_id))?;
+    Ok((agent, container.clone()))
 }
 
 pub async fn main_kernel<C: ConnectionTrait>(db: &C, session: Uuid) -> ApiResult<kernels::Model> {

@@ -22,33 +22,18 @@ pub async fn terminal(
     Path(id): Path<Uuid>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    match prepare(&state, &principal, id).await {
-        Ok((agent_id, container)) => upgrade.on_upgrade(move |ws| async move {
-            if let Err(e) = bridge(state, id, agent_id, container, ws).await {
+    // Only the session's owner (or a superadmin) gets its terminal; others learn nothing.
+    let target = match super::apps::owned_running(&state, &principal, id).await {
+        Ok((_, k)) => super::container_of(&state, &k).await,
+        Err(e) => Err(e),
+    };
+    match target {
+        Ok((agent, container)) => upgrade.on_upgrade(move |ws| async move {
+            if let Err(e) = bridge(state, id, agent, container, ws).await {
                 tracing::warn!(session = %id, error = %e.message, "terminal ended with an error");
             }
         }),
         Err(e) => e.into_response(),
-    }
-}
-
-/// Only the session's owner (or a superadmin) gets its terminal; others learn nothing.
-async fn prepare(state: &AppState, principal: &Principal, id: Uuid) -> ApiResult<(String, String)> {
-    let caller = principal.caller()?;
-    let s = crate::lookup::get::<entity::sessions::Entity>(&state.db, "session", id).await?;
-    if s.user_uuid != caller.uuid && !caller.is_superadmin() {
-        return Err(ApiError::not_found("session", id));
-    }
-    if s.status != entity::enums::SessionStatus::Running {
-        return Err(ApiError::bad_request(format!(
-            "Session '{}' is not running ({})",
-            s.name, s.status
-        )));
-    }
-    let k = super::main_kernel(&state.db, id).await?;
-    match (k.agent, k.container_id) {
-        (Some(a), Some(c)) => Ok((a, c)),
-        _ => Err(ApiError::bad_request("The session has no container")),
     }
 }
 
@@ -62,15 +47,10 @@ enum Control {
 async fn bridge(
     state: AppState,
     session: Uuid,
-    agent_id: String,
+    agent: std::sync::Arc<crate::agents::DockerAgent>,
     container: String,
     ws: WebSocket,
 ) -> ApiResult<()> {
-    let agent = state
-        .agents
-        .get(&agent_id)
-        .await
-        .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
     let exec = agent
         .docker
         .create_exec(
