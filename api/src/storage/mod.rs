@@ -29,12 +29,18 @@ pub fn hosts(config: &Config) -> BTreeMap<String, PathBuf> {
     config
         .storage_hosts
         .iter()
-        .map(|h| match h.split_once('=') {
-            Some((name, path)) => (name.trim().to_string(), PathBuf::from(path.trim())),
-            None => (
-                h.trim().to_string(),
-                config.data_dir.join("vfolders").join(h.trim()),
-            ),
+        .map(|h| {
+            let (name, path) = match h.split_once('=') {
+                Some((name, path)) => (name.trim().to_string(), PathBuf::from(path.trim())),
+                None => (
+                    h.trim().to_string(),
+                    config.data_dir.join("vfolders").join(h.trim()),
+                ),
+            };
+            // Containers bind-mount folders by absolute host path, and the default data
+            // directory is relative.
+            let path = std::path::absolute(&path).unwrap_or(path);
+            (name, path)
         })
         .collect()
 }
@@ -460,4 +466,25 @@ pub async fn session_mounts(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_paths_are_absolute_even_for_a_relative_data_dir() {
+        let config = crate::Config {
+            data_dir: "data".into(),
+            storage_hosts: vec!["local".into(), "nfs=rel/nfs".into()],
+            ..Default::default()
+        };
+        let hosts = super::hosts(&config);
+        assert!(
+            hosts["local"].is_absolute() && hosts["local"].ends_with("data/vfolders/local"),
+            "{hosts:?}"
+        );
+        assert!(
+            hosts["nfs"].is_absolute() && hosts["nfs"].ends_with("rel/nfs"),
+            "{hosts:?}"
+        );
+    }
 }
