@@ -143,6 +143,9 @@ settings! {
     /// Storage hosts for folders: `name=/absolute/path`, or a bare name for a directory under
     /// `<data_dir>/vfolders`.
     storage_hosts: Vec<String> = vec!["local".to_string()], env = "BAI_STORAGE_HOSTS";
+    /// Ports for apps served on a port of their own (SSH/SFTP, "try preferred port", public
+    /// apps), bound on the listen address: `first-last`.
+    app_port_pool: String = "30000-30999".to_string(), env = "BAI_APP_PORT_POOL";
     /// Registry name given to local images without one.
     local_registry_name: String = "bai.local".to_string(), env = "BAI_LOCAL_REGISTRY_NAME";
 }

@@ -333,6 +333,88 @@ impl DockerAgent {
         Ok(())
     }
 
+    /// Writes small files into a running container (owned by uid/gid 1000, `work`), creating
+    /// `dir` if needed. Each entry is `(name inside dir, mode, contents)`.
+    pub async fn put_files(
+        &self,
+        container_id: &str,
+        parent: &str,
+        dir: &str,
+        files: &[(&str, u32, &[u8])],
+    ) -> ApiResult<()> {
+        let archive = tar_of(dir, files)
+            .map_err(|e| ApiError::internal("writing files into a container", e))?;
+        let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::default()
+            .path(parent)
+            .build();
+        self.docker
+            .upload_to_container(
+                container_id,
+                Some(opts),
+                bollard::body_full(axum::body::Bytes::from(archive)),
+            )
+            .await
+            .map_err(|e| engine_err("writing files into a container", e))
+    }
+
+    /// Starts a process in the container as `work` in /home/work and leaves it running.
+    pub async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> ApiResult<()> {
+        let exec = self
+            .docker
+            .create_exec(
+                container_id,
+                bollard::exec::CreateExecOptions {
+                    cmd: Some(cmd),
+                    user: Some("work".to_string()),
+                    working_dir: Some("/home/work".to_string()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| engine_err("starting a process in a container", e))?;
+        self.docker
+            .start_exec(
+                &exec.id,
+                Some(bollard::exec::StartExecOptions {
+                    detach: true,
+                    tty: false,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(|e| engine_err("starting a process in a container", e))?;
+        Ok(())
+    }
+
+    /// Reads one regular file (at most `limit` bytes) from a container.
+    pub async fn read_file(
+        &self,
+        container_id: &str,
+        path: &str,
+        limit: usize,
+    ) -> ApiResult<Vec<u8>> {
+        let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::default()
+            .path(path)
+            .build();
+        let mut stream = self
+            .docker
+            .download_from_container(container_id, Some(opts));
+        let mut archive = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| match e {
+                bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                } => ApiError::not_found("file", path),
+                other => engine_err("reading a file from a container", other),
+            })?;
+            archive.extend_from_slice(&chunk);
+            if archive.len() > limit + 4096 {
+                return Err(ApiError::bad_request(format!("{path} is too large")));
+            }
+        }
+        first_file_of_tar(&archive).ok_or_else(|| ApiError::not_found("file", path))
+    }
+
     /// The loopback port a container port is published on.
     pub async fn published_port(&self, container_id: &str, port: u16) -> Option<u16> {
         let info = self
@@ -506,5 +588,109 @@ impl DockerAgent {
         };
         let mem = s.memory_stats.as_ref().and_then(|m| m.usage).unwrap_or(0);
         Some((pct.max(0.0), mem))
+    }
+}
+
+/// A tar archive (ustar) of one directory `dir` (unless empty) and the given regular files
+/// in it, all owned by uid/gid 1000.
+fn tar_of(dir: &str, files: &[(&str, u32, &[u8])]) -> Result<Vec<u8>, String> {
+    fn header(name: &str, mode: u32, size: usize, kind: u8) -> Result<[u8; 512], String> {
+        let mut h = [0u8; 512];
+        if name.len() > 99 {
+            return Err(format!("name too long for tar: {name}"));
+        }
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        let octal = |h: &mut [u8; 512], at: usize, width: usize, v: u64| {
+            let s = format!("{v:0w$o}\0", w = width - 1);
+            h[at..at + width].copy_from_slice(s.as_bytes());
+        };
+        octal(&mut h, 100, 8, u64::from(mode));
+        octal(&mut h, 108, 8, 1000);
+        octal(&mut h, 116, 8, 1000);
+        octal(&mut h, 124, 12, size as u64);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        octal(&mut h, 136, 12, now);
+        h[156] = kind;
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+        let s = format!("{sum:06o}\0 ");
+        h[148..156].copy_from_slice(s.as_bytes());
+        Ok(h)
+    }
+    let mut out = Vec::new();
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        out.extend_from_slice(&header(&format!("{dir}/"), 0o700, 0, b'5')?);
+        format!("{dir}/")
+    };
+    for (name, mode, data) in files {
+        out.extend_from_slice(&header(
+            &format!("{prefix}{name}"),
+            *mode,
+            data.len(),
+            b'0',
+        )?);
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.resize(out.len() + 1024, 0);
+    Ok(out)
+}
+
+/// The contents of the first entry of a tar archive, if it is a regular file.
+fn first_file_of_tar(archive: &[u8]) -> Option<Vec<u8>> {
+    let header = archive.get(..512)?;
+    if !matches!(header[156], b'0' | 0) {
+        return None;
+    }
+    let size_field = std::str::from_utf8(&header[124..136]).ok()?;
+    let size =
+        usize::from_str_radix(size_field.trim_matches(|c: char| c == '\0' || c == ' '), 8).ok()?;
+    archive.get(512..512 + size).map(<[u8]>::to_vec)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tar_archive_lists_with_owner_and_mode() {
+        let data =
+            super::tar_of("config", &[("key", 0o600, b"secret\n"), ("b", 0o644, b"")]).unwrap();
+        assert_eq!(data.len() % 512, 0);
+        let dir = std::env::temp_dir().join(format!("bai-tar-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("a.tar");
+        std::fs::write(&file, &data).unwrap();
+        let out = std::process::Command::new("tar")
+            .arg("--numeric-owner")
+            .arg("-tvf")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listing = String::from_utf8_lossy(&out.stdout);
+        assert!(listing.contains("drwx------ 1000/1000"), "{listing}");
+        assert!(
+            listing.contains("-rw------- 1000/1000         7"),
+            "{listing}"
+        );
+        assert!(listing.contains("config/key"), "{listing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let only = super::tar_of("", &[("id", 0o600, b"abc")]).unwrap();
+        assert_eq!(super::first_file_of_tar(&only).unwrap(), b"abc");
+        assert_eq!(
+            super::first_file_of_tar(&data),
+            None,
+            "a directory comes first"
+        );
     }
 }

@@ -42,3 +42,9 @@ pub fn new_password() -> String {
         .collect();
     format!("{body}-7a")
 }
+
+/// Compares two secrets in time independent of where they differ.
+pub fn eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

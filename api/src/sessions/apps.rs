@@ -12,7 +12,6 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bollard::exec::{CreateExecOptions, StartExecOptions};
 use futures_util::TryStreamExt;
 use uuid::Uuid;
 
@@ -51,9 +50,20 @@ pub fn parse_service_ports(label: &str) -> Vec<ServicePort> {
         .collect()
 }
 
-/// The launcher's apps: the image's service ports and the built-in web terminal.
+/// Built-in SSH/SFTP daemon's port inside every container (as Backend.AI's agents add it).
+pub const SSHD_PORT: u16 = 2200;
+
+/// The launcher's apps: the image's service ports, the built-in SSH/SFTP daemon and the
+/// built-in web terminal.
 pub fn apps(label: &str) -> Vec<ServicePort> {
     let mut out = parse_service_ports(label);
+    if !out.iter().any(|p| p.name == "sshd") {
+        out.push(ServicePort {
+            name: "sshd".into(),
+            protocol: "tcp".into(),
+            container_port: Some(SSHD_PORT),
+        });
+    }
     out.push(ServicePort {
         name: "terminal".into(),
         protocol: "pty".into(),
@@ -62,16 +72,96 @@ pub fn apps(label: &str) -> Vec<ServicePort> {
     out
 }
 
-/// Container ports to publish for a kernel.
+/// Container ports to publish for a kernel (the image's and the SSH daemon's).
 pub fn container_ports(label: &str) -> Vec<u16> {
-    parse_service_ports(label)
+    let mut ports: Vec<u16> = apps(label)
         .into_iter()
         .filter_map(|p| p.container_port)
-        .collect()
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
 }
 
-/// Apps started in sessions: their tokens, and the loopback ports their container ports are
-/// published on (fixed for a container's life, so the proxy asks the engine only once).
+/// Gives a fresh container its SSH setup and starts the daemon: a new keypair for the
+/// session (private key at `/home/work/id_container`, public key authorized), a host key,
+/// and `sshd` on port 2200 as `work`. A `.ssh` automount folder's `authorized_keys` is
+/// honoured too.
+pub async fn install_ssh(
+    agent: &crate::agents::DockerAgent,
+    container: &str,
+    session_name: &str,
+) -> ApiResult<()> {
+    let (public, private) = crate::auth::ssh::generate(&format!("work@{session_name}"))?;
+    let (_, host_key) = crate::auth::ssh::generate("bai-session-host")?;
+    agent
+        .put_files(
+            container,
+            "/home",
+            "config",
+            &[
+                ("authorized_keys", 0o600, public.as_bytes()),
+                ("ssh_host_ed25519_key", 0o600, host_key.as_bytes()),
+            ],
+        )
+        .await?;
+    agent
+        .put_files(
+            container,
+            "/home/work",
+            "",
+            &[("id_container", 0o600, private.as_bytes())],
+        )
+        .await?;
+    agent
+        .spawn_detached(
+            container,
+            [
+                "/usr/sbin/sshd",
+                "-D",
+                "-e",
+                "-p",
+                &SSHD_PORT.to_string(),
+                "-h",
+                "/home/config/ssh_host_ed25519_key",
+                "-o",
+                "AuthorizedKeysFile=.ssh/authorized_keys /home/config/authorized_keys",
+                "-o",
+                "PidFile=none",
+                // Automount folders are owned by the server's user, not `work`.
+                "-o",
+                "StrictModes=no",
+                "-o",
+                "UsePAM=no",
+                "-o",
+                "PasswordAuthentication=no",
+                "-o",
+                "KbdInteractiveAuthentication=no",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        )
+        .await
+}
+
+/// The session's SSH private key (`/home/work/id_container`), for the console's download.
+pub async fn ssh_private_key(
+    state: &AppState,
+    principal: &Principal,
+    id: Uuid,
+) -> ApiResult<String> {
+    let (_, k) = owned_running(state, principal, id).await?;
+    let (agent, container) = super::container_of(state, &k).await?;
+    let data = agent
+        .read_file(&container, "/home/work/id_container", 64 * 1024)
+        .await?;
+    String::from_utf8(data).map_err(|_| ApiError::bad_request("id_container is not a key file"))
+}
+
+/// Apps started in sessions: their tokens, visibility and pool ports, and the loopback ports
+/// their container ports are published on (fixed for a container's life, so the proxy asks
+/// the engine only once).
 #[derive(Default)]
 pub struct StartedApps {
     inner: Mutex<AppsInner>,
@@ -79,8 +169,17 @@ pub struct StartedApps {
 
 #[derive(Default)]
 struct AppsInner {
-    tokens: HashMap<(Uuid, String), String>,
+    apps: HashMap<(Uuid, String), AppEntry>,
     ports: HashMap<(Uuid, u16), u16>,
+}
+
+#[derive(Clone)]
+struct AppEntry {
+    token: String,
+    public: bool,
+    /// The port-pool listener serving this app, if any.
+    pool_port: Option<u16>,
+    listener: Option<tokio::task::AbortHandle>,
 }
 
 impl StartedApps {
@@ -91,15 +190,22 @@ impl StartedApps {
         }
     }
 
-    /// Drops everything known about a session's apps (it ended).
+    /// Drops everything known about a session's apps (it ended) and closes their listeners.
     pub fn forget(&self, session: Uuid) {
         let mut inner = self.lock();
-        inner.tokens.retain(|(s, _), _| *s != session);
+        inner.apps.retain(|(s, _), e| {
+            if *s == session
+                && let Some(l) = &e.listener
+            {
+                l.abort();
+            }
+            *s != session
+        });
         inner.ports.retain(|(s, _), _| *s != session);
     }
 
-    fn token(&self, session: Uuid, app: &str) -> Option<String> {
-        self.lock().tokens.get(&(session, app.to_string())).cloned()
+    fn entry(&self, session: Uuid, app: &str) -> Option<AppEntry> {
+        self.lock().apps.get(&(session, app.to_string())).cloned()
     }
 }
 
@@ -121,9 +227,23 @@ async fn host_port(
     Ok(found)
 }
 
+/// How an app is opened (the launcher's two check boxes).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartOptions {
+    /// "Open app to public": anyone with the URL may use it, without logging in.
+    pub public: bool,
+    /// "Try preferred port": serve the app on this port of the pool if it is free.
+    pub preferred_port: Option<u16>,
+}
+
 pub struct Started {
+    /// Path of the app under the server (`/apps/{session}/{app}/?token=…`); on a pool port
+    /// the same path is served at `http://<server host>:<port>`.
     pub url: String,
     pub token: String,
+    pub port: Option<u16>,
+    pub public: bool,
+    pub protocol: String,
 }
 
 pub(crate) async fn owned_running(
@@ -132,10 +252,18 @@ pub(crate) async fn owned_running(
     id: Uuid,
 ) -> ApiResult<(entity::sessions::Model, entity::kernels::Model)> {
     let caller = principal.caller()?;
-    let s = crate::lookup::get::<entity::sessions::Entity>(&state.db, "session", id).await?;
+    let (s, k) = running(state, id).await?;
     if s.user_uuid != caller.uuid && !caller.is_superadmin() {
         return Err(ApiError::not_found("session", id));
     }
+    Ok((s, k))
+}
+
+async fn running(
+    state: &AppState,
+    id: Uuid,
+) -> ApiResult<(entity::sessions::Model, entity::kernels::Model)> {
+    let s = crate::lookup::get::<entity::sessions::Entity>(&state.db, "session", id).await?;
     if s.status != entity::enums::SessionStatus::Running {
         return Err(ApiError::bad_request(format!(
             "Session '{}' is not running ({})",
@@ -146,36 +274,106 @@ pub(crate) async fn owned_running(
     Ok((s, k))
 }
 
-fn port_of(k: &entity::kernels::Model, app: &str) -> ApiResult<u16> {
-    parse_service_ports(k.service_ports.as_str().unwrap_or_default())
+fn app_of(k: &entity::kernels::Model, app: &str) -> ApiResult<ServicePort> {
+    apps(k.service_ports.as_str().unwrap_or_default())
         .into_iter()
-        .find(|p| p.name == app && p.protocol == "http")
-        .and_then(|p| p.container_port)
+        .find(|p| p.name == app && p.container_port.is_some())
         .ok_or_else(|| ApiError::not_found("app", app))
 }
 
-/// Starts `app` in the session (idempotent) and waits until it answers.
+fn port_of(k: &entity::kernels::Model, app: &str) -> ApiResult<u16> {
+    app_of(k, app)?
+        .container_port
+        .ok_or_else(|| ApiError::not_found("app", app))
+}
+
+/// Starts `app` in the session (idempotent; the options may be changed by starting again)
+/// and waits until it answers.
 pub async fn start(
     state: &AppState,
     principal: &Principal,
     id: Uuid,
     app: &str,
+    opts: StartOptions,
 ) -> ApiResult<Started> {
     let (_, k) = owned_running(state, principal, id).await?;
+    let service = app_of(&k, app)?;
     let port = port_of(&k, app)?;
     let base = format!("/apps/{id}/{app}/");
-    if let Some(token) = state.started_apps.token(id, app) {
-        return Ok(Started {
-            url: format!("{base}?token={token}"),
-            token,
-        });
-    }
+    let is_tcp = service.protocol == "tcp";
+    let token = match state.started_apps.entry(id, app) {
+        Some(e) => e.token,
+        None if is_tcp => crate::auth::tokens::new_token(),
+        None => launch_http_app(state, id, &k, app, port, &base).await?,
+    };
+    let host_port = host_port(state, id, &k, port)
+        .await?
+        .ok_or_else(|| ApiError::internal("starting an app", "port not published"))?;
+    // TCP apps (SSH) are only reachable through the pool; web apps when asked for, and
+    // always when public (a port of their own keeps them out of the console's origin).
+    let wants_pool = is_tcp || opts.public || opts.preferred_port.is_some();
+    let existing = state.started_apps.entry(id, app);
+    let (pool_port, listener) = match existing
+        .as_ref()
+        .and_then(|e| e.pool_port.zip(e.listener.clone()))
+    {
+        Some((p, l)) => (Some(p), Some(l)),
+        None if wants_pool => {
+            let (listener, p) = bind_pool_port(state, opts.preferred_port).await?;
+            let handle = if is_tcp {
+                tokio::spawn(forward_tcp(state.clone(), id, listener, host_port)).abort_handle()
+            } else {
+                let router = pool_router(state.clone(), id, app.to_string());
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, router).await {
+                        tracing::warn!(error = %e, "app port listener stopped");
+                    }
+                })
+                .abort_handle()
+            };
+            (Some(p), Some(handle))
+        }
+        None => (None, None),
+    };
+    state.started_apps.lock().apps.insert(
+        (id, app.to_string()),
+        AppEntry {
+            token: token.clone(),
+            public: opts.public,
+            pool_port,
+            listener,
+        },
+    );
+    super::exec::touch(state, id).await;
+    Ok(Started {
+        url: if is_tcp {
+            String::new()
+        } else {
+            format!("{base}?token={token}")
+        },
+        token: if is_tcp { String::new() } else { token },
+        port: pool_port,
+        public: opts.public,
+        protocol: service.protocol,
+    })
+}
+
+/// Launches a web app process in the container and waits until it answers; returns its
+/// per-launch token.
+async fn launch_http_app(
+    state: &AppState,
+    id: Uuid,
+    k: &entity::kernels::Model,
+    app: &str,
+    port: u16,
+    base: &str,
+) -> ApiResult<String> {
     if app != "jupyter" {
         return Err(ApiError::bad_request(format!(
-            "Starting '{app}' is not supported yet (supported: jupyter)"
+            "Starting '{app}' is not supported yet (supported: jupyter, sshd)"
         )));
     }
-    let (agent, container) = super::container_of(state, &k).await?;
+    let (agent, container) = super::container_of(state, k).await?;
     let token = crate::auth::tokens::new_token();
     let cmd = vec![
         "jupyter-notebook".to_string(),
@@ -187,59 +385,197 @@ pub async fn start(
         "--NotebookApp.allow_remote_access=True".into(),
         "--notebook-dir=/home/work".into(),
     ];
-    let exec = agent
-        .docker
-        .create_exec(
-            &container,
-            CreateExecOptions {
-                cmd: Some(cmd),
-                user: Some("work".to_string()),
-                working_dir: Some("/home/work".to_string()),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| ApiError::internal("starting an app", e))?;
-    agent
-        .docker
-        .start_exec(
-            &exec.id,
-            Some(StartExecOptions {
-                detach: true,
-                tty: false,
-                output_capacity: None,
-            }),
-        )
-        .await
-        .map_err(|e| ApiError::internal("starting an app", e))?;
-    let host_port = host_port(state, id, &k, port)
+    agent.spawn_detached(&container, cmd).await?;
+    let host_port = host_port(state, id, k, port)
         .await?
         .ok_or_else(|| ApiError::internal("starting an app", "port not published"))?;
-    let client = &state.http;
     let probe = format!("http://127.0.0.1:{host_port}{base}api/status?token={token}");
     for _ in 0..150 {
-        if client
+        if state
+            .http
             .get(&probe)
             .send()
             .await
             .is_ok_and(|r| r.status().is_success())
         {
-            state
-                .started_apps
-                .lock()
-                .tokens
-                .insert((id, app.to_string()), token.clone());
-            super::exec::touch(state, id).await;
-            return Ok(Started {
-                url: format!("{base}?token={token}"),
-                token,
-            });
+            return Ok(token);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Err(ApiError::internal(
         "starting an app",
         format!("{app} did not answer within 30 s"),
+    ))
+}
+
+/// `"30000-30999"` → the inclusive range.
+pub fn parse_port_range(s: &str) -> Option<(u16, u16)> {
+    let (a, b) = s.trim().split_once('-')?;
+    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    (a > 0 && a <= b).then_some((a, b))
+}
+
+/// Binds a listener on a port of the pool: the preferred one when it is in the pool and
+/// free, else a random free one.
+async fn bind_pool_port(
+    state: &AppState,
+    preferred: Option<u16>,
+) -> ApiResult<(tokio::net::TcpListener, u16)> {
+    let (lo, hi) = parse_port_range(&state.config.app_port_pool).ok_or_else(|| {
+        ApiError::internal(
+            "binding an app port",
+            format!("bad app_port_pool '{}'", state.config.app_port_pool),
+        )
+    })?;
+    let ip = state.config.listen.ip();
+    if let Some(p) = preferred.filter(|p| (lo..=hi).contains(p))
+        && let Ok(l) = tokio::net::TcpListener::bind((ip, p)).await
+    {
+        return Ok((l, p));
+    }
+    let span = u32::from(hi - lo) + 1;
+    let offset: u32 = rand::random::<u32>() % span;
+    for i in 0..span {
+        let p = lo + ((offset + i) % span) as u16;
+        if let Ok(l) = tokio::net::TcpListener::bind((ip, p)).await {
+            return Ok((l, p));
+        }
+    }
+    Err(ApiError::conflict(format!(
+        "No free port left in the app port pool {lo}-{hi}"
+    )))
+}
+
+/// Raw TCP forwarding from a pool port to the container's published port (SSH/SFTP).
+async fn forward_tcp(
+    state: AppState,
+    session: Uuid,
+    listener: tokio::net::TcpListener,
+    host_port: u16,
+) {
+    loop {
+        let Ok((mut inbound, _)) = listener.accept().await else {
+            continue;
+        };
+        super::exec::touch(&state, session).await;
+        tokio::spawn(async move {
+            match tokio::net::TcpStream::connect(("127.0.0.1", host_port)).await {
+                Ok(mut outbound) => {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "app port: container unreachable"),
+            }
+        });
+    }
+}
+
+/// The router serving one web app on its pool port (same checks as the main proxy).
+fn pool_router(state: AppState, session: Uuid, app: String) -> axum::Router {
+    let handler = move |State(state): State<AppState>,
+                        Extension(principal): Extension<Principal>,
+                        req: Request| {
+        let app = app.clone();
+        async move {
+            if req.uri().path() == "/" {
+                // Into the app's base path (relative: never an open redirect).
+                return Response::builder()
+                    .status(StatusCode::FOUND)
+                    .header(
+                        "location",
+                        format!(
+                            "/apps/{session}/{app}/{}",
+                            req.uri()
+                                .query()
+                                .map(|q| format!("?{q}"))
+                                .unwrap_or_default()
+                        ),
+                    )
+                    .body(Body::empty())
+                    .unwrap_or_default();
+            }
+            match proxy_inner(&state, &principal, session, &app, req, true).await {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            }
+        }
+    };
+    axum::Router::new()
+        .fallback(handler)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::middleware::authenticate,
+        ))
+        .with_state(state)
+}
+
+/// Cookie carrying a per-app token after a first visit with `?token=`.
+fn app_cookie(app: &str) -> String {
+    format!("bai_app_{app}")
+}
+
+fn cookie_value(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all("cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+fn query_token(req: &Request) -> Option<String> {
+    req.uri().query().and_then(|q| {
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == "token")
+            .map(|(_, v)| v.to_string())
+    })
+}
+
+/// Who may use an app: its owner (or a superadmin) by login; anyone when it is public (on its
+/// pool port only: a public app never runs in the console's origin); a browser that is not
+/// logged in by the per-app token (query `token`, then a cookie scoped to the app). Another
+/// logged-in user never rides on a leaked URL. Returns a cookie to set.
+fn authorize(
+    principal: &Principal,
+    session: &entity::sessions::Model,
+    app: &str,
+    entry: Option<&AppEntry>,
+    req: &Request,
+    via_pool: bool,
+) -> ApiResult<Option<String>> {
+    if let Principal::User(c) = principal
+        && (c.uuid == session.user_uuid || c.is_superadmin())
+    {
+        return Ok(None);
+    }
+    let Some(entry) = entry else {
+        return Err(match principal {
+            Principal::User(_) => ApiError::not_found("session", session.id),
+            Principal::Anonymous => ApiError::unauthenticated("Login required."),
+        });
+    };
+    if entry.public && via_pool {
+        return Ok(None);
+    }
+    if let Principal::User(_) = principal {
+        return Err(ApiError::not_found("session", session.id));
+    }
+    let cookie = app_cookie(app);
+    if cookie_value(req.headers(), &cookie)
+        .is_some_and(|t| crate::auth::tokens::eq(&t, &entry.token))
+    {
+        return Ok(None);
+    }
+    if query_token(req).is_some_and(|t| crate::auth::tokens::eq(&t, &entry.token)) {
+        return Ok(Some(format!(
+            "{cookie}={}; Path=/apps/{}/{app}/; HttpOnly; SameSite=Lax",
+            entry.token, session.id
+        )));
+    }
+    Err(ApiError::unauthenticated(
+        "Login required (or open the app with its token).",
     ))
 }
 
@@ -254,32 +590,75 @@ const HOP_BY_HOP: &[&str] = &[
     "host",
 ];
 
-/// HTTP reverse proxy to an app inside the session (owner or superadmin only).
+/// HTTP reverse proxy to an app inside the session at `/apps/{session}/{app}/…`.
 pub async fn proxy(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(params): Path<HashMap<String, String>>,
     req: Request,
 ) -> Response {
-    match proxy_inner(&state, &principal, &params, req).await {
+    let Some(id) = params.get("session").and_then(|s| s.parse::<Uuid>().ok()) else {
+        return ApiError::not_found("session", "?").into_response();
+    };
+    let app = params.get("app").cloned().unwrap_or_default();
+    match proxy_inner(&state, &principal, id, &app, req, false).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
+/// Whether a state-changing or WebSocket request comes from a page of the same origin.
+fn origin_allowed(req: &Request) -> bool {
+    let safe = matches!(req.method().as_str(), "GET" | "HEAD" | "OPTIONS");
+    let upgrade = req.headers().contains_key("upgrade");
+    if safe && !upgrade {
+        return true;
+    }
+    let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
+    match (header("origin"), header("host")) {
+        (None, _) => true,
+        (Some(origin), Some(host)) => origin.split_once("://").is_some_and(|(_, h)| h == host),
+        (Some(_), None) => false,
+    }
+}
+
+/// Keeps a `Location` from the app inside the session: relative ones as they are, absolute
+/// ones only when they point at the app itself (made relative); anything else is dropped.
+fn safe_location(location: &str, host_port: u16) -> Option<String> {
+    let own = format!("http://127.0.0.1:{host_port}");
+    if let Some(rest) = location.strip_prefix(&own) {
+        return Some(if rest.is_empty() {
+            "/".into()
+        } else {
+            rest.to_string()
+        });
+    }
+    let relative =
+        location.starts_with('/') && !location.starts_with("//") && !location.starts_with("/\\");
+    let bare = !location.contains("://") && !location.starts_with('/') && !location.contains('\\');
+    (relative || bare).then(|| location.to_string())
+}
+
 async fn proxy_inner(
     state: &AppState,
     principal: &Principal,
-    params: &HashMap<String, String>,
+    id: Uuid,
+    app: &str,
     req: Request,
+    via_pool: bool,
 ) -> ApiResult<Response> {
-    let id: Uuid = params
-        .get("session")
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| ApiError::not_found("session", "?"))?;
-    let app = params.get("app").cloned().unwrap_or_default();
-    let (_, k) = owned_running(state, principal, id).await?;
-    let port = port_of(&k, &app)?;
+    if !origin_allowed(&req) {
+        return Err(ApiError::forbidden(
+            "Requests to an app must come from its own pages.",
+        ));
+    }
+    let (s, k) = running(state, id).await?;
+    let entry = state.started_apps.entry(id, app);
+    let set_cookie = authorize(principal, &s, app, entry.as_ref(), &req, via_pool)?;
+    let port = port_of(&k, app)?;
+    if app_of(&k, app)?.protocol != "http" {
+        return Err(ApiError::bad_request(format!("'{app}' is not a web app")));
+    }
     let host_port = host_port(state, id, &k, port)
         .await?
         .ok_or_else(|| ApiError::bad_request(format!("'{app}' is not running; start it first")))?;
@@ -307,16 +686,8 @@ async fn proxy_inner(
             continue;
         }
         if n == "cookie" {
-            // The app never sees bai's own session cookie.
-            let kept: Vec<&str> = value
-                .to_str()
-                .unwrap_or("")
-                .split(';')
-                .map(str::trim)
-                .filter(|c| !c.starts_with(crate::auth::middleware::SESSION_COOKIE))
-                .collect();
-            if !kept.is_empty() {
-                out = out.header("cookie", kept.join("; "));
+            if let Some(kept) = app_cookies(value.to_str().unwrap_or("")) {
+                out = out.header("cookie", kept);
             }
             continue;
         }
@@ -337,14 +708,37 @@ async fn proxy_inner(
         if HOP_BY_HOP.contains(&name.as_str()) {
             continue;
         }
+        if name.as_str() == "location" {
+            if let Some(l) = value
+                .to_str()
+                .ok()
+                .and_then(|l| safe_location(l, host_port))
+            {
+                builder = builder.header("location", l);
+            }
+            continue;
+        }
         if let Ok(n) = HeaderName::from_bytes(name.as_str().as_bytes()) {
             builder = builder.header(n, value.as_bytes());
         }
+    }
+    if let Some(c) = set_cookie {
+        builder = builder.header("set-cookie", c);
     }
     let stream = resp.bytes_stream().map_err(std::io::Error::other);
     builder
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal("building a proxied response", e))
+}
+
+/// The request's cookies minus bai's own (login and per-app token), which the app never sees.
+fn app_cookies(header: &str) -> Option<String> {
+    let kept: Vec<&str> = header
+        .split(';')
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.starts_with("bai_"))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("; "))
 }
 
 /// WebSocket passthrough (Jupyter kernels and the like): frames both ways until either side
@@ -366,13 +760,7 @@ async fn websocket(
         .headers()
         .get("cookie")
         .and_then(|v| v.to_str().ok())
-        .map(|c| {
-            c.split(';')
-                .map(str::trim)
-                .filter(|c| !c.starts_with(crate::auth::middleware::SESSION_COOKIE))
-                .collect::<Vec<_>>()
-                .join("; ")
-        });
+        .and_then(app_cookies);
     let protocols = req.headers().get("sec-websocket-protocol").cloned();
     let (mut parts, _) = req.into_parts();
     let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &state)
@@ -381,7 +769,7 @@ async fn websocket(
     let mut upstream_req = format!("ws://127.0.0.1:{host_port}{path_and_query}")
         .into_client_request()
         .map_err(|e| ApiError::internal("proxying a WebSocket", e))?;
-    if let Some(c) = cookies.filter(|c| !c.is_empty())
+    if let Some(c) = cookies
         && let Ok(v) = c.parse()
     {
         upstream_req.headers_mut().insert("cookie", v);

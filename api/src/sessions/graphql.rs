@@ -427,6 +427,19 @@ impl SessionQuery {
         })
     }
 
+    /// The session's SSH private key (`/home/work/id_container`), for SSH/SFTP clients.
+    async fn session_ssh_private_key(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+    ) -> async_graphql::Result<String> {
+        let (state, _) = authed(ctx)?;
+        let principal = ctx
+            .data::<crate::auth::Principal>()
+            .map_err(|_| ApiError::unauthenticated("Login required."))?;
+        Ok(super::apps::ssh_private_key(state, principal, session_id).await?)
+    }
+
     /// The session's container output (live while running, kept afterwards).
     async fn session_logs(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<String> {
         let (state, caller) = authed(ctx)?;
@@ -652,9 +665,16 @@ pub struct DestroySessionResult {
 #[graphql(rename_fields = "snake_case")]
 pub struct StartedService {
     pub ok: bool,
-    /// Relative URL through the app proxy, token included.
+    /// Path of a web app through the app proxy, token included (empty for TCP apps). With a
+    /// `port`, the same path is also served at `http://<server host>:<port>`.
     pub url: String,
+    /// The per-launch token (also accepted by the proxy from browsers not logged in).
     pub token: String,
+    /// Port of the pool the app is served on (always for SSH/SFTP), if any.
+    pub port: Option<u16>,
+    pub public: bool,
+    /// http or tcp.
+    pub protocol: String,
 }
 
 #[derive(SimpleObject)]
@@ -759,16 +779,25 @@ impl SessionMutation {
         ctx: &Context<'_>,
         session_id: Uuid,
         app: String,
+        #[graphql(default)] open_to_public: bool,
+        preferred_port: Option<u16>,
     ) -> async_graphql::Result<StartedService> {
         let (state, _) = authed(ctx)?;
         let principal = ctx
             .data::<crate::auth::Principal>()
             .map_err(|_| ApiError::unauthenticated("Login required."))?;
-        let started = super::apps::start(state, principal, session_id, &app).await?;
+        let opts = super::apps::StartOptions {
+            public: open_to_public,
+            preferred_port,
+        };
+        let started = super::apps::start(state, principal, session_id, &app, opts).await?;
         Ok(StartedService {
             ok: true,
             url: started.url,
             token: started.token,
+            port: started.port,
+            public: started.public,
+            protocol: started.protocol,
         })
     }
 

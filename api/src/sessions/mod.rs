@@ -750,6 +750,9 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         apply(state, id, SessionStatus::Preparing, Change::default()).await?;
     }
     let container_id = agent.create_and_start(&spec).await?;
+    if let Err(e) = apps::install_ssh(&agent, &container_id, &s.name).await {
+        tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
+    }
     apply(
         state,
         id,

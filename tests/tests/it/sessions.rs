@@ -1068,14 +1068,15 @@ both_dbs!(web_terminal_is_real_tmux, |db| async move {
 
 both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     require_docker();
-    let app = spawn(db).await;
+    let pool = port_block();
+    let app = spawn_with(db, |c| c.app_port_pool = format!("{pool}-{}", pool + 9)).await;
     let user = app.user("notebook@x.org", "user", "default").await;
     let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
     wait_status(&app, &user, &id, &["RUNNING"]).await;
     let apps = app.ok(Some(&user), "query($id: UUID!) { compute_session(id: $id) { apps { name protocol container_port } } }", json!({"id": id})).await;
     assert_eq!(
         apps["compute_session"]["apps"],
-        json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "terminal", "protocol": "pty", "container_port": null}])
+        json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "sshd", "protocol": "tcp", "container_port": 2200}, {"name": "terminal", "protocol": "pty", "container_port": null}])
     );
     assert_code(
         &app.gql(
@@ -1207,11 +1208,302 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .send()
         .await
         .unwrap();
-    assert_eq!(anon.status(), 401);
+    assert_eq!(
+        anon.status(),
+        200,
+        "the per-app token lets a browser in without login"
+    );
+    let app_cookie = anon
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("bai_app_jupyter="))
+        .expect("per-app cookie")
+        .to_string();
+    assert!(
+        app_cookie.contains(&format!("Path=/apps/{id}/jupyter/")),
+        "{app_cookie}"
+    );
+    assert!(app_cookie.contains("HttpOnly"), "{app_cookie}");
+    let no_token = app
+        .http
+        .get(app.url(&format!("/apps/{id}/jupyter/api/status")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_token.status(), 401, "no login, no token");
+    let by_cookie = app
+        .http
+        .get(app.url(&format!("/apps/{id}/jupyter/api/status")))
+        .header("cookie", app_cookie.split(';').next().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(
+        by_cookie.status(),
+        401,
+        "the per-app cookie stands for the token"
+    );
+    assert!(
+        !by_cookie
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.to_str().unwrap().contains("problem")),
+        "the request reached Jupyter"
+    );
+    // A cross-site page cannot drive the app with the owner's login.
+    let forged = app
+        .http
+        .post(app.url(&format!("/apps/{id}/jupyter/api/kernels")))
+        .bearer_auth(&user)
+        .header("origin", "http://evil.example")
+        .json(&json!({"name": "python3"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+
+    // "Try preferred port" with the preferred port taken, and "open app to public": the app
+    // gets another port of the pool, where anyone with the URL may use it.
+    let busy = std::net::TcpListener::bind(("127.0.0.1", pool)).ok();
+    let public = app
+        .ok(
+            Some(&user),
+            "mutation($id: UUID!, $p: Int) { start_service(session_id: $id, app: \"jupyter\", open_to_public: true, preferred_port: $p) { url token port public protocol } }",
+            json!({"id": id, "p": pool}),
+        )
+        .await;
+    let port = public["start_service"]["port"].as_u64().unwrap() as u16;
+    assert!(
+        port > pool && port <= pool + 9,
+        "{port} from the pool, not the busy {pool}"
+    );
+    assert_eq!(public["start_service"]["public"], true);
+    assert_eq!(public["start_service"]["token"], token.as_str());
+    drop(busy);
+    let pooled = format!("http://127.0.0.1:{port}");
+    let by_other = app
+        .http
+        .get(format!(
+            "{pooled}/apps/{id}/jupyter/api/status?token={token}"
+        ))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_other.status(), 200, "public: another user may use it");
+    let stranger = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let root = stranger.get(format!("{pooled}/")).send().await.unwrap();
+    assert_eq!(root.status(), 302);
+    assert_eq!(
+        root.headers()["location"].to_str().unwrap(),
+        format!("/apps/{id}/jupyter/")
+    );
+    // Not public any more: strangers are out again, on the same port.
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { port } }",
+        json!({"id": id}),
+    )
+    .await;
+    let closed = app
+        .http
+        .get(format!(
+            "{pooled}/apps/{id}/jupyter/api/status?token={token}"
+        ))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 404);
     assert_code(
         &app.gql(
             Some(&other),
             "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { url } }",
+            json!({"id": id}),
+        )
+        .await,
+        "NOT_FOUND",
+    );
+    app.ok(
+        Some(&user),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        json!({"id": id}),
+    )
+    .await;
+    wait_status(&app, &user, &id, &["TERMINATED"]).await;
+    let mut gone = false;
+    for _ in 0..50 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the app's pool port closes with the session");
+});
+
+fn ssh(key: &std::path::Path, port: u16, command: &str) -> std::process::Output {
+    std::process::Command::new("ssh")
+        .args(["-i", key.to_str().unwrap(), "-p", &port.to_string()])
+        .args([
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+        ])
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "ConnectTimeout=10",
+        ])
+        .args(["-o", "LogLevel=ERROR", "work@127.0.0.1", command])
+        .output()
+        .expect("ssh runs (openssh-client)")
+}
+
+both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
+    require_docker();
+    let pool = port_block();
+    let app = spawn_with(db, |c| c.app_port_pool = format!("{pool}-{}", pool + 9)).await;
+    let user = app.user("ssh@x.org", "user", "default").await;
+    let keys = app.dir.join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    // The user's own key, authorized through a `.ssh` automount folder.
+    let own = keys.join("own");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "mine", "-f"])
+        .arg(&own)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let folder = app
+        .ok(
+            Some(&user),
+            "mutation { create_vfolder(props: {name: \".ssh\"}) { vfolder { id is_automount } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(folder["create_vfolder"]["vfolder"]["is_automount"], true);
+    let fid = folder["create_vfolder"]["vfolder"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let up = app
+        .http
+        .post(app.url(&format!(
+            "/storage/folders/{fid}/upload?path=authorized_keys"
+        )))
+        .bearer_auth(&user)
+        .body(std::fs::read(keys.join("own.pub")).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(up.status().is_success(), "{}", up.text().await.unwrap());
+
+    let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &user, &id, &["RUNNING"]).await;
+    // "Try preferred port" with a free port of the pool: that very port.
+    let started = app
+        .ok(
+            Some(&user),
+            "mutation($id: UUID!, $p: Int) { start_service(session_id: $id, app: \"sshd\", preferred_port: $p) { port protocol url } }",
+            json!({"id": id, "p": pool + 3}),
+        )
+        .await;
+    assert_eq!(started["start_service"]["protocol"], "tcp");
+    assert_eq!(started["start_service"]["port"], pool + 3);
+    let port = pool + 3;
+    let key = app
+        .ok(
+            Some(&user),
+            "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
+            json!({"id": id}),
+        )
+        .await;
+    let key_file = keys.join("id_container");
+    std::fs::write(&key_file, key["session_ssh_private_key"].as_str().unwrap()).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let mut out = ssh(&key_file, port, "echo hello-$((6*7)); whoami; pwd");
+    for _ in 0..20 {
+        if out.status.success() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        out = ssh(&key_file, port, "echo hello-$((6*7)); whoami; pwd");
+    }
+    assert!(
+        out.status.success(),
+        "ssh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hello-42\nwork\n/home/work\n"
+    );
+
+    // sftp puts a file; it is there for the session.
+    std::fs::write(keys.join("local.txt"), "via sftp\n").unwrap();
+    std::fs::write(
+        keys.join("batch"),
+        format!("put {} up.txt\nls\n", keys.join("local.txt").display()),
+    )
+    .unwrap();
+    let sftp = std::process::Command::new("sftp")
+        .args(["-i", key_file.to_str().unwrap(), "-P", &port.to_string()])
+        .args([
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+        ])
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "LogLevel=ERROR",
+        ])
+        .arg("-b")
+        .arg(keys.join("batch"))
+        .arg("work@127.0.0.1")
+        .output()
+        .unwrap();
+    assert!(
+        sftp.status.success(),
+        "sftp: {}",
+        String::from_utf8_lossy(&sftp.stderr)
+    );
+    assert!(String::from_utf8_lossy(&sftp.stdout).contains("id_container"));
+    let cat = ssh(&key_file, port, "cat up.txt");
+    assert_eq!(String::from_utf8_lossy(&cat.stdout), "via sftp\n");
+
+    // The user's own key works too (the automount folder's authorized_keys).
+    let mine = ssh(&own, port, "echo mine");
+    assert!(
+        mine.status.success(),
+        "own key: {}",
+        String::from_utf8_lossy(&mine.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&mine.stdout), "mine\n");
+
+    // Nobody else gets the key.
+    let other = app.user("nokey@x.org", "user", "default").await;
+    assert_code(
+        &app.gql(
+            Some(&other),
+            "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
             json!({"id": id}),
         )
         .await,

@@ -39,7 +39,7 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub admin_token: String,
     pub config: api::Config,
-    dir: PathBuf,
+    pub dir: PathBuf,
 }
 
 impl Drop for TestApp {
@@ -401,4 +401,14 @@ where
             return serde_json::from_str(t.as_str()).unwrap();
         }
     }
+}
+
+/// A block of ten app-pool ports for one test (random, so parallel tests rarely meet).
+pub fn port_block() -> u16 {
+    32000 + (rand_u16() % 800) * 10
+}
+
+fn rand_u16() -> u16 {
+    let b = uuid::Uuid::new_v4().into_bytes();
+    u16::from_le_bytes([b[0], b[1]])
 }
