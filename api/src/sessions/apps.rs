@@ -845,7 +845,15 @@ mod tests {
                 container_port: Some(8080)
             }
         );
-        assert_eq!(container_ports("jupyter:http:8080"), vec![8080]);
+        assert_eq!(container_ports("jupyter:http:8080"), vec![2200, 8080]);
+        assert_eq!(container_ports("sshd:tcp:2200"), vec![2200]);
+        assert_eq!(parse_port_range("30000-30999"), Some((30000, 30999)));
+        assert_eq!(parse_port_range("3-1"), None);
+        assert_eq!(safe_location("/apps/x/", 9), Some("/apps/x/".into()));
+        assert_eq!(safe_location("tree", 9), Some("tree".into()));
+        assert_eq!(safe_location("http://127.0.0.1:9/a", 9), Some("/a".into()));
+        assert_eq!(safe_location("https://evil.example/", 9), None);
+        assert_eq!(safe_location("//evil.example/", 9), None);
         assert_eq!(apps("").last().unwrap().name, "terminal");
     }
 }
