@@ -7,6 +7,7 @@ pub mod auth;
 pub mod bench;
 pub mod bgtasks;
 pub mod changes;
+pub mod compat;
 pub mod config;
 pub mod db;
 pub mod domains;

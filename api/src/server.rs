@@ -52,6 +52,7 @@ pub fn router(app: AppState) -> Router {
         .layer(RequestBodyLimitLayer::new(body_limit))
         .with_state(web);
     // File transfer streams bodies of any size, so it sits outside the body limit above.
+    let app_for_compat = app.clone();
     let files = Router::new()
         .route(
             "/storage/folders/{id}/download",
@@ -83,7 +84,9 @@ pub fn router(app: AppState) -> Router {
             crate::auth::middleware::authenticate,
         ))
         .with_state(app);
-    let api = api.merge(files);
+    let api = api
+        .merge(files)
+        .merge(crate::compat::router(app_for_compat));
     let index = web_dir.join("index.html");
     api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index)))
         .layer(TraceLayer::new_for_http())

@@ -225,6 +225,13 @@ impl ComputeSession {
             k.service_ports.as_str().unwrap_or_default(),
         ))
     }
+    /// The main container's kernel id.
+    async fn main_kernel_id(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Uuid>> {
+        Ok(super::main_kernel(&state(ctx)?.db, self.0.id)
+            .await
+            .ok()
+            .map(|k| k.id))
+    }
     async fn containers(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ComputeContainer>> {
         let state = state(ctx)?;
         let ks = kernels::Entity::find()
@@ -244,7 +251,7 @@ pub struct ComputeSessionList {
 }
 
 /// Sessions the caller may see: its own; a domain admin's domain; everything for superadmins.
-fn visible(caller: &Caller) -> Select<sessions::Entity> {
+pub(crate) fn visible(caller: &Caller) -> Select<sessions::Entity> {
     match caller.read_scope() {
         ReadScope::Admin(scope) => match scope.domain() {
             Some(d) => sessions::Entity::find().filter(sessions::Column::DomainName.eq(d)),
@@ -391,6 +398,10 @@ impl SessionQuery {
         #[graphql(desc = "comma-separated statuses, e.g. \"PENDING,RUNNING\"")] status: Option<
             String,
         >,
+        #[graphql(
+            desc = "Backend.AI's filter expression, e.g. `name ilike \"%test%\" & type == \"batch\"`"
+        )]
+        filter: Option<String>,
     ) -> async_graphql::Result<ComputeSessionList> {
         let (state, caller) = authed(ctx)?;
         let mut select = visible(caller);
@@ -405,6 +416,25 @@ impl SessionQuery {
         }
         if let Some(s) = status.filter(|s| !s.trim().is_empty()) {
             select = select.filter(sessions::Column::Status.is_in(parse_statuses(&s)?));
+        }
+        if let Some(f) = filter {
+            select = select.filter(crate::graphql::filter::parse(
+                &f,
+                &[
+                    ("name", sessions::Column::Name),
+                    ("session_name", sessions::Column::Name),
+                    ("type", sessions::Column::SessionType),
+                    ("status", sessions::Column::Status),
+                    ("status_info", sessions::Column::StatusInfo),
+                    ("access_key", sessions::Column::AccessKey),
+                    ("domain_name", sessions::Column::DomainName),
+                    ("tag", sessions::Column::Tag),
+                    ("scaling_group", sessions::Column::ScalingGroupName),
+                    ("result", sessions::Column::Result),
+                    ("created_at", sessions::Column::CreatedAt),
+                    ("terminated_at", sessions::Column::TerminatedAt),
+                ],
+            )?);
         }
         let (rows, total_count) = crate::graphql::paginate(
             &state.db,
@@ -472,7 +502,7 @@ impl SessionQuery {
     }
 }
 
-async fn resource_usage(
+pub(crate) async fn resource_usage(
     state: &AppState,
     caller: &Caller,
     group_id: Option<Uuid>,
@@ -621,7 +651,7 @@ pub struct CreateSessionInput {
     pub mount_map: Option<JsonString>,
 }
 
-fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
+pub(crate) fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
     let Some(v) = v else {
         return Ok(BTreeMap::new());
     };

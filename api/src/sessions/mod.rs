@@ -191,7 +191,7 @@ pub fn size_request(
     Ok(slots)
 }
 
-async fn resolve_group<C: ConnectionTrait>(
+pub(crate) async fn resolve_group<C: ConnectionTrait>(
     db: &C,
     caller: &Caller,
     group: Option<&str>,

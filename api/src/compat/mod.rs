@@ -1,0 +1,646 @@
+//! Backend.AI's REST surface for its official client (`backend.ai` CLI and SDK), HMAC-signed
+//! (see `auth::hmac`): sessions (`/session…`), the execute WebSocket and the session event
+//! stream (`stream.rs`), resources, resource groups, slots and keypair authorization. Every
+//! handler delegates to the same functions the GraphQL API uses; errors are Backend.AI's
+//! `application/problem+json`.
+mod stream;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::{Multipart, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use entity::enums::{SessionStatus, SessionType, UserRole};
+use entity::{keypairs, resource_presets, sessions, users};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::auth::{Caller, Principal};
+use crate::error::{ApiError, ApiResult};
+use crate::graphql::JsonString;
+use crate::state::AppState;
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/session", post(create))
+        .route("/session/_/create", post(create))
+        .route("/session/{id}", get(info).delete(destroy))
+        .route("/session/{id}/logs", get(logs))
+        .route("/session/{id}/upload", post(upload))
+        .route("/stream/session/{id}/execute", get(stream::execute))
+        .route("/events/session", get(stream::session_events))
+        .route("/resource/presets", get(presets))
+        .route("/resource/check-presets", post(check_presets))
+        .route("/scaling-groups", get(scaling_groups))
+        .route("/config/resource-slots", get(resource_slots))
+        .route("/auth/authorize", post(authorize))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::middleware::authenticate,
+        ))
+        .with_state(state)
+}
+
+fn reply(r: ApiResult<Response>) -> Response {
+    r.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn caller(p: &Principal) -> ApiResult<&Caller> {
+    p.caller()
+}
+
+/// Statuses a session no longer leaves.
+fn is_final(s: SessionStatus) -> bool {
+    matches!(
+        s,
+        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
+    )
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct OwnerQuery {
+    owner_access_key: Option<String>,
+}
+
+/// `{id}` is a session's UUID or its name; names pick the caller's (or, for admins with
+/// `owner_access_key`, that keypair's) most recent session, live ones first.
+pub(crate) async fn find_session(
+    state: &AppState,
+    caller: &Caller,
+    key: &str,
+    owner_access_key: Option<&str>,
+) -> ApiResult<sessions::Model> {
+    if let Ok(id) = key.parse::<Uuid>() {
+        return crate::sessions::graphql::find_visible(state, caller, id).await;
+    }
+    let access_key = match owner_access_key {
+        Some(ak) if Some(ak) != caller.access_key.as_deref() => {
+            if !matches!(caller.role, UserRole::Admin | UserRole::Superadmin) {
+                return Err(ApiError::forbidden(
+                    "Only administrators may act on another keypair's sessions",
+                ));
+            }
+            ak.to_string()
+        }
+        _ => caller
+            .access_key
+            .clone()
+            .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?,
+    };
+    let found = crate::sessions::graphql::visible(caller)
+        .filter(sessions::Column::Name.eq(key))
+        .filter(sessions::Column::AccessKey.eq(access_key))
+        .order_by_desc(sessions::Column::CreatedAt)
+        .all(&state.db)
+        .await?;
+    found
+        .iter()
+        .find(|s| !is_final(s.status))
+        .or(found.first())
+        .cloned()
+        .ok_or_else(|| ApiError::not_found("session", key))
+}
+
+fn image_of(s: &sessions::Model) -> String {
+    s.images
+        .as_array()
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn string_map(v: Option<&Value>, what: &str) -> ApiResult<BTreeMap<String, String>> {
+    match v {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(v) => crate::sessions::graphql::string_map(Some(JsonString(v.clone())), what),
+    }
+}
+
+/// `POST /session`: creates a session (Backend.AI's body, camelCase and its aliases) and,
+/// unless `enqueueOnly`, waits until it runs, ends, or `maxWaitSeconds` pass (`TIMEOUT`).
+async fn create(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Json(body): Json<Value>,
+) -> Response {
+    reply(create_inner(&state, &principal, body).await)
+}
+
+async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
+    let caller = caller(principal)?;
+    let empty = json!({});
+    let config = body.get("config").unwrap_or(&empty);
+    let name = text(body.get("name")).or_else(|| text(body.get("clientSessionToken")));
+    let image = text(body.get("image"))
+        .or_else(|| text(body.get("lang")))
+        .ok_or_else(|| ApiError::bad_request("'image' is required"))?;
+    if let Some(owner) = text(body.get("owner_access_key"))
+        && Some(owner.as_str()) != caller.access_key.as_deref()
+    {
+        return Err(ApiError::bad_request(
+            "Creating sessions for another keypair (owner_access_key) is not supported",
+        ));
+    }
+    let session_type = match text(body.get("type")).as_deref() {
+        None | Some("interactive") => SessionType::Interactive,
+        Some("batch") => SessionType::Batch,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid session type '{other}' (interactive or batch)"
+            )));
+        }
+    };
+    let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
+    let enqueue_only = flag("enqueueOnly", false);
+    let reuse = flag("reuseIfExists", true);
+    let max_wait = body
+        .get("maxWaitSeconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    // An existing live session of the same name: reused when it runs the same image.
+    if let Some(n) = &name {
+        let live = crate::sessions::graphql::visible(caller)
+            .filter(sessions::Column::Name.eq(n.as_str()))
+            .filter(sessions::Column::AccessKey.eq(caller.access_key.clone().unwrap_or_default()))
+            .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+            .one(&state.db)
+            .await?;
+        if let Some(s) = live {
+            let wanted = crate::images::resolve(&state.db, &image, None).await?;
+            if reuse && image_of(&s) == wanted.name {
+                return Ok((
+                    StatusCode::CREATED,
+                    Json(created_body(state, &s, false).await),
+                )
+                    .into_response());
+            }
+            return Err(ApiError::conflict(format!(
+                "A session named '{n}' already exists (id {}); choose another name",
+                s.id
+            )));
+        }
+    }
+    let mounts: Vec<String> = match config.get("mounts") {
+        Some(Value::Array(a)) => a.iter().filter_map(|v| text(Some(v))).collect(),
+        _ => Vec::new(),
+    };
+    let shmem = config
+        .get("resource_opts")
+        .and_then(|o| text(o.get("shmem")));
+    let req = crate::sessions::CreateRequest {
+        image,
+        name,
+        session_type,
+        group: text(body.get("group")).or_else(|| text(body.get("group_name"))),
+        scaling_group: text(config.get("scalingGroup"))
+            .or_else(|| text(config.get("scaling_group"))),
+        preset: None,
+        resources: string_map(config.get("resources"), "resources")?,
+        shmem,
+        environ: string_map(config.get("environ"), "environ")?,
+        startup_command: text(body.get("startupCommand"))
+            .or_else(|| text(body.get("startup_command"))),
+        count: 1,
+        tag: text(body.get("tag")),
+        mounts,
+        mount_map: string_map(config.get("mount_map"), "mount_map")?,
+    };
+    // Listen before creating, so no status change slips by.
+    let mut events = state.events.subscribe();
+    let created = crate::sessions::create(state, caller, req).await?;
+    let s = created
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::internal("creating a session", "nothing created"))?;
+    if enqueue_only {
+        return Ok((
+            StatusCode::CREATED,
+            Json(created_body(state, &s, true).await),
+        )
+            .into_response());
+    }
+    let deadline =
+        (max_wait > 0).then(|| tokio::time::Instant::now() + Duration::from_secs(max_wait));
+    loop {
+        let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+        if now.status == SessionStatus::Running || is_final(now.status) {
+            return Ok((
+                StatusCode::CREATED,
+                Json(created_body(state, &now, true).await),
+            )
+                .into_response());
+        }
+        let wait = async {
+            // Any event, or a second at most, then look again.
+            let _ = tokio::time::timeout(Duration::from_secs(1), events.recv()).await;
+        };
+        match deadline {
+            Some(d) => {
+                if tokio::time::timeout_at(d, wait).await.is_err() {
+                    let mut b = created_body(state, &now, true).await;
+                    b["status"] = json!("TIMEOUT");
+                    return Ok((StatusCode::CREATED, Json(b)).into_response());
+                }
+            }
+            None => wait.await,
+        }
+    }
+}
+
+async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> Value {
+    let ports = match crate::sessions::main_kernel(&state.db, s.id).await {
+        Ok(k) => crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default()),
+        Err(_) => Vec::new(),
+    };
+    let ports: Vec<Value> = ports
+        .into_iter()
+        .map(|p| json!({"name": p.name, "protocol": p.protocol, "ports": p.container_port.into_iter().collect::<Vec<_>>()}))
+        .collect();
+    json!({
+        "sessionId": s.id,
+        "sessionName": s.name,
+        "status": s.status.as_str(),
+        "servicePorts": ports,
+        "created": created,
+    })
+}
+
+/// `GET /session/{id}`: the session's details, Backend.AI's camelCase keys.
+async fn info(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
+            let k = crate::sessions::main_kernel(&state.db, s.id).await.ok();
+            let age = (chrono::Utc::now() - s.created_at)
+                .num_milliseconds()
+                .max(0);
+            Ok(Json(json!({
+                "sessionId": s.id,
+                "sessionName": s.name,
+                "domainName": s.domain_name,
+                "groupId": s.group_id,
+                "userId": s.user_uuid,
+                "image": image_of(&s),
+                "lang": image_of(&s),
+                "type": s.session_type.as_str(),
+                "tag": s.tag,
+                "containerId": k.as_ref().and_then(|k| k.container_id.clone()),
+                "occupiedSlots": s.occupying_slots,
+                "occupyingSlots": s.occupying_slots,
+                "requestedSlots": s.requested_slots,
+                "environ": s.environ,
+                "resourceOpts": s.resource_opts,
+                "status": s.status.as_str(),
+                "statusInfo": s.status_info,
+                "statusData": s.status_data,
+                "age": age,
+                "creationTime": s.created_at.to_rfc3339(),
+                "terminationTime": s.terminated_at.map(|t| t.to_rfc3339()),
+                "numQueriesExecuted": s.num_queries,
+                "lastStat": s.last_stat,
+                "result": s.result.as_str(),
+            }))
+            .into_response())
+        }
+        .await,
+    )
+}
+
+/// `DELETE /session/{id}`: terminates it (a pending one is cancelled).
+async fn destroy(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
+            let done = crate::sessions::terminate(&state, s.id, "user-requested").await?;
+            Ok(Json(json!({"stats": done.last_stat.unwrap_or_else(|| json!({}))})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /session/{id}/logs` → `{"result": {"logs": …}}`.
+async fn logs(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
+            let logs = crate::sessions::logs(&state, s.id).await?;
+            Ok(Json(json!({"result": {"logs": logs}})).into_response())
+        }
+        .await,
+    )
+}
+
+/// A path under /home/work from an upload's file name: relative, no `..`.
+fn upload_path(name: &str) -> ApiResult<String> {
+    let parts: Vec<&str> = name
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let bad = name.starts_with('/')
+        || parts.is_empty()
+        || parts
+            .iter()
+            .any(|p| *p == ".." || p.contains('\\') || p.chars().any(char::is_control));
+    if bad {
+        return Err(ApiError::bad_request(format!(
+            "Invalid upload path '{name}': use a relative path under /home/work"
+        )));
+    }
+    Ok(parts.join("/"))
+}
+
+/// Largest upload through `/session/{id}/upload` (files go into the container in one piece).
+const MAX_UPLOAD: usize = 64 * 1024 * 1024;
+
+/// `POST /session/{id}/upload`: multipart parts named `src`, file name = path under
+/// /home/work.
+async fn upload(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Query(q): Query<OwnerQuery>,
+    mut form: Multipart,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
+            if s.status != SessionStatus::Running {
+                return Err(ApiError::bad_request(format!(
+                    "Session '{}' is not running ({})",
+                    s.name, s.status
+                )));
+            }
+            let k = crate::sessions::main_kernel(&state.db, s.id).await?;
+            let (agent, container) = crate::sessions::container_of(&state, &k).await?;
+            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+            let mut total = 0usize;
+            while let Some(field) = form
+                .next_field()
+                .await
+                .map_err(|e| ApiError::bad_request(format!("malformed upload: {e}")))?
+            {
+                let Some(name) = field.file_name().map(str::to_string) else {
+                    continue;
+                };
+                let path = upload_path(&name)?;
+                let data = field
+                    .bytes()
+                    .await
+                    .map_err(|e| ApiError::bad_request(format!("malformed upload: {e}")))?;
+                total += data.len();
+                if total > MAX_UPLOAD {
+                    return Err(ApiError::bad_request(
+                        "Uploads through a session are limited to 64 MiB; use a storage folder",
+                    ));
+                }
+                files.push((path, data.to_vec()));
+            }
+            if files.is_empty() {
+                return Err(ApiError::bad_request("No file in the upload (part 'src')"));
+            }
+            let entries: Vec<(&str, u32, &[u8])> = files
+                .iter()
+                .map(|(p, d)| (p.as_str(), 0o644, d.as_slice()))
+                .collect();
+            agent
+                .put_files(&container, "/home/work", "", &entries)
+                .await?;
+            crate::sessions::exec::touch(&state, s.id).await;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /resource/presets`.
+async fn presets(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Response {
+    reply(
+        async {
+            caller(&principal)?;
+            let all = resource_presets::Entity::find()
+                .order_by_asc(resource_presets::Column::Name)
+                .all(&state.db)
+                .await?;
+            let presets: Vec<Value> = all
+                .into_iter()
+                .map(|p| {
+                    json!({
+                        "name": p.name,
+                        "resource_slots": p.resource_slots,
+                        "shared_memory": p.shared_memory.map(|m| m.to_string()),
+                    })
+                })
+                .collect();
+            Ok(Json(json!({"presets": presets})).into_response())
+        }
+        .await,
+    )
+}
+
+#[derive(Deserialize, Default)]
+struct CheckPresets {
+    scaling_group: Option<String>,
+    group: Option<String>,
+}
+
+/// `POST /resource/check-presets`: limits, use and what is left, and which presets fit.
+async fn check_presets(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    body: Option<Json<CheckPresets>>,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let body = body.map(|b| b.0).unwrap_or_default();
+            let group =
+                crate::sessions::resolve_group(&state.db, caller, body.group.as_deref()).await?;
+            let u = crate::sessions::graphql::resource_usage(
+                &state,
+                caller,
+                Some(group.id),
+                body.scaling_group,
+            )
+            .await?;
+            let presets: Vec<Value> = u
+                .presets
+                .iter()
+                .map(|p| {
+                    json!({
+                        "name": p.name,
+                        "resource_slots": p.resource_slots.0,
+                        "shared_memory": p.shared_memory.as_ref().map(|m| m.0.to_string()),
+                        "allocatable": p.allocatable,
+                    })
+                })
+                .collect();
+            Ok(Json(json!({
+                "keypair_limits": u.keypair_limits.0,
+                "keypair_using": u.keypair_using.0,
+                "keypair_remaining": u.keypair_remaining.0,
+                "group_using": u.group_using.0,
+                "scaling_group_remaining": u.scaling_group_remaining.0,
+                "scaling_groups": {
+                    u.scaling_group.clone(): {
+                        "using": u.group_using.0,
+                        "remaining": u.scaling_group_remaining.0,
+                    }
+                },
+                "presets": presets,
+            }))
+            .into_response())
+        }
+        .await,
+    )
+}
+
+#[derive(Deserialize, Default)]
+struct GroupQuery {
+    group: Option<String>,
+}
+
+/// `GET /scaling-groups?group=`: the resource groups the caller may use.
+async fn scaling_groups(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(q): Query<GroupQuery>,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let group =
+                crate::sessions::resolve_group(&state.db, caller, q.group.as_deref()).await?;
+            let names = crate::scaling_groups::allowed_for(
+                &state.db,
+                &caller.domain_name,
+                caller.uuid,
+                Some(group.id),
+                caller.access_key.as_deref(),
+            )
+            .await?;
+            let list: Vec<Value> = names.into_iter().map(|n| json!({"name": n})).collect();
+            Ok(Json(json!({"scaling_groups": list})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /config/resource-slots`: the slot types this installation knows.
+async fn resource_slots(Extension(principal): Extension<Principal>) -> Response {
+    reply(
+        async {
+            caller(&principal)?;
+            let slots: serde_json::Map<String, Value> = entity::slots::KNOWN_SLOTS
+                .iter()
+                .map(|(name, kind)| (name.to_string(), json!(kind)))
+                .collect();
+            Ok(Json(Value::Object(slots)).into_response())
+        }
+        .await,
+    )
+}
+
+#[derive(Deserialize)]
+struct Authorize {
+    #[serde(rename = "type")]
+    kind: String,
+    username: String,
+    password: String,
+}
+
+/// `POST /auth/authorize` (anonymous): email + password → the user's main keypair.
+async fn authorize(State(state): State<AppState>, Json(body): Json<Authorize>) -> Response {
+    reply(
+        async {
+            if body.kind != "keypair" {
+                return Err(ApiError::bad_request(format!(
+                    "Unsupported authorization type '{}' (keypair)",
+                    body.kind
+                )));
+            }
+            let user =
+                crate::accounts::check_credentials(&state.db, &body.username, &body.password)
+                    .await?;
+            let mut keys = keypairs::Entity::find()
+                .filter(keypairs::Column::User.eq(user.uuid))
+                .filter(keypairs::Column::IsActive.eq(true))
+                .order_by_asc(keypairs::Column::CreatedAt)
+                .all(&state.db)
+                .await?;
+            let pick = keys
+                .iter()
+                .position(|k| Some(&k.access_key) == user.main_access_key.as_ref())
+                .unwrap_or(0);
+            if keys.is_empty() {
+                return Err(ApiError::not_found("keypair", &body.username));
+            }
+            let k = keys.swap_remove(pick);
+            Ok(Json(json!({"data": {
+                "access_key": k.access_key,
+                "secret_key": k.secret_key,
+                "role": role_name(&user),
+                "status": user.status.as_str(),
+            }}))
+            .into_response())
+        }
+        .await,
+    )
+}
+
+fn role_name(u: &users::Model) -> &'static str {
+    match u.role {
+        UserRole::Superadmin => "superadmin",
+        UserRole::Admin => "admin",
+        UserRole::User => "user",
+        UserRole::Monitor => "monitor",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn upload_paths() {
+        assert_eq!(super::upload_path("./myscript.py").unwrap(), "myscript.py");
+        assert_eq!(super::upload_path("src/a.py").unwrap(), "src/a.py");
+        assert!(super::upload_path("../x").is_err());
+        assert!(super::upload_path("/etc/passwd").is_err());
+        assert!(super::upload_path("a/../../b").is_err());
+        assert!(super::upload_path("").is_err());
+    }
+}

@@ -1,0 +1,222 @@
+//! The execute WebSocket (`/stream/session/{id}/execute`, what `backend.ai run` talks to) and
+//! the session event stream (`/events/session`, Server-Sent Events with Backend.AI's names).
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+use super::{OwnerQuery, caller, find_session};
+use crate::auth::{Principal, ReadScope};
+use crate::events::Event;
+use crate::state::AppState;
+
+/// `GET /stream/session/{id}/execute`: the client sends `{"code","mode","options"}`; the
+/// server answers with `{"status": "continued", "console": [[stream, text]]}` frames while
+/// the program runs and `{"status": "finished", "exitCode": N}` at the end. Text frames
+/// the client sends meanwhile go to the program's standard input.
+pub async fn execute(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Query(q): Query<OwnerQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let session = match async {
+        let caller = caller(&principal)?;
+        find_session(&state, caller, &id, q.owner_access_key.as_deref()).await
+    }
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    upgrade.on_upgrade(move |ws| async move {
+        if let Err(e) = run_over_ws(state, session, ws).await {
+            tracing::debug!(error = %e, "execute stream ended");
+        }
+    })
+}
+
+fn frame(status: &str, console: Vec<Value>, exit_code: Option<i64>) -> Message {
+    Message::text(
+        json!({
+            "status": status,
+            "console": console,
+            "exitCode": exit_code,
+            "options": {},
+            "files": [],
+        })
+        .to_string(),
+    )
+}
+
+async fn run_over_ws(
+    state: AppState,
+    session: entity::sessions::Model,
+    ws: WebSocket,
+) -> Result<(), String> {
+    let (mut tx, mut rx) = ws.split();
+    let request: Value = loop {
+        match rx.next().await {
+            Some(Ok(Message::Text(t))) => {
+                break serde_json::from_str(t.as_str()).map_err(|e| e.to_string())?;
+            }
+            Some(Ok(Message::Close(_))) | None => return Ok(()),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(e.to_string()),
+        }
+    };
+    let mode = request
+        .get("mode")
+        .and_then(Value::as_str)
+        .unwrap_or("query");
+    let code = request.get("code").and_then(Value::as_str).unwrap_or("");
+    let options = request.get("options").cloned().unwrap_or_else(|| json!({}));
+    let mut events = state.events.subscribe();
+    let run = match crate::sessions::exec::start(&state, &session, mode, code, &options).await {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = format!("{}\n", e.message);
+            let _ = tx
+                .send(frame("finished", vec![json!(["stderr", msg])], Some(-1)))
+                .await;
+            return Ok(());
+        }
+    };
+    let (backlog, _, _) = run.snapshot();
+    let mut next = 0u64;
+    for c in backlog {
+        next = c.seq + 1;
+        if c.stream == "finished" {
+            tx.send(frame("finished", vec![], c.exit_code))
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(());
+        }
+        tx.send(frame("continued", vec![json!([c.stream, c.data])], None))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    loop {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Ok(ev) => {
+                    let Event::Exec(c) = &*ev else { continue };
+                    if c.run_id != run.id || c.seq < next {
+                        continue;
+                    }
+                    next = c.seq + 1;
+                    if c.stream == "finished" {
+                        tx.send(frame("finished", vec![], c.exit_code)).await.map_err(|e| e.to_string())?;
+                        let _ = tx.close().await;
+                        return Ok(());
+                    }
+                    tx.send(frame("continued", vec![json!([c.stream, c.data])], None))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return Ok(()),
+            },
+            msg = rx.next() => match msg {
+                Some(Ok(Message::Text(t))) => {
+                    let mut line = t.as_str().to_string();
+                    if !line.ends_with('\n') {
+                        line.push('\n');
+                    }
+                    if let Err(e) = run.send_input(&line).await {
+                        tracing::debug!(error = %e.message, "input after the end");
+                    }
+                }
+                Some(Ok(Message::Close(_))) | None => return Ok(()),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.to_string()),
+            },
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct EventsQuery {
+    session_name: Option<String>,
+    name: Option<String>,
+    session_id: Option<String>,
+    #[serde(rename = "owner_access_key")]
+    owner_access_key: Option<String>,
+    #[serde(rename = "ownerAccessKey")]
+    owner_access_key_camel: Option<String>,
+}
+
+/// `GET /events/session?sessionName=|sessionId=|name=*`: Server-Sent Events for one session (or
+/// every visible one with `*`), named as Backend.AI names them (`session_started`, …).
+pub async fn session_events(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(q): Query<EventsQuery>,
+) -> Response {
+    let caller = match caller(&principal) {
+        Ok(c) => c.clone(),
+        Err(e) => return e.into_response(),
+    };
+    let key = q
+        .session_id
+        .clone()
+        .or(q.session_name.clone())
+        .or(q.name.clone());
+    let owner = q
+        .owner_access_key
+        .clone()
+        .or(q.owner_access_key_camel.clone());
+    let only: Option<Uuid> = match key.as_deref() {
+        None | Some("*") => None,
+        Some(k) => match find_session(&state, &caller, k, owner.as_deref()).await {
+            Ok(s) => Some(s.id),
+            Err(e) => return e.into_response(),
+        },
+    };
+    let scope = caller.read_scope();
+    let rx = state.events.subscribe();
+    let stream = futures_util::stream::unfold(rx, move |mut rx| {
+        let scope = scope.clone();
+        async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => {
+                        let Event::Session(e) = &*ev else { continue };
+                        let visible = match &scope {
+                            ReadScope::Admin(s) => s.covers_domain(&e.domain),
+                            ReadScope::Own { user, .. } => e.user == *user,
+                        };
+                        if !visible || only.is_some_and(|id| id != e.session_id) {
+                            continue;
+                        }
+                        let data = json!({
+                            "reason": e.reason.clone().unwrap_or_default(),
+                            "sessionName": e.name,
+                            "ownerAccessKey": e.access_key,
+                            "sessionId": e.session_id,
+                            "exitCode": Value::Null,
+                        });
+                        let out = SseEvent::default().event(e.event).data(data.to_string());
+                        return Some((Ok::<_, Infallible>(out), rx));
+                    }
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}

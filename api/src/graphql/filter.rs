@@ -1,0 +1,245 @@
+//! Backend.AI's list `filter` mini-language, the part its client and console use:
+//! `name == "x"`, `status != "RUNNING"`, `name ilike "%gpu%"`, comparisons `< <= > >=`, joined
+//! with `&` and `|` (`&` binds tighter) and grouped with parentheses. Only the fields a list
+//! allows may be named; anything else is a clear BAD_REQUEST.
+use sea_orm::sea_query::{Expr, Func, SimpleExpr};
+use sea_orm::{ColumnTrait, Condition};
+
+use crate::error::{ApiError, ApiResult};
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Str(String),
+    Num(String),
+    Op(String),
+    And,
+    Or,
+    LParen,
+    RParen,
+}
+
+fn bad(msg: impl Into<String>) -> ApiError {
+    ApiError::bad_request(format!("Invalid filter: {}", msg.into()))
+}
+
+fn lex(s: &str) -> ApiResult<Vec<Tok>> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            ' ' | '\t' | '\n' => i += 1,
+            '&' => {
+                out.push(Tok::And);
+                i += 1;
+            }
+            '|' => {
+                out.push(Tok::Or);
+                i += 1;
+            }
+            '(' => {
+                out.push(Tok::LParen);
+                i += 1;
+            }
+            ')' => {
+                out.push(Tok::RParen);
+                i += 1;
+            }
+            '"' | '\'' => {
+                let mut v = String::new();
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        None => return Err(bad("unterminated string")),
+                        Some('\\') => {
+                            if let Some(n) = chars.get(i + 1) {
+                                v.push(*n);
+                            }
+                            i += 2;
+                        }
+                        Some(q) if *q == c => {
+                            i += 1;
+                            break;
+                        }
+                        Some(x) => {
+                            v.push(*x);
+                            i += 1;
+                        }
+                    }
+                }
+                out.push(Tok::Str(v));
+            }
+            '=' | '!' | '<' | '>' => {
+                let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+                let op = if ["==", "!=", "<=", ">="].contains(&two.as_str()) {
+                    two
+                } else if c == '<' || c == '>' {
+                    c.to_string()
+                } else {
+                    return Err(bad(format!("unknown operator near '{two}'")));
+                };
+                i += op.len();
+                out.push(Tok::Op(op));
+            }
+            c if c.is_ascii_digit() || c == '-' => {
+                let start = i;
+                while i < chars.len()
+                    && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '-')
+                {
+                    i += 1;
+                }
+                out.push(Tok::Num(chars[start..i].iter().collect()));
+            }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                match word.to_ascii_lowercase().as_str() {
+                    "like" | "ilike" | "contains" => out.push(Tok::Op(word.to_ascii_lowercase())),
+                    _ => out.push(Tok::Ident(word)),
+                }
+            }
+            other => return Err(bad(format!("unexpected '{other}'"))),
+        }
+    }
+    Ok(out)
+}
+
+struct Parser<'a, C> {
+    toks: Vec<Tok>,
+    pos: usize,
+    cols: &'a [(&'a str, C)],
+}
+
+impl<C: ColumnTrait> Parser<'_, C> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos)
+    }
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+    fn or(&mut self) -> ApiResult<Condition> {
+        let mut c = Condition::any().add(self.and()?);
+        while self.peek() == Some(&Tok::Or) {
+            self.pos += 1;
+            c = c.add(self.and()?);
+        }
+        Ok(c)
+    }
+    fn and(&mut self) -> ApiResult<Condition> {
+        let mut c = Condition::all().add(self.term()?);
+        while self.peek() == Some(&Tok::And) {
+            self.pos += 1;
+            c = c.add(self.term()?);
+        }
+        Ok(c)
+    }
+    fn term(&mut self) -> ApiResult<Condition> {
+        match self.next() {
+            Some(Tok::LParen) => {
+                let c = self.or()?;
+                match self.next() {
+                    Some(Tok::RParen) => Ok(c),
+                    _ => Err(bad("missing ')'")),
+                }
+            }
+            Some(Tok::Ident(field)) => {
+                let col = self
+                    .cols
+                    .iter()
+                    .find(|(n, _)| *n == field)
+                    .map(|(_, c)| *c)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = self.cols.iter().map(|(n, _)| *n).collect();
+                        bad(format!(
+                            "unknown field '{field}' (one of: {})",
+                            names.join(", ")
+                        ))
+                    })?;
+                let Some(Tok::Op(op)) = self.next() else {
+                    return Err(bad(format!("expected an operator after '{field}'")));
+                };
+                let value = match self.next() {
+                    Some(Tok::Str(v)) | Some(Tok::Num(v)) => v,
+                    Some(Tok::Ident(v)) => v,
+                    _ => return Err(bad(format!("expected a value after '{field} {op}'"))),
+                };
+                Ok(Condition::all().add(compare(col, &op, value)?))
+            }
+            _ => Err(bad("expected a field name or '('")),
+        }
+    }
+}
+
+fn compare<C: ColumnTrait>(col: C, op: &str, v: String) -> ApiResult<SimpleExpr> {
+    Ok(match op {
+        "==" => col.eq(v),
+        "!=" => col.ne(v),
+        "<" => col.lt(v),
+        "<=" => col.lte(v),
+        ">" => col.gt(v),
+        ">=" => col.gte(v),
+        "like" => col.like(v),
+        "ilike" => Expr::expr(Func::lower(Expr::col(col))).like(v.to_lowercase()),
+        "contains" => col.contains(v),
+        other => return Err(bad(format!("unknown operator '{other}'"))),
+    })
+}
+
+/// Parses `filter` into a condition over the allowed `(name, column)` pairs.
+pub fn parse<C: ColumnTrait>(filter: &str, cols: &[(&str, C)]) -> ApiResult<Condition> {
+    let toks = lex(filter)?;
+    if toks.is_empty() {
+        return Ok(Condition::all());
+    }
+    let mut p = Parser { toks, pos: 0, cols };
+    let c = p.or()?;
+    if p.pos != p.toks.len() {
+        return Err(bad("unexpected text after the expression"));
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use entity::sessions;
+    use sea_orm::{DbBackend, EntityTrait, QueryFilter, QueryTrait};
+
+    fn sql(f: &str) -> Result<String, String> {
+        let cols = [
+            ("name", sessions::Column::Name),
+            ("status", sessions::Column::Status),
+        ];
+        super::parse(f, &cols)
+            .map(|c| {
+                sessions::Entity::find()
+                    .filter(c)
+                    .build(DbBackend::Sqlite)
+                    .to_string()
+            })
+            .map_err(|e| e.message)
+    }
+
+    #[test]
+    fn filters() {
+        let s = sql(r#"name == "a b" & (status == "RUNNING" | status == 'PENDING')"#).unwrap();
+        assert!(s.contains(r#""name" = 'a b'"#), "{s}");
+        assert!(
+            s.contains(r#""status" = 'RUNNING' OR "sessions"."status" = 'PENDING'"#),
+            "{s}"
+        );
+        let s = sql(r#"name ilike "%GPU%""#).unwrap();
+        assert!(s.contains("LOWER") && s.contains("'%gpu%'"), "{s}");
+        assert!(sql("password == 1").unwrap_err().contains("unknown field"));
+        assert!(sql(r#"name == "x"#).unwrap_err().contains("unterminated"));
+        assert!(sql(r#"name = "x""#).unwrap_err().contains("operator"));
+        assert!(sql(r#"(name == "x""#).unwrap_err().contains("')'"));
+        assert!(sql("").is_ok());
+    }
+}
