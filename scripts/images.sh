@@ -15,7 +15,11 @@ CPP_TAG=bai.local/stable/cpp:12-debian12
 MIRROR="${BAI_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 WORK="${BAI_IMAGE_WORK:-$HOME/.cache/bai-images}"
 
-have() { docker image inspect "$1" >/dev/null 2>&1; }
+# Bumped whenever the recipe below changes, so cached images are rebuilt once.
+REV=2
+have() {
+  [ "$(docker image inspect -f '{{index .Config.Labels "ai.backend.bai-image-rev"}}' "$1" 2>/dev/null)" = "$REV" ]
+}
 if have "$PYTHON_TAG" && have "$CPP_TAG"; then
   echo "environment images present: $PYTHON_TAG $CPP_TAG"
   exit 0
@@ -40,6 +44,7 @@ build() {
   local tag=$1 packages=$2
   shift 2
   have "$tag" && { echo "keeping $tag"; return; }
+  docker image rm "$tag" >/dev/null 2>&1 || true
   local root="$WORK/rootfs-$(echo "$tag" | tr '/:' '__')"
   rm -rf "$root"
   cp -a "$base" "$root"
@@ -68,8 +73,9 @@ common=(
   'ai.backend.resource.min.cpu=1'
   'ai.backend.resource.min.mem=256m'
   'ai.backend.features=batch query uid-match user-input'
+  "ai.backend.bai-image-rev=$REV"
 )
-build "$PYTHON_TAG" "python3 python3-pip python3-numpy jupyter-notebook python3-ipykernel" \
+build "$PYTHON_TAG" "python3 python-is-python3 python3-pip python3-numpy jupyter-notebook python3-ipykernel" \
   "${common[@]}" 'ai.backend.runtime-type=python' 'ai.backend.runtime-path=/usr/bin/python3' \
   'ai.backend.service-ports=jupyter:http:8080'
 build "$CPP_TAG" "g++ make libc6-dev" \

@@ -12,6 +12,7 @@ ensure_debs chromium chromium-driver docker-registry busybox-static openssh-clie
 docker info >/dev/null || { echo "Docker engine unavailable: session tests need it" >&2; exit 1; }
 scripts/images.sh
 scripts/build-web.sh
+scripts/cli.sh
 export BAI_TEST_WEB_DIR="$PWD/web/dist"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings

@@ -2,6 +2,7 @@
 //! per-domain query, mutation and subscription objects, plus the HTTP/WebSocket handlers.
 pub mod filter;
 pub mod limits;
+pub mod order;
 pub mod scalars;
 
 use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
@@ -77,6 +78,7 @@ pub fn build_schema(state: AppState) -> BaiSchema {
     .limit_depth(cfg.graphql_max_depth)
     .limit_complexity(cfg.graphql_max_complexity)
     .extension(limits::AliasLimit(cfg.graphql_max_aliases))
+    .extension(order::SelectionOrder)
     .finish()
 }
 

@@ -280,6 +280,8 @@ pub fn parse_statuses(s: &str) -> ApiResult<Vec<SessionStatus>> {
     s.split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())
+        // Backend.AI statuses a bai session never takes: valid in a filter, match nothing.
+        .filter(|p| !matches!(*p, "RUNNING_DEGRADED" | "PREPARED" | "CREATING"))
         .map(|p| {
             SessionStatus::parse(p).ok_or_else(|| {
                 ApiError::bad_request(format!(

@@ -7,6 +7,7 @@ mod support;
 mod admin;
 mod auth;
 mod browser;
+mod cli;
 mod live;
 mod registry;
 mod roles;

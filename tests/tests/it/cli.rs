@@ -1,0 +1,311 @@
+//! Backend.AI's own client, unchanged (PyPI `backend.ai-client`, installed by
+//! scripts/cli.sh), against a real server with real containers: the seed's CLI chapter.
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+
+use crate::both_dbs;
+use crate::support::*;
+
+fn cli_path() -> PathBuf {
+    let p = std::env::var("BAI_TEST_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/bai-cli/venv/bin/backend.ai")
+        });
+    assert!(
+        p.exists(),
+        "the backend.ai client is not installed at {} (run scripts/cli.sh)",
+        p.display()
+    );
+    p
+}
+
+struct Cli {
+    bin: PathBuf,
+    endpoint: String,
+    access_key: String,
+    secret_key: String,
+    dir: PathBuf,
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        )
+    }
+}
+
+impl Cli {
+    async fn for_user(app: &TestApp, token: &str) -> Cli {
+        let kp = app
+            .ok(
+                Some(token),
+                "{ keypair { access_key secret_key } }",
+                json!({}),
+            )
+            .await;
+        let dir = app
+            .dir
+            .join(format!("cli-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Cli {
+            bin: cli_path(),
+            endpoint: app.base.clone(),
+            access_key: kp["keypair"]["access_key"].as_str().unwrap().into(),
+            secret_key: kp["keypair"]["secret_key"].as_str().unwrap().into(),
+            dir,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(&self.bin);
+        c.args(args)
+            .current_dir(&self.dir)
+            .env("BACKEND_ENDPOINT", &self.endpoint)
+            .env("BACKEND_ENDPOINT_TYPE", "api")
+            .env("BACKEND_ACCESS_KEY", &self.access_key)
+            .env("BACKEND_SECRET_KEY", &self.secret_key)
+            .env("PYTHONWARNINGS", "ignore")
+            .env("COLUMNS", "300")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let out = tokio::time::timeout(Duration::from_secs(180), self.command(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("backend.ai {args:?} timed out"))
+            .unwrap();
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+fn session_id_in(text: &str) -> String {
+    text.split(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
+        .find(|w| w.len() == 36 && uuid::Uuid::parse_str(w).is_ok())
+        .unwrap_or_else(|| panic!("no session id in: {text}"))
+        .to_string()
+}
+
+both_dbs!(official_cli_against_bai, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    // The seed's note: admins make `python` an alias of the full image reference.
+    app.ok(
+        Some(&app.admin_token),
+        "mutation($t: String!) { alias_image(alias: \"python\", target: $t) { ok } }",
+        json!({"t": PYTHON}),
+    )
+    .await;
+    let user = app.user("cli@x.org", "user", "default").await;
+    let cli = Cli::for_user(&app, &user).await;
+
+    // run: a query-mode snippet; the session is removed afterwards.
+    let out = cli
+        .run(&["run", "--rm", "-c", "print(\"hello world\")", "python"])
+        .await;
+    assert!(out.ok, "{out}");
+    assert!(out.stdout.contains("hello world\n"), "{out}");
+    assert!(out.stdout.contains("exit code = 0"), "{out}");
+
+    // run --exec: a file uploaded to /home/work and run in batch mode with arguments.
+    std::fs::write(
+        cli.dir.join("myscript.py"),
+        "import sys\nprint('args:', sys.argv[1:])\nsys.exit(3)\n",
+    )
+    .unwrap();
+    let out = cli
+        .run(&[
+            "run",
+            "--rm",
+            "--exec",
+            "python myscript.py arg1 arg2",
+            "python",
+            "./myscript.py",
+        ])
+        .await;
+    assert!(out.stdout.contains("args: ['arg1', 'arg2']"), "{out}");
+    assert!(out.stdout.contains("exit code = 3"), "{out}");
+
+    // start: an interactive session that stays; ps lists it, with the columns in order.
+    let out = cli.run(&["start", "-t", "cli-keep", "python"]).await;
+    assert!(out.ok, "{out}");
+    let ps = cli.run(&["ps"]).await;
+    assert!(ps.ok, "{ps}");
+    let header = ps.stdout.lines().next().unwrap_or_default().to_string();
+    let row = ps
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("cli-keep"))
+        .unwrap_or_else(|| panic!("cli-keep listed: {ps}"))
+        .to_string();
+    let col = |name: &str| {
+        header
+            .find(name)
+            .unwrap_or_else(|| panic!("{name} in {header}"))
+    };
+    assert_eq!(
+        &row[col("Image")..col("Image") + PYTHON.len()],
+        PYTHON,
+        "{ps}"
+    );
+    assert_eq!(&row[col("Status")..col("Status") + 7], "RUNNING", "{ps}");
+    assert_eq!(
+        &row[col("Project/Group")..col("Project/Group") + 7],
+        "default",
+        "{ps}"
+    );
+    let keep_id = session_id_in(&row);
+
+    // A batch session: its output is the session log.
+    let out = cli
+        .run(&[
+            "start",
+            "-t",
+            "cli-batch",
+            "--type",
+            "batch",
+            "-c",
+            "echo from-the-batch-job",
+            "python",
+        ])
+        .await;
+    assert!(out.ok, "{out}");
+    let mut logs = String::new();
+    for _ in 0..60 {
+        let out = cli.run(&["session", "logs", "cli-batch"]).await;
+        logs = out.to_string();
+        if out.stdout.contains("from-the-batch-job") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(logs.contains("from-the-batch-job"), "{logs}");
+
+    // --enqueue-only returns at once; --max-wait gives up on a session that cannot start.
+    let out = cli
+        .run(&[
+            "run",
+            "--enqueue-only",
+            "-t",
+            "cli-queued",
+            "-c",
+            "print(1)",
+            "python",
+        ])
+        .await;
+    assert!(out.ok, "{out}");
+    let waited = cli
+        .run(&[
+            "run",
+            "--max-wait",
+            "1",
+            "-t",
+            "cli-too-big",
+            "-r",
+            "cpu=64",
+            "-c",
+            "print(1)",
+            "python",
+        ])
+        .await;
+    let text = waited.to_string();
+    assert!(
+        text.contains("TIMEOUT")
+            || text.to_lowercase().contains("timeout")
+            || text.contains("not started"),
+        "{text}"
+    );
+    let big = app
+        .ok(
+            Some(&user),
+            "{ compute_session_list(limit: 5, offset: 0, filter: \"name == \\\"cli-too-big\\\"\") { items { status } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(big["compute_session_list"]["items"][0]["status"], "PENDING");
+
+    // events: a live stream of the session's lifecycle while it is removed.
+    let mut events = cli
+        .command(&["events", &keep_id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(events.stdout.take().unwrap()).lines();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // rm with two ids: the kept session and the queued one (a pending session is cancelled).
+    let out = cli.run(&["rm", &keep_id, "cli-too-big"]).await;
+    assert!(out.ok, "{out}");
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !seen
+        .iter()
+        .any(|l: &String| l.starts_with("session_terminated"))
+    {
+        let line = tokio::time::timeout_at(deadline, lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("events so far: {seen:?}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended: {seen:?}"));
+        seen.push(line);
+    }
+    let _ = events.kill().await;
+    let terminated = seen
+        .iter()
+        .find(|l| l.starts_with("session_terminated"))
+        .unwrap();
+    assert!(
+        terminated.contains(&format!("\"sessionId\": \"{keep_id}\"")),
+        "{seen:?}"
+    );
+    assert!(
+        terminated.contains("\"sessionName\": \"cli-keep\""),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|l| l.starts_with("session_terminating")),
+        "{seen:?}"
+    );
+
+    // admin session list --dead: the ended sessions; ps no longer shows them.
+    let dead = cli.run(&["admin", "session", "list", "--dead"]).await;
+    assert!(dead.ok, "{dead}");
+    assert!(
+        dead.stdout.contains("cli-keep") && dead.stdout.contains("TERMINATED"),
+        "{dead}"
+    );
+    assert!(
+        dead.stdout.contains("cli-too-big") && dead.stdout.contains("CANCELLED"),
+        "{dead}"
+    );
+    let ps = cli.run(&["ps"]).await;
+    assert!(!ps.stdout.contains("cli-keep"), "{ps}");
+    assert!(ps.stdout.contains("cli-queued"), "{ps}");
+
+    // Another user's keypair sees none of it.
+    let other = app.user("cli-other@x.org", "user", "default").await;
+    let stranger = Cli::for_user(&app, &other).await;
+    let out = stranger.run(&["session", "logs", "cli-batch"]).await;
+    assert!(!out.ok || out.to_string().contains("not found"), "{out}");
+    assert!(!out.stdout.contains("from-the-batch-job"), "{out}");
+});
