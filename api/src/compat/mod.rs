@@ -43,7 +43,42 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             crate::auth::middleware::authenticate,
         ))
+        .route_layer(axum::middleware::from_fn(check_version))
         .with_state(state)
+}
+
+/// API versions Backend.AI's managers accept in `X-BackendAI-Version`.
+const VERSIONS: &[&str] = &[
+    "v4.20181215",
+    "v4.20190115",
+    "v4.20190315",
+    "v4.20190615",
+    "v5.20191215",
+    "v6.20200815",
+    "v6.20220315",
+    "v6.20220615",
+    "v6.20221201",
+    "v6.20230315",
+    "v7.20230615",
+    "v8.20240315",
+    "v8.20240915",
+    "v9.20250722",
+];
+
+/// A request naming an API version Backend.AI never had is refused, as the manager does.
+async fn check_version(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let given = req
+        .headers()
+        .get("x-backendai-version")
+        .map(|v| v.to_str().unwrap_or("").to_string());
+    match given {
+        Some(v) if !VERSIONS.contains(&v.as_str()) => ApiError::bad_request(format!(
+            "Unsupported API version '{v}' (supported: {})",
+            VERSIONS.join(", ")
+        ))
+        .into_response(),
+        _ => next.run(req).await,
+    }
 }
 
 fn reply(r: ApiResult<Response>) -> Response {

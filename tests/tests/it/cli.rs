@@ -125,7 +125,7 @@ both_dbs!(official_cli_against_bai, |db| async move {
         .await;
     assert!(out.ok, "{out}");
     assert!(out.stdout.contains("hello world\n"), "{out}");
-    assert!(out.stdout.contains("exit code = 0"), "{out}");
+    assert!(out.to_string().contains("exit code = 0"), "{out}");
 
     // run --exec: a file uploaded to /home/work and run in batch mode with arguments.
     std::fs::write(
@@ -144,7 +144,7 @@ both_dbs!(official_cli_against_bai, |db| async move {
         ])
         .await;
     assert!(out.stdout.contains("args: ['arg1', 'arg2']"), "{out}");
-    assert!(out.stdout.contains("exit code = 3"), "{out}");
+    assert!(out.to_string().contains("exit code = 3"), "{out}");
 
     // start: an interactive session that stays; ps lists it, with the columns in order.
     let out = cli.run(&["start", "-t", "cli-keep", "python"]).await;
@@ -214,6 +214,11 @@ both_dbs!(official_cli_against_bai, |db| async move {
         ])
         .await;
     assert!(out.ok, "{out}");
+    assert!(
+        out.to_string()
+            .contains("Session ID cli-queued is enqueued for scheduling."),
+        "{out}"
+    );
     let waited = cli
         .run(&[
             "run",
@@ -228,12 +233,11 @@ both_dbs!(official_cli_against_bai, |db| async move {
             "python",
         ])
         .await;
-    let text = waited.to_string();
     assert!(
-        text.contains("TIMEOUT")
-            || text.to_lowercase().contains("timeout")
-            || text.contains("not started"),
-        "{text}"
+        waited
+            .to_string()
+            .contains("Session ID cli-too-big is still on the job queue."),
+        "{waited}"
     );
     let big = app
         .ok(
@@ -308,4 +312,116 @@ both_dbs!(official_cli_against_bai, |db| async move {
     let out = stranger.run(&["session", "logs", "cli-batch"]).await;
     assert!(!out.ok || out.to_string().contains("not found"), "{out}");
     assert!(!out.stdout.contains("from-the-batch-job"), "{out}");
+});
+
+both_dbs!(rest_resources_and_authorize, |db| async move {
+    let app = spawn(db).await;
+    let user = app.user("rest@x.org", "user", "default").await;
+    // /auth/authorize: email + password → the main keypair; a wrong password is refused.
+    let kp = app
+        .ok(
+            Some(&user),
+            "{ keypair { access_key secret_key } }",
+            json!({}),
+        )
+        .await;
+    let ok = app
+        .http
+        .post(app.url("/auth/authorize"))
+        .json(&json!({"type": "keypair", "domain": "default", "username": "rest@x.org", "password": USER_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let body: serde_json::Value = ok.json().await.unwrap();
+    assert_eq!(body["data"]["access_key"], kp["keypair"]["access_key"]);
+    assert_eq!(body["data"]["secret_key"], kp["keypair"]["secret_key"]);
+    assert_eq!(body["data"]["role"], "user");
+    let bad = app
+        .http
+        .post(app.url("/auth/authorize"))
+        .json(&json!({"type": "keypair", "domain": "default", "username": "rest@x.org", "password": "wrong-Pass-123"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 401);
+    assert_eq!(bad.headers()["content-type"], "application/problem+json");
+    // Presets, resource groups, slot types.
+    let get = |path: &str| {
+        app.http
+            .get(app.url(path))
+            .bearer_auth(&user)
+            .header("x-backendai-version", "v8.20240915")
+            .send()
+    };
+    let presets: serde_json::Value = get("/resource/presets")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = presets["presets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"small"), "{presets}");
+    let groups: serde_json::Value = get("/scaling-groups?group=default")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(groups, json!({"scaling_groups": [{"name": "default"}]}));
+    let slots: serde_json::Value = get("/config/resource-slots")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(slots["cpu"], "count");
+    assert_eq!(slots["mem"], "bytes");
+    let check = app
+        .http
+        .post(app.url("/resource/check-presets"))
+        .bearer_auth(&user)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(check.status(), 200);
+    let check: serde_json::Value = check.json().await.unwrap();
+    assert!(
+        check["presets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["allocatable"].is_boolean())
+    );
+    assert!(check["keypair_remaining"].is_object(), "{check}");
+    // An API version Backend.AI never had; an unknown session; anonymous callers.
+    let odd = app
+        .http
+        .get(app.url("/resource/presets"))
+        .bearer_auth(&user)
+        .header("x-backendai-version", "v99.20990101")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(odd.status(), 400);
+    let missing = get("/session/no-such-session").await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let problem: serde_json::Value = missing.json().await.unwrap();
+    assert_eq!(
+        problem["type"],
+        "https://api.backend.ai/probs/object-not-found"
+    );
+    let anon = app
+        .http
+        .get(app.url("/resource/presets"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anon.status(), 401);
 });
