@@ -42,3 +42,77 @@ pub async fn query(query: &str, variables: Value) -> Result<Value, GqlError> {
     }
     Ok(body.get("data").cloned().unwrap_or(Value::Null))
 }
+
+/// A live GraphQL subscription over graphql-transport-ws (same origin, the login cookie rides
+/// on the upgrade). Calls `on_next` with each `data`; when the connection drops it sets
+/// `online` to false, reconnects after a pause, calls `on_reconnect` (so the page can refetch
+/// what it missed) and sets `online` back. Ends when `alive` is cleared.
+pub fn subscribe(
+    query: String,
+    variables: Value,
+    online: leptos::prelude::RwSignal<bool>,
+    alive: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    on_next: impl Fn(Value) + 'static,
+    on_reconnect: impl Fn() + 'static,
+) {
+    use futures::{SinkExt, StreamExt};
+    use gloo_net::websocket::Message;
+    use gloo_net::websocket::futures::WebSocket;
+    use leptos::prelude::Set;
+    use std::sync::atomic::Ordering;
+    leptos::task::spawn_local(async move {
+        let mut first = true;
+        while alive.load(Ordering::Relaxed) {
+            let loc = web_sys::window().map(|w| w.location());
+            let host = loc.as_ref().and_then(|l| l.host().ok()).unwrap_or_default();
+            let scheme = match loc.and_then(|l| l.protocol().ok()).as_deref() {
+                Some("https:") => "wss",
+                _ => "ws",
+            };
+            let url = format!("{scheme}://{host}/graphql/ws");
+            if let Ok(ws) = WebSocket::open_with_protocol(&url, "graphql-transport-ws") {
+                let (mut tx, mut rx) = ws.split();
+                let init = json!({"type": "connection_init", "payload": {}}).to_string();
+                let sub = json!({"id": "1", "type": "subscribe", "payload": {"query": query, "variables": variables}}).to_string();
+                if tx.send(Message::Text(init)).await.is_ok() && tx.send(Message::Text(sub)).await.is_ok() {
+                    while let Some(Ok(msg)) = rx.next().await {
+                        if !alive.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let Message::Text(t) = msg else { continue };
+                        let Ok(v) = serde_json::from_str::<Value>(&t) else { continue };
+                        match v["type"].as_str() {
+                            Some("connection_ack") => {
+                                online.set(true);
+                                if !first {
+                                    on_reconnect();
+                                }
+                                first = false;
+                            }
+                            Some("next") => on_next(v["payload"]["data"].clone()),
+                            Some("ping") => {
+                                let _ = tx.send(Message::Text(json!({"type": "pong"}).to_string())).await;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            if !alive.load(Ordering::Relaxed) {
+                return;
+            }
+            online.set(false);
+            gloo_timers_sleep(2000).await;
+        }
+    });
+}
+
+/// Waits `ms` milliseconds (a browser timer).
+pub async fn gloo_timers_sleep(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(w) = web_sys::window() {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}

@@ -1,10 +1,16 @@
 //! The bai web console (Leptos, client-side). It talks to the server only through GraphQL.
-//! This first slice: login (with the forced password change), the layout shell and logout.
+//! Login (with the forced password change), the layout shell with hash routing, Summary,
+//! Sessions (list, launch, apps, logs, terminate), the web terminal and Data & Storage.
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 mod gql;
+mod sessions;
+mod storage;
+mod summary;
+mod terminal;
+mod ui;
 
 #[derive(Clone, Debug, PartialEq)]
 struct Me {
@@ -144,8 +150,22 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
     }
 }
 
+/// The page named by the URL's hash: `#sessions`, `#data`, `#terminal/<session id>`, …
+fn current_route() -> String {
+    window()
+        .location()
+        .hash()
+        .unwrap_or_default()
+        .trim_start_matches('#')
+        .to_string()
+}
+
 #[component]
 fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let route = RwSignal::new(current_route());
+    let _hash = window_event_listener(leptos::ev::hashchange, move |_| route.set(current_route()));
+    let online = RwSignal::new(true);
+    provide_context(online);
     let logout = move |_| {
         spawn_local(async move {
             // Whatever the answer, the console forgets the session.
@@ -154,13 +174,40 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         });
     };
     let admin = me.is_admin();
+    let page = move || {
+        let r = route.get();
+        let name = r.split('/').next().unwrap_or("").to_string();
+        match name.as_str() {
+            "sessions" => view! { <sessions::SessionsPage /> }.into_any(),
+            "data" => view! { <storage::DataPage /> }.into_any(),
+            _ => view! { <summary::SummaryPage /> }.into_any(),
+        }
+    };
+    let link = move |href: &'static str, label: &'static str| {
+        view! {
+            <a href=format!("#{href}") class:active=move || {
+                let r = route.get();
+                let first = r.split('/').next().unwrap_or("");
+                first == href || (href == "summary" && first.is_empty())
+            }>{label}</a>
+        }
+    };
+    let terminal_id = move || {
+        route
+            .get()
+            .strip_prefix("terminal/")
+            .map(str::to_string)
+    };
     view! {
+        <Show when=move || terminal_id().is_none() fallback=move || view! {
+            <terminal::TerminalPage session_id=terminal_id().unwrap_or_default() />
+        }>
         <div class="app">
             <nav class="side">
                 <div class="brand">"Backend.AI"</div>
-                <a class="active" href="#summary">"Summary"</a>
-                <a href="#sessions">"Sessions"</a>
-                <a href="#data">"Data & Storage"</a>
+                {link("summary", "Summary")}
+                {link("sessions", "Sessions")}
+                {link("data", "Data & Storage")}
                 <Show when=move || admin>
                     <div class="section">"Administration"</div>
                     <a href="#users">"Users"</a>
@@ -171,19 +218,19 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 </Show>
             </nav>
             <header class="top">
-                <span class="who">"Domain " <b>{me.domain.clone()}</b></span>
+                <span class="who">"Domain " <b>{me.domain.clone()}</b> " · Project " <b>"default"</b></span>
                 <span>
                     <span class="who" id="current-user"><b>{me.username.clone()}</b> " (" {me.email.clone()} ", " {me.role.clone()} ")"</span>
                     <button id="logout" on:click=logout>"Log Out"</button>
                 </span>
             </header>
             <main>
-                <h1>"Summary"</h1>
-                <div class="card">
-                    <p>"Welcome, " {me.username.clone()} "."</p>
-                    <p class="note">"Sessions, storage folders and the administration screens arrive here as their APIs land."</p>
-                </div>
+                <Show when=move || !online.get()>
+                    <div class="banner" id="offline-banner">"Connection to the server lost — reconnecting…"</div>
+                </Show>
+                {page}
             </main>
         </div>
+        </Show>
     }
 }

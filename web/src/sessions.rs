@@ -1,0 +1,657 @@
+//! Sessions: Running / Finished / Others tabs, kept current by the `session_status_changes`
+//! subscription; the launch dialog (environment, name, folders, resources, summary); the app
+//! launcher (Jupyter, terminal, SSH/SFTP); logs; terminate.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use serde_json::{Value, json};
+
+use crate::gql;
+use crate::summary::{Usage, UsageBars, fetch_usage};
+use crate::ui::{Modal, amount, download_text, gib, json_field};
+
+const RUNNING: &str = "PENDING,SCHEDULED,PULLING,PREPARING,RUNNING,RESTARTING,TERMINATING";
+const FINISHED: &str = "TERMINATED,CANCELLED";
+const OTHERS: &str = "ERROR";
+
+const LIST: &str = "query($s: String) { compute_session_list(limit: 100, offset: 0, status: $s) { total_count items { id name image type status status_info status_data scaling_group occupying_slots created_at terminated_at } } }";
+
+#[derive(Clone, Debug, PartialEq)]
+struct Row {
+    id: String,
+    name: String,
+    image: String,
+    status: String,
+    info: String,
+    why: String,
+    group: String,
+    cpu: String,
+    mem: String,
+    gpu: String,
+    started: String,
+}
+
+fn row(v: &Value) -> Row {
+    let slots = json_field(&v["occupying_slots"]);
+    let data = json_field(&v["status_data"]);
+    let why = data["scheduler"]["failed_predicates"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["msg"].as_str().or(p["name"].as_str()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default();
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    Row {
+        id: s("id"),
+        name: s("name"),
+        image: s("image"),
+        status: s("status"),
+        info: s("status_info"),
+        why,
+        group: s("scaling_group"),
+        cpu: amount(&slots["cpu"]).map(|c| format!("{c} core")).unwrap_or_else(|| "-".into()),
+        mem: amount(&slots["mem"]).map(gib).unwrap_or_else(|| "-".into()),
+        gpu: amount(&slots["cuda.shares"])
+            .or(amount(&slots["cuda.device"]))
+            .map(|g| format!("{g} GPU"))
+            .unwrap_or_else(|| "-".into()),
+        started: s("created_at").replace('T', " ").chars().take(19).collect(),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Dialog {
+    None,
+    Launch,
+    Apps(String, String),
+    Logs(String, String),
+    Terminate(String, String),
+}
+
+#[component]
+pub fn SessionsPage() -> impl IntoView {
+    let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
+    let tab = RwSignal::new(RUNNING);
+    let rows = RwSignal::new(Vec::<Row>::new());
+    let error = RwSignal::new(None::<String>);
+    let usage = RwSignal::new(Usage::default());
+    let opens_launch = window().location().hash().unwrap_or_default() == "#sessions/new";
+    let dialog = RwSignal::new(if opens_launch { Dialog::Launch } else { Dialog::None });
+    let refresh = move || {
+        spawn_local(async move {
+            match gql::query(LIST, json!({"s": tab.get_untracked()})).await {
+                Ok(d) => {
+                    let items = d["compute_session_list"]["items"]
+                        .as_array()
+                        .map(|a| a.iter().map(row).collect())
+                        .unwrap_or_default();
+                    rows.set(items);
+                    error.set(None);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+            if let Ok(u) = fetch_usage().await {
+                usage.set(u);
+            }
+        });
+    };
+    Effect::new(move |_| {
+        tab.track();
+        refresh();
+    });
+    // Every status change of the caller's sessions refreshes the list: no reload needed.
+    let alive = Arc::new(AtomicBool::new(true));
+    gql::subscribe(
+        "subscription { session_status_changes { session_id status event } }".into(),
+        json!({}),
+        online,
+        alive.clone(),
+        move |_| refresh(),
+        refresh,
+    );
+    on_cleanup(move || alive.store(false, Ordering::Relaxed));
+
+    let tab_button = move |label: &'static str, value: &'static str, id: &'static str| {
+        view! {
+            <button class="tab" id=id class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{label}</button>
+        }
+    };
+    view! {
+        <div class="page-head">
+            <h1>"Sessions"</h1>
+            <button class="primary-inline" id="start-session" on:click=move |_| dialog.set(Dialog::Launch)>"+ START"</button>
+        </div>
+        <div class="card wide"><UsageBars usage=usage /></div>
+        <div class="tabs">
+            {tab_button("Running", RUNNING, "tab-running")}
+            {tab_button("Finished", FINISHED, "tab-finished")}
+            {tab_button("Others", OTHERS, "tab-others")}
+        </div>
+        {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+        <div class="card wide table-wrap">
+            <table class="list" id="session-table">
+                <thead><tr>
+                    <th>"Session"</th><th>"Status"</th><th>"Control"</th><th>"Configuration"</th>
+                    <th>"Resource group"</th><th>"Started"</th>
+                </tr></thead>
+                <tbody>
+                    <For each=move || rows.get() key=|r| (r.id.clone(), r.status.clone(), r.why.clone()) children=move |r: Row| {
+                        let (id, name) = (r.id.clone(), r.name.clone());
+                        let running = r.status == "RUNNING";
+                        let live = !matches!(r.status.as_str(), "TERMINATED" | "CANCELLED" | "ERROR" | "TERMINATING");
+                        let (id1, n1, id2, n2, id3, n3, id4) = (id.clone(), name.clone(), id.clone(), name.clone(), id.clone(), name.clone(), id.clone());
+                        view! {
+                            <tr class="session-row" data-name=r.name.clone() data-status=r.status.clone()>
+                                <td><div class="strong">{r.name.clone()}</div><div class="muted small">{r.image.clone()}</div></td>
+                                <td>
+                                    <span class=format!("status status-{}", r.status.to_lowercase())>{r.status.clone()}</span>
+                                    <div class="muted small">{r.info.clone()}</div>
+                                    <Show when={let w = r.why.clone(); move || !w.is_empty()}>
+                                        <div class="why small" title="Why pending">{r.why.clone()}</div>
+                                    </Show>
+                                </td>
+                                <td class="controls">
+                                    <Show when=move || running>
+                                        <button class="icon" title="Apps" data-action="apps" on:click={let (i, n) = (id1.clone(), n1.clone()); move |_| dialog.set(Dialog::Apps(i.clone(), n.clone()))}>"▦"</button>
+                                        <a class="icon" title="Terminal" data-action="terminal" target="_blank" href=format!("#terminal/{id4}")>">_"</a>
+                                    </Show>
+                                    <button class="icon" title="Logs" data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
+                                    <Show when=move || live>
+                                        <button class="icon danger" title="Terminate" data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"⏻"</button>
+                                    </Show>
+                                </td>
+                                <td class="small">{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</td>
+                                <td>{r.group.clone()}</td>
+                                <td class="small">{r.started.clone()}</td>
+                            </tr>
+                        }
+                    } />
+                </tbody>
+            </table>
+            <Show when=move || rows.get().is_empty()>
+                <p class="muted empty">"No sessions here."</p>
+            </Show>
+        </div>
+        {move || match dialog.get() {
+            Dialog::None => ().into_any(),
+            Dialog::Launch => view! { <LaunchDialog usage=usage on_close=move || dialog.set(Dialog::None)
+                on_launched=move |id: String, name: String| { tab.set(RUNNING); refresh(); dialog.set(Dialog::Apps(id, name)); } /> }.into_any(),
+            Dialog::Apps(id, name) => view! { <AppsDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
+            Dialog::Logs(id, name) => view! { <LogsDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
+            Dialog::Terminate(id, name) => view! { <TerminateDialog id=id name=name on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
+        }}
+    }
+}
+
+/// Session names: 4–64 letters, digits, `-`, `_`, `.`, starting and ending with a letter or
+/// digit (the server's rule).
+fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        return None;
+    }
+    let n = name.chars().count();
+    if !(4..=64).contains(&n) {
+        return Some("Use 4 to 64 characters.");
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+        return Some("Only letters, digits, '-', '_' and '.'; no spaces.");
+    }
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !edge(name.chars().next()) || !edge(name.chars().last()) {
+        return Some("Start and end with a letter or digit.");
+    }
+    None
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Folder {
+    name: String,
+    automount: bool,
+    permission: String,
+}
+
+#[component]
+fn LaunchDialog(
+    usage: RwSignal<Usage>,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+    on_launched: impl Fn(String, String) + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let step = RwSignal::new(1u8);
+    let images = RwSignal::new(Vec::<String>::new());
+    let image = RwSignal::new(String::new());
+    let name = RwSignal::new(String::new());
+    let folders = RwSignal::new(Vec::<Folder>::new());
+    let chosen = RwSignal::new(Vec::<String>::new());
+    let preset = RwSignal::new(String::from("custom"));
+    let cpu = RwSignal::new(1.0f64);
+    let mem_gib = RwSignal::new(1.0f64);
+    let shmem_gib = RwSignal::new(0.0625f64);
+    let gpu = RwSignal::new(0.0f64);
+    let count = RwSignal::new(1u32);
+    let envs = RwSignal::new(Vec::<(String, String)>::new());
+    let env_open = RwSignal::new(false);
+    let warn_no_folder = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    spawn_local(async move {
+        if let Ok(d) = gql::query("{ images(is_installed: true) { name } vfolder_list(limit: 100, offset: 0) { items { name is_automount my_permission } } }", json!({})).await {
+            let list: Vec<String> = d["images"].as_array().map(|a| a.iter().filter_map(|i| i["name"].as_str().map(str::to_string)).collect()).unwrap_or_default();
+            if let Some(first) = list.iter().find(|n| n.contains("python")).or(list.first()) {
+                image.set(first.clone());
+            }
+            images.set(list);
+            folders.set(d["vfolder_list"]["items"].as_array().map(|a| a.iter().map(|f| Folder {
+                name: f["name"].as_str().unwrap_or_default().to_string(),
+                automount: f["is_automount"].as_bool().unwrap_or(false),
+                permission: f["my_permission"].as_str().unwrap_or_default().to_string(),
+            }).collect()).unwrap_or_default());
+        }
+    });
+    let presets = move || {
+        usage.get().raw["presets"].as_array().cloned().unwrap_or_default()
+    };
+    let remaining = move |slot: &str| usage.get().remaining(slot);
+    // Custom amounts are bounded by what is left (keypair limits and the resource group).
+    let max_cpu = move || remaining("cpu").unwrap_or(64.0).max(1.0);
+    let max_mem = move || remaining("mem").map(|b| b / 1024f64.powi(3)).unwrap_or(256.0).max(0.25);
+    let max_gpu = move || remaining("cuda.shares").unwrap_or(0.0);
+    let problems = move || {
+        let mut p = Vec::new();
+        if image.get().is_empty() {
+            p.push("Choose an environment.".to_string());
+        }
+        if let Some(e) = name_problem(&name.get()) {
+            p.push(format!("Session name: {e}"));
+        }
+        if preset.get() == "custom" {
+            if cpu.get() < 1.0 || cpu.get() > max_cpu() {
+                p.push(format!("CPU must be between 1 and {}.", max_cpu()));
+            }
+            if mem_gib.get() <= 0.0 || mem_gib.get() > max_mem() {
+                p.push(format!("Memory must be above 0 and at most {:.2} GiB.", max_mem()));
+            }
+            if shmem_gib.get() <= 0.0 || shmem_gib.get() >= mem_gib.get() {
+                p.push("Shared memory must be above 0 and below the memory.".to_string());
+            }
+            if gpu.get() > max_gpu() {
+                p.push(format!("GPU must be at most {}.", max_gpu()));
+            }
+        }
+        if envs.get().iter().any(|(k, _)| k.trim().is_empty()) {
+            p.push("Every environment variable needs a name.".to_string());
+        }
+        p
+    };
+    let launch = move |force: bool| {
+        if !problems().is_empty() {
+            error.set(Some(problems().join(" ")));
+            return;
+        }
+        if chosen.get_untracked().is_empty() && !force {
+            warn_no_folder.set(true);
+            return;
+        }
+        busy.set(true);
+        error.set(None);
+        let mut props = json!({
+            "image": image.get_untracked(),
+            "mounts": chosen.get_untracked(),
+            "count": count.get_untracked(),
+        });
+        let n = name.get_untracked();
+        if !n.is_empty() {
+            props["name"] = json!(n);
+        }
+        if preset.get_untracked() == "custom" {
+            let mut res = json!({"cpu": cpu.get_untracked().to_string(), "mem": format!("{}m", (mem_gib.get_untracked() * 1024.0).round())});
+            if gpu.get_untracked() > 0.0 {
+                res["cuda.shares"] = json!(gpu.get_untracked().to_string());
+            }
+            props["resources"] = json!(res.to_string());
+            props["shmem"] = json!(format!("{}m", (shmem_gib.get_untracked() * 1024.0).round()));
+        } else {
+            props["preset"] = json!(preset.get_untracked());
+        }
+        let env: serde_json::Map<String, Value> = envs.get_untracked().into_iter().map(|(k, v)| (k, json!(v))).collect();
+        props["environ"] = json!(Value::Object(env).to_string());
+        spawn_local(async move {
+            match gql::query("mutation($p: CreateSessionInput!) { create_session(props: $p) { sessions { id name } } }", json!({"p": props})).await {
+                Ok(d) => {
+                    let s = &d["create_session"]["sessions"][0];
+                    on_launched(s["id"].as_str().unwrap_or_default().into(), s["name"].as_str().unwrap_or_default().into());
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+            busy.set(false);
+        });
+    };
+    let env_rows = move || (0..envs.get().len()).collect::<Vec<usize>>();
+    let num_input = move |id: &'static str, sig: RwSignal<f64>, step_by: &'static str, max: Signal<f64>| {
+        view! {
+            <div class="slider">
+                <input type="range" min="0" step=step_by prop:max=move || max.get() prop:value=move || sig.get()
+                    on:input=move |ev| sig.set(event_target_value(&ev).parse().unwrap_or(0.0)) />
+                <input type="number" id=id min="0" step=step_by prop:value=move || sig.get()
+                    on:input=move |ev| sig.set(event_target_value(&ev).parse().unwrap_or(0.0)) />
+            </div>
+        }
+    };
+    view! {
+        <Modal title="Start a new session".into() id="launch-dialog" on_close=on_close>
+            <div class="steps">
+                <span class:active=move || step.get() == 1>"1 Environment"</span>
+                <span class:active=move || step.get() == 2>"2 Folders"</span>
+                <span class:active=move || step.get() == 3>"3 Resources"</span>
+                <span class:active=move || step.get() == 4>"4 Confirm"</span>
+            </div>
+            <Show when=move || step.get() == 1>
+                <label for="launch-image">"Environment / version"</label>
+                <select id="launch-image" on:change=move |ev| image.set(event_target_value(&ev))>
+                    <For each=move || images.get() key=|i| i.clone() children=move |i: String| {
+                        let sel = i.clone();
+                        view! { <option value=i.clone() selected=move || image.get() == sel>{i.clone()}</option> }
+                    } />
+                </select>
+                <label for="launch-name">"Session name (optional)"</label>
+                <input id="launch-name" placeholder="random when empty" prop:value=move || name.get()
+                    on:input=move |ev| name.set(event_target_value(&ev)) />
+                {move || name_problem(&name.get()).map(|e| view! { <div class="error" id="name-error">{e}</div> })}
+                <button class="link" id="env-open" on:click=move |_| env_open.set(!env_open.get())>
+                    {move || format!("Environment variables ({})", envs.get().len())}
+                </button>
+                <Show when=move || env_open.get()>
+                    <div class="envs" id="env-editor">
+                        <For each=env_rows key=|i| *i children=move |i: usize| view! {
+                            <div class="env-row">
+                                <input placeholder="NAME" prop:value=move || envs.get().get(i).map(|e| e.0.clone()).unwrap_or_default()
+                                    on:input=move |ev| envs.update(|v| if let Some(e) = v.get_mut(i) { e.0 = event_target_value(&ev) }) />
+                                <input placeholder="value" prop:value=move || envs.get().get(i).map(|e| e.1.clone()).unwrap_or_default()
+                                    on:input=move |ev| envs.update(|v| if let Some(e) = v.get_mut(i) { e.1 = event_target_value(&ev) }) />
+                                <button class="icon" title="Remove" on:click=move |_| envs.update(|v| { if i < v.len() { v.remove(i); } })>"−"</button>
+                            </div>
+                        } />
+                        <button class="icon" title="Add" id="env-add" on:click=move |_| envs.update(|v| v.push((String::new(), String::new())))>"+"</button>
+                        <button class="link" on:click=move |_| envs.set(Vec::new())>"Delete all"</button>
+                    </div>
+                </Show>
+            </Show>
+            <Show when=move || step.get() == 2>
+                <p class="muted">"Folders to mount (at /home/work/<name>)."</p>
+                <For each=move || folders.get() key=|f| f.name.clone() children=move |f: Folder| {
+                    let n = f.name.clone();
+                    let n2 = f.name.clone();
+                    view! {
+                        <label class="check">
+                            <input type="checkbox" class="folder-choice" data-name=f.name.clone() disabled=f.automount
+                                prop:checked=move || f.automount || chosen.get().contains(&n)
+                                on:change=move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    chosen.update(|c| { c.retain(|x| *x != n2); if on { c.push(n2.clone()); } });
+                                } />
+                            {f.name.clone()} " " <span class="muted small">{if f.automount { "(automount: always mounted)".to_string() } else { format!("({})", f.permission) }}</span>
+                        </label>
+                    }
+                } />
+                <Show when=move || folders.get().is_empty()>
+                    <p class="muted">"No folders yet (Data & Storage → NEW FOLDER)."</p>
+                </Show>
+            </Show>
+            <Show when=move || step.get() == 3>
+                <label>"Resource group"</label>
+                <div class="strong">{move || usage.get().scaling_group()}</div>
+                <label for="launch-preset">"Resource preset"</label>
+                <select id="launch-preset" on:change=move |ev| preset.set(event_target_value(&ev))>
+                    <option value="custom" selected=move || preset.get() == "custom">"Custom allocation"</option>
+                    {move || presets().into_iter().filter(|p| p["allocatable"].as_bool().unwrap_or(false)).map(|p| {
+                        let n = p["name"].as_str().unwrap_or_default().to_string();
+                        let slots = json_field(&p["resource_slots"]);
+                        let label = format!("{n} (CPU {}, RAM {})", amount(&slots["cpu"]).unwrap_or(0.0), amount(&slots["mem"]).map(gib).unwrap_or_default());
+                        let sel = n.clone();
+                        view! { <option value=n.clone() selected=move || preset.get() == sel>{label}</option> }
+                    }).collect_view()}
+                </select>
+                <Show when=move || preset.get() == "custom">
+                    <label>"CPU (cores)"</label>
+                    {num_input("launch-cpu", cpu, "1", Signal::derive(max_cpu))}
+                    <label>"Memory (GiB)"</label>
+                    {num_input("launch-mem", mem_gib, "0.25", Signal::derive(max_mem))}
+                    <label>"Shared memory (GiB, below the memory)"</label>
+                    {num_input("launch-shmem", shmem_gib, "0.0625", Signal::derive(move || mem_gib.get()))}
+                    <Show when=move || { max_gpu() > 0.0 }>
+                        <label>"GPU / fGPU"</label>
+                        {num_input("launch-gpu", gpu, "0.1", Signal::derive(max_gpu))}
+                    </Show>
+                </Show>
+                <label for="launch-count">"Sessions"</label>
+                <input id="launch-count" type="number" min="1" max="10" prop:value=move || count.get()
+                    on:input=move |ev| count.set(event_target_value(&ev).parse().unwrap_or(1)) />
+            </Show>
+            <Show when=move || step.get() == 4>
+                <table class="summary" id="launch-summary">
+                    <tr><th>"Environment"</th><td>{move || image.get()}</td></tr>
+                    <tr><th>"Name"</th><td>{move || { let n = name.get(); if n.is_empty() { "(random)".to_string() } else { n } }}</td></tr>
+                    <tr><th>"Folders"</th><td>{move || { let c = chosen.get(); if c.is_empty() { "none".to_string() } else { c.join(", ") } }}</td></tr>
+                    <tr><th>"Resources"</th><td>{move || if preset.get() == "custom" {
+                        format!("{} core, {:.2} GiB RAM, {:.2} GiB shm, {} GPU", cpu.get(), mem_gib.get(), shmem_gib.get(), gpu.get())
+                    } else { format!("preset {}", preset.get()) }}</td></tr>
+                    <tr><th>"Environment variables"</th><td>{move || envs.get().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td></tr>
+                    <tr><th>"Sessions"</th><td>{move || count.get()}</td></tr>
+                </table>
+            </Show>
+            {move || { let p = problems(); (!p.is_empty() && step.get() == 4).then(|| view! { <div class="error">{p.join(" ")}</div> }) }}
+            {move || error.get().map(|e| view! { <div class="error" id="launch-error">{e}</div> })}
+            <Show when=move || warn_no_folder.get()>
+                <div class="warn" id="no-folder-warning">
+                    "No storage folder is mounted: files in /home/work disappear with the session."
+                    <button class="danger-inline" id="launch-anyway" on:click=move |_| { warn_no_folder.set(false); launch(true) }>"LAUNCH WITHOUT STORAGE FOLDER"</button>
+                </div>
+            </Show>
+            <div class="dialog-actions">
+                <button class="secondary" disabled=move || step.get() == 1 on:click=move |_| step.update(|s| *s = s.saturating_sub(1).max(1))>"Back"</button>
+                <Show when=move || step.get() < 4>
+                    <button class="secondary" id="launch-next" on:click=move |_| step.update(|s| *s += 1)>"Next"</button>
+                </Show>
+                <button class="primary-inline" id="launch-confirm" disabled=move || busy.get() on:click=move |_| launch(false)>"CONFIRM AND LAUNCH"</button>
+            </div>
+        </Modal>
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct App {
+    name: String,
+    protocol: String,
+}
+
+#[component]
+fn AppsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let apps = RwSignal::new(Vec::<App>::new());
+    let public = RwSignal::new(false);
+    let preferred = RwSignal::new(false);
+    let port = RwSignal::new(String::from("30000"));
+    let message = RwSignal::new(None::<String>);
+    let ssh = RwSignal::new(None::<u16>);
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let sid = id.clone();
+    spawn_local(async move {
+        match gql::query("query($id: UUID!) { compute_session(id: $id) { apps { name protocol } } }", json!({"id": sid})).await {
+            Ok(d) => apps.set(d["compute_session"]["apps"].as_array().map(|a| a.iter().map(|x| App {
+                name: x["name"].as_str().unwrap_or_default().into(),
+                protocol: x["protocol"].as_str().unwrap_or_default().into(),
+            }).collect()).unwrap_or_default()),
+            Err(e) => error.set(Some(e.message)),
+        }
+    });
+    let open = {
+        let id = id.clone();
+        move |app: App| {
+            let id = id.clone();
+            if app.name == "terminal" {
+                let _ = window().open_with_url_and_target(&format!("#terminal/{id}"), "_blank");
+                return;
+            }
+            busy.set(true);
+            error.set(None);
+            let pref: Option<u16> = preferred.get_untracked().then(|| port.get_untracked().parse().ok()).flatten();
+            spawn_local(async move {
+                let q = "mutation($id: UUID!, $app: String!, $pub: Boolean, $port: Int) { start_service(session_id: $id, app: $app, open_to_public: $pub, preferred_port: $port) { url port protocol } }";
+                match gql::query(q, json!({"id": id, "app": app.name, "pub": public.get_untracked(), "port": pref})).await {
+                    Ok(d) => {
+                        let s = &d["start_service"];
+                        let p = s["port"].as_u64().map(|p| p as u16);
+                        if app.protocol == "tcp" {
+                            ssh.set(p);
+                        } else {
+                            let url = s["url"].as_str().unwrap_or_default().to_string();
+                            let full = match p {
+                                Some(p) => {
+                                    let loc = window().location();
+                                    format!("{}//{}:{p}{url}", loc.protocol().unwrap_or_default(), loc.hostname().unwrap_or_default())
+                                }
+                                None => url,
+                            };
+                            message.set(Some(format!("{} is running: {full}", app.name)));
+                            let _ = window().open_with_url_and_target(&full, "_blank");
+                        }
+                    }
+                    Err(e) => error.set(Some(e.message)),
+                }
+                busy.set(false);
+            });
+        }
+    };
+    let key_id = id.clone();
+    let download_key = move |_| {
+        let id = key_id.clone();
+        spawn_local(async move {
+            match gql::query("query($id: UUID!) { session_ssh_private_key(session_id: $id) }", json!({"id": id})).await {
+                Ok(d) => download_text("id_container", d["session_ssh_private_key"].as_str().unwrap_or_default()),
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    let host = window().location().hostname().unwrap_or_default();
+    view! {
+        <Modal title=format!("Apps — {name}") id="apps-dialog" on_close=on_close>
+            <div class="app-grid">
+                <For each=move || apps.get() key=|a| a.name.clone() children=move |a: App| {
+                    let label = match a.name.as_str() {
+                        "jupyter" => "Jupyter Notebook".to_string(),
+                        "sshd" => "SSH / SFTP".to_string(),
+                        "terminal" => "Console (terminal)".to_string(),
+                        other => other.to_string(),
+                    };
+                    let open = open.clone();
+                    let app = a.clone();
+                    view! {
+                        <button class="app-tile" data-app=a.name.clone() disabled=move || busy.get() on:click=move |_| open(app.clone())>
+                            <span class="app-icon">{a.name.chars().next().unwrap_or('?').to_ascii_uppercase().to_string()}</span>
+                            <span>{label}</span>
+                        </button>
+                    }
+                } />
+            </div>
+            <label class="check"><input type="checkbox" id="open-public" prop:checked=move || public.get()
+                on:change=move |ev| public.set(event_target_checked(&ev)) />"Open app to public"</label>
+            <label class="check"><input type="checkbox" id="try-preferred" prop:checked=move || preferred.get()
+                on:change=move |ev| preferred.set(event_target_checked(&ev)) />"Try preferred port"
+                <input class="port" type="number" prop:value=move || port.get() disabled=move || !preferred.get()
+                    on:input=move |ev| port.set(event_target_value(&ev)) /></label>
+            {move || busy.get().then(|| view! { <p class="muted">"Starting the app…"</p> })}
+            {move || message.get().map(|m| view! { <p class="ok" id="app-message">{m}</p> })}
+            {move || ssh.get().map(|p| {
+                let cmd = format!("ssh -i id_container -p {p} work@{host}");
+                let sftp = format!("sftp -i id_container -P {p} work@{host}");
+                let dl = download_key.clone();
+                view! {
+                    <div class="ssh-info" id="ssh-info">
+                        <p>"SSH / SFTP port " <b>{p}</b></p>
+                        <code>{cmd}</code><code>{sftp}</code>
+                        <button class="secondary" on:click=dl>"Download SSH key (id_container)"</button>
+                    </div>
+                }
+            })}
+            {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+        </Modal>
+    }
+}
+
+#[component]
+fn LogsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let text = RwSignal::new(String::from("Loading…"));
+    let live = RwSignal::new(false);
+    let alive = Arc::new(AtomicBool::new(true));
+    let fetch = {
+        let id = id.clone();
+        move || {
+            let id = id.clone();
+            spawn_local(async move {
+                match gql::query("query($id: UUID!) { session_logs(id: $id) }", json!({"id": id})).await {
+                    Ok(d) => text.set(d["session_logs"].as_str().unwrap_or_default().to_string()),
+                    Err(e) => text.set(e.message),
+                }
+            });
+        }
+    };
+    fetch();
+    {
+        let fetch = fetch.clone();
+        let alive = alive.clone();
+        spawn_local(async move {
+            while alive.load(Ordering::Relaxed) {
+                gql::gloo_timers_sleep(2000).await;
+                if live.get_untracked() && alive.load(Ordering::Relaxed) {
+                    fetch();
+                }
+            }
+        });
+    }
+    let stop = alive.clone();
+    on_cleanup(move || stop.store(false, Ordering::Relaxed));
+    view! {
+        <Modal title=format!("Logs — {name}") id="logs-dialog" on_close=on_close>
+            <div class="row">
+                <button class="secondary" id="logs-refresh" on:click=move |_| fetch()>"Refresh"</button>
+                <label class="check"><input type="checkbox" prop:checked=move || live.get()
+                    on:change=move |ev| live.set(event_target_checked(&ev)) />"Live tail"</label>
+            </div>
+            <pre class="logs" id="logs-text">{move || text.get()}</pre>
+        </Modal>
+    }
+}
+
+#[component]
+fn TerminateDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let n = name.clone();
+    let go = move |_| {
+        let id = id.clone();
+        busy.set(true);
+        spawn_local(async move {
+            match gql::query("mutation($id: UUID!) { destroy_session(id: $id) { ok } }", json!({"id": id})).await {
+                Ok(_) => on_close(),
+                Err(e) => {
+                    error.set(Some(e.message));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    view! {
+        <Modal title="Terminate session".into() id="terminate-dialog" on_close=on_close>
+            <p>"Terminate " <b>{n}</b> "? Its processes stop and data outside mounted folders is lost (a pending session is cancelled)."</p>
+            {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+            <div class="dialog-actions">
+                <button class="secondary" on:click=move |_| on_close()>"Cancel"</button>
+                <button class="danger-inline" id="terminate-confirm" disabled=move || busy.get() on:click=go>"TERMINATE"</button>
+            </div>
+        </Modal>
+    }
+}

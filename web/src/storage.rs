@@ -1,0 +1,429 @@
+//! Data & Storage: Folders / Automount Folders / Shared (project) tabs, NEW FOLDER, rename,
+//! delete by typing the name, and the file explorer (navigate, upload with progress, new
+//! folder, download, rename, delete the checked entries).
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use serde_json::{Value, json};
+
+use crate::gql;
+use crate::ui::{Modal, human_size};
+
+const LIST: &str = "{ vfolder_list(limit: 200, offset: 0) { items { id name host ownership_type permission my_permission is_automount is_owner group_name cur_size num_files created_at } } vfolder_hosts }";
+
+#[derive(Clone, Debug, PartialEq)]
+struct Folder {
+    id: String,
+    name: String,
+    host: String,
+    ownership: String,
+    permission: String,
+    automount: bool,
+    owner: bool,
+    group: String,
+    size: f64,
+    files: i64,
+}
+
+fn folder(v: &Value) -> Folder {
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    Folder {
+        id: s("id"),
+        name: s("name"),
+        host: s("host"),
+        ownership: s("ownership_type"),
+        permission: s("my_permission"),
+        automount: v["is_automount"].as_bool().unwrap_or(false),
+        owner: v["is_owner"].as_bool().unwrap_or(false),
+        group: s("group_name"),
+        size: v["cur_size"].as_f64().or_else(|| v["cur_size"].as_str().and_then(|x| x.parse().ok())).unwrap_or(0.0),
+        files: v["num_files"].as_i64().unwrap_or(0),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Dialog {
+    None,
+    New,
+    Explore(Folder),
+    Rename(Folder),
+    Delete(Folder),
+}
+
+#[component]
+pub fn DataPage() -> impl IntoView {
+    let tab = RwSignal::new("folders");
+    let folders = RwSignal::new(Vec::<Folder>::new());
+    let hosts = RwSignal::new(Vec::<String>::new());
+    let error = RwSignal::new(None::<String>);
+    let dialog = RwSignal::new(Dialog::None);
+    let refresh = move || {
+        spawn_local(async move {
+            match gql::query(LIST, json!({})).await {
+                Ok(d) => {
+                    folders.set(d["vfolder_list"]["items"].as_array().map(|a| a.iter().map(folder).collect()).unwrap_or_default());
+                    hosts.set(d["vfolder_hosts"].as_array().map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_string)).collect()).unwrap_or_default());
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    refresh();
+    let shown = move || {
+        folders.get().into_iter().filter(|f| match tab.get() {
+            "automount" => f.automount,
+            "shared" => f.ownership == "group",
+            _ => !f.automount && f.ownership == "user",
+        }).collect::<Vec<_>>()
+    };
+    let tab_button = move |label: &'static str, value: &'static str| view! {
+        <button class="tab" id=format!("tab-{value}") class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{label}</button>
+    };
+    view! {
+        <div class="page-head">
+            <h1>"Data & Storage"</h1>
+            <button class="primary-inline" id="new-folder" on:click=move |_| dialog.set(Dialog::New)>"+ NEW FOLDER"</button>
+        </div>
+        <div class="tabs">
+            {tab_button("Folders", "folders")}
+            {tab_button("Automount Folders", "automount")}
+            {tab_button("Shared (project)", "shared")}
+        </div>
+        {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+        <div class="card wide table-wrap">
+            <table class="list" id="folder-table">
+                <thead><tr><th>"Name"</th><th>"Location"</th><th>"Type"</th><th>"Permission"</th><th>"Size"</th><th>"Control"</th></tr></thead>
+                <tbody>
+                    <For each=shown key=|f| (f.id.clone(), f.name.clone(), f.files) children=move |f: Folder| {
+                        let (f1, f2, f3) = (f.clone(), f.clone(), f.clone());
+                        view! {
+                            <tr class="folder-row" data-name=f.name.clone()>
+                                <td><button class="link folder-open" on:click=move |_| dialog.set(Dialog::Explore(f1.clone()))>{f.name.clone()}</button></td>
+                                <td>{f.host.clone()}</td>
+                                <td>{if f.ownership == "group" { format!("project {}", f.group) } else { "user".to_string() }}</td>
+                                <td>{f.permission.clone()}</td>
+                                <td class="small">{human_size(f.size)} " · " {f.files} " files"</td>
+                                <td class="controls">
+                                    <Show when=move || f.owner>
+                                        <button class="icon" title="Rename" data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
+                                        <button class="icon danger" title="Delete" data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"🗑"</button>
+                                    </Show>
+                                </td>
+                            </tr>
+                        }
+                    } />
+                </tbody>
+            </table>
+            <Show when=move || shown().is_empty()>
+                <p class="muted empty">"No folders here."</p>
+            </Show>
+        </div>
+        {move || match dialog.get() {
+            Dialog::None => ().into_any(),
+            Dialog::New => view! { <NewFolder hosts=hosts on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
+            Dialog::Explore(f) => view! { <Explorer folder=f on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
+            Dialog::Rename(f) => view! { <RenameFolder folder=f on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
+            Dialog::Delete(f) => view! { <DeleteFolder folder=f on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
+        }}
+    }
+}
+
+#[component]
+fn NewFolder(hosts: RwSignal<Vec<String>>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let name = RwSignal::new(String::new());
+    let host = RwSignal::new(hosts.get_untracked().first().cloned().unwrap_or_default());
+    let permission = RwSignal::new(String::from("rw"));
+    let error = RwSignal::new(None::<String>);
+    let create = move |_| {
+        spawn_local(async move {
+            let props = json!({"name": name.get_untracked(), "host": host.get_untracked(), "permission": permission.get_untracked()});
+            match gql::query("mutation($p: CreateVFolderInput!) { create_vfolder(props: $p) { vfolder { id } } }", json!({"p": props})).await {
+                Ok(_) => on_close(),
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    view! {
+        <Modal title="Create a new storage folder".into() id="new-folder-dialog" on_close=on_close>
+            <label for="folder-name">"Folder name (a leading dot makes an automount folder)"</label>
+            <input id="folder-name" prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev)) />
+            <label for="folder-host">"Location"</label>
+            <select id="folder-host" on:change=move |ev| host.set(event_target_value(&ev))>
+                {move || hosts.get().into_iter().map(|h| view! { <option value=h.clone()>{h.clone()}</option> }).collect_view()}
+            </select>
+            <label>"Type"</label>
+            <div>"User"</div>
+            <label for="folder-permission">"Permission"</label>
+            <select id="folder-permission" on:change=move |ev| permission.set(event_target_value(&ev))>
+                <option value="rw" selected=true>"Read & Write"</option>
+                <option value="ro">"Read only"</option>
+                <option value="wd">"Read, Write & Delete"</option>
+            </select>
+            {move || error.get().map(|e| view! { <div class="error" id="folder-error">{e}</div> })}
+            <div class="dialog-actions">
+                <button class="primary-inline" id="folder-create" on:click=create>"CREATE"</button>
+            </div>
+        </Modal>
+    }
+}
+
+#[component]
+fn RenameFolder(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let name = RwSignal::new(folder.name.clone());
+    let error = RwSignal::new(None::<String>);
+    let id = folder.id.clone();
+    let go = move |_| {
+        let id = id.clone();
+        spawn_local(async move {
+            match gql::query("mutation($id: UUID!, $n: String!) { rename_vfolder(id: $id, new_name: $n) { ok } }", json!({"id": id, "n": name.get_untracked()})).await {
+                Ok(_) => on_close(),
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    view! {
+        <Modal title=format!("Rename {}", folder.name) on_close=on_close>
+            <input id="rename-folder" prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev)) />
+            {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+            <div class="dialog-actions"><button class="primary-inline" on:click=go>"RENAME"</button></div>
+        </Modal>
+    }
+}
+
+#[component]
+fn DeleteFolder(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let typed = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let (id, fname) = (folder.id.clone(), folder.name.clone());
+    let matches = {
+        let n = fname.clone();
+        move || typed.get() == n
+    };
+    let go = move |_| {
+        let id = id.clone();
+        spawn_local(async move {
+            match gql::query("mutation($id: UUID!, $n: String!) { delete_vfolder(id: $id, confirm_name: $n) { ok } }", json!({"id": id, "n": typed.get_untracked()})).await {
+                Ok(_) => on_close(),
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    view! {
+        <Modal title=format!("Delete {fname}") id="delete-folder-dialog" on_close=on_close>
+            <p>"This deletes the folder and every file in it. Type the folder's name to confirm."</p>
+            <input id="delete-folder-name" prop:value=move || typed.get() on:input=move |ev| typed.set(event_target_value(&ev)) />
+            {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+            <div class="dialog-actions">
+                <button class="danger-inline" id="delete-folder-confirm" disabled=move || !matches() on:click=go>"DELETE"</button>
+            </div>
+        </Modal>
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    name: String,
+    dir: bool,
+    size: f64,
+    modified: String,
+}
+
+/// Uploads a file with progress through `POST /storage/folders/{id}/upload?path=` (an XHR:
+/// fetch has no upload progress).
+fn upload(folder: &str, path: &str, file: web_sys::File, progress: RwSignal<Option<f64>>, done: impl Fn(Result<(), String>) + 'static) {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    let Ok(xhr) = web_sys::XmlHttpRequest::new() else {
+        done(Err("the browser cannot upload".into()));
+        return;
+    };
+    let enc = js_sys::encode_uri_component(path);
+    if xhr.open("POST", &format!("/storage/folders/{folder}/upload?path={enc}")).is_err() {
+        done(Err("the browser cannot upload".into()));
+        return;
+    }
+    if let Ok(up) = xhr.upload() {
+        let on_progress = Closure::<dyn FnMut(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
+            if e.length_computable() && e.total() > 0.0 {
+                progress.set(Some(e.loaded() / e.total() * 100.0));
+            }
+        });
+        up.set_onprogress(Some(on_progress.as_ref().unchecked_ref()));
+        on_progress.forget();
+    }
+    let x2 = xhr.clone();
+    let on_load = Closure::<dyn FnMut()>::new(move || {
+        let status = x2.status().unwrap_or(0);
+        if (200..300).contains(&status) {
+            done(Ok(()));
+        } else {
+            let body = x2.response_text().ok().flatten().unwrap_or_default();
+            let msg = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v["title"].as_str().or(v["msg"].as_str()).map(str::to_string))
+                .unwrap_or_else(|| format!("upload failed ({status})"));
+            done(Err(msg));
+        }
+    });
+    xhr.set_onloadend(Some(on_load.as_ref().unchecked_ref()));
+    on_load.forget();
+    if xhr.send_with_opt_blob(Some(&file)).is_err() {
+        progress.set(None);
+    }
+}
+
+#[component]
+fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let path = RwSignal::new(String::new());
+    let entries = RwSignal::new(Vec::<Entry>::new());
+    let checked = RwSignal::new(Vec::<String>::new());
+    let error = RwSignal::new(None::<String>);
+    let progress = RwSignal::new(None::<f64>);
+    let new_dir = RwSignal::new(String::new());
+    let renaming = RwSignal::new(None::<(String, String)>);
+    let id = folder.id.clone();
+    let load = {
+        let id = id.clone();
+        move || {
+            let id = id.clone();
+            spawn_local(async move {
+                match gql::query("query($id: UUID!, $p: String) { vfolder_files(id: $id, path: $p) { name type size modified } }", json!({"id": id, "p": path.get_untracked()})).await {
+                    Ok(d) => {
+                        entries.set(d["vfolder_files"].as_array().map(|a| a.iter().map(|e| Entry {
+                            name: e["name"].as_str().unwrap_or_default().into(),
+                            dir: e["type"] == "DIRECTORY",
+                            size: e["size"].as_f64().or_else(|| e["size"].as_str().and_then(|x| x.parse().ok())).unwrap_or(0.0),
+                            modified: e["modified"].as_str().unwrap_or_default().replace('T', " ").chars().take(19).collect(),
+                        }).collect()).unwrap_or_default());
+                        checked.set(Vec::new());
+                        error.set(None);
+                    }
+                    Err(e) => error.set(Some(e.message)),
+                }
+            });
+        }
+    };
+    load();
+    let join = move |name: &str| {
+        let p = path.get_untracked();
+        if p.is_empty() { name.to_string() } else { format!("{p}/{name}") }
+    };
+    let mkdir = {
+        let (id, load) = (id.clone(), load.clone());
+        move |_| {
+            let (id, load) = (id.clone(), load.clone());
+            let target = join(&new_dir.get_untracked());
+            spawn_local(async move {
+                match gql::query("mutation($id: UUID!, $p: String!) { create_vfolder_directory(id: $id, path: $p) { ok } }", json!({"id": id, "p": target})).await {
+                    Ok(_) => { new_dir.set(String::new()); load(); }
+                    Err(e) => error.set(Some(e.message)),
+                }
+            });
+        }
+    };
+    let delete = {
+        let (id, load) = (id.clone(), load.clone());
+        move |_| {
+            let (id, load) = (id.clone(), load.clone());
+            let paths: Vec<String> = checked.get_untracked().iter().map(|n| join(n)).collect();
+            spawn_local(async move {
+                match gql::query("mutation($id: UUID!, $p: [String!]!) { delete_vfolder_files(id: $id, paths: $p, recursive: true) { ok } }", json!({"id": id, "p": paths})).await {
+                    Ok(_) => load(),
+                    Err(e) => error.set(Some(e.message)),
+                }
+            });
+        }
+    };
+    let do_rename = {
+        let (id, load) = (id.clone(), load.clone());
+        move |_| {
+            let Some((from, to)) = renaming.get_untracked() else { return };
+            let (id, load) = (id.clone(), load.clone());
+            let p = join(&from);
+            spawn_local(async move {
+                match gql::query("mutation($id: UUID!, $p: String!, $n: String!) { rename_vfolder_file(id: $id, path: $p, new_name: $n) { ok } }", json!({"id": id, "p": p, "n": to})).await {
+                    Ok(_) => { renaming.set(None); load(); }
+                    Err(e) => error.set(Some(e.message)),
+                }
+            });
+        }
+    };
+    let on_file = {
+        let (id, load) = (id.clone(), load.clone());
+        move |ev: leptos::ev::Event| {
+            use wasm_bindgen::JsCast;
+            let Some(input) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()) else { return };
+            let Some(file) = input.files().and_then(|f| f.get(0)) else { return };
+            let target = join(&file.name());
+            progress.set(Some(0.0));
+            let load = load.clone();
+            upload(&id, &target, file, progress, move |r| {
+                progress.set(None);
+                match r {
+                    Ok(()) => load(),
+                    Err(e) => error.set(Some(e)),
+                }
+            });
+            input.set_value("");
+        }
+    };
+    let fid = id.clone();
+    let load_nav = load.clone();
+    let load_up = load.clone();
+    view! {
+        <Modal title=format!("{} — explorer", folder.name) id="explorer" on_close=on_close>
+            <div class="row">
+                <span class="crumb" id="explorer-path">{move || format!("/{}", path.get())}</span>
+                <Show when=move || !path.get().is_empty()>
+                    <button class="secondary" id="explorer-up" on:click={let load = load_up.clone(); move |_| {
+                        path.update(|p| { *p = p.rsplit_once('/').map(|x| x.0.to_string()).unwrap_or_default(); });
+                        load();
+                    }}>".. up"</button>
+                </Show>
+            </div>
+            <div class="row">
+                <input id="new-dir-name" placeholder="new folder name" prop:value=move || new_dir.get() on:input=move |ev| new_dir.set(event_target_value(&ev)) />
+                <button class="secondary" id="mkdir" on:click=mkdir>"Create folder"</button>
+                <label class="secondary button-like">"Upload file" <input type="file" id="upload-input" style="display:none" on:change=on_file /></label>
+                <button class="danger-inline" id="delete-checked" disabled=move || checked.get().is_empty() on:click=delete>"Delete checked"</button>
+            </div>
+            {move || progress.get().map(|p| view! { <div class="bar-track" id="upload-progress"><div class="bar-fill" style=format!("width:{p:.0}%")></div></div> })}
+            <table class="list" id="explorer-table">
+                <thead><tr><th></th><th>"Name"</th><th>"Size"</th><th>"Modified"</th><th></th></tr></thead>
+                <tbody>
+                    <For each=move || entries.get() key=|e| (e.name.clone(), e.modified.clone(), e.size as u64) children=move |e: Entry| {
+                        let (n1, n2, n3) = (e.name.clone(), e.name.clone(), e.name.clone());
+                        let href = format!("/storage/folders/{fid}/download?path={}", js_sys::encode_uri_component(&join(&e.name)));
+                        let load = load_nav.clone();
+                        view! {
+                            <tr class="file-row" data-name=e.name.clone()>
+                                <td><input type="checkbox" prop:checked=move || checked.get().contains(&n1)
+                                    on:change=move |ev| { let on = event_target_checked(&ev); checked.update(|c| { c.retain(|x| *x != n2); if on { c.push(n2.clone()); } }); } /></td>
+                                <td>{if e.dir {
+                                    let n = e.name.clone();
+                                    view! { <button class="link" on:click=move |_| { let p = join(&n); path.set(p); load(); }>{format!("📁 {}", e.name)}</button> }.into_any()
+                                } else {
+                                    view! { <span>{e.name.clone()}</span> }.into_any()
+                                }}</td>
+                                <td class="small">{if e.dir { String::new() } else { human_size(e.size) }}</td>
+                                <td class="small">{e.modified.clone()}</td>
+                                <td class="controls">
+                                    <a class="icon" title="Download" href=href download=e.name.clone()>"⤓"</a>
+                                    <button class="icon" title="Rename" on:click=move |_| renaming.set(Some((n3.clone(), n3.clone())))>"✎"</button>
+                                </td>
+                            </tr>
+                        }
+                    } />
+                </tbody>
+            </table>
+            {move || renaming.get().map(|(from, _)| view! {
+                <div class="row">
+                    <span>{format!("Rename {from} to")}</span>
+                    <input id="rename-file" prop:value=move || renaming.get().map(|r| r.1).unwrap_or_default()
+                        on:input=move |ev| renaming.update(|r| if let Some(r) = r { r.1 = event_target_value(&ev) }) />
+                    <button class="secondary" on:click=do_rename.clone()>"Rename"</button>
+                </div>
+            })}
+            {move || error.get().map(|e| view! { <div class="error" id="explorer-error">{e}</div> })}
+        </Modal>
+    }
+}
