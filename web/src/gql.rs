@@ -74,13 +74,17 @@ pub fn subscribe(
                 let (mut tx, mut rx) = ws.split();
                 let init = json!({"type": "connection_init", "payload": {}}).to_string();
                 let sub = json!({"id": "1", "type": "subscribe", "payload": {"query": query, "variables": variables}}).to_string();
-                if tx.send(Message::Text(init)).await.is_ok() && tx.send(Message::Text(sub)).await.is_ok() {
+                if tx.send(Message::Text(init)).await.is_ok()
+                    && tx.send(Message::Text(sub)).await.is_ok()
+                {
                     while let Some(Ok(msg)) = rx.next().await {
                         if !alive.load(Ordering::Relaxed) {
                             return;
                         }
                         let Message::Text(t) = msg else { continue };
-                        let Ok(v) = serde_json::from_str::<Value>(&t) else { continue };
+                        let Ok(v) = serde_json::from_str::<Value>(&t) else {
+                            continue;
+                        };
                         match v["type"].as_str() {
                             Some("connection_ack") => {
                                 online.set(true);
@@ -91,7 +95,9 @@ pub fn subscribe(
                             }
                             Some("next") => on_next(v["payload"]["data"].clone()),
                             Some("ping") => {
-                                let _ = tx.send(Message::Text(json!({"type": "pong"}).to_string())).await;
+                                let _ = tx
+                                    .send(Message::Text(json!({"type": "pong"}).to_string()))
+                                    .await;
                             }
                             _ => {}
                         }

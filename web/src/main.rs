@@ -192,12 +192,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             }>{label}</a>
         }
     };
-    let terminal_id = move || {
-        route
-            .get()
-            .strip_prefix("terminal/")
-            .map(str::to_string)
-    };
+    let terminal_id = move || route.get().strip_prefix("terminal/").map(str::to_string);
     view! {
         <Show when=move || terminal_id().is_none() fallback=move || view! {
             <terminal::TerminalPage session_id=terminal_id().unwrap_or_default() />

@@ -54,7 +54,9 @@ fn row(v: &Value) -> Row {
         info: s("status_info"),
         why,
         group: s("scaling_group"),
-        cpu: amount(&slots["cpu"]).map(|c| format!("{c} core")).unwrap_or_else(|| "-".into()),
+        cpu: amount(&slots["cpu"])
+            .map(|c| format!("{c} core"))
+            .unwrap_or_else(|| "-".into()),
         mem: amount(&slots["mem"]).map(gib).unwrap_or_else(|| "-".into()),
         gpu: amount(&slots["cuda.shares"])
             .or(amount(&slots["cuda.device"]))
@@ -81,7 +83,11 @@ pub fn SessionsPage() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let usage = RwSignal::new(Usage::default());
     let opens_launch = window().location().hash().unwrap_or_default() == "#sessions/new";
-    let dialog = RwSignal::new(if opens_launch { Dialog::Launch } else { Dialog::None });
+    let dialog = RwSignal::new(if opens_launch {
+        Dialog::Launch
+    } else {
+        Dialog::None
+    });
     let refresh = move || {
         spawn_local(async move {
             match gql::query(LIST, json!({"s": tab.get_untracked()})).await {
@@ -162,7 +168,7 @@ pub fn SessionsPage() -> impl IntoView {
                                     </Show>
                                     <button class="icon" title="Logs" data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
                                     <Show when=move || live>
-                                        <button class="icon danger" title="Terminate" data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"⏻"</button>
+                                        <button class="icon danger" title="Terminate" data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"✕"</button>
                                     </Show>
                                 </td>
                                 <td class="small">{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</td>
@@ -198,7 +204,10 @@ fn name_problem(name: &str) -> Option<&'static str> {
     if !(4..=64).contains(&n) {
         return Some("Use 4 to 64 characters.");
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
         return Some("Only letters, digits, '-', '_' and '.'; no spaces.");
     }
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
@@ -253,12 +262,20 @@ fn LaunchDialog(
         }
     });
     let presets = move || {
-        usage.get().raw["presets"].as_array().cloned().unwrap_or_default()
+        usage.get().raw["presets"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     };
     let remaining = move |slot: &str| usage.get().remaining(slot);
     // Custom amounts are bounded by what is left (keypair limits and the resource group).
     let max_cpu = move || remaining("cpu").unwrap_or(64.0).max(1.0);
-    let max_mem = move || remaining("mem").map(|b| b / 1024f64.powi(3)).unwrap_or(256.0).max(0.25);
+    let max_mem = move || {
+        remaining("mem")
+            .map(|b| b / 1024f64.powi(3))
+            .unwrap_or(256.0)
+            .max(0.25)
+    };
     let max_gpu = move || remaining("cuda.shares").unwrap_or(0.0);
     let problems = move || {
         let mut p = Vec::new();
@@ -273,7 +290,10 @@ fn LaunchDialog(
                 p.push(format!("CPU must be between 1 and {}.", max_cpu()));
             }
             if mem_gib.get() <= 0.0 || mem_gib.get() > max_mem() {
-                p.push(format!("Memory must be above 0 and at most {:.2} GiB.", max_mem()));
+                p.push(format!(
+                    "Memory must be above 0 and at most {:.2} GiB.",
+                    max_mem()
+                ));
             }
             if shmem_gib.get() <= 0.0 || shmem_gib.get() >= mem_gib.get() {
                 p.push("Shared memory must be above 0 and below the memory.".to_string());
@@ -317,7 +337,11 @@ fn LaunchDialog(
         } else {
             props["preset"] = json!(preset.get_untracked());
         }
-        let env: serde_json::Map<String, Value> = envs.get_untracked().into_iter().map(|(k, v)| (k, json!(v))).collect();
+        let env: serde_json::Map<String, Value> = envs
+            .get_untracked()
+            .into_iter()
+            .map(|(k, v)| (k, json!(v)))
+            .collect();
         props["environ"] = json!(Value::Object(env).to_string());
         spawn_local(async move {
             match gql::query("mutation($p: CreateSessionInput!) { create_session(props: $p) { sessions { id name } } }", json!({"p": props})).await {
@@ -331,7 +355,10 @@ fn LaunchDialog(
         });
     };
     let env_rows = move || (0..envs.get().len()).collect::<Vec<usize>>();
-    let num_input = move |id: &'static str, sig: RwSignal<f64>, step_by: &'static str, max: Signal<f64>| {
+    let num_input = move |id: &'static str,
+                          sig: RwSignal<f64>,
+                          step_by: &'static str,
+                          max: Signal<f64>| {
         view! {
             <div class="slider">
                 <input type="range" min="0" step=step_by prop:max=move || max.get() prop:value=move || sig.get()
@@ -469,7 +496,11 @@ struct App {
 }
 
 #[component]
-fn AppsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn AppsDialog(
+    id: String,
+    name: String,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let apps = RwSignal::new(Vec::<App>::new());
     let public = RwSignal::new(false);
     let preferred = RwSignal::new(false);
@@ -480,11 +511,25 @@ fn AppsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync
     let busy = RwSignal::new(false);
     let sid = id.clone();
     spawn_local(async move {
-        match gql::query("query($id: UUID!) { compute_session(id: $id) { apps { name protocol } } }", json!({"id": sid})).await {
-            Ok(d) => apps.set(d["compute_session"]["apps"].as_array().map(|a| a.iter().map(|x| App {
-                name: x["name"].as_str().unwrap_or_default().into(),
-                protocol: x["protocol"].as_str().unwrap_or_default().into(),
-            }).collect()).unwrap_or_default()),
+        match gql::query(
+            "query($id: UUID!) { compute_session(id: $id) { apps { name protocol } } }",
+            json!({"id": sid}),
+        )
+        .await
+        {
+            Ok(d) => apps.set(
+                d["compute_session"]["apps"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| App {
+                                name: x["name"].as_str().unwrap_or_default().into(),
+                                protocol: x["protocol"].as_str().unwrap_or_default().into(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
             Err(e) => error.set(Some(e.message)),
         }
     });
@@ -498,10 +543,18 @@ fn AppsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync
             }
             busy.set(true);
             error.set(None);
-            let pref: Option<u16> = preferred.get_untracked().then(|| port.get_untracked().parse().ok()).flatten();
+            let pref: Option<u16> = preferred
+                .get_untracked()
+                .then(|| port.get_untracked().parse().ok())
+                .flatten();
             spawn_local(async move {
                 let q = "mutation($id: UUID!, $app: String!, $pub: Boolean, $port: Int) { start_service(session_id: $id, app: $app, open_to_public: $pub, preferred_port: $port) { url port protocol } }";
-                match gql::query(q, json!({"id": id, "app": app.name, "pub": public.get_untracked(), "port": pref})).await {
+                match gql::query(
+                    q,
+                    json!({"id": id, "app": app.name, "pub": public.get_untracked(), "port": pref}),
+                )
+                .await
+                {
                     Ok(d) => {
                         let s = &d["start_service"];
                         let p = s["port"].as_u64().map(|p| p as u16);
@@ -512,7 +565,11 @@ fn AppsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync
                             let full = match p {
                                 Some(p) => {
                                     let loc = window().location();
-                                    format!("{}//{}:{p}{url}", loc.protocol().unwrap_or_default(), loc.hostname().unwrap_or_default())
+                                    format!(
+                                        "{}//{}:{p}{url}",
+                                        loc.protocol().unwrap_or_default(),
+                                        loc.hostname().unwrap_or_default()
+                                    )
                                 }
                                 None => url,
                             };
@@ -530,8 +587,16 @@ fn AppsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync
     let download_key = move |_| {
         let id = key_id.clone();
         spawn_local(async move {
-            match gql::query("query($id: UUID!) { session_ssh_private_key(session_id: $id) }", json!({"id": id})).await {
-                Ok(d) => download_text("id_container", d["session_ssh_private_key"].as_str().unwrap_or_default()),
+            match gql::query(
+                "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
+                json!({"id": id}),
+            )
+            .await
+            {
+                Ok(d) => download_text(
+                    "id_container",
+                    d["session_ssh_private_key"].as_str().unwrap_or_default(),
+                ),
                 Err(e) => error.set(Some(e.message)),
             }
         });
@@ -583,7 +648,11 @@ fn AppsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync
 }
 
 #[component]
-fn LogsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn LogsDialog(
+    id: String,
+    name: String,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let text = RwSignal::new(String::from("Loading…"));
     let live = RwSignal::new(false);
     let alive = Arc::new(AtomicBool::new(true));
@@ -592,7 +661,12 @@ fn LogsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync
         move || {
             let id = id.clone();
             spawn_local(async move {
-                match gql::query("query($id: UUID!) { session_logs(id: $id) }", json!({"id": id})).await {
+                match gql::query(
+                    "query($id: UUID!) { session_logs(id: $id) }",
+                    json!({"id": id}),
+                )
+                .await
+                {
                     Ok(d) => text.set(d["session_logs"].as_str().unwrap_or_default().to_string()),
                     Err(e) => text.set(e.message),
                 }
@@ -627,7 +701,11 @@ fn LogsDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync
 }
 
 #[component]
-fn TerminateDialog(id: String, name: String, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn TerminateDialog(
+    id: String,
+    name: String,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
     let n = name.clone();
@@ -635,7 +713,12 @@ fn TerminateDialog(id: String, name: String, on_close: impl Fn() + Copy + Send +
         let id = id.clone();
         busy.set(true);
         spawn_local(async move {
-            match gql::query("mutation($id: UUID!) { destroy_session(id: $id) { ok } }", json!({"id": id})).await {
+            match gql::query(
+                "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+                json!({"id": id}),
+            )
+            .await
+            {
                 Ok(_) => on_close(),
                 Err(e) => {
                     error.set(Some(e.message));

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::gql;
 use crate::ui::{Modal, human_size};
 
-const LIST: &str = "{ vfolder_list(limit: 200, offset: 0) { items { id name host ownership_type permission my_permission is_automount is_owner group_name cur_size num_files created_at } } vfolder_hosts }";
+const LIST: &str = "{ vfolder_list(limit: 100, offset: 0) { items { id name host ownership_type permission my_permission is_automount is_owner group_name cur_size num_files created_at } } vfolder_hosts }";
 
 #[derive(Clone, Debug, PartialEq)]
 struct Folder {
@@ -35,7 +35,10 @@ fn folder(v: &Value) -> Folder {
         automount: v["is_automount"].as_bool().unwrap_or(false),
         owner: v["is_owner"].as_bool().unwrap_or(false),
         group: s("group_name"),
-        size: v["cur_size"].as_f64().or_else(|| v["cur_size"].as_str().and_then(|x| x.parse().ok())).unwrap_or(0.0),
+        size: v["cur_size"]
+            .as_f64()
+            .or_else(|| v["cur_size"].as_str().and_then(|x| x.parse().ok()))
+            .unwrap_or(0.0),
         files: v["num_files"].as_i64().unwrap_or(0),
     }
 }
@@ -60,8 +63,22 @@ pub fn DataPage() -> impl IntoView {
         spawn_local(async move {
             match gql::query(LIST, json!({})).await {
                 Ok(d) => {
-                    folders.set(d["vfolder_list"]["items"].as_array().map(|a| a.iter().map(folder).collect()).unwrap_or_default());
-                    hosts.set(d["vfolder_hosts"].as_array().map(|a| a.iter().filter_map(|h| h.as_str().map(str::to_string)).collect()).unwrap_or_default());
+                    folders.set(
+                        d["vfolder_list"]["items"]
+                            .as_array()
+                            .map(|a| a.iter().map(folder).collect())
+                            .unwrap_or_default(),
+                    );
+                    hosts.set(
+                        d["vfolder_hosts"]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|h| h.as_str().map(str::to_string))
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    );
                 }
                 Err(e) => error.set(Some(e.message)),
             }
@@ -69,14 +86,20 @@ pub fn DataPage() -> impl IntoView {
     };
     refresh();
     let shown = move || {
-        folders.get().into_iter().filter(|f| match tab.get() {
-            "automount" => f.automount,
-            "shared" => f.ownership == "group",
-            _ => !f.automount && f.ownership == "user",
-        }).collect::<Vec<_>>()
+        folders
+            .get()
+            .into_iter()
+            .filter(|f| match tab.get() {
+                "automount" => f.automount,
+                "shared" => f.ownership == "group",
+                _ => !f.automount && f.ownership == "user",
+            })
+            .collect::<Vec<_>>()
     };
-    let tab_button = move |label: &'static str, value: &'static str| view! {
-        <button class="tab" id=format!("tab-{value}") class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{label}</button>
+    let tab_button = move |label: &'static str, value: &'static str| {
+        view! {
+            <button class="tab" id=format!("tab-{value}") class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{label}</button>
+        }
     };
     view! {
         <div class="page-head">
@@ -105,7 +128,7 @@ pub fn DataPage() -> impl IntoView {
                                 <td class="controls">
                                     <Show when=move || f.owner>
                                         <button class="icon" title="Rename" data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
-                                        <button class="icon danger" title="Delete" data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"🗑"</button>
+                                        <button class="icon danger" title="Delete" data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
                                     </Show>
                                 </td>
                             </tr>
@@ -128,7 +151,10 @@ pub fn DataPage() -> impl IntoView {
 }
 
 #[component]
-fn NewFolder(hosts: RwSignal<Vec<String>>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn NewFolder(
+    hosts: RwSignal<Vec<String>>,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let name = RwSignal::new(String::new());
     let host = RwSignal::new(hosts.get_untracked().first().cloned().unwrap_or_default());
     let permission = RwSignal::new(String::from("rw"));
@@ -167,7 +193,10 @@ fn NewFolder(hosts: RwSignal<Vec<String>>, on_close: impl Fn() + Copy + Send + S
 }
 
 #[component]
-fn RenameFolder(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn RenameFolder(
+    folder: Folder,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let name = RwSignal::new(folder.name.clone());
     let error = RwSignal::new(None::<String>);
     let id = folder.id.clone();
@@ -190,7 +219,10 @@ fn RenameFolder(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'stat
 }
 
 #[component]
-fn DeleteFolder(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn DeleteFolder(
+    folder: Folder,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let typed = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
     let (id, fname) = (folder.id.clone(), folder.name.clone());
@@ -229,7 +261,13 @@ struct Entry {
 
 /// Uploads a file with progress through `POST /storage/folders/{id}/upload?path=` (an XHR:
 /// fetch has no upload progress).
-fn upload(folder: &str, path: &str, file: web_sys::File, progress: RwSignal<Option<f64>>, done: impl Fn(Result<(), String>) + 'static) {
+fn upload(
+    folder: &str,
+    path: &str,
+    file: web_sys::File,
+    progress: RwSignal<Option<f64>>,
+    done: impl Fn(Result<(), String>) + 'static,
+) {
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
     let Ok(xhr) = web_sys::XmlHttpRequest::new() else {
@@ -237,16 +275,23 @@ fn upload(folder: &str, path: &str, file: web_sys::File, progress: RwSignal<Opti
         return;
     };
     let enc = js_sys::encode_uri_component(path);
-    if xhr.open("POST", &format!("/storage/folders/{folder}/upload?path={enc}")).is_err() {
+    if xhr
+        .open(
+            "POST",
+            &format!("/storage/folders/{folder}/upload?path={enc}"),
+        )
+        .is_err()
+    {
         done(Err("the browser cannot upload".into()));
         return;
     }
     if let Ok(up) = xhr.upload() {
-        let on_progress = Closure::<dyn FnMut(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
-            if e.length_computable() && e.total() > 0.0 {
-                progress.set(Some(e.loaded() / e.total() * 100.0));
-            }
-        });
+        let on_progress =
+            Closure::<dyn FnMut(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
+                if e.length_computable() && e.total() > 0.0 {
+                    progress.set(Some(e.loaded() / e.total() * 100.0));
+                }
+            });
         up.set_onprogress(Some(on_progress.as_ref().unchecked_ref()));
         on_progress.forget();
     }
@@ -259,7 +304,12 @@ fn upload(folder: &str, path: &str, file: web_sys::File, progress: RwSignal<Opti
             let body = x2.response_text().ok().flatten().unwrap_or_default();
             let msg = serde_json::from_str::<Value>(&body)
                 .ok()
-                .and_then(|v| v["title"].as_str().or(v["msg"].as_str()).map(str::to_string))
+                .and_then(|v| {
+                    v["title"]
+                        .as_str()
+                        .or(v["msg"].as_str())
+                        .map(str::to_string)
+                })
                 .unwrap_or_else(|| format!("upload failed ({status})"));
             done(Err(msg));
         }
@@ -305,7 +355,11 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
     load();
     let join = move |name: &str| {
         let p = path.get_untracked();
-        if p.is_empty() { name.to_string() } else { format!("{p}/{name}") }
+        if p.is_empty() {
+            name.to_string()
+        } else {
+            format!("{p}/{name}")
+        }
     };
     let mkdir = {
         let (id, load) = (id.clone(), load.clone());
@@ -336,7 +390,9 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
     let do_rename = {
         let (id, load) = (id.clone(), load.clone());
         move |_| {
-            let Some((from, to)) = renaming.get_untracked() else { return };
+            let Some((from, to)) = renaming.get_untracked() else {
+                return;
+            };
             let (id, load) = (id.clone(), load.clone());
             let p = join(&from);
             spawn_local(async move {
@@ -351,8 +407,15 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
         let (id, load) = (id.clone(), load.clone());
         move |ev: leptos::ev::Event| {
             use wasm_bindgen::JsCast;
-            let Some(input) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()) else { return };
-            let Some(file) = input.files().and_then(|f| f.get(0)) else { return };
+            let Some(input) = ev
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+            else {
+                return;
+            };
+            let Some(file) = input.files().and_then(|f| f.get(0)) else {
+                return;
+            };
             let target = join(&file.name());
             progress.set(Some(0.0));
             let load = load.clone();
@@ -400,7 +463,7 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
                                     on:change=move |ev| { let on = event_target_checked(&ev); checked.update(|c| { c.retain(|x| *x != n2); if on { c.push(n2.clone()); } }); } /></td>
                                 <td>{if e.dir {
                                     let n = e.name.clone();
-                                    view! { <button class="link" on:click=move |_| { let p = join(&n); path.set(p); load(); }>{format!("📁 {}", e.name)}</button> }.into_any()
+                                    view! { <button class="link" on:click=move |_| { let p = join(&n); path.set(p); load(); }>{format!("▸ {}/", e.name)}</button> }.into_any()
                                 } else {
                                     view! { <span>{e.name.clone()}</span> }.into_any()
                                 }}</td>

@@ -39,7 +39,10 @@ impl Usage {
         self.slot("scaling_group_remaining", slot)
     }
     pub fn scaling_group(&self) -> String {
-        self.raw["scaling_group"].as_str().unwrap_or_default().to_string()
+        self.raw["scaling_group"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 }
 

@@ -35,7 +35,12 @@ fn color(c: vt100::Color, fg: bool) -> Option<String> {
         vt100::Color::Idx(i) => {
             let i = i - 16;
             let f = |x: u8| if x == 0 { 0 } else { 55 + x as u32 * 40 };
-            Some(format!("rgb({},{},{})", f(i / 36), f((i / 6) % 6), f(i % 6)))
+            Some(format!(
+                "rgb({},{},{})",
+                f(i / 36),
+                f((i / 6) % 6),
+                f(i % 6)
+            ))
         }
         vt100::Color::Rgb(r, g, b) => {
             let _ = fg;
@@ -75,7 +80,9 @@ fn render(screen: &vt100::Screen) -> String {
             run.clear();
         };
         for c in 0..cols {
-            let Some(cell) = screen.cell(r, c) else { continue };
+            let Some(cell) = screen.cell(r, c) else {
+                continue;
+            };
             if cell.is_wide_continuation() {
                 continue;
             }
@@ -164,8 +171,15 @@ pub fn TerminalPage(session_id: String) -> impl IntoView {
     let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, cols, 0)));
     let (key_tx, mut key_rx) = futures::channel::mpsc::unbounded::<Vec<u8>>();
     let loc = window().location();
-    let scheme = if loc.protocol().ok().as_deref() == Some("https:") { "wss" } else { "ws" };
-    let url = format!("{scheme}://{}/sessions/{session_id}/terminal", loc.host().unwrap_or_default());
+    let scheme = if loc.protocol().ok().as_deref() == Some("https:") {
+        "wss"
+    } else {
+        "ws"
+    };
+    let url = format!(
+        "{scheme}://{}/sessions/{session_id}/terminal",
+        loc.host().unwrap_or_default()
+    );
     {
         let parser = parser.clone();
         spawn_local(async move {
@@ -177,7 +191,8 @@ pub fn TerminalPage(session_id: String) -> impl IntoView {
                 }
             };
             let (mut tx, mut rx) = ws.split();
-            let resize = serde_json::json!({"type": "resize", "cols": cols, "rows": ROWS}).to_string();
+            let resize =
+                serde_json::json!({"type": "resize", "cols": cols, "rows": ROWS}).to_string();
             let _ = tx.send(Message::Text(resize)).await;
             status.set("connected".into());
             spawn_local(async move {

@@ -269,3 +269,265 @@ async fn console_forced_password_change() {
     result.unwrap();
     app.login("first@x.org", "Fresh-pass-9").await;
 }
+
+async fn click(c: &Client, css: &str) -> Result<(), String> {
+    c.wait()
+        .at_most(Duration::from_secs(15))
+        .for_element(Locator::Css(css))
+        .await
+        .map_err(|e| format!("{css}: {e}"))?
+        .click()
+        .await
+        .map_err(|e| format!("click {css}: {e}"))
+}
+
+async fn shot(c: &Client, name: &str) -> Result<(), String> {
+    let png = c.screenshot().await.map_err(|e| e.to_string())?;
+    std::fs::write(screenshot_dir().join(name), png).map_err(|e| e.to_string())
+}
+
+/// Waits (without reloading) until `css` matches, up to `secs`.
+async fn wait_for(c: &Client, css: &str, secs: u64) -> Result<(), String> {
+    c.wait()
+        .at_most(Duration::from_secs(secs))
+        .for_element(Locator::Css(css))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("{css} did not appear: {e}"))
+}
+
+/// Waits until the element's text contains `needle`.
+async fn wait_text(c: &Client, css: &str, needle: &str, secs: u64) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(el) = c.find(Locator::Css(css)).await {
+            last = el.text().await.unwrap_or_default();
+            if last.contains(needle) {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(format!("{css} never showed {needle:?}; last: {last:?}"))
+}
+
+/// Waits until nothing matches `css`.
+async fn wait_gone(c: &Client, css: &str, secs: u64) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if c.find_all(Locator::Css(css))
+            .await
+            .map(|v| v.is_empty())
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(format!("{css} is still there"))
+}
+
+/// The user's day in the console: log in, make a folder, launch a session with it through the
+/// wizard, watch it reach RUNNING live, run a command in the web terminal that writes into the
+/// folder, terminate the session, and find the file in the explorer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_session_with_folder_terminal_and_explorer() {
+    require_docker();
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
+    let token = app.user("web@x.org", "user", "default").await;
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        c.goto(&app.base).await.map_err(e)?;
+        c.wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::Css("#email"))
+            .await
+            .map_err(e)?
+            .send_keys("web@x.org")
+            .await
+            .map_err(e)?;
+        c.find(Locator::Css("#password"))
+            .await
+            .map_err(e)?
+            .send_keys(USER_PASSWORD)
+            .await
+            .map_err(e)?;
+        click(c, "#login-button").await?;
+        wait_for(c, "#current-user", 15).await?;
+        wait_for(c, ".bar", 15).await?;
+        shot(c, "summary.png").await?;
+
+        // Data & Storage: NEW FOLDER.
+        c.goto(&format!("{}/#data", app.base)).await.map_err(e)?;
+        click(c, "#new-folder").await?;
+        c.wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("#folder-name"))
+            .await
+            .map_err(e)?
+            .send_keys("webdata")
+            .await
+            .map_err(e)?;
+        shot(c, "new-folder.png").await?;
+        click(c, "#folder-create").await?;
+        wait_for(c, "tr.folder-row[data-name='webdata']", 15).await?;
+        shot(c, "data.png").await?;
+
+        // Sessions: the launch wizard, with the folder.
+        c.goto(&format!("{}/#sessions", app.base))
+            .await
+            .map_err(e)?;
+        click(c, "#start-session").await?;
+        let name = c
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("#launch-name"))
+            .await
+            .map_err(e)?;
+        name.send_keys("bad name").await.map_err(e)?;
+        let shown = text_of(c, "#name-error").await;
+        if !shown.contains("no spaces") {
+            return Err(format!("name validation: {shown}"));
+        }
+        name.clear().await.map_err(e)?;
+        name.send_keys("web-sess").await.map_err(e)?;
+        click(c, "#launch-next").await?;
+        click(c, ".folder-choice[data-name='webdata']").await?;
+        click(c, "#launch-next").await?;
+        wait_for(c, "#launch-cpu", 10).await?;
+        shot(c, "launch-resources.png").await?;
+        click(c, "#launch-next").await?;
+        let summary = text_of(c, "#launch-summary").await;
+        if !summary.contains("webdata") || !summary.contains("web-sess") {
+            return Err(format!("summary: {summary}"));
+        }
+        shot(c, "launch-summary.png").await?;
+        click(c, "#launch-confirm").await?;
+        // The app launcher opens after launch.
+        wait_for(c, "#apps-dialog .app-tile[data-app='jupyter']", 20).await?;
+        wait_for(c, "#apps-dialog .app-tile[data-app='sshd']", 5).await?;
+        shot(c, "apps.png").await?;
+        click(c, "#apps-dialog .close").await?;
+        // RUNNING without a reload.
+        wait_for(
+            c,
+            "tr.session-row[data-name='web-sess'][data-status='RUNNING']",
+            90,
+        )
+        .await?;
+        shot(c, "sessions.png").await?;
+        // The launcher starts Jupyter and shows where SSH/SFTP listens.
+        click(
+            c,
+            "tr.session-row[data-name='web-sess'] [data-action='apps']",
+        )
+        .await?;
+        click(c, "#apps-dialog .app-tile[data-app='sshd']").await?;
+        wait_text(c, "#ssh-info", "ssh -i id_container -p ", 30).await?;
+        click(c, "#apps-dialog .app-tile[data-app='jupyter']").await?;
+        wait_text(c, "#app-message", "jupyter is running", 60).await?;
+        shot(c, "apps-started.png").await?;
+        let handles = c.windows().await.map_err(e)?;
+        c.switch_to_window(handles[0].clone()).await.map_err(e)?;
+        click(c, "#apps-dialog .close").await?;
+
+        // The web terminal writes into the mounted folder.
+        let list = app
+            .ok(
+                Some(&token),
+                "{ compute_session_list(limit: 5, offset: 0) { items { id name } } }",
+                serde_json::json!({}),
+            )
+            .await;
+        let id = list["compute_session_list"]["items"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        c.goto(&format!("{}/#terminal/{id}", app.base))
+            .await
+            .map_err(e)?;
+        wait_text(c, "#terminal-status", "connected", 20).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let term = c.find(Locator::Css("#terminal-screen")).await.map_err(e)?;
+        term.click().await.map_err(e)?;
+        term.send_keys(
+            "echo hello-from-$((6*7)) > webdata/from-term.txt; cat webdata/from-term.txt",
+        )
+        .await
+        .map_err(e)?;
+        term.send_keys(&fantoccini::key::Key::Enter.to_string())
+            .await
+            .map_err(e)?;
+        wait_text(c, "#terminal-screen", "hello-from-42", 20).await?;
+        shot(c, "terminal.png").await?;
+
+        // Logs, then terminate with confirmation; the row leaves Running by itself.
+        c.goto(&format!("{}/#sessions", app.base))
+            .await
+            .map_err(e)?;
+        click(
+            c,
+            "tr.session-row[data-name='web-sess'] [data-action='logs']",
+        )
+        .await?;
+        wait_for(c, "#logs-text", 10).await?;
+        shot(c, "logs.png").await?;
+        click(c, "#logs-dialog .close").await?;
+        click(
+            c,
+            "tr.session-row[data-name='web-sess'] [data-action='terminate']",
+        )
+        .await?;
+        shot(c, "terminate.png").await?;
+        click(c, "#terminate-confirm").await?;
+        wait_gone(c, "tr.session-row[data-name='web-sess']", 60).await?;
+        click(c, "#tab-finished").await?;
+        wait_for(
+            c,
+            "tr.session-row[data-name='web-sess'][data-status='TERMINATED']",
+            15,
+        )
+        .await?;
+        shot(c, "finished.png").await?;
+
+        // The file outlives the session: the explorer lists it and offers the download.
+        c.goto(&format!("{}/#data", app.base)).await.map_err(e)?;
+        click(c, "tr.folder-row[data-name='webdata'] .folder-open").await?;
+        wait_for(c, "tr.file-row[data-name='from-term.txt']", 15).await?;
+        shot(c, "explorer.png").await?;
+        let href = c
+            .find(Locator::Css(
+                "tr.file-row[data-name='from-term.txt'] a[title='Download']",
+            ))
+            .await
+            .map_err(e)?
+            .attr("href")
+            .await
+            .map_err(e)?
+            .unwrap_or_default();
+        let body = app
+            .http
+            .get(app.url(&href))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .text()
+            .await
+            .map_err(|e| e.to_string())?;
+        if body != "hello-from-42\n" {
+            return Err(format!("downloaded {href}: {body:?}"));
+        }
+        // A narrow window still works.
+        c.set_window_size(420, 800).await.map_err(e)?;
+        shot(c, "narrow.png").await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+}

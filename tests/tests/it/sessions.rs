@@ -1040,7 +1040,11 @@ both_dbs!(web_terminal_is_real_tmux, |db| async move {
     let screen = read_until(&mut ws, "bai-term-42").await;
     assert!(screen.contains("bai-term-42"), "{screen}");
     // `tput cols` may have come in the same chunk.
-    if !screen.split("bai-term-42").nth(1).is_some_and(|rest| rest.contains("100")) {
+    if !screen
+        .split("bai-term-42")
+        .nth(1)
+        .is_some_and(|rest| rest.contains("100"))
+    {
         read_until(&mut ws, "100").await;
     }
     // Leave a mark in a second tmux window, disconnect, reconnect: the same tmux session.
