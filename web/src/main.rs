@@ -5,6 +5,7 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
+mod account;
 mod gql;
 mod sessions;
 mod storage;
@@ -18,6 +19,16 @@ struct Me {
     username: String,
     role: String,
     domain: String,
+    /// The projects (groups) the user belongs to: `(id, name)`.
+    groups: Vec<(String, String)>,
+}
+
+/// The project and resource group the console works in (top bar and Summary selectors).
+#[derive(Clone, Copy)]
+pub struct Scope {
+    pub group_id: RwSignal<Option<String>>,
+    pub group_name: RwSignal<String>,
+    pub scaling_group: RwSignal<Option<String>>,
 }
 
 impl Me {
@@ -27,6 +38,20 @@ impl Me {
             username: v.get("username")?.as_str()?.to_string(),
             role: v.get("role")?.as_str()?.to_string(),
             domain: v.get("domain_name")?.as_str()?.to_string(),
+            groups: v
+                .get("groups")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|g| {
+                            Some((
+                                g["id"].as_str()?.to_string(),
+                                g["name"].as_str()?.to_string(),
+                            ))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -35,7 +60,7 @@ impl Me {
     }
 }
 
-const ME_QUERY: &str = "{ user { email username role domain_name } }";
+const ME_QUERY: &str = "{ user { email username role domain_name groups { id name } } }";
 
 fn main() {
     console_error_panic_hook::set_once();
@@ -73,13 +98,20 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
     let new_pw = RwSignal::new(String::new());
     let new_pw2 = RwSignal::new(String::new());
     let endpoint = window().location().origin().unwrap_or_default();
+    let signup_enabled = RwSignal::new(false);
+    let signup_open = RwSignal::new(false);
+    spawn_local(async move {
+        if let Ok(d) = gql::query("{ signup_config { enabled } }", json!({})).await {
+            signup_enabled.set(d["signup_config"]["enabled"].as_bool().unwrap_or(false));
+        }
+    });
 
     let do_login = move || {
         busy.set(true);
         error.set(None);
         spawn_local(async move {
             let vars = json!({"e": email.get_untracked(), "p": password.get_untracked()});
-            let q = "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { user { email username role domain_name } } }";
+            let q = "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { user { email username role domain_name groups { id name } } } }";
             match gql::query(q, vars).await {
                 Ok(data) => match Me::from_json(&data["login"]["user"]) {
                     Some(m) => on_login(m),
@@ -145,7 +177,13 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
                 </button>
                 {move || error.get().map(|e| view! { <div class="error" id="login-error">{e}</div> })}
                 <div class="endpoint">"Endpoint: " {endpoint}</div>
+                <Show when=move || signup_enabled.get()>
+                    <button type="button" class="link" id="signup-open" on:click=move |_| signup_open.set(true)>"Sign up"</button>
+                </Show>
             </form>
+            <Show when=move || signup_open.get()>
+                <account::Signup on_close=move || signup_open.set(false) />
+            </Show>
         </div>
     }
 }
@@ -166,6 +204,21 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     let _hash = window_event_listener(leptos::ev::hashchange, move |_| route.set(current_route()));
     let online = RwSignal::new(true);
     provide_context(online);
+    let first = me
+        .groups
+        .iter()
+        .find(|(_, n)| n == "default")
+        .or(me.groups.first())
+        .cloned();
+    let scope = Scope {
+        group_id: RwSignal::new(first.as_ref().map(|g| g.0.clone())),
+        group_name: RwSignal::new(first.map(|g| g.1).unwrap_or_else(|| "default".into())),
+        scaling_group: RwSignal::new(None),
+    };
+    provide_context(scope);
+    let groups = StoredValue::new(me.groups.clone());
+    let menu = RwSignal::new(false);
+    let account_dialog = RwSignal::new(0u8);
     let logout = move |_| {
         spawn_local(async move {
             // Whatever the answer, the console forgets the session.
@@ -213,9 +266,30 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 </Show>
             </nav>
             <header class="top">
-                <span class="who">"Domain " <b>{me.domain.clone()}</b> " · Project " <b>"default"</b></span>
-                <span>
-                    <span class="who" id="current-user"><b>{me.username.clone()}</b> " (" {me.email.clone()} ", " {me.role.clone()} ")"</span>
+                <span class="who">"Domain " <b>{me.domain.clone()}</b> " · Project "
+                    <select id="project-select" class="inline-select" on:change=move |ev| {
+                        let id = event_target_value(&ev);
+                        let name = groups.with_value(|gs| gs.iter().find(|g| g.0 == id).map(|g| g.1.clone()).unwrap_or_default());
+                        scope.group_name.set(name);
+                        scope.group_id.set(Some(id));
+                        scope.scaling_group.set(None);
+                    }>
+                        {me.groups.iter().map(|(id, name)| {
+                            let sel = id.clone();
+                            view! { <option value=id.clone() selected=move || scope.group_id.get().as_deref() == Some(sel.as_str())>{name.clone()}</option> }
+                        }).collect_view()}
+                    </select>
+                </span>
+                <span class="user-menu">
+                    <button class="who plain" id="current-user" on:click=move |_| menu.set(!menu.get())>
+                        <b>{me.username.clone()}</b> " (" {me.email.clone()} ", " {me.role.clone()} ") ▾"
+                    </button>
+                    <Show when=move || menu.get()>
+                        <div class="menu" id="user-menu">
+                            <button id="menu-password" on:click=move |_| { menu.set(false); account_dialog.set(1) }>"Change password"</button>
+                            <button id="menu-ssh" on:click=move |_| { menu.set(false); account_dialog.set(2) }>"SSH keypair"</button>
+                        </div>
+                    </Show>
                     <button id="logout" on:click=logout>"Log Out"</button>
                 </span>
             </header>
@@ -224,6 +298,11 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                     <div class="banner" id="offline-banner">"Connection to the server lost — reconnecting…"</div>
                 </Show>
                 {page}
+                {move || match account_dialog.get() {
+                    1 => view! { <account::ChangePassword on_close=move || account_dialog.set(0) /> }.into_any(),
+                    2 => view! { <account::SshKeypair on_close=move || account_dialog.set(0) /> }.into_any(),
+                    _ => ().into_any(),
+                }}
             </main>
         </div>
         </Show>

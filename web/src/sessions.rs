@@ -16,7 +16,7 @@ const RUNNING: &str = "PENDING,SCHEDULED,PULLING,PREPARING,RUNNING,RESTARTING,TE
 const FINISHED: &str = "TERMINATED,CANCELLED";
 const OTHERS: &str = "ERROR";
 
-const LIST: &str = "query($s: String) { compute_session_list(limit: 100, offset: 0, status: $s) { total_count items { id name image type status status_info status_data scaling_group occupying_slots created_at terminated_at } } }";
+const LIST: &str = "query($s: String, $g: UUID) { compute_session_list(limit: 100, offset: 0, status: $s, group_id: $g) { total_count items { id name image type status status_info status_data scaling_group occupying_slots created_at terminated_at } } }";
 
 #[derive(Clone, Debug, PartialEq)]
 struct Row {
@@ -88,9 +88,11 @@ pub fn SessionsPage() -> impl IntoView {
     } else {
         Dialog::None
     });
+    let scope: Option<crate::Scope> = use_context();
     let refresh = move || {
+        let g = scope.and_then(|s| s.group_id.get_untracked());
         spawn_local(async move {
-            match gql::query(LIST, json!({"s": tab.get_untracked()})).await {
+            match gql::query(LIST, json!({"s": tab.get_untracked(), "g": g})).await {
                 Ok(d) => {
                     let items = d["compute_session_list"]["items"]
                         .as_array()
@@ -101,13 +103,17 @@ pub fn SessionsPage() -> impl IntoView {
                 }
                 Err(e) => error.set(Some(e.message)),
             }
-            if let Ok(u) = fetch_usage().await {
+            if let Ok(u) = fetch_usage(scope).await {
                 usage.set(u);
             }
         });
     };
     Effect::new(move |_| {
         tab.track();
+        if let Some(s) = scope {
+            s.group_id.track();
+            s.scaling_group.track();
+        }
         refresh();
     });
     // Every status change of the caller's sessions refreshes the list: no reload needed.
@@ -230,6 +236,7 @@ fn LaunchDialog(
     on_close: impl Fn() + Copy + Send + Sync + 'static,
     on_launched: impl Fn(String, String) + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
+    let scope: Option<crate::Scope> = use_context();
     let step = RwSignal::new(1u8);
     let images = RwSignal::new(Vec::<String>::new());
     let image = RwSignal::new(String::new());
@@ -322,7 +329,11 @@ fn LaunchDialog(
             "image": image.get_untracked(),
             "mounts": chosen.get_untracked(),
             "count": count.get_untracked(),
+            "scaling_group": usage.get_untracked().scaling_group(),
         });
+        if let Some(s) = scope {
+            props["group"] = json!(s.group_name.get_untracked());
+        }
         let n = name.get_untracked();
         if !n.is_empty() {
             props["name"] = json!(n);

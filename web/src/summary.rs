@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::gql;
 use crate::ui::{Bar, amount, gib, json_field};
 
-pub const USAGE_QUERY: &str = "{ resource_usage { keypair_limits keypair_using keypair_remaining concurrency_limit concurrency_used group_using scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
+pub const USAGE_QUERY: &str = "query($g: UUID, $sg: String) { resource_usage(group_id: $g, scaling_group: $sg) { keypair_limits keypair_using keypair_remaining concurrency_limit concurrency_used group_using scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
 
 #[derive(Clone, Default, PartialEq)]
 pub struct Usage {
@@ -46,8 +46,12 @@ impl Usage {
     }
 }
 
-pub async fn fetch_usage() -> Result<Usage, String> {
-    gql::query(USAGE_QUERY, json!({}))
+/// Usage in the console's current project and resource group.
+pub async fn fetch_usage(scope: Option<crate::Scope>) -> Result<Usage, String> {
+    let (g, sg) = scope
+        .map(|s| (s.group_id.get_untracked(), s.scaling_group.get_untracked()))
+        .unwrap_or_default();
+    gql::query(USAGE_QUERY, json!({"g": g, "sg": sg}))
         .await
         .map(|d| Usage {
             raw: d["resource_usage"].clone(),
@@ -105,16 +109,55 @@ pub fn UsageBars(usage: RwSignal<Usage>) -> impl IntoView {
 pub fn SummaryPage() -> impl IntoView {
     let usage = RwSignal::new(Usage::default());
     let error = RwSignal::new(None::<String>);
-    spawn_local(async move {
-        match fetch_usage().await {
-            Ok(u) => usage.set(u),
-            Err(e) => error.set(Some(e)),
-        }
+    let scope: Option<crate::Scope> = use_context();
+    let groups = RwSignal::new(Vec::<String>::new());
+    // The figures follow the project and resource group chosen.
+    Effect::new(move |_| {
+        let ctx = scope.map(|s| (s.group_id.get(), s.scaling_group.get()));
+        spawn_local(async move {
+            match fetch_usage(scope).await {
+                Ok(u) => {
+                    usage.set(u);
+                    error.set(None);
+                }
+                Err(e) => error.set(Some(e)),
+            }
+            if let Some((Some(g), _)) = ctx
+                && let Ok(d) = gql::query(
+                    "query($g: UUID!) { scaling_groups_for_user_group(user_group: $g) { name } }",
+                    json!({"g": g}),
+                )
+                .await
+            {
+                groups.set(
+                    d["scaling_groups_for_user_group"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|x| x["name"].as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                );
+            }
+        });
     });
     view! {
         <div class="page-head">
             <h1>"Summary"</h1>
-            <a class="button primary-inline" id="summary-start" href="#sessions/new">"+ START"</a>
+            <span>
+                <label class="inline" for="sgroup-select">"Resource group "</label>
+                <select id="sgroup-select" class="inline-select" on:change=move |ev| {
+                    if let Some(s) = scope { s.scaling_group.set(Some(event_target_value(&ev))) }
+                }>
+                    {move || groups.get().into_iter().map(|g| {
+                        let sel = g.clone();
+                        view! { <option value=g.clone() selected=move || usage.get().scaling_group() == sel>{g.clone()}</option> }
+                    }).collect_view()}
+                </select>
+                " "
+                <a class="button primary-inline" id="summary-start" href="#sessions/new">"+ START"</a>
+            </span>
         </div>
         {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
         <div class="card wide"><UsageBars usage=usage /></div>

@@ -531,3 +531,72 @@ async fn console_session_with_folder_terminal_and_explorer() {
     let _ = b.client.clone().close().await;
     result.unwrap();
 }
+
+async fn type_into(c: &Client, css: &str, text: &str) -> Result<(), String> {
+    let el = c
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
+        .await
+        .map_err(|e| format!("{css}: {e}"))?;
+    el.clear().await.map_err(|e| e.to_string())?;
+    el.send_keys(text).await.map_err(|e| e.to_string())
+}
+
+/// Signup (when enabled, with the terms box), then the user menu: change password with the
+/// rules and an inline error, and the SSH keypair dialog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_signup_password_and_ssh_keypair() {
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.web_dir = dir;
+        c.signup_enabled = true;
+    })
+    .await;
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        c.goto(&app.base).await.map_err(e)?;
+        click(c, "#signup-open").await?;
+        type_into(c, "#signup-email", "new@x.org").await?;
+        type_into(c, "#signup-username", "newbie").await?;
+        type_into(c, "#signup-password", "Newbie-pass-1").await?;
+        type_into(c, "#signup-password2", "Newbie-pass-1").await?;
+        click(c, "#signup-submit").await?;
+        wait_text(c, "#signup-error", "Terms of Service", 10).await?;
+        click(c, "#signup-terms").await?;
+        click(c, "#signup-submit").await?;
+        wait_for(c, "#signup-ok", 10).await?;
+        shot(c, "signup.png").await?;
+        click(c, "#signup-dialog .close").await?;
+        type_into(c, "#email", "new@x.org").await?;
+        type_into(c, "#password", "Newbie-pass-1").await?;
+        click(c, "#login-button").await?;
+        wait_for(c, "#project-select", 15).await?;
+        click(c, "#current-user").await?;
+        click(c, "#menu-password").await?;
+        type_into(c, "#old-password", "wrong-Pass-1").await?;
+        type_into(c, "#new-password", "Second-pass-2").await?;
+        type_into(c, "#new-password2", "Second-pass-2").await?;
+        click(c, "#password-save").await?;
+        wait_for(c, "#password-error", 10).await?;
+        shot(c, "password.png").await?;
+        type_into(c, "#old-password", "Newbie-pass-1").await?;
+        click(c, "#password-save").await?;
+        wait_for(c, "#password-ok", 10).await?;
+        click(c, "#password-dialog .close").await?;
+        click(c, "#current-user").await?;
+        click(c, "#menu-ssh").await?;
+        click(c, "#ssh-generate").await?;
+        wait_text(c, "#ssh-public", "ssh-ed25519 ", 10).await?;
+        wait_for(c, "#ssh-download", 5).await?;
+        shot(c, "ssh-keypair.png").await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+    // The new password is the one that works now.
+    app.login("new@x.org", "Second-pass-2").await;
+}

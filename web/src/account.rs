@@ -1,0 +1,170 @@
+//! Account dialogs: change password (rules shown, errors inline), SSH keypair (public key
+//! shown, a new pair generated with the private key offered once as a download), signup.
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use serde_json::json;
+
+use crate::gql;
+use crate::ui::{Modal, download_text};
+
+const RULES: &str =
+    "8 characters or more, with at least one letter, one number and one special character.";
+
+#[component]
+pub fn ChangePassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let old = RwSignal::new(String::new());
+    let new = RwSignal::new(String::new());
+    let new2 = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let done = RwSignal::new(false);
+    let save = move |_| {
+        if new.get_untracked() != new2.get_untracked() {
+            error.set(Some("The new passwords do not match.".into()));
+            return;
+        }
+        spawn_local(async move {
+            let q = "mutation($o: String!, $n: String!, $n2: String!) { change_password(old_password: $o, new_password: $n, new_password2: $n2) { ok } }";
+            match gql::query(q, json!({"o": old.get_untracked(), "n": new.get_untracked(), "n2": new2.get_untracked()})).await {
+                Ok(_) => {
+                    error.set(None);
+                    done.set(true);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    let field = move |id: &'static str, label: &'static str, sig: RwSignal<String>| {
+        view! {
+            <label for=id>{label}</label>
+            <input id=id type="password" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
+        }
+    };
+    view! {
+        <Modal title="Change password".into() id="password-dialog" on_close=on_close>
+            <p class="note">{RULES}</p>
+            {field("old-password", "Current password", old)}
+            {field("new-password", "New password", new)}
+            {field("new-password2", "New password (again)", new2)}
+            {move || error.get().map(|e| view! { <div class="error" id="password-error">{e}</div> })}
+            {move || done.get().then(|| view! { <p class="ok" id="password-ok">"Password changed."</p> })}
+            <div class="dialog-actions"><button class="primary-inline" id="password-save" on:click=save>"UPDATE"</button></div>
+        </Modal>
+    }
+}
+
+#[component]
+pub fn SshKeypair(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let public = RwSignal::new(None::<String>);
+    let private = RwSignal::new(None::<String>);
+    let error = RwSignal::new(None::<String>);
+    spawn_local(async move {
+        match gql::query("{ ssh_keypair { ssh_public_key } }", json!({})).await {
+            Ok(d) => public.set(
+                d["ssh_keypair"]["ssh_public_key"]
+                    .as_str()
+                    .map(str::to_string),
+            ),
+            Err(e) => error.set(Some(e.message)),
+        }
+    });
+    let generate = move |_| {
+        spawn_local(async move {
+            match gql::query(
+                "mutation { refresh_ssh_keypair { ssh_public_key ssh_private_key } }",
+                json!({}),
+            )
+            .await
+            {
+                Ok(d) => {
+                    public.set(
+                        d["refresh_ssh_keypair"]["ssh_public_key"]
+                            .as_str()
+                            .map(str::to_string),
+                    );
+                    private.set(
+                        d["refresh_ssh_keypair"]["ssh_private_key"]
+                            .as_str()
+                            .map(str::to_string),
+                    );
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    view! {
+        <Modal title="SSH keypair".into() id="ssh-dialog" on_close=on_close>
+            <label>"Public key"</label>
+            <pre class="key" id="ssh-public">{move || public.get().unwrap_or_else(|| "(none yet)".into())}</pre>
+            {move || private.get().map(|k| view! {
+                <p class="warn">"The private key is shown only now: download it and keep it safe."</p>
+                <button class="secondary" id="ssh-download" on:click=move |_| download_text("id_ed25519", &k)>"Download private key"</button>
+            })}
+            {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+            <div class="dialog-actions"><button class="primary-inline" id="ssh-generate" on:click=generate>"GENERATE"</button></div>
+        </Modal>
+    }
+}
+
+#[component]
+pub fn Signup(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let email = RwSignal::new(String::new());
+    let username = RwSignal::new(String::new());
+    let pw = RwSignal::new(String::new());
+    let pw2 = RwSignal::new(String::new());
+    let token = RwSignal::new(String::new());
+    let terms = RwSignal::new(false);
+    let needs_token = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let done = RwSignal::new(false);
+    spawn_local(async move {
+        if let Ok(d) =
+            gql::query("{ signup_config { requires_invitation_token } }", json!({})).await
+        {
+            needs_token.set(
+                d["signup_config"]["requires_invitation_token"]
+                    .as_bool()
+                    .unwrap_or(false),
+            );
+        }
+    });
+    let submit = move |_| {
+        spawn_local(async move {
+            let q = "mutation($e: String!, $u: String!, $p: String!, $p2: String!, $t: String, $a: Boolean!) { signup(email: $e, username: $u, password: $p, password2: $p2, invitation_token: $t, agreed_to_terms: $a) { ok } }";
+            let t = token.get_untracked();
+            let vars = json!({"e": email.get_untracked(), "u": username.get_untracked(), "p": pw.get_untracked(), "p2": pw2.get_untracked(), "t": if t.is_empty() { None } else { Some(t) }, "a": terms.get_untracked()});
+            match gql::query(q, vars).await {
+                Ok(_) => {
+                    error.set(None);
+                    done.set(true);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    let text = move |id: &'static str,
+                     label: &'static str,
+                     kind: &'static str,
+                     sig: RwSignal<String>| {
+        view! {
+            <label for=id>{label}</label>
+            <input id=id type=kind prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
+        }
+    };
+    view! {
+        <Modal title="Sign up".into() id="signup-dialog" on_close=on_close>
+            {text("signup-email", "E-mail", "email", email)}
+            {text("signup-username", "User name", "text", username)}
+            <p class="note">{RULES}</p>
+            {text("signup-password", "Password", "password", pw)}
+            {text("signup-password2", "Password (again)", "password", pw2)}
+            <Show when=move || needs_token.get()>
+                {text("signup-token", "Invitation token", "text", token)}
+            </Show>
+            <label class="check"><input type="checkbox" id="signup-terms" prop:checked=move || terms.get()
+                on:change=move |ev| terms.set(event_target_checked(&ev)) />"I agree to the terms of service and the privacy policy"</label>
+            {move || error.get().map(|e| view! { <div class="error" id="signup-error">{e}</div> })}
+            {move || done.get().then(|| view! { <p class="ok" id="signup-ok">"Your account is ready: log in with it."</p> })}
+            <div class="dialog-actions"><button class="primary-inline" id="signup-submit" on:click=submit>"SIGN UP"</button></div>
+        </Modal>
+    }
+}
