@@ -350,6 +350,15 @@ async fn console_session_with_folder_terminal_and_explorer() {
             .send_keys("web@x.org")
             .await
             .map_err(e)?;
+        // Figures for the README (printed, never asserted): first paint and the login form.
+        let timing = c
+            .execute(
+                "const p = performance.getEntriesByName('first-contentful-paint')[0]; return [p ? p.startTime : null, performance.now()];",
+                vec![],
+            )
+            .await
+            .map_err(e)?;
+        println!("console timing (ms): first contentful paint, login form ready by: {timing}");
         c.find(Locator::Css("#password"))
             .await
             .map_err(e)?
