@@ -6,6 +6,7 @@ use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 mod account;
+mod admin;
 mod gql;
 mod sessions;
 mod storage;
@@ -233,6 +234,14 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         match name.as_str() {
             "sessions" => view! { <sessions::SessionsPage /> }.into_any(),
             "data" => view! { <storage::DataPage /> }.into_any(),
+            "users" | "environments" | "resources" | "settings" | "maintenance" if !admin => {
+                view! { <admin::NotAllowed /> }.into_any()
+            }
+            "users" => view! { <admin::UsersPage /> }.into_any(),
+            "environments" => view! { <admin::EnvironmentsPage /> }.into_any(),
+            "resources" => view! { <admin::ResourcesPage /> }.into_any(),
+            "settings" => view! { <admin::SettingsPage /> }.into_any(),
+            "maintenance" => view! { <admin::MaintenancePage /> }.into_any(),
             _ => view! { <summary::SummaryPage /> }.into_any(),
         }
     };
@@ -258,11 +267,11 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 {link("data", "Data & Storage")}
                 <Show when=move || admin>
                     <div class="section">"Administration"</div>
-                    <a href="#users">"Users"</a>
-                    <a href="#environments">"Environments"</a>
-                    <a href="#resources">"Resources"</a>
-                    <a href="#settings">"System Settings"</a>
-                    <a href="#maintenance">"Maintenance"</a>
+                    {link("users", "Users")}
+                    {link("environments", "Environments")}
+                    {link("resources", "Resources")}
+                    {link("settings", "System Settings")}
+                    {link("maintenance", "Maintenance")}
                 </Show>
             </nav>
             <header class="top">

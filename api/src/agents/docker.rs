@@ -415,6 +415,25 @@ impl DockerAgent {
         first_file_of_tar(&archive).ok_or_else(|| ApiError::not_found("file", path))
     }
 
+    /// Removes dangling images (untagged and unused by any container); returns how many and
+    /// the bytes reclaimed.
+    pub async fn prune_dangling_images(&self) -> ApiResult<(usize, i64)> {
+        let mut filters = HashMap::new();
+        filters.insert("dangling".to_string(), vec!["true".to_string()]);
+        let opts = bollard::query_parameters::PruneImagesOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let r = self
+            .docker
+            .prune_images(Some(opts))
+            .await
+            .map_err(|e| engine_err("cleaning up images", e))?;
+        Ok((
+            r.images_deleted.map(|d| d.len()).unwrap_or(0),
+            r.space_reclaimed.unwrap_or(0),
+        ))
+    }
+
     /// The loopback port a container port is published on.
     pub async fn published_port(&self, container_id: &str, port: u16) -> Option<u16> {
         let info = self

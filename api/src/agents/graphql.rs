@@ -199,8 +199,66 @@ pub struct RescanImages {
 #[derive(Default)]
 pub struct AgentMutation;
 
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct MaintenanceResult {
+    pub ok: bool,
+    pub msg: String,
+}
+
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl AgentMutation {
+    /// Maintenance "RECALCULATE USAGE" (superadmin): matches containers with sessions again
+    /// (orphans removed, vanished containers marked) and recomputes every agent's occupied
+    /// resources from the sessions holding them.
+    async fn recalculate_usage(&self, ctx: &Context<'_>) -> async_graphql::Result<MaintenanceResult> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        super::reconcile::sweep(state).await?;
+        crate::scheduler::refresh_agent_usage(state).await?;
+        let agents = entity::agents::Entity::find()
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        let summary: Vec<String> = agents
+            .iter()
+            .map(|a| format!("{}: {}", a.id, a.occupied_slots))
+            .collect();
+        Ok(MaintenanceResult {
+            ok: true,
+            msg: format!("Usage recalculated. Occupied now: {}", summary.join("; ")),
+        })
+    }
+
+    /// Maintenance "CLEAN UP IMAGES" (superadmin): removes dangling (untagged, unused) images
+    /// from every agent's engine.
+    async fn clean_up_images(&self, ctx: &Context<'_>) -> async_graphql::Result<MaintenanceResult> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let (mut removed, mut reclaimed) = (0usize, 0i64);
+        let mut problems = Vec::new();
+        for agent in state.agents.all().await {
+            match agent.prune_dangling_images().await {
+                Ok((n, bytes)) => {
+                    removed += n;
+                    reclaimed += bytes;
+                }
+                Err(e) => problems.push(format!("{}: {}", agent.id, e.message)),
+            }
+        }
+        let mut msg = format!(
+            "Removed {removed} unused image(s), reclaimed {} MiB.",
+            reclaimed / (1024 * 1024)
+        );
+        if !problems.is_empty() {
+            msg.push_str(&format!(" Problems: {}", problems.join("; ")));
+        }
+        Ok(MaintenanceResult {
+            ok: problems.is_empty(),
+            msg,
+        })
+    }
+
     /// Rescans the agents' engines and the registries (or only `registry`) for environment
     /// images, in the background (superadmin). Returns the task to follow.
     async fn rescan_images(

@@ -1,0 +1,911 @@
+//! Administration (superadmins; domain admins see their domain): Users / Credentials /
+//! Resource policies, Environments (images, presets, registries), Resources (agents, resource
+//! groups), System settings and Maintenance. Tables re-render from GraphQL; agents and
+//! background tasks follow subscriptions.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use serde_json::{Value, json};
+
+use crate::gql;
+use crate::ui::{Modal, amount, gib, json_field};
+
+/// One table row: a key and the cells shown.
+type Row = (String, Vec<String>);
+
+fn table(id: &'static str, headers: &[&'static str], rows: Vec<Row>, actions: impl Fn(&Row) -> AnyView) -> AnyView {
+    let headers: Vec<&'static str> = headers.to_vec();
+    view! {
+        <div class="card wide table-wrap">
+            <table class="list" id=id>
+                <thead><tr>{headers.into_iter().map(|h| view! { <th>{h}</th> }).collect_view()}<th>"Control"</th></tr></thead>
+                <tbody>
+                    {rows.iter().map(|r| view! {
+                        <tr class="admin-row" data-key=r.0.clone()>
+                            {r.1.iter().map(|c| view! { <td>{c.clone()}</td> }).collect_view()}
+                            <td class="controls">{actions(r)}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            {rows.is_empty().then(|| view! { <p class="muted empty">"Nothing here."</p> })}
+        </div>
+    }
+    .into_any()
+}
+
+fn s(v: &Value, k: &str) -> String {
+    match &v[k] {
+        Value::String(x) => x.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn slots_text(v: &Value) -> String {
+    let j = json_field(v);
+    let cpu = amount(&j["cpu"]).map(|c| format!("{c} core")).unwrap_or_else(|| "∞ core".into());
+    let mem = amount(&j["mem"]).map(gib).unwrap_or_else(|| "∞ RAM".into());
+    let gpu = amount(&j["cuda.device"]).map(|g| format!("{g} GPU")).unwrap_or_default();
+    let fgpu = amount(&j["cuda.shares"]).map(|g| format!("{g} fGPU")).unwrap_or_default();
+    [cpu, mem, gpu, fgpu].into_iter().filter(|x| !x.is_empty()).collect::<Vec<_>>().join(" · ")
+}
+
+/// Runs a mutation, then `after` on success or shows the error.
+fn run(q: &'static str, vars: Value, error: RwSignal<Option<String>>, after: impl Fn(Value) + 'static) {
+    spawn_local(async move {
+        match gql::query(q, vars).await {
+            Ok(d) => {
+                error.set(None);
+                after(d);
+            }
+            Err(e) => error.set(Some(e.message)),
+        }
+    });
+}
+
+fn load(q: &'static str, vars: Value, error: RwSignal<Option<String>>, into: impl Fn(Value) + 'static) {
+    run(q, vars, error, into);
+}
+
+fn tabs(current: RwSignal<&'static str>, items: &[(&'static str, &'static str)]) -> AnyView {
+    let items = items.to_vec();
+    view! {
+        <div class="tabs">
+            {items.into_iter().map(|(label, value)| view! {
+                <button class="tab" id=format!("tab-{value}") class:active=move || current.get() == value on:click=move |_| current.set(value)>{label}</button>
+            }).collect_view()}
+        </div>
+    }
+    .into_any()
+}
+
+fn text_input(id: &'static str, label: &'static str, sig: RwSignal<String>) -> AnyView {
+    view! {
+        <label for=id>{label}</label>
+        <input id=id prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
+    }
+    .into_any()
+}
+
+fn check(id: &'static str, label: &'static str, sig: RwSignal<bool>) -> AnyView {
+    view! {
+        <label class="check"><input type="checkbox" id=id prop:checked=move || sig.get() on:change=move |ev| sig.set(event_target_checked(&ev)) />{label}</label>
+    }
+    .into_any()
+}
+
+fn error_view(error: RwSignal<Option<String>>) -> impl IntoView {
+    move || error.get().map(|e| view! { <div class="error admin-error">{e}</div> })
+}
+
+// ---------------------------------------------------------------- users, credentials, policies
+
+#[component]
+pub fn UsersPage() -> impl IntoView {
+    let tab = RwSignal::new("users");
+    view! {
+        <div class="page-head"><h1>"Users"</h1></div>
+        {tabs(tab, &[("Users", "users"), ("Credentials", "credentials"), ("Resource policies", "policies")])}
+        {move || match tab.get() {
+            "credentials" => view! { <Credentials /> }.into_any(),
+            "policies" => view! { <Policies /> }.into_any(),
+            _ => view! { <Users /> }.into_any(),
+        }}
+    }
+}
+
+#[derive(Clone, PartialEq)]
+enum UserDialog {
+    None,
+    Create,
+    Edit(Value),
+    Deactivate(String),
+}
+
+#[component]
+fn Users() -> impl IntoView {
+    let active = RwSignal::new(true);
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let dialog = RwSignal::new(UserDialog::None);
+    let refresh = move || {
+        load("query($a: Boolean) { user_list(limit: 100, offset: 0, is_active: $a) { items { email username full_name role status domain_name need_password_change is_active groups { name } created_at } } }",
+            json!({"a": active.get_untracked()}), error,
+            move |d| rows.set(d["user_list"]["items"].as_array().cloned().unwrap_or_default()));
+    };
+    Effect::new(move |_| {
+        active.track();
+        refresh();
+    });
+    view! {
+        <div class="row">
+            <button class="tab" id="users-active" class:active=move || active.get() on:click=move |_| active.set(true)>"Active"</button>
+            <button class="tab" id="users-inactive" class:active=move || !active.get() on:click=move |_| active.set(false)>"Inactive"</button>
+            <span class="grow"></span>
+            <button class="primary-inline" id="create-user" on:click=move |_| dialog.set(UserDialog::Create)>"+ CREATE USER"</button>
+        </div>
+        {error_view(error)}
+        {move || {
+            let list: Vec<Row> = rows.get().iter().map(|u| (s(u, "email"), vec![
+                s(u, "email"), s(u, "username"), s(u, "role"), s(u, "domain_name"),
+                u["groups"].as_array().map(|g| g.iter().map(|x| s(x, "name")).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+                s(u, "status"),
+            ])).collect();
+            let all = rows.get();
+            table("users-table", &["E-mail", "Name", "Role", "Domain", "Projects", "Status"], list, move |r| {
+                let user = all.iter().find(|u| s(u, "email") == r.0).cloned().unwrap_or_default();
+                let email = r.0.clone();
+                let is_active = user["is_active"].as_bool().unwrap_or(false);
+                view! {
+                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| dialog.set(UserDialog::Edit(user.clone()))>"✎"</button>
+                    {is_active.then(|| view! { <button class="icon danger" title="Deactivate" data-action="deactivate" on:click=move |_| dialog.set(UserDialog::Deactivate(email.clone()))>"✕"</button> })}
+                }.into_any()
+            })
+        }}
+        {move || match dialog.get() {
+            UserDialog::None => ().into_any(),
+            UserDialog::Create => view! { <UserForm user=None on_close=move || { dialog.set(UserDialog::None); refresh(); } /> }.into_any(),
+            UserDialog::Edit(u) => view! { <UserForm user=Some(u) on_close=move || { dialog.set(UserDialog::None); refresh(); } /> }.into_any(),
+            UserDialog::Deactivate(email) => {
+                let e2 = email.clone();
+                view! {
+                    <Modal title="Deactivate user".into() id="deactivate-dialog" on_close=move || dialog.set(UserDialog::None)>
+                        <p>"Deactivate " <b>{email.clone()}</b> "? The account can no longer log in or use its keypairs; nothing is deleted."</p>
+                        {error_view(error)}
+                        <div class="dialog-actions">
+                            <button class="danger-inline" id="deactivate-confirm" on:click=move |_| {
+                                run("mutation($e: String!) { modify_user(email: $e, props: {status: \"inactive\"}) { ok } }", json!({"e": e2.clone()}), error,
+                                    move |_| { dialog.set(UserDialog::None); refresh(); });
+                            }>"DEACTIVATE"</button>
+                        </div>
+                    </Modal>
+                }.into_any()
+            }
+        }}
+    }
+}
+
+#[component]
+fn UserForm(user: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let editing = user.is_some();
+    let u = user.unwrap_or_default();
+    let email = RwSignal::new(s(&u, "email"));
+    let username = RwSignal::new(s(&u, "username"));
+    let password = RwSignal::new(String::new());
+    let role = RwSignal::new(if editing { s(&u, "role") } else { "user".into() });
+    let active = RwSignal::new(u["is_active"].as_bool().unwrap_or(true));
+    let need_change = RwSignal::new(u["need_password_change"].as_bool().unwrap_or(false));
+    let error = RwSignal::new(None::<String>);
+    let save = move |_| {
+        let pw = password.get_untracked();
+        if editing {
+            let mut props = json!({"username": username.get_untracked(), "role": role.get_untracked(),
+                "status": if active.get_untracked() { "active" } else { "inactive" }, "need_password_change": need_change.get_untracked()});
+            if !pw.is_empty() {
+                props["password"] = json!(pw);
+            }
+            run("mutation($e: String!, $p: ModifyUserInput!) { modify_user(email: $e, props: $p) { ok } }",
+                json!({"e": email.get_untracked(), "p": props}), error, move |_| on_close());
+        } else {
+            let props = json!({"username": username.get_untracked(), "password": pw, "need_password_change": need_change.get_untracked(),
+                "domain_name": "default", "role": role.get_untracked()});
+            run("mutation($e: String!, $p: UserInput!) { create_user(email: $e, props: $p) { ok } }",
+                json!({"e": email.get_untracked(), "p": props}), error, move |_| on_close());
+        }
+    };
+    view! {
+        <Modal title=(if editing { "Edit user" } else { "Create user" }).to_string() id="user-dialog" on_close=on_close>
+            <Show when=move || !editing>{text_input("user-email", "E-mail", email)}</Show>
+            {text_input("user-name", "User name", username)}
+            <label for="user-password">{if editing { "New password (empty = unchanged)" } else { "Password" }}</label>
+            <input id="user-password" type="password" prop:value=move || password.get() on:input=move |ev| password.set(event_target_value(&ev)) />
+            <p class="note">"8 characters or more, with at least one letter, one number and one special character."</p>
+            <label for="user-role">"Role"</label>
+            <select id="user-role" on:change=move |ev| role.set(event_target_value(&ev))>
+                {["user", "admin", "superadmin", "monitor"].into_iter().map(|r| view! { <option value=r selected=move || role.get() == r>{r}</option> }).collect_view()}
+            </select>
+            <Show when=move || editing>{check("user-active", "Active", active)}</Show>
+            {check("user-need-change", "Require password change at next login", need_change)}
+            {error_view(error)}
+            <div class="dialog-actions"><button class="primary-inline" id="user-save" on:click=save>{if editing { "SAVE" } else { "CREATE" }}</button></div>
+        </Modal>
+    }
+}
+
+#[component]
+fn Credentials() -> impl IntoView {
+    let active = RwSignal::new(true);
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let adding = RwSignal::new(false);
+    let editing = RwSignal::new(None::<Value>);
+    let refresh = move || {
+        load("query($a: Boolean) { keypair_list(limit: 100, offset: 0, is_active: $a) { items { user_id access_key is_admin is_main resource_policy rate_limit num_queries concurrency_used created_at is_active } } }",
+            json!({"a": active.get_untracked()}), error,
+            move |d| rows.set(d["keypair_list"]["items"].as_array().cloned().unwrap_or_default()));
+    };
+    Effect::new(move |_| {
+        active.track();
+        refresh();
+    });
+    let now = js_sys::Date::now();
+    view! {
+        <div class="row">
+            <button class="tab" class:active=move || active.get() on:click=move |_| active.set(true)>"Active"</button>
+            <button class="tab" id="keys-inactive" class:active=move || !active.get() on:click=move |_| active.set(false)>"Inactive"</button>
+            <span class="grow"></span>
+            <button class="primary-inline" id="add-credential" on:click=move |_| adding.set(true)>"+ ADD CREDENTIAL"</button>
+        </div>
+        {error_view(error)}
+        {move || {
+            let all = rows.get();
+            let list: Vec<Row> = all.iter().map(|k| {
+                let created = js_sys::Date::parse(&s(k, "created_at"));
+                let age = if created.is_nan() { String::new() } else { format!("{:.0} days", (now - created) / 86_400_000.0) };
+                (s(k, "access_key"), vec![
+                    s(k, "user_id"), s(k, "access_key"),
+                    if k["is_admin"].as_bool().unwrap_or(false) { "admin".into() } else { "user".into() },
+                    age, s(k, "resource_policy"),
+                    format!("{} sessions · {}/15 min · {} queries", s(k, "concurrency_used"), s(k, "rate_limit"), s(k, "num_queries")),
+                ])
+            }).collect();
+            table("keys-table", &["User", "Access key", "Permission", "Key age", "Resource policy", "Allocation"], list, move |r| {
+                let key = all.iter().find(|k| s(k, "access_key") == r.0).cloned().unwrap_or_default();
+                let ak = r.0.clone();
+                let ak2 = r.0.clone();
+                let on = key["is_active"].as_bool().unwrap_or(false);
+                view! {
+                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| editing.set(Some(key.clone()))>"✎"</button>
+                    <button class="icon" title=if on { "Deactivate" } else { "Activate" } data-action="toggle" on:click=move |_| {
+                        run("mutation($k: String!, $a: Boolean!) { modify_keypair(access_key: $k, props: {is_active: $a}) { ok } }",
+                            json!({"k": ak.clone(), "a": !on}), error, move |_| refresh());
+                    }>{if on { "⏸" } else { "▶" }}</button>
+                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                        run("mutation($k: String!) { delete_keypair(access_key: $k) { ok } }", json!({"k": ak2.clone()}), error, move |_| refresh());
+                    }>"✕"</button>
+                }.into_any()
+            })
+        }}
+        {move || adding.get().then(|| view! { <KeyForm key=None on_close=move || { adding.set(false); refresh(); } /> })}
+        {move || editing.get().map(|k| view! { <KeyForm key=Some(k) on_close=move || { editing.set(None); refresh(); } /> })}
+    }
+}
+
+#[component]
+fn KeyForm(key: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let editing = key.is_some();
+    let k = key.unwrap_or_default();
+    let user = RwSignal::new(s(&k, "user_id"));
+    let policy = RwSignal::new(if editing { s(&k, "resource_policy") } else { "default".into() });
+    let rate = RwSignal::new(if editing { s(&k, "rate_limit") } else { "1000".into() });
+    let explicit = RwSignal::new(false);
+    let ak = RwSignal::new(String::new());
+    let sk = RwSignal::new(String::new());
+    let policies = RwSignal::new(Vec::<String>::new());
+    let error = RwSignal::new(None::<String>);
+    load("{ keypair_resource_policies { name } }", json!({}), error, move |d| {
+        policies.set(d["keypair_resource_policies"].as_array().map(|a| a.iter().map(|p| s(p, "name")).collect()).unwrap_or_default())
+    });
+    let key_ak = s(&k, "access_key");
+    let save = move |_| {
+        let Ok(rate_limit) = rate.get_untracked().trim().parse::<i64>() else {
+            error.set(Some("The rate limit must be a number.".into()));
+            return;
+        };
+        if editing {
+            run("mutation($k: String!, $p: ModifyKeyPairInput!) { modify_keypair(access_key: $k, props: $p) { ok } }",
+                json!({"k": key_ak.clone(), "p": {"resource_policy": policy.get_untracked(), "rate_limit": rate_limit}}), error, move |_| on_close());
+        } else {
+            let mut props = json!({"resource_policy": policy.get_untracked(), "rate_limit": rate_limit});
+            if explicit.get_untracked() {
+                props["access_key"] = json!(ak.get_untracked());
+                props["secret_key"] = json!(sk.get_untracked());
+            }
+            run("mutation($u: String!, $p: KeyPairInput!) { create_keypair(user_id: $u, props: $p) { ok } }",
+                json!({"u": user.get_untracked(), "p": props}), error, move |_| on_close());
+        }
+    };
+    view! {
+        <Modal title=(if editing { "Edit credential" } else { "Add credential" }).to_string() id="key-dialog" on_close=on_close>
+            <Show when=move || !editing>{text_input("key-user", "User (e-mail)", user)}</Show>
+            <label for="key-policy">"Resource policy"</label>
+            <select id="key-policy" on:change=move |ev| policy.set(event_target_value(&ev))>
+                {move || policies.get().into_iter().map(|p| { let sel = p.clone(); view! { <option value=p.clone() selected=move || policy.get() == sel>{p.clone()}</option> } }).collect_view()}
+            </select>
+            {text_input("key-rate", "Rate limit (requests per 15 minutes)", rate)}
+            <Show when=move || !editing>
+                {check("key-explicit", "Advanced: set the access and secret key", explicit)}
+                <Show when=move || explicit.get()>
+                    {text_input("key-ak", "Access key", ak)}
+                    {text_input("key-sk", "Secret key", sk)}
+                </Show>
+            </Show>
+            {error_view(error)}
+            <div class="dialog-actions"><button class="primary-inline" id="key-save" on:click=save>{if editing { "SAVE" } else { "ADD" }}</button></div>
+        </Modal>
+    }
+}
+
+#[component]
+fn Policies() -> impl IntoView {
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let form = RwSignal::new(None::<Option<Value>>);
+    let refresh = move || {
+        load("{ keypair_resource_policies { name total_resource_slots max_concurrent_sessions max_containers_per_session idle_timeout allowed_vfolder_hosts max_vfolder_count max_vfolder_size max_session_lifetime default_for_unspecified } }", json!({}), error,
+            move |d| rows.set(d["keypair_resource_policies"].as_array().cloned().unwrap_or_default()));
+    };
+    refresh();
+    view! {
+        <div class="row"><span class="grow"></span>
+            <button class="primary-inline" id="create-policy" on:click=move |_| form.set(Some(None))>"+ CREATE"</button></div>
+        {error_view(error)}
+        {move || {
+            let all = rows.get();
+            let list: Vec<Row> = all.iter().map(|p| (s(p, "name"), vec![
+                s(p, "name"), slots_text(&p["total_resource_slots"]),
+                match p["max_concurrent_sessions"].as_i64() { Some(0) | None => "∞".into(), Some(n) => n.to_string() },
+                s(p, "max_containers_per_session"),
+                match p["idle_timeout"].as_i64() { Some(0) | None => "∞".into(), Some(n) => format!("{n} s") },
+                json_field(&p["allowed_vfolder_hosts"]).as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+                match p["max_vfolder_count"].as_i64() { Some(0) | None => "∞".into(), Some(n) => n.to_string() },
+            ])).collect();
+            table("policies-table", &["Name", "Resources (CPU · RAM · GPU · fGPU)", "Concurrency", "Containers/session", "Idle timeout", "Storage hosts", "Max folders"], list, move |r| {
+                let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
+                let name = r.0.clone();
+                view! {
+                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
+                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                        run("mutation($n: String!) { delete_keypair_resource_policy(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
+                    }>"✕"</button>
+                }.into_any()
+            })
+        }}
+        {move || form.get().map(|p| view! { <PolicyForm policy=p on_close=move || { form.set(None); refresh(); } /> })}
+    }
+}
+
+/// A limit input with an "unlimited" box.
+fn limit_input(id: &'static str, label: &'static str, value: RwSignal<String>, unlimited: RwSignal<bool>) -> AnyView {
+    view! {
+        <label for=id>{label}</label>
+        <div class="row">
+            <input id=id prop:value=move || value.get() disabled=move || unlimited.get() on:input=move |ev| value.set(event_target_value(&ev)) />
+            <label class="check"><input type="checkbox" id=format!("{id}-unlimited") prop:checked=move || unlimited.get()
+                on:change=move |ev| unlimited.set(event_target_checked(&ev)) />"Unlimited"</label>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn PolicyForm(policy: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let editing = policy.is_some();
+    let p = policy.unwrap_or_default();
+    let slots = json_field(&p["total_resource_slots"]);
+    let slot = |k: &str| match &slots[k] {
+        Value::String(x) if x != "Infinity" => (x.clone(), false),
+        Value::Number(n) => (n.to_string(), false),
+        _ => (String::new(), true),
+    };
+    let name = RwSignal::new(s(&p, "name"));
+    let (c, cu) = slot("cpu");
+    let (m, mu) = slot("mem");
+    let (g, gu) = slot("cuda.device");
+    let (f, fu) = slot("cuda.shares");
+    let cpu = RwSignal::new(c);
+    let cpu_u = RwSignal::new(cu);
+    let mem = RwSignal::new(m);
+    let mem_u = RwSignal::new(mu);
+    let gpu = RwSignal::new(g);
+    let gpu_u = RwSignal::new(gu);
+    let fgpu = RwSignal::new(f);
+    let fgpu_u = RwSignal::new(fu);
+    let num = |k: &str| p[k].as_i64().filter(|n| *n > 0);
+    let conc = RwSignal::new(num("max_concurrent_sessions").map(|n| n.to_string()).unwrap_or_default());
+    let conc_u = RwSignal::new(num("max_concurrent_sessions").is_none());
+    let containers = RwSignal::new(num("max_containers_per_session").unwrap_or(1).to_string());
+    let idle = RwSignal::new(num("idle_timeout").map(|n| n.to_string()).unwrap_or_default());
+    let idle_u = RwSignal::new(num("idle_timeout").is_none());
+    let folders = RwSignal::new(num("max_vfolder_count").map(|n| n.to_string()).unwrap_or_default());
+    let folders_u = RwSignal::new(num("max_vfolder_count").is_none());
+    let hosts = RwSignal::new(json_field(&p["allowed_vfolder_hosts"]).as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(",")).unwrap_or_else(|| "local".into()));
+    let error = RwSignal::new(None::<String>);
+    let save = move |_| {
+        let lim = |v: RwSignal<String>, u: RwSignal<bool>| if u.get_untracked() { json!("Infinity") } else { json!(v.get_untracked().trim()) };
+        let n = |v: RwSignal<String>, u: RwSignal<bool>| if u.get_untracked() { Some(0) } else { v.get_untracked().trim().parse::<i64>().ok() };
+        let (Some(conc_n), Some(idle_n), Some(folders_n), Ok(cont_n)) = (n(conc, conc_u), n(idle, idle_u), n(folders, folders_u), containers.get_untracked().trim().parse::<i64>()) else {
+            error.set(Some("Concurrency, containers, idle timeout and folders must be whole numbers (or unlimited).".into()));
+            return;
+        };
+        let slots = json!({"cpu": lim(cpu, cpu_u), "mem": lim(mem, mem_u), "cuda.device": lim(gpu, gpu_u), "cuda.shares": lim(fgpu, fgpu_u)});
+        let hosts_json: serde_json::Map<String, Value> = hosts.get_untracked().split(',').map(str::trim).filter(|h| !h.is_empty())
+            .map(|h| (h.to_string(), json!(["create-vfolder", "modify-vfolder", "delete-vfolder", "mount-in-session", "upload-file", "download-file"]))).collect();
+        let props = json!({
+            "default_for_unspecified": "UNLIMITED",
+            "total_resource_slots": slots.to_string(),
+            "max_concurrent_sessions": conc_n,
+            "max_containers_per_session": cont_n,
+            "idle_timeout": idle_n,
+            "allowed_vfolder_hosts": Value::Object(hosts_json).to_string(),
+            "max_vfolder_count": folders_n,
+        });
+        if editing {
+            run("mutation($n: String!, $p: ModifyKeyPairResourcePolicyInput!) { modify_keypair_resource_policy(name: $n, props: $p) { ok } }",
+                json!({"n": name.get_untracked(), "p": props}), error, move |_| on_close());
+        } else {
+            run("mutation($n: String!, $p: CreateKeyPairResourcePolicyInput!) { create_keypair_resource_policy(name: $n, props: $p) { ok } }",
+                json!({"n": name.get_untracked(), "p": props}), error, move |_| on_close());
+        }
+    };
+    view! {
+        <Modal title=(if editing { "Edit resource policy" } else { "Create resource policy" }).to_string() id="policy-dialog" on_close=on_close>
+            <Show when=move || !editing>{text_input("policy-name", "Name", name)}</Show>
+            {limit_input("policy-cpu", "CPU (cores)", cpu, cpu_u)}
+            {limit_input("policy-mem", "RAM (e.g. 16g)", mem, mem_u)}
+            {limit_input("policy-gpu", "GPU", gpu, gpu_u)}
+            {limit_input("policy-fgpu", "fGPU", fgpu, fgpu_u)}
+            {limit_input("policy-concurrency", "Concurrent sessions", conc, conc_u)}
+            {text_input("policy-containers", "Containers per session", containers)}
+            {limit_input("policy-idle", "Idle timeout (seconds)", idle, idle_u)}
+            {text_input("policy-hosts", "Allowed storage hosts (comma-separated)", hosts)}
+            {limit_input("policy-folders", "Max folders", folders, folders_u)}
+            {error_view(error)}
+            <div class="dialog-actions"><button class="primary-inline" id="policy-save" on:click=save>{if editing { "SAVE" } else { "CREATE" }}</button></div>
+        </Modal>
+    }
+}
+
+// ---------------------------------------------------------------- environments
+
+#[component]
+pub fn EnvironmentsPage() -> impl IntoView {
+    let tab = RwSignal::new("images");
+    view! {
+        <div class="page-head"><h1>"Environments"</h1></div>
+        {tabs(tab, &[("Images", "images"), ("Resource presets", "presets"), ("Registries", "registries")])}
+        {move || match tab.get() {
+            "presets" => view! { <Presets /> }.into_any(),
+            "registries" => view! { <Registries /> }.into_any(),
+            _ => view! { <Images /> }.into_any(),
+        }}
+    }
+}
+
+#[component]
+fn Images() -> impl IntoView {
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let editing = RwSignal::new(None::<Value>);
+    let refresh = move || {
+        load("{ images { name registry namespace base_image_name tag digest architecture installed labels { key value } resource_limits { key min max } } }", json!({}), error,
+            move |d| rows.set(d["images"].as_array().cloned().unwrap_or_default()));
+    };
+    refresh();
+    view! {
+        {error_view(error)}
+        {move || {
+            let all = rows.get();
+            let list: Vec<Row> = all.iter().map(|i| {
+                let label = |k: &str| i["labels"].as_array().and_then(|a| a.iter().find(|l| l["key"] == k)).map(|l| s(l, "value")).unwrap_or_default();
+                let limits = i["resource_limits"].as_array().map(|a| a.iter().map(|l| format!("{} ≥ {}", s(l, "key"), s(l, "min"))).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+                (s(i, "name"), vec![
+                    s(i, "registry"), s(i, "namespace"), s(i, "base_image_name"), s(i, "tag"), label("ai.backend.base-distro"),
+                    s(i, "digest").chars().take(19).collect(), limits,
+                    if i["installed"].as_bool().unwrap_or(false) { "✔".into() } else { String::new() },
+                ])
+            }).collect();
+            table("images-table", &["Registry", "Namespace", "Name", "Version", "Base", "Digest", "Minimum resources", "Installed"], list, move |r| {
+                let img = all.iter().find(|i| s(i, "name") == r.0).cloned().unwrap_or_default();
+                view! { <button class="icon" title="Minimum resources" data-action="edit" on:click=move |_| editing.set(Some(img.clone()))>"✎"</button> }.into_any()
+            })
+        }}
+        {move || editing.get().map(|img| {
+            let name = s(&img, "name");
+            let arch = s(&img, "architecture");
+            let lim = |k: &str| img["resource_limits"].as_array().and_then(|a| a.iter().find(|l| l["key"] == k)).map(|l| s(l, "min")).unwrap_or_default();
+            let cpu = RwSignal::new(lim("cpu"));
+            let mem = RwSignal::new(lim("mem"));
+            let save = move |_| {
+                let props = json!({"resource_limits": [{"key": "cpu", "min": cpu.get_untracked()}, {"key": "mem", "min": mem.get_untracked()}]});
+                run("mutation($t: String!, $a: String, $p: ModifyImageInput!) { modify_image(target: $t, architecture: $a, props: $p) { ok } }",
+                    json!({"t": name.clone(), "a": arch.clone(), "p": props}), error, move |_| { editing.set(None); refresh(); });
+            };
+            view! {
+                <Modal title=format!("Minimum resources — {}", s(&img, "name")) id="image-dialog" on_close=move || editing.set(None)>
+                    <p class="warn">"Sessions asking for less than these minimums are refused; setting them below what the image needs may make its sessions fail."</p>
+                    {text_input("image-cpu", "CPU (cores)", cpu)}
+                    {text_input("image-mem", "Memory (e.g. 256m, 1g)", mem)}
+                    {error_view(error)}
+                    <div class="dialog-actions"><button class="primary-inline" id="image-save" on:click=save>"SAVE"</button></div>
+                </Modal>
+            }
+        })}
+    }
+}
+
+#[component]
+fn Presets() -> impl IntoView {
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let form = RwSignal::new(None::<Option<Value>>);
+    let refresh = move || {
+        load("{ resource_presets { name resource_slots shared_memory } }", json!({}), error,
+            move |d| rows.set(d["resource_presets"].as_array().cloned().unwrap_or_default()));
+    };
+    refresh();
+    view! {
+        <div class="row"><span class="grow"></span>
+            <button class="primary-inline" id="create-preset" on:click=move |_| form.set(Some(None))>"+ CREATE PRESET"</button></div>
+        {error_view(error)}
+        {move || {
+            let all = rows.get();
+            let list: Vec<Row> = all.iter().map(|p| (s(p, "name"), vec![
+                s(p, "name"), slots_text(&p["resource_slots"]),
+                amount(&p["shared_memory"]).map(gib).unwrap_or_else(|| "default".into()),
+            ])).collect();
+            table("presets-table", &["Name", "Resources (CPU · RAM · GPU · fGPU)", "Shared memory"], list, move |r| {
+                let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
+                let name = r.0.clone();
+                view! {
+                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
+                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                        run("mutation($n: String!) { delete_resource_preset(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
+                    }>"✕"</button>
+                }.into_any()
+            })
+        }}
+        {move || form.get().map(|p| {
+            let editing = p.is_some();
+            let p = p.unwrap_or_default();
+            let slots = json_field(&p["resource_slots"]);
+            let get = |k: &str| match &slots[k] { Value::String(x) => x.clone(), Value::Number(n) => n.to_string(), _ => String::new() };
+            let name = RwSignal::new(s(&p, "name"));
+            let cpu = RwSignal::new(get("cpu"));
+            let mem = RwSignal::new(get("mem"));
+            let gpu = RwSignal::new(get("cuda.device"));
+            let fgpu = RwSignal::new(get("cuda.shares"));
+            let shm = RwSignal::new(amount(&p["shared_memory"]).map(|b| format!("{}m", (b / 1048576.0).round())).unwrap_or_default());
+            let save = move |_| {
+                let mut sl = serde_json::Map::new();
+                for (k, v) in [("cpu", cpu), ("mem", mem), ("cuda.device", gpu), ("cuda.shares", fgpu)] {
+                    let v = v.get_untracked();
+                    if !v.trim().is_empty() {
+                        sl.insert(k.into(), json!(v.trim()));
+                    }
+                }
+                let sm = shm.get_untracked();
+                let props = json!({"resource_slots": Value::Object(sl).to_string(), "shared_memory": if sm.trim().is_empty() { Value::Null } else { json!(sm.trim()) }});
+                let q = if editing {
+                    "mutation($n: String!, $p: ModifyResourcePresetInput!) { modify_resource_preset(name: $n, props: $p) { ok } }"
+                } else {
+                    "mutation($n: String!, $p: CreateResourcePresetInput!) { create_resource_preset(name: $n, props: $p) { ok } }"
+                };
+                run(q, json!({"n": name.get_untracked(), "p": props}), error, move |_| { form.set(None); refresh(); });
+            };
+            view! {
+                <Modal title=(if editing { "Edit preset" } else { "Create preset" }).to_string() id="preset-dialog" on_close=move || form.set(None)>
+                    <Show when=move || !editing>{text_input("preset-name", "Name", name)}</Show>
+                    {text_input("preset-cpu", "CPU (cores)", cpu)}
+                    {text_input("preset-mem", "RAM (e.g. 4g)", mem)}
+                    {text_input("preset-gpu", "GPU", gpu)}
+                    {text_input("preset-fgpu", "fGPU", fgpu)}
+                    {text_input("preset-shmem", "Shared memory (e.g. 1g; empty = default)", shm)}
+                    {error_view(error)}
+                    <div class="dialog-actions"><button class="primary-inline" id="preset-save" on:click=save>"SAVE"</button></div>
+                </Modal>
+            }
+        })}
+    }
+}
+
+/// Follows a background task until it ends, showing its progress.
+fn follow_task(task_id: String, progress: RwSignal<Option<String>>, after: impl Fn() + 'static) {
+    spawn_local(async move {
+        loop {
+            match gql::query("query($t: UUID!) { background_task(task_id: $t) { status current_progress total_progress message } }", json!({"t": task_id})).await {
+                Ok(d) => {
+                    let t = &d["background_task"];
+                    let status = s(t, "status");
+                    progress.set(Some(format!("{status}: {}/{} {}", s(t, "current_progress"), s(t, "total_progress"), s(t, "message"))));
+                    if status != "running" {
+                        after();
+                        return;
+                    }
+                }
+                Err(e) => {
+                    progress.set(Some(e.message));
+                    return;
+                }
+            }
+            gql::gloo_timers_sleep(700).await;
+        }
+    });
+}
+
+#[component]
+fn Registries() -> impl IntoView {
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let adding = RwSignal::new(false);
+    let progress = RwSignal::new(None::<String>);
+    let refresh = move || {
+        load("{ container_registries { hostname url type project username ssl_verify } }", json!({}), error,
+            move |d| rows.set(d["container_registries"].as_array().cloned().unwrap_or_default()));
+    };
+    refresh();
+    view! {
+        <div class="row"><span class="grow"></span>
+            <button class="primary-inline" id="add-registry" on:click=move |_| adding.set(true)>"+ ADD REGISTRY"</button></div>
+        {error_view(error)}
+        {move || progress.get().map(|p| view! { <p class="ok" id="rescan-progress">{p}</p> })}
+        {move || {
+            let list: Vec<Row> = rows.get().iter().map(|r| (s(r, "hostname"), vec![
+                s(r, "hostname"), s(r, "url"), s(r, "type"), s(r, "project"), s(r, "username"),
+            ])).collect();
+            table("registries-table", &["Hostname", "URL", "Type", "Project", "User"], list, move |r| {
+                let (h1, h2) = (r.0.clone(), r.0.clone());
+                view! {
+                    <button class="icon" title="Rescan" data-action="rescan" on:click=move |_| {
+                        run("mutation($r: String) { rescan_images(registry: $r) { task_id } }", json!({"r": h1.clone()}), error, move |d| {
+                            follow_task(s(&d["rescan_images"], "task_id"), progress, || {});
+                        });
+                    }>"↻"</button>
+                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                        run("mutation($h: String!) { delete_container_registry(hostname: $h) { ok } }", json!({"h": h2.clone()}), error, move |_| refresh());
+                    }>"✕"</button>
+                }.into_any()
+            })
+        }}
+        {move || adding.get().then(|| {
+            let host = RwSignal::new(String::new());
+            let url = RwSignal::new(String::from("https://"));
+            let user = RwSignal::new(String::new());
+            let pass = RwSignal::new(String::new());
+            let project = RwSignal::new(String::new());
+            let save = move |_| {
+                let mut props = json!({"url": url.get_untracked(), "type": "docker"});
+                for (k, v) in [("username", user), ("password", pass), ("project", project)] {
+                    let v = v.get_untracked();
+                    if !v.is_empty() {
+                        props[k] = json!(v);
+                    }
+                }
+                run("mutation($h: String!, $p: CreateContainerRegistryInput!) { create_container_registry(hostname: $h, props: $p) { ok } }",
+                    json!({"h": host.get_untracked(), "p": props}), error, move |_| { adding.set(false); refresh(); });
+            };
+            view! {
+                <Modal title="Add registry".into() id="registry-dialog" on_close=move || adding.set(false)>
+                    {text_input("registry-host", "Registry hostname", host)}
+                    {text_input("registry-url", "Registry URL (with http:// or https://)", url)}
+                    {text_input("registry-project", "Project (optional)", project)}
+                    {text_input("registry-user", "User name (optional)", user)}
+                    <label for="registry-password">"Password (optional)"</label>
+                    <input id="registry-password" type="password" prop:value=move || pass.get() on:input=move |ev| pass.set(event_target_value(&ev)) />
+                    {error_view(error)}
+                    <div class="dialog-actions"><button class="primary-inline" id="registry-save" on:click=save>"ADD"</button></div>
+                </Modal>
+            }
+        })}
+    }
+}
+
+// ---------------------------------------------------------------- resources
+
+#[component]
+pub fn ResourcesPage() -> impl IntoView {
+    let tab = RwSignal::new("agents");
+    view! {
+        <div class="page-head"><h1>"Resources"</h1></div>
+        {tabs(tab, &[("Agents", "agents"), ("Resource groups", "groups")])}
+        {move || match tab.get() {
+            "groups" => view! { <ResourceGroups /> }.into_any(),
+            _ => view! { <Agents /> }.into_any(),
+        }}
+    }
+}
+
+#[component]
+fn Agents() -> impl IntoView {
+    let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
+    let connected = RwSignal::new(true);
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let refresh = move || {
+        let status = if connected.get_untracked() { "ALIVE" } else { "LOST,TERMINATED" };
+        load("query($s: String) { agent_list(limit: 100, offset: 0, status: $s) { items { id addr region scaling_group status first_contact available_slots occupied_slots cpu_cur_pct mem_cur_bytes container_count version } } }",
+            json!({"s": status}), error, move |d| rows.set(d["agent_list"]["items"].as_array().cloned().unwrap_or_default()));
+    };
+    Effect::new(move |_| {
+        connected.track();
+        refresh();
+    });
+    let alive = Arc::new(AtomicBool::new(true));
+    gql::subscribe("subscription { agent_changes { key action } }".into(), json!({}), online, alive.clone(), move |_| refresh(), refresh);
+    on_cleanup(move || alive.store(false, Ordering::Relaxed));
+    view! {
+        <div class="row">
+            <button class="tab" id="agents-connected" class:active=move || connected.get() on:click=move |_| connected.set(true)>"Connected"</button>
+            <button class="tab" id="agents-terminated" class:active=move || !connected.get() on:click=move |_| connected.set(false)>"Terminated"</button>
+        </div>
+        {error_view(error)}
+        {move || {
+            let list: Vec<Row> = rows.get().iter().map(|a| {
+                let avail = json_field(&a["available_slots"]);
+                let occ = json_field(&a["occupied_slots"]);
+                let pair = |k: &str, f: fn(f64) -> String| format!("{} / {}", f(amount(&occ[k]).unwrap_or(0.0)), f(amount(&avail[k]).unwrap_or(0.0)));
+                (s(a, "id"), vec![
+                    s(a, "id"), s(a, "addr"), s(a, "region"), s(a, "scaling_group"), s(a, "first_contact").replace('T', " ").chars().take(19).collect(),
+                    pair("cpu", |v| format!("{v}")), pair("mem", gib), pair("cuda.shares", |v| format!("{v}")),
+                    format!("{:.0}% CPU · {} · {} containers", a["cpu_cur_pct"].as_f64().unwrap_or(0.0), gib(amount(&a["mem_cur_bytes"]).unwrap_or(0.0)), s(a, "container_count")),
+                    s(a, "status"),
+                ])
+            }).collect();
+            table("agents-table", &["ID", "Endpoint", "Region", "Resource group", "Started", "CPU alloc.", "RAM alloc.", "fGPU alloc.", "Live use", "Status"], list, |_| ().into_any())
+        }}
+    }
+}
+
+#[component]
+fn ResourceGroups() -> impl IntoView {
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let form = RwSignal::new(None::<Option<Value>>);
+    let refresh = move || {
+        load("{ scaling_groups { name description is_active is_public scheduler created_at } }", json!({}), error,
+            move |d| rows.set(d["scaling_groups"].as_array().cloned().unwrap_or_default()));
+    };
+    refresh();
+    view! {
+        <div class="row"><span class="grow"></span>
+            <button class="primary-inline" id="create-sgroup" on:click=move |_| form.set(Some(None))>"+ CREATE"</button></div>
+        {error_view(error)}
+        {move || {
+            let all = rows.get();
+            let list: Vec<Row> = all.iter().map(|g| (s(g, "name"), vec![
+                s(g, "name"), s(g, "description"), s(g, "scheduler").to_uppercase(),
+                if g["is_active"].as_bool().unwrap_or(false) { "active".into() } else { "inactive".into() },
+            ])).collect();
+            table("sgroups-table", &["Name", "Description", "Scheduler", "Status"], list, move |r| {
+                let g = all.iter().find(|g| s(g, "name") == r.0).cloned().unwrap_or_default();
+                view! { <button class="icon" title="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(g.clone())))>"✎"</button> }.into_any()
+            })
+        }}
+        {move || form.get().map(|g| {
+            let editing = g.is_some();
+            let g = g.unwrap_or_default();
+            let name = RwSignal::new(s(&g, "name"));
+            let desc = RwSignal::new(s(&g, "description"));
+            let sched = RwSignal::new(if editing { s(&g, "scheduler") } else { "fifo".into() });
+            let active = RwSignal::new(g["is_active"].as_bool().unwrap_or(true));
+            let save = move |_| {
+                let props = json!({"description": desc.get_untracked(), "scheduler": sched.get_untracked(), "is_active": active.get_untracked(), "driver": "static"});
+                let q = if editing {
+                    "mutation($n: String!, $p: ModifyScalingGroupInput!) { modify_scaling_group(name: $n, props: $p) { ok } }"
+                } else {
+                    "mutation($n: String!, $p: ScalingGroupInput!) { create_scaling_group(name: $n, props: $p) { ok } }"
+                };
+                run(q, json!({"n": name.get_untracked(), "p": props}), error, move |_| { form.set(None); refresh(); });
+            };
+            view! {
+                <Modal title=(if editing { "Edit resource group" } else { "Create resource group" }).to_string() id="sgroup-dialog" on_close=move || form.set(None)>
+                    <Show when=move || !editing>{text_input("sgroup-name", "Name", name)}</Show>
+                    {text_input("sgroup-description", "Description", desc)}
+                    <label for="sgroup-scheduler">"Scheduler"</label>
+                    <select id="sgroup-scheduler" on:change=move |ev| sched.set(event_target_value(&ev))>
+                        {["fifo", "lifo", "drf"].into_iter().map(|x| view! { <option value=x selected=move || sched.get() == x>{x.to_uppercase()}</option> }).collect_view()}
+                    </select>
+                    {check("sgroup-active", "Active", active)}
+                    {error_view(error)}
+                    <div class="dialog-actions"><button class="primary-inline" id="sgroup-save" on:click=save>"SAVE"</button></div>
+                </Modal>
+            }
+        })}
+    }
+}
+
+// ---------------------------------------------------------------- settings, maintenance
+
+#[component]
+pub fn SettingsPage() -> impl IntoView {
+    let rows = RwSignal::new(Vec::<Value>::new());
+    let error = RwSignal::new(None::<String>);
+    let announcement = RwSignal::new(String::new());
+    let saved = RwSignal::new(false);
+    let refresh = move || {
+        load("{ system_settings { key value description editable } }", json!({}), error, move |d| {
+            let list = d["system_settings"].as_array().cloned().unwrap_or_default();
+            if let Some(a) = list.iter().find(|x| x["key"] == "announcement") {
+                announcement.set(json_field(&a["value"]).as_str().unwrap_or_default().to_string());
+            }
+            rows.set(list);
+        });
+    };
+    refresh();
+    let save = move |_| {
+        let v = json!(announcement.get_untracked()).to_string();
+        run("mutation($v: JSONString!) { modify_system_setting(key: \"announcement\", value: $v) { ok } }", json!({"v": v}), error,
+            move |_| { saved.set(true); refresh(); });
+    };
+    view! {
+        <div class="page-head"><h1>"System settings"</h1></div>
+        {error_view(error)}
+        <div class="card wide">
+            <label for="announcement">"Announcement (shown to every user; empty = none)"</label>
+            <input id="announcement" prop:value=move || announcement.get() on:input=move |ev| { saved.set(false); announcement.set(event_target_value(&ev)) } />
+            <div class="dialog-actions"><button class="primary-inline" id="announcement-save" on:click=save>"SAVE"</button></div>
+            {move || saved.get().then(|| view! { <p class="ok" id="settings-saved">"Saved."</p> })}
+        </div>
+        {move || {
+            let list: Vec<Row> = rows.get().iter().map(|x| (s(x, "key"), vec![s(x, "key"), json_field(&x["value"]).to_string(), s(x, "description")])).collect();
+            table("settings-table", &["Setting", "Value", "Meaning"], list, |_| ().into_any())
+        }}
+    }
+}
+
+#[component]
+pub fn MaintenancePage() -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let recalc = RwSignal::new(None::<String>);
+    let rescan = RwSignal::new(None::<String>);
+    let cleanup = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let item = move |id: &'static str, title: &'static str, text: &'static str, button: &'static str, result: RwSignal<Option<String>>, go: Box<dyn Fn() + Send + Sync>| view! {
+        <div class="card wide maint">
+            <h3>{title}</h3>
+            <p class="muted">{text}</p>
+            <button class="primary-inline" id=id disabled=move || busy.get() on:click=move |_| go()>{button}</button>
+            {move || result.get().map(|r| view! { <p class="ok maint-result" id=format!("{id}-result")>{r}</p> })}
+        </div>
+    };
+    view! {
+        <div class="page-head"><h1>"Maintenance"</h1></div>
+        {error_view(error)}
+        {item("recalculate", "Match usage database with current state", "Recalculate usage with the current state: useful if Docker failed by accident or sessions were forcibly terminated.", "↻ RECALCULATE USAGE", recalc, Box::new(move || {
+            busy.set(true);
+            recalc.set(Some("Working…".into()));
+            run("mutation { recalculate_usage { ok msg } }", json!({}), error, move |d| { busy.set(false); recalc.set(Some(s(&d["recalculate_usage"], "msg"))); });
+        }))}
+        {item("rescan", "Rescan image list from repository", "Rescan the image list from the agents and the registered registries. It may take a while.", "↻ RESCAN IMAGES", rescan, Box::new(move || {
+            run("mutation { rescan_images { task_id } }", json!({}), error, move |d| {
+                follow_task(s(&d["rescan_images"], "task_id"), rescan, || {});
+            });
+        }))}
+        {item("cleanup", "Clean up old images", "Remove unused (dangling) images from the agents' Docker engines.", "CLEAN UP IMAGES", cleanup, Box::new(move || {
+            busy.set(true);
+            cleanup.set(Some("Working…".into()));
+            run("mutation { clean_up_images { ok msg } }", json!({}), error, move |d| { busy.set(false); cleanup.set(Some(s(&d["clean_up_images"], "msg"))); });
+        }))}
+    }
+}
+
+/// Shown to non-admins who type an admin page's address: nothing of it is loaded.
+#[component]
+pub fn NotAllowed() -> impl IntoView {
+    view! {
+        <div class="card" id="not-allowed"><h1>"Not available"</h1><p>"This page is for administrators."</p></div>
+    }
+}
