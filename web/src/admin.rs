@@ -15,7 +15,12 @@ use crate::ui::{Modal, amount, gib, json_field};
 /// One table row: a key and the cells shown.
 type Row = (String, Vec<String>);
 
-fn table(id: &'static str, headers: &[&'static str], rows: Vec<Row>, actions: impl Fn(&Row) -> AnyView) -> AnyView {
+fn table(
+    id: &'static str,
+    headers: &[&'static str],
+    rows: Vec<Row>,
+    actions: impl Fn(&Row) -> AnyView,
+) -> AnyView {
     let headers: Vec<&'static str> = headers.to_vec();
     view! {
         <div class="card wide table-wrap">
@@ -46,15 +51,30 @@ fn s(v: &Value, k: &str) -> String {
 
 fn slots_text(v: &Value) -> String {
     let j = json_field(v);
-    let cpu = amount(&j["cpu"]).map(|c| format!("{c} core")).unwrap_or_else(|| "∞ core".into());
+    let cpu = amount(&j["cpu"])
+        .map(|c| format!("{c} core"))
+        .unwrap_or_else(|| "∞ core".into());
     let mem = amount(&j["mem"]).map(gib).unwrap_or_else(|| "∞ RAM".into());
-    let gpu = amount(&j["cuda.device"]).map(|g| format!("{g} GPU")).unwrap_or_default();
-    let fgpu = amount(&j["cuda.shares"]).map(|g| format!("{g} fGPU")).unwrap_or_default();
-    [cpu, mem, gpu, fgpu].into_iter().filter(|x| !x.is_empty()).collect::<Vec<_>>().join(" · ")
+    let gpu = amount(&j["cuda.device"])
+        .map(|g| format!("{g} GPU"))
+        .unwrap_or_default();
+    let fgpu = amount(&j["cuda.shares"])
+        .map(|g| format!("{g} fGPU"))
+        .unwrap_or_default();
+    [cpu, mem, gpu, fgpu]
+        .into_iter()
+        .filter(|x| !x.is_empty())
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 /// Runs a mutation, then `after` on success or shows the error.
-fn run(q: &'static str, vars: Value, error: RwSignal<Option<String>>, after: impl Fn(Value) + 'static) {
+fn run(
+    q: &'static str,
+    vars: Value,
+    error: RwSignal<Option<String>>,
+    after: impl Fn(Value) + 'static,
+) {
     spawn_local(async move {
         match gql::query(q, vars).await {
             Ok(d) => {
@@ -66,7 +86,12 @@ fn run(q: &'static str, vars: Value, error: RwSignal<Option<String>>, after: imp
     });
 }
 
-fn load(q: &'static str, vars: Value, error: RwSignal<Option<String>>, into: impl Fn(Value) + 'static) {
+fn load(
+    q: &'static str,
+    vars: Value,
+    error: RwSignal<Option<String>>,
+    into: impl Fn(Value) + 'static,
+) {
     run(q, vars, error, into);
 }
 
@@ -98,7 +123,11 @@ fn check(id: &'static str, label: &'static str, sig: RwSignal<bool>) -> AnyView 
 }
 
 fn error_view(error: RwSignal<Option<String>>) -> impl IntoView {
-    move || error.get().map(|e| view! { <div class="error admin-error">{e}</div> })
+    move || {
+        error
+            .get()
+            .map(|e| view! { <div class="error admin-error">{e}</div> })
+    }
 }
 
 // ---------------------------------------------------------------- users, credentials, policies
@@ -132,9 +161,19 @@ fn Users() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let dialog = RwSignal::new(UserDialog::None);
     let refresh = move || {
-        load("query($a: Boolean) { user_list(limit: 100, offset: 0, is_active: $a) { items { email username full_name role status domain_name need_password_change is_active groups { name } created_at } } }",
-            json!({"a": active.get_untracked()}), error,
-            move |d| rows.set(d["user_list"]["items"].as_array().cloned().unwrap_or_default()));
+        load(
+            "query($a: Boolean) { user_list(limit: 100, offset: 0, is_active: $a) { items { email username full_name role status domain_name need_password_change is_active groups { name } created_at } } }",
+            json!({"a": active.get_untracked()}),
+            error,
+            move |d| {
+                rows.set(
+                    d["user_list"]["items"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            },
+        );
     };
     Effect::new(move |_| {
         active.track();
@@ -189,13 +228,20 @@ fn Users() -> impl IntoView {
 }
 
 #[component]
-fn UserForm(user: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn UserForm(
+    user: Option<Value>,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let editing = user.is_some();
     let u = user.unwrap_or_default();
     let email = RwSignal::new(s(&u, "email"));
     let username = RwSignal::new(s(&u, "username"));
     let password = RwSignal::new(String::new());
-    let role = RwSignal::new(if editing { s(&u, "role") } else { "user".into() });
+    let role = RwSignal::new(if editing {
+        s(&u, "role")
+    } else {
+        "user".into()
+    });
     let active = RwSignal::new(u["is_active"].as_bool().unwrap_or(true));
     let need_change = RwSignal::new(u["need_password_change"].as_bool().unwrap_or(false));
     let error = RwSignal::new(None::<String>);
@@ -207,13 +253,21 @@ fn UserForm(user: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'sta
             if !pw.is_empty() {
                 props["password"] = json!(pw);
             }
-            run("mutation($e: String!, $p: ModifyUserInput!) { modify_user(email: $e, props: $p) { ok } }",
-                json!({"e": email.get_untracked(), "p": props}), error, move |_| on_close());
+            run(
+                "mutation($e: String!, $p: ModifyUserInput!) { modify_user(email: $e, props: $p) { ok } }",
+                json!({"e": email.get_untracked(), "p": props}),
+                error,
+                move |_| on_close(),
+            );
         } else {
             let props = json!({"username": username.get_untracked(), "password": pw, "need_password_change": need_change.get_untracked(),
                 "domain_name": "default", "role": role.get_untracked()});
-            run("mutation($e: String!, $p: UserInput!) { create_user(email: $e, props: $p) { ok } }",
-                json!({"e": email.get_untracked(), "p": props}), error, move |_| on_close());
+            run(
+                "mutation($e: String!, $p: UserInput!) { create_user(email: $e, props: $p) { ok } }",
+                json!({"e": email.get_untracked(), "p": props}),
+                error,
+                move |_| on_close(),
+            );
         }
     };
     view! {
@@ -243,9 +297,19 @@ fn Credentials() -> impl IntoView {
     let adding = RwSignal::new(false);
     let editing = RwSignal::new(None::<Value>);
     let refresh = move || {
-        load("query($a: Boolean) { keypair_list(limit: 100, offset: 0, is_active: $a) { items { user_id access_key is_admin is_main resource_policy rate_limit num_queries concurrency_used created_at is_active } } }",
-            json!({"a": active.get_untracked()}), error,
-            move |d| rows.set(d["keypair_list"]["items"].as_array().cloned().unwrap_or_default()));
+        load(
+            "query($a: Boolean) { keypair_list(limit: 100, offset: 0, is_active: $a) { items { user_id access_key is_admin is_main resource_policy rate_limit num_queries concurrency_used created_at is_active } } }",
+            json!({"a": active.get_untracked()}),
+            error,
+            move |d| {
+                rows.set(
+                    d["keypair_list"]["items"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            },
+        );
     };
     Effect::new(move |_| {
         active.track();
@@ -264,7 +328,7 @@ fn Credentials() -> impl IntoView {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|k| {
                 let created = js_sys::Date::parse(&s(k, "created_at"));
-                let age = if created.is_nan() { String::new() } else { format!("{:.0} days", (now - created) / 86_400_000.0) };
+                let age = if created.is_nan() { String::new() } else { format!("{} days", ((now - created) / 86_400_000.0).floor().max(0.0)) };
                 (s(k, "access_key"), vec![
                     s(k, "user_id"), s(k, "access_key"),
                     if k["is_admin"].as_bool().unwrap_or(false) { "admin".into() } else { "user".into() },
@@ -282,7 +346,7 @@ fn Credentials() -> impl IntoView {
                     <button class="icon" title=if on { "Deactivate" } else { "Activate" } data-action="toggle" on:click=move |_| {
                         run("mutation($k: String!, $a: Boolean!) { modify_keypair(access_key: $k, props: {is_active: $a}) { ok } }",
                             json!({"k": ak.clone(), "a": !on}), error, move |_| refresh());
-                    }>{if on { "⏸" } else { "▶" }}</button>
+                    }>{if on { "off" } else { "on" }}</button>
                     <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
                         run("mutation($k: String!) { delete_keypair(access_key: $k) { ok } }", json!({"k": ak2.clone()}), error, move |_| refresh());
                     }>"✕"</button>
@@ -295,20 +359,41 @@ fn Credentials() -> impl IntoView {
 }
 
 #[component]
-fn KeyForm(key: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn KeyForm(
+    key: Option<Value>,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let editing = key.is_some();
     let k = key.unwrap_or_default();
     let user = RwSignal::new(s(&k, "user_id"));
-    let policy = RwSignal::new(if editing { s(&k, "resource_policy") } else { "default".into() });
-    let rate = RwSignal::new(if editing { s(&k, "rate_limit") } else { "1000".into() });
+    let policy = RwSignal::new(if editing {
+        s(&k, "resource_policy")
+    } else {
+        "default".into()
+    });
+    let rate = RwSignal::new(if editing {
+        s(&k, "rate_limit")
+    } else {
+        "1000".into()
+    });
     let explicit = RwSignal::new(false);
     let ak = RwSignal::new(String::new());
     let sk = RwSignal::new(String::new());
     let policies = RwSignal::new(Vec::<String>::new());
     let error = RwSignal::new(None::<String>);
-    load("{ keypair_resource_policies { name } }", json!({}), error, move |d| {
-        policies.set(d["keypair_resource_policies"].as_array().map(|a| a.iter().map(|p| s(p, "name")).collect()).unwrap_or_default())
-    });
+    load(
+        "{ keypair_resource_policies { name } }",
+        json!({}),
+        error,
+        move |d| {
+            policies.set(
+                d["keypair_resource_policies"]
+                    .as_array()
+                    .map(|a| a.iter().map(|p| s(p, "name")).collect())
+                    .unwrap_or_default(),
+            )
+        },
+    );
     let key_ak = s(&k, "access_key");
     let save = move |_| {
         let Ok(rate_limit) = rate.get_untracked().trim().parse::<i64>() else {
@@ -316,16 +401,25 @@ fn KeyForm(key: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'stati
             return;
         };
         if editing {
-            run("mutation($k: String!, $p: ModifyKeyPairInput!) { modify_keypair(access_key: $k, props: $p) { ok } }",
-                json!({"k": key_ak.clone(), "p": {"resource_policy": policy.get_untracked(), "rate_limit": rate_limit}}), error, move |_| on_close());
+            run(
+                "mutation($k: String!, $p: ModifyKeyPairInput!) { modify_keypair(access_key: $k, props: $p) { ok } }",
+                json!({"k": key_ak.clone(), "p": {"resource_policy": policy.get_untracked(), "rate_limit": rate_limit}}),
+                error,
+                move |_| on_close(),
+            );
         } else {
-            let mut props = json!({"resource_policy": policy.get_untracked(), "rate_limit": rate_limit});
+            let mut props =
+                json!({"resource_policy": policy.get_untracked(), "rate_limit": rate_limit});
             if explicit.get_untracked() {
                 props["access_key"] = json!(ak.get_untracked());
                 props["secret_key"] = json!(sk.get_untracked());
             }
-            run("mutation($u: String!, $p: KeyPairInput!) { create_keypair(user_id: $u, props: $p) { ok } }",
-                json!({"u": user.get_untracked(), "p": props}), error, move |_| on_close());
+            run(
+                "mutation($u: String!, $p: KeyPairInput!) { create_keypair(user_id: $u, props: $p) { ok } }",
+                json!({"u": user.get_untracked(), "p": props}),
+                error,
+                move |_| on_close(),
+            );
         }
     };
     view! {
@@ -355,8 +449,19 @@ fn Policies() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let form = RwSignal::new(None::<Option<Value>>);
     let refresh = move || {
-        load("{ keypair_resource_policies { name total_resource_slots max_concurrent_sessions max_containers_per_session idle_timeout allowed_vfolder_hosts max_vfolder_count max_vfolder_size max_session_lifetime default_for_unspecified } }", json!({}), error,
-            move |d| rows.set(d["keypair_resource_policies"].as_array().cloned().unwrap_or_default()));
+        load(
+            "{ keypair_resource_policies { name total_resource_slots max_concurrent_sessions max_containers_per_session idle_timeout allowed_vfolder_hosts max_vfolder_count max_vfolder_size max_session_lifetime default_for_unspecified } }",
+            json!({}),
+            error,
+            move |d| {
+                rows.set(
+                    d["keypair_resource_policies"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            },
+        );
     };
     refresh();
     view! {
@@ -389,7 +494,12 @@ fn Policies() -> impl IntoView {
 }
 
 /// A limit input with an "unlimited" box.
-fn limit_input(id: &'static str, label: &'static str, value: RwSignal<String>, unlimited: RwSignal<bool>) -> AnyView {
+fn limit_input(
+    id: &'static str,
+    label: &'static str,
+    value: RwSignal<String>,
+    unlimited: RwSignal<bool>,
+) -> AnyView {
     view! {
         <label for=id>{label}</label>
         <div class="row">
@@ -402,7 +512,10 @@ fn limit_input(id: &'static str, label: &'static str, value: RwSignal<String>, u
 }
 
 #[component]
-fn PolicyForm(policy: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+fn PolicyForm(
+    policy: Option<Value>,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let editing = policy.is_some();
     let p = policy.unwrap_or_default();
     let slots = json_field(&p["total_resource_slots"]);
@@ -425,25 +538,76 @@ fn PolicyForm(policy: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 
     let fgpu = RwSignal::new(f);
     let fgpu_u = RwSignal::new(fu);
     let num = |k: &str| p[k].as_i64().filter(|n| *n > 0);
-    let conc = RwSignal::new(num("max_concurrent_sessions").map(|n| n.to_string()).unwrap_or_default());
+    let conc = RwSignal::new(
+        num("max_concurrent_sessions")
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+    );
     let conc_u = RwSignal::new(num("max_concurrent_sessions").is_none());
     let containers = RwSignal::new(num("max_containers_per_session").unwrap_or(1).to_string());
-    let idle = RwSignal::new(num("idle_timeout").map(|n| n.to_string()).unwrap_or_default());
+    let idle = RwSignal::new(
+        num("idle_timeout")
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+    );
     let idle_u = RwSignal::new(num("idle_timeout").is_none());
-    let folders = RwSignal::new(num("max_vfolder_count").map(|n| n.to_string()).unwrap_or_default());
+    let folders = RwSignal::new(
+        num("max_vfolder_count")
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+    );
     let folders_u = RwSignal::new(num("max_vfolder_count").is_none());
-    let hosts = RwSignal::new(json_field(&p["allowed_vfolder_hosts"]).as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(",")).unwrap_or_else(|| "local".into()));
+    let hosts = RwSignal::new(
+        json_field(&p["allowed_vfolder_hosts"])
+            .as_object()
+            .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
+            .unwrap_or_else(|| "local".into()),
+    );
     let error = RwSignal::new(None::<String>);
     let save = move |_| {
-        let lim = |v: RwSignal<String>, u: RwSignal<bool>| if u.get_untracked() { json!("Infinity") } else { json!(v.get_untracked().trim()) };
-        let n = |v: RwSignal<String>, u: RwSignal<bool>| if u.get_untracked() { Some(0) } else { v.get_untracked().trim().parse::<i64>().ok() };
-        let (Some(conc_n), Some(idle_n), Some(folders_n), Ok(cont_n)) = (n(conc, conc_u), n(idle, idle_u), n(folders, folders_u), containers.get_untracked().trim().parse::<i64>()) else {
+        let lim = |v: RwSignal<String>, u: RwSignal<bool>| {
+            if u.get_untracked() {
+                json!("Infinity")
+            } else {
+                json!(v.get_untracked().trim())
+            }
+        };
+        let n = |v: RwSignal<String>, u: RwSignal<bool>| {
+            if u.get_untracked() {
+                Some(0)
+            } else {
+                v.get_untracked().trim().parse::<i64>().ok()
+            }
+        };
+        let (Some(conc_n), Some(idle_n), Some(folders_n), Ok(cont_n)) = (
+            n(conc, conc_u),
+            n(idle, idle_u),
+            n(folders, folders_u),
+            containers.get_untracked().trim().parse::<i64>(),
+        ) else {
             error.set(Some("Concurrency, containers, idle timeout and folders must be whole numbers (or unlimited).".into()));
             return;
         };
         let slots = json!({"cpu": lim(cpu, cpu_u), "mem": lim(mem, mem_u), "cuda.device": lim(gpu, gpu_u), "cuda.shares": lim(fgpu, fgpu_u)});
-        let hosts_json: serde_json::Map<String, Value> = hosts.get_untracked().split(',').map(str::trim).filter(|h| !h.is_empty())
-            .map(|h| (h.to_string(), json!(["create-vfolder", "modify-vfolder", "delete-vfolder", "mount-in-session", "upload-file", "download-file"]))).collect();
+        let hosts_json: serde_json::Map<String, Value> = hosts
+            .get_untracked()
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(|h| {
+                (
+                    h.to_string(),
+                    json!([
+                        "create-vfolder",
+                        "modify-vfolder",
+                        "delete-vfolder",
+                        "mount-in-session",
+                        "upload-file",
+                        "download-file"
+                    ]),
+                )
+            })
+            .collect();
         let props = json!({
             "default_for_unspecified": "UNLIMITED",
             "total_resource_slots": slots.to_string(),
@@ -454,11 +618,19 @@ fn PolicyForm(policy: Option<Value>, on_close: impl Fn() + Copy + Send + Sync + 
             "max_vfolder_count": folders_n,
         });
         if editing {
-            run("mutation($n: String!, $p: ModifyKeyPairResourcePolicyInput!) { modify_keypair_resource_policy(name: $n, props: $p) { ok } }",
-                json!({"n": name.get_untracked(), "p": props}), error, move |_| on_close());
+            run(
+                "mutation($n: String!, $p: ModifyKeyPairResourcePolicyInput!) { modify_keypair_resource_policy(name: $n, props: $p) { ok } }",
+                json!({"n": name.get_untracked(), "p": props}),
+                error,
+                move |_| on_close(),
+            );
         } else {
-            run("mutation($n: String!, $p: CreateKeyPairResourcePolicyInput!) { create_keypair_resource_policy(name: $n, props: $p) { ok } }",
-                json!({"n": name.get_untracked(), "p": props}), error, move |_| on_close());
+            run(
+                "mutation($n: String!, $p: CreateKeyPairResourcePolicyInput!) { create_keypair_resource_policy(name: $n, props: $p) { ok } }",
+                json!({"n": name.get_untracked(), "p": props}),
+                error,
+                move |_| on_close(),
+            );
         }
     };
     view! {
@@ -501,8 +673,12 @@ fn Images() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let editing = RwSignal::new(None::<Value>);
     let refresh = move || {
-        load("{ images { name registry namespace base_image_name tag digest architecture installed labels { key value } resource_limits { key min max } } }", json!({}), error,
-            move |d| rows.set(d["images"].as_array().cloned().unwrap_or_default()));
+        load(
+            "{ images { name registry namespace base_image_name tag digest architecture installed labels { key value } resource_limits { key min max } } }",
+            json!({}),
+            error,
+            move |d| rows.set(d["images"].as_array().cloned().unwrap_or_default()),
+        );
     };
     refresh();
     view! {
@@ -511,7 +687,14 @@ fn Images() -> impl IntoView {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|i| {
                 let label = |k: &str| i["labels"].as_array().and_then(|a| a.iter().find(|l| l["key"] == k)).map(|l| s(l, "value")).unwrap_or_default();
-                let limits = i["resource_limits"].as_array().map(|a| a.iter().map(|l| format!("{} ≥ {}", s(l, "key"), s(l, "min"))).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+                let limits = i["resource_limits"].as_array().map(|a| a.iter().map(|l| {
+                    let min = s(l, "min");
+                    let shown = match (s(l, "key").as_str(), min.parse::<f64>()) {
+                        ("mem", Ok(b)) => crate::ui::human_size(b),
+                        _ => min,
+                    };
+                    format!("{} ≥ {shown}", s(l, "key"))
+                }).collect::<Vec<_>>().join(", ")).unwrap_or_default();
                 (s(i, "name"), vec![
                     s(i, "registry"), s(i, "namespace"), s(i, "base_image_name"), s(i, "tag"), label("ai.backend.base-distro"),
                     s(i, "digest").chars().take(19).collect(), limits,
@@ -553,8 +736,19 @@ fn Presets() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let form = RwSignal::new(None::<Option<Value>>);
     let refresh = move || {
-        load("{ resource_presets { name resource_slots shared_memory } }", json!({}), error,
-            move |d| rows.set(d["resource_presets"].as_array().cloned().unwrap_or_default()));
+        load(
+            "{ resource_presets { name resource_slots shared_memory } }",
+            json!({}),
+            error,
+            move |d| {
+                rows.set(
+                    d["resource_presets"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            },
+        );
     };
     refresh();
     view! {
@@ -653,8 +847,19 @@ fn Registries() -> impl IntoView {
     let adding = RwSignal::new(false);
     let progress = RwSignal::new(None::<String>);
     let refresh = move || {
-        load("{ container_registries { hostname url type project username ssl_verify } }", json!({}), error,
-            move |d| rows.set(d["container_registries"].as_array().cloned().unwrap_or_default()));
+        load(
+            "{ container_registries { hostname url type project username ssl_verify } }",
+            json!({}),
+            error,
+            move |d| {
+                rows.set(
+                    d["container_registries"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            },
+        );
     };
     refresh();
     view! {
@@ -735,16 +940,38 @@ fn Agents() -> impl IntoView {
     let rows = RwSignal::new(Vec::<Value>::new());
     let error = RwSignal::new(None::<String>);
     let refresh = move || {
-        let status = if connected.get_untracked() { "ALIVE" } else { "LOST,TERMINATED" };
-        load("query($s: String) { agent_list(limit: 100, offset: 0, status: $s) { items { id addr region scaling_group status first_contact available_slots occupied_slots cpu_cur_pct mem_cur_bytes container_count version } } }",
-            json!({"s": status}), error, move |d| rows.set(d["agent_list"]["items"].as_array().cloned().unwrap_or_default()));
+        let status = if connected.get_untracked() {
+            "ALIVE"
+        } else {
+            "LOST,TERMINATED"
+        };
+        load(
+            "query($s: String) { agent_list(limit: 100, offset: 0, status: $s) { items { id addr region scaling_group status first_contact available_slots occupied_slots cpu_cur_pct mem_cur_bytes container_count version } } }",
+            json!({"s": status}),
+            error,
+            move |d| {
+                rows.set(
+                    d["agent_list"]["items"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            },
+        );
     };
     Effect::new(move |_| {
         connected.track();
         refresh();
     });
     let alive = Arc::new(AtomicBool::new(true));
-    gql::subscribe("subscription { agent_changes { key action } }".into(), json!({}), online, alive.clone(), move |_| refresh(), refresh);
+    gql::subscribe(
+        "subscription { agent_changes { key action } }".into(),
+        json!({}),
+        online,
+        alive.clone(),
+        move |_| refresh(),
+        refresh,
+    );
     on_cleanup(move || alive.store(false, Ordering::Relaxed));
     view! {
         <div class="row">
@@ -775,8 +1002,12 @@ fn ResourceGroups() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let form = RwSignal::new(None::<Option<Value>>);
     let refresh = move || {
-        load("{ scaling_groups { name description is_active is_public scheduler created_at } }", json!({}), error,
-            move |d| rows.set(d["scaling_groups"].as_array().cloned().unwrap_or_default()));
+        load(
+            "{ scaling_groups { name description is_active is_public scheduler created_at } }",
+            json!({}),
+            error,
+            move |d| rows.set(d["scaling_groups"].as_array().cloned().unwrap_or_default()),
+        );
     };
     refresh();
     view! {
@@ -836,19 +1067,36 @@ pub fn SettingsPage() -> impl IntoView {
     let announcement = RwSignal::new(String::new());
     let saved = RwSignal::new(false);
     let refresh = move || {
-        load("{ system_settings { key value description editable } }", json!({}), error, move |d| {
-            let list = d["system_settings"].as_array().cloned().unwrap_or_default();
-            if let Some(a) = list.iter().find(|x| x["key"] == "announcement") {
-                announcement.set(json_field(&a["value"]).as_str().unwrap_or_default().to_string());
-            }
-            rows.set(list);
-        });
+        load(
+            "{ system_settings { key value description editable } }",
+            json!({}),
+            error,
+            move |d| {
+                let list = d["system_settings"].as_array().cloned().unwrap_or_default();
+                if let Some(a) = list.iter().find(|x| x["key"] == "announcement") {
+                    announcement.set(
+                        json_field(&a["value"])
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                    );
+                }
+                rows.set(list);
+            },
+        );
     };
     refresh();
     let save = move |_| {
         let v = json!(announcement.get_untracked()).to_string();
-        run("mutation($v: JSONString!) { modify_system_setting(key: \"announcement\", value: $v) { ok } }", json!({"v": v}), error,
-            move |_| { saved.set(true); refresh(); });
+        run(
+            "mutation($v: JSONString!) { modify_system_setting(key: \"announcement\", value: $v) { ok } }",
+            json!({"v": v}),
+            error,
+            move |_| {
+                saved.set(true);
+                refresh();
+            },
+        );
     };
     view! {
         <div class="page-head"><h1>"System settings"</h1></div>
@@ -873,13 +1121,20 @@ pub fn MaintenancePage() -> impl IntoView {
     let rescan = RwSignal::new(None::<String>);
     let cleanup = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
-    let item = move |id: &'static str, title: &'static str, text: &'static str, button: &'static str, result: RwSignal<Option<String>>, go: Box<dyn Fn() + Send + Sync>| view! {
-        <div class="card wide maint">
-            <h3>{title}</h3>
-            <p class="muted">{text}</p>
-            <button class="primary-inline" id=id disabled=move || busy.get() on:click=move |_| go()>{button}</button>
-            {move || result.get().map(|r| view! { <p class="ok maint-result" id=format!("{id}-result")>{r}</p> })}
-        </div>
+    let item = move |id: &'static str,
+                     title: &'static str,
+                     text: &'static str,
+                     button: &'static str,
+                     result: RwSignal<Option<String>>,
+                     go: Box<dyn Fn() + Send + Sync>| {
+        view! {
+            <div class="card wide maint">
+                <h3>{title}</h3>
+                <p class="muted">{text}</p>
+                <button class="primary-inline" id=id disabled=move || busy.get() on:click=move |_| go()>{button}</button>
+                {move || result.get().map(|r| view! { <p class="ok maint-result" id=format!("{id}-result")>{r}</p> })}
+            </div>
+        }
     };
     view! {
         <div class="page-head"><h1>"Maintenance"</h1></div>

@@ -211,7 +211,10 @@ impl AgentMutation {
     /// Maintenance "RECALCULATE USAGE" (superadmin): matches containers with sessions again
     /// (orphans removed, vanished containers marked) and recomputes every agent's occupied
     /// resources from the sessions holding them.
-    async fn recalculate_usage(&self, ctx: &Context<'_>) -> async_graphql::Result<MaintenanceResult> {
+    async fn recalculate_usage(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<MaintenanceResult> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         super::reconcile::sweep(state).await?;
@@ -222,7 +225,14 @@ impl AgentMutation {
             .map_err(ApiError::from)?;
         let summary: Vec<String> = agents
             .iter()
-            .map(|a| format!("{}: {}", a.id, a.occupied_slots))
+            .map(|a| {
+                let o = a.occupied_slots.to_string();
+                format!(
+                    "{}: {}",
+                    a.id,
+                    if o.is_empty() { "nothing".into() } else { o }
+                )
+            })
             .collect();
         Ok(MaintenanceResult {
             ok: true,

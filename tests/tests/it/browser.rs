@@ -609,3 +609,246 @@ async fn console_signup_password_and_ssh_keypair() {
     // The new password is the one that works now.
     app.login("new@x.org", "Second-pass-2").await;
 }
+
+async fn login_as(c: &Client, base: &str, email: &str, password: &str) -> Result<(), String> {
+    c.goto(base).await.map_err(|e| e.to_string())?;
+    type_into(c, "#email", email).await?;
+    type_into(c, "#password", password).await?;
+    click(c, "#login-button").await?;
+    wait_for(c, "#current-user", 15).await
+}
+
+/// Every administration screen's main action, by a superadmin, and a plain user kept out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_administration_screens() {
+    require_docker();
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
+    app.user("member@x.org", "user", "default").await;
+    let b = browser().await;
+    let c = &b.client;
+    let base = app.base.clone();
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        let go = |page: &'static str| {
+            let url = format!("{base}/#{page}");
+            async move { c.goto(&url).await.map_err(|e| e.to_string()) }
+        };
+        login_as(c, &base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
+
+        // Users: create, edit, deactivate (never delete).
+        go("users").await?;
+        click(c, "#create-user").await?;
+        type_into(c, "#user-email", "hired@x.org").await?;
+        type_into(c, "#user-name", "hired").await?;
+        type_into(c, "#user-password", "short").await?;
+        click(c, "#user-save").await?;
+        wait_for(c, "#user-dialog .admin-error", 10).await?;
+        type_into(c, "#user-password", "Hired-pass-1").await?;
+        click(c, "#user-save").await?;
+        wait_for(c, "tr.admin-row[data-key='hired@x.org']", 15).await?;
+        click(
+            c,
+            "tr.admin-row[data-key='hired@x.org'] [data-action='edit']",
+        )
+        .await?;
+        type_into(c, "#user-name", "hired-renamed").await?;
+        click(c, "#user-save").await?;
+        wait_text(
+            c,
+            "tr.admin-row[data-key='hired@x.org']",
+            "hired-renamed",
+            15,
+        )
+        .await?;
+        shot(c, "admin-users.png").await?;
+        click(
+            c,
+            "tr.admin-row[data-key='hired@x.org'] [data-action='deactivate']",
+        )
+        .await?;
+        click(c, "#deactivate-confirm").await?;
+        wait_gone(c, "tr.admin-row[data-key='hired@x.org']", 15).await?;
+        click(c, "#users-inactive").await?;
+        wait_for(c, "tr.admin-row[data-key='hired@x.org']", 15).await?;
+
+        // Credentials: add one for a user, refuse deleting a main keypair, delete the new one.
+        click(c, "#tab-credentials").await?;
+        wait_for(c, "#keys-table", 15).await?;
+        click(c, "#add-credential").await?;
+        type_into(c, "#key-user", "member@x.org").await?;
+        click(c, "#key-explicit").await?;
+        type_into(c, "#key-ak", "AKIAEXPLICIT00000001").await?;
+        type_into(c, "#key-sk", "explicitSecretKey00000000000000000000000").await?;
+        click(c, "#key-save").await?;
+        wait_for(c, "tr.admin-row[data-key='AKIAEXPLICIT00000001']", 15).await?;
+        shot(c, "admin-credentials.png").await?;
+        let main_key = c
+            .find_all(Locator::Css("#keys-table tr.admin-row"))
+            .await
+            .map_err(e)?;
+        let mut refused = false;
+        for row in main_key {
+            let text = row.text().await.map_err(e)?;
+            if text.contains("member@x.org") && !text.contains("AKIAEXPLICIT00000001") {
+                row.find(Locator::Css("[data-action='delete']"))
+                    .await
+                    .map_err(e)?
+                    .click()
+                    .await
+                    .map_err(e)?;
+                wait_for(c, ".admin-error", 10).await?;
+                refused = true;
+                break;
+            }
+        }
+        if !refused {
+            return Err("no main keypair row for member@x.org".into());
+        }
+        click(
+            c,
+            "tr.admin-row[data-key='AKIAEXPLICIT00000001'] [data-action='delete']",
+        )
+        .await?;
+        wait_gone(c, "tr.admin-row[data-key='AKIAEXPLICIT00000001']", 15).await?;
+
+        // Resource policies: create with unlimited boxes, then delete.
+        click(c, "#tab-policies").await?;
+        click(c, "#create-policy").await?;
+        type_into(c, "#policy-name", "gpu-lab").await?;
+        click(c, "#policy-cpu-unlimited").await?;
+        type_into(c, "#policy-cpu", "8").await?;
+        click(c, "#policy-concurrency-unlimited").await?;
+        type_into(c, "#policy-concurrency", "3").await?;
+        click(c, "#policy-save").await?;
+        wait_text(c, "tr.admin-row[data-key='gpu-lab']", "8 core", 15).await?;
+        shot(c, "admin-policies.png").await?;
+        click(c, "tr.admin-row[data-key='gpu-lab'] [data-action='delete']").await?;
+        wait_gone(c, "tr.admin-row[data-key='gpu-lab']", 15).await?;
+
+        // Environments: image minimums, a preset, a registry with a bad URL.
+        go("environments").await?;
+        wait_text(c, &format!("tr.admin-row[data-key='{PYTHON}']"), "✔", 15).await?;
+        click(
+            c,
+            &format!("tr.admin-row[data-key='{PYTHON}'] [data-action='edit']"),
+        )
+        .await?;
+        type_into(c, "#image-mem", "512m").await?;
+        click(c, "#image-save").await?;
+        wait_text(
+            c,
+            &format!("tr.admin-row[data-key='{PYTHON}']"),
+            "mem ≥ 512.0 MiB",
+            15,
+        )
+        .await?;
+        shot(c, "admin-images.png").await?;
+        click(c, "#tab-presets").await?;
+        click(c, "#create-preset").await?;
+        type_into(c, "#preset-name", "tiny").await?;
+        type_into(c, "#preset-cpu", "1").await?;
+        type_into(c, "#preset-mem", "1g").await?;
+        click(c, "#preset-save").await?;
+        wait_for(c, "tr.admin-row[data-key='tiny']", 15).await?;
+        shot(c, "admin-presets.png").await?;
+        click(c, "#tab-registries").await?;
+        click(c, "#add-registry").await?;
+        type_into(c, "#registry-host", "reg.example.org").await?;
+        type_into(c, "#registry-url", "reg.example.org").await?;
+        click(c, "#registry-save").await?;
+        wait_for(c, "#registry-dialog .admin-error", 10).await?;
+        shot(c, "admin-registries.png").await?;
+        click(c, "#registry-dialog .close").await?;
+
+        // Resources: the agent, a resource group.
+        go("resources").await?;
+        wait_text(c, "#agents-table", "ALIVE", 15).await?;
+        shot(c, "admin-agents.png").await?;
+        click(c, "#tab-groups").await?;
+        click(c, "#create-sgroup").await?;
+        type_into(c, "#sgroup-name", "night").await?;
+        type_into(c, "#sgroup-description", "overnight jobs").await?;
+        c.find(Locator::Css("#sgroup-scheduler option[value='drf']"))
+            .await
+            .map_err(e)?
+            .click()
+            .await
+            .map_err(e)?;
+        click(c, "#sgroup-save").await?;
+        wait_text(c, "tr.admin-row[data-key='night']", "DRF", 15).await?;
+        shot(c, "admin-groups.png").await?;
+
+        // Settings: the announcement reaches the CLI's endpoint.
+        go("settings").await?;
+        type_into(c, "#announcement", "Maintenance on Friday").await?;
+        click(c, "#announcement-save").await?;
+        wait_for(c, "#settings-saved", 10).await?;
+        shot(c, "admin-settings.png").await?;
+
+        // Maintenance: each button shows its result.
+        go("maintenance").await?;
+        click(c, "#recalculate").await?;
+        wait_text(c, "#recalculate-result", "Usage recalculated", 30).await?;
+        click(c, "#cleanup").await?;
+        wait_text(c, "#cleanup-result", "Removed", 60).await?;
+        click(c, "#rescan").await?;
+        wait_text(c, "#rescan-result", "done", 60).await?;
+        shot(c, "admin-maintenance.png").await?;
+
+        // A plain user sees no administration and gets none of its data.
+        click(c, "#logout").await?;
+        login_as(c, &base, "member@x.org", USER_PASSWORD).await?;
+        if !c
+            .find_all(Locator::Css(".side .section"))
+            .await
+            .map_err(e)?
+            .is_empty()
+        {
+            return Err("a user sees the Administration menu".into());
+        }
+        for page in [
+            "users",
+            "environments",
+            "resources",
+            "settings",
+            "maintenance",
+        ] {
+            go(page).await?;
+            wait_for(c, "#not-allowed", 10).await?;
+            if !c
+                .find_all(Locator::Css("table.list"))
+                .await
+                .map_err(e)?
+                .is_empty()
+            {
+                return Err(format!("{page}: a table was shown to a user"));
+            }
+        }
+        shot(c, "admin-refused.png").await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+    let ann: serde_json::Value = app
+        .http
+        .get(app.url("/manager/announcement"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ann["message"], "Maintenance on Friday");
+    // The API refuses a user the admin data too.
+    let user = app.login("member@x.org", USER_PASSWORD).await;
+    let body = app
+        .gql(
+            Some(&user),
+            "{ user_list(limit: 5, offset: 0) { total_count } }",
+            serde_json::json!({}),
+        )
+        .await;
+    assert!(body["errors"].is_array(), "{body}");
+}
