@@ -16,7 +16,7 @@ const RUNNING: &str = "PENDING,SCHEDULED,PULLING,PREPARING,RUNNING,RESTARTING,TE
 const FINISHED: &str = "TERMINATED,CANCELLED";
 const OTHERS: &str = "ERROR";
 
-const LIST: &str = "query($s: String, $g: UUID) { compute_session_list(limit: 100, offset: 0, status: $s, group_id: $g) { total_count items { id name image type status status_info status_data scaling_group occupying_slots created_at terminated_at } } }";
+const LIST: &str = "query($s: String, $g: UUID) { compute_session_list(limit: 100, offset: 0, status: $s, group_id: $g) { total_count items { id name image type status status_info status_data scaling_group occupying_slots created_at terminated_at user_email } } }";
 
 #[derive(Clone, Debug, PartialEq)]
 struct Row {
@@ -31,6 +31,7 @@ struct Row {
     mem: String,
     gpu: String,
     started: String,
+    owner: String,
 }
 
 fn row(v: &Value) -> Row {
@@ -63,6 +64,7 @@ fn row(v: &Value) -> Row {
             .map(|g| format!("{g} GPU"))
             .unwrap_or_else(|| "-".into()),
         started: s("created_at").replace('T', " ").chars().take(19).collect(),
+        owner: s("user_email"),
     }
 }
 
@@ -159,7 +161,7 @@ pub fn SessionsPage() -> impl IntoView {
                         let (id1, n1, id2, n2, id3, n3, id4) = (id.clone(), name.clone(), id.clone(), name.clone(), id.clone(), name.clone(), id.clone());
                         view! {
                             <tr class="session-row" data-name=r.name.clone() data-status=r.status.clone()>
-                                <td><div class="strong">{r.name.clone()}</div><div class="muted small">{r.image.clone()}</div></td>
+                                <td><div class="strong">{r.name.clone()}</div><div class="muted small">{r.image.clone()}</div><div class="muted small owner">{r.owner.clone()}</div></td>
                                 <td>
                                     <span class=format!("status status-{}", r.status.to_lowercase())>{r.status.clone()}</span>
                                     <div class="muted small">{r.info.clone()}</div>

@@ -796,6 +796,31 @@ async fn console_administration_screens() {
         wait_text(c, "#rescan-result", "done", 60).await?;
         shot(c, "admin-maintenance.png").await?;
 
+        // The admin session list spans users, with the same controls.
+        let member = app.login("member@x.org", USER_PASSWORD).await;
+        create_session(
+            &app,
+            &member,
+            serde_json::json!({"image": PYTHON, "name": "members-job"}),
+        )
+        .await;
+        go("sessions").await?;
+        wait_text(
+            c,
+            "tr.session-row[data-name='members-job']",
+            "member@x.org",
+            30,
+        )
+        .await?;
+        shot(c, "admin-sessions.png").await?;
+        click(
+            c,
+            "tr.session-row[data-name='members-job'] [data-action='terminate']",
+        )
+        .await?;
+        click(c, "#terminate-confirm").await?;
+        wait_gone(c, "tr.session-row[data-name='members-job']", 60).await?;
+
         // A plain user sees no administration and gets none of its data.
         click(c, "#logout").await?;
         login_as(c, &base, "member@x.org", USER_PASSWORD).await?;
