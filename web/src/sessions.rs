@@ -150,7 +150,7 @@ pub fn SessionsPage() -> impl IntoView {
         <div class="card wide table-wrap">
             <table class="list" id="session-table">
                 <thead><tr>
-                    <th>"Session"</th><th>"Status"</th><th>"Control"</th><th>"Configuration"</th>
+                    <th>"Session"</th><th>"Status"</th><th>"Control"</th><th>"Configuration"</th><th>"Usage"</th>
                     <th>"Resource group"</th><th>"Started"</th>
                 </tr></thead>
                 <tbody>
@@ -180,6 +180,7 @@ pub fn SessionsPage() -> impl IntoView {
                                     </Show>
                                 </td>
                                 <td class="small">{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</td>
+                                <td class="small">{if running { view! { <LiveUsage id=r.id.clone() /> }.into_any() } else { "-".into_any() }}</td>
                                 <td>{r.group.clone()}</td>
                                 <td class="small">{r.started.clone()}</td>
                             </tr>
@@ -750,4 +751,32 @@ fn TerminateDialog(
             </div>
         </Modal>
     }
+}
+
+/// A running session's live CPU and memory use (the `session_stats` subscription).
+#[component]
+fn LiveUsage(id: String) -> impl IntoView {
+    let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
+    let text = RwSignal::new(String::from("…"));
+    let alive = Arc::new(AtomicBool::new(true));
+    gql::subscribe(
+        "subscription($id: UUID!) { session_stats(session_id: $id, interval_secs: 3) { cpu_used_pct mem_bytes mem_limit_bytes } }".into(),
+        json!({"id": id}),
+        online,
+        alive.clone(),
+        move |d| {
+            let st = &d["session_stats"];
+            let mem = amount(&st["mem_bytes"]).unwrap_or(0.0);
+            let lim = amount(&st["mem_limit_bytes"]).unwrap_or(0.0);
+            text.set(format!(
+                "CPU {:.0}% · RAM {} / {}",
+                st["cpu_used_pct"].as_f64().unwrap_or(0.0),
+                crate::ui::human_size(mem),
+                crate::ui::human_size(lim)
+            ));
+        },
+        || {},
+    );
+    on_cleanup(move || alive.store(false, Ordering::Relaxed));
+    view! { <span class="live-usage">{move || text.get()}</span> }
 }

@@ -446,7 +446,7 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
             <div class="row">
                 <input id="new-dir-name" placeholder="new folder name" prop:value=move || new_dir.get() on:input=move |ev| new_dir.set(event_target_value(&ev)) />
                 <button class="secondary" id="mkdir" on:click=mkdir>"Create folder"</button>
-                <label class="secondary button-like">"Upload file" <input type="file" id="upload-input" style="display:none" on:change=on_file /></label>
+                <label class="upload">"Upload file " <input type="file" id="upload-input" on:change=on_file /></label>
                 <button class="danger-inline" id="delete-checked" disabled=move || checked.get().is_empty() on:click=delete>"Delete checked"</button>
             </div>
             {move || progress.get().map(|p| view! { <div class="bar-track" id="upload-progress"><div class="bar-fill" style=format!("width:{p:.0}%")></div></div> })}

@@ -428,6 +428,7 @@ async fn console_session_with_folder_terminal_and_explorer() {
             90,
         )
         .await?;
+        wait_text(c, "tr.session-row[data-name='web-sess'] .live-usage", "CPU ", 30).await?;
         shot(c, "sessions.png").await?;
         // The launcher starts Jupyter and shows where SSH/SFTP listens.
         click(
@@ -507,6 +508,16 @@ async fn console_session_with_folder_terminal_and_explorer() {
         c.goto(&format!("{}/#data", app.base)).await.map_err(e)?;
         click(c, "tr.folder-row[data-name='webdata'] .folder-open").await?;
         wait_for(c, "tr.file-row[data-name='from-term.txt']", 15).await?;
+        // Upload through the explorer (with its progress bar), then it is listed.
+        let local = app.dir.join("uploaded.txt");
+        std::fs::write(&local, "from the browser\n").map_err(|e| e.to_string())?;
+        c.find(Locator::Css("#upload-input"))
+            .await
+            .map_err(e)?
+            .send_keys(&local.display().to_string())
+            .await
+            .map_err(e)?;
+        wait_for(c, "tr.file-row[data-name='uploaded.txt']", 20).await?;
         shot(c, "explorer.png").await?;
         let href = c
             .find(Locator::Css(
