@@ -95,6 +95,20 @@ fn load(
     run(q, vars, error, into);
 }
 
+/// Loads a list query into `rows`; `path` names the list in `data` (`user_list.items`).
+fn load_list(
+    q: &'static str,
+    vars: Value,
+    path: &'static str,
+    error: RwSignal<Option<String>>,
+    rows: RwSignal<Vec<Value>>,
+) {
+    load(q, vars, error, move |d| {
+        let list = path.split('.').fold(&d, |v, k| &v[k]);
+        rows.set(list.as_array().cloned().unwrap_or_default());
+    });
+}
+
 fn tabs(current: RwSignal<&'static str>, items: &[(&'static str, &'static str)]) -> AnyView {
     let items = items.to_vec();
     view! {
@@ -161,18 +175,12 @@ fn Users() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let dialog = RwSignal::new(UserDialog::None);
     let refresh = move || {
-        load(
+        load_list(
             "query($a: Boolean) { user_list(limit: 100, offset: 0, is_active: $a) { items { email username full_name role status domain_name need_password_change is_active groups { name } created_at } } }",
             json!({"a": active.get_untracked()}),
+            "user_list.items",
             error,
-            move |d| {
-                rows.set(
-                    d["user_list"]["items"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default(),
-                )
-            },
+            rows,
         );
     };
     Effect::new(move |_| {
@@ -297,18 +305,12 @@ fn Credentials() -> impl IntoView {
     let adding = RwSignal::new(false);
     let editing = RwSignal::new(None::<Value>);
     let refresh = move || {
-        load(
+        load_list(
             "query($a: Boolean) { keypair_list(limit: 100, offset: 0, is_active: $a) { items { user_id access_key is_admin is_main resource_policy rate_limit num_queries concurrency_used created_at is_active } } }",
             json!({"a": active.get_untracked()}),
+            "keypair_list.items",
             error,
-            move |d| {
-                rows.set(
-                    d["keypair_list"]["items"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default(),
-                )
-            },
+            rows,
         );
     };
     Effect::new(move |_| {
@@ -449,18 +451,12 @@ fn Policies() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let form = RwSignal::new(None::<Option<Value>>);
     let refresh = move || {
-        load(
+        load_list(
             "{ keypair_resource_policies { name total_resource_slots max_concurrent_sessions max_containers_per_session idle_timeout allowed_vfolder_hosts max_vfolder_count max_vfolder_size max_session_lifetime default_for_unspecified } }",
             json!({}),
+            "keypair_resource_policies",
             error,
-            move |d| {
-                rows.set(
-                    d["keypair_resource_policies"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default(),
-                )
-            },
+            rows,
         );
     };
     refresh();
@@ -673,11 +669,12 @@ fn Images() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let editing = RwSignal::new(None::<Value>);
     let refresh = move || {
-        load(
+        load_list(
             "{ images { name registry namespace base_image_name tag digest architecture installed labels { key value } resource_limits { key min max } } }",
             json!({}),
+            "images",
             error,
-            move |d| rows.set(d["images"].as_array().cloned().unwrap_or_default()),
+            rows,
         );
     };
     refresh();
@@ -736,18 +733,12 @@ fn Presets() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let form = RwSignal::new(None::<Option<Value>>);
     let refresh = move || {
-        load(
+        load_list(
             "{ resource_presets { name resource_slots shared_memory } }",
             json!({}),
+            "resource_presets",
             error,
-            move |d| {
-                rows.set(
-                    d["resource_presets"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default(),
-                )
-            },
+            rows,
         );
     };
     refresh();
@@ -847,18 +838,12 @@ fn Registries() -> impl IntoView {
     let adding = RwSignal::new(false);
     let progress = RwSignal::new(None::<String>);
     let refresh = move || {
-        load(
+        load_list(
             "{ container_registries { hostname url type project username ssl_verify } }",
             json!({}),
+            "container_registries",
             error,
-            move |d| {
-                rows.set(
-                    d["container_registries"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default(),
-                )
-            },
+            rows,
         );
     };
     refresh();
@@ -945,18 +930,12 @@ fn Agents() -> impl IntoView {
         } else {
             "LOST,TERMINATED"
         };
-        load(
+        load_list(
             "query($s: String) { agent_list(limit: 100, offset: 0, status: $s) { items { id addr region scaling_group status first_contact available_slots occupied_slots cpu_cur_pct mem_cur_bytes container_count version } } }",
             json!({"s": status}),
+            "agent_list.items",
             error,
-            move |d| {
-                rows.set(
-                    d["agent_list"]["items"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default(),
-                )
-            },
+            rows,
         );
     };
     Effect::new(move |_| {
@@ -1002,11 +981,12 @@ fn ResourceGroups() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let form = RwSignal::new(None::<Option<Value>>);
     let refresh = move || {
-        load(
+        load_list(
             "{ scaling_groups { name description is_active is_public scheduler created_at } }",
             json!({}),
+            "scaling_groups",
             error,
-            move |d| rows.set(d["scaling_groups"].as_array().cloned().unwrap_or_default()),
+            rows,
         );
     };
     refresh();

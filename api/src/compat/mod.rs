@@ -141,6 +141,36 @@ pub(crate) async fn find_session(
         .ok_or_else(|| ApiError::not_found("session", key))
 }
 
+/// The session a `/session/{id}/…` request names (UUID or name, `owner_access_key` for
+/// admins), resolved for the request's caller.
+pub(crate) struct Named(pub sessions::Model);
+
+impl axum::extract::FromRequestParts<AppState> for Named {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Response> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Query(q) = Query::<OwnerQuery>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .unwrap_or(Principal::Anonymous);
+        let caller = caller(&principal).map_err(IntoResponse::into_response)?;
+        find_session(state, caller, &id, q.owner_access_key.as_deref())
+            .await
+            .map(Named)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
 fn image_of(s: &sessions::Model) -> String {
     s.images
         .as_array()
@@ -315,16 +345,9 @@ async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> V
 }
 
 /// `GET /session/{id}`: the session's details, Backend.AI's camelCase keys.
-async fn info(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
-    Query(q): Query<OwnerQuery>,
-) -> Response {
+async fn info(State(state): State<AppState>, Named(s): Named) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
             let k = crate::sessions::main_kernel(&state.db, s.id).await.ok();
             let age = (chrono::Utc::now() - s.created_at)
                 .num_milliseconds()
@@ -362,16 +385,9 @@ async fn info(
 }
 
 /// `DELETE /session/{id}`: terminates it (a pending one is cancelled).
-async fn destroy(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
-    Query(q): Query<OwnerQuery>,
-) -> Response {
+async fn destroy(State(state): State<AppState>, Named(s): Named) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
             let done = crate::sessions::terminate(&state, s.id, "user-requested").await?;
             Ok(Json(json!({"stats": done.last_stat.unwrap_or_else(|| json!({}))})).into_response())
         }
@@ -380,16 +396,9 @@ async fn destroy(
 }
 
 /// `GET /session/{id}/logs` → `{"result": {"logs": …}}`.
-async fn logs(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
-    Query(q): Query<OwnerQuery>,
-) -> Response {
+async fn logs(State(state): State<AppState>, Named(s): Named) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
             let logs = crate::sessions::logs(&state, s.id).await?;
             Ok(Json(json!({"result": {"logs": logs}})).into_response())
         }
@@ -421,17 +430,9 @@ const MAX_UPLOAD: usize = 64 * 1024 * 1024;
 
 /// `POST /session/{id}/upload`: multipart parts named `src`, file name = path under
 /// /home/work.
-async fn upload(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
-    Query(q): Query<OwnerQuery>,
-    mut form: Multipart,
-) -> Response {
+async fn upload(State(state): State<AppState>, Named(s): Named, mut form: Multipart) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let s = find_session(&state, caller, &id, q.owner_access_key.as_deref()).await?;
             if s.status != SessionStatus::Running {
                 return Err(ApiError::bad_request(format!(
                     "Session '{}' is not running ({})",

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-use super::{OwnerQuery, caller, find_session};
-use crate::auth::{Principal, ReadScope};
+use super::{Named, caller, find_session};
+use crate::auth::Principal;
 use crate::events::Event;
 use crate::state::AppState;
 
@@ -25,20 +25,9 @@ use crate::state::AppState;
 /// the client sends meanwhile go to the program's standard input.
 pub async fn execute(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
-    Query(q): Query<OwnerQuery>,
+    Named(session): Named,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let session = match async {
-        let caller = caller(&principal)?;
-        find_session(&state, caller, &id, q.owner_access_key.as_deref()).await
-    }
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => return e.into_response(),
-    };
     upgrade.on_upgrade(move |ws| async move {
         if let Err(e) = run_over_ws(state, session, ws).await {
             tracing::debug!(error = %e, "execute stream ended");
@@ -193,11 +182,9 @@ pub async fn session_events(
                 match rx.recv().await {
                     Ok(ev) => {
                         let Event::Session(e) = &*ev else { continue };
-                        let visible = match &scope {
-                            ReadScope::Admin(s) => s.covers_domain(&e.domain),
-                            ReadScope::Own { user, .. } => e.user == *user,
-                        };
-                        if !visible || only.is_some_and(|id| id != e.session_id) {
+                        if !crate::sessions::graphql::sees(&scope, e)
+                            || only.is_some_and(|id| id != e.session_id)
+                        {
                             continue;
                         }
                         let data = json!({

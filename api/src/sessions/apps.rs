@@ -513,17 +513,6 @@ fn app_cookie(app: &str) -> String {
     format!("bai_app_{app}")
 }
 
-fn cookie_value(headers: &axum::http::HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all("cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
-}
-
 fn query_token(req: &Request) -> Option<String> {
     req.uri().query().and_then(|q| {
         q.split('&')
@@ -563,7 +552,7 @@ fn authorize(
         return Err(ApiError::not_found("session", session.id));
     }
     let cookie = app_cookie(app);
-    if cookie_value(req.headers(), &cookie)
+    if crate::auth::middleware::cookie(req.headers(), &cookie)
         .is_some_and(|t| crate::auth::tokens::eq(&t, &entry.token))
     {
         return Ok(None);

@@ -251,6 +251,14 @@ pub struct ComputeSessionList {
 }
 
 /// Sessions the caller may see: its own; a domain admin's domain; everything for superadmins.
+/// Whether a caller with `scope` may hear about a session's event.
+pub(crate) fn sees(scope: &ReadScope, e: &crate::events::SessionEvent) -> bool {
+    match scope {
+        ReadScope::Admin(s) => s.covers_domain(&e.domain),
+        ReadScope::Own { user, .. } => e.user == *user,
+    }
+}
+
 pub(crate) fn visible(caller: &Caller) -> Select<sessions::Entity> {
     match caller.read_scope() {
         ReadScope::Admin(scope) => match scope.domain() {
@@ -925,11 +933,7 @@ impl SessionSubscription {
                     match rx.recv().await {
                         Ok(ev) => {
                             let Event::Session(e) = &*ev else { continue };
-                            let visible = match &scope {
-                                ReadScope::Admin(s) => s.covers_domain(&e.domain),
-                                ReadScope::Own { user, .. } => e.user == *user,
-                            };
-                            if visible && session_id.is_none_or(|id| id == e.session_id) {
+                            if sees(&scope, e) && session_id.is_none_or(|id| id == e.session_id) {
                                 let out = SessionStatusEvent {
                                     session_id: e.session_id,
                                     name: e.name.clone(),
