@@ -245,6 +245,7 @@ fn UserForm(
     let email = RwSignal::new(s(&u, "email"));
     let username = RwSignal::new(s(&u, "username"));
     let password = RwSignal::new(String::new());
+    let password2 = RwSignal::new(String::new());
     let role = RwSignal::new(if editing {
         s(&u, "role")
     } else {
@@ -255,6 +256,10 @@ fn UserForm(
     let error = RwSignal::new(None::<String>);
     let save = move |_| {
         let pw = password.get_untracked();
+        if pw != password2.get_untracked() {
+            error.set(Some("The passwords do not match.".into()));
+            return;
+        }
         if editing {
             let mut props = json!({"username": username.get_untracked(), "role": role.get_untracked(),
                 "status": if active.get_untracked() { "active" } else { "inactive" }, "need_password_change": need_change.get_untracked()});
@@ -284,6 +289,8 @@ fn UserForm(
             {text_input("user-name", "User name", username)}
             <label for="user-password">{if editing { "New password (empty = unchanged)" } else { "Password" }}</label>
             <input id="user-password" type="password" prop:value=move || password.get() on:input=move |ev| password.set(event_target_value(&ev)) />
+            <label for="user-password2">"Password confirm"</label>
+            <input id="user-password2" type="password" prop:value=move || password2.get() on:input=move |ev| password2.set(event_target_value(&ev)) />
             <p class="note">"8 characters or more, with at least one letter, one number and one special character."</p>
             <label for="user-role">"Role"</label>
             <select id="user-role" on:change=move |ev| role.set(event_target_value(&ev))>

@@ -312,9 +312,6 @@ fn LaunchDialog(
                 p.push(format!("GPU must be at most {}.", max_gpu()));
             }
         }
-        if envs.get().iter().any(|(k, _)| k.trim().is_empty()) {
-            p.push("Every environment variable needs a name.".to_string());
-        }
         p
     };
     let launch = move |force: bool| {
@@ -368,7 +365,6 @@ fn LaunchDialog(
             busy.set(false);
         });
     };
-    let env_rows = move || (0..envs.get().len()).collect::<Vec<usize>>();
     let num_input = move |id: &'static str,
                           sig: RwSignal<f64>,
                           step_by: &'static str,
@@ -402,23 +398,12 @@ fn LaunchDialog(
                 <input id="launch-name" placeholder="random when empty" prop:value=move || name.get()
                     on:input=move |ev| name.set(event_target_value(&ev)) />
                 {move || name_problem(&name.get()).map(|e| view! { <div class="error" id="name-error">{e}</div> })}
-                <button class="link" id="env-open" on:click=move |_| env_open.set(!env_open.get())>
-                    {move || format!("Environment variables ({})", envs.get().len())}
-                </button>
+                <div class="row">
+                    <span>{move || format!("Environment variables: {}", if envs.get().is_empty() { "none".to_string() } else { envs.get().iter().map(|(k, _)| k.clone()).collect::<Vec<_>>().join(", ") })}</span>
+                    <button class="secondary" id="env-open" on:click=move |_| env_open.set(true)>"CONFIG"</button>
+                </div>
                 <Show when=move || env_open.get()>
-                    <div class="envs" id="env-editor">
-                        <For each=env_rows key=|i| *i children=move |i: usize| view! {
-                            <div class="env-row">
-                                <input placeholder="NAME" prop:value=move || envs.get().get(i).map(|e| e.0.clone()).unwrap_or_default()
-                                    on:input=move |ev| envs.update(|v| if let Some(e) = v.get_mut(i) { e.0 = event_target_value(&ev) }) />
-                                <input placeholder="value" prop:value=move || envs.get().get(i).map(|e| e.1.clone()).unwrap_or_default()
-                                    on:input=move |ev| envs.update(|v| if let Some(e) = v.get_mut(i) { e.1 = event_target_value(&ev) }) />
-                                <button class="icon" title="Remove" on:click=move |_| envs.update(|v| { if i < v.len() { v.remove(i); } })>"−"</button>
-                            </div>
-                        } />
-                        <button class="icon" title="Add" id="env-add" on:click=move |_| envs.update(|v| v.push((String::new(), String::new())))>"+"</button>
-                        <button class="link" on:click=move |_| envs.set(Vec::new())>"Delete all"</button>
-                    </div>
+                    <EnvDialog envs=envs on_close=move || env_open.set(false) />
                 </Show>
             </Show>
             <Show when=move || step.get() == 2>
@@ -779,4 +764,82 @@ fn LiveUsage(id: String) -> impl IntoView {
     );
     on_cleanup(move || alive.store(false, Ordering::Relaxed));
     view! { <span class="live-usage">{move || text.get()}</span> }
+}
+
+/// The environment variables dialog: edits a draft; SAVE applies the non-empty rows, closing
+/// with unsaved changes asks first (as the seeds describe).
+#[component]
+fn EnvDialog(
+    envs: RwSignal<Vec<(String, String)>>,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let initial = envs.get_untracked();
+    let draft = RwSignal::new(if initial.is_empty() {
+        vec![(String::new(), String::new())]
+    } else {
+        initial
+    });
+    let confirm = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let cleaned = move || {
+        draft
+            .get_untracked()
+            .into_iter()
+            .map(|(k, v)| (k.trim().to_string(), v))
+            .filter(|(k, v)| !(k.is_empty() && v.is_empty()))
+            .collect::<Vec<_>>()
+    };
+    let try_close = move || {
+        if cleaned() == envs.get_untracked() {
+            on_close();
+        } else {
+            confirm.set(true);
+        }
+    };
+    let save = move |_| {
+        let rows = cleaned();
+        if rows.iter().any(|(k, _)| k.is_empty()) {
+            error.set(Some("Every variable with a value needs a name.".into()));
+            return;
+        }
+        if let Some((k, _)) = rows.iter().find(|(k, _)| {
+            !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || k.starts_with(|c: char| c.is_ascii_digit())
+        }) {
+            error.set(Some(format!("'{k}' is not a valid variable name (letters, digits, '_'; not starting with a digit).")));
+            return;
+        }
+        envs.set(rows);
+        on_close();
+    };
+    let rows = move || (0..draft.get().len()).collect::<Vec<usize>>();
+    view! {
+        <Modal title="Environment variables".into() id="env-dialog" on_close=try_close>
+            <For each=rows key=|i| *i children=move |i: usize| view! {
+                <div class="env-row">
+                    <input class="env-name" placeholder="Variable" prop:value=move || draft.get().get(i).map(|e| e.0.clone()).unwrap_or_default()
+                        on:input=move |ev| draft.update(|v| if let Some(e) = v.get_mut(i) { e.0 = event_target_value(&ev) }) />
+                    <input class="env-value" placeholder="Value" prop:value=move || draft.get().get(i).map(|e| e.1.clone()).unwrap_or_default()
+                        on:input=move |ev| draft.update(|v| if let Some(e) = v.get_mut(i) { e.1 = event_target_value(&ev) }) />
+                    <button class="icon" title="Remove" on:click=move |_| draft.update(|v| { if i < v.len() { v.remove(i); } })>"−"</button>
+                </div>
+            } />
+            <button class="icon" title="Add" id="env-add" on:click=move |_| draft.update(|v| v.push((String::new(), String::new())))>"+"</button>
+            {move || error.get().map(|e| view! { <div class="error" id="env-error">{e}</div> })}
+            <Show when=move || confirm.get()>
+                <div class="warn" id="env-unsaved">
+                    "Close without saving? The changes are not applied to the session."
+                    <span>
+                        <button class="secondary" id="env-keep" on:click=move |_| confirm.set(false)>"KEEP EDITING"</button>
+                        " "
+                        <button class="danger-inline" id="env-discard" on:click=move |_| on_close()>"CLOSE"</button>
+                    </span>
+                </div>
+            </Show>
+            <div class="dialog-actions">
+                <button class="secondary" id="env-delete-all" on:click=move |_| draft.set(vec![(String::new(), String::new())])>"DELETE ALL"</button>
+                <button class="primary-inline" id="env-save" on:click=save>"SAVE"</button>
+            </div>
+        </Modal>
+    }
 }

@@ -404,6 +404,16 @@ async fn console_session_with_folder_terminal_and_explorer() {
         }
         name.clear().await.map_err(e)?;
         name.send_keys("web-sess").await.map_err(e)?;
+        // Environment variables: closing unsaved asks first; SAVE applies them.
+        click(c, "#env-open").await?;
+        type_into(c, "#env-dialog .env-name", "GREETING").await?;
+        type_into(c, "#env-dialog .env-value", "bar").await?;
+        click(c, "#env-dialog .close").await?;
+        wait_for(c, "#env-unsaved", 5).await?;
+        shot(c, "env-dialog.png").await?;
+        click(c, "#env-keep").await?;
+        click(c, "#env-save").await?;
+        wait_gone(c, "#env-dialog", 5).await?;
         click(c, "#launch-next").await?;
         click(c, ".folder-choice[data-name='webdata']").await?;
         click(c, "#launch-next").await?;
@@ -411,7 +421,7 @@ async fn console_session_with_folder_terminal_and_explorer() {
         shot(c, "launch-resources.png").await?;
         click(c, "#launch-next").await?;
         let summary = text_of(c, "#launch-summary").await;
-        if !summary.contains("webdata") || !summary.contains("web-sess") {
+        if !summary.contains("webdata") || !summary.contains("web-sess") || !summary.contains("GREETING=bar") {
             return Err(format!("summary: {summary}"));
         }
         shot(c, "launch-summary.png").await?;
@@ -465,14 +475,14 @@ async fn console_session_with_folder_terminal_and_explorer() {
         let term = c.find(Locator::Css("#terminal-screen")).await.map_err(e)?;
         term.click().await.map_err(e)?;
         term.send_keys(
-            "echo hello-from-$((6*7)) > webdata/from-term.txt; cat webdata/from-term.txt",
+            "echo hello-from-$((6*7))-$GREETING > webdata/from-term.txt; cat webdata/from-term.txt",
         )
         .await
         .map_err(e)?;
         term.send_keys(&fantoccini::key::Key::Enter.to_string())
             .await
             .map_err(e)?;
-        wait_text(c, "#terminal-screen", "hello-from-42", 20).await?;
+        wait_text(c, "#terminal-screen", "hello-from-42-bar", 20).await?;
         shot(c, "terminal.png").await?;
 
         // Logs, then terminate with confirmation; the row leaves Running by itself.
@@ -539,7 +549,7 @@ async fn console_session_with_folder_terminal_and_explorer() {
             .text()
             .await
             .map_err(|e| e.to_string())?;
-        if body != "hello-from-42\n" {
+        if body != "hello-from-42-bar\n" {
             return Err(format!("downloaded {href}: {body:?}"));
         }
         // A narrow window still works.
@@ -653,9 +663,13 @@ async fn console_administration_screens() {
         type_into(c, "#user-email", "hired@x.org").await?;
         type_into(c, "#user-name", "hired").await?;
         type_into(c, "#user-password", "short").await?;
+        type_into(c, "#user-password2", "short").await?;
         click(c, "#user-save").await?;
         wait_for(c, "#user-dialog .admin-error", 10).await?;
         type_into(c, "#user-password", "Hired-pass-1").await?;
+        click(c, "#user-save").await?;
+        wait_text(c, "#user-dialog .admin-error", "do not match", 10).await?;
+        type_into(c, "#user-password2", "Hired-pass-1").await?;
         click(c, "#user-save").await?;
         wait_for(c, "tr.admin-row[data-key='hired@x.org']", 15).await?;
         click(
