@@ -159,9 +159,14 @@ fn NewFolder(
     let host = RwSignal::new(hosts.get_untracked().first().cloned().unwrap_or_default());
     let permission = RwSignal::new(String::from("rw"));
     let error = RwSignal::new(None::<String>);
+    let scope: Option<crate::Scope> = use_context();
+    let project_folder = RwSignal::new(false);
     let create = move |_| {
         spawn_local(async move {
-            let props = json!({"name": name.get_untracked(), "host": host.get_untracked(), "permission": permission.get_untracked()});
+            let mut props = json!({"name": name.get_untracked(), "host": host.get_untracked(), "permission": permission.get_untracked()});
+            if project_folder.get_untracked() {
+                props["group"] = json!(scope.and_then(|s| s.group_id.get_untracked()));
+            }
             match gql::query("mutation($p: CreateVFolderInput!) { create_vfolder(props: $p) { vfolder { id } } }", json!({"p": props})).await {
                 Ok(_) => on_close(),
                 Err(e) => error.set(Some(e.message)),
@@ -176,8 +181,11 @@ fn NewFolder(
             <select id="folder-host" on:change=move |ev| host.set(event_target_value(&ev))>
                 {move || hosts.get().into_iter().map(|h| view! { <option value=h.clone()>{h.clone()}</option> }).collect_view()}
             </select>
-            <label>"Type"</label>
-            <div>"User"</div>
+            <label for="folder-type">"Type"</label>
+            <select id="folder-type" on:change=move |ev| project_folder.set(event_target_value(&ev) == "project")>
+                <option value="user" selected=true>"User"</option>
+                <option value="project">{move || format!("Project ({}; admins)", scope.map(|s| s.group_name.get()).unwrap_or_default())}</option>
+            </select>
             <label for="folder-permission">"Permission"</label>
             <select id="folder-permission" on:change=move |ev| permission.set(event_target_value(&ev))>
                 <option value="rw" selected=true>"Read & Write"</option>

@@ -821,6 +821,28 @@ async fn console_administration_screens() {
         wait_text(c, "#rescan-result", "done", 60).await?;
         shot(c, "admin-maintenance.png").await?;
 
+        // A project (group) folder, shared with the project's members.
+        go("data").await?;
+        click(c, "#new-folder").await?;
+        type_into(c, "#folder-name", "team-data").await?;
+        c.find(Locator::Css("#folder-type option[value='project']"))
+            .await
+            .map_err(e)?
+            .click()
+            .await
+            .map_err(e)?;
+        click(c, "#folder-create").await?;
+        wait_gone(c, "#new-folder-dialog", 10).await?;
+        click(c, "#tab-shared").await?;
+        wait_text(
+            c,
+            "tr.folder-row[data-name='team-data']",
+            "project default",
+            15,
+        )
+        .await?;
+        shot(c, "admin-project-folder.png").await?;
+
         // The admin session list spans users, with the same controls.
         let member = app.login("member@x.org", USER_PASSWORD).await;
         create_session(
