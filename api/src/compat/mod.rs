@@ -31,7 +31,12 @@ pub fn router(state: AppState) -> Router {
         .route("/session/_/create", post(create))
         .route("/session/{id}", get(info).delete(destroy))
         .route("/session/{id}/logs", get(logs))
-        .route("/session/{id}/upload", post(upload))
+        .route(
+            "/session/{id}/upload",
+            post(upload).layer(axum::extract::DefaultBodyLimit::max(
+                MAX_UPLOAD + 1024 * 1024,
+            )),
+        )
         .route("/stream/session/{id}/execute", get(stream::execute))
         .route("/events/session", get(stream::session_events))
         .route("/resource/presets", get(presets))

@@ -455,6 +455,8 @@ async fn forward_tcp(
 ) {
     loop {
         let Ok((mut inbound, _)) = listener.accept().await else {
+            // Out of descriptors or the like: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         };
         super::exec::touch(&state, session).await;

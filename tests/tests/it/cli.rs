@@ -130,9 +130,11 @@ both_dbs!(official_cli_against_bai, |db| async move {
     // run --exec: a file uploaded to /home/work and run in batch mode with arguments.
     std::fs::write(
         cli.dir.join("myscript.py"),
-        "import sys\nprint('args:', sys.argv[1:])\nsys.exit(3)\n",
+        "import os, sys\nprint('args:', sys.argv[1:])\nprint('big:', os.path.getsize('big.bin'))\nsys.exit(3)\n",
     )
     .unwrap();
+    // A second file above axum's default 2 MiB body limit travels along.
+    std::fs::write(cli.dir.join("big.bin"), vec![7u8; 3 * 1024 * 1024]).unwrap();
     let out = cli
         .run(&[
             "run",
@@ -141,9 +143,11 @@ both_dbs!(official_cli_against_bai, |db| async move {
             "python myscript.py arg1 arg2",
             "python",
             "./myscript.py",
+            "./big.bin",
         ])
         .await;
     assert!(out.stdout.contains("args: ['arg1', 'arg2']"), "{out}");
+    assert!(out.stdout.contains("big: 3145728"), "{out}");
     assert!(out.to_string().contains("exit code = 3"), "{out}");
 
     // start: an interactive session that stays; ps lists it, with the columns in order.
