@@ -132,7 +132,6 @@ pub mod graphql {
     //! `background_task(task_id)` and `background_task_events(task_id)`.
     use async_graphql::{Context, Object, Subscription};
     use futures_util::Stream;
-    use tokio::sync::broadcast::error::RecvError;
     use uuid::Uuid;
 
     use super::{TaskState, TaskStatus};
@@ -175,33 +174,21 @@ pub mod graphql {
             task_id: Uuid,
         ) -> async_graphql::Result<impl Stream<Item = TaskState>> {
             let (state, _) = authed(ctx)?;
-            let rx = state.events.subscribe();
+            let events = state.events.stream();
             let first = visible(ctx, task_id)?;
-            Ok(futures_util::stream::unfold(
-                (Some(first), rx, false),
-                move |(first, mut rx, finished)| async move {
-                    if finished {
-                        return None;
-                    }
-                    if let Some(f) = first {
-                        let end = f.status != TaskStatus::Running;
-                        return Some((f, (None, rx, end)));
-                    }
-                    loop {
-                        match rx.recv().await {
-                            Ok(ev) => {
-                                let Event::BgTask(t) = &*ev else { continue };
-                                if t.task_id == task_id {
-                                    let end = t.status != TaskStatus::Running;
-                                    return Some((t.clone(), (None, rx, end)));
-                                }
-                            }
-                            Err(RecvError::Lagged(_)) => continue,
-                            Err(RecvError::Closed) => return None,
-                        }
-                    }
-                },
-            ))
+            let live = futures_util::StreamExt::filter_map(events, move |ev| {
+                let out = match &*ev {
+                    Event::BgTask(t) if t.task_id == task_id => Some(t.clone()),
+                    _ => None,
+                };
+                std::future::ready(out)
+            });
+            let over = first.status != TaskStatus::Running;
+            let stream = futures_util::StreamExt::chain(
+                futures_util::stream::iter([first]),
+                crate::events::until(live, over, |t: &TaskState| t.status != TaskStatus::Running),
+            );
+            Ok(stream)
         }
     }
 }

@@ -1,8 +1,7 @@
 //! Live change notifications for admin screens (our addition; Backend.AI's Graphene schema
 //! has no subscriptions). Each event names the object; clients refetch what they show.
 use async_graphql::{Context, SimpleObject, Subscription};
-use futures_util::Stream;
-use tokio::sync::broadcast::error::RecvError;
+use futures_util::{Stream, StreamExt};
 
 use crate::error::ApiResult;
 use crate::events::{ChangeAction, Event, ObjectKind};
@@ -38,35 +37,25 @@ fn changes(
     } else {
         Audience::LoggedIn
     };
-    let rx = state.events.subscribe();
-    Ok(futures_util::stream::unfold(
-        (rx, audience),
-        move |(mut rx, audience)| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(ev) => {
-                        let Event::Changed(c) = &*ev else { continue };
-                        let visible = match &audience {
-                            Audience::LoggedIn => true,
-                            Audience::Admins(scope) => {
-                                c.domain.as_deref().is_none_or(|d| scope.covers_domain(d))
-                            }
-                        };
-                        if c.kind == kind && visible {
-                            let out = ChangeEvent {
-                                kind: c.kind,
-                                action: c.action,
-                                key: c.key.clone(),
-                            };
-                            return Some((out, (rx, audience)));
-                        }
+    Ok(state.events.stream().filter_map(move |ev| {
+        let out = match &*ev {
+            Event::Changed(c) if c.kind == kind => {
+                let visible = match &audience {
+                    Audience::LoggedIn => true,
+                    Audience::Admins(scope) => {
+                        c.domain.as_deref().is_none_or(|d| scope.covers_domain(d))
                     }
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return None,
-                }
+                };
+                visible.then(|| ChangeEvent {
+                    kind: c.kind,
+                    action: c.action,
+                    key: c.key.clone(),
+                })
             }
-        },
-    ))
+            _ => None,
+        };
+        std::future::ready(out)
+    }))
 }
 
 #[derive(Default)]

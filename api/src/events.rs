@@ -2,6 +2,7 @@
 //! subscriptions (and later SSE and the scheduler) listen.
 use std::sync::Arc;
 
+use futures_util::{Stream, StreamExt};
 use tokio::sync::broadcast;
 
 /// What kind of object changed.
@@ -112,4 +113,41 @@ impl EventBus {
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()
     }
+
+    /// Every event from this call on, as a stream: a listener that falls behind skips what it
+    /// missed; the stream ends when the bus closes. Subscribes at once, so work done after
+    /// this call (a snapshot) cannot miss an event.
+    pub fn stream(&self) -> impl Stream<Item = Arc<Event>> + Send + 'static + use<> {
+        futures_util::stream::unfold(self.subscribe(), |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => return Some((ev, rx)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+    }
+}
+
+/// Ends `stream` after the first item for which `last` holds (that item included); empty
+/// when `already_over`.
+pub fn until<S, T>(
+    stream: S,
+    already_over: bool,
+    last: impl Fn(&T) -> bool + Send + 'static,
+) -> impl Stream<Item = T> + Send
+where
+    S: Stream<Item = T> + Send,
+    T: Send,
+{
+    stream.scan(already_over, move |over, item| {
+        let out = if *over {
+            None
+        } else {
+            *over = last(&item);
+            Some(item)
+        };
+        std::future::ready(out)
+    })
 }

@@ -42,6 +42,19 @@ const CAPS: &[&str] = &[
     "AUDIT_WRITE",
 ];
 
+/// A process running in a container with its streams attached.
+pub struct AttachedExec {
+    pub id: String,
+    pub output: std::pin::Pin<
+        Box<
+            dyn futures_util::Stream<
+                    Item = Result<bollard::container::LogOutput, bollard::errors::Error>,
+                > + Send,
+        >,
+    >,
+    pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+}
+
 pub struct DockerAgent {
     pub id: String,
     pub endpoint: String,
@@ -357,13 +370,25 @@ impl DockerAgent {
             .map_err(|e| engine_err("writing files into a container", e))
     }
 
-    /// Starts a process in the container as `work` in /home/work and leaves it running.
-    pub async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> ApiResult<()> {
+    /// Creates a process in the container as `work` in /home/work; returns its exec id.
+    async fn create_exec_as_work(
+        &self,
+        container_id: &str,
+        cmd: Vec<String>,
+        attach: bool,
+        tty: bool,
+        env: Vec<String>,
+    ) -> ApiResult<String> {
         let exec = self
             .docker
             .create_exec(
                 container_id,
                 bollard::exec::CreateExecOptions {
+                    attach_stdin: Some(attach),
+                    attach_stdout: Some(attach),
+                    attach_stderr: Some(attach),
+                    tty: Some(tty),
+                    env: (!env.is_empty()).then_some(env),
                     cmd: Some(cmd),
                     user: Some("work".to_string()),
                     working_dir: Some("/home/work".to_string()),
@@ -372,9 +397,17 @@ impl DockerAgent {
             )
             .await
             .map_err(|e| engine_err("starting a process in a container", e))?;
+        Ok(exec.id)
+    }
+
+    /// Starts a process in the container as `work` in /home/work and leaves it running.
+    pub async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> ApiResult<()> {
+        let id = self
+            .create_exec_as_work(container_id, cmd, false, false, Vec::new())
+            .await?;
         self.docker
             .start_exec(
-                &exec.id,
+                &id,
                 Some(bollard::exec::StartExecOptions {
                     detach: true,
                     tty: false,
@@ -384,6 +417,41 @@ impl DockerAgent {
             .await
             .map_err(|e| engine_err("starting a process in a container", e))?;
         Ok(())
+    }
+
+    /// Starts a process in the container as `work` in /home/work with stdin, stdout and stderr
+    /// attached (a pseudo-terminal with `tty`).
+    pub async fn attach_exec(
+        &self,
+        container_id: &str,
+        cmd: Vec<String>,
+        tty: bool,
+        env: Vec<String>,
+    ) -> ApiResult<AttachedExec> {
+        let id = self
+            .create_exec_as_work(container_id, cmd, true, tty, env)
+            .await?;
+        let started = self
+            .docker
+            .start_exec(
+                &id,
+                Some(bollard::exec::StartExecOptions {
+                    detach: false,
+                    tty,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(|e| engine_err("starting a process in a container", e))?;
+        match started {
+            bollard::exec::StartExecResults::Attached { output, input } => {
+                Ok(AttachedExec { id, output, input })
+            }
+            bollard::exec::StartExecResults::Detached => Err(ApiError::internal(
+                "starting a process in a container",
+                "not attached",
+            )),
+        }
     }
 
     /// Reads one regular file (at most `limit` bytes) from a container.

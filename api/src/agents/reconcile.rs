@@ -21,16 +21,6 @@ const IN_FLIGHT: &[SessionStatus] = &[
     SessionStatus::Pulling,
 ];
 
-/// Statuses whose kernels may legitimately have a container.
-const KEEP: &[SessionStatus] = &[
-    SessionStatus::Scheduled,
-    SessionStatus::Preparing,
-    SessionStatus::Pulling,
-    SessionStatus::Running,
-    SessionStatus::Restarting,
-    SessionStatus::Terminating,
-];
-
 async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option<String> {
     let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
         return None;
@@ -118,10 +108,10 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
             .map(|k| (k.id, k))
             .collect();
         for c in &containers {
-            let keep = c
-                .kernel_id
-                .and_then(|id| known.get(&id))
-                .is_some_and(|k| KEEP.contains(&k.status) && k.agent.as_deref() == Some(&agent.id));
+            let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| {
+                crate::sessions::ALLOCATED.contains(&k.status)
+                    && k.agent.as_deref() == Some(&agent.id)
+            });
             if !keep {
                 tracing::warn!(agent = %agent.id, container = %c.container_id, "removing a container that belongs to no live session");
                 agent

@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use entity::enums::{SessionStatus, SessionType, UserRole};
 use entity::{keypairs, resource_presets, sessions, users};
+use futures_util::StreamExt;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -290,7 +291,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         mount_map: string_map(config.get("mount_map"), "mount_map")?,
     };
     // Listen before creating, so no status change slips by.
-    let mut events = state.events.subscribe();
+    let events = state.events.stream();
     let created = crate::sessions::create(state, caller, req).await?;
     let s = created
         .into_iter()
@@ -303,6 +304,11 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         )
             .into_response());
     }
+    // Only this session's status events wake the wait (a safety recheck every few seconds).
+    let id = s.id;
+    let mut mine = std::pin::pin!(events.filter(move |ev| std::future::ready(
+        matches!(&**ev, crate::events::Event::Session(e) if e.session_id == id)
+    )));
     let deadline =
         (max_wait > 0).then(|| tokio::time::Instant::now() + Duration::from_secs(max_wait));
     loop {
@@ -315,8 +321,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
                 .into_response());
         }
         let wait = async {
-            // Any event, or a second at most, then look again.
-            let _ = tokio::time::timeout(Duration::from_secs(1), events.recv()).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), mine.next()).await;
         };
         match deadline {
             Some(d) => {

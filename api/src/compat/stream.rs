@@ -11,7 +11,6 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::{Named, caller, find_session};
@@ -70,7 +69,7 @@ async fn run_over_ws(
         .unwrap_or("query");
     let code = request.get("code").and_then(Value::as_str).unwrap_or("");
     let options = request.get("options").cloned().unwrap_or_else(|| json!({}));
-    let mut events = state.events.subscribe();
+    let mut events = std::pin::pin!(state.events.stream());
     let run = match crate::sessions::exec::start(&state, &session, mode, code, &options).await {
         Ok(r) => r,
         Err(e) => {
@@ -97,25 +96,22 @@ async fn run_over_ws(
     }
     loop {
         tokio::select! {
-            ev = events.recv() => match ev {
-                Ok(ev) => {
-                    let Event::Exec(c) = &*ev else { continue };
-                    if c.run_id != run.id || c.seq < next {
-                        continue;
-                    }
-                    next = c.seq + 1;
-                    if c.stream == "finished" {
-                        tx.send(frame("finished", vec![], c.exit_code)).await.map_err(|e| e.to_string())?;
-                        let _ = tx.close().await;
-                        return Ok(());
-                    }
-                    tx.send(frame("continued", vec![json!([c.stream, c.data])], None))
-                        .await
-                        .map_err(|e| e.to_string())?;
+            ev = events.next() => {
+                let Some(ev) = ev else { return Ok(()) };
+                let Event::Exec(c) = &*ev else { continue };
+                if c.run_id != run.id || c.seq < next {
+                    continue;
                 }
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return Ok(()),
-            },
+                next = c.seq + 1;
+                if c.stream == "finished" {
+                    tx.send(frame("finished", vec![], c.exit_code)).await.map_err(|e| e.to_string())?;
+                    let _ = tx.close().await;
+                    return Ok(());
+                }
+                tx.send(frame("continued", vec![json!([c.stream, c.data])], None))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
             msg = rx.next() => match msg {
                 Some(Ok(Message::Text(t))) => {
                     let mut line = t.as_str().to_string();
@@ -174,34 +170,26 @@ pub async fn session_events(
         },
     };
     let scope = caller.read_scope();
-    let rx = state.events.subscribe();
-    let stream = futures_util::stream::unfold(rx, move |mut rx| {
-        let scope = scope.clone();
-        async move {
-            loop {
-                match rx.recv().await {
-                    Ok(ev) => {
-                        let Event::Session(e) = &*ev else { continue };
-                        if !crate::sessions::graphql::sees(&scope, e)
-                            || only.is_some_and(|id| id != e.session_id)
-                        {
-                            continue;
-                        }
-                        let data = json!({
-                            "reason": e.reason.clone().unwrap_or_default(),
-                            "sessionName": e.name,
-                            "ownerAccessKey": e.access_key,
-                            "sessionId": e.session_id,
-                            "exitCode": Value::Null,
-                        });
-                        let out = SseEvent::default().event(e.event).data(data.to_string());
-                        return Some((Ok::<_, Infallible>(out), rx));
-                    }
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return None,
-                }
+    let stream = state.events.stream().filter_map(move |ev| {
+        let out = match &*ev {
+            Event::Session(e)
+                if crate::sessions::graphql::sees(&scope, e)
+                    && only.is_none_or(|id| id == e.session_id) =>
+            {
+                let data = json!({
+                    "reason": e.reason.clone().unwrap_or_default(),
+                    "sessionName": e.name,
+                    "ownerAccessKey": e.access_key,
+                    "sessionId": e.session_id,
+                    "exitCode": Value::Null,
+                });
+                Some(Ok::<_, Infallible>(
+                    SseEvent::default().event(e.event).data(data.to_string()),
+                ))
             }
-        }
+            _ => None,
+        };
+        std::future::ready(out)
     });
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

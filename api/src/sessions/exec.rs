@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use bollard::exec::{CreateExecOptions, StartExecResults};
 use chrono::Utc;
 use entity::enums::SessionStatus;
 use entity::sessions;
@@ -211,30 +210,13 @@ pub async fn start(
         code,
         options,
     )?;
-    let exec = agent
-        .docker
-        .create_exec(
-            &container,
-            CreateExecOptions {
-                attach_stdin: Some(true),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                cmd: Some(cmd),
-                user: Some("work".to_string()),
-                working_dir: Some("/home/work".to_string()),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| ApiError::internal("starting an execution", e))?;
-    let started = agent
-        .docker
-        .start_exec(&exec.id, None)
-        .await
-        .map_err(|e| ApiError::internal("starting an execution", e))?;
-    let StartExecResults::Attached { mut output, input } = started else {
-        return Err(ApiError::internal("starting an execution", "not attached"));
-    };
+    let crate::agents::docker::AttachedExec {
+        id: exec_id,
+        mut output,
+        input,
+    } = agent
+        .attach_exec(&container, cmd, false, Vec::new())
+        .await?;
     let run = Arc::new(Run {
         id: Uuid::new_v4(),
         session_id: session.id,
@@ -244,7 +226,7 @@ pub async fn start(
     });
     state.exec_runs.insert(run.clone());
     touch(state, session.id).await;
-    let (task_state, task_run, exec_id) = (state.clone(), run.clone(), exec.id.clone());
+    let (task_state, task_run) = (state.clone(), run.clone());
     tokio::spawn(async move {
         while let Some(item) = output.next().await {
             match item {

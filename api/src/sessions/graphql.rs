@@ -15,10 +15,9 @@ use entity::slots::ResourceSlots;
 use entity::{
     agents, groups, kernels, keypair_resource_policies, keypairs, resource_presets, sessions, users,
 };
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, Select};
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use crate::auth::{Caller, ReadScope};
@@ -925,31 +924,23 @@ impl SessionSubscription {
             find_visible(state, caller, id).await?;
         }
         let scope = caller.read_scope();
-        let rx = state.events.subscribe();
-        Ok(futures_util::stream::unfold(rx, move |mut rx| {
-            let scope = scope.clone();
-            async move {
-                loop {
-                    match rx.recv().await {
-                        Ok(ev) => {
-                            let Event::Session(e) = &*ev else { continue };
-                            if sees(&scope, e) && session_id.is_none_or(|id| id == e.session_id) {
-                                let out = SessionStatusEvent {
-                                    session_id: e.session_id,
-                                    name: e.name.clone(),
-                                    status: e.status.as_str().into(),
-                                    event: e.event.into(),
-                                    reason: e.reason.clone(),
-                                    access_key: e.access_key.clone(),
-                                };
-                                return Some((out, rx));
-                            }
-                        }
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => return None,
-                    }
+        Ok(state.events.stream().filter_map(move |ev| {
+            let out = match &*ev {
+                Event::Session(e)
+                    if sees(&scope, e) && session_id.is_none_or(|id| id == e.session_id) =>
+                {
+                    Some(SessionStatusEvent {
+                        session_id: e.session_id,
+                        name: e.name.clone(),
+                        status: e.status.as_str().into(),
+                        event: e.event.into(),
+                        reason: e.reason.clone(),
+                        access_key: e.access_key.clone(),
+                    })
                 }
-            }
+                _ => None,
+            };
+            std::future::ready(out)
         }))
     }
 
@@ -961,35 +952,23 @@ impl SessionSubscription {
     ) -> async_graphql::Result<impl Stream<Item = ExecutionChunk>> {
         let (state, caller) = authed(ctx)?;
         // Subscribe before the snapshot so nothing falls between them; `seq` removes repeats.
-        let rx = state.events.subscribe();
+        let events = state.events.stream();
         let run = visible_run(state, caller, run_id).await?;
         let (backlog, finished, _) = run.snapshot();
         let next_seq = backlog.len() as u64;
         let replay = futures_util::stream::iter(backlog.into_iter().map(ExecutionChunk::from));
-        let live = futures_util::stream::unfold(
-            (rx, next_seq, finished),
-            move |(mut rx, mut next, done)| async move {
-                if done {
-                    return None;
+        let live = events.filter_map(move |ev| {
+            let out = match &*ev {
+                Event::Exec(c) if c.run_id == run_id && c.seq >= next_seq => {
+                    Some(ExecutionChunk::from(c.clone()))
                 }
-                loop {
-                    match rx.recv().await {
-                        Ok(ev) => {
-                            let Event::Exec(c) = &*ev else { continue };
-                            if c.run_id != run_id || c.seq < next {
-                                continue;
-                            }
-                            next = c.seq + 1;
-                            let end = c.stream == "finished";
-                            return Some((ExecutionChunk::from(c.clone()), (rx, next, end)));
-                        }
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => return None,
-                    }
-                }
-            },
-        );
-        Ok(futures_util::StreamExt::chain(replay, live))
+                _ => None,
+            };
+            std::future::ready(out)
+        });
+        let live =
+            crate::events::until(live, finished, |c: &ExecutionChunk| c.stream == "finished");
+        Ok(replay.chain(live))
     }
 
     /// Live CPU and memory use of a running session, every `interval_secs` (default 2).

@@ -29,7 +29,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{Event, SessionEvent};
 use crate::state::AppState;
 
-/// Statuses in which a session holds resources on an agent.
+/// Statuses in which a session holds resources on an agent (and may have a container).
 pub const ALLOCATED: &[SessionStatus] = &[
     SessionStatus::Scheduled,
     SessionStatus::Preparing,

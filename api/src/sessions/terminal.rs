@@ -7,13 +7,12 @@ use axum::Extension;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
 use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::state::AppState;
 
 pub async fn terminal(
@@ -51,52 +50,20 @@ async fn bridge(
     container: String,
     ws: WebSocket,
 ) -> ApiResult<()> {
-    let exec = agent
-        .docker
-        .create_exec(
-            &container,
-            CreateExecOptions {
-                attach_stdin: Some(true),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                tty: Some(true),
-                env: Some(vec![
-                    "TERM=xterm-256color".to_string(),
-                    "LANG=C.UTF-8".to_string(),
-                ]),
-                cmd: Some(vec![
-                    "tmux".to_string(),
-                    "new-session".to_string(),
-                    "-A".to_string(),
-                    "-s".to_string(),
-                    "main".to_string(),
-                ]),
-                user: Some("work".to_string()),
-                working_dir: Some("/home/work".to_string()),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| ApiError::internal("starting a terminal", e))?;
-    let started = agent
-        .docker
-        .start_exec(
-            &exec.id,
-            Some(StartExecOptions {
-                detach: false,
-                tty: true,
-                output_capacity: None,
-            }),
-        )
-        .await
-        .map_err(|e| ApiError::internal("starting a terminal", e))?;
-    let StartExecResults::Attached {
+    let crate::agents::docker::AttachedExec {
+        id: exec_id,
         mut output,
         mut input,
-    } = started
-    else {
-        return Err(ApiError::internal("starting a terminal", "not attached"));
-    };
+    } = agent
+        .attach_exec(
+            &container,
+            ["tmux", "new-session", "-A", "-s", "main"]
+                .map(String::from)
+                .to_vec(),
+            true,
+            vec!["TERM=xterm-256color".into(), "LANG=C.UTF-8".into()],
+        )
+        .await?;
     let (mut to_browser, mut from_browser) = ws.split();
     let pump_out = async {
         while let Some(Ok(chunk)) = output.next().await {
@@ -111,7 +78,6 @@ async fn bridge(
         let _ = to_browser.send(Message::Close(None)).await;
     };
     let docker = agent.docker.clone();
-    let exec_id = exec.id.clone();
     let pump_in = async {
         while let Some(Ok(msg)) = from_browser.next().await {
             let keys = match msg {

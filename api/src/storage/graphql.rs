@@ -608,43 +608,31 @@ impl StorageSubscription {
     ) -> async_graphql::Result<impl futures_util::Stream<Item = VFolderChange>> {
         let (state, caller) = authed(ctx)?;
         let (state, caller) = (state.clone(), caller.clone());
-        let rx = state.events.subscribe();
-        Ok(futures_util::stream::unfold(rx, move |mut rx| {
-            let (state, caller) = (state.clone(), caller.clone());
-            async move {
-                use tokio::sync::broadcast::error::RecvError;
-                loop {
-                    match rx.recv().await {
-                        Ok(ev) => {
-                            let crate::events::Event::Vfolder(e) = &*ev else {
-                                continue;
-                            };
-                            let visible = e.user == Some(caller.uuid)
-                                || caller
-                                    .admin_scope()
-                                    .is_some_and(|s| s.covers_domain(&e.domain))
-                                || match e.group {
-                                    Some(g) => crate::groups::is_member(&state.db, caller.uuid, g)
-                                        .await
-                                        .unwrap_or(false),
-                                    None => false,
-                                };
-                            if visible {
-                                return Some((
-                                    VFolderChange {
-                                        id: e.id,
-                                        name: e.name.clone(),
-                                        action: e.action,
-                                    },
-                                    rx,
-                                ));
-                            }
-                        }
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => return None,
-                    }
+        Ok(futures_util::StreamExt::filter_map(
+            state.events.stream(),
+            move |ev| {
+                let (state, caller) = (state.clone(), caller.clone());
+                async move {
+                    let crate::events::Event::Vfolder(e) = &*ev else {
+                        return None;
+                    };
+                    let visible = e.user == Some(caller.uuid)
+                        || caller
+                            .admin_scope()
+                            .is_some_and(|s| s.covers_domain(&e.domain))
+                        || match e.group {
+                            Some(g) => crate::groups::is_member(&state.db, caller.uuid, g)
+                                .await
+                                .unwrap_or(false),
+                            None => false,
+                        };
+                    visible.then(|| VFolderChange {
+                        id: e.id,
+                        name: e.name.clone(),
+                        action: e.action,
+                    })
                 }
-            }
-        }))
+            },
+        ))
     }
 }
