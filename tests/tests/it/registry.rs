@@ -236,12 +236,7 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
         )
         .await;
     assert_eq!(img["image"]["installed"], true);
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": id}),
-    )
-    .await;
+    destroy(&app, &user, &id).await;
     let _ = std::process::Command::new("docker")
         .args(["rmi", &env_ref])
         .output();

@@ -320,12 +320,7 @@ both_dbs!(pending_sessions_say_why, |db| async move {
         "{data}"
     );
     // When the first ends, the second starts by itself.
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": first}),
-    )
-    .await;
+    destroy(&app, &user, &first).await;
     wait_status(&app, &user, &second, &["RUNNING"]).await;
 
     // Larger than any agent: pending with the reason, and cancellable.
@@ -363,12 +358,7 @@ both_dbs!(pending_sessions_say_why, |db| async move {
         cancelled["destroy_session"]["session"]["status"],
         "CANCELLED"
     );
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": second}),
-    )
-    .await;
+    destroy(&app, &user, &second).await;
 
     // What is left, and which presets fit (2 CPUs on this agent: `large` does not).
     let usage = app.ok(Some(&user), "{ resource_usage { concurrency_limit concurrency_used keypair_remaining scaling_group presets { name allocatable } } }", json!({})).await;
@@ -737,12 +727,7 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert!(agent_cpu > 10.0, "agent live CPU: {agent_cpu}");
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": id}),
-    )
-    .await;
+    destroy(&app, &user, &id).await;
 });
 
 both_dbs!(finished_sessions_never_change_again, |db| async move {
@@ -941,12 +926,7 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
         "NOT_FOUND",
     );
     assert_code(&app.gql(Some(&other), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"1\") { run_id } }", json!({"s": id})).await, "NOT_FOUND");
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": id}),
-    )
-    .await;
+    destroy(&app, &user, &id).await;
     assert_code(&app.gql(Some(&user), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"1\") { run_id } }", json!({"s": id})).await, "BAD_REQUEST");
 
     // The C++ environment compiles and runs a query.
@@ -970,12 +950,7 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
     )
     .await;
     assert_eq!((out.as_str(), code), ("42\n", 0));
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": cpp}),
-    )
-    .await;
+    destroy(&app, &user, &cpp).await;
 });
 
 async fn terminal_ws(
@@ -1065,12 +1040,7 @@ both_dbs!(web_terminal_is_real_tmux, |db| async move {
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 404),
         other => panic!("a stranger must not attach: {other:?}"),
     }
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": id}),
-    )
-    .await;
+    destroy(&app, &user, &id).await;
 });
 
 both_dbs!(jupyter_through_the_app_proxy, |db| async move {
@@ -1336,12 +1306,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .await,
         "NOT_FOUND",
     );
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": id}),
-    )
-    .await;
+    destroy(&app, &user, &id).await;
     wait_status(&app, &user, &id, &["TERMINATED"]).await;
     let mut gone = false;
     for _ in 0..50 {
@@ -1516,10 +1481,5 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
         .await,
         "NOT_FOUND",
     );
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        json!({"id": id}),
-    )
-    .await;
+    destroy(&app, &user, &id).await;
 });

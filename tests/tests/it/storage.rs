@@ -463,12 +463,7 @@ both_dbs!(
         .gql(Some(&user), "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"user2-vfolder\") { ok } }", json!({"id": v}))
         .await;
         assert_code(&busy, "CONFLICT");
-        app.ok(
-            Some(&user),
-            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-            json!({"id": id}),
-        )
-        .await;
+        destroy(&app, &user, &id).await;
 
         // After the session: the file is in the folder, with the same contents.
         let files = app
@@ -546,12 +541,7 @@ both_dbs!(
             !gone.status.success(),
             "files outside mounted folders are gone with the session"
         );
-        app.ok(
-            Some(&user),
-            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-            json!({"id": id2}),
-        )
-        .await;
+        destroy(&app, &user, &id2).await;
     }
 );
 

@@ -412,3 +412,13 @@ fn rand_u16() -> u16 {
     let b = uuid::Uuid::new_v4().into_bytes();
     u16::from_le_bytes([b[0], b[1]])
 }
+
+/// Terminates a session as `token` (the call must succeed).
+pub async fn destroy(app: &TestApp, token: &str, id: &str) {
+    app.ok(
+        Some(token),
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        serde_json::json!({"id": id}),
+    )
+    .await;
+}
