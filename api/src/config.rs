@@ -114,12 +114,28 @@ settings! {
     default_rate_limit: u32 = 1000, env = "BAI_DEFAULT_RATE_LIMIT";
     /// Requests per 15 minutes for keypairs of admins.
     admin_rate_limit: u32 = 30000, env = "BAI_ADMIN_RATE_LIMIT";
+    /// Failed logins (or password checks) of one account before it is blocked for
+    /// `login_block_secs` (Backend.AI's `login_allowed_fail_count`).
+    login_max_failures_per_account: u32 = 10, env = "BAI_LOGIN_MAX_FAILURES_PER_ACCOUNT";
+    /// Failed logins from one client address before it is blocked for `login_block_secs`.
+    login_max_failures_per_addr: u32 = 30, env = "BAI_LOGIN_MAX_FAILURES_PER_ADDR";
+    /// Login attempts from one client address running at the same time.
+    login_max_concurrent_per_addr: u32 = 4, env = "BAI_LOGIN_MAX_CONCURRENT_PER_ADDR";
+    /// How long failures are remembered and a block lasts, in seconds (Backend.AI's
+    /// `login_block_time`).
+    login_block_secs: u64 = 1200, env = "BAI_LOGIN_BLOCK_SECS";
+    /// GraphQL WebSockets open at once per user (per address for anonymous ones).
+    ws_max_connections_per_user: usize = 16, env = "BAI_WS_MAX_CONNECTIONS_PER_USER";
+    /// Operations (subscriptions included) running at once on one GraphQL WebSocket.
+    ws_max_operations_per_connection: usize = 32, env = "BAI_WS_MAX_OPERATIONS_PER_CONNECTION";
     /// GraphQL: maximum selection depth.
     graphql_max_depth: usize = 16, env = "BAI_GRAPHQL_MAX_DEPTH";
     /// GraphQL: maximum query complexity (one point per field, lists count 20).
     graphql_max_complexity: usize = 5000, env = "BAI_GRAPHQL_MAX_COMPLEXITY";
     /// GraphQL: maximum number of aliased fields in one document.
     graphql_max_aliases: usize = 30, env = "BAI_GRAPHQL_MAX_ALIASES";
+    /// GraphQL: maximum number of fields one document selects, fragments expanded.
+    graphql_max_fields: usize = 2000, env = "BAI_GRAPHQL_MAX_FIELDS";
     /// Maximum request body size for GraphQL and JSON endpoints, in bytes.
     max_body_bytes: usize = 1024 * 1024, env = "BAI_MAX_BODY_BYTES";
     /// Container engines, one agent each: `unix:///var/run/docker.sock`, `tcp://host:2375`.

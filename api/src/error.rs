@@ -124,6 +124,17 @@ impl From<entity::slots::SlotError> for ApiError {
 // ApiError deliberately implements neither Display nor std::error::Error: async-graphql
 // converts every Display type into an error without `extensions.code`, and this conversion,
 // which keeps the code, must be the only one.
+impl ApiError {
+    /// As an error of the GraphQL engine (for extensions, which cannot return resolver errors).
+    pub fn into_server_error(self) -> async_graphql::ServerError {
+        let mut ext = async_graphql::ErrorExtensionValues::default();
+        ext.set("code", self.code.as_str());
+        let mut e = async_graphql::ServerError::new(self.message, None);
+        e.extensions = Some(ext);
+        e
+    }
+}
+
 impl From<ApiError> for async_graphql::Error {
     fn from(e: ApiError) -> Self {
         let code = e.code.as_str();

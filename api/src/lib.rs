@@ -129,7 +129,10 @@ where
     let stopping = state.clone();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
+        let served = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
             .with_graceful_shutdown(async move {
                 tokio::select! {
                     _ = rx => {}

@@ -26,6 +26,12 @@ pub struct AppState {
     pub started_apps: Arc<crate::sessions::apps::StartedApps>,
     /// One HTTP client (connection pool) for the app proxy and probes.
     pub http: reqwest::Client,
+    pub login_throttle: Arc<crate::auth::throttle::LoginThrottle>,
+    pub revocations: Arc<crate::auth::Revocations>,
+    /// Open GraphQL WebSockets per user (or per address when anonymous).
+    pub ws_connections: Arc<crate::auth::ws::Connections>,
+    /// HMAC signatures already used within the clock-skew window.
+    pub seen_signatures: Arc<crate::auth::hmac::SeenSignatures>,
 }
 
 impl AppState {
@@ -35,7 +41,18 @@ impl AppState {
         instance_id: String,
         http: reqwest::Client,
     ) -> Self {
+        let login_limits = crate::auth::throttle::LoginLimits {
+            per_account: config.login_max_failures_per_account,
+            per_addr: config.login_max_failures_per_addr,
+            concurrent_per_addr: config.login_max_concurrent_per_addr,
+            window: std::time::Duration::from_secs(config.login_block_secs),
+        };
+        let skew = std::time::Duration::from_secs(config.hmac_clock_skew_secs);
         Self {
+            login_throttle: Arc::new(crate::auth::throttle::LoginThrottle::new(login_limits)),
+            revocations: Arc::new(crate::auth::Revocations::default()),
+            ws_connections: Arc::new(crate::auth::ws::Connections::default()),
+            seen_signatures: Arc::new(crate::auth::hmac::SeenSignatures::new(skew)),
             db,
             config: Arc::new(config),
             events: EventBus::new(),

@@ -110,7 +110,8 @@ impl AccountMutation {
         password: String,
     ) -> async_graphql::Result<LoginResult> {
         let state = state(ctx)?;
-        let login = super::login(state, &email, &password, None).await?;
+        let addr = crate::graphql::client_addr(ctx);
+        let login = super::login(state, &email, &password, addr, None).await?;
         ctx.append_http_header(SET_COOKIE, super::session_cookie(state, &login.token));
         Ok(LoginResult {
             ok: true,
@@ -170,7 +171,18 @@ impl AccountMutation {
     ) -> async_graphql::Result<OkResult> {
         let (state, caller) = authed(ctx)?;
         let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
-        super::change_password(state, user, &old_password, &new_password, &new_password2).await?;
+        let current = caller
+            .login_session
+            .map(|s| (s, crate::graphql::client_addr(ctx)));
+        super::change_password(
+            state,
+            user,
+            &old_password,
+            &new_password,
+            &new_password2,
+            current,
+        )
+        .await?;
         Ok(OkResult::success())
     }
 
@@ -185,13 +197,15 @@ impl AccountMutation {
         #[graphql(name = "new_password2")] new_password2: String,
     ) -> async_graphql::Result<OkResult> {
         let state = state(ctx)?;
-        let user = super::check_credentials(&state.db, &email, &current_password).await?;
-        super::change_password(
+        let addr = crate::graphql::client_addr(ctx);
+        let user = super::check_credentials(state, &email, &current_password, addr).await?;
+        super::set_password(
             state,
             user,
             &current_password,
             &new_password,
             &new_password2,
+            None,
         )
         .await?;
         Ok(OkResult::success())

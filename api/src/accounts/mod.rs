@@ -15,23 +15,28 @@ use crate::state::AppState;
 
 const BAD_LOGIN: &str = "Invalid email or password.";
 
-/// Checks email + password. Wrong email and wrong password are indistinguishable, in
-/// message and in time.
-pub async fn check_credentials<C: ConnectionTrait>(
-    db: &C,
+/// Checks email + password, throttled per account and per client address. Wrong email and
+/// wrong password are indistinguishable, in message and in time.
+pub async fn check_credentials(
+    state: &AppState,
     email: &str,
     pw: &str,
+    addr: Option<std::net::IpAddr>,
 ) -> ApiResult<users::Model> {
     let email = email.trim().to_ascii_lowercase();
+    let attempt = state.login_throttle.start(&email, addr)?;
     let user = users::Entity::find()
         .filter(users::Column::Email.eq(&email))
-        .one(db)
+        .one(&state.db)
         .await?;
     let hash = user
         .as_ref()
         .map(|u| u.password.as_str())
         .unwrap_or(password::DUMMY_HASH);
-    let ok = password::verify(pw, hash).await;
+    let ok = password::verify(pw, hash).await?;
+    if ok && user.is_some() {
+        attempt.succeeded();
+    }
     match user {
         Some(u) if ok => match u.status {
             UserStatus::Active => Ok(u),
@@ -58,15 +63,11 @@ pub async fn login(
     state: &AppState,
     email: &str,
     pw: &str,
+    addr: Option<std::net::IpAddr>,
     user_agent: Option<String>,
 ) -> ApiResult<NewLogin> {
-    let user = check_credentials(&state.db, email, pw).await?;
-    if user.need_password_change {
-        return Err(ApiError::new(
-            ErrorCode::PasswordChangeRequired,
-            "Your password must be changed before you can log in.",
-        ));
-    }
+    let user = check_credentials(state, email, pw, addr).await?;
+    usable(state, &user).await?;
     let token = tokens::new_token();
     let now = Utc::now();
     let ttl = i64::try_from(state.config.login_session_ttl_secs).unwrap_or(i64::MAX / 2);
@@ -95,10 +96,53 @@ pub async fn login(
     })
 }
 
+/// What must hold after the password was proven before credentials are handed out (a login
+/// session, or the keypair through `/auth/authorize`): no pending forced password change and
+/// an active main keypair.
+pub async fn usable(state: &AppState, user: &users::Model) -> ApiResult<()> {
+    if user.need_password_change {
+        return Err(ApiError::new(
+            ErrorCode::PasswordChangeRequired,
+            "Your password must be changed before you can log in.",
+        ));
+    }
+    if let Some(ak) = &user.main_access_key {
+        let active = entity::keypairs::Entity::find_by_id(ak.clone())
+            .one(&state.db)
+            .await?
+            .is_some_and(|k| k.is_active);
+        if !active {
+            return Err(ApiError::unauthenticated(
+                "Your keypair is deactivated. Contact your administrator.",
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub async fn logout(state: &AppState, session: Uuid) -> ApiResult<()> {
     login_sessions::Entity::delete_by_id(session)
         .exec(&state.db)
         .await?;
+    state.revocations.bump();
+    Ok(())
+}
+
+/// Ends every login session of `user` but `keep` (after a password change or reset, a
+/// deactivation or a role change), and tells open WebSockets to re-check their rights.
+pub async fn end_login_sessions<C: ConnectionTrait>(
+    db: &C,
+    revocations: &crate::auth::Revocations,
+    user: Uuid,
+    keep: Option<Uuid>,
+) -> ApiResult<()> {
+    let mut del =
+        login_sessions::Entity::delete_many().filter(login_sessions::Column::UserUuid.eq(user));
+    if let Some(k) = keep {
+        del = del.filter(login_sessions::Column::Id.ne(k));
+    }
+    del.exec(db).await?;
+    revocations.bump();
     Ok(())
 }
 
@@ -183,18 +227,35 @@ pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
     Ok(user)
 }
 
-/// Sets a new password after checking the current one and the rules; clears the
-/// "require password change" flag.
+/// Sets a new password after checking the current one (throttled like logins) and the
+/// rules; clears the "require password change" flag and ends every other login session.
 pub async fn change_password(
     state: &AppState,
     user: users::Model,
     old: &str,
     new: &str,
     new2: &str,
+    current: Option<(Uuid, Option<std::net::IpAddr>)>,
 ) -> ApiResult<()> {
-    if !password::verify(old, &user.password).await {
+    let addr = current.and_then(|(_, a)| a);
+    let attempt = state.login_throttle.start(&user.email, addr)?;
+    if !password::verify(old, &user.password).await? {
         return Err(ApiError::bad_request("The current password is incorrect."));
     }
+    attempt.succeeded();
+    set_password(state, user, old, new, new2, current.map(|(s, _)| s)).await
+}
+
+/// Sets a new password whose current one was already proven; ends every login session but
+/// `keep`.
+pub async fn set_password(
+    state: &AppState,
+    user: users::Model,
+    old: &str,
+    new: &str,
+    new2: &str,
+    keep: Option<Uuid>,
+) -> ApiResult<()> {
     password::validate_new(new, new2)?;
     if old == new {
         return Err(ApiError::bad_request(
@@ -203,12 +264,14 @@ pub async fn change_password(
     }
     let hash = password::hash(new).await?;
     let email = user.email.clone();
+    let uuid = user.uuid;
     let mut m: users::ActiveModel = user.into();
     m.password = Set(hash);
     m.need_password_change = Set(false);
     m.password_changed_at = Set(Some(Utc::now()));
     m.modified_at = Set(Utc::now());
     m.update(&state.db).await?;
+    end_login_sessions(&state.db, &state.revocations, uuid, keep).await?;
     crate::audit::record(
         &state.db,
         &email,

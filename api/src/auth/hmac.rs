@@ -128,8 +128,90 @@ pub fn verify(secret: &str, input: &SignInput<'_>, signature_hex: &str) -> bool 
     }
 }
 
+/// Signatures already accepted, each kept until it could no longer pass the clock-skew check,
+/// so a captured request cannot be replayed (Backend.AI's signature does not cover the body).
+pub struct SeenSignatures {
+    keep: std::time::Duration,
+    inner: std::sync::Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    set: std::collections::HashSet<[u8; 32]>,
+    /// In order of expiry (every entry lives the same time).
+    queue: std::collections::VecDeque<(std::time::Instant, [u8; 32])>,
+}
+
+/// Most signatures remembered; at the bound new signed requests are refused until old ones
+/// expire (every keypair's rate limit keeps real traffic far below it).
+pub const MAX_SEEN: usize = 500_000;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Replay {
+    Fresh,
+    Seen,
+    Full,
+}
+
+impl SeenSignatures {
+    /// `skew` is the accepted clock skew: a date is valid for 2 × skew at most.
+    pub fn new(skew: std::time::Duration) -> Self {
+        Self {
+            keep: skew.saturating_mul(2),
+            inner: std::sync::Mutex::new(Seen::default()),
+        }
+    }
+
+    /// Records `signature` (hex); tells whether it was fresh.
+    pub fn record(&self, signature_hex: &str) -> Replay {
+        self.record_at(signature_hex, std::time::Instant::now())
+    }
+
+    fn record_at(&self, signature_hex: &str, now: std::time::Instant) -> Replay {
+        let mut key = [0u8; 32];
+        if hex::decode_to_slice(signature_hex, &mut key).is_err() {
+            return Replay::Seen;
+        }
+        let mut seen = match self.inner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        while let Some((expiry, sig)) = seen.queue.front().copied() {
+            if expiry > now {
+                break;
+            }
+            seen.queue.pop_front();
+            seen.set.remove(&sig);
+        }
+        if seen.set.contains(&key) {
+            return Replay::Seen;
+        }
+        if seen.set.len() >= MAX_SEEN {
+            return Replay::Full;
+        }
+        seen.set.insert(key);
+        seen.queue.push_back((now + self.keep, key));
+        Replay::Fresh
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn signatures_are_single_use_until_they_expire() {
+        let seen = SeenSignatures::new(std::time::Duration::from_secs(10));
+        let t0 = std::time::Instant::now();
+        let sig = "ab".repeat(32);
+        assert_eq!(seen.record_at(&sig, t0), Replay::Fresh);
+        assert_eq!(seen.record_at(&sig, t0), Replay::Seen);
+        assert_eq!(seen.record_at(&"cd".repeat(32), t0), Replay::Fresh);
+        assert_eq!(seen.record_at("zz", t0), Replay::Seen);
+        assert_eq!(
+            seen.record_at(&sig, t0 + std::time::Duration::from_secs(21)),
+            Replay::Fresh
+        );
+    }
+
     use super::*;
 
     #[test]

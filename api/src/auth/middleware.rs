@@ -3,7 +3,9 @@
 //! the query. Handlers read the result as `Extension<Principal>`.
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -13,6 +15,7 @@ use entity::{keypairs, login_sessions, users};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 
 use super::caller::{Caller, Principal};
+use super::{ClientAddr, Credential};
 use super::{hmac, tokens};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::state::AppState;
@@ -25,9 +28,16 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "/".into());
+    let addr = ClientAddr(
+        req.extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip()),
+    );
+    req.extensions_mut().insert(addr);
     match resolve(&state, req.method(), &path_and_query, req.headers()).await {
-        Ok(principal) => {
+        Ok((principal, credential)) => {
             req.extensions_mut().insert(principal);
+            req.extensions_mut().insert(credential);
             next.run(req).await
         }
         Err(e) => e.into_response(),
@@ -39,36 +49,75 @@ async fn resolve(
     method: &Method,
     path_and_query: &str,
     headers: &HeaderMap,
-) -> ApiResult<Principal> {
-    let caller = if let Some(auth) = header_str(headers, header::AUTHORIZATION.as_str()) {
-        if let Some(token) = auth.strip_prefix("Bearer ") {
-            Some(
-                caller_from_token(state, token.trim())
-                    .await?
-                    .ok_or_else(|| {
-                        ApiError::unauthenticated(
-                            "The bearer token is invalid or has expired; log in again.",
-                        )
-                    })?,
-            )
+) -> ApiResult<(Principal, Credential)> {
+    let (caller, credential) =
+        if let Some(auth) = header_str(headers, header::AUTHORIZATION.as_str()) {
+            if let Some(token) = auth.strip_prefix("Bearer ") {
+                let token = token.trim();
+                let caller = caller_from_token(state, token).await?.ok_or_else(|| {
+                    ApiError::unauthenticated(
+                        "The bearer token is invalid or has expired; log in again.",
+                    )
+                })?;
+                (Some(caller), Credential::Token(token.to_string()))
+            } else {
+                let caller = from_signature(state, method, path_and_query, headers, auth).await?;
+                let key = caller.access_key.clone().unwrap_or_default();
+                (Some(caller), Credential::Keypair(key))
+            }
+        } else if let Some(token) = session_cookie(headers) {
+            // A stale or foreign-origin cookie is simply ignored: the caller is anonymous and
+            // may log in again.
+            match same_origin(headers) {
+                true => match caller_from_token(state, &token).await? {
+                    Some(c) => (Some(c), Credential::Token(token)),
+                    None => (None, Credential::None),
+                },
+                false => (None, Credential::None),
+            }
         } else {
-            Some(from_signature(state, method, path_and_query, headers, auth).await?)
-        }
-    } else if let Some(token) = session_cookie(headers) {
-        // A stale or foreign-origin cookie is simply ignored: the caller is anonymous and may
-        // log in again.
-        if same_origin(headers) {
-            caller_from_token(state, &token).await?
-        } else {
-            None
-        }
-    } else {
-        None
-    };
+            (None, Credential::None)
+        };
     let Some(caller) = caller else {
-        return Ok(Principal::Anonymous);
+        return Ok((Principal::Anonymous, Credential::None));
     };
     if let Some(ak) = &caller.access_key {
+        account_request(state, ak).await?;
+    }
+    Ok((Principal::User(Arc::new(caller)), credential))
+}
+
+/// Proves `credential` again, as a new request would (a GraphQL WebSocket does this before
+/// each operation): revoked tokens, deactivated users or keypairs and changed roles take
+/// effect at once, and the operation counts against the keypair's rate limit.
+pub async fn reresolve(
+    state: &AppState,
+    credential: &Credential,
+    count: bool,
+) -> ApiResult<Principal> {
+    let caller = match credential {
+        Credential::None => return Ok(Principal::Anonymous),
+        Credential::Token(t) => caller_from_token(state, t).await?,
+        Credential::Keypair(ak) => match keypairs::Entity::find_by_id(ak.clone())
+            .one(&state.db)
+            .await?
+            .filter(|k| k.is_active)
+        {
+            Some(k) => active_user(state, k.user).await?.map(|u| Caller {
+                uuid: u.uuid,
+                email: u.email,
+                domain_name: u.domain_name,
+                role: u.role,
+                access_key: Some(k.access_key),
+                login_session: None,
+            }),
+            None => None,
+        },
+    };
+    let caller = caller.ok_or_else(|| {
+        ApiError::unauthenticated("Your credentials were revoked or have expired; log in again.")
+    })?;
+    if count && let Some(ak) = &caller.access_key {
         account_request(state, ak).await?;
     }
     Ok(Principal::User(Arc::new(caller)))
@@ -133,6 +182,16 @@ pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Optio
     let Some(user) = active_user(state, session.user_uuid).await? else {
         return Ok(None);
     };
+    // A deactivated main keypair locks the account out of the console too.
+    if let Some(ak) = &user.main_access_key {
+        let active = keypairs::Entity::find_by_id(ak.clone())
+            .one(&state.db)
+            .await?
+            .is_some_and(|k| k.is_active);
+        if !active {
+            return Ok(None);
+        }
+    }
     Ok(Some(Caller {
         uuid: user.uuid,
         email: user.email,
@@ -187,6 +246,20 @@ async fn from_signature(
     };
     if !hmac::verify(&keypair.secret_key, &input, &cred.signature) {
         return Err(invalid());
+    }
+    match state.seen_signatures.record(&cred.signature) {
+        hmac::Replay::Fresh => {}
+        hmac::Replay::Seen => {
+            return Err(fail(
+                "This signature was already used: sign every request anew",
+            ));
+        }
+        hmac::Replay::Full => {
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                "Too many signed requests in flight; try again shortly.",
+            ));
+        }
     }
     let user = active_user(state, keypair.user)
         .await?

@@ -37,8 +37,35 @@ pub fn validate_new(password: &str, again: &str) -> ApiResult<()> {
     validate_rules(password)
 }
 
+/// argon2 computations running at once, process-wide (each holds 19 MiB and a blocking
+/// thread); more callers wait in a bounded queue.
+const MAX_RUNNING: usize = 2;
+/// Callers allowed to wait for a turn; beyond it, RATE_LIMITED at once.
+const MAX_WAITING: usize = 64;
+static RUNNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_RUNNING);
+static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A turn to run argon2, or RATE_LIMITED when too many are already waiting.
+async fn turn() -> ApiResult<tokio::sync::SemaphorePermit<'static>> {
+    use std::sync::atomic::Ordering;
+    if let Ok(p) = RUNNING.try_acquire() {
+        return Ok(p);
+    }
+    if WAITING.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING {
+        WAITING.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError::new(
+            crate::error::ErrorCode::RateLimited,
+            "Too many password checks in progress; try again in a few seconds.",
+        ));
+    }
+    let permit = RUNNING.acquire().await;
+    WAITING.fetch_sub(1, Ordering::SeqCst);
+    permit.map_err(|e| ApiError::internal("waiting for a password check", e))
+}
+
 pub async fn hash(password: &str) -> ApiResult<String> {
     let password = password.to_string();
+    let _turn = turn().await?;
     tokio::task::spawn_blocking(move || {
         Argon2::default()
             .hash_password(password.as_bytes())
@@ -53,17 +80,19 @@ pub async fn hash(password: &str) -> ApiResult<String> {
 /// unknown emails take as long as wrong passwords.
 pub const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$Jc0c+Jp8wW3OfQ3pdgSUeS5mZ1zbxW7l6iXl2Lz2fOk";
 
-pub async fn verify(password: &str, stored: &str) -> bool {
+/// Whether `password` matches `stored`; RATE_LIMITED when the argon2 queue is full.
+pub async fn verify(password: &str, stored: &str) -> ApiResult<bool> {
     let password = password.to_string();
     let stored = stored.to_string();
-    tokio::task::spawn_blocking(move || match PasswordHash::new(&stored) {
+    let _turn = turn().await?;
+    Ok(tokio::task::spawn_blocking(move || match PasswordHash::new(&stored) {
         Ok(parsed) => Argon2::default()
             .verify_password(password.as_bytes(), &parsed)
             .is_ok(),
         Err(_) => false,
     })
     .await
-    .unwrap_or(false)
+    .unwrap_or(false))
 }
 
 #[cfg(test)]
@@ -84,9 +113,9 @@ mod tests {
     async fn hash_and_verify() {
         let h = hash("abc123!@").await.unwrap();
         assert!(h.starts_with("$argon2id$"));
-        assert!(verify("abc123!@", &h).await);
-        assert!(!verify("abc123!#", &h).await);
-        assert!(!verify("abc123!@", "not a hash").await);
-        assert!(!verify("abc123!@", DUMMY_HASH).await);
+        assert!(verify("abc123!@", &h).await.unwrap());
+        assert!(!verify("abc123!#", &h).await.unwrap());
+        assert!(!verify("abc123!@", "not a hash").await.unwrap());
+        assert!(!verify("abc123!@", DUMMY_HASH).await.unwrap());
     }
 }

@@ -631,7 +631,11 @@ struct Authorize {
 }
 
 /// `POST /auth/authorize` (anonymous): email + password → the user's main keypair.
-async fn authorize(State(state): State<AppState>, Json(body): Json<Authorize>) -> Response {
+async fn authorize(
+    State(state): State<AppState>,
+    Extension(addr): Extension<crate::auth::ClientAddr>,
+    Json(body): Json<Authorize>,
+) -> Response {
     reply(
         async {
             if body.kind != "keypair" {
@@ -640,9 +644,16 @@ async fn authorize(State(state): State<AppState>, Json(body): Json<Authorize>) -
                     body.kind
                 )));
             }
-            let user =
-                crate::accounts::check_credentials(&state.db, &body.username, &body.password)
-                    .await?;
+            let user = crate::accounts::check_credentials(
+                &state,
+                &body.username,
+                &body.password,
+                addr.0,
+            )
+            .await?;
+            // The keypair's secret is a credential like a login session: not before a forced
+            // password change is done.
+            crate::accounts::usable(&state, &user).await?;
             let mut keys = keypairs::Entity::find()
                 .filter(keypairs::Column::User.eq(user.uuid))
                 .filter(keypairs::Column::IsActive.eq(true))

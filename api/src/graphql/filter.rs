@@ -1,7 +1,8 @@
 //! Backend.AI's list `filter` mini-language, the part its client and console use:
 //! `name == "x"`, `status != "RUNNING"`, `name ilike "%gpu%"`, comparisons `< <= > >=`, joined
 //! with `&` and `|` (`&` binds tighter) and grouped with parentheses. Only the fields a list
-//! allows may be named; anything else is a clear BAD_REQUEST.
+//! allows may be named; anything else is a clear BAD_REQUEST. The text, its nesting and its
+//! number of comparisons are bounded before anything recurses.
 use sea_orm::sea_query::{Expr, Func, SimpleExpr};
 use sea_orm::{ColumnTrait, Condition};
 
@@ -18,6 +19,13 @@ enum Tok {
     LParen,
     RParen,
 }
+
+/// Longest filter accepted, in bytes.
+pub const MAX_LEN: usize = 4096;
+/// Deepest parenthesis nesting accepted.
+pub const MAX_DEPTH: usize = 16;
+/// Most comparisons in one filter.
+pub const MAX_TERMS: usize = 64;
 
 fn bad(msg: impl Into<String>) -> ApiError {
     ApiError::bad_request(format!("Invalid filter: {}", msg.into()))
@@ -112,6 +120,8 @@ fn lex(s: &str) -> ApiResult<Vec<Tok>> {
 struct Parser<'a, C> {
     toks: Vec<Tok>,
     pos: usize,
+    depth: usize,
+    terms: usize,
     cols: &'a [(&'a str, C)],
 }
 
@@ -143,13 +153,24 @@ impl<C: ColumnTrait> Parser<'_, C> {
     fn term(&mut self) -> ApiResult<Condition> {
         match self.next() {
             Some(Tok::LParen) => {
+                if self.depth >= MAX_DEPTH {
+                    return Err(bad(format!(
+                        "parentheses are nested more than {MAX_DEPTH} deep"
+                    )));
+                }
+                self.depth += 1;
                 let c = self.or()?;
+                self.depth -= 1;
                 match self.next() {
                     Some(Tok::RParen) => Ok(c),
                     _ => Err(bad("missing ')'")),
                 }
             }
             Some(Tok::Ident(field)) => {
+                self.terms += 1;
+                if self.terms > MAX_TERMS {
+                    return Err(bad(format!("more than {MAX_TERMS} comparisons")));
+                }
                 let col = self
                     .cols
                     .iter()
@@ -194,11 +215,20 @@ fn compare<C: ColumnTrait>(col: C, op: &str, v: String) -> ApiResult<SimpleExpr>
 
 /// Parses `filter` into a condition over the allowed `(name, column)` pairs.
 pub fn parse<C: ColumnTrait>(filter: &str, cols: &[(&str, C)]) -> ApiResult<Condition> {
+    if filter.len() > MAX_LEN {
+        return Err(bad(format!("longer than {MAX_LEN} bytes")));
+    }
     let toks = lex(filter)?;
     if toks.is_empty() {
         return Ok(Condition::all());
     }
-    let mut p = Parser { toks, pos: 0, cols };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+        terms: 0,
+        cols,
+    };
     let c = p.or()?;
     if p.pos != p.toks.len() {
         return Err(bad("unexpected text after the expression"));
@@ -241,5 +271,38 @@ mod tests {
         assert!(sql(r#"name = "x""#).unwrap_err().contains("operator"));
         assert!(sql(r#"(name == "x""#).unwrap_err().contains("')'"));
         assert!(sql("").is_ok());
+    }
+
+    #[test]
+    fn hostile_filters_are_refused_without_recursing() {
+        let deep = "(".repeat(200_000);
+        assert!(sql(&deep).unwrap_err().contains("longer than"));
+        let nested = format!("{}name == \"x\"{}", "(".repeat(17), ")".repeat(17));
+        assert!(sql(&nested).unwrap_err().contains("nested"));
+        let ok = format!("{}name == \"x\"{}", "(".repeat(16), ")".repeat(16));
+        assert!(sql(&ok).is_ok());
+        let many = vec!["name == \"x\""; 65].join(" | ");
+        assert!(sql(&many).unwrap_err().contains("comparisons"));
+    }
+
+    /// Random byte soup of the filter's own alphabet never panics and never recurses past
+    /// the depth bound (a small deterministic fuzzer: no extra crate).
+    #[test]
+    fn fuzz_never_panics() {
+        let alphabet: Vec<char> = "()&|=!<> \"'\\namestuslikeicontains0123456789-._%".chars().collect();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 300) as usize;
+            let mut s = String::new();
+            let mut x = seed;
+            for _ in 0..len {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s.push(alphabet[((x >> 33) as usize) % alphabet.len()]);
+            }
+            let _ = sql(&s);
+        }
     }
 }

@@ -1,50 +1,137 @@
-//! Limits on what one GraphQL document may ask for. Depth and complexity are built into
-//! async-graphql; the alias count is checked here after parsing.
+//! Limits on what one GraphQL document may ask for, checked right after parsing and before
+//! validation or execution. Depth and complexity are built into async-graphql, but its
+//! visitors walk every fragment spread anew, so a chain of fragments that each spread the next
+//! one twice costs 2^n; here fragments are expanded once each (memoised), the total number of
+//! selected fields is capped, and so are aliases and fragment nesting.
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextParseQuery};
 use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
-use async_graphql::{ServerError, ServerResult, Variables};
+use async_graphql::{Name, ServerError, ServerResult, Variables};
 
-pub struct AliasLimit(pub usize);
+/// Fragments spreading fragments deeper than this are refused (and never recursed into).
+pub const MAX_FRAGMENT_NESTING: usize = 16;
 
-impl ExtensionFactory for AliasLimit {
-    fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(AliasLimitExtension(self.0))
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentLimits {
+    pub max_aliases: usize,
+    pub max_fields: usize,
+}
+
+/// What a document selects once every fragment spread is expanded where it stands.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    pub fields: usize,
+    pub aliases: usize,
+}
+
+impl Cost {
+    fn add(self, o: Cost) -> Cost {
+        Cost {
+            fields: self.fields.saturating_add(o.fields),
+            aliases: self.aliases.saturating_add(o.aliases),
+        }
     }
 }
 
-struct AliasLimitExtension(usize);
-
-fn count(set: &SelectionSet) -> usize {
-    set.items
-        .iter()
-        .map(|sel| match &sel.node {
-            Selection::Field(f) => {
-                usize::from(f.node.alias.is_some()) + count(&f.node.selection_set.node)
-            }
-            Selection::InlineFragment(i) => count(&i.node.selection_set.node),
-            Selection::FragmentSpread(_) => 0,
-        })
-        .sum()
+struct Costing<'a> {
+    doc: &'a ExecutableDocument,
+    memo: HashMap<&'a Name, Cost>,
+    /// Fragments being expanded right now: a spread of one of them is a cycle.
+    stack: Vec<&'a Name>,
 }
 
-pub fn alias_count(doc: &ExecutableDocument) -> usize {
-    let ops: usize = doc
-        .operations
-        .iter()
-        .map(|(_, op)| count(&op.node.selection_set.node))
-        .sum();
-    let frags: usize = doc
-        .fragments
-        .values()
-        .map(|f| count(&f.node.selection_set.node))
-        .sum();
-    ops + frags
+impl<'a> Costing<'a> {
+    fn set(&mut self, set: &'a SelectionSet) -> Result<Cost, String> {
+        let mut total = Cost::default();
+        for sel in &set.items {
+            let c = match &sel.node {
+                Selection::Field(f) => Cost {
+                    fields: 1,
+                    aliases: usize::from(f.node.alias.is_some()),
+                }
+                .add(self.set(&f.node.selection_set.node)?),
+                Selection::InlineFragment(i) => self.set(&i.node.selection_set.node)?,
+                Selection::FragmentSpread(s) => self.fragment(&s.node.fragment_name.node)?,
+            };
+            total = total.add(c);
+        }
+        Ok(total)
+    }
+
+    fn fragment(&mut self, name: &'a Name) -> Result<Cost, String> {
+        if let Some(c) = self.memo.get(name) {
+            return Ok(*c);
+        }
+        if self.stack.contains(&name) {
+            return Err(format!("fragment '{name}' spreads itself"));
+        }
+        if self.stack.len() >= MAX_FRAGMENT_NESTING {
+            return Err(format!(
+                "fragments are nested more than {MAX_FRAGMENT_NESTING} deep"
+            ));
+        }
+        // An unknown fragment is for validation to report; it costs nothing here.
+        let Some(frag) = self.doc.fragments.get(name) else {
+            return Ok(Cost::default());
+        };
+        self.stack.push(name);
+        let c = self.set(&frag.node.selection_set.node);
+        self.stack.pop();
+        let c = c?;
+        self.memo.insert(name, c);
+        Ok(c)
+    }
+}
+
+/// The expanded cost of every operation of the document together (fragments never spread
+/// still count once, so unused definitions are not free either).
+pub fn cost(doc: &ExecutableDocument) -> Result<Cost, String> {
+    let mut c = Costing {
+        doc,
+        memo: HashMap::new(),
+        stack: Vec::new(),
+    };
+    let mut total = Cost::default();
+    for (_, op) in doc.operations.iter() {
+        total = total.add(c.set(&op.node.selection_set.node)?);
+    }
+    for name in doc.fragments.keys() {
+        if !c.memo.contains_key(name) {
+            c.fragment(name)?;
+        }
+    }
+    Ok(total)
+}
+
+impl DocumentLimits {
+    pub fn check(&self, doc: &ExecutableDocument) -> Result<(), String> {
+        let c = cost(doc)?;
+        if c.fields > self.max_fields {
+            return Err(format!(
+                "The query selects too many fields once fragments are expanded ({} > {})",
+                c.fields, self.max_fields
+            ));
+        }
+        if c.aliases > self.max_aliases {
+            return Err(format!(
+                "Too many aliases in the query ({} > {})",
+                c.aliases, self.max_aliases
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ExtensionFactory for DocumentLimits {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(*self)
+    }
 }
 
 #[async_graphql::async_trait::async_trait]
-impl Extension for AliasLimitExtension {
+impl Extension for DocumentLimits {
     async fn parse_query(
         &self,
         ctx: &ExtensionContext<'_>,
@@ -53,13 +140,57 @@ impl Extension for AliasLimitExtension {
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
         let doc = next.run(ctx, query, variables).await?;
-        let n = alias_count(&doc);
-        if n > self.0 {
-            return Err(ServerError::new(
-                format!("Too many aliases in the query ({n} > {})", self.0),
-                None,
-            ));
-        }
+        self.check(&doc).map_err(|m| ServerError::new(m, None))?;
         Ok(doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(q: &str) -> ExecutableDocument {
+        async_graphql::parser::parse_query(q).unwrap()
+    }
+
+    /// `query{...F0} fragment F0 on Query{...F1 ...F1} … fragment Fn on Query{__typename}`.
+    fn doubling(n: usize) -> String {
+        let mut q = String::from("query{...F0}");
+        for i in 0..n {
+            q.push_str(&format!(" fragment F{i} on Query{{...F{} ...F{}}}", i + 1, i + 1));
+        }
+        q.push_str(&format!(" fragment F{n} on Query{{__typename}}"));
+        q
+    }
+
+    #[test]
+    fn fragments_are_expanded_once_each() {
+        assert_eq!(cost(&doc(&doubling(3))).unwrap().fields, 8);
+        let started = std::time::Instant::now();
+        assert_eq!(cost(&doc(&doubling(15))).unwrap().fields, 1 << 15);
+        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        let limits = DocumentLimits {
+            max_aliases: 30,
+            max_fields: 1000,
+        };
+        assert!(limits.check(&doc(&doubling(20))).is_err());
+        assert!(limits.check(&doc("{ a: __typename b: __typename }")).is_ok());
+    }
+
+    #[test]
+    fn cycles_and_deep_nesting_are_refused() {
+        assert!(cost(&doc("query{...A} fragment A on Query{...B} fragment B on Query{...A}")).is_err());
+        let mut q = String::from("query{...F0}");
+        for i in 0..40 {
+            q.push_str(&format!(" fragment F{i} on Query{{...F{}}}", i + 1));
+        }
+        q.push_str(" fragment F40 on Query{__typename}");
+        assert!(cost(&doc(&q)).unwrap_err().contains("nested"));
+    }
+
+    #[test]
+    fn aliases_inside_fragments_count_per_use() {
+        let q = "query{...A ...A} fragment A on Query{x: __typename y: __typename}";
+        assert_eq!(cost(&doc(q)).unwrap().aliases, 4);
     }
 }

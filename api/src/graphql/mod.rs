@@ -15,7 +15,8 @@ use sea_orm::{EntityTrait, Order, QueryOrder, Select};
 
 pub use scalars::{BigInt, JsonString};
 
-use crate::auth::{Caller, Principal};
+use crate::auth::ws::{Owner, WsConnection};
+use crate::auth::{Caller, ClientAddr, Credential, Principal};
 use crate::error::{ApiError, ApiResult};
 use crate::server::Web;
 use crate::state::AppState;
@@ -77,8 +78,12 @@ pub fn build_schema(state: AppState) -> BaiSchema {
     .data(state)
     .limit_depth(cfg.graphql_max_depth)
     .limit_complexity(cfg.graphql_max_complexity)
-    .extension(limits::AliasLimit(cfg.graphql_max_aliases))
+    .extension(limits::DocumentLimits {
+        max_aliases: cfg.graphql_max_aliases,
+        max_fields: cfg.graphql_max_fields,
+    })
     .extension(order::SelectionOrder)
+    .extension(crate::auth::ws::WsGuard)
     .finish()
 }
 
@@ -199,12 +204,21 @@ fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
     resp
 }
 
+/// The client's address, for login throttles.
+pub fn client_addr(ctx: &Context<'_>) -> Option<std::net::IpAddr> {
+    ctx.data_opt::<ClientAddr>().and_then(|a| a.0)
+}
+
 pub async fn graphql_post(
     State(web): State<Web>,
     Extension(principal): Extension<Principal>,
+    Extension(addr): Extension<ClientAddr>,
     req: GraphQLRequest,
 ) -> GraphQLResponse {
-    let resp = web.schema.execute(req.into_inner().data(principal)).await;
+    let resp = web
+        .schema
+        .execute(req.into_inner().data(principal).data(addr))
+        .await;
     ensure_codes(resp).into()
 }
 
@@ -218,24 +232,35 @@ pub async fn graphiql() -> impl IntoResponse {
 }
 
 /// graphql-transport-ws (and legacy graphql-ws). The caller comes from the upgrade request's
-/// cookie, or from `connection_init`'s payload `{"token": "<bearer token>"}`.
+/// cookie or signature, or from `connection_init`'s payload `{"token": "<bearer token>"}`,
+/// and is proven again before every operation (`auth::ws`). Messages are bounded like HTTP
+/// bodies.
 pub async fn graphql_ws(
     State(web): State<Web>,
     Extension(principal): Extension<Principal>,
+    Extension(credential): Extension<Credential>,
+    Extension(addr): Extension<ClientAddr>,
     protocol: GraphQLProtocol,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let schema = web.schema.clone();
     let app = web.app.clone();
+    let max = app.config.max_body_bytes;
     upgrade
+        .max_message_size(max)
+        .max_frame_size(max)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |stream| {
             GraphQLWebSocket::new(stream, schema, protocol)
                 .on_connection_init(move |payload| async move {
                     let mut principal = principal;
+                    let mut credential = credential;
                     if let Some(token) = payload.get("token").and_then(|t| t.as_str()) {
                         match crate::auth::middleware::caller_from_token(&app, token).await {
-                            Ok(Some(c)) => principal = Principal::User(std::sync::Arc::new(c)),
+                            Ok(Some(c)) => {
+                                principal = Principal::User(std::sync::Arc::new(c));
+                                credential = Credential::Token(token.to_string());
+                            }
                             Ok(None) => {
                                 return Err(async_graphql::Error::new(
                                     "The token is invalid or has expired.",
@@ -244,8 +269,26 @@ pub async fn graphql_ws(
                             Err(e) => return Err(e.into()),
                         }
                     }
+                    let owner = match &principal {
+                        Principal::User(c) => Owner::User(c.uuid),
+                        Principal::Anonymous => Owner::Addr(addr.0),
+                    };
+                    let max_conns = app.config.ws_max_connections_per_user;
+                    let slot = app.ws_connections.acquire(owner, max_conns).ok_or_else(|| {
+                        async_graphql::Error::from(ApiError::new(
+                            crate::error::ErrorCode::RateLimited,
+                            format!("At most {max_conns} live connections per user."),
+                        ))
+                    })?;
                     let mut data = Data::default();
                     data.insert(principal);
+                    data.insert(addr);
+                    data.insert(WsConnection {
+                        credential,
+                        operations: Default::default(),
+                        max_operations: app.config.ws_max_operations_per_connection,
+                        _slot: slot,
+                    });
                     Ok(data)
                 })
                 .serve()
