@@ -68,7 +68,30 @@ pub enum ReadScope {
     Own { user: Uuid, domain: String },
 }
 
+/// Role order: superadmin > admin > user = monitor.
+pub fn rank(role: UserRole) -> u8 {
+    match role {
+        UserRole::Superadmin => 3,
+        UserRole::Admin => 2,
+        UserRole::User | UserRole::Monitor => 1,
+    }
+}
+
+/// The roles a domain admin governs (ranked below it).
+pub const GOVERNED_BY_DOMAIN_ADMINS: [UserRole; 2] = [UserRole::User, UserRole::Monitor];
+
 impl Caller {
+    /// Whether the caller may see and act on what belongs to the user `uuid` (`role`, in
+    /// `domain`): its own things; everything for a superadmin; for a domain admin, the things
+    /// of lower-ranked users of its domain. Everything else must look like it does not exist.
+    pub fn governs(&self, uuid: Uuid, role: UserRole, domain: &str) -> bool {
+        if uuid == self.uuid || self.is_superadmin() {
+            return true;
+        }
+        self.admin_scope()
+            .is_some_and(|s| s.covers_domain(domain) && rank(role) < rank(self.role))
+    }
+
     pub fn is_superadmin(&self) -> bool {
         self.role == UserRole::Superadmin
     }

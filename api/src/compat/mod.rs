@@ -117,7 +117,7 @@ pub(crate) async fn find_session(
     owner_access_key: Option<&str>,
 ) -> ApiResult<sessions::Model> {
     if let Ok(id) = key.parse::<Uuid>() {
-        return crate::sessions::graphql::find_visible(state, caller, id).await;
+        return crate::sessions::find_visible(state, caller, id).await;
     }
     let access_key = match owner_access_key {
         Some(ak) if Some(ak) != caller.access_key.as_deref() => {
@@ -133,7 +133,7 @@ pub(crate) async fn find_session(
             .clone()
             .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?,
     };
-    let found = crate::sessions::graphql::visible(caller)
+    let found = crate::sessions::visible(caller)
         .filter(sessions::Column::Name.eq(key))
         .filter(sessions::Column::AccessKey.eq(access_key))
         .order_by_desc(sessions::Column::CreatedAt)
@@ -174,6 +174,31 @@ impl axum::extract::FromRequestParts<AppState> for Named {
             .await
             .map(Named)
             .map_err(IntoResponse::into_response)
+    }
+}
+
+/// As [`Named`], for what only the owner (or a superadmin) may do inside a session:
+/// uploads and code execution. Others get the same NOT_FOUND as for no session at all.
+pub(crate) struct OwnNamed(pub sessions::Model);
+
+impl axum::extract::FromRequestParts<AppState> for OwnNamed {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Response> {
+        let Named(s) = Named::from_request_parts(parts, state).await?;
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .unwrap_or(Principal::Anonymous);
+        let caller = caller(&principal).map_err(IntoResponse::into_response)?;
+        if s.user_uuid != caller.uuid && !caller.is_superadmin() {
+            return Err(ApiError::not_found("session", s.id).into_response());
+        }
+        Ok(OwnNamed(s))
     }
 }
 
@@ -244,7 +269,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         .unwrap_or(0);
     // An existing live session of the same name: reused when it runs the same image.
     if let Some(n) = &name {
-        let live = crate::sessions::graphql::visible(caller)
+        let live = crate::sessions::visible(caller)
             .filter(sessions::Column::Name.eq(n.as_str()))
             .filter(sessions::Column::AccessKey.eq(caller.access_key.clone().unwrap_or_default()))
             .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
@@ -440,7 +465,11 @@ const MAX_UPLOAD: usize = 64 * 1024 * 1024;
 
 /// `POST /session/{id}/upload`: multipart parts named `src`, file name = path under
 /// /home/work.
-async fn upload(State(state): State<AppState>, Named(s): Named, mut form: Multipart) -> Response {
+async fn upload(
+    State(state): State<AppState>,
+    OwnNamed(s): OwnNamed,
+    mut form: Multipart,
+) -> Response {
     reply(
         async {
             if s.status != SessionStatus::Running {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Named, caller, find_session};
+use super::{OwnNamed, caller, find_session};
 use crate::auth::Principal;
 use crate::events::Event;
 use crate::state::AppState;
@@ -24,7 +24,7 @@ use crate::state::AppState;
 /// the client sends meanwhile go to the program's standard input.
 pub async fn execute(
     State(state): State<AppState>,
-    Named(session): Named,
+    OwnNamed(session): OwnNamed,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     upgrade.on_upgrade(move |ws| async move {

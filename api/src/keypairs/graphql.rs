@@ -128,11 +128,11 @@ fn listable(
     is_active: Option<bool>,
 ) -> Select<keypairs::Entity> {
     let mut select = keypairs::Entity::find();
+    if let Some(sub) = crate::users::governed(caller) {
+        select = select.filter(keypairs::Column::User.in_subquery(sub));
+    }
     match caller.admin_scope() {
-        Some(scope) => {
-            if let Some(d) = scope.domain() {
-                select = select.filter(keypairs::Column::User.in_subquery(domain_users(d)));
-            }
+        Some(_) => {
             if let Some(d) = domain_name {
                 select = select.filter(keypairs::Column::User.in_subquery(domain_users(&d)));
             }
@@ -352,6 +352,20 @@ impl KeypairMutation {
         let (state, caller) = authed(ctx)?;
         caller.require_admin()?;
         let (kp, owner) = super::find_visible(&state.db, caller, &access_key).await?;
+        if owner.uuid == caller.uuid
+            && (props.is_active.is_some_and(|a| a != kp.is_active)
+                || props.is_admin.is_some_and(|a| a != kp.is_admin)
+                || props.rate_limit.is_some_and(|r| r != kp.rate_limit)
+                || props
+                    .resource_policy
+                    .as_ref()
+                    .is_some_and(|p| *p != kp.resource_policy))
+        {
+            return Err(ApiError::forbidden(
+                "You cannot change your own keypair's activity, policy or rate limit.",
+            )
+            .into());
+        }
         if props.is_admin.is_some_and(|a| a != kp.is_admin) && !caller.is_superadmin() {
             return Err(ApiError::forbidden(
                 "Only superadmins may change whether a keypair is an admin keypair.",
@@ -393,6 +407,7 @@ impl KeypairMutation {
                 })
             })
             .await?;
+        state.revocations.bump();
         state.events.changed(
             ObjectKind::Keypair,
             ChangeAction::Modified,
@@ -444,6 +459,7 @@ impl KeypairMutation {
             },
         )
         .await?;
+        state.revocations.bump();
         state.events.changed(
             ObjectKind::Keypair,
             ChangeAction::Deleted,

@@ -125,11 +125,7 @@ pub async fn find_visible<C: ConnectionTrait>(
         .one(db)
         .await?
         .ok_or_else(not_found)?;
-    let visible = owner.uuid == caller.uuid
-        || caller
-            .admin_scope()
-            .is_some_and(|s| s.covers_domain(&owner.domain_name));
-    if visible {
+    if caller.governs(owner.uuid, owner.role, &owner.domain_name) {
         Ok((kp, owner))
     } else {
         Err(not_found())

@@ -252,18 +252,17 @@ pub(crate) async fn owned_running(
     id: Uuid,
 ) -> ApiResult<(entity::sessions::Model, entity::kernels::Model)> {
     let caller = principal.caller()?;
-    let (s, k) = running(state, id).await?;
-    if s.user_uuid != caller.uuid && !caller.is_superadmin() {
-        return Err(ApiError::not_found("session", id));
-    }
-    Ok((s, k))
+    // Ownership first: a stranger learns nothing (not even the status) about the session.
+    let s = super::find_own(state, caller, id).await?;
+    running(state, s).await
 }
 
+/// `s` (already authorized) with its main kernel, when it is running.
 async fn running(
     state: &AppState,
-    id: Uuid,
+    s: entity::sessions::Model,
 ) -> ApiResult<(entity::sessions::Model, entity::kernels::Model)> {
-    let s = crate::lookup::get::<entity::sessions::Entity>(&state.db, "session", id).await?;
+    let id = s.id;
     if s.status != entity::enums::SessionStatus::Running {
         return Err(ApiError::bad_request(format!(
             "Session '{}' is not running ({})",
@@ -544,7 +543,9 @@ fn authorize(
     let Some(entry) = entry else {
         return Err(match principal {
             Principal::User(_) => ApiError::not_found("session", session.id),
-            Principal::Anonymous => ApiError::unauthenticated("Login required."),
+            Principal::Anonymous => ApiError::unauthenticated(
+                "Login required (or open the app with its token).",
+            ),
         });
     };
     if entry.public && via_pool {
@@ -643,9 +644,22 @@ async fn proxy_inner(
             "Requests to an app must come from its own pages.",
         ));
     }
-    let (s, k) = running(state, id).await?;
+    // Who may enter is decided before anything about the session is told: a session that
+    // does not exist answers as one the caller may not enter.
+    let found = <entity::sessions::Entity as sea_orm::EntityTrait>::find_by_id(id)
+        .one(&state.db)
+        .await?;
+    let Some(s) = found else {
+        return Err(match principal {
+            Principal::User(_) => ApiError::not_found("session", id),
+            Principal::Anonymous => ApiError::unauthenticated(
+                "Login required (or open the app with its token).",
+            ),
+        });
+    };
     let entry = state.started_apps.entry(id, app);
     let set_cookie = authorize(principal, &s, app, entry.as_ref(), &req, via_pool)?;
+    let (_, k) = running(state, s).await?;
     let port = port_of(&k, app)?;
     if app_of(&k, app)?.protocol != "http" {
         return Err(ApiError::bad_request(format!("'{app}' is not a web app")));

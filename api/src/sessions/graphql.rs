@@ -16,10 +16,11 @@ use entity::{
     agents, groups, kernels, keypair_resource_policies, keypairs, resource_presets, sessions, users,
 };
 use futures_util::{Stream, StreamExt};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, Select};
+use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::{find_own, find_visible, visible};
 use crate::auth::{Caller, ReadScope};
 use crate::error::{ApiError, ApiResult};
 use crate::events::Event;
@@ -258,30 +259,6 @@ pub(crate) fn sees(scope: &ReadScope, e: &crate::events::SessionEvent) -> bool {
     }
 }
 
-pub(crate) fn visible(caller: &Caller) -> Select<sessions::Entity> {
-    match caller.read_scope() {
-        ReadScope::Admin(scope) => match scope.domain() {
-            Some(d) => sessions::Entity::find().filter(sessions::Column::DomainName.eq(d)),
-            None => sessions::Entity::find(),
-        },
-        ReadScope::Own { user, .. } => {
-            sessions::Entity::find().filter(sessions::Column::UserUuid.eq(user))
-        }
-    }
-}
-
-pub async fn find_visible(
-    state: &AppState,
-    caller: &Caller,
-    id: Uuid,
-) -> ApiResult<sessions::Model> {
-    visible(caller)
-        .filter(sessions::Column::Id.eq(id))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| ApiError::not_found("session", id))
-}
-
 /// `"RUNNING,PENDING"` → statuses.
 pub fn parse_statuses(s: &str) -> ApiResult<Vec<SessionStatus>> {
     s.split(',')
@@ -366,7 +343,8 @@ pub struct Execution {
 }
 
 /// The run, if the caller may see its session.
-async fn visible_run(
+/// An execution of a session the caller owns (or any, for a superadmin).
+async fn own_run(
     state: &AppState,
     caller: &Caller,
     run_id: Uuid,
@@ -375,7 +353,7 @@ async fn visible_run(
         .exec_runs
         .get(run_id)
         .ok_or_else(|| ApiError::not_found("execution", run_id))?;
-    find_visible(state, caller, run.session_id)
+    find_own(state, caller, run.session_id)
         .await
         .map_err(|_| ApiError::not_found("execution", run_id))?;
     Ok(run)
@@ -489,7 +467,7 @@ impl SessionQuery {
     /// An execution's output so far and whether it finished.
     async fn execution(&self, ctx: &Context<'_>, run_id: Uuid) -> async_graphql::Result<Execution> {
         let (state, caller) = authed(ctx)?;
-        let run = visible_run(state, caller, run_id).await?;
+        let run = own_run(state, caller, run_id).await?;
         let (chunks, finished, exit_code) = run.snapshot();
         Ok(Execution {
             run_id,
@@ -801,7 +779,7 @@ impl SessionMutation {
         options: Option<JsonString>,
     ) -> async_graphql::Result<ExecutionStarted> {
         let (state, caller) = authed(ctx)?;
-        let s = find_visible(state, caller, session_id).await?;
+        let s = find_own(state, caller, session_id).await?;
         let options = options.map(|o| o.0).unwrap_or_else(|| json!({}));
         let run =
             super::exec::start(state, &s, &mode, code.as_deref().unwrap_or(""), &options).await?;
@@ -848,7 +826,7 @@ impl SessionMutation {
         input: String,
     ) -> async_graphql::Result<ExecutionStarted> {
         let (state, caller) = authed(ctx)?;
-        let run = visible_run(state, caller, run_id).await?;
+        let run = own_run(state, caller, run_id).await?;
         run.send_input(&input).await?;
         Ok(ExecutionStarted { ok: true, run_id })
     }
@@ -953,7 +931,7 @@ impl SessionSubscription {
         let (state, caller) = authed(ctx)?;
         // Subscribe before the snapshot so nothing falls between them; `seq` removes repeats.
         let events = state.events.stream();
-        let run = visible_run(state, caller, run_id).await?;
+        let run = own_run(state, caller, run_id).await?;
         let (backlog, finished, _) = run.snapshot();
         let next_seq = backlog.len() as u64;
         let replay = futures_util::stream::iter(backlog.into_iter().map(ExecutionChunk::from));

@@ -943,6 +943,49 @@ pub async fn logs(state: &AppState, id: Uuid) -> ApiResult<String> {
     Ok(k.container_log.unwrap_or_default())
 }
 
+/// Sessions the caller may see and terminate: its own; a domain admin's also those of the
+/// lower-ranked users of its domain; all for a superadmin (role order, `Caller::governs`).
+pub(crate) fn visible(caller: &Caller) -> sea_orm::Select<sessions::Entity> {
+    match caller.read_scope() {
+        crate::auth::ReadScope::Admin(scope) => {
+            let mut select = sessions::Entity::find();
+            if let Some(d) = scope.domain() {
+                select = select.filter(sessions::Column::DomainName.eq(d));
+            }
+            if let Some(sub) = crate::users::governed(caller) {
+                select = select.filter(sessions::Column::UserUuid.in_subquery(sub));
+            }
+            select
+        }
+        crate::auth::ReadScope::Own { user, .. } => {
+            sessions::Entity::find().filter(sessions::Column::UserUuid.eq(user))
+        }
+    }
+}
+
+/// A session the caller may work inside (execute code, upload files, open the terminal or
+/// apps, read the SSH key): only its owner's and a superadmin's. Anyone else gets the same
+/// NOT_FOUND as for a session that does not exist, checked before anything else.
+pub async fn find_own(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<sessions::Model> {
+    let s = find_visible(state, caller, id).await?;
+    if s.user_uuid != caller.uuid && !caller.is_superadmin() {
+        return Err(ApiError::not_found("session", id));
+    }
+    Ok(s)
+}
+
+pub async fn find_visible(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+) -> ApiResult<sessions::Model> {
+    visible(caller)
+        .filter(sessions::Column::Id.eq(id))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("session", id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1022,3 +1065,4 @@ mod tests {
         assert!(validate_environ(&env("BACKENDAI_SESSION_ID")).is_err());
     }
 }
+

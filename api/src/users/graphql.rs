@@ -185,8 +185,8 @@ fn filtered(
     is_active: Option<bool>,
     status: Option<String>,
 ) -> ApiResult<sea_orm::Select<users::Entity>> {
-    let scope = caller.require_admin()?;
-    let mut select = super::visible_to(&scope);
+    caller.require_admin()?;
+    let mut select = super::visible_to(caller);
     if let Some(d) = domain_name {
         select = select.filter(users::Column::DomainName.eq(d));
     }
@@ -360,6 +360,17 @@ impl UserMutation {
             return Err(ApiError::not_found("user", &email).into());
         }
         let role = props.role.as_deref().map(parse_role).transpose()?;
+        if target.uuid == caller.uuid {
+            if role.is_some_and(|r| r != target.role) {
+                return Err(ApiError::forbidden("You cannot change your own role.").into());
+            }
+            if props.password.is_some() {
+                return Err(ApiError::forbidden(
+                    "Change your own password with change_password (it asks for the current one).",
+                )
+                .into());
+            }
+        }
         if role.is_some_and(|r| r != target.role) && !caller.is_superadmin() {
             return Err(ApiError::forbidden("Only superadmins may change roles.").into());
         }
@@ -391,6 +402,8 @@ impl UserMutation {
             .map(crate::validate::username)
             .transpose()?;
         let group_ids = props.group_ids.clone();
+        let old_role = target.role;
+        let reset = password_hash.is_some();
         let updated = crate::audit::audited(&state.db, &caller.email, "modify_user", "user", move |txn| {
                 Box::pin(async move {
                     let was_active = target.status == UserStatus::Active;
@@ -444,6 +457,12 @@ impl UserMutation {
                 })
             })
             .await?;
+        // A reset password, a deactivation or a new role ends the account's login sessions
+        // (and the rights of its open WebSockets) at once.
+        if reset || updated.role != old_role || updated.status != UserStatus::Active {
+            crate::accounts::end_login_sessions(&state.db, &state.revocations, updated.uuid, None)
+                .await?;
+        }
         state.events.changed(
             ObjectKind::User,
             ChangeAction::Modified,

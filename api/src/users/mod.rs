@@ -184,12 +184,42 @@ pub async fn revoke_login_sessions<C: ConnectionTrait>(db: &C, user: Uuid) -> Ap
     Ok(())
 }
 
-/// Users an administrator may see.
-pub fn visible_to(scope: &AdminScope) -> Select<users::Entity> {
-    match scope.domain() {
-        Some(d) => users::Entity::find().filter(users::Column::DomainName.eq(d)),
+/// Users an administrator may see: all for a superadmin; for a domain admin itself and the
+/// lower-ranked users of its domain (role order, `Caller::governs`).
+pub fn visible_to(caller: &Caller) -> Select<users::Entity> {
+    match governed(caller) {
+        Some(sub) => users::Entity::find().filter(users::Column::Uuid.in_subquery(sub)),
         None => users::Entity::find(),
     }
+}
+
+/// The UUIDs of the users whose things `caller` governs, as a subquery; None = everyone
+/// (superadmin). The one SQL form of `Caller::governs`, for lists of users, keypairs and
+/// sessions.
+pub fn governed(caller: &Caller) -> Option<sea_orm::sea_query::SelectStatement> {
+    let mut q = SqlQuery::select();
+    q.column(users::Column::Uuid).from(users::Entity);
+    match caller.admin_scope() {
+        Some(AdminScope::Super) => return None,
+        Some(AdminScope::Domain(d)) => {
+            q.and_where(Expr::col(users::Column::DomainName).eq(d));
+            q.cond_where(
+                sea_orm::Condition::any()
+                    .add(Expr::col(users::Column::Uuid).eq(caller.uuid))
+                    .add(
+                        Expr::col(users::Column::Role).is_in(
+                            crate::auth::caller::GOVERNED_BY_DOMAIN_ADMINS
+                                .iter()
+                                .map(|r| r.as_str()),
+                        ),
+                    ),
+            );
+        }
+        None => {
+            q.and_where(Expr::col(users::Column::Uuid).eq(caller.uuid));
+        }
+    }
+    Some(q.to_owned())
 }
 
 /// Narrows a user query to members of `group`.
@@ -218,14 +248,7 @@ pub async fn find_visible<C: ConnectionTrait>(
         .one(db)
         .await?;
     match user {
-        Some(u) if u.uuid == caller.uuid => Ok(u),
-        Some(u)
-            if caller
-                .admin_scope()
-                .is_some_and(|s| s.covers_domain(&u.domain_name)) =>
-        {
-            Ok(u)
-        }
+        Some(u) if caller.governs(u.uuid, u.role, &u.domain_name) => Ok(u),
         _ => Err(ApiError::not_found("user", email)),
     }
 }
