@@ -133,13 +133,13 @@ where
             listener,
             app.into_make_service_with_connect_info::<SocketAddr>(),
         )
-            .with_graceful_shutdown(async move {
-                tokio::select! {
-                    _ = rx => {}
-                    _ = shutdown => {}
-                }
-            })
-            .await;
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = rx => {}
+                _ = shutdown => {}
+            }
+        })
+        .await;
         for task in background {
             task.abort();
         }

@@ -85,14 +85,16 @@ pub async fn verify(password: &str, stored: &str) -> ApiResult<bool> {
     let password = password.to_string();
     let stored = stored.to_string();
     let _turn = turn().await?;
-    Ok(tokio::task::spawn_blocking(move || match PasswordHash::new(&stored) {
-        Ok(parsed) => Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok(),
-        Err(_) => false,
-    })
-    .await
-    .unwrap_or(false))
+    Ok(
+        tokio::task::spawn_blocking(move || match PasswordHash::new(&stored) {
+            Ok(parsed) => Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok(),
+            Err(_) => false,
+        })
+        .await
+        .unwrap_or(false),
+    )
 }
 
 #[cfg(test)]

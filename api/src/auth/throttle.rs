@@ -213,7 +213,10 @@ mod tests {
         // Another account from the first address still goes (2 of 5 address failures left).
         t.start_at("z@y", Some(a), now).unwrap().succeeded();
         // The block ends with the window.
-        assert!(t.start_at("x@y", Some(b), now + Duration::from_secs(61)).is_ok());
+        assert!(
+            t.start_at("x@y", Some(b), now + Duration::from_secs(61))
+                .is_ok()
+        );
     }
 
     #[test]

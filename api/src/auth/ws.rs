@@ -148,7 +148,8 @@ impl Extension for WsGuardExtension {
         next: NextSubscribe<'_>,
     ) -> BoxStream<'s, Response> {
         let stream = next.run(ctx, stream);
-        let (Some(conn), Some(state)) = (ctx.data_opt::<WsConnection>(), ctx.data_opt::<AppState>())
+        let (Some(conn), Some(state)) =
+            (ctx.data_opt::<WsConnection>(), ctx.data_opt::<AppState>())
         else {
             return stream;
         };

@@ -673,13 +673,9 @@ async fn authorize(
                     body.kind
                 )));
             }
-            let user = crate::accounts::check_credentials(
-                &state,
-                &body.username,
-                &body.password,
-                addr.0,
-            )
-            .await?;
+            let user =
+                crate::accounts::check_credentials(&state, &body.username, &body.password, addr.0)
+                    .await?;
             // The keypair's secret is a credential like a login session: not before a forced
             // password change is done.
             crate::accounts::usable(&state, &user).await?;

@@ -289,7 +289,9 @@ mod tests {
     /// the depth bound (a small deterministic fuzzer: no extra crate).
     #[test]
     fn fuzz_never_panics() {
-        let alphabet: Vec<char> = "()&|=!<> \"'\\namestuslikeicontains0123456789-._%".chars().collect();
+        let alphabet: Vec<char> = "()&|=!<> \"'\\namestuslikeicontains0123456789-._%"
+            .chars()
+            .collect();
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..20_000 {
             seed ^= seed << 13;
@@ -299,7 +301,9 @@ mod tests {
             let mut s = String::new();
             let mut x = seed;
             for _ in 0..len {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 s.push(alphabet[((x >> 33) as usize) % alphabet.len()]);
             }
             let _ = sql(&s);

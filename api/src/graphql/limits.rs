@@ -6,9 +6,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextParseQuery};
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest,
+};
 use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
-use async_graphql::{Name, ServerError, ServerResult, Variables};
+use async_graphql::{Name, Request, ServerResult};
 
 /// Fragments spreading fragments deeper than this are refused (and never recursed into).
 pub const MAX_FRAGMENT_NESTING: usize = 16;
@@ -130,18 +132,21 @@ impl ExtensionFactory for DocumentLimits {
     }
 }
 
+/// The check runs when the request is prepared, before async-graphql's own parse-time checks
+/// (its recursion-depth walk follows every fragment spread anew, exponential in a chain of
+/// doubling fragments); the parsed document is handed on so it is not parsed twice.
 #[async_graphql::async_trait::async_trait]
 impl Extension for DocumentLimits {
-    async fn parse_query(
+    async fn prepare_request(
         &self,
         ctx: &ExtensionContext<'_>,
-        query: &str,
-        variables: &Variables,
-        next: NextParseQuery<'_>,
-    ) -> ServerResult<ExecutableDocument> {
-        let doc = next.run(ctx, query, variables).await?;
-        self.check(&doc).map_err(|m| ServerError::new(m, None))?;
-        Ok(doc)
+        mut request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        let doc = request.parsed_query()?;
+        self.check(doc)
+            .map_err(|m| crate::error::ApiError::bad_request(m).into_server_error())?;
+        next.run(ctx, request).await
     }
 }
 
@@ -157,7 +162,11 @@ mod tests {
     fn doubling(n: usize) -> String {
         let mut q = String::from("query{...F0}");
         for i in 0..n {
-            q.push_str(&format!(" fragment F{i} on Query{{...F{} ...F{}}}", i + 1, i + 1));
+            q.push_str(&format!(
+                " fragment F{i} on Query{{...F{} ...F{}}}",
+                i + 1,
+                i + 1
+            ));
         }
         q.push_str(&format!(" fragment F{n} on Query{{__typename}}"));
         q
@@ -174,12 +183,21 @@ mod tests {
             max_fields: 1000,
         };
         assert!(limits.check(&doc(&doubling(20))).is_err());
-        assert!(limits.check(&doc("{ a: __typename b: __typename }")).is_ok());
+        assert!(
+            limits
+                .check(&doc("{ a: __typename b: __typename }"))
+                .is_ok()
+        );
     }
 
     #[test]
     fn cycles_and_deep_nesting_are_refused() {
-        assert!(cost(&doc("query{...A} fragment A on Query{...B} fragment B on Query{...A}")).is_err());
+        assert!(
+            cost(&doc(
+                "query{...A} fragment A on Query{...B} fragment B on Query{...A}"
+            ))
+            .is_err()
+        );
         let mut q = String::from("query{...F0}");
         for i in 0..40 {
             q.push_str(&format!(" fragment F{i} on Query{{...F{}}}", i + 1));

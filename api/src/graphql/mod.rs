@@ -274,12 +274,15 @@ pub async fn graphql_ws(
                         Principal::Anonymous => Owner::Addr(addr.0),
                     };
                     let max_conns = app.config.ws_max_connections_per_user;
-                    let slot = app.ws_connections.acquire(owner, max_conns).ok_or_else(|| {
-                        async_graphql::Error::from(ApiError::new(
-                            crate::error::ErrorCode::RateLimited,
-                            format!("At most {max_conns} live connections per user."),
-                        ))
-                    })?;
+                    let slot = app
+                        .ws_connections
+                        .acquire(owner, max_conns)
+                        .ok_or_else(|| {
+                            async_graphql::Error::from(ApiError::new(
+                                crate::error::ErrorCode::RateLimited,
+                                format!("At most {max_conns} live connections per user."),
+                            ))
+                        })?;
                     let mut data = Data::default();
                     data.insert(principal);
                     data.insert(addr);

@@ -543,9 +543,9 @@ fn authorize(
     let Some(entry) = entry else {
         return Err(match principal {
             Principal::User(_) => ApiError::not_found("session", session.id),
-            Principal::Anonymous => ApiError::unauthenticated(
-                "Login required (or open the app with its token).",
-            ),
+            Principal::Anonymous => {
+                ApiError::unauthenticated("Login required (or open the app with its token).")
+            }
         });
     };
     if entry.public && via_pool {
@@ -652,9 +652,9 @@ async fn proxy_inner(
     let Some(s) = found else {
         return Err(match principal {
             Principal::User(_) => ApiError::not_found("session", id),
-            Principal::Anonymous => ApiError::unauthenticated(
-                "Login required (or open the app with its token).",
-            ),
+            Principal::Anonymous => {
+                ApiError::unauthenticated("Login required (or open the app with its token).")
+            }
         });
     };
     let entry = state.started_apps.entry(id, app);

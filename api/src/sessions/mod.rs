@@ -1065,4 +1065,3 @@ mod tests {
         assert!(validate_environ(&env("BACKENDAI_SESSION_ID")).is_err());
     }
 }
-

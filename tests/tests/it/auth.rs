@@ -353,8 +353,14 @@ both_dbs!(hmac_signing, |db| async move {
     };
     assert_eq!(s.ak.len(), 20);
     assert_eq!(s.sk.len(), 40);
-    let ok = s.post("/admin/gql", "/admin/gql", &now_iso(0), None).await;
+    let date = now_iso(0);
+    let ok = s.post("/admin/gql", "/admin/gql", &date, None).await;
     assert_eq!(ok.status(), 200);
+    // The same signed request again (a replay, perhaps with another body): refused.
+    let replay = s.post("/admin/gql", "/admin/gql", &date, None).await;
+    assert_eq!(replay.status(), 401);
+    let problem: Value = replay.json().await.unwrap();
+    assert!(problem.to_string().contains("already used"), "{problem}");
     let body: Value = ok.json().await.unwrap();
     assert_eq!(body["data"]["keypair"]["access_key"], s.ak.as_str());
     assert_eq!(body["data"]["keypair"]["is_admin"], false);

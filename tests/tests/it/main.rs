@@ -8,6 +8,7 @@ mod admin;
 mod auth;
 mod browser;
 mod cli;
+mod hostile;
 mod live;
 mod registry;
 mod roles;

@@ -240,12 +240,18 @@ pub fn assert_code(body: &Value, expected: &str) {
 
 /// Records a terminated compute session for `access_key` directly in the database (the
 /// sessions API lands later), so rules that depend on session history can be tested.
-pub async fn insert_session(app: &TestApp, access_key: &str, user: uuid::Uuid, group: uuid::Uuid) {
+pub async fn insert_session(
+    app: &TestApp,
+    access_key: &str,
+    user: uuid::Uuid,
+    group: uuid::Uuid,
+) -> uuid::Uuid {
     use entity::enums::{ClusterMode, SessionResult, SessionStatus, SessionType};
     use sea_orm::{ActiveModelTrait, Set};
     let now = chrono::Utc::now();
+    let id = uuid::Uuid::new_v4();
     entity::sessions::ActiveModel {
-        id: Set(uuid::Uuid::new_v4()),
+        id: Set(id),
         name: Set("history".into()),
         session_type: Set(SessionType::Interactive),
         priority: Set(10),
@@ -283,6 +289,7 @@ pub async fn insert_session(app: &TestApp, access_key: &str, user: uuid::Uuid, g
     .insert(&app.server.as_ref().unwrap().state.db)
     .await
     .unwrap();
+    id
 }
 
 pub const PYTHON: &str = "bai.local/stable/python:3.11-debian12";

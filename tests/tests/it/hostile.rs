@@ -1,0 +1,555 @@
+//! Requests from hostile callers (issue 13): each would crash, starve or out-rank someone on
+//! the code before it; each must now be refused quickly while the server keeps serving.
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::both_dbs;
+use crate::support::*;
+
+/// The server still answers a plain request promptly.
+async fn still_serving(app: &TestApp) {
+    let started = Instant::now();
+    let body = app.gql(None, "{ __typename }", json!({})).await;
+    assert_eq!(body["data"]["__typename"], "Query", "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+both_dbs!(request_cost_is_bounded_before_execution, |db| async move {
+    let app = spawn(db).await;
+    let user = app.user("cost@x.org", "user", "default").await;
+
+    // 200,000 '(' in a filter used to overflow the parser's stack and abort the process.
+    let started = Instant::now();
+    let body = app
+        .gql(
+            Some(&user),
+            "query($f: String!) { compute_session_list(limit: 1, offset: 0, filter: $f) { total_count } }",
+            json!({"f": "(".repeat(200_000)}),
+        )
+        .await;
+    assert_code(&body, "BAD_REQUEST");
+    assert!(message(&body).contains("filter"), "{body}");
+    let nested = format!("{}name == \"x\"{}", "(".repeat(40), ")".repeat(40));
+    let body = app
+        .gql(
+            Some(&user),
+            "query($f: String!) { compute_session_list(limit: 1, offset: 0, filter: $f) { total_count } }",
+            json!({"f": nested}),
+        )
+        .await;
+    assert_code(&body, "BAD_REQUEST");
+    assert!(message(&body).contains("nested"), "{body}");
+    still_serving(&app).await;
+
+    // Fragments that each spread the next twice: 2^20 fields from a tiny anonymous document.
+    let mut q = String::from("query{...F0}");
+    for i in 0..20 {
+        q.push_str(&format!(
+            " fragment F{i} on Query{{...F{} ...F{}}}",
+            i + 1,
+            i + 1
+        ));
+    }
+    q.push_str(" fragment F20 on Query{__typename}");
+    let started_bomb = Instant::now();
+    let body = app.gql(None, &q, json!({})).await;
+    eprintln!("fragment bomb answered in {:?}", started_bomb.elapsed());
+    assert_code(&body, "BAD_REQUEST");
+    assert!(
+        started_bomb.elapsed() < Duration::from_millis(200),
+        "took {:?}",
+        started_bomb.elapsed()
+    );
+    // A chain of single spreads deeper than the bound is refused too, with the reason.
+    let mut q = String::from("query{...F0}");
+    for i in 0..30 {
+        q.push_str(&format!(" fragment F{i} on Query{{...F{}}}", i + 1));
+    }
+    q.push_str(" fragment F30 on Query{__typename}");
+    let body = app.gql(None, &q, json!({})).await;
+    assert_code(&body, "BAD_REQUEST");
+    // Deeply nested selections are refused by the parser's own bound.
+    let deep = format!("{}{}", "{a".repeat(10_000), "}".repeat(10_000));
+    let body = app.gql(None, &deep, json!({})).await;
+    assert!(body.get("errors").is_some(), "{body}");
+    // Batches are not accepted at all.
+    let resp = app
+        .http
+        .post(app.url("/graphql"))
+        .json(&json!([{"query": "{ __typename }"}, {"query": "{ __typename }"}]))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_client_error(), "{}", resp.status());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    still_serving(&app).await;
+});
+
+async fn login_status(client: &reqwest::Client, app: &TestApp, email: &str, pw: &str) -> Value {
+    client
+        .post(app.url("/graphql"))
+        .json(&json!({
+            "query": "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
+            "variables": {"e": email, "p": pw},
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+both_dbs!(password_guessing_is_throttled, |db| async move {
+    let app = spawn(db).await;
+    app.user("victim@x.org", "user", "default").await;
+    app.user("bystander@x.org", "user", "default").await;
+
+    // 400 parallel wrong logins from another address (127.0.0.2) while a real user logs in
+    // from 127.0.0.1: the flood is refused at once, the real login goes through within 1 s.
+    let attacker = reqwest::Client::builder()
+        .local_address(Some("127.0.0.2".parse().unwrap()))
+        .build()
+        .unwrap();
+    let mut flood = Vec::new();
+    for i in 0..400 {
+        let c = attacker.clone();
+        let url = app.url("/graphql");
+        flood.push(tokio::spawn(async move {
+            let body: Value = c
+                .post(url)
+                .json(&json!({
+                    "query": "mutation($e: String!) { login(email: $e, password: \"Wrong-pass-1\") { token } }",
+                    "variables": {"e": format!("guess{i}@x.org")},
+                }))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body["errors"][0]["extensions"]["code"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let ok = login_status(&app.http, &app, "bystander@x.org", USER_PASSWORD).await;
+    let took = started.elapsed();
+    assert!(ok["data"]["login"]["token"].is_string(), "{ok}");
+    assert!(
+        took < Duration::from_secs(1),
+        "a real login took {took:?} under the flood"
+    );
+    let mut limited = 0;
+    for f in flood {
+        let c = f.await.unwrap();
+        assert!(c == "RATE_LIMITED" || c == "UNAUTHENTICATED", "{c}");
+        limited += usize::from(c == "RATE_LIMITED");
+    }
+    assert!(
+        limited >= 300,
+        "only {limited} of 400 were refused before argon2"
+    );
+
+    // Per account: after 10 failures the account is blocked for a while, even from another
+    // address and even with the right password; other accounts are unaffected.
+    for _ in 0..10 {
+        let body = login_status(&attacker, &app, "victim@x.org", "Wrong-pass-1").await;
+        assert!(body.get("errors").is_some());
+    }
+    let body = login_status(&app.http, &app, "victim@x.org", USER_PASSWORD).await;
+    assert_code(&body, "RATE_LIMITED");
+    assert!(message(&body).contains("Try again"), "{body}");
+    // The same throttle guards update_password_no_auth and POST /auth/authorize.
+    let body = app
+        .gql(
+            None,
+            r#"mutation { update_password_no_auth(email: "victim@x.org", current_password: "User-pass-1", new_password: "Newer-pass-2", new_password2: "Newer-pass-2") { ok } }"#,
+            json!({}),
+        )
+        .await;
+    assert_code(&body, "RATE_LIMITED");
+    let resp = app
+        .http
+        .post(app.url("/auth/authorize"))
+        .header("x-backendai-version", "v8.20240915")
+        .json(&json!({"type": "keypair", "domain": "default", "username": "victim@x.org", "password": USER_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    app.login("bystander@x.org", USER_PASSWORD).await;
+});
+
+both_dbs!(domain_admins_do_not_outrank_superadmins, |db| async move {
+    let app = spawn(db).await;
+    // A domain admin of the superadmin's own domain, a peer admin and a user.
+    let boss = app.user("boss@x.org", "admin", "default").await;
+    app.user("peer@x.org", "admin", "default").await;
+    let worker = app.user("worker@x.org", "user", "default").await;
+    let me = app
+        .admin("{ user { uuid } keypair { access_key } }", json!({}))
+        .await;
+    let super_ak = me["keypair"]["access_key"].as_str().unwrap().to_string();
+    let super_uuid: uuid::Uuid = me["user"]["uuid"].as_str().unwrap().parse().unwrap();
+    let group = app.admin("{ groups { id name } }", json!({})).await["groups"][0]["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let super_session = insert_session(&app, &super_ak, super_uuid, group).await;
+    let w = app
+        .ok(
+            Some(&worker),
+            "{ user { uuid } keypair { access_key } }",
+            json!({}),
+        )
+        .await;
+    let worker_session = insert_session(
+        &app,
+        w["keypair"]["access_key"].as_str().unwrap(),
+        w["user"]["uuid"].as_str().unwrap().parse().unwrap(),
+        group,
+    )
+    .await;
+    let boss_ak = app
+        .ok(Some(&boss), "{ keypair { access_key } }", json!({}))
+        .await["keypair"]["access_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The superadmin and the peer admin do not exist for the domain admin.
+    for q in [
+        r#"{ user(email: "admin@bai.local") { email } }"#,
+        r#"{ user(email: "peer@x.org") { email } }"#,
+        r#"mutation { modify_user(email: "admin@bai.local", props: {full_name: "x"}) { ok } }"#,
+        r#"mutation { modify_user(email: "peer@x.org", props: {password: "Reset-pass-9"}) { ok } }"#,
+    ] {
+        assert_code(&app.gql(Some(&boss), q, json!({})).await, "NOT_FOUND");
+    }
+    for m in [
+        "mutation($a: String!) { modify_keypair(access_key: $a, props: {rate_limit: 1}) { ok } }",
+        "mutation($a: String!) { modify_keypair(access_key: $a, props: {is_active: false}) { ok } }",
+        "query($a: String!) { keypair(access_key: $a) { access_key } }",
+    ] {
+        assert_code(
+            &app.gql(Some(&boss), m, json!({"a": super_ak})).await,
+            "NOT_FOUND",
+        );
+    }
+    let listed = app
+        .ok(
+            Some(&boss),
+            "{ users { email } keypairs { user_id } }",
+            json!({}),
+        )
+        .await;
+    let text = listed.to_string();
+    assert!(
+        !text.contains("admin@bai.local") && !text.contains("peer@x.org"),
+        "{text}"
+    );
+    assert!(
+        text.contains("worker@x.org") && text.contains("boss@x.org"),
+        "{text}"
+    );
+    // Nobody changes their own policy, rate limit or role.
+    for m in [
+        "mutation($a: String!) { modify_keypair(access_key: $a, props: {rate_limit: 0}) { ok } }",
+        "mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: \"default\", rate_limit: 999999}) { ok } }",
+    ] {
+        assert_code(
+            &app.gql(Some(&boss), m, json!({"a": boss_ak})).await,
+            "FORBIDDEN",
+        );
+    }
+    assert_code(
+        &app.gql(
+            Some(&boss),
+            r#"mutation { modify_user(email: "boss@x.org", props: {role: "superadmin"}) { ok } }"#,
+            json!({}),
+        )
+        .await,
+        "FORBIDDEN",
+    );
+    let own_ak = me["keypair"]["access_key"].as_str().unwrap();
+    assert_code(
+        &app.gql(Some(&app.admin_token), "mutation($a: String!) { modify_keypair(access_key: $a, props: {rate_limit: 5}) { ok } }", json!({"a": own_ak})).await,
+        "FORBIDDEN",
+    );
+    // The superadmin's sessions: invisible to the domain admin, for every operation.
+    for q in [
+        "query($id: UUID!) { compute_session(id: $id) { id } }",
+        "query($id: UUID!) { session_logs(id: $id) }",
+        "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
+        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+        "mutation($id: UUID!) { execute_in_session(session_id: $id, mode: \"query\", code: \"1\") { run_id } }",
+        "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { url } }",
+    ] {
+        let body = app.gql(Some(&boss), q, json!({"id": super_session})).await;
+        assert_code(&body, "NOT_FOUND");
+        assert!(
+            !message(&body).contains("history"),
+            "the name leaked: {body}"
+        );
+    }
+    let listed = app
+        .ok(Some(&boss), "{ compute_session_list(limit: 10, offset: 0, status: \"TERMINATED\") { total_count items { id } } }", json!({}))
+        .await;
+    assert_eq!(listed["compute_session_list"]["total_count"], 1, "{listed}");
+    // A user's session: the domain admin sees it, but inside it only its owner works.
+    app.ok(
+        Some(&boss),
+        "query($id: UUID!) { compute_session(id: $id) { id } }",
+        json!({"id": worker_session}),
+    )
+    .await;
+    for q in [
+        "mutation($id: UUID!) { execute_in_session(session_id: $id, mode: \"query\", code: \"1\") { run_id } }",
+        "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
+        "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { url } }",
+    ] {
+        assert_code(
+            &app.gql(Some(&boss), q, json!({"id": worker_session})).await,
+            "NOT_FOUND",
+        );
+    }
+    // The app proxy and the terminal: the same NOT_FOUND for a stranger as for no session.
+    for path in [
+        format!("/apps/{worker_session}/jupyter/"),
+        format!("/apps/{}/jupyter/", uuid::Uuid::new_v4()),
+    ] {
+        let resp = app
+            .http
+            .get(app.url(&path))
+            .bearer_auth(&boss)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404, "{path}");
+        let text = resp.text().await.unwrap();
+        assert!(
+            !text.contains("history") && !text.contains("TERMINATED"),
+            "{text}"
+        );
+        let anon = app.http.get(app.url(&path)).send().await.unwrap();
+        assert_eq!(anon.status(), 401, "{path}");
+    }
+});
+
+/// Refused as unauthenticated: a GraphQL error, or the middleware's problem+json for a
+/// bearer token that no longer exists.
+#[track_caller]
+fn assert_unauthenticated(body: &Value) {
+    let code = body["errors"][0]["extensions"]["code"]
+        .as_str()
+        .or(body["code"].as_str());
+    assert_eq!(code, Some("UNAUTHENTICATED"), "{body}");
+}
+
+both_dbs!(revocation_is_immediate, |db| async move {
+    let app = spawn(db).await;
+    app.user("rev@x.org", "user", "default").await;
+    let a = app.login("rev@x.org", USER_PASSWORD).await;
+    let b = app.login("rev@x.org", USER_PASSWORD).await;
+    // A subscription opened with `b` before anything changes.
+    let mut ws = subscribe_ws(
+        &app,
+        &b,
+        "subscription { session_status_changes { name } }",
+        json!({}),
+    )
+    .await;
+    // Changing the password with `a` ends `b` (and keeps `a`).
+    app.ok(
+        Some(&a),
+        r#"mutation { change_password(old_password: "User-pass-1", new_password: "Other-pass-2", new_password2: "Other-pass-2") { ok } }"#,
+        json!({}),
+    )
+    .await;
+    assert_unauthenticated(&app.gql(Some(&b), "{ user { email } }", json!({})).await);
+    app.ok(Some(&a), "{ user { email } }", json!({})).await;
+    // The open WebSocket: a new operation on it is refused.
+    {
+        use futures_util::SinkExt;
+        ws.send(tokio_tungstenite::tungstenite::Message::text(
+            json!({"id": "2", "type": "subscribe", "payload": {"query": "{ user { email } }"}})
+                .to_string(),
+        ))
+        .await
+        .unwrap();
+        let msg = next_json(&mut ws).await;
+        assert_eq!(msg["id"], "2", "{msg}");
+        let text = msg.to_string();
+        assert!(
+            text.contains("UNAUTHENTICATED") || text.contains("revoked"),
+            "{msg}"
+        );
+    }
+    // The running subscription ends at its next event.
+    let admin_session = app
+        .admin(
+            "{ keypair { access_key } user { uuid } groups { id } }",
+            json!({}),
+        )
+        .await;
+    let _ = admin_session;
+    // An admin's password reset ends `a` as well.
+    app.admin(
+        r#"mutation { modify_user(email: "rev@x.org", props: {password: "Reset-pass-3"}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+    assert_unauthenticated(&app.gql(Some(&a), "{ user { email } }", json!({})).await);
+
+    // A forced password change keeps the keypair secret out of reach of /auth/authorize.
+    app.admin(r#"mutation { modify_user(email: "rev@x.org", props: {need_password_change: true}) { ok } }"#, json!({})).await;
+    let resp = app
+        .http
+        .post(app.url("/auth/authorize"))
+        .header("x-backendai-version", "v8.20240915")
+        .json(&json!({"type": "keypair", "domain": "default", "username": "rev@x.org", "password": "Reset-pass-3"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let problem: Value = resp.json().await.unwrap();
+    assert!(
+        problem.to_string().contains("password-change-required"),
+        "{problem}"
+    );
+    assert!(!problem.to_string().contains("secret"), "{problem}");
+
+    // A deactivated main keypair stops the cookie/bearer login as well.
+    app.user("kp@x.org", "user", "default").await;
+    let t = app.login("kp@x.org", USER_PASSWORD).await;
+    let ak = app
+        .ok(Some(&t), "{ keypair { access_key } }", json!({}))
+        .await["keypair"]["access_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {is_active: false}) { ok } }", json!({"a": ak})).await;
+    assert_unauthenticated(&app.gql(Some(&t), "{ user { email } }", json!({})).await);
+});
+
+both_dbs!(running_subscriptions_end_on_revocation, |db| async move {
+    let app = spawn(db).await;
+    let t = app.user("sub@x.org", "user", "default").await;
+    let mut ws = subscribe_ws(
+        &app,
+        &t,
+        "subscription { session_status_changes { name } }",
+        json!({}),
+    )
+    .await;
+    // Logout from another request; then any event for this subscriber ends its stream.
+    app.ok(Some(&t), "mutation { logout { ok } }", json!({}))
+        .await;
+    let me = app.admin("{ groups { id } }", json!({})).await;
+    let _ = me;
+    // Trigger a session event visible to the user: its own (pending, unplaceable) session.
+    let t2 = app.login("sub@x.org", USER_PASSWORD).await;
+    let _ = create_session(
+        &app,
+        &t2,
+        json!({"image": PYTHON, "resources": "{\"cpu\": \"1000\"}"}),
+    )
+    .await;
+    let msg = next_json(&mut ws).await;
+    let text = msg.to_string();
+    assert!(
+        text.contains("UNAUTHENTICATED") || msg["type"] == "complete",
+        "the subscription outlived the logout: {msg}"
+    );
+});
+
+both_dbs!(websocket_limits, |db| async move {
+    use futures_util::SinkExt;
+    let app = spawn_with(db, |c| {
+        c.ws_max_connections_per_user = 2;
+        c.ws_max_operations_per_connection = 2;
+    })
+    .await;
+    let t = app.user("ws@x.org", "user", "default").await;
+    let mut first = subscribe_ws(
+        &app,
+        &t,
+        "subscription { session_status_changes { name } }",
+        json!({}),
+    )
+    .await;
+    // A second and third operation on the same connection: the third is refused.
+    for id in ["2", "3"] {
+        first
+            .send(tokio_tungstenite::tungstenite::Message::text(
+                json!({"id": id, "type": "subscribe", "payload": {"query": "subscription { session_status_changes { name } }"}}).to_string(),
+            ))
+            .await
+            .unwrap();
+    }
+    let msg = next_json(&mut first).await;
+    assert_eq!(msg["id"], "3", "{msg}");
+    assert!(msg.to_string().contains("RATE_LIMITED"), "{msg}");
+    let _second = subscribe_ws(
+        &app,
+        &t,
+        "subscription { session_status_changes { name } }",
+        json!({}),
+    )
+    .await;
+    // A third connection of the same user is refused at connection_init.
+    let refused = tokio::spawn({
+        let url = app.url("/graphql/ws").replace("http://", "ws://");
+        let t = t.clone();
+        async move {
+            use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+            let mut req = url.into_client_request().unwrap();
+            req.headers_mut().insert(
+                "sec-websocket-protocol",
+                "graphql-transport-ws".parse().unwrap(),
+            );
+            let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+            ws.send(tokio_tungstenite::tungstenite::Message::text(
+                json!({"type": "connection_init", "payload": {"token": t}}).to_string(),
+            ))
+            .await
+            .unwrap();
+            use futures_util::StreamExt;
+            tokio::time::timeout(Duration::from_secs(5), ws.next())
+                .await
+                .ok()
+                .flatten()
+                .map(|m| format!("{m:?}"))
+        }
+    })
+    .await
+    .unwrap();
+    let text = refused.unwrap_or_default();
+    assert!(!text.contains("connection_ack"), "{text}");
+    // A message larger than the body limit closes the connection instead of being buffered.
+    let big = "x".repeat(app.config.max_body_bytes + 1024);
+    let _ = first
+        .send(tokio_tungstenite::tungstenite::Message::text(
+            json!({"id": "9", "type": "subscribe", "payload": {"query": big}}).to_string(),
+        ))
+        .await;
+    use futures_util::StreamExt;
+    let end = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match first.next().await {
+                None | Some(Err(_)) => return true,
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_))) => return true,
+                Some(Ok(_)) => continue,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(end, "an oversized message did not close the connection");
+});
