@@ -94,11 +94,13 @@ impl ApiError {
         Self::new(ErrorCode::Conflict, m)
     }
     /// Logs the real cause and returns an opaque internal error.
+    /// The response carries a reference that finds the log line.
     pub fn internal(context: &str, cause: impl fmt::Display) -> Self {
-        tracing::error!(error = %cause, "{context}");
+        let reference = uuid::Uuid::new_v4();
+        tracing::error!(%reference, error = %cause, "{context}");
         Self::new(
             ErrorCode::Internal,
-            format!("internal error while {context}"),
+            format!("internal error while {context} (reference {reference})"),
         )
     }
 }

@@ -59,7 +59,6 @@ pub enum Event {
     Session(SessionEvent),
     BgTask(crate::bgtasks::TaskState),
     Vfolder(VfolderEvent),
-    Exec(crate::sessions::exec::Chunk),
 }
 
 /// A storage folder was created, renamed or deleted. Owner and project say who may hear it.

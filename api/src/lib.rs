@@ -108,7 +108,10 @@ where
     let instance = db::instance_id(&db)
         .await
         .context("reading the instance id")?;
+    // The app proxy's client: an app's redirect is passed to the browser (made relative),
+    // never followed by the server (it could point anywhere on the host's network).
     let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("building the HTTP client")?;
     let state = AppState::new(db, config, instance, http);

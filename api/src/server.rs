@@ -89,7 +89,22 @@ pub fn router(app: AppState) -> Router {
         .merge(crate::compat::router(app_for_compat));
     let index = web_dir.join("index.html");
     api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index)))
+        .layer(middleware::map_response(frame_guard))
         .layer(TraceLayer::new_for_http())
+}
+
+/// No page served here may be framed by another site (clickjacking), nor sniffed into
+/// another type; an app's own Content-Security-Policy is kept.
+async fn frame_guard(mut resp: Response) -> Response {
+    let h = resp.headers_mut();
+    h.insert("x-frame-options", header::HeaderValue::from_static("DENY"));
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(header::HeaderValue::from_static("frame-ancestors 'none'"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    resp
 }
 
 /// `GET /`: the version document for API clients (as Backend.AI answers JSON requests), the

@@ -69,7 +69,6 @@ async fn run_over_ws(
         .unwrap_or("query");
     let code = request.get("code").and_then(Value::as_str).unwrap_or("");
     let options = request.get("options").cloned().unwrap_or_else(|| json!({}));
-    let mut events = std::pin::pin!(state.events.stream());
     let run = match crate::sessions::exec::start(&state, &session, mode, code, &options).await {
         Ok(r) => r,
         Err(e) => {
@@ -80,35 +79,19 @@ async fn run_over_ws(
             return Ok(());
         }
     };
-    let (backlog, _, _) = run.snapshot();
-    let mut next = 0u64;
-    for c in backlog {
-        next = c.seq + 1;
-        if c.stream == "finished" {
-            tx.send(frame("finished", vec![], c.exit_code))
-                .await
-                .map_err(|e| e.to_string())?;
-            return Ok(());
-        }
-        tx.send(frame("continued", vec![json!([c.stream, c.data])], None))
-            .await
-            .map_err(|e| e.to_string())?;
-    }
+    let mut output = std::pin::pin!(run.clone().follow());
     loop {
         tokio::select! {
-            ev = events.next() => {
-                let Some(ev) = ev else { return Ok(()) };
-                let Event::Exec(c) = &*ev else { continue };
-                if c.run_id != run.id || c.seq < next {
-                    continue;
-                }
-                next = c.seq + 1;
+            c = output.next() => {
+                let Some(c) = c else { return Ok(()) };
+                // The client knows stdout and stderr: a gap notice goes to stderr.
+                let stream = if c.stream == "truncated" { "stderr" } else { c.stream };
                 if c.stream == "finished" {
                     tx.send(frame("finished", vec![], c.exit_code)).await.map_err(|e| e.to_string())?;
                     let _ = tx.close().await;
                     return Ok(());
                 }
-                tx.send(frame("continued", vec![json!([c.stream, c.data])], None))
+                tx.send(frame("continued", vec![json!([stream, c.data])], None))
                     .await
                     .map_err(|e| e.to_string())?;
             }

@@ -617,17 +617,26 @@ fn origin_allowed(req: &Request) -> bool {
 /// Keeps a `Location` from the app inside the session: relative ones as they are, absolute
 /// ones only when they point at the app itself (made relative); anything else is dropped.
 fn safe_location(location: &str, host_port: u16) -> Option<String> {
+    // Browsers drop tabs and newlines inside URLs and read `\` as `/`: `/\t/evil` would
+    // become `//evil`. Any of them, or any other control character, and the header goes.
+    if location
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || c == '\\')
+    {
+        return None;
+    }
     let own = format!("http://127.0.0.1:{host_port}");
     if let Some(rest) = location.strip_prefix(&own) {
-        return Some(if rest.is_empty() {
-            "/".into()
-        } else {
-            rest.to_string()
-        });
+        return match rest.chars().next() {
+            None => Some("/".into()),
+            Some('/' | '?' | '#') if !rest.starts_with("//") => Some(rest.to_string()),
+            Some(_) => None,
+        };
     }
-    let relative =
-        location.starts_with('/') && !location.starts_with("//") && !location.starts_with("/\\");
-    let bare = !location.contains("://") && !location.starts_with('/') && !location.contains('\\');
+    // A scheme (`https:evil`, `javascript:…`) lives before the first `/`, `?` or `#`.
+    let first_segment = location.split(['/', '?', '#']).next().unwrap_or("");
+    let relative = location.starts_with('/') && !location.starts_with("//");
+    let bare = !location.starts_with('/') && !first_segment.contains(':');
     (relative || bare).then(|| location.to_string())
 }
 
@@ -698,14 +707,13 @@ async fn proxy_inner(
         }
         out = out.header(n, value.as_bytes());
     }
-    let body = axum::body::to_bytes(req.into_body(), 256 * 1024 * 1024)
-        .await
-        .map_err(|e| ApiError::bad_request(format!("request body: {e}")))?;
-    let resp = out
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| ApiError::bad_request(format!("the app did not answer: {e}")))?;
+    // Streamed through: nothing of the body is held here.
+    let body = reqwest::Body::wrap_stream(req.into_body().into_data_stream());
+    let resp = out.body(body).send().await.map_err(|e| {
+        let reference = Uuid::new_v4();
+        tracing::warn!(%reference, session = %id, app, error = %e, "app proxy request failed");
+        ApiError::bad_request(format!("The app did not answer (reference {reference})."))
+    })?;
     super::exec::touch(state, id).await;
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut builder = Response::builder().status(status);
@@ -786,7 +794,13 @@ async fn websocket(
     }
     let (upstream, _) = tokio_tungstenite::connect_async(upstream_req)
         .await
-        .map_err(|e| ApiError::bad_request(format!("the app refused the WebSocket: {e}")))?;
+        .map_err(|e| {
+            let reference = Uuid::new_v4();
+            tracing::warn!(%reference, error = %e, "app WebSocket refused");
+            ApiError::bad_request(format!(
+                "The app refused the WebSocket (reference {reference})."
+            ))
+        })?;
     let upgrade = match protocols.as_ref().and_then(|p| p.to_str().ok()) {
         Some(p) => upgrade.protocols(
             p.split(',')
@@ -859,6 +873,13 @@ mod tests {
         assert_eq!(safe_location("http://127.0.0.1:9/a", 9), Some("/a".into()));
         assert_eq!(safe_location("https://evil.example/", 9), None);
         assert_eq!(safe_location("//evil.example/", 9), None);
+        assert_eq!(safe_location("/\t/evil.example/", 9), None);
+        assert_eq!(safe_location("/\\evil.example/", 9), None);
+        assert_eq!(safe_location("https:evil.example", 9), None);
+        assert_eq!(safe_location("javascript:alert(1)", 9), None);
+        assert_eq!(safe_location("http://127.0.0.1:9@evil.example/", 9), None);
+        assert_eq!(safe_location("http://127.0.0.1:9//evil.example/", 9), None);
+        assert_eq!(safe_location("tree?a=b:c", 9), Some("tree?a=b:c".into()));
         assert_eq!(apps("").last().unwrap().name, "terminal");
     }
 }

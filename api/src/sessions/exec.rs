@@ -3,7 +3,13 @@
 //! and exec commands in /home/work. Output streams as it comes (stdout/stderr chunks, numbered
 //! so a late subscriber can replay without gaps), stdin can be written while it runs, and the
 //! exit code is recorded at the end. Executions count as activity for the idle timeout.
-use std::collections::HashMap;
+//!
+//! Memory is bounded per run and in all: a run keeps its newest output up to
+//! [`MAX_OUTPUT_BYTES`] (older chunks are dropped and readers get a `truncated` chunk saying
+//! so), followers pull from that buffer at their own pace (a slow one misses only its own
+//! chunks, is told, and always gets the `finished` chunk), finished runs expire after
+//! [`FINISHED_TTL`], and at most [`MAX_RUNS`] runs ([`MAX_RUNS_PER_USER`] per user) are kept.
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +23,6 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::events::Event;
 use crate::state::AppState;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,11 +35,22 @@ pub struct Chunk {
     pub exit_code: Option<i64>,
 }
 
+/// Output kept per run (the newest part).
+pub const MAX_OUTPUT_BYTES: usize = 512 * 1024;
+/// How long a finished run can still be read.
+pub const FINISHED_TTL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// Runs kept at once, and per user.
+pub const MAX_RUNS: usize = 256;
+pub const MAX_RUNS_PER_USER: usize = 32;
+
 #[derive(Default)]
 struct RunState {
-    chunks: Vec<Chunk>,
+    chunks: VecDeque<Chunk>,
+    bytes: usize,
+    next_seq: u64,
     finished: bool,
     exit_code: Option<i64>,
+    finished_at: Option<std::time::Instant>,
 }
 
 pub struct Run {
@@ -42,6 +58,8 @@ pub struct Run {
     pub session_id: Uuid,
     pub owner: Uuid,
     state: Mutex<RunState>,
+    /// The next sequence number, for followers waiting for more.
+    changed: tokio::sync::watch::Sender<u64>,
     input: tokio::sync::Mutex<Option<Pin<Box<dyn AsyncWrite + Send>>>>,
 }
 
@@ -53,30 +71,109 @@ impl Run {
         }
     }
 
-    /// Everything so far: chunks, whether it ended, its exit code.
-    pub fn snapshot(&self) -> (Vec<Chunk>, bool, Option<i64>) {
-        let s = self.lock();
-        (s.chunks.clone(), s.finished, s.exit_code)
+    fn new(
+        id: Uuid,
+        session_id: Uuid,
+        owner: Uuid,
+        input: Option<Pin<Box<dyn AsyncWrite + Send>>>,
+    ) -> Self {
+        Self {
+            id,
+            session_id,
+            owner,
+            state: Mutex::new(RunState::default()),
+            changed: tokio::sync::watch::channel(0).0,
+            input: tokio::sync::Mutex::new(input),
+        }
     }
 
-    fn push(&self, state: &AppState, stream: &'static str, data: String, exit_code: Option<i64>) {
-        let chunk = {
+    /// What is kept so far (a `truncated` chunk first when older output was dropped),
+    /// whether it ended, its exit code.
+    pub fn snapshot(&self) -> (Vec<Chunk>, bool, Option<i64>) {
+        let (chunks, _) = self.since(0);
+        let s = self.lock();
+        (chunks, s.finished, s.exit_code)
+    }
+
+    /// Chunks from `seq` on; when some of them were already dropped, a `truncated` chunk
+    /// comes first. Returns the next sequence number to ask for.
+    fn since(&self, seq: u64) -> (Vec<Chunk>, u64) {
+        let s = self.lock();
+        let first = s.chunks.front().map_or(s.next_seq, |c| c.seq);
+        let mut out = Vec::new();
+        if seq < first {
+            out.push(Chunk {
+                run_id: self.id,
+                seq,
+                stream: "truncated",
+                data: format!(
+                    "[{} earlier output chunk(s) were dropped: output is kept up to {} KiB]\n",
+                    first - seq,
+                    MAX_OUTPUT_BYTES / 1024
+                ),
+                exit_code: None,
+            });
+        }
+        out.extend(s.chunks.iter().filter(|c| c.seq >= seq).cloned());
+        (out, s.next_seq)
+    }
+
+    /// The output from the start (as kept), then live until the `finished` chunk, at the
+    /// reader's pace: nothing is queued per reader.
+    pub fn follow(self: Arc<Self>) -> impl futures_util::Stream<Item = Chunk> + Send + 'static {
+        let rx = self.changed.subscribe();
+        futures_util::stream::unfold(
+            (self, rx, 0u64, VecDeque::<Chunk>::new(), false),
+            |(run, mut rx, mut next, mut pending, done)| async move {
+                loop {
+                    if let Some(c) = pending.pop_front() {
+                        let end = c.stream == "finished";
+                        return Some((c, (run, rx, next, pending, end)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    rx.borrow_and_update();
+                    let (chunks, upto) = run.since(next);
+                    if chunks.is_empty() {
+                        if rx.changed().await.is_err() {
+                            return None;
+                        }
+                        continue;
+                    }
+                    next = upto;
+                    pending.extend(chunks);
+                }
+            },
+        )
+    }
+
+    fn push(&self, stream: &'static str, data: String, exit_code: Option<i64>) {
+        let next = {
             let mut s = self.lock();
             let chunk = Chunk {
                 run_id: self.id,
-                seq: s.chunks.len() as u64,
+                seq: s.next_seq,
                 stream,
                 data,
                 exit_code,
             };
-            s.chunks.push(chunk.clone());
+            s.next_seq += 1;
+            s.bytes += chunk.data.len();
+            s.chunks.push_back(chunk);
+            while s.bytes > MAX_OUTPUT_BYTES && s.chunks.len() > 1 {
+                if let Some(old) = s.chunks.pop_front() {
+                    s.bytes -= old.data.len();
+                }
+            }
             if stream == "finished" {
                 s.finished = true;
                 s.exit_code = exit_code;
+                s.finished_at = Some(std::time::Instant::now());
             }
-            chunk
+            s.next_seq
         };
-        state.events.publish(Event::Exec(chunk));
+        self.changed.send_replace(next);
     }
 
     /// Writes to the program's standard input.
@@ -112,12 +209,52 @@ impl Runs {
         }
     }
 
-    fn insert(&self, run: Arc<Run>) {
+    /// Keeps `run`, after dropping expired finished runs; refused (RATE_LIMITED) when the
+    /// owner or the server holds too many runs still running or recently finished.
+    fn insert(&self, run: Arc<Run>) -> ApiResult<()> {
+        self.insert_at(run, std::time::Instant::now())
+    }
+
+    fn insert_at(&self, run: Arc<Run>, now: std::time::Instant) -> ApiResult<()> {
         let mut runs = self.lock();
-        if runs.len() > 1000 {
-            runs.retain(|_, r| !r.lock().finished);
+        runs.retain(|_, r| {
+            r.lock()
+                .finished_at
+                .is_none_or(|t| now.duration_since(t) < FINISHED_TTL)
+        });
+        let mine = runs.values().filter(|r| r.owner == run.owner).count();
+        if mine >= MAX_RUNS_PER_USER || runs.len() >= MAX_RUNS {
+            // Make room by forgetting the oldest finished runs (of this owner first).
+            let mut finished: Vec<(std::time::Instant, bool, Uuid)> = runs
+                .values()
+                .filter_map(|r| {
+                    r.lock()
+                        .finished_at
+                        .map(|t| (t, r.owner != run.owner, r.id))
+                })
+                .collect();
+            finished.sort();
+            let mut freed = finished.into_iter();
+            while runs.values().filter(|r| r.owner == run.owner).count() >= MAX_RUNS_PER_USER
+                || runs.len() >= MAX_RUNS
+            {
+                match freed.next() {
+                    Some((_, _, id)) => {
+                        runs.remove(&id);
+                    }
+                    None => {
+                        return Err(ApiError::new(
+                            crate::error::ErrorCode::RateLimited,
+                            format!(
+                                "Too many executions are running (at most {MAX_RUNS_PER_USER} per user); wait for some to finish."
+                            ),
+                        ));
+                    }
+                }
+            }
         }
         runs.insert(run.id, run);
+        Ok(())
     }
 }
 
@@ -217,36 +354,36 @@ pub async fn start(
     } = agent
         .attach_exec(&container, cmd, false, Vec::new())
         .await?;
-    let run = Arc::new(Run {
-        id: Uuid::new_v4(),
-        session_id: session.id,
-        owner: session.user_uuid,
-        state: Mutex::new(RunState::default()),
-        input: tokio::sync::Mutex::new(Some(input)),
-    });
-    state.exec_runs.insert(run.clone());
+    let run = Arc::new(Run::new(
+        Uuid::new_v4(),
+        session.id,
+        session.user_uuid,
+        Some(input),
+    ));
+    state.exec_runs.insert(run.clone())?;
     touch(state, session.id).await;
     let (task_state, task_run) = (state.clone(), run.clone());
     tokio::spawn(async move {
         while let Some(item) = output.next().await {
             match item {
                 Ok(bollard::container::LogOutput::StdErr { message }) => task_run.push(
-                    &task_state,
                     "stderr",
                     String::from_utf8_lossy(&message).into_owned(),
                     None,
                 ),
                 Ok(out) => task_run.push(
-                    &task_state,
                     "stdout",
                     String::from_utf8_lossy(&out.into_bytes()).into_owned(),
                     None,
                 ),
                 Err(e) => {
                     task_run.push(
-                        &task_state,
                         "stderr",
-                        format!("[execution stream error: {e}]\n"),
+                        {
+                            let reference = Uuid::new_v4();
+                            tracing::warn!(%reference, error = %e, "execution output stream failed");
+                            format!("[the output stream broke off (reference {reference})]\n")
+                        },
                         None,
                     );
                     break;
@@ -260,7 +397,7 @@ pub async fn start(
             .await
             .ok()
             .and_then(|i| i.exit_code);
-        task_run.push(&task_state, "finished", String::new(), code);
+        task_run.push("finished", String::new(), code);
         touch(&task_state, task_run.session_id).await;
     });
     Ok(run)
@@ -281,6 +418,83 @@ pub async fn touch(state: &AppState, session: Uuid) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn output_is_a_bounded_ring_and_the_end_always_arrives() {
+        let run = Arc::new(Run::new(
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            None,
+        ));
+        // A reader that does not read while a noisy program writes 4 MiB.
+        let slow = run.clone().follow();
+        let line = "x".repeat(1024);
+        for _ in 0..4096 {
+            run.push("stdout", line.clone(), None);
+        }
+        run.push("finished", String::new(), Some(0));
+        let kept: usize = run.lock().chunks.iter().map(|c| c.data.len()).sum();
+        assert!(kept <= MAX_OUTPUT_BYTES, "{kept}");
+        let (snap, finished, code) = run.snapshot();
+        assert!(finished && code == Some(0));
+        assert_eq!(snap[0].stream, "truncated");
+        let got: Vec<Chunk> = slow.collect().await;
+        assert_eq!(
+            got[0].stream, "truncated",
+            "the slow reader is told what it missed"
+        );
+        assert_eq!(got.last().map(|c| c.stream), Some("finished"));
+        assert!(got.len() < 600);
+    }
+
+    #[test]
+    fn runs_expire_and_are_capped_per_user() {
+        let runs = Runs::default();
+        let owner = Uuid::new_v4();
+        let t0 = std::time::Instant::now();
+        for _ in 0..MAX_RUNS_PER_USER {
+            let r = Arc::new(Run::new(Uuid::new_v4(), Uuid::new_v4(), owner, None));
+            runs.insert_at(r, t0).unwrap();
+        }
+        let extra = Arc::new(Run::new(Uuid::new_v4(), Uuid::new_v4(), owner, None));
+        assert!(
+            runs.insert_at(extra.clone(), t0).is_err(),
+            "all still running"
+        );
+        // Another user is not affected.
+        let other = Arc::new(Run::new(
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            None,
+        ));
+        runs.insert_at(other, t0).unwrap();
+        // Once one finishes, it makes room; finished runs expire after the TTL.
+        let first = runs
+            .lock()
+            .values()
+            .find(|r| r.owner == owner)
+            .cloned()
+            .unwrap();
+        first.push("finished", String::new(), Some(0));
+        runs.insert_at(extra, t0).unwrap();
+        assert!(runs.get(first.id).is_none());
+        let done = runs.lock().values().next().cloned().unwrap();
+        done.push("finished", String::new(), Some(0));
+        let later = Arc::new(Run::new(
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            None,
+        ));
+        runs.insert_at(
+            later,
+            std::time::Instant::now() + FINISHED_TTL + std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        assert!(runs.get(done.id).is_none());
+    }
 
     #[test]
     fn commands_per_runtime() {

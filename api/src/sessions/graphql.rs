@@ -199,8 +199,18 @@ impl ComputeSession {
     async fn resource_opts(&self) -> JsonString {
         JsonString(self.0.resource_opts.clone())
     }
-    async fn vfolder_mounts(&self) -> JsonString {
-        JsonString(self.0.vfolder_mounts.clone())
+    /// The mounted folders; where they live on the host is for superadmins only.
+    async fn vfolder_mounts(&self, ctx: &Context<'_>) -> JsonString {
+        let mut mounts = self.0.vfolder_mounts.clone();
+        let superadmin = crate::graphql::caller(ctx).is_ok_and(|c| c.is_superadmin());
+        if !superadmin && let Some(list) = mounts.as_array_mut() {
+            for m in list {
+                if let Some(o) = m.as_object_mut() {
+                    o.remove("host_path");
+                }
+            }
+        }
+        JsonString(mounts)
     }
     async fn requested_slots(&self) -> JsonString {
         slots_json(&self.0.requested_slots)
@@ -929,24 +939,8 @@ impl SessionSubscription {
         run_id: Uuid,
     ) -> async_graphql::Result<impl Stream<Item = ExecutionChunk>> {
         let (state, caller) = authed(ctx)?;
-        // Subscribe before the snapshot so nothing falls between them; `seq` removes repeats.
-        let events = state.events.stream();
         let run = own_run(state, caller, run_id).await?;
-        let (backlog, finished, _) = run.snapshot();
-        let next_seq = backlog.len() as u64;
-        let replay = futures_util::stream::iter(backlog.into_iter().map(ExecutionChunk::from));
-        let live = events.filter_map(move |ev| {
-            let out = match &*ev {
-                Event::Exec(c) if c.run_id == run_id && c.seq >= next_seq => {
-                    Some(ExecutionChunk::from(c.clone()))
-                }
-                _ => None,
-            };
-            std::future::ready(out)
-        });
-        let live =
-            crate::events::until(live, finished, |c: &ExecutionChunk| c.stream == "finished");
-        Ok(replay.chain(live))
+        Ok(run.follow().map(ExecutionChunk::from))
     }
 
     /// Live CPU and memory use of a running session, every `interval_secs` (default 2).

@@ -245,6 +245,23 @@ pub async fn create(
     }
     validate_environ(&req.environ)?;
     let image = crate::images::resolve(db, &req.image, None).await?;
+    // The domain's registry allowlist (empty = any registry).
+    let domain =
+        crate::lookup::get::<entity::domains::Entity>(db, "domain", caller.domain_name.clone())
+            .await?;
+    let registries: Vec<&str> = domain
+        .allowed_docker_registries
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !registries.is_empty() && !registries.contains(&image.registry.as_str()) {
+        return Err(ApiError::forbidden(format!(
+            "Images from the registry '{}' are not allowed in the domain '{}' (allowed: {})",
+            image.registry,
+            domain.name,
+            registries.join(", ")
+        )));
+    }
     let installed = image
         .installed_agents
         .as_array()
@@ -319,6 +336,19 @@ pub async fn create(
             over.join(", "),
             requested
         )));
+    }
+    if let Some(max) = policy.max_pending_session_count.filter(|m| *m > 0) {
+        let pending = sessions::Entity::find()
+            .filter(sessions::Column::AccessKey.eq(&access_key))
+            .filter(sessions::Column::Status.eq(SessionStatus::Pending))
+            .count(db)
+            .await?;
+        if pending + u64::from(req.count) > u64::try_from(max).unwrap_or(0) {
+            return Err(ApiError::bad_request(format!(
+                "Your resource policy '{}' allows at most {max} pending session(s); {pending} are waiting already",
+                policy.name
+            )));
+        }
     }
     if policy.max_containers_per_session > 0 && policy.max_containers_per_session < 1 {
         return Err(ApiError::bad_request(
@@ -883,7 +913,9 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
         .all(&state.db)
         .await?;
-    let mut timeouts: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+    // Per keypair: (idle timeout, maximum lifetime) in seconds, 0 = none.
+    let mut timeouts: std::collections::HashMap<String, (i64, i64)> =
+        std::collections::HashMap::new();
     let now = Utc::now();
     let mut reaped = 0;
     for s in running {
@@ -897,14 +929,32 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
                     Some(kp) => keypair_resource_policies::Entity::find_by_id(kp.resource_policy)
                         .one(&state.db)
                         .await?
-                        .map(|p| p.idle_timeout)
-                        .unwrap_or(0),
-                    None => 0,
+                        .map(|p| (p.idle_timeout, p.max_session_lifetime))
+                        .unwrap_or((0, 0)),
+                    None => (0, 0),
                 };
                 timeouts.insert(s.access_key.clone(), t);
                 t
             }
         };
+        let (timeout, lifetime) = timeout;
+        let started = s
+            .status_history
+            .get("RUNNING")
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.to_utc())
+            .unwrap_or(s.created_at);
+        if lifetime > 0 && now - started > chrono::Duration::seconds(lifetime) {
+            tracing::info!(session = %s.id, max_session_lifetime = lifetime, "terminating a session at its maximum lifetime");
+            match terminate(state, s.id, "max-session-lifetime").await {
+                Ok(_) => reaped += 1,
+                Err(e) => {
+                    tracing::warn!(session = %s.id, error = %e.message, "lifetime termination failed")
+                }
+            }
+            continue;
+        }
         let since = s
             .last_activity
             .unwrap_or(s.status_changed)

@@ -238,6 +238,18 @@ pub async fn create(
         ),
         Some(gid) => {
             let g = crate::groups::find_visible(&state.db, caller, gid).await?;
+            // A project's own host list, when it has one, narrows where its folders live.
+            let listed = crate::policies::normalize_allowed_hosts(&g.allowed_vfolder_hosts)
+                .unwrap_or_default();
+            if listed
+                .as_object()
+                .is_some_and(|m| !m.is_empty() && !m.contains_key(&host))
+            {
+                return Err(ApiError::forbidden(format!(
+                    "The project '{}' does not allow folders on the storage host '{host}'",
+                    g.name
+                )));
+            }
             let scope = caller.require_admin()?;
             if !scope.covers_domain(&g.domain_name) {
                 return Err(ApiError::not_found("group", gid));

@@ -553,3 +553,49 @@ both_dbs!(websocket_limits, |db| async move {
     .unwrap_or(false);
     assert!(end, "an oversized message did not close the connection");
 });
+
+both_dbs!(written_quotas_are_applied, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let t = app.user("quota@x.org", "user", "default").await;
+    app.admin(
+        r#"mutation { modify_keypair_resource_policy(name: "default", props: {max_pending_session_count: 1}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+    // Far more CPU than any agent has: it stays PENDING.
+    let first = create_session(
+        &app,
+        &t,
+        json!({"image": PYTHON, "resources": "{\"cpu\": \"1000\"}"}),
+    )
+    .await;
+    let id = session_ids(&first)[0].clone();
+    let second = create_session(
+        &app,
+        &t,
+        json!({"image": PYTHON, "resources": "{\"cpu\": \"1000\"}"}),
+    )
+    .await;
+    assert_code(&second, "BAD_REQUEST");
+    assert!(message(&second).contains("pending"), "{second}");
+    destroy(&app, &t, &id).await;
+    // The domain's registry allowlist.
+    app.admin(
+        r#"mutation { modify_domain(name: "default", props: {allowed_docker_registries: ["registry.example"]}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+    let refused = create_session(&app, &t, json!({"image": PYTHON})).await;
+    assert_code(&refused, "FORBIDDEN");
+    assert!(message(&refused).contains("bai.local"), "{refused}");
+    // No page of the server can be framed by another site.
+    let resp = app.http.get(app.url("/")).send().await.unwrap();
+    assert_eq!(resp.headers()["x-frame-options"], "DENY");
+    assert!(
+        resp.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+});

@@ -77,7 +77,7 @@ both_dbs!(graphql_limits_and_error_codes, |db| async move {
             json!({}),
         )
         .await;
-    assert_code(&too_many, "GRAPHQL_VALIDATION_FAILED");
+    assert_code(&too_many, "BAD_REQUEST");
     assert!(message(&too_many).contains("aliases"), "{too_many}");
     let mut nested = String::from("name");
     for _ in 0..20 {
