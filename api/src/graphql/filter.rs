@@ -285,8 +285,26 @@ mod tests {
         assert!(sql(&many).unwrap_err().contains("comparisons"));
     }
 
+    proptest::proptest! {
+        /// Any text at all: an answer (never a panic), and a refusal beyond the length bound.
+        #[test]
+        fn any_text_gets_an_answer(f in "[()&|=!<> \"'a-z0-9_%.-]{0,400}") {
+            let _ = sql(&f);
+        }
+
+        /// Well-formed expressions within the bounds are accepted, nested or not.
+        #[test]
+        fn bounded_expressions_parse(depth in 0usize..=super::MAX_DEPTH, terms in 1usize..=8, v in "[a-z0-9]{0,12}") {
+            let inner = vec![format!("name == \"{v}\""); terms].join(" & ");
+            let f = format!("{}{inner}{}", "(".repeat(depth), ")".repeat(depth));
+            proptest::prop_assert!(sql(&f).is_ok(), "{}", f);
+            let too_deep = format!("(({}))", f.replace(&inner, &format!("{}{inner}{}", "(".repeat(super::MAX_DEPTH), ")".repeat(super::MAX_DEPTH))));
+            proptest::prop_assert!(sql(&too_deep).is_err());
+        }
+    }
+
     /// Random byte soup of the filter's own alphabet never panics and never recurses past
-    /// the depth bound (a small deterministic fuzzer: no extra crate).
+    /// the depth bound.
     #[test]
     fn fuzz_never_panics() {
         let alphabet: Vec<char> = "()&|=!<> \"'\\namestuslikeicontains0123456789-._%"

@@ -206,6 +206,61 @@ mod tests {
         assert!(cost(&doc(&q)).unwrap_err().contains("nested"));
     }
 
+    /// Expands every spread where it stands, the way a naive walker would (small inputs only).
+    fn naive(doc: &ExecutableDocument, set: &SelectionSet, depth: usize) -> usize {
+        assert!(depth < 64);
+        set.items
+            .iter()
+            .map(|s| match &s.node {
+                Selection::Field(f) => 1 + naive(doc, &f.node.selection_set.node, depth + 1),
+                Selection::InlineFragment(i) => naive(doc, &i.node.selection_set.node, depth + 1),
+                Selection::FragmentSpread(sp) => doc
+                    .fragments
+                    .get(&sp.node.fragment_name.node)
+                    .map_or(0, |f| naive(doc, &f.node.selection_set.node, depth + 1)),
+            })
+            .sum()
+    }
+
+    proptest::proptest! {
+        /// Random acyclic fragment graphs (each fragment spreads later ones only): the memoised
+        /// cost equals the naive expansion, and is computed without expanding anything.
+        #[test]
+        fn memoised_cost_equals_naive_expansion(
+            spreads in proptest::collection::vec(proptest::collection::vec(0usize..6, 0..4), 1..7),
+            leaves in proptest::collection::vec(1usize..4, 7),
+        ) {
+            let n = spreads.len();
+            let mut q = String::from("query{...F0 a: __typename}");
+            for (i, targets) in spreads.iter().enumerate() {
+                let mut body = "__typename ".repeat(leaves[i]);
+                for t in targets {
+                    let j = i + 1 + t % (n - i).max(1);
+                    if j < n {
+                        body.push_str(&format!("...F{j} "));
+                    }
+                }
+                q.push_str(&format!(" fragment F{i} on Query{{{body}}}"));
+            }
+            let d = doc(&q);
+            let op_set = match &d.operations {
+                async_graphql::parser::types::DocumentOperations::Single(op) => op.node.selection_set.node.clone(),
+                async_graphql::parser::types::DocumentOperations::Multiple(_) => unreachable!(),
+            };
+            let c = cost(&d).unwrap();
+            proptest::prop_assert_eq!(c.fields, naive(&d, &op_set, 0));
+            proptest::prop_assert_eq!(c.aliases, 1);
+        }
+
+        /// Any parseable document gets an answer from the cost check (never a panic).
+        #[test]
+        fn any_document_gets_an_answer(q in "(query)?\\{[a-z_ .{}:]{0,60}\\}( fragment F on Query\\{[a-z_ .{}]{1,30}\\})?") {
+            if let Ok(d) = async_graphql::parser::parse_query(&q) {
+                let _ = cost(&d);
+            }
+        }
+    }
+
     #[test]
     fn aliases_inside_fragments_count_per_use() {
         let q = "query{...A ...A} fragment A on Query{x: __typename y: __typename}";

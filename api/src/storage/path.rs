@@ -171,6 +171,28 @@ mod tests {
         std::fs::remove_dir_all(base).unwrap();
     }
 
+    proptest::proptest! {
+        /// Any string: either refused, or resolved to a place beneath the root that passes
+        /// through no link.
+        #[test]
+        fn any_path_stays_beneath_the_root(p in "([a-z./\\\\%~ -]|\\.\\.|escape|inner-link|sub|secret){0,12}") {
+            static TREE: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+            let root = TREE.get_or_init(tree).0.as_path();
+            let canonical_root = root.canonicalize().unwrap();
+            if let Ok(resolved) = resolve(root, &p) {
+                let mut probe = resolved.clone();
+                while !probe.exists() {
+                    match probe.parent() {
+                        Some(parent) => probe = parent.to_path_buf(),
+                        None => break,
+                    }
+                }
+                let real = probe.canonicalize().unwrap();
+                proptest::prop_assert!(real.starts_with(&canonical_root), "{} -> {}", p, real.display());
+            }
+        }
+    }
+
     /// Thousands of generated paths, mixing every dangerous piece: whatever is accepted must
     /// lie beneath the root and never pass through a link.
     #[test]

@@ -300,6 +300,18 @@ impl Signed<'_> {
         date: &str,
         secret: Option<&str>,
     ) -> reqwest::Response {
+        let body = json!({"query": "{ keypair { access_key secret_key is_admin } }"});
+        self.post_body(path, signed_path, date, secret, body).await
+    }
+
+    async fn post_body(
+        &self,
+        path: &str,
+        signed_path: &str,
+        date: &str,
+        secret: Option<&str>,
+        body: Value,
+    ) -> reqwest::Response {
         let host = self.app.base.trim_start_matches("http://").to_string();
         let version = "v8.20240915";
         let sig = sign(
@@ -324,7 +336,7 @@ impl Signed<'_> {
                     self.ak
                 ),
             )
-            .body(json!({"query": "{ keypair { access_key secret_key is_admin } }"}).to_string())
+            .body(body.to_string())
             .send()
             .await
             .unwrap()
@@ -361,6 +373,19 @@ both_dbs!(hmac_signing, |db| async move {
     assert_eq!(replay.status(), 401);
     let problem: Value = replay.json().await.unwrap();
     assert!(problem.to_string().contains("already used"), "{problem}");
+    // The filter bomb through the signed path: refused, and the server keeps serving.
+    let bomb = json!({
+        "query": "query($f: String!) { compute_session_list(limit: 1, offset: 0, filter: $f) { total_count } }",
+        "variables": {"f": "(".repeat(200_000)},
+    });
+    let resp = s
+        .post_body("/admin/gql", "/admin/gql", &now_iso(0), None, bomb)
+        .await;
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "BAD_REQUEST",
+        "{body}"
+    );
     let body: Value = ok.json().await.unwrap();
     assert_eq!(body["data"]["keypair"]["access_key"], s.ak.as_str());
     assert_eq!(body["data"]["keypair"]["is_admin"], false);

@@ -599,3 +599,221 @@ both_dbs!(written_quotas_are_applied, |db| async move {
             .contains("frame-ancestors 'none'")
     );
 });
+
+both_dbs!(
+    sessions_bound_memory_lifetime_and_leak_nothing,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let t = app.user("noisy@x.org", "user", "default").await;
+        let other = app.user("quiet@x.org", "user", "default").await;
+        let folder = app
+            .ok(
+                Some(&t),
+                r#"mutation { create_vfolder(props: {name: "data"}) { vfolder { id } } }"#,
+                json!({}),
+            )
+            .await;
+        assert!(folder["create_vfolder"]["vfolder"]["id"].is_string());
+        let created = create_session(&app, &t, json!({"image": PYTHON, "mounts": ["data"]})).await;
+        let id = session_ids(&created)[0].clone();
+        wait_status(&app, &t, &id, &["RUNNING"]).await;
+
+        // No host path in what a user sees of its mounts.
+        let s = app
+            .ok(
+                Some(&t),
+                "query($id: UUID!) { compute_session(id: $id) { vfolder_mounts } }",
+                json!({"id": id}),
+            )
+            .await;
+        let mounts = s["compute_session"]["vfolder_mounts"].as_str().unwrap();
+        assert!(
+            mounts.contains("data") && !mounts.contains("host_path"),
+            "{mounts}"
+        );
+        assert!(!mounts.contains(&app.dir.display().to_string()), "{mounts}");
+        let as_super = app
+            .admin(
+                "query($id: UUID!) { compute_session(id: $id) { vfolder_mounts } }",
+                json!({"id": id}),
+            )
+            .await;
+        assert!(
+            as_super["compute_session"]["vfolder_mounts"]
+                .as_str()
+                .unwrap()
+                .contains("host_path")
+        );
+
+        // Another user's live subscription, while a run floods its output.
+        let mut quiet = subscribe_ws(
+            &app,
+            &other,
+            "subscription { session_status_changes { name status } }",
+            json!({}),
+        )
+        .await;
+        let run = app
+        .ok(
+            Some(&t),
+            r#"mutation($s: UUID!) { execute_in_session(session_id: $s, mode: "query", code: "import sys\nfor i in range(40000): sys.stdout.write('x' * 200 + '\\n')") { run_id } }"#,
+            json!({"s": id}),
+        )
+        .await["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+        // The other user's own event still arrives promptly.
+        let theirs = create_session(
+            &app,
+            &other,
+            json!({"image": PYTHON, "resources": "{\"cpu\": \"1000\"}"}),
+        )
+        .await;
+        let their_id = session_ids(&theirs)[0].clone();
+        let started = std::time::Instant::now();
+        let msg = next_json(&mut quiet).await;
+        assert_eq!(
+            msg["payload"]["data"]["session_status_changes"]["status"], "PENDING",
+            "{msg}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        destroy(&app, &other, &their_id).await;
+        // 8 MB of output: the server keeps its newest part, says so, and the end arrives.
+        let mut finished = None;
+        for _ in 0..300 {
+            let e = app
+            .ok(Some(&t), "query($r: UUID!) { execution(run_id: $r) { status exit_code console { stream data } } }", json!({"r": run}))
+            .await;
+            if e["execution"]["status"] == "finished" {
+                finished = Some(e);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let e = finished.expect("the run finishes");
+        let console = e["execution"]["console"].as_array().unwrap();
+        assert_eq!(console[0]["stream"], "truncated", "{}", console[0]);
+        let kept: usize = console
+            .iter()
+            .map(|c| c["data"].as_str().unwrap().len())
+            .sum();
+        assert!(kept < 600 * 1024, "kept {kept} bytes");
+        assert_eq!(e["execution"]["exit_code"], 0);
+        // A follower that subscribes after the end still gets the gap notice and the end.
+        let mut late = subscribe_ws(
+            &app,
+            &t,
+            "subscription($r: UUID!) { execution_output(run_id: $r) { stream } }",
+            json!({"r": run}),
+        )
+        .await;
+        let first = next_json(&mut late).await;
+        assert_eq!(
+            first["payload"]["data"]["execution_output"]["stream"], "truncated",
+            "{first}"
+        );
+        loop {
+            let m = next_json(&mut late).await;
+            if m["type"] == "complete" {
+                break;
+            }
+            if m["payload"]["data"]["execution_output"]["stream"] == "finished" {
+                break;
+            }
+        }
+        destroy(&app, &t, &id).await;
+
+        // max_session_lifetime: the session ends by itself, saying why.
+        app.admin(
+        r#"mutation { create_keypair_resource_policy(name: "short", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, max_session_lifetime: 2, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 0}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+        let ak = app
+            .ok(Some(&t), "{ keypair { access_key } }", json!({}))
+            .await["keypair"]["access_key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        app.admin(
+        r#"mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: "short"}) { ok } }"#,
+        json!({"a": ak}),
+    )
+    .await;
+        let short = create_session(&app, &t, json!({"image": PYTHON})).await;
+        let sid = session_ids(&short)[0].clone();
+        wait_status(&app, &t, &sid, &["RUNNING"]).await;
+        let ended = wait_status(&app, &t, &sid, &["TERMINATED"]).await;
+        assert_eq!(ended["status_info"], "max-session-lifetime", "{ended}");
+    }
+);
+
+both_dbs!(
+    websocket_operations_count_and_demotion_ends_rights,
+    |db| async move {
+        use futures_util::SinkExt;
+        let app = spawn(db).await;
+        let peer = app.user("demote@x.org", "admin", "default").await;
+        // An admin-only subscription, opened while an admin.
+        let mut ws = subscribe_ws(
+            &app,
+            &peer,
+            "subscription { user_changes { key } }",
+            json!({}),
+        )
+        .await;
+        app.admin(
+            r#"mutation { modify_user(email: "demote@x.org", props: {role: "user"}) { ok } }"#,
+            json!({}),
+        )
+        .await;
+        // The demotion itself is a user change: instead of it, the stream ends with the reason.
+        let msg = next_json(&mut ws).await;
+        assert!(
+            msg.to_string().contains("UNAUTHENTICATED") || msg.to_string().contains("revoked"),
+            "{msg}"
+        );
+
+        // Operations on a WebSocket count against the keypair's rate limit.
+        let t = app.user("counted@x.org", "user", "default").await;
+        let ak = app
+            .ok(Some(&t), "{ keypair { access_key } }", json!({}))
+            .await["keypair"]["access_key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        app.admin(
+        "mutation($a: String!) { modify_keypair(access_key: $a, props: {rate_limit: 4}) { ok } }",
+        json!({"a": ak}),
+    )
+    .await;
+        let mut ws = subscribe_ws(&app, &t, "{ __typename }", json!({})).await;
+        let mut limited = false;
+        for i in 2..12 {
+            ws.send(tokio_tungstenite::tungstenite::Message::text(
+            json!({"id": i.to_string(), "type": "subscribe", "payload": {"query": "{ __typename }"}}).to_string(),
+        ))
+        .await
+        .unwrap();
+            loop {
+                let m = next_json(&mut ws).await;
+                if m["type"] == "complete" {
+                    break;
+                }
+                if m.to_string().contains("RATE_LIMITED") {
+                    limited = true;
+                }
+            }
+            if limited {
+                break;
+            }
+        }
+        assert!(limited, "WebSocket operations were never rate limited");
+    }
+);

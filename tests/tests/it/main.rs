@@ -10,6 +10,7 @@ mod browser;
 mod cli;
 mod hostile;
 mod live;
+mod matrix;
 mod registry;
 mod roles;
 mod sessions;
