@@ -151,57 +151,32 @@ fn mode_string(mode: u32) -> String {
         .collect()
 }
 
-async fn list_dir(dir: std::path::PathBuf) -> ApiResult<Vec<VFolderFile>> {
-    tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        let entries = std::fs::read_dir(&dir).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ApiError::not_found(
-                "directory",
-                dir.file_name()
-                    .map(|n| n.to_string_lossy().to_string())
-                    .unwrap_or_default(),
-            ),
-            std::io::ErrorKind::NotADirectory => {
-                ApiError::bad_request("That path is a file, not a directory")
+async fn list_dir(root: std::path::PathBuf, path: String) -> ApiResult<Vec<VFolderFile>> {
+    use super::fsat::Kind;
+    let entries = super::with_folder(root, move |f| f.list(&path)).await?;
+    let mut out: Vec<VFolderFile> = entries
+        .into_iter()
+        .map(|e| VFolderFile {
+            name: e.name,
+            file_type: match e.kind {
+                Kind::Directory => "DIRECTORY",
+                Kind::Symlink => "SYMLINK",
+                Kind::File => "FILE",
+                Kind::Other => "OTHER",
             }
-            _ => ApiError::internal("listing a directory", e),
-        })?;
-        for e in entries.flatten() {
-            let Ok(meta) = e.path().symlink_metadata() else {
-                continue;
-            };
-            #[cfg(unix)]
-            let mode = {
-                use std::os::unix::fs::PermissionsExt;
-                mode_string(meta.permissions().mode())
-            };
-            #[cfg(not(unix))]
-            let mode = String::new();
-            out.push(VFolderFile {
-                name: e.file_name().to_string_lossy().to_string(),
-                file_type: if meta.is_dir() {
-                    "DIRECTORY"
-                } else if meta.file_type().is_symlink() {
-                    "SYMLINK"
-                } else {
-                    "FILE"
-                }
-                .into(),
-                size: BigInt(i64::try_from(meta.len()).unwrap_or(i64::MAX)),
-                created: meta.created().ok().map(DateTime::<Utc>::from),
-                modified: meta.modified().ok().map(DateTime::<Utc>::from),
-                mode,
-            });
-        }
-        out.sort_by(|a, b| {
-            (b.file_type == "DIRECTORY")
-                .cmp(&(a.file_type == "DIRECTORY"))
-                .then(a.name.cmp(&b.name))
-        });
-        Ok(out)
-    })
-    .await
-    .map_err(|e| ApiError::internal("listing a directory", e))?
+            .into(),
+            size: BigInt(i64::try_from(e.size).unwrap_or(i64::MAX)),
+            created: None,
+            modified: e.modified,
+            mode: mode_string(e.mode),
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (b.file_type == "DIRECTORY")
+            .cmp(&(a.file_type == "DIRECTORY"))
+            .then(a.name.cmp(&b.name))
+    });
+    Ok(out)
 }
 
 #[derive(Default)]
@@ -281,8 +256,7 @@ impl StorageQuery {
         let (state, caller) = authed(ctx)?;
         let (folder, _) = super::find(state, caller, id).await?;
         let root = super::folder_root(&state.config, &folder)?;
-        let dir = super::path::resolve_existing(&root, path.as_deref().unwrap_or(""))?;
-        Ok(list_dir(dir).await?)
+        Ok(list_dir(root, path.unwrap_or_default()).await?)
     }
 }
 
@@ -490,26 +464,8 @@ impl StorageMutation {
         let (f, access) = super::find(state, caller, id).await?;
         access.require(Access::ReadWrite, "create directories")?;
         let root = super::folder_root(&state.config, &f)?;
-        let dir = super::path::resolve(&root, &path)?;
-        if dir == root {
-            return Err(ApiError::bad_request("Give the new directory's path").into());
-        }
-        let result = if parents.unwrap_or(false) {
-            tokio::fs::create_dir_all(&dir).await
-        } else {
-            tokio::fs::create_dir(&dir).await
-        };
-        result.map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => {
-                ApiError::conflict(format!("'{path}' already exists"))
-            }
-            std::io::ErrorKind::NotFound => ApiError::not_found("parent directory of", &path),
-            _ => ApiError::internal("creating a directory", e),
-        })?;
-        #[cfg(unix)]
-        {
-            let _ = std::os::unix::fs::chown(&dir, Some(1000), Some(1000));
-        }
+        let parents = parents.unwrap_or(false);
+        super::with_folder(root, move |f| f.mkdir(&path, parents)).await?;
         Ok(ok("created", None))
     }
 
@@ -525,25 +481,7 @@ impl StorageMutation {
         let (f, access) = super::find(state, caller, id).await?;
         access.require(Access::ReadWrite, "rename files")?;
         let root = super::folder_root(&state.config, &f)?;
-        let from = super::path::resolve_existing(&root, &path)?;
-        if from == root {
-            return Err(
-                ApiError::bad_request("The folder itself is renamed with rename_vfolder").into(),
-            );
-        }
-        let parts = super::path::components(&new_name)?;
-        if parts.len() != 1 {
-            return Err(
-                ApiError::bad_request("The new name must be a single name, without '/'").into(),
-            );
-        }
-        let to = from.with_file_name(&parts[0]);
-        if to.symlink_metadata().is_ok() {
-            return Err(ApiError::conflict(format!("'{}' already exists", parts[0])).into());
-        }
-        tokio::fs::rename(&from, &to)
-            .await
-            .map_err(|e| ApiError::internal("renaming a file", e))?;
+        super::with_folder(root, move |f| f.rename(&path, &new_name)).await?;
         Ok(ok("renamed", None))
     }
 
@@ -559,31 +497,36 @@ impl StorageMutation {
         let (f, access) = super::find(state, caller, id).await?;
         access.require(Access::ReadWriteDelete, "delete files")?;
         let root = super::folder_root(&state.config, &f)?;
-        let mut targets = Vec::new();
-        for p in &paths {
-            let t = super::path::resolve_existing(&root, p)?;
-            if t == root {
-                return Err(ApiError::bad_request(
-                    "The folder itself is deleted with delete_vfolder",
-                )
-                .into());
-            }
-            if super::is_dir(&t) && !recursive.unwrap_or(false) {
-                return Err(ApiError::bad_request(format!(
-                    "'{p}' is a directory: delete it with recursive: true"
-                ))
-                .into());
-            }
-            targets.push(t);
+        if paths.len() > 1000 {
+            return Err(ApiError::bad_request("At most 1000 paths at once").into());
         }
-        for t in targets {
-            let r = if super::is_dir(&t) {
-                tokio::fs::remove_dir_all(&t).await
-            } else {
-                tokio::fs::remove_file(&t).await
-            };
-            r.map_err(|e| ApiError::internal("deleting a file", e))?;
-        }
+        let recursive = recursive.unwrap_or(false);
+        super::with_folder(root, move |f| {
+            // Every path is checked before anything is deleted.
+            for p in &paths {
+                match f.kind(p)? {
+                    None => return Err(ApiError::not_found("file", p)),
+                    Some(super::fsat::Kind::Directory)
+                        if super::path::components(p)?.is_empty() =>
+                    {
+                        return Err(ApiError::bad_request(
+                            "The folder itself is deleted with delete_vfolder",
+                        ));
+                    }
+                    Some(super::fsat::Kind::Directory) if !recursive => {
+                        return Err(ApiError::bad_request(format!(
+                            "'{p}' is a directory: delete it with recursive: true"
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+            for p in &paths {
+                f.remove(p, recursive)?;
+            }
+            Ok(())
+        })
+        .await?;
         Ok(ok("deleted", None))
     }
 }

@@ -55,64 +55,71 @@ async fn download_inner(
     id: Uuid,
     rel: &str,
 ) -> ApiResult<Response> {
+    use super::fsat::Kind;
     let caller = principal.caller()?;
     let (folder, _) = super::find(state, caller, id).await?;
     let root = super::folder_root(&state.config, &folder)?;
-    let target = super::path::resolve_existing(&root, rel)?;
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
+    let name = super::path::components(rel)?
+        .pop()
         .unwrap_or_else(|| folder.name.clone());
-    if super::is_dir(&target) {
-        // tar stores links as links (never follows them) and streams its output.
-        let parent = target
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_else(|| root.clone());
-        let mut child = tokio::process::Command::new("tar")
-            .arg("-C")
-            .arg(&parent)
-            .arg("-cf")
-            .arg("-")
-            .arg("--")
-            .arg(target.file_name().unwrap_or_default())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| ApiError::internal("archiving a directory", e))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| ApiError::internal("archiving a directory", "no output"))?;
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-        });
-        let mut resp = Body::from_stream(tokio_util::io::ReaderStream::new(stdout)).into_response();
-        resp.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/x-tar"),
-        );
-        resp.headers_mut().insert(
-            header::CONTENT_DISPOSITION,
-            attachment(&format!("{name}.tar")),
-        );
-        return Ok(resp);
+    let rel = rel.to_string();
+    let kind = {
+        let rel = rel.clone();
+        super::with_folder(root.clone(), move |f| f.kind(&rel)).await?
+    };
+    match kind {
+        None => Err(ApiError::not_found("file", &rel)),
+        Some(Kind::Directory) => Ok(archive(root, rel, name)),
+        Some(_) => {
+            let (file, len) = super::with_folder(root, move |f| f.open_file(&rel)).await?;
+            // Exactly the size announced, even if the file grows meanwhile.
+            let reader = tokio::io::AsyncReadExt::take(tokio::fs::File::from_std(file), len);
+            let mut resp =
+                Body::from_stream(tokio_util::io::ReaderStream::new(reader)).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            resp.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            resp.headers_mut()
+                .insert(header::CONTENT_DISPOSITION, attachment(&name));
+            Ok(resp)
+        }
     }
-    let file = tokio::fs::File::open(&target)
-        .await
-        .map_err(|e| ApiError::internal("opening a file", e))?;
-    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-    let mut resp = Body::from_stream(tokio_util::io::ReaderStream::new(file)).into_response();
+}
+
+/// A directory as a tar archive built in-process from directory handles, streamed. When the
+/// archive fails half-way, the body ends with an error (the connection is cut), so a client
+/// never takes a short archive for a whole one.
+fn archive(root: std::path::PathBuf, rel: String, name: String) -> Response {
+    let (w, r) = tokio::io::duplex(256 * 1024);
+    let bridge = tokio_util::io::SyncIoBridge::new(w);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+    let top = name.clone();
+    tokio::task::spawn_blocking(move || {
+        let result = super::fsat::Folder::open(&root).and_then(|f| f.archive(&rel, &top, bridge));
+        let _ = done_tx.send(result.map_err(|e| e.message));
+    });
+    let data = tokio_util::io::ReaderStream::new(r);
+    let end = futures_util::stream::once(async move {
+        match done_rx.await {
+            Ok(Ok(())) => None,
+            Ok(Err(m)) => Some(Err(std::io::Error::other(m))),
+            Err(_) => Some(Err(std::io::Error::other("the archive stopped"))),
+        }
+    })
+    .filter_map(std::future::ready);
+    let mut resp = Body::from_stream(data.chain(end)).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
+        HeaderValue::from_static("application/x-tar"),
     );
-    resp.headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    resp.headers_mut()
-        .insert(header::CONTENT_DISPOSITION, attachment(&name));
-    Ok(resp)
+    resp.headers_mut().insert(
+        header::CONTENT_DISPOSITION,
+        attachment(&format!("{name}.tar")),
+    );
+    resp
 }
 
 pub async fn upload(
@@ -140,53 +147,44 @@ async fn upload_inner(
     let (folder, access) = super::find(state, caller, id).await?;
     access.require(Access::ReadWrite, "upload files")?;
     let root = super::folder_root(&state.config, &folder)?;
-    let target = super::path::resolve(&root, rel)?;
-    if target == root || super::is_dir(&target) {
-        return Err(ApiError::bad_request(
-            "Give the path of the file to write, e.g. ?path=data/input.csv",
-        ));
-    }
-    let parent = target
-        .parent()
-        .map(|p| p.to_path_buf())
-        .unwrap_or_else(|| root.clone());
-    if !super::is_dir(&parent) {
-        return Err(ApiError::not_found("directory for", rel));
-    }
-    // Write beside the target, then move it into place: a failed upload leaves nothing half-written.
-    let tmp = parent.join(format!(".bai-upload-{}", Uuid::new_v4().simple()));
-    let mut file = tokio::fs::File::create(&tmp)
-        .await
-        .map_err(|e| ApiError::internal("creating an upload file", e))?;
+    // The policy's folder size bound (0 = none), counted with what is there already.
+    let max = super::policy_of(state, caller).await?.max_vfolder_size;
+    let room = match u64::try_from(max) {
+        Ok(m) if m > 0 => Some(m.saturating_sub(super::usage(root.clone()).await.0)),
+        _ => None,
+    };
+    // Written beside the target under a fresh name created exclusively, owned by `work`
+    // through its handle, then moved into place: a failed upload leaves nothing behind.
+    let mut upload = {
+        let rel = rel.to_string();
+        super::with_folder(root, move |f| f.create_upload(&rel)).await?
+    };
+    let file = upload
+        .take_file()
+        .ok_or_else(|| ApiError::internal("writing an upload", "no file"))?;
+    let mut file = tokio::fs::File::from_std(file);
     let mut size = 0u64;
     let mut stream = body.into_data_stream();
-    let result: ApiResult<()> = async {
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk
-                .map_err(|e| ApiError::bad_request(format!("the upload was interrupted: {e}")))?;
-            size += chunk.len() as u64;
-            file.write_all(&chunk)
-                .await
-                .map_err(|e| ApiError::internal("writing an upload", e))?;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| {
+            ApiError::bad_request("The upload was interrupted; nothing was stored.")
+        })?;
+        size += chunk.len() as u64;
+        if room.is_some_and(|r| size > r) {
+            return Err(ApiError::bad_request(format!(
+                "The upload exceeds the folder size limit of your resource policy ({max} bytes); nothing was stored."
+            )));
         }
-        file.flush()
+        file.write_all(&chunk)
             .await
             .map_err(|e| ApiError::internal("writing an upload", e))?;
-        Ok(())
     }
-    .await;
-    if let Err(e) = result {
-        let _ = tokio::fs::remove_file(&tmp).await;
-        return Err(e);
-    }
-    #[cfg(unix)]
-    {
-        let _ = std::os::unix::fs::chown(&tmp, Some(1000), Some(1000));
-    }
-    // Re-check the final name right before the move (a link may have appeared meanwhile).
-    super::path::resolve(&root, rel)?;
-    tokio::fs::rename(&tmp, &target)
+    file.flush()
         .await
-        .map_err(|e| ApiError::internal("storing an upload", e))?;
+        .map_err(|e| ApiError::internal("writing an upload", e))?;
+    drop(file);
+    tokio::task::spawn_blocking(move || upload.commit())
+        .await
+        .map_err(|e| ApiError::internal("storing an upload", e))??;
     Ok(size)
 }

@@ -1,13 +1,14 @@
 //! Storage folders (vfolders): data that outlives sessions. Folders live on configured storage
 //! hosts (directories on the server's disk); user folders belong to one user, group folders
 //! to a project. Names starting with a dot are automount folders. Every file path goes
-//! through `path::resolve`.
+//! through `fsat` (directory handles, no link ever followed).
+pub mod fsat;
 pub mod graphql;
 pub mod http;
 pub mod path;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use chrono::Utc;
 use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFolderUsageMode};
@@ -181,7 +182,7 @@ pub struct NewFolder {
     pub cloneable: bool,
 }
 
-async fn policy_of(
+pub(crate) async fn policy_of(
     state: &AppState,
     caller: &Caller,
 ) -> ApiResult<keypair_resource_policies::Model> {
@@ -346,35 +347,26 @@ pub fn publish(state: &AppState, f: &vfolders::Model, action: crate::events::Cha
         }));
 }
 
-/// Size in bytes and number of files (walks the folder; links are not followed).
+/// Size in bytes and number of files (walks the folder through handles; links are not
+/// followed).
 pub async fn usage(dir: PathBuf) -> (u64, u64) {
-    tokio::task::spawn_blocking(move || {
-        let mut stack = vec![dir];
-        let (mut size, mut files) = (0u64, 0u64);
-        while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let Ok(meta) = e.path().symlink_metadata() else {
-                    continue;
-                };
-                if meta.is_dir() {
-                    stack.push(e.path());
-                } else {
-                    files += 1;
-                    size += meta.len();
-                }
-            }
-        }
-        (size, files)
+    tokio::task::spawn_blocking(move || match fsat::Folder::open(&dir) {
+        Ok(f) => f.usage(),
+        Err(_) => (0, 0),
     })
     .await
     .unwrap_or((0, 0))
 }
 
-pub fn is_dir(p: &Path) -> bool {
-    p.symlink_metadata().map(|m| m.is_dir()).unwrap_or(false)
+/// Runs a blocking operation on the folder at `root` (through handles) off the runtime.
+pub async fn with_folder<T, F>(root: PathBuf, op: F) -> ApiResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&fsat::Folder) -> ApiResult<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || op(&fsat::Folder::open(&root)?))
+        .await
+        .map_err(|e| ApiError::internal("working on folder content", e))?
 }
 
 /// A folder mounted into a session.
