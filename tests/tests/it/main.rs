@@ -13,5 +13,6 @@ mod live;
 mod matrix;
 mod registry;
 mod roles;
+mod sandbox;
 mod sessions;
 mod storage;

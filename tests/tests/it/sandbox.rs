@@ -1,0 +1,217 @@
+//! Code inside a session never reaches beyond it (issue 12): each attack runs for real inside
+//! a container while the server works, and what lies outside the session is checked after.
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::both_dbs;
+use crate::support::*;
+
+/// Starts `code` (Python) in the session; returns the run id at once.
+async fn start_py(app: &TestApp, token: &str, session: &str, code: &str) -> String {
+    app.ok(
+        Some(token),
+        "mutation($s: UUID!, $c: String) { execute_in_session(session_id: $s, mode: \"query\", code: $c) { run_id } }",
+        json!({"s": session, "c": code}),
+    )
+    .await["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Waits for a run to finish; returns its output.
+async fn finish(app: &TestApp, token: &str, run: &str) -> String {
+    for _ in 0..600 {
+        let e = app
+            .ok(
+                Some(token),
+                "query($r: UUID!) { execution(run_id: $r) { status console { stream data } } }",
+                json!({"r": run}),
+            )
+            .await;
+        if e["execution"]["status"] == "finished" {
+            return e["execution"]["console"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["data"].as_str().unwrap_or("").to_string())
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("run {run} did not finish");
+}
+
+async fn py(app: &TestApp, token: &str, session: &str, code: &str) -> String {
+    let run = start_py(app, token, session, code).await;
+    finish(app, token, &run).await
+}
+
+fn owner_of(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).unwrap().uid()
+}
+
+both_dbs!(
+    folder_content_attacks_never_reach_the_host,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let t = app.user("mallory@x.org", "user", "default").await;
+        let folder = app
+            .ok(
+                Some(&t),
+                r#"mutation { create_vfolder(props: {name: "data"}) { vfolder { id } } }"#,
+                json!({}),
+            )
+            .await["create_vfolder"]["vfolder"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let created = create_session(&app, &t, json!({"image": PYTHON, "mounts": ["data"]})).await;
+        let session = session_ids(&created)[0].clone();
+        wait_status(&app, &t, &session, &["RUNNING"]).await;
+        // The canary: a host directory outside every folder, owned by root.
+        let canary = app.dir.join("canary");
+        std::fs::create_dir_all(&canary).unwrap();
+        std::fs::write(canary.join("secret"), "out").unwrap();
+        let canary_text = canary.display().to_string();
+        let check_canary = || {
+            assert_eq!(
+                std::fs::read_to_string(canary.join("secret")).unwrap(),
+                "out"
+            );
+            assert_eq!(owner_of(&canary), 0, "the canary directory was re-owned");
+            assert_eq!(
+                owner_of(&canary.join("secret")),
+                0,
+                "the canary was re-owned"
+            );
+            let names: Vec<String> = std::fs::read_dir(&canary)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+                .collect();
+            assert_eq!(
+                names,
+                ["secret"],
+                "something was written into or removed from the canary"
+            );
+        };
+        let url = |kind: &str, path: &str| {
+            app.url(&format!("/storage/folders/{folder}/{kind}?path={path}"))
+        };
+
+        // 1. A FIFO: refused at once, nothing blocks.
+        py(
+            &app,
+            &t,
+            &session,
+            "import os; os.mkfifo('/home/work/data/pipe')",
+        )
+        .await;
+        let started = Instant::now();
+        let resp = app
+            .http
+            .get(url("download", "pipe"))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400);
+        assert!(resp.text().await.unwrap().contains("regular file"));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let resp = app
+            .http
+            .get(url("download", ""))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            200,
+            "a folder with a FIFO still downloads as an archive"
+        );
+        let _ = resp.bytes().await.unwrap();
+
+        // 2. A slow upload whose temp file the container replaces with a link to the host.
+        let swap_tmp = start_py(&app, &t, &session, &format!(
+        "import os, time\nend = time.time() + 6\nwhile time.time() < end:\n    for n in os.listdir('/home/work/data'):\n        if n.startswith('.bai-upload-'):\n            p = '/home/work/data/' + n\n            try:\n                os.unlink(p); os.symlink('{canary_text}/secret', p)\n            except OSError: pass\n    time.sleep(0.01)\n"
+    )).await;
+        let body = futures_util::stream::unfold(0, |i| async move {
+            if i >= 20 {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Some((Ok::<_, std::io::Error>(vec![b'x'; 1024]), i + 1))
+        });
+        let resp = app
+            .http
+            .post(url("upload", "up.bin"))
+            .bearer_auth(&t)
+            .body(reqwest::Body::wrap_stream(body))
+            .send()
+            .await
+            .unwrap();
+        let _ = resp.text().await;
+        finish(&app, &t, &swap_tmp).await;
+        check_canary();
+
+        // 3. A directory swapped with a link to the host, as fast as the container can, while
+        //    the server lists, reads, archives, creates, uploads, renames and deletes through it.
+        py(&app, &t, &session, &format!(
+        "import os\nos.makedirs('/home/work/data/d/sub', exist_ok=True)\nopen('/home/work/data/d/secret', 'w').write('in')\nos.symlink('{canary_text}', '/home/work/data/l')\n"
+    )).await;
+        let swapper = start_py(&app, &t, &session,
+        "import ctypes, os, time\nlibc = ctypes.CDLL(None, use_errno=True)\nos.chdir('/home/work/data')\nend = time.time() + 8\nn = 0\nwhile time.time() < end:\n    libc.renameat2(-100, b'd', -100, b'l', 2)\n    n += 1\nprint(n)\n",
+    ).await;
+        let deadline = Instant::now() + Duration::from_secs(7);
+        let mut i = 0;
+        while Instant::now() < deadline {
+            i += 1;
+            for path in ["d/secret", "d"] {
+                if let Ok(r) = app
+                    .http
+                    .get(url("download", path))
+                    .bearer_auth(&t)
+                    .send()
+                    .await
+                {
+                    let bytes = r.bytes().await.unwrap_or_default();
+                    assert!(
+                        !String::from_utf8_lossy(&bytes).contains("out"),
+                        "read the canary through {path}"
+                    );
+                }
+            }
+            let listed = app
+                .gql(
+                    Some(&t),
+                    "query($f: UUID!) { vfolder_files(id: $f, path: \"d\") { name size } }",
+                    json!({"f": folder}),
+                )
+                .await;
+            assert!(
+                !listed.to_string().contains("\"size\":3"),
+                "listed the canary: {listed}"
+            );
+            let _ = app.gql(Some(&t), "mutation($f: UUID!, $p: String!) { create_vfolder_directory(id: $f, path: $p) { ok } }", json!({"f": folder, "p": format!("d/sub/m{i}")})).await;
+            let _ = app
+                .http
+                .post(url("upload", &format!("d/u{i}")))
+                .bearer_auth(&t)
+                .body("x")
+                .send()
+                .await;
+            let _ = app.gql(Some(&t), "mutation($f: UUID!, $p: String!, $n: String!) { rename_vfolder_file(id: $f, path: $p, new_name: $n) { ok } }", json!({"f": folder, "p": format!("d/u{i}"), "n": format!("r{i}")})).await;
+            let _ = app.gql(Some(&t), "mutation($f: UUID!, $p: String!) { delete_vfolder_files(id: $f, paths: [$p], recursive: true) { ok } }", json!({"f": folder, "p": format!("d/r{i}")})).await;
+            let _ = app.gql(Some(&t), "mutation($f: UUID!) { delete_vfolder_files(id: $f, paths: [\"d/sub\"], recursive: true) { ok } }", json!({"f": folder})).await;
+        }
+        let swaps: u64 = finish(&app, &t, &swapper).await.trim().parse().unwrap_or(0);
+        assert!(swaps > 1000, "the container swapped only {swaps} times");
+        assert!(i > 5, "only {i} rounds of operations");
+        check_canary();
+        destroy(&app, &t, &session).await;
+    }
+);
