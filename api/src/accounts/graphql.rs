@@ -125,7 +125,7 @@ impl AccountMutation {
     /// Ends the current login session (the cookie or bearer token stops working).
     async fn logout(&self, ctx: &Context<'_>) -> async_graphql::Result<OkResult> {
         let state = state(ctx)?;
-        ctx.append_http_header(SET_COOKIE, super::clear_cookie());
+        ctx.append_http_header(SET_COOKIE, super::clear_cookie(state));
         if let Ok(c) = caller(ctx)
             && let Some(session) = c.login_session
         {

@@ -8,7 +8,7 @@ use entity::{login_sessions, users};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
-use crate::auth::middleware::SESSION_COOKIE;
+use crate::auth::middleware::session_cookie_name;
 use crate::auth::{password, tokens};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::state::AppState;
@@ -154,13 +154,22 @@ pub fn session_cookie(state: &AppState, token: &str) -> String {
         ""
     };
     format!(
-        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        "{}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        session_cookie_name(state.config.cookie_secure),
         state.config.login_session_ttl_secs
     )
 }
 
-pub fn clear_cookie() -> String {
-    format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+pub fn clear_cookie(state: &AppState) -> String {
+    let secure = if state.config.cookie_secure {
+        "; Secure"
+    } else {
+        ""
+    };
+    format!(
+        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}",
+        session_cookie_name(state.config.cookie_secure)
+    )
 }
 
 pub struct Signup {

@@ -21,6 +21,17 @@ use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::state::AppState;
 
 pub const SESSION_COOKIE: &str = "bai_session";
+/// The login cookie's name over HTTPS: the `__Host-` prefix makes browsers refuse it unless
+/// it is `Secure`, host-only and for `Path=/`, so no other site or subdomain can plant it.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-bai_session";
+
+pub fn session_cookie_name(secure: bool) -> &'static str {
+    if secure {
+        SECURE_SESSION_COOKIE
+    } else {
+        SESSION_COOKIE
+    }
+}
 
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let path_and_query = req
@@ -50,34 +61,35 @@ async fn resolve(
     path_and_query: &str,
     headers: &HeaderMap,
 ) -> ApiResult<(Principal, Credential)> {
-    let (caller, credential) =
-        if let Some(auth) = header_str(headers, header::AUTHORIZATION.as_str()) {
-            if let Some(token) = auth.strip_prefix("Bearer ") {
-                let token = token.trim();
-                let caller = caller_from_token(state, token).await?.ok_or_else(|| {
-                    ApiError::unauthenticated(
-                        "The bearer token is invalid or has expired; log in again.",
-                    )
-                })?;
-                (Some(caller), Credential::Token(token.to_string()))
-            } else {
-                let caller = from_signature(state, method, path_and_query, headers, auth).await?;
-                let key = caller.access_key.clone().unwrap_or_default();
-                (Some(caller), Credential::Keypair(key))
-            }
-        } else if let Some(token) = session_cookie(headers) {
-            // A stale or foreign-origin cookie is simply ignored: the caller is anonymous and
-            // may log in again.
-            match same_origin(headers) {
-                true => match caller_from_token(state, &token).await? {
-                    Some(c) => (Some(c), Credential::Token(token)),
-                    None => (None, Credential::None),
-                },
-                false => (None, Credential::None),
-            }
+    let (caller, credential) = if let Some(auth) =
+        header_str(headers, header::AUTHORIZATION.as_str())
+    {
+        if let Some(token) = auth.strip_prefix("Bearer ") {
+            let token = token.trim();
+            let caller = caller_from_token(state, token).await?.ok_or_else(|| {
+                ApiError::unauthenticated(
+                    "The bearer token is invalid or has expired; log in again.",
+                )
+            })?;
+            (Some(caller), Credential::Token(token.to_string()))
         } else {
-            (None, Credential::None)
-        };
+            let caller = from_signature(state, method, path_and_query, headers, auth).await?;
+            let key = caller.access_key.clone().unwrap_or_default();
+            (Some(caller), Credential::Keypair(key))
+        }
+    } else if let Some(token) = cookie(headers, session_cookie_name(state.config.cookie_secure)) {
+        // A stale or foreign-origin cookie is simply ignored: the caller is anonymous and
+        // may log in again.
+        match same_origin(headers) {
+            true => match caller_from_token(state, &token).await? {
+                Some(c) => (Some(c), Credential::Token(token)),
+                None => (None, Credential::None),
+            },
+            false => (None, Credential::None),
+        }
+    } else {
+        (None, Credential::None)
+    };
     let Some(caller) = caller else {
         return Ok((Principal::Anonymous, Credential::None));
     };
@@ -127,10 +139,6 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
-    cookie(headers, SESSION_COOKIE)
-}
-
 /// The value of cookie `name` in the request's `Cookie` headers.
 pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
@@ -143,10 +151,11 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-/// Cookies only count for requests from our own pages: a browser on another site (or
-/// another port of this host) must not ride on the user's session.
+/// Cookies only count for requests from our own pages: a browser on another site, or on
+/// another port of this host (an app's origin is "same-site" but not same-origin), must not
+/// ride on the user's session.
 fn same_origin(headers: &HeaderMap) -> bool {
-    if header_str(headers, "sec-fetch-site") == Some("cross-site") {
+    if header_str(headers, "sec-fetch-site").is_some_and(|s| s != "same-origin" && s != "none") {
         return false;
     }
     match (header_str(headers, "origin"), header_str(headers, "host")) {

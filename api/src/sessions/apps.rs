@@ -308,9 +308,9 @@ pub async fn start(
     let host_port = host_port(state, id, &k, port)
         .await?
         .ok_or_else(|| ApiError::internal("starting an app", "port not published"))?;
-    // TCP apps (SSH) are only reachable through the pool; web apps when asked for, and
-    // always when public (a port of their own keeps them out of the console's origin).
-    let wants_pool = is_tcp || opts.public || opts.preferred_port.is_some();
+    // Every app is served on a pool port of its own: an origin of its own, so no page an app
+    // produces ever runs in the console's origin (with the visitor's login).
+    let wants_pool = true;
     let existing = state.started_apps.entry(id, app);
     let (pool_port, listener) = match existing
         .as_ref()
@@ -668,6 +668,24 @@ async fn proxy_inner(
     };
     let entry = state.started_apps.entry(id, app);
     let set_cookie = authorize(principal, &s, app, entry.as_ref(), &req, via_pool)?;
+    if !via_pool {
+        // The console's origin never serves an app: the browser goes to the app's own port.
+        let port = entry.as_ref().and_then(|e| e.pool_port).ok_or_else(|| {
+            ApiError::bad_request(format!("'{app}' is not running; start it first"))
+        })?;
+        let host = request_host(&req)
+            .ok_or_else(|| ApiError::bad_request("The request has no usable Host header"))?;
+        let path_and_query = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        return Response::builder()
+            .status(StatusCode::TEMPORARY_REDIRECT)
+            .header("location", format!("http://{host}:{port}{path_and_query}"))
+            .body(Body::empty())
+            .map_err(|e| ApiError::internal("redirecting to an app", e));
+    }
     let (_, k) = running(state, s).await?;
     let port = port_of(&k, app)?;
     if app_of(&k, app)?.protocol != "http" {
@@ -731,6 +749,15 @@ async fn proxy_inner(
             }
             continue;
         }
+        // An app may not plant or replace bai's cookies (they are host-wide, not per port).
+        if name.as_str() == "set-cookie"
+            && value
+                .to_str()
+                .map(|v| is_bai_cookie(v.split('=').next().unwrap_or(v)))
+                .unwrap_or(true)
+        {
+            continue;
+        }
         if let Ok(n) = HeaderName::from_bytes(name.as_str().as_bytes()) {
             builder = builder.header(n, value.as_bytes());
         }
@@ -744,12 +771,33 @@ async fn proxy_inner(
         .map_err(|e| ApiError::internal("building a proxied response", e))
 }
 
+/// The host name (without port) the browser used, for an absolute URL on another port.
+fn request_host(req: &Request) -> Option<String> {
+    let raw = req.headers().get("host")?.to_str().ok()?;
+    let authority: axum::http::uri::Authority = raw.parse().ok()?;
+    let host = authority.host();
+    host.chars()
+        .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        .then(|| host.to_string())
+}
+
+/// Whether a cookie name is one of bai's (login, per-app tokens, with or without the
+/// `__Host-`/`__Secure-` prefixes): the app never sees them and may never set them.
+pub fn is_bai_cookie(name: &str) -> bool {
+    let name = name.trim();
+    let bare = name
+        .strip_prefix("__Host-")
+        .or_else(|| name.strip_prefix("__Secure-"))
+        .unwrap_or(name);
+    bare.starts_with("bai_")
+}
+
 /// The request's cookies minus bai's own (login and per-app token), which the app never sees.
 fn app_cookies(header: &str) -> Option<String> {
     let kept: Vec<&str> = header
         .split(';')
         .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.starts_with("bai_"))
+        .filter(|c| !c.is_empty() && !is_bai_cookie(c.split('=').next().unwrap_or(c)))
         .collect();
     (!kept.is_empty()).then(|| kept.join("; "))
 }

@@ -215,3 +215,128 @@ both_dbs!(
         destroy(&app, &t, &session).await;
     }
 );
+
+both_dbs!(
+    a_hostile_app_never_runs_in_the_console_origin,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let t = app.user("apps@x.org", "user", "default").await;
+        let created = create_session(&app, &t, json!({"image": PYTHON})).await;
+        let session = session_ids(&created)[0].clone();
+        wait_status(&app, &t, &session, &["RUNNING"]).await;
+        let started = app
+        .ok(Some(&t), "mutation($s: UUID!) { start_service(session_id: $s, app: \"jupyter\") { url token port } }", json!({"s": session}))
+        .await;
+        let token = started["start_service"]["token"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let port = started["start_service"]["port"]
+            .as_u64()
+            .expect("every app has its own port");
+        let pooled = format!("http://127.0.0.1:{port}");
+        // Where a followed redirect would land: a listener on the host.
+        let trap = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let trap_port = trap.local_addr().unwrap().port();
+        // The owner replaces Jupyter with a server of its own on the app's port.
+        let server = format!(
+            r#"import http.server, socketserver, os, time
+for pid in os.listdir('/proc'):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            if b'jupyter' in open('/proc/%s/cmdline' % pid, 'rb').read():
+                os.kill(int(pid), 9)
+        except Exception:
+            pass
+time.sleep(1)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if 'redir' in self.path:
+            self.send_response(307)
+            self.send_header('Location', 'http://127.0.0.1:{trap_port}/stolen')
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/html')
+        self.send_header('Set-Cookie', 'bai_session=evil; Path=/')
+        self.send_header('Set-Cookie', '__Host-bai_session=evil; Path=/; Secure')
+        self.send_header('Set-Cookie', 'theirs=ok; Path=/')
+        self.end_headers()
+        self.wfile.write(b'<script>fetch("/graphql")</script>EVIL')
+socketserver.TCPServer.allow_reuse_address = True
+srv = socketserver.TCPServer(('0.0.0.0', 8080), H)
+srv.timeout = 1
+end = time.time() + 40
+while time.time() < end:
+    srv.handle_request()
+"#
+        );
+        let _run = start_py(&app, &t, &session, &server).await;
+        let no_follow = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let page = format!("/apps/{session}/jupyter/x.html?token={token}");
+        let mut evil = None;
+        for _ in 0..100 {
+            if let Ok(r) = no_follow.get(format!("{pooled}{page}")).send().await {
+                let cookies: Vec<String> = r
+                    .headers()
+                    .get_all("set-cookie")
+                    .iter()
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .collect();
+                let body = r.text().await.unwrap_or_default();
+                if body.contains("EVIL") {
+                    evil = Some(cookies);
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let cookies = evil.expect("the planted server answers on the app's own port");
+        // On its own origin the app may set its own cookies, never bai's.
+        assert!(
+            cookies.iter().any(|c| c.starts_with("theirs=")),
+            "{cookies:?}"
+        );
+        assert!(
+            !cookies
+                .iter()
+                .any(|c| c.starts_with("bai_session") || c.starts_with("__Host-bai_session")),
+            "the app planted bai's login cookie: {cookies:?}"
+        );
+        // The console's origin serves none of it, to the owner, a superadmin or a token holder.
+        for req in [
+            no_follow.get(app.url(&page)).bearer_auth(&t),
+            no_follow.get(app.url(&page)).bearer_auth(&app.admin_token),
+            no_follow.get(app.url(&page)),
+        ] {
+            let r = req.send().await.unwrap();
+            assert_eq!(r.status(), 307);
+            assert!(
+                r.headers()["location"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with(&pooled)
+            );
+            assert!(r.headers().get("set-cookie").is_none());
+            assert!(!r.text().await.unwrap().contains("EVIL"));
+        }
+        // A redirect from the app is handed to the browser (without its absolute target), never
+        // followed by the server.
+        let r = no_follow
+            .get(format!(
+                "{pooled}/apps/{session}/jupyter/redir?token={token}"
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 307);
+        assert!(r.headers().get("location").is_none(), "{:?}", r.headers());
+        let followed = tokio::time::timeout(Duration::from_millis(800), trap.accept()).await;
+        assert!(followed.is_err(), "the server followed the app's redirect");
+        destroy(&app, &t, &session).await;
+    }
+);

@@ -1064,7 +1064,22 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .await,
         "NOT_FOUND",
     );
-    let started = app.ok(Some(&user), "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { url token } }", json!({"id": id})).await;
+    // "Try preferred port" with the preferred port taken: another port of the pool. Every
+    // app runs on a pool port of its own (its own origin).
+    let busy = std::net::TcpListener::bind(("127.0.0.1", pool)).ok();
+    let started = app.ok(Some(&user), "mutation($id: UUID!, $p: Int) { start_service(session_id: $id, app: \"jupyter\", preferred_port: $p) { url token port } }", json!({"id": id, "p": pool})).await;
+    let port = started["start_service"]["port"].as_u64().unwrap() as u16;
+    assert!(
+        port > pool && port <= pool + 9,
+        "{port} from the pool, not the busy {pool}"
+    );
+    drop(busy);
+    let pooled = format!("http://127.0.0.1:{port}");
+    // The console's origin never serves the app: it sends the browser to the app's port.
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
     let url = started["start_service"]["url"]
         .as_str()
         .unwrap()
@@ -1074,6 +1089,18 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .unwrap()
         .to_string();
     assert!(url.starts_with(&format!("/apps/{id}/jupyter/")), "{url}");
+    let moved = no_follow
+        .get(app.url(&url))
+        .bearer_auth(&user)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 307);
+    assert_eq!(
+        moved.headers()["location"].to_str().unwrap(),
+        format!("{pooled}{url}")
+    );
+    assert!(moved.text().await.unwrap().is_empty());
     let again = app
         .ok(
             Some(&user),
@@ -1134,10 +1161,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .unwrap()
         .to_string();
     // …and runs 1+1 over Jupyter's WebSocket protocol, through the proxy.
-    let mut req = app
-        .url(&format!(
-            "/apps/{id}/jupyter/api/kernels/{kid}/channels?token={token}"
-        ))
+    let mut req = format!("{pooled}/apps/{id}/jupyter/api/kernels/{kid}/channels?token={token}")
         .replace("http://", "ws://")
         .into_client_request()
         .unwrap();
@@ -1212,7 +1236,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     assert_eq!(no_token.status(), 401, "no login, no token");
     let by_cookie = app
         .http
-        .get(app.url(&format!("/apps/{id}/jupyter/api/status")))
+        .get(format!("{pooled}/apps/{id}/jupyter/api/status"))
         .header("cookie", app_cookie.split(';').next().unwrap())
         .send()
         .await
@@ -1241,9 +1265,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .unwrap();
     assert_eq!(forged.status(), 403);
 
-    // "Try preferred port" with the preferred port taken, and "open app to public": the app
-    // gets another port of the pool, where anyone with the URL may use it.
-    let busy = std::net::TcpListener::bind(("127.0.0.1", pool)).ok();
+    // "Open app to public": on its port, anyone with the URL may use it.
     let public = app
         .ok(
             Some(&user),
@@ -1251,15 +1273,12 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
             json!({"id": id, "p": pool}),
         )
         .await;
-    let port = public["start_service"]["port"].as_u64().unwrap() as u16;
-    assert!(
-        port > pool && port <= pool + 9,
-        "{port} from the pool, not the busy {pool}"
+    assert_eq!(
+        public["start_service"]["port"], port,
+        "the app keeps its port"
     );
     assert_eq!(public["start_service"]["public"], true);
     assert_eq!(public["start_service"]["token"], token.as_str());
-    drop(busy);
-    let pooled = format!("http://127.0.0.1:{port}");
     let by_other = app
         .http
         .get(format!(
