@@ -2,7 +2,7 @@
 //! a container while the server works, and what lies outside the session is checked after.
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::both_dbs;
 use crate::support::*;
