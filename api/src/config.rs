@@ -154,6 +154,15 @@ settings! {
     heartbeat_secs: u64 = 5, env = "BAI_HEARTBEAT_SECS";
     /// Seconds between the scheduler's safety ticks (it also wakes on every change).
     scheduler_tick_secs: u64 = 10, env = "BAI_SCHEDULER_TICK_SECS";
+    /// Isolate sessions: one bridge network per installation with inter-container traffic
+    /// off, plus host firewall rules (iptables, as root) against the host and link-local
+    /// addresses. An engine where this cannot be set up runs no sessions.
+    network_isolation: bool = true, env = "BAI_NETWORK_ISOLATION";
+    /// Docker log rotation per container: the size of one log file (two are kept).
+    container_log_max_size: String = "10m".to_string(), env = "BAI_CONTAINER_LOG_MAX_SIZE";
+    /// Size limit of a container's writable layer (`storage_opt size`, e.g. `20g`); needs a
+    /// storage driver with quotas (overlay2 on xfs with pquota, btrfs, zfs). Unset: none.
+    container_disk_size: Option<String> = None, env = "BAI_CONTAINER_DISK_SIZE";
     /// Process limit inside each container.
     container_pids_limit: u32 = 4096, env = "BAI_CONTAINER_PIDS_LIMIT";
     /// Storage hosts for folders: `name=/absolute/path`, or a bare name for a directory under

@@ -65,6 +65,12 @@ pub struct DockerAgent {
     pub version: String,
     /// The installation this agent belongs to.
     pub instance: String,
+    /// The isolated session network (None when isolation is switched off).
+    pub network: Option<String>,
+    /// Docker log rotation: size of one json-file log (two are kept).
+    pub log_max_size: String,
+    /// Writable-layer size limit (`storage_opt size`), where the storage driver has one.
+    pub disk_size: Option<String>,
 }
 
 /// What to run: one kernel (container) of a session.
@@ -96,6 +102,9 @@ pub struct ManagedContainer {
     pub kernel_id: Option<Uuid>,
     pub running: bool,
 }
+
+/// The most of a container's log read (and kept after the end): its newest part.
+pub const MAX_LOG_BYTES: usize = 1024 * 1024;
 
 fn engine_err(context: &str, e: bollard::errors::Error) -> ApiError {
     ApiError::internal(context, e)
@@ -154,6 +163,17 @@ impl DockerAgent {
         let ncpu = Decimal::from(info.ncpu.unwrap_or(1));
         let cpu = (ncpu - Decimal::from(config.agent_reserved_cpu)).max(Decimal::ONE);
         let mem = (Decimal::from(info.mem_total.unwrap_or(0)) - reserved_mem).max(Decimal::ZERO);
+        // Sessions are isolated on a network of this installation; an engine where that
+        // cannot be set up runs no sessions (fail closed).
+        let network = if config.network_isolation {
+            Some(
+                super::network::ensure(&docker, endpoint.starts_with("unix://"))
+                    .await
+                    .with_context(|| format!("isolating sessions on {endpoint}"))?,
+            )
+        } else {
+            None
+        };
         let gpus = gpu::detect();
         let mut capacity = ResourceSlots::new().with("cpu", cpu).with("mem", mem);
         if !gpus.is_empty() {
@@ -172,6 +192,9 @@ impl DockerAgent {
                 .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
             version: info.server_version.unwrap_or_default(),
             instance: instance.to_string(),
+            network,
+            log_max_size: config.container_log_max_size.clone(),
+            disk_size: config.container_disk_size.clone(),
         })
     }
 
@@ -222,6 +245,22 @@ impl DockerAgent {
             security_opt: Some(vec!["no-new-privileges".into()]),
             privileged: Some(false),
             device_requests,
+            network_mode: self.network.clone(),
+            log_config: Some(bollard::models::HostConfigLogConfig {
+                typ: Some("json-file".into()),
+                config: Some(
+                    [
+                        ("max-size".to_string(), self.log_max_size.clone()),
+                        ("max-file".to_string(), "2".to_string()),
+                    ]
+                    .into_iter()
+                    .collect(),
+                ),
+            }),
+            storage_opt: self
+                .disk_size
+                .as_ref()
+                .map(|s| [("size".to_string(), s.clone())].into_iter().collect()),
             mounts: Some(
                 std::iter::once(Mount {
                     target: Some("/home/work".into()),
@@ -525,15 +564,35 @@ impl DockerAgent {
             .follow(false)
             .build();
         let mut stream = self.docker.logs(container_id, Some(opts));
-        let mut out = String::new();
+        // The newest part only: never more than twice the bound in memory.
+        let mut out: Vec<u8> = Vec::new();
+        let mut dropped = false;
         while let Some(chunk) = stream.next().await {
             match chunk {
-                Ok(c) => out.push_str(&String::from_utf8_lossy(&c.into_bytes())),
+                Ok(c) => {
+                    out.extend_from_slice(&c.into_bytes());
+                    if out.len() > 2 * MAX_LOG_BYTES {
+                        out.drain(..out.len() - MAX_LOG_BYTES);
+                        dropped = true;
+                    }
+                }
                 Err(e) if is_not_found(&e) => break,
                 Err(e) => return Err(engine_err("reading container logs", e)),
             }
         }
-        Ok(out)
+        if out.len() > MAX_LOG_BYTES {
+            out.drain(..out.len() - MAX_LOG_BYTES);
+            dropped = true;
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        Ok(if dropped {
+            format!(
+                "[bai: earlier output dropped; the newest {} KiB are kept]\n{text}",
+                MAX_LOG_BYTES / 1024
+            )
+        } else {
+            text
+        })
     }
 
     /// Waits for the container to exit; returns its exit code (None if it vanished).

@@ -3,6 +3,7 @@
 pub mod docker;
 pub mod gpu;
 pub mod graphql;
+pub mod network;
 pub mod reconcile;
 
 use std::collections::HashMap;

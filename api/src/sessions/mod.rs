@@ -119,6 +119,17 @@ fn validate_environ(env: &BTreeMap<String, String>) -> ApiResult<()> {
                 "'{k}' is set by the server and cannot be overridden"
             )));
         }
+        // Variables the container runtime or the dynamic loader act on: they would hand out
+        // devices that were not allocated, or load code into every program.
+        let upper = k.to_ascii_uppercase();
+        if upper.starts_with("NVIDIA_")
+            || upper == "CUDA_VISIBLE_DEVICES"
+            || upper.starts_with("LD_")
+        {
+            return Err(ApiError::bad_request(format!(
+                "'{k}' may not be set: GPU visibility follows the allocation, and LD_* would change how every program loads"
+            )));
+        }
         if v.contains('\0') || v.len() > 32 * 1024 {
             return Err(ApiError::bad_request(format!(
                 "The value of '{k}' is too long or contains a NUL byte"
@@ -317,6 +328,13 @@ pub async fn create(
     let mounts =
         json!(crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?);
     let requested = size_request(&image, slots, shmem)?;
+    // Whole devices are whole: a fraction would be charged as a fraction and handed out whole.
+    let d = requested.get("cuda.device");
+    if !d.fract().is_zero() {
+        return Err(ApiError::bad_request(format!(
+            "cuda.device must be a whole number of GPUs (got {d}); use cuda.shares for a fraction"
+        )));
+    }
     // A request beyond the keypair policy's absolute limits could never run: refuse it now.
     let kp =
         crate::lookup::get::<entity::keypairs::Entity>(db, "keypair", access_key.clone()).await?;

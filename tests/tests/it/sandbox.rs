@@ -340,3 +340,209 @@ while time.time() < end:
         destroy(&app, &t, &session).await;
     }
 );
+
+fn container_of(body: &serde_json::Value) -> String {
+    body["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+both_dbs!(
+    sessions_are_isolated_from_each_other_and_the_host,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let a = app.user("alice@x.org", "user", "default").await;
+        let b = app.user("bob@x.org", "user", "default").await;
+        let sa = session_ids(&create_session(&app, &a, json!({"image": PYTHON})).await)[0].clone();
+        let sb = session_ids(&create_session(&app, &b, json!({"image": PYTHON})).await)[0].clone();
+        let ca = container_of(&wait_status(&app, &a, &sa, &["RUNNING"]).await);
+        let cb = container_of(&wait_status(&app, &b, &sb, &["RUNNING"]).await);
+        // What `docker inspect` shows: the isolated network and log rotation.
+        let host_config: serde_json::Value =
+            serde_json::from_str(&docker(&["inspect", "-f", "{{json .HostConfig}}", &ca])).unwrap();
+        assert_eq!(host_config["NetworkMode"], "bai-sessions", "{host_config}");
+        assert_eq!(host_config["LogConfig"]["Type"], "json-file");
+        assert_eq!(host_config["LogConfig"]["Config"]["max-size"], "10m");
+        let icc = docker(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{index .Options \"com.docker.network.bridge.enable_icc\"}}",
+            "bai-sessions",
+        ]);
+        assert_eq!(icc, "false");
+        let b_ip = docker(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            &cb,
+        ]);
+        let gateway = docker(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{(index .IPAM.Config 0).Gateway}}",
+            "bai-sessions",
+        ]);
+        assert!(!b_ip.is_empty() && !gateway.is_empty(), "{b_ip} {gateway}");
+        // Bob serves something; the host reaches it (the control), Alice does not.
+        let _server = start_py(&app, &b, &sb, "import http.server\nhttp.server.ThreadingHTTPServer(('0.0.0.0', 8000), http.server.SimpleHTTPRequestHandler).serve_forever()").await;
+        let mut up = false;
+        for _ in 0..50 {
+            if tokio::net::TcpStream::connect((b_ip.as_str(), 8000))
+                .await
+                .is_ok()
+            {
+                up = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(up, "bob's server is not up");
+        // A service of the host listening on the bridge's gateway address.
+        let host_service = tokio::net::TcpListener::bind((gateway.as_str(), 0))
+            .await
+            .unwrap();
+        let host_port = host_service.local_addr().unwrap().port();
+        let probe = format!(
+            "import socket\ndef reach(h, p):\n    s = socket.socket(); s.settimeout(2)\n    try:\n        s.connect((h, p)); return 'open'\n    except Exception as e:\n        return 'blocked'\nprint('bob', reach('{b_ip}', 8000))\nprint('host', reach('{gateway}', {host_port}))\nprint('metadata', reach('169.254.169.254', 80))\nprint('internet-dns', 'ok')\n"
+        );
+        let out = py(&app, &a, &sa, &probe).await;
+        assert!(out.contains("bob blocked"), "{out}");
+        assert!(out.contains("host blocked"), "{out}");
+        assert!(out.contains("metadata blocked"), "{out}");
+        let accepted =
+            tokio::time::timeout(Duration::from_millis(300), host_service.accept()).await;
+        assert!(
+            accepted.is_err(),
+            "the host service was reached from a session"
+        );
+        // The app proxy still reaches Alice's own ports.
+        let started = app
+        .ok(Some(&a), "mutation($s: UUID!) { start_service(session_id: $s, app: \"jupyter\") { url port } }", json!({"s": sa}))
+        .await;
+        let port = started["start_service"]["port"].as_u64().unwrap();
+        let url = started["start_service"]["url"].as_str().unwrap();
+        let page = app
+            .http
+            .get(format!("http://127.0.0.1:{port}{url}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200);
+        destroy(&app, &a, &sa).await;
+        destroy(&app, &b, &sb).await;
+    }
+);
+
+both_dbs!(
+    requests_for_devices_and_loader_variables_are_refused,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let t = app.user("gpu@x.org", "user", "default").await;
+        let fraction = create_session(
+            &app,
+            &t,
+            json!({"image": PYTHON, "resources": "{\"cuda.device\": \"0.001\"}"}),
+        )
+        .await;
+        assert_code(&fraction, "BAD_REQUEST");
+        assert!(message(&fraction).contains("whole number"), "{fraction}");
+        for (k, v) in [
+            ("NVIDIA_VISIBLE_DEVICES", "all"),
+            ("NVIDIA_DRIVER_CAPABILITIES", "all"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("LD_PRELOAD", "/home/work/evil.so"),
+        ] {
+            let env = json!({k: v}).to_string();
+            let body = create_session(&app, &t, json!({"image": PYTHON, "environ": env})).await;
+            assert_code(&body, "BAD_REQUEST");
+            assert!(message(&body).contains(k), "{body}");
+        }
+        // A session that prints 3 MB: its log is read and kept with a bound (the newest part).
+        let noisy = create_session(
+        &app,
+        &t,
+        json!({"image": PYTHON, "type": "batch", "startup_command": "python3 -c \"import sys\nfor i in range(3000): sys.stdout.write('y' * 1000 + '\\n')\""}),
+    )
+    .await;
+        let id = session_ids(&noisy)[0].clone();
+        wait_status(&app, &t, &id, &["TERMINATED"]).await;
+        let logs = app
+            .ok(
+                Some(&t),
+                "query($id: UUID!) { session_logs(id: $id) }",
+                json!({"id": id}),
+            )
+            .await["session_logs"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(logs.len() <= 1024 * 1024 + 200, "{} bytes kept", logs.len());
+        assert!(
+            logs.contains("earlier output dropped"),
+            "{}",
+            &logs[..200.min(logs.len())]
+        );
+    }
+);
+
+both_dbs!(
+    uploads_are_bounded_by_the_folder_size_limit,
+    |db| async move {
+        let app = spawn(db).await;
+        let t = app.user("full@x.org", "user", "default").await;
+        app.admin(
+        r#"mutation { create_keypair_resource_policy(name: "tiny", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 3000}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+        let ak = app
+            .ok(Some(&t), "{ keypair { access_key } }", json!({}))
+            .await["keypair"]["access_key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        app.admin(
+        r#"mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: "tiny"}) { ok } }"#,
+        json!({"a": ak}),
+    )
+    .await;
+        let folder = app
+            .ok(
+                Some(&t),
+                r#"mutation { create_vfolder(props: {name: "small"}) { vfolder { id } } }"#,
+                json!({}),
+            )
+            .await["create_vfolder"]["vfolder"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let up = |path: &str, n: usize| {
+            app.http
+                .post(app.url(&format!("/storage/folders/{folder}/upload?path={path}")))
+                .bearer_auth(&t)
+                .body(vec![b'z'; n])
+                .send()
+        };
+        assert_eq!(up("a.bin", 2000).await.unwrap().status(), 200);
+        let over = up("b.bin", 2000).await.unwrap();
+        assert_eq!(over.status(), 400);
+        assert!(over.text().await.unwrap().contains("size limit"));
+        let listed = app
+            .ok(
+                Some(&t),
+                "query($f: UUID!) { vfolder_files(id: $f) { name } }",
+                json!({"f": folder}),
+            )
+            .await;
+        assert_eq!(
+            listed["vfolder_files"],
+            json!([{"name": "a.bin"}]),
+            "nothing of the refused upload stays"
+        );
+    }
+);
