@@ -452,6 +452,23 @@ pub async fn session_mounts(
             read_only: false,
         });
     }
+    // A folder already over the policy's size limit is not mounted writable again: what a
+    // container writes cannot be stopped half-way without filesystem quotas, but it is
+    // stopped from growing further through bai.
+    let max = policy_of(state, caller).await?.max_vfolder_size;
+    if let Ok(max) = u64::try_from(max)
+        && max > 0
+    {
+        for m in out.iter().filter(|m| !m.read_only) {
+            let (used, _) = usage(PathBuf::from(&m.host_path)).await;
+            if used > max {
+                return Err(ApiError::bad_request(format!(
+                    "The folder '{}' holds {used} bytes, more than the size limit of your resource policy ({max} bytes): make room before mounting it",
+                    m.name
+                )));
+            }
+        }
+    }
     for (i, a) in out.iter().enumerate() {
         for b in out.iter().skip(i + 1) {
             let nested = |x: &str, y: &str| x == y || y.starts_with(&format!("{x}/"));
