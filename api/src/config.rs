@@ -96,6 +96,8 @@ settings! {
     web_dir: PathBuf = PathBuf::from("web/dist"), env = "BAI_WEB_DIR";
     /// Log filter in `tracing` syntax.
     log: String = "info,sqlx=warn,sea_orm=warn".to_string(), env = "BAI_LOG";
+    /// Log lines as `text` or `json` (one JSON object per line, for log shippers).
+    log_format: String = "text".to_string(), env = "BAI_LOG_FORMAT";
     /// Email of the first superadmin, created on first start with an empty database.
     admin_email: String = "admin@bai.local".to_string(), env = "BAI_ADMIN_EMAIL";
     /// Password of the first superadmin; unset = a random one-time password printed once.

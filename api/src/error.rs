@@ -16,6 +16,8 @@ pub enum ErrorCode {
     NotFound,
     Conflict,
     RateLimited,
+    MethodNotAllowed,
+    PayloadTooLarge,
     Internal,
 }
 
@@ -29,6 +31,8 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::Internal => "INTERNAL_SERVER_ERROR",
         }
     }
@@ -43,6 +47,8 @@ impl ErrorCode {
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::Conflict => StatusCode::CONFLICT,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -57,6 +63,8 @@ impl ErrorCode {
             ErrorCode::NotFound => "object-not-found",
             ErrorCode::Conflict => "generic-conflict",
             ErrorCode::RateLimited => "too-many-requests",
+            ErrorCode::MethodNotAllowed => "method-not-allowed",
+            ErrorCode::PayloadTooLarge => "request-too-large",
             ErrorCode::Internal => "internal-server-error",
         }
     }
@@ -147,11 +155,14 @@ impl From<ApiError> for async_graphql::Error {
 /// REST errors as `application/problem+json`, shaped like Backend.AI's.
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "type": format!("https://api.backend.ai/probs/{}", self.code.problem_slug()),
             "title": self.message,
             "code": self.code.as_str(),
         });
+        if let Some(id) = crate::observe::request_id() {
+            body["request_id"] = serde_json::Value::String(id);
+        }
         let mut resp = (self.code.status(), body.to_string()).into_response();
         resp.headers_mut().insert(
             axum::http::header::CONTENT_TYPE,

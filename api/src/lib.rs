@@ -18,6 +18,7 @@ pub mod groups;
 pub mod images;
 pub mod keypairs;
 pub mod lookup;
+pub mod observe;
 pub mod policies;
 pub mod presets;
 pub mod registries;

@@ -62,13 +62,16 @@ enum Command {
     },
 }
 
-fn init_logging(filter: &str) {
+/// `format`: `text` (default) or `json` (one object per line, for log shippers).
+fn init_logging(filter: &str, format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .init();
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter);
+    if format.eq_ignore_ascii_case("json") {
+        fmt.json().with_current_span(false).init();
+    } else {
+        fmt.with_target(false).init();
+    }
 }
 
 async fn shutdown_signal() {
@@ -121,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
             if let Some(d) = data_dir {
                 config.data_dir = d;
             }
-            init_logging(&config.log);
+            init_logging(&config.log, &config.log_format);
             let server = api::start_with_shutdown(config, shutdown_signal()).await?;
             if let Some((email, Some(pw))) = &server.created_superadmin {
                 print_password_banner(email, pw);
@@ -135,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
             if let Some(d) = data_dir {
                 config.data_dir = d;
             }
-            init_logging(&config.log);
+            init_logging(&config.log, &config.log_format);
             if config.database_url.is_none() {
                 api::db::prepare_data_dir(&config)?;
             }
@@ -151,7 +154,7 @@ async fn main() -> anyhow::Result<()> {
             if let Some(d) = data_dir {
                 config.data_dir = d;
             }
-            init_logging(&config.log);
+            init_logging(&config.log, &config.log_format);
             if config.database_url.is_none() {
                 api::db::prepare_data_dir(&config)?;
             }
@@ -175,7 +178,7 @@ async fn main() -> anyhow::Result<()> {
             agents,
             pending,
         } => {
-            init_logging("warn");
+            init_logging("warn", "text");
             api::bench::scheduler(agents, pending);
             if launch_rounds > 0 {
                 api::bench::launch(launch_rounds, &image).await?;

@@ -9,7 +9,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::services::{ServeDir, ServeFile};
 use tower_http::trace::TraceLayer;
 
 use crate::graphql::{self, BaiSchema};
@@ -29,7 +28,6 @@ impl FromRef<Web> for AppState {
 
 pub fn router(app: AppState) -> Router {
     let schema = graphql::build_schema(app.clone());
-    let web_dir = app.config.web_dir.clone();
     let body_limit = app.config.max_body_bytes;
     let web = Web {
         app: app.clone(),
@@ -83,14 +81,26 @@ pub fn router(app: AppState) -> Router {
             app.clone(),
             crate::auth::middleware::authenticate,
         ))
-        .with_state(app);
+        .with_state(app.clone());
     let api = api
         .merge(files)
         .merge(crate::compat::router(app_for_compat));
-    let index = web_dir.join("index.html");
-    api.fallback_service(ServeDir::new(&web_dir).fallback(ServeFile::new(index)))
+    let health = Router::new()
+        .route("/health/live", get(crate::observe::live))
+        .route("/health/readyz", get(crate::observe::ready))
+        .with_state(app.clone());
+    let for_fallback = app;
+    api.merge(health)
+        .fallback(move |req: axum::extract::Request| {
+            let state = for_fallback.clone();
+            async move { crate::observe::fallback(State(state), req).await }
+        })
+        .layer(middleware::map_response(
+            crate::observe::problem_for_bare_errors,
+        ))
         .layer(middleware::map_response(frame_guard))
         .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(crate::observe::request_context))
 }
 
 /// No page served here may be framed by another site (clickjacking), nor sniffed into

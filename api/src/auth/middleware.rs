@@ -45,8 +45,16 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             .map(|c| c.0.ip()),
     );
     req.extensions_mut().insert(addr);
+    let seen = req.extensions().get::<crate::observe::Seen>().cloned();
+    if let (Some(seen), Some(route)) = (&seen, req.extensions().get::<axum::extract::MatchedPath>())
+    {
+        seen.route(route.as_str());
+    }
     match resolve(&state, req.method(), &path_and_query, req.headers()).await {
         Ok((principal, credential)) => {
+            if let (Some(seen), Principal::User(c)) = (&seen, &principal) {
+                seen.who(c.access_key.clone().unwrap_or_else(|| c.email.clone()));
+            }
             req.extensions_mut().insert(principal);
             req.extensions_mut().insert(credential);
             next.run(req).await

@@ -190,7 +190,13 @@ where
 /// Every error leaves with a stable `extensions.code`; errors raised by the GraphQL engine
 /// itself (syntax, validation, limits) get `GRAPHQL_VALIDATION_FAILED`.
 fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
+    let request_id = crate::observe::request_id();
     for err in &mut resp.errors {
+        if let Some(id) = &request_id {
+            err.extensions
+                .get_or_insert_with(Default::default)
+                .set("request_id", id.as_str());
+        }
         let has_code = err
             .extensions
             .as_ref()

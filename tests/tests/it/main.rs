@@ -11,6 +11,7 @@ mod cli;
 mod hostile;
 mod live;
 mod matrix;
+mod ops;
 mod registry;
 mod roles;
 mod sandbox;

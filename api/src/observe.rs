@@ -1,0 +1,237 @@
+//! What an operator sees of each request: an id (`X-Request-ID`, accepted or made) returned on
+//! every response and carried in problem+json and GraphQL errors, one access-log line per
+//! request, routing that tells the truth (404/405 as problem+json; the console only for
+//! browsers), and health endpoints.
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being served (None outside a request).
+pub fn request_id() -> Option<String> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// Filled in while the request is served: the matched route and who called.
+#[derive(Clone, Default)]
+pub struct Seen(Arc<Mutex<(Option<String>, Option<String>)>>);
+
+impl Seen {
+    pub fn route(&self, route: &str) {
+        if let Ok(mut s) = self.0.lock() {
+            s.0 = Some(route.to_string());
+        }
+    }
+    pub fn who(&self, who: String) {
+        if let Ok(mut s) = self.0.lock() {
+            s.1 = Some(who);
+        }
+    }
+}
+
+/// An id from the client is kept when it is short and plain; otherwise one is made.
+fn usable_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    (!s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c)))
+    .then(|| s.to_string())
+}
+
+/// The outermost layer: id, access log, `X-Request-ID` on the response.
+pub async fn request_context(mut req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(usable_id)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let seen = Seen::default();
+    req.extensions_mut().insert(seen.clone());
+    let started = Instant::now();
+    let mut resp = REQUEST_ID.scope(id.clone(), next.run(req)).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    let status = resp.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let (route, who) = seen.0.lock().map(|s| s.clone()).unwrap_or_default();
+    let route = route.unwrap_or_else(|| "-".into());
+    let who = who.unwrap_or_else(|| "-".into());
+    if status >= 500 {
+        tracing::error!(target: "access", request_id = %id, %method, route, path, status, ms, who, "request failed");
+    } else {
+        tracing::info!(target: "access", request_id = %id, %method, route, path, status, ms, who, "request");
+    }
+    resp
+}
+
+/// First path segments that belong to the API (Backend.AI's REST surface included): an
+/// unknown path under them is a 404 problem, never the console's page.
+const API_ROOTS: &[&str] = &[
+    "graphql",
+    "admin",
+    "apps",
+    "storage",
+    "sessions",
+    "session",
+    "stream",
+    "events",
+    "resource",
+    "scaling-groups",
+    "config",
+    "auth",
+    "folders",
+    "manager",
+    "health",
+    "metrics",
+    "totp",
+    "license",
+    "user-config",
+    "domain-config",
+    "group-config",
+    "image",
+    "kernel",
+    "vfolder",
+    "server",
+    "func",
+    "spec",
+    "acl",
+    "logs",
+    "template",
+    "services",
+    "service",
+    "ping",
+];
+
+fn is_api(path: &str) -> bool {
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    API_ROOTS.contains(&first)
+}
+
+fn wants_html(req: &Request) -> bool {
+    req.headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"))
+}
+
+/// Everything no route matched: static console files for GET/HEAD, the console's page for
+/// browsers, and problem+json otherwise.
+pub async fn fallback(State(state): State<AppState>, req: Request) -> Response {
+    use tower::ServiceExt;
+    let path = req.uri().path().to_string();
+    if is_api(&path) {
+        return ApiError::not_found("API path", &path).into_response();
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return method_not_allowed("GET, HEAD");
+    }
+    let html = wants_html(&req);
+    let web_dir = state.config.web_dir.clone();
+    let served = tower_http::services::ServeDir::new(&web_dir)
+        .oneshot(req)
+        .await;
+    if let Ok(resp) = served
+        && resp.status() != StatusCode::NOT_FOUND
+    {
+        return resp.map(Body::new);
+    }
+    if html {
+        let index = web_dir.join("index.html");
+        match tokio::fs::read_to_string(&index).await {
+            Ok(page) => return axum::response::Html(page).into_response(),
+            Err(e) => tracing::warn!(path = %index.display(), error = %e, "web console not built"),
+        }
+    }
+    ApiError::not_found("path", &path).into_response()
+}
+
+fn method_not_allowed(allow: &str) -> Response {
+    let mut resp = ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "This method is not allowed here.",
+    )
+    .into_response();
+    // Left out when unknown here: axum's route sets it once this layer has answered.
+    if !allow.is_empty()
+        && let Ok(v) = HeaderValue::from_str(allow)
+    {
+        resp.headers_mut().insert(header::ALLOW, v);
+    }
+    resp
+}
+
+/// axum answers a known path with a wrong method with a bare 405 (and `Allow`): give it the
+/// same problem+json body as every other error.
+pub async fn problem_for_bare_errors(resp: Response) -> Response {
+    let bare = resp.headers().get(header::CONTENT_TYPE).is_none();
+    match resp.status() {
+        StatusCode::METHOD_NOT_ALLOWED if bare => {
+            let allow = resp
+                .headers()
+                .get(header::ALLOW)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            method_not_allowed(&allow)
+        }
+        StatusCode::PAYLOAD_TOO_LARGE if bare => ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            "The request body is larger than this server accepts.",
+        )
+        .into_response(),
+        _ => resp,
+    }
+}
+
+/// `GET /health/live`: the process answers.
+pub async fn live() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+/// `GET /health/readyz`: the database answers and its schema is current, and the configured
+/// engines' states; 503 when the database or every engine is out.
+pub async fn ready(State(state): State<AppState>) -> Response {
+    use migration::MigratorTrait;
+    use sea_orm::ConnectionTrait;
+    let db_ok = state.db.execute_unprepared("SELECT 1").await.is_ok();
+    let pending = migration::Migrator::get_pending_migrations(&state.db)
+        .await
+        .map(|p| p.len())
+        .ok();
+    let mut engines = Vec::new();
+    for agent in state.agents.all().await {
+        engines.push(
+            json!({"agent": agent.id, "endpoint": agent.endpoint, "alive": agent.ping().await}),
+        );
+    }
+    let configured = state.config.docker_endpoints.len();
+    let engines_ok = configured == 0 || engines.iter().any(|e| e["alive"] == true);
+    let ready = db_ok && pending == Some(0) && engines_ok;
+    let body = json!({
+        "status": if ready { "ready" } else { "not ready" },
+        "database": {"reachable": db_ok, "pending_migrations": pending},
+        "engines": {"configured": configured, "connected": engines},
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}

@@ -1,0 +1,170 @@
+//! Operable like a service (issue 23): routing that tells the truth, health, request ids.
+use serde_json::{Value, json};
+
+use crate::both_dbs;
+use crate::support::*;
+
+async fn problem(resp: reqwest::Response) -> (u16, Value, reqwest::header::HeaderMap) {
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    assert_eq!(
+        headers[reqwest::header::CONTENT_TYPE],
+        "application/problem+json",
+        "{status} {headers:?}"
+    );
+    (status, resp.json().await.unwrap(), headers)
+}
+
+both_dbs!(routing_tells_the_truth, |db| async move {
+    let app = spawn(db).await;
+    std::fs::create_dir_all(&app.config.web_dir).unwrap();
+    std::fs::write(
+        app.config.web_dir.join("index.html"),
+        "<html>console</html>",
+    )
+    .unwrap();
+    // Unknown API paths: 404 problems, never the console's page (the official client and
+    // Lablup's web UI call these).
+    for path in [
+        "/folders/_/hosts",
+        "/folders/invitations/list",
+        "/totp",
+        "/license",
+        "/resource/stats/user/month",
+        "/graphql/nope",
+        "/apps",
+        "/storage/x",
+    ] {
+        let resp = app
+            .http
+            .get(app.url(path))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        let (status, body, _) = problem(resp).await;
+        assert_eq!(status, 404, "{path}");
+        assert_eq!(
+            body["type"], "https://api.backend.ai/probs/object-not-found",
+            "{body}"
+        );
+    }
+    // Even a browser gets the problem for an API path.
+    let resp = app
+        .http
+        .get(app.url("/totp"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    // A wrong method: 405 with Allow, as a problem.
+    for (method, path, allow) in [
+        (reqwest::Method::POST, "/", "GET"),
+        (reqwest::Method::DELETE, "/graphql", "POST"),
+        (reqwest::Method::POST, "/some/page", "GET"),
+    ] {
+        let resp = app
+            .http
+            .request(method.clone(), app.url(path))
+            .send()
+            .await
+            .unwrap();
+        let (status, body, headers) = problem(resp).await;
+        assert_eq!(status, 405, "{method} {path}");
+        assert!(
+            headers[reqwest::header::ALLOW]
+                .to_str()
+                .unwrap()
+                .contains(allow),
+            "{headers:?}"
+        );
+        assert_eq!(
+            body["type"],
+            "https://api.backend.ai/probs/method-not-allowed"
+        );
+    }
+    // The console's page for browsers on other paths, a problem for everything else.
+    let page = app
+        .http
+        .get(app.url("/some/page"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("console"));
+    let resp = app
+        .http
+        .get(app.url("/some/page"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(problem(resp).await.0, 404);
+    // Static files of the console are served as they are.
+    let index = app.http.get(app.url("/index.html")).send().await.unwrap();
+    assert_eq!(index.status(), 200);
+});
+
+both_dbs!(health_and_request_ids, |db| async move {
+    let app = spawn(db).await;
+    let live: Value = app
+        .http
+        .get(app.url("/health/live"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(live, json!({"status": "ok"}));
+    let resp = app
+        .http
+        .get(app.url("/health/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let ready: Value = resp.json().await.unwrap();
+    assert_eq!(ready["status"], "ready", "{ready}");
+    assert_eq!(ready["database"]["reachable"], true);
+    assert_eq!(ready["database"]["pending_migrations"], 0);
+    assert!(ready["engines"]["configured"].as_u64().unwrap() >= 1);
+
+    // An id from the client comes back on the response, in problems and in GraphQL errors.
+    let resp = app
+        .http
+        .get(app.url("/totp"))
+        .header("x-request-id", "trace-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-request-id"], "trace-42");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["request_id"], "trace-42");
+    let resp = app
+        .http
+        .post(app.url("/graphql"))
+        .header("x-request-id", "trace-43")
+        .json(&json!({"query": "{ user { email } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-request-id"], "trace-43");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["errors"][0]["extensions"]["request_id"], "trace-43",
+        "{body}"
+    );
+    // Without one (or with one that is not plain), the server makes one.
+    for sent in [None, Some("<script>")] {
+        let mut req = app.http.get(app.url("/"));
+        if let Some(s) = sent {
+            req = req.header("x-request-id", s);
+        }
+        let resp = req.send().await.unwrap();
+        let id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    }
+});
