@@ -337,3 +337,111 @@ pub async fn set_superadmin(
     txn.commit().await?;
     Ok(email)
 }
+
+/// Held by a running server on its SQLite data directory: a second server (or a restore)
+/// on the same directory is refused instead of corrupting it.
+pub struct DataDirLock {
+    _file: std::fs::File,
+}
+
+pub fn lock_data_dir(config: &Config) -> anyhow::Result<Option<DataDirLock>> {
+    if config.database_url.is_some() {
+        return Ok(None);
+    }
+    let path = config.data_dir.join("bai.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |_| {
+            anyhow::anyhow!(
+                "another bai server is using the data directory {} (stop it first)",
+                config.data_dir.display()
+            )
+        },
+    )?;
+    Ok(Some(DataDirLock { _file: file }))
+}
+
+fn sqlite_file(config: &Config) -> anyhow::Result<std::path::PathBuf> {
+    if config.database_url.is_some() {
+        anyhow::bail!(
+            "bai backup/restore handle the SQLite database; for PostgreSQL use pg_dump and pg_restore (see the README's operations section)"
+        );
+    }
+    Ok(config.data_dir.join("bai.db"))
+}
+
+async fn integrity_ok(file: &std::path::Path) -> anyhow::Result<()> {
+    use sea_orm::ConnectionTrait;
+    let url = format!("sqlite://{}?mode=ro", file.display());
+    let db = connect_raw(&url).await?;
+    let row = db
+        .query_one(sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            "PRAGMA integrity_check",
+        ))
+        .await?
+        .context("no answer to the integrity check")?;
+    let verdict: String = row.try_get_by_index(0)?;
+    db.close().await?;
+    if verdict != "ok" {
+        anyhow::bail!(
+            "{} fails SQLite's integrity check: {verdict}",
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes a consistent snapshot of the SQLite database to `dest` (a new file), while the
+/// server may be running (SQLite's `VACUUM INTO` reads one transaction's view), and checks it.
+pub async fn backup(config: &Config, dest: &std::path::Path) -> anyhow::Result<()> {
+    use sea_orm::ConnectionTrait;
+    let src = sqlite_file(config)?;
+    if !src.exists() {
+        anyhow::bail!("there is no database at {}", src.display());
+    }
+    if dest.exists() {
+        anyhow::bail!("{} exists already; give a new file", dest.display());
+    }
+    let dest_text = dest
+        .to_str()
+        .context("the backup path must be valid UTF-8")?
+        .replace('\'', "''");
+    let db = connect_raw(&format!("sqlite://{}?mode=ro", src.display())).await?;
+    db.execute_unprepared(&format!("VACUUM INTO '{dest_text}'"))
+        .await
+        .with_context(|| format!("writing the backup {}", dest.display()))?;
+    db.close().await?;
+    integrity_ok(dest).await
+}
+
+/// Puts the database from `backup` in place in a data directory whose server is stopped.
+/// An existing database is only replaced with `force` (it is kept as `bai.db.before-restore`).
+pub async fn restore(config: &Config, backup: &std::path::Path, force: bool) -> anyhow::Result<()> {
+    let target = sqlite_file(config)?;
+    integrity_ok(backup).await?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let _lock = lock_data_dir(config)?;
+    if target.exists() {
+        if !force {
+            anyhow::bail!(
+                "{} exists; pass --force to replace it (it is kept as bai.db.before-restore)",
+                target.display()
+            );
+        }
+        std::fs::rename(&target, config.data_dir.join("bai.db.before-restore"))?;
+    }
+    for stale in ["bai.db-wal", "bai.db-shm"] {
+        let _ = std::fs::remove_file(config.data_dir.join(stale));
+    }
+    let tmp = config.data_dir.join("bai.db.restoring");
+    std::fs::copy(backup, &tmp).with_context(|| format!("copying {}", backup.display()))?;
+    std::fs::rename(&tmp, &target)?;
+    Ok(())
+}

@@ -88,6 +88,7 @@ where
     if config.database_url.is_none() {
         db::prepare_data_dir(&config)?;
     }
+    let data_lock = db::lock_data_dir(&config)?;
     let db = db::connect_and_migrate(&config.effective_database_url()).await?;
     db::seed_defaults(&db)
         .await
@@ -148,6 +149,7 @@ where
             task.abort();
         }
         agents::stop_all(&stopping).await;
+        drop(data_lock);
         served
     });
     Ok(Server {

@@ -47,6 +47,22 @@ enum Command {
     },
     /// Print the GraphQL schema (SDL), as committed in api/schema.graphql.
     Schema,
+    /// Write a consistent copy of the SQLite database to PATH (a new file) while the server
+    /// runs. PostgreSQL: use pg_dump.
+    Backup {
+        path: PathBuf,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Put a backup in place in a data directory whose server is stopped.
+    Restore {
+        path: PathBuf,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Replace an existing database (kept as bai.db.before-restore).
+        #[arg(long)]
+        force: bool,
+    },
     /// Benchmarks: scheduler placements/s and session launch latency, each against a
     /// baseline measured in the same run.
     Bench {
@@ -183,6 +199,32 @@ async fn main() -> anyhow::Result<()> {
             if launch_rounds > 0 {
                 api::bench::launch(launch_rounds, &image).await?;
             }
+            Ok(())
+        }
+        Command::Backup { path, data_dir } => {
+            if let Some(d) = data_dir {
+                config.data_dir = d;
+            }
+            init_logging("warn", "text");
+            api::db::backup(&config, &path).await?;
+            eprintln!("backup written to {} (integrity checked)", path.display());
+            Ok(())
+        }
+        Command::Restore {
+            path,
+            data_dir,
+            force,
+        } => {
+            if let Some(d) = data_dir {
+                config.data_dir = d;
+            }
+            init_logging("warn", "text");
+            api::db::restore(&config, &path, force).await?;
+            eprintln!(
+                "restored {} into {}; start the server",
+                path.display(),
+                config.data_dir.display()
+            );
             Ok(())
         }
         Command::Schema => {

@@ -168,3 +168,111 @@ both_dbs!(health_and_request_ids, |db| async move {
         assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
     }
 });
+
+both_dbs!(backup_while_running_and_restore, |db| async move {
+    let app = spawn(db).await;
+    let dest = app.dir.join("backup.db");
+    if let Db::Postgres = db {
+        let err = api::db::backup(&app.config, &dest).await.unwrap_err();
+        assert!(format!("{err:#}").contains("pg_dump"), "{err:#}");
+        return;
+    }
+    let t = app.user("keep@x.org", "user", "default").await;
+    let me = app
+        .ok(
+            Some(&t),
+            "{ user { uuid } keypair { access_key } groups { id } }",
+            json!({}),
+        )
+        .await;
+    let ak = me["keypair"]["access_key"].as_str().unwrap().to_string();
+    let user: uuid::Uuid = me["user"]["uuid"].as_str().unwrap().parse().unwrap();
+    let group: uuid::Uuid = me["groups"][0]["id"].as_str().unwrap().parse().unwrap();
+    app.ok(
+        Some(&t),
+        r#"mutation { create_vfolder(props: {name: "kept"}) { vfolder { id } } }"#,
+        json!({}),
+    )
+    .await;
+    for _ in 0..5 {
+        insert_session(&app, &ak, user, group).await;
+    }
+    // Sessions keep being created while the backup runs.
+    let writer = {
+        let db = app.state().db.clone();
+        let ak = ak.clone();
+        tokio::spawn(async move {
+            use sea_orm::{ConnectionTrait, Statement};
+            for i in 0..200 {
+                let _ = db
+                    .execute(Statement::from_string(
+                        db.get_database_backend(),
+                        format!("UPDATE keypairs SET num_queries = {i} WHERE access_key = '{ak}'"),
+                    ))
+                    .await;
+            }
+        })
+    };
+    api::db::backup(&app.config, &dest)
+        .await
+        .expect("backup while running");
+    writer.await.unwrap();
+    assert!(
+        api::db::backup(&app.config, &dest).await.is_err(),
+        "never overwrites a file"
+    );
+    // Restoring into the running server's directory is refused.
+    let err = api::db::restore(&app.config, &dest, true)
+        .await
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("another bai server"), "{err:#}");
+    // Into a fresh data directory: the server starts with the same users, keypairs, folders
+    // and session history.
+    let fresh = app.dir.join("restored");
+    let mut config = app.config.clone();
+    config.data_dir = fresh.join("data");
+    api::db::restore(&config, &dest, false)
+        .await
+        .expect("restore");
+    assert!(
+        api::db::restore(&config, &dest, false).await.is_err(),
+        "an existing database needs --force"
+    );
+    let server = api::start(config).await.expect("restored server starts");
+    let base = format!("http://{}", server.addr);
+    let login: Value = app
+        .http
+        .post(format!("{base}/graphql"))
+        .json(&json!({"query": "mutation { login(email: \"keep@x.org\", password: \"User-pass-1\") { token } }"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = login["data"]["login"]["token"]
+        .as_str()
+        .expect("the user logs in")
+        .to_string();
+    let seen: Value = app
+        .http
+        .post(format!("{base}/graphql"))
+        .bearer_auth(&token)
+        .json(&json!({"query": "{ keypair { access_key } vfolder_list(limit: 10, offset: 0) { items { name } } compute_session_list(limit: 10, offset: 0, status: \"TERMINATED\") { total_count } }"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seen["data"]["keypair"]["access_key"], ak.as_str(), "{seen}");
+    assert_eq!(
+        seen["data"]["vfolder_list"]["items"][0]["name"], "kept",
+        "{seen}"
+    );
+    assert_eq!(
+        seen["data"]["compute_session_list"]["total_count"], 5,
+        "{seen}"
+    );
+    server.stop().await.unwrap();
+});
