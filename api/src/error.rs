@@ -74,6 +74,8 @@ impl ErrorCode {
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// Extra HTTP headers of the REST answer (e.g. `Retry-After` on 429).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -83,8 +85,14 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            headers: Vec::new(),
         }
     }
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
     pub fn bad_request(m: impl Into<String>) -> Self {
         Self::new(ErrorCode::BadRequest, m)
     }
@@ -168,6 +176,11 @@ impl IntoResponse for ApiError {
             axum::http::header::CONTENT_TYPE,
             axum::http::HeaderValue::from_static("application/problem+json"),
         );
+        for (name, value) in &self.headers {
+            if let Ok(v) = axum::http::HeaderValue::from_str(value) {
+                resp.headers_mut().insert(*name, v);
+            }
+        }
         resp
     }
 }

@@ -191,13 +191,7 @@ pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
     }
     if let Some(expected) = &state.config.signup_invitation_token {
         let given = req.invitation_token.as_deref().unwrap_or("").trim();
-        let matches = given.len() == expected.len()
-            && given
-                .bytes()
-                .zip(expected.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
-        if !matches {
+        if !crate::auth::tokens::eq(given, expected) {
             return Err(ApiError::forbidden(
                 "A valid invitation token is required to sign up.",
             ));

@@ -51,13 +51,23 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         seen.route(route.as_str());
     }
     match resolve(&state, req.method(), &path_and_query, req.headers()).await {
-        Ok((principal, credential)) => {
+        Ok((principal, credential, window)) => {
             if let (Some(seen), Principal::User(c)) = (&seen, &principal) {
                 seen.who(c.access_key.clone().unwrap_or_else(|| c.email.clone()));
             }
             req.extensions_mut().insert(principal);
             req.extensions_mut().insert(credential);
-            next.run(req).await
+            let mut resp = next.run(req).await;
+            if let Some(RateWindow(limit, remaining)) = window {
+                let h = resp.headers_mut();
+                h.insert("x-ratelimit-limit", limit.into());
+                h.insert("x-ratelimit-remaining", remaining.into());
+                h.insert(
+                    "x-ratelimit-window",
+                    super::ratelimit::WINDOW.as_secs().into(),
+                );
+            }
+            resp
         }
         Err(e) => e.into_response(),
     }
@@ -68,7 +78,7 @@ async fn resolve(
     method: &Method,
     path_and_query: &str,
     headers: &HeaderMap,
-) -> ApiResult<(Principal, Credential)> {
+) -> ApiResult<(Principal, Credential, Option<RateWindow>)> {
     let (caller, credential) = if let Some(auth) =
         header_str(headers, header::AUTHORIZATION.as_str())
     {
@@ -99,12 +109,13 @@ async fn resolve(
         (None, Credential::None)
     };
     let Some(caller) = caller else {
-        return Ok((Principal::Anonymous, Credential::None));
+        return Ok((Principal::Anonymous, Credential::None, None));
     };
-    if let Some(ak) = &caller.access_key {
-        account_request(state, ak).await?;
-    }
-    Ok((Principal::User(Arc::new(caller)), credential))
+    let window = match &caller.access_key {
+        Some(ak) => account_request(state, ak).await?,
+        None => None,
+    };
+    Ok((Principal::User(Arc::new(caller)), credential, window))
 }
 
 /// Proves `credential` again, as a new request would (a GraphQL WebSocket does this before
@@ -291,24 +302,37 @@ async fn from_signature(
     })
 }
 
+/// What is left of a keypair's rate-limit window: (limit, remaining).
+#[derive(Debug, Clone, Copy)]
+pub struct RateWindow(pub u32, pub u32);
+
 /// Rate limit per keypair, then `num_queries += 1` and `last_used = now`.
-async fn account_request(state: &AppState, access_key: &str) -> ApiResult<()> {
+async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option<RateWindow>> {
     let Some(kp) = keypairs::Entity::find_by_id(access_key.to_string())
         .one(&state.db)
         .await?
     else {
-        return Ok(());
+        return Ok(None);
     };
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
-    if let Err(over) = state.rate_limiter.check(access_key, limit) {
-        return Err(ApiError::new(
-            ErrorCode::RateLimited,
-            format!(
-                "Rate limit exceeded: at most {limit} requests per 15 minutes for this keypair. Retry in {} seconds.",
-                over.retry_after.as_secs().max(1)
-            ),
-        ));
-    }
+    let window = super::ratelimit::WINDOW.as_secs().to_string();
+    let remaining = match state.rate_limiter.check(access_key, limit) {
+        Ok(r) => r,
+        Err(over) => {
+            let retry = over.retry_after.as_secs().max(1);
+            // As Backend.AI answers: the limit, nothing left, and when to come back.
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "Rate limit exceeded: at most {limit} requests per 15 minutes for this keypair. Retry in {retry} seconds."
+                ),
+            )
+            .with_header("retry-after", retry.to_string())
+            .with_header("x-ratelimit-limit", limit.to_string())
+            .with_header("x-ratelimit-remaining", "0")
+            .with_header("x-ratelimit-window", window));
+        }
+    };
     keypairs::Entity::update_many()
         .col_expr(
             keypairs::Column::NumQueries,
@@ -318,5 +342,5 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<()> {
         .filter(keypairs::Column::AccessKey.eq(access_key))
         .exec(&state.db)
         .await?;
-    Ok(())
+    Ok((limit > 0).then_some(RateWindow(limit, remaining)))
 }

@@ -17,14 +17,15 @@ pub struct Exceeded {
 }
 
 impl RateLimiter {
-    /// Counts one request for `key`; `limit` 0 means unlimited.
-    pub fn check(&self, key: &str, limit: u32) -> Result<(), Exceeded> {
+    /// Counts one request for `key`; `limit` 0 means unlimited. Returns what is left of the
+    /// window.
+    pub fn check(&self, key: &str, limit: u32) -> Result<u32, Exceeded> {
         self.check_at(key, limit, Instant::now())
     }
 
-    fn check_at(&self, key: &str, limit: u32, now: Instant) -> Result<(), Exceeded> {
+    fn check_at(&self, key: &str, limit: u32, now: Instant) -> Result<u32, Exceeded> {
         if limit == 0 {
-            return Ok(());
+            return Ok(u32::MAX);
         }
         let mut windows = match self.windows.lock() {
             Ok(g) => g,
@@ -43,7 +44,7 @@ impl RateLimiter {
             });
         }
         entry.1 += 1;
-        Ok(())
+        Ok(limit - entry.1)
     }
 }
 

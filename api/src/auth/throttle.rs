@@ -175,13 +175,12 @@ impl LoginThrottle {
 }
 
 fn refused(whom: &str, retry: Duration) -> ApiError {
+    let secs = retry.as_secs().max(1);
     ApiError::new(
         ErrorCode::RateLimited,
-        format!(
-            "Too many failed login attempts {whom}. Try again in {} seconds.",
-            retry.as_secs().max(1)
-        ),
+        format!("Too many failed login attempts {whom}. Try again in {secs} seconds."),
     )
+    .with_header("retry-after", secs.to_string())
 }
 
 #[cfg(test)]

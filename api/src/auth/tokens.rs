@@ -43,8 +43,8 @@ pub fn new_password() -> String {
     format!("{body}-7a")
 }
 
-/// Compares two secrets in time independent of where they differ.
+/// Compares two secrets in time independent of where they differ (`subtle`).
 pub fn eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.as_bytes().ct_eq(b.as_bytes()).into()
 }

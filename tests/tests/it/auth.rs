@@ -443,16 +443,25 @@ both_dbs!(rate_limit_per_keypair, |db| async move {
         ak: kp["access_key"].as_str().unwrap().into(),
         sk: kp["secret_key"].as_str().unwrap().into(),
     };
-    for _ in 0..3 {
+    for left in (0..3).rev() {
+        let ok = s.post("/admin/gql", "/admin/gql", &now_iso(0), None).await;
+        assert_eq!(ok.status(), 200);
+        assert_eq!(ok.headers()["x-ratelimit-limit"], "3");
         assert_eq!(
-            s.post("/admin/gql", "/admin/gql", &now_iso(0), None)
-                .await
-                .status(),
-            200
+            ok.headers()["x-ratelimit-remaining"],
+            left.to_string().as_str()
         );
     }
     let limited = s.post("/admin/gql", "/admin/gql", &now_iso(0), None).await;
     assert_eq!(limited.status(), 429);
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=900).contains(&retry), "{retry}");
+    assert_eq!(limited.headers()["x-ratelimit-remaining"], "0");
+    assert_eq!(limited.headers()["x-ratelimit-window"], "900");
     let problem: Value = limited.json().await.unwrap();
     assert!(
         problem["title"]
