@@ -737,68 +737,51 @@ impl DockerAgent {
     }
 }
 
-/// A tar archive (ustar) of one directory `dir` (unless empty) and the given regular files
-/// in it, all owned by uid/gid 1000.
+/// A tar archive (the `tar` crate: names of any length through GNU long-name entries) of one
+/// directory `dir` (unless empty) and the given regular files in it, all owned by uid/gid 1000.
 fn tar_of(dir: &str, files: &[(&str, u32, &[u8])]) -> Result<Vec<u8>, String> {
-    fn header(name: &str, mode: u32, size: usize, kind: u8) -> Result<[u8; 512], String> {
-        let mut h = [0u8; 512];
-        if name.len() > 99 {
-            return Err(format!("name too long for tar: {name}"));
-        }
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        let octal = |h: &mut [u8; 512], at: usize, width: usize, v: u64| {
-            let s = format!("{v:0w$o}\0", w = width - 1);
-            h[at..at + width].copy_from_slice(s.as_bytes());
-        };
-        octal(&mut h, 100, 8, u64::from(mode));
-        octal(&mut h, 108, 8, 1000);
-        octal(&mut h, 116, 8, 1000);
-        octal(&mut h, 124, 12, size as u64);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        octal(&mut h, 136, 12, now);
-        h[156] = kind;
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[148..156].copy_from_slice(b"        ");
-        let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
-        let s = format!("{sum:06o}\0 ");
-        h[148..156].copy_from_slice(s.as_bytes());
-        Ok(h)
-    }
-    let mut out = Vec::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let header = |mode: u32, size: u64, kind: tar::EntryType| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(mode);
+        h.set_uid(1000);
+        h.set_gid(1000);
+        h.set_mtime(now);
+        h.set_size(size);
+        h
+    };
+    let mut b = tar::Builder::new(Vec::new());
     let prefix = if dir.is_empty() {
         String::new()
     } else {
-        out.extend_from_slice(&header(&format!("{dir}/"), 0o700, 0, b'5')?);
+        let mut h = header(0o700, 0, tar::EntryType::Directory);
+        b.append_data(&mut h, format!("{dir}/"), std::io::empty())
+            .map_err(|e| e.to_string())?;
         format!("{dir}/")
     };
     for (name, mode, data) in files {
-        out.extend_from_slice(&header(
-            &format!("{prefix}{name}"),
-            *mode,
-            data.len(),
-            b'0',
-        )?);
-        out.extend_from_slice(data);
-        out.resize(out.len().div_ceil(512) * 512, 0);
+        let mut h = header(*mode, data.len() as u64, tar::EntryType::Regular);
+        b.append_data(&mut h, format!("{prefix}{name}"), *data)
+            .map_err(|e| e.to_string())?;
     }
-    out.resize(out.len() + 1024, 0);
-    Ok(out)
+    b.into_inner().map_err(|e| e.to_string())
 }
 
 /// The contents of the first entry of a tar archive, if it is a regular file.
 fn first_file_of_tar(archive: &[u8]) -> Option<Vec<u8>> {
-    let header = archive.get(..512)?;
-    if !matches!(header[156], b'0' | 0) {
+    use std::io::Read;
+    let mut ar = tar::Archive::new(archive);
+    let mut first = ar.entries().ok()?.next()?.ok()?;
+    if first.header().entry_type() != tar::EntryType::Regular {
         return None;
     }
-    let size_field = std::str::from_utf8(&header[124..136]).ok()?;
-    let size =
-        usize::from_str_radix(size_field.trim_matches(|c: char| c == '\0' || c == ' '), 8).ok()?;
-    archive.get(512..512 + size).map(<[u8]>::to_vec)
+    let mut out = Vec::new();
+    first.read_to_end(&mut out).ok()?;
+    Some(out)
 }
 
 #[cfg(test)]
@@ -838,5 +821,11 @@ mod tests {
             None,
             "a directory comes first"
         );
+        // Long names (the official CLI's `--exec` uploads keep their relative paths).
+        let long = format!("{}/file.py", "d".repeat(150));
+        let data = super::tar_of("", &[(long.as_str(), 0o644, b"print(1)")]).unwrap();
+        let mut ar = tar::Archive::new(data.as_slice());
+        let entry = ar.entries().unwrap().next().unwrap().unwrap();
+        assert_eq!(entry.path().unwrap().to_str().unwrap(), long);
     }
 }

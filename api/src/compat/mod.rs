@@ -442,7 +442,33 @@ async fn logs(State(state): State<AppState>, Named(s): Named) -> Response {
 }
 
 /// A path under /home/work from an upload's file name: relative, no `..`.
+/// aiohttp (the official client) percent-encodes the file name of a multipart part
+/// (`data%2Finput.csv`), as aiohttp's server decodes it; decoded first, then checked.
+fn percent_decode(name: &str) -> String {
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn upload_path(name: &str) -> ApiResult<String> {
+    let name = percent_decode(name);
+    let name = name.as_str();
     let parts: Vec<&str> = name
         .split('/')
         .filter(|p| !p.is_empty() && *p != ".")
@@ -724,5 +750,14 @@ mod tests {
         assert!(super::upload_path("/etc/passwd").is_err());
         assert!(super::upload_path("a/../../b").is_err());
         assert!(super::upload_path("").is_err());
+        assert_eq!(
+            super::upload_path("data%2Fin%20put.csv").unwrap(),
+            "data/in put.csv"
+        );
+        assert!(
+            super::upload_path("%2E%2E%2Fx").is_err(),
+            "decoded before it is checked"
+        );
+        assert!(super::upload_path("%2Fetc%2Fpasswd").is_err());
     }
 }

@@ -130,11 +130,16 @@ both_dbs!(official_cli_against_bai, |db| async move {
     // run --exec: a file uploaded to /home/work and run in batch mode with arguments.
     std::fs::write(
         cli.dir.join("myscript.py"),
-        "import os, sys\nprint('args:', sys.argv[1:])\nprint('big:', os.path.getsize('big.bin'))\nsys.exit(3)\n",
+        "import glob, os, sys\nprint('args:', sys.argv[1:])\nprint('big:', os.path.getsize('big.bin'))\nprint('long:', [os.path.join(r, f) for r, d, fs in os.walk('.') for f in fs if f == 'long.txt'])\nsys.exit(3)\n",
     )
     .unwrap();
-    // A second file above axum's default 2 MiB body limit travels along.
+    // A second file above axum's default 2 MiB body limit travels along, and a third whose
+    // path is longer than the 99 bytes of a plain ustar name.
     std::fs::write(cli.dir.join("big.bin"), vec![7u8; 3 * 1024 * 1024]).unwrap();
+    let long_dir = format!("data/{}", "n".repeat(110));
+    std::fs::create_dir_all(cli.dir.join(&long_dir)).unwrap();
+    std::fs::write(cli.dir.join(&long_dir).join("long.txt"), "far away\n").unwrap();
+    let long_file = format!("./{long_dir}/long.txt");
     let out = cli
         .run(&[
             "run",
@@ -144,9 +149,14 @@ both_dbs!(official_cli_against_bai, |db| async move {
             "python",
             "./myscript.py",
             "./big.bin",
+            &long_file,
         ])
         .await;
     assert!(out.stdout.contains("args: ['arg1', 'arg2']"), "{out}");
+    assert!(
+        out.stdout.contains(&format!("long: ['{}']", long_file)),
+        "{out}"
+    );
     assert!(out.stdout.contains("big: 3145728"), "{out}");
     assert!(out.to_string().contains("exit code = 3"), "{out}");
 
