@@ -47,6 +47,10 @@ enum Command {
     },
     /// Print the GraphQL schema (SDL), as committed in api/schema.graphql.
     Schema,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff): `bai man > bai.1`.
+    Man,
     /// Write a consistent copy of the SQLite database to PATH (a new file) while the server
     /// runs. PostgreSQL: use pg_dump.
     Backup {
@@ -227,9 +231,46 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Completions { shell } => {
+            print!("{}", completions(shell));
+            Ok(())
+        }
+        Command::Man => {
+            print!("{}", man_page()?);
+            Ok(())
+        }
         Command::Schema => {
             print!("{}", api::graphql::sdl());
             Ok(())
         }
+    }
+}
+
+fn completions(shell: clap_complete::Shell) -> String {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "bai", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn man_page() -> anyhow::Result<String> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut out)
+        .context("rendering the manual page")?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn completions_and_man_page_name_the_commands() {
+        let bash = super::completions(clap_complete::Shell::Bash);
+        assert!(bash.contains("serve") && bash.contains("backup") && bash.contains("restore"));
+        let zsh = super::completions(clap_complete::Shell::Zsh);
+        assert!(zsh.contains("#compdef bai"));
+        let man = super::man_page().unwrap();
+        assert!(man.contains(".TH bai") && man.contains("backup"), "{man}");
     }
 }
