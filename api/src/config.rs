@@ -96,6 +96,10 @@ settings! {
     web_dir: PathBuf = PathBuf::from("web/dist"), env = "BAI_WEB_DIR";
     /// Log filter in `tracing` syntax.
     log: String = "info,sqlx=warn,sea_orm=warn".to_string(), env = "BAI_LOG";
+    /// Address of a listener that serves only `/metrics` (Prometheus), without a token.
+    metrics_listen: Option<SocketAddr> = None, env = "BAI_METRICS_LISTEN";
+    /// When set, `/metrics` is also served on the main port to `Authorization: Bearer <token>`.
+    metrics_token: Option<String> = None, env = "BAI_METRICS_TOKEN";
     /// Log lines as `text` or `json` (one JSON object per line, for log shippers).
     log_format: String = "text".to_string(), env = "BAI_LOG_FORMAT";
     /// Email of the first superadmin, created on first start with an empty database.

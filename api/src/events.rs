@@ -109,6 +109,11 @@ impl EventBus {
         }));
     }
 
+    /// Listeners right now (for metrics).
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()
     }
@@ -121,7 +126,10 @@ impl EventBus {
             loop {
                 match rx.recv().await {
                     Ok(ev) => return Some((ev, rx)),
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        metrics::counter!("bai_events_dropped_total").increment(n);
+                        continue;
+                    }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 }
             }

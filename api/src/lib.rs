@@ -18,6 +18,7 @@ pub mod groups;
 pub mod images;
 pub mod keypairs;
 pub mod lookup;
+pub mod metrics;
 pub mod observe;
 pub mod policies;
 pub mod presets;
@@ -48,6 +49,8 @@ pub const API_VERSION: &str = "v8.20240915";
 /// A running server.
 pub struct Server {
     pub addr: SocketAddr,
+    /// Where `/metrics` is served on its own (`metrics_listen`).
+    pub metrics_addr: Option<SocketAddr>,
     pub state: AppState,
     /// The superadmin created at this start, with its generated password if any.
     pub created_superadmin: Option<(String, Option<String>)>,
@@ -116,6 +119,19 @@ where
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("building the HTTP client")?;
+    crate::metrics::init();
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the metrics address {addr}"))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = match &metrics_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
     let state = AppState::new(db, config, instance, http);
     agents::start_all(&state)
         .await
@@ -123,12 +139,22 @@ where
     agents::reconcile::on_start(&state)
         .await
         .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.message))?;
-    let background = vec![
+    let mut background = vec![
         tokio::spawn(scheduler::run(state.clone())),
         tokio::spawn(agents::heartbeat_loop(state.clone())),
         tokio::spawn(agents::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
     ];
+    if let Some(listener) = metrics_listener {
+        let router = axum::Router::new()
+            .route("/metrics", axum::routing::get(crate::metrics::open))
+            .with_state(state.clone());
+        background.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::warn!(error = %e, "metrics listener stopped");
+            }
+        }));
+    }
     state.scheduler.wake();
     let app = server::router(state.clone());
     let stopping = state.clone();
@@ -154,6 +180,7 @@ where
     });
     Ok(Server {
         addr,
+        metrics_addr,
         state,
         created_superadmin,
         shutdown: Some(tx),

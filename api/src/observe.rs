@@ -72,6 +72,13 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
     let (route, who) = seen.0.lock().map(|s| s.clone()).unwrap_or_default();
     let route = route.unwrap_or_else(|| "-".into());
     let who = who.unwrap_or_else(|| "-".into());
+    let labels = [
+        ("method", method.to_string()),
+        ("route", route.clone()),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!("bai_http_requests_total", &labels).increment(1);
+    metrics::histogram!("bai_http_request_duration_seconds", &labels[..2]).record(ms / 1000.0);
     if status >= 500 {
         tracing::error!(target: "access", request_id = %id, %method, route, path, status, ms, who, "request failed");
     } else {

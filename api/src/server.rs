@@ -88,6 +88,7 @@ pub fn router(app: AppState) -> Router {
     let health = Router::new()
         .route("/health/live", get(crate::observe::live))
         .route("/health/readyz", get(crate::observe::ready))
+        .route("/metrics", get(crate::metrics::with_token))
         .with_state(app.clone());
     let for_fallback = app;
     api.merge(health)

@@ -36,6 +36,8 @@ pub async fn check_credentials(
     let ok = password::verify(pw, hash).await?;
     if ok && user.is_some() {
         attempt.succeeded();
+    } else {
+        metrics::counter!("bai_login_failures_total").increment(1);
     }
     match user {
         Some(u) if ok => match u.status {

@@ -225,6 +225,21 @@ pub async fn graphql_post(
         .schema
         .execute(req.into_inner().data(principal).data(addr))
         .await;
+    let code = resp
+        .errors
+        .first()
+        .and_then(|e| e.extensions.as_ref())
+        .and_then(|x| x.get("code"))
+        .map(|c| c.to_string().trim_matches('"').to_string())
+        .unwrap_or_else(|| {
+            if resp.errors.is_empty() {
+                "OK"
+            } else {
+                "GRAPHQL_VALIDATION_FAILED"
+            }
+            .to_string()
+        });
+    metrics::counter!("bai_graphql_requests_total", "code" => code).increment(1);
     ensure_codes(resp).into()
 }
 

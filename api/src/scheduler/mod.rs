@@ -48,9 +48,14 @@ pub async fn run(state: AppState) {
             _ = state.scheduler.notify.notified() => {}
             _ = tokio::time::sleep(tick) => {}
         }
-        if let Err(e) = schedule_once(&state).await {
-            tracing::error!(error = %e.message, "scheduling pass failed");
+        let started = std::time::Instant::now();
+        match schedule_once(&state).await {
+            Ok(placed) => {
+                metrics::counter!("bai_scheduler_placements_total").increment(placed as u64)
+            }
+            Err(e) => tracing::error!(error = %e.message, "scheduling pass failed"),
         }
+        metrics::histogram!("bai_scheduler_pass_seconds").record(started.elapsed().as_secs_f64());
     }
 }
 

@@ -276,3 +276,90 @@ both_dbs!(backup_while_running_and_restore, |db| async move {
     );
     server.stop().await.unwrap();
 });
+
+both_dbs!(prometheus_scrapes_bai, |db| async move {
+    require_docker();
+    let app = spawn_with(db, |c| {
+        c.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+        c.metrics_token = Some("scrape-token".into());
+    })
+    .await;
+    let metrics_addr = app
+        .server
+        .as_ref()
+        .unwrap()
+        .metrics_addr
+        .expect("metrics listener");
+    // On the main port only with the token.
+    let refused = app.http.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .bearer_auth("scrape-token")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "bai_http_requests_total",
+        "bai_sessions_pending",
+        "bai_agents{",
+        "bai_agent_capacity{",
+        "bai_db_connections{",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    // A real Prometheus (Debian's package) scrapes the metrics listener.
+    let dir = app.dir.join("prometheus");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: bai\n    static_configs:\n      - targets: ['{metrics_addr}']\n"),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut prometheus = tokio::process::Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("prometheus (Debian package) is installed: scripts/test.sh installs it");
+    let t = app.user("metrics@x.org", "user", "default").await;
+    let id = session_ids(&create_session(&app, &t, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &t, &id, &["RUNNING"]).await;
+    let query = format!(
+        "http://127.0.0.1:{port}/api/v1/query?query=bai_sessions%7Bstatus%3D%22RUNNING%22%7D"
+    );
+    let mut seen = Value::Null;
+    for _ in 0..120 {
+        if let Ok(r) = app.http.get(&query).send().await
+            && let Ok(v) = r.json::<Value>().await
+        {
+            seen = v;
+            if seen["data"]["result"][0]["value"][1] == "1" {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        seen["data"]["result"][0]["value"][1], "1",
+        "Prometheus saw: {seen}"
+    );
+    let _ = prometheus.kill().await;
+    destroy(&app, &t, &id).await;
+});
