@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
+ensure_debs brotli
 rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
@@ -16,7 +17,18 @@ rm -rf web/dist.tmp
 mkdir -p web/dist.tmp
 wasm-bindgen --target web --no-typescript --out-dir web/dist.tmp \
   "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm-release/web.wasm"
-cp web/index.html web/dist.tmp/index.html
+# Content-hashed names (served with a one-year immutable cache) and precompressed copies
+# (brotli, gzip) that the server hands to browsers asking for them. No wasm-opt: Debian's
+# binaryen 108 silently breaks this bundle (../shared/TOOLCHAIN.md, pitfall 1) and no newer
+# one can be fetched here.
+hash=$(cat web/dist.tmp/web.js web/dist.tmp/web_bg.wasm | sha256sum | cut -c1-12)
+mv web/dist.tmp/web.js "web/dist.tmp/web-$hash.js"
+mv web/dist.tmp/web_bg.wasm "web/dist.tmp/web_bg-$hash.wasm"
+sed -e "s|/web.js|/web-$hash.js|" -e "s|/web_bg.wasm|/web_bg-$hash.wasm|" web/index.html > web/dist.tmp/index.html
+for f in web/dist.tmp/*; do
+  brotli -q 11 -k -f "$f"
+  gzip -9 -k -f "$f"
+done
 rm -rf web/dist
 mv web/dist.tmp web/dist
 echo "web console built in web/dist"

@@ -149,23 +149,47 @@ pub async fn fallback(State(state): State<AppState>, req: Request) -> Response {
         return method_not_allowed("GET, HEAD");
     }
     let html = wants_html(&req);
+    let hashed = is_hashed_asset(&path);
     let web_dir = state.config.web_dir.clone();
     let served = tower_http::services::ServeDir::new(&web_dir)
+        .precompressed_br()
+        .precompressed_gzip()
         .oneshot(req)
         .await;
     if let Ok(resp) = served
         && resp.status() != StatusCode::NOT_FOUND
     {
-        return resp.map(Body::new);
+        let mut resp = resp.map(Body::new);
+        let cache = if hashed {
+            "public, max-age=31536000, immutable"
+        } else {
+            "no-cache"
+        };
+        resp.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+        return resp;
     }
     if html {
         let index = web_dir.join("index.html");
         match tokio::fs::read_to_string(&index).await {
-            Ok(page) => return axum::response::Html(page).into_response(),
+            Ok(page) => {
+                let mut resp = axum::response::Html(page).into_response();
+                resp.headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                return resp;
+            }
             Err(e) => tracing::warn!(path = %index.display(), error = %e, "web console not built"),
         }
     }
     ApiError::not_found("path", &path).into_response()
+}
+
+/// `web-<12 hex>.js`, `web_bg-<12 hex>.wasm`: named by their content, so never stale.
+fn is_hashed_asset(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or("");
+    let stem = name.split('.').next().unwrap_or("");
+    stem.rsplit_once('-')
+        .is_some_and(|(_, h)| h.len() == 12 && h.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 fn method_not_allowed(allow: &str) -> Response {

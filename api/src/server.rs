@@ -128,7 +128,14 @@ async fn root(State(web): State<Web>, headers: HeaderMap) -> Response {
     if wants_html {
         let index: PathBuf = web.app.config.web_dir.join("index.html");
         match tokio::fs::read_to_string(&index).await {
-            Ok(html) => return axum::response::Html(html).into_response(),
+            Ok(html) => {
+                let mut resp = axum::response::Html(html).into_response();
+                resp.headers_mut().insert(
+                    header::CACHE_CONTROL,
+                    axum::http::HeaderValue::from_static("no-cache"),
+                );
+                return resp;
+            }
             Err(e) => tracing::warn!(path = %index.display(), error = %e, "web console not built"),
         }
     }

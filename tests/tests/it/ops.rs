@@ -363,3 +363,50 @@ both_dbs!(prometheus_scrapes_bai, |db| async move {
     let _ = prometheus.kill().await;
     destroy(&app, &t, &id).await;
 });
+
+both_dbs!(
+    console_assets_are_precompressed_and_cached,
+    |db| async move {
+        let app = spawn(db).await;
+        let web = &app.config.web_dir;
+        std::fs::create_dir_all(web).unwrap();
+        std::fs::write(web.join("index.html"), "<html>console</html>").unwrap();
+        let js = "web-0123456789ab.js";
+        std::fs::write(web.join(js), "plain").unwrap();
+        std::fs::write(web.join(format!("{js}.br")), "brotli-bytes").unwrap();
+        std::fs::write(web.join(format!("{js}.gz")), "gzip-bytes").unwrap();
+        let get = |enc: &'static str| {
+            app.http
+                .get(app.url(&format!("/{js}")))
+                .header("accept-encoding", enc)
+                .send()
+        };
+        let br = get("br, gzip").await.unwrap();
+        assert_eq!(br.headers()["content-encoding"], "br");
+        assert!(
+            br.headers()["vary"]
+                .to_str()
+                .unwrap()
+                .to_ascii_lowercase()
+                .contains("accept-encoding")
+        );
+        assert_eq!(
+            br.headers()["cache-control"],
+            "public, max-age=31536000, immutable"
+        );
+        assert_eq!(br.bytes().await.unwrap().as_ref(), b"brotli-bytes");
+        let gz = get("gzip").await.unwrap();
+        assert_eq!(gz.headers()["content-encoding"], "gzip");
+        let plain = get("identity").await.unwrap();
+        assert!(plain.headers().get("content-encoding").is_none());
+        // The page itself is always revalidated.
+        let page = app
+            .http
+            .get(app.url("/"))
+            .header("accept", "text/html")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.headers()["cache-control"], "no-cache");
+    }
+);
