@@ -152,27 +152,29 @@ pub async fn session_events(
             Err(e) => return e.into_response(),
         },
     };
-    let scope = caller.read_scope();
+    let for_events = state.clone();
     let stream = state.events.stream().filter_map(move |ev| {
-        let out = match &*ev {
-            Event::Session(e)
-                if crate::sessions::graphql::sees(&scope, e)
-                    && only.is_none_or(|id| id == e.session_id) =>
+        let (state, caller) = (for_events.clone(), caller.clone());
+        async move {
+            let Event::Session(e) = &*ev else {
+                return None;
+            };
+            if only.is_some_and(|id| id != e.session_id)
+                || !crate::sessions::graphql::sees(&state, &caller, e).await
             {
-                let data = json!({
-                    "reason": e.reason.clone().unwrap_or_default(),
-                    "sessionName": e.name,
-                    "ownerAccessKey": e.access_key,
-                    "sessionId": e.session_id,
-                    "exitCode": Value::Null,
-                });
-                Some(Ok::<_, Infallible>(
-                    SseEvent::default().event(e.event).data(data.to_string()),
-                ))
+                return None;
             }
-            _ => None,
-        };
-        std::future::ready(out)
+            let data = json!({
+                "reason": e.reason.clone().unwrap_or_default(),
+                "sessionName": e.name,
+                "ownerAccessKey": e.access_key,
+                "sessionId": e.session_id,
+                "exitCode": Value::Null,
+            });
+            Some(Ok::<_, Infallible>(
+                SseEvent::default().event(e.event).data(data.to_string()),
+            ))
+        }
     });
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

@@ -262,10 +262,27 @@ pub struct ComputeSessionList {
 
 /// Sessions the caller may see: its own; a domain admin's domain; everything for superadmins.
 /// Whether a caller with `scope` may hear about a session's event.
-pub(crate) fn sees(scope: &ReadScope, e: &crate::events::SessionEvent) -> bool {
-    match scope {
-        ReadScope::Admin(s) => s.covers_domain(&e.domain),
-        ReadScope::Own { user, .. } => e.user == *user,
+/// Whether `caller` may hear about the session of event `e`: the same rule as for seeing the
+/// session (`Caller::governs`); a domain admin's check reads the owner's role.
+pub(crate) async fn sees(
+    state: &AppState,
+    caller: &Caller,
+    e: &crate::events::SessionEvent,
+) -> bool {
+    if e.user == caller.uuid || caller.is_superadmin() {
+        return true;
+    }
+    match caller.read_scope() {
+        ReadScope::Admin(s) if s.covers_domain(&e.domain) => {
+            match entity::users::Entity::find_by_id(e.user)
+                .one(&state.db)
+                .await
+            {
+                Ok(Some(owner)) => caller.governs(owner.uuid, owner.role, &owner.domain_name),
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }
 
@@ -911,24 +928,27 @@ impl SessionSubscription {
         if let Some(id) = session_id {
             find_visible(state, caller, id).await?;
         }
-        let scope = caller.read_scope();
+        let (state, caller) = (state.clone(), caller.clone());
         Ok(state.events.stream().filter_map(move |ev| {
-            let out = match &*ev {
-                Event::Session(e)
-                    if sees(&scope, e) && session_id.is_none_or(|id| id == e.session_id) =>
+            let (state, caller) = (state.clone(), caller.clone());
+            async move {
+                let Event::Session(e) = &*ev else {
+                    return None;
+                };
+                if session_id.is_some_and(|id| id != e.session_id)
+                    || !sees(&state, &caller, e).await
                 {
-                    Some(SessionStatusEvent {
-                        session_id: e.session_id,
-                        name: e.name.clone(),
-                        status: e.status.as_str().into(),
-                        event: e.event.into(),
-                        reason: e.reason.clone(),
-                        access_key: e.access_key.clone(),
-                    })
+                    return None;
                 }
-                _ => None,
-            };
-            std::future::ready(out)
+                Some(SessionStatusEvent {
+                    session_id: e.session_id,
+                    name: e.name.clone(),
+                    status: e.status.as_str().into(),
+                    event: e.event.into(),
+                    reason: e.reason.clone(),
+                    access_key: e.access_key.clone(),
+                })
+            }
         }))
     }
 

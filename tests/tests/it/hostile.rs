@@ -817,3 +817,64 @@ both_dbs!(
         assert!(limited, "WebSocket operations were never rate limited");
     }
 );
+
+both_dbs!(session_events_follow_role_order, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let boss = app.user("events-boss@x.org", "admin", "default").await;
+    let worker = app.user("events-worker@x.org", "user", "default").await;
+    let mut ws = subscribe_ws(
+        &app,
+        &boss,
+        "subscription { session_status_changes { name status } }",
+        json!({}),
+    )
+    .await;
+    // The superadmin's session first: the domain admin must not hear of it…
+    let mine = create_session(
+        &app,
+        &app.admin_token,
+        json!({"image": PYTHON, "name": "super-secret", "resources": "{\"cpu\": \"1000\"}"}),
+    )
+    .await;
+    let super_id = session_ids(&mine)[0].clone();
+    // …then a user's, which it does hear of (and as the first event).
+    let theirs = create_session(
+        &app,
+        &worker,
+        json!({"image": PYTHON, "name": "worker-job", "resources": "{\"cpu\": \"1000\"}"}),
+    )
+    .await;
+    let worker_id = session_ids(&theirs)[0].clone();
+    let msg = next_json(&mut ws).await;
+    assert_eq!(
+        msg["payload"]["data"]["session_status_changes"]["name"], "worker-job",
+        "{msg}"
+    );
+    // The same rule for Backend.AI's SSE endpoint: nothing of the superadmin's session.
+    let resp = app
+        .http
+        .get(app.url("/events/session?name=*"))
+        .header("x-backendai-version", "v8.20240915")
+        .bearer_auth(&boss)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    destroy(&app, &app.admin_token, &super_id).await;
+    destroy(&app, &worker, &worker_id).await;
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        use futures_util::StreamExt;
+        while let Some(Ok(chunk)) = body.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.contains("worker-job") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(text.contains("worker-job"), "{text}");
+    assert!(!text.contains("super-secret"), "{text}");
+});
