@@ -37,25 +37,71 @@ fn changes(
     } else {
         Audience::LoggedIn
     };
+    let (state, caller) = (state.clone(), caller.clone());
     Ok(state.events.stream().filter_map(move |ev| {
-        let out = match &*ev {
-            Event::Changed(c) if c.kind == kind => {
-                let visible = match &audience {
-                    Audience::LoggedIn => true,
-                    Audience::Admins(scope) => {
-                        c.domain.as_deref().is_none_or(|d| scope.covers_domain(d))
-                    }
-                };
-                visible.then(|| ChangeEvent {
-                    kind: c.kind,
-                    action: c.action,
-                    key: c.key.clone(),
-                })
-            }
-            _ => None,
+        let (state, caller) = (state.clone(), caller.clone());
+        let scope = match &audience {
+            Audience::LoggedIn => None,
+            Audience::Admins(s) => Some(s.clone()),
         };
-        std::future::ready(out)
+        async move {
+            let Event::Changed(c) = &*ev else {
+                return None;
+            };
+            if c.kind != kind {
+                return None;
+            }
+            if let Some(scope) = scope {
+                if !c.domain.as_deref().is_none_or(|d| scope.covers_domain(d)) {
+                    return None;
+                }
+                // Accounts and keypairs follow role order: a domain admin hears only of its
+                // own and of lower-ranked users' (a deleted one can no longer be checked).
+                if !caller.is_superadmin()
+                    && matches!(kind, ObjectKind::User | ObjectKind::Keypair)
+                    && !governed(&state, &caller, kind, &c.key).await
+                {
+                    return None;
+                }
+            }
+            Some(ChangeEvent {
+                kind: c.kind,
+                action: c.action,
+                key: c.key.clone(),
+            })
+        }
     }))
+}
+
+/// Whether the user (by email) or keypair (by access key) `key` is governed by `caller`.
+async fn governed(
+    state: &crate::state::AppState,
+    caller: &crate::auth::Caller,
+    kind: ObjectKind,
+    key: &str,
+) -> bool {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let owner = match kind {
+        ObjectKind::User => {
+            entity::users::Entity::find()
+                .filter(entity::users::Column::Email.eq(key))
+                .one(&state.db)
+                .await
+        }
+        _ => match entity::keypairs::Entity::find_by_id(key.to_string())
+            .one(&state.db)
+            .await
+        {
+            Ok(Some(kp)) => {
+                entity::users::Entity::find_by_id(kp.user)
+                    .one(&state.db)
+                    .await
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        },
+    };
+    matches!(owner, Ok(Some(u)) if caller.governs(u.uuid, u.role, &u.domain_name))
 }
 
 #[derive(Default)]

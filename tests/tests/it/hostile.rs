@@ -878,3 +878,29 @@ both_dbs!(session_events_follow_role_order, |db| async move {
     assert!(text.contains("worker-job"), "{text}");
     assert!(!text.contains("super-secret"), "{text}");
 });
+
+both_dbs!(change_events_follow_role_order, |db| async move {
+    let app = spawn(db).await;
+    let boss = app.user("changes-boss@x.org", "admin", "default").await;
+    app.user("changes-worker@x.org", "user", "default").await;
+    let mut users = subscribe_ws(
+        &app,
+        &boss,
+        "subscription { user_changes { key } }",
+        json!({}),
+    )
+    .await;
+    // A change of the superadmin's account: not for the domain admin's ears…
+    app.admin(
+        r#"mutation { modify_user(email: "admin@bai.local", props: {full_name: "Root"}) { ok } }"#,
+        json!({}),
+    )
+    .await;
+    // …a change of a user of its domain is.
+    app.admin(r#"mutation { modify_user(email: "changes-worker@x.org", props: {full_name: "W"}) { ok } }"#, json!({})).await;
+    let msg = next_json(&mut users).await;
+    assert_eq!(
+        msg["payload"]["data"]["user_changes"]["key"], "changes-worker@x.org",
+        "{msg}"
+    );
+});
