@@ -100,6 +100,8 @@ settings! {
     metrics_listen: Option<SocketAddr> = None, env = "BAI_METRICS_LISTEN";
     /// When set, `/metrics` is also served on the main port to `Authorization: Bearer <token>`.
     metrics_token: Option<String> = None, env = "BAI_METRICS_TOKEN";
+    /// Seconds in-flight requests get after a shutdown signal before the rest is cut.
+    shutdown_grace_secs: u64 = 10, env = "BAI_SHUTDOWN_GRACE_SECS";
     /// Log lines as `text` or `json` (one JSON object per line, for log shippers).
     log_format: String = "text".to_string(), env = "BAI_LOG_FORMAT";
     /// Email of the first superadmin, created on first start with an empty database.

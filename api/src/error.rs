@@ -18,6 +18,7 @@ pub enum ErrorCode {
     RateLimited,
     MethodNotAllowed,
     PayloadTooLarge,
+    Unavailable,
     Internal,
 }
 
@@ -33,6 +34,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::Unavailable => "SERVICE_UNAVAILABLE",
             ErrorCode::Internal => "INTERNAL_SERVER_ERROR",
         }
     }
@@ -49,6 +51,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -65,6 +68,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "too-many-requests",
             ErrorCode::MethodNotAllowed => "method-not-allowed",
             ErrorCode::PayloadTooLarge => "request-too-large",
+            ErrorCode::Unavailable => "service-unavailable",
             ErrorCode::Internal => "internal-server-error",
         }
     }

@@ -158,6 +158,7 @@ where
     state.scheduler.wake();
     let app = server::router(state.clone());
     let stopping = state.clone();
+    let signalled = state.shutdown.clone();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let served = axum::serve(
@@ -169,8 +170,23 @@ where
                 _ = rx => {}
                 _ = shutdown => {}
             }
-        })
-        .await;
+            // Live streams (subscriptions, SSE) end now, each with the reason.
+            signalled.cancel();
+        });
+        // In-flight requests get `shutdown_grace_secs` after the signal; then what is left
+        // (idle WebSockets, say) is cut.
+        let grace = std::time::Duration::from_secs(stopping.config.shutdown_grace_secs);
+        let deadline = async {
+            stopping.shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        };
+        let served = tokio::select! {
+            r = served => r,
+            _ = deadline => {
+                tracing::warn!(grace_secs = grace.as_secs(), "shutdown deadline passed: closing the remaining connections");
+                Ok(())
+            }
+        };
         for task in background {
             task.abort();
         }

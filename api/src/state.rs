@@ -32,6 +32,8 @@ pub struct AppState {
     pub ws_connections: Arc<crate::auth::ws::Connections>,
     /// HMAC signatures already used within the clock-skew window.
     pub seen_signatures: Arc<crate::auth::hmac::SeenSignatures>,
+    /// Cancelled when the server begins to shut down: live streams end with a reason.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -53,6 +55,7 @@ impl AppState {
             revocations: Arc::new(crate::auth::Revocations::default()),
             ws_connections: Arc::new(crate::auth::ws::Connections::default()),
             seen_signatures: Arc::new(crate::auth::hmac::SeenSignatures::new(skew)),
+            shutdown: tokio_util::sync::CancellationToken::new(),
             db,
             config: Arc::new(config),
             events: EventBus::new(),

@@ -110,6 +110,16 @@ fn identity(p: &Principal) -> Option<Identity> {
     }
 }
 
+fn shutting_down() -> Response {
+    Response::from_errors(vec![
+        crate::error::ApiError::new(
+            crate::error::ErrorCode::Unavailable,
+            "The server is shutting down; subscribe again when it is back.",
+        )
+        .into_server_error(),
+    ])
+}
+
 fn revoked() -> Response {
     Response::from_errors(vec![
         crate::error::ApiError::unauthenticated(
@@ -170,6 +180,7 @@ impl Extension for WsGuardExtension {
         let state = state.clone();
         let started_as = self.started_as.clone();
         let checked = state.revocations.current();
+        let stopping = state.shutdown.clone();
         // Before each item: if anything was revoked since the last check, prove the
         // credential again; a failure or a different identity ends the stream.
         stream::unfold(
@@ -178,11 +189,17 @@ impl Extension for WsGuardExtension {
                 let state = state.clone();
                 let credential = credential.clone();
                 let started_as = started_as.clone();
+                let stopping = stopping.clone();
                 async move {
                     if done {
                         return None;
                     }
-                    let item = inner.next().await?;
+                    let item = tokio::select! {
+                        item = inner.next() => item?,
+                        _ = stopping.cancelled() => {
+                            return Some((shutting_down(), (inner, slot, checked, true)));
+                        }
+                    };
                     let now = state.revocations.current();
                     if now != checked {
                         checked = now;

@@ -176,6 +176,18 @@ pub async fn session_events(
             ))
         }
     });
+    // At shutdown the stream ends with an event that says so.
+    let stopping = state.shutdown.clone();
+    let farewell = futures_util::stream::once(async {
+        Ok::<_, Infallible>(
+            SseEvent::default()
+                .event("server_shutdown")
+                .data(json!({"reason": "the server is shutting down"}).to_string()),
+        )
+    });
+    let stream = stream
+        .take_until(stopping.cancelled_owned())
+        .chain(farewell);
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()

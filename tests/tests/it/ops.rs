@@ -410,3 +410,44 @@ both_dbs!(
         assert_eq!(page.headers()["cache-control"], "no-cache");
     }
 );
+
+both_dbs!(shutdown_closes_streams_with_a_reason, |db| async move {
+    let mut app = spawn_with(db, |c| c.shutdown_grace_secs = 2).await;
+    let t = app.user("bye@x.org", "user", "default").await;
+    let mut ws = subscribe_ws(
+        &app,
+        &t,
+        "subscription { session_status_changes { name } }",
+        json!({}),
+    )
+    .await;
+    let sse = app
+        .http
+        .get(app.url("/events/session?name=*"))
+        .header("x-backendai-version", "v8.20240915")
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse.status(), 200);
+    let server = app.server.take().unwrap();
+    let started = std::time::Instant::now();
+    let stopping = tokio::spawn(server.stop());
+    // The subscription ends with the reason…
+    let msg = next_json(&mut ws).await;
+    assert!(msg.to_string().contains("shutting down"), "{msg}");
+    assert!(msg.to_string().contains("SERVICE_UNAVAILABLE"), "{msg}");
+    // …so does Backend.AI's event stream…
+    let text = tokio::time::timeout(std::time::Duration::from_secs(5), sse.text())
+        .await
+        .expect("the SSE stream ends")
+        .unwrap_or_default();
+    assert!(text.contains("server_shutdown"), "{text}");
+    // …and the server is gone within its grace period, though a WebSocket stays open.
+    stopping.await.unwrap().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+});
