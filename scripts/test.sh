@@ -15,6 +15,9 @@ scripts/build-web.sh
 scripts/cli.sh
 export BAI_TEST_WEB_DIR="$PWD/web/dist"
 cargo fmt --all -- --check
+# Licenses, bans and sources of the dependency graph (deny.toml).
+command -v cargo-deny >/dev/null || cargo install cargo-deny --locked
+cargo deny check licenses bans sources
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p web --target wasm32-unknown-unknown -- -D warnings
 cargo test --workspace --exclude web
