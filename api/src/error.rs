@@ -74,6 +74,23 @@ impl ErrorCode {
     }
 }
 
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being served (None outside a request): carried in every error.
+pub fn request_id() -> Option<String> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// Runs `fut` as the request `id` (set by the outermost layer, `observe::request_context`).
+pub fn with_request_id<F: std::future::Future>(
+    id: String,
+    fut: F,
+) -> tokio::task::futures::TaskLocalFuture<String, F> {
+    REQUEST_ID.scope(id, fut)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub code: ErrorCode,
@@ -172,7 +189,7 @@ impl IntoResponse for ApiError {
             "title": self.message,
             "code": self.code.as_str(),
         });
-        if let Some(id) = crate::observe::request_id() {
+        if let Some(id) = request_id() {
             body["request_id"] = serde_json::Value::String(id);
         }
         let mut resp = (self.code.status(), body.to_string()).into_response();

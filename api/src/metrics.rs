@@ -85,34 +85,20 @@ async fn gauges(state: &AppState) -> Result<String, sea_orm::DbErr> {
     for (s, n) in counts {
         let _ = writeln!(out, "bai_agents{{status=\"{s}\"}} {n}");
     }
-    let _ = writeln!(
-        out,
-        "# HELP bai_agent_capacity Schedulable capacity per slot.\n# TYPE bai_agent_capacity gauge"
+    slot_gauge(
+        &mut out,
+        "bai_agent_capacity",
+        "Schedulable capacity per slot.",
+        &all_agents,
+        |a| &a.available_slots,
     );
-    for a in &all_agents {
-        for (slot, v) in &a.available_slots.0 {
-            let _ = writeln!(
-                out,
-                "bai_agent_capacity{{agent=\"{}\",slot=\"{}\"}} {v}",
-                label(&a.id),
-                label(slot)
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP bai_agent_allocated Allocated amount per slot.\n# TYPE bai_agent_allocated gauge"
+    slot_gauge(
+        &mut out,
+        "bai_agent_allocated",
+        "Allocated amount per slot.",
+        &all_agents,
+        |a| &a.occupied_slots,
     );
-    for a in &all_agents {
-        for (slot, v) in &a.occupied_slots.0 {
-            let _ = writeln!(
-                out,
-                "bai_agent_allocated{{agent=\"{}\",slot=\"{}\"}} {v}",
-                label(&a.id),
-                label(slot)
-            );
-        }
-    }
     let _ = writeln!(
         out,
         "# HELP bai_event_subscribers Listeners on the event bus.\n# TYPE bai_event_subscribers gauge\nbai_event_subscribers {}",
@@ -125,6 +111,27 @@ async fn gauges(state: &AppState) -> Result<String, sea_orm::DbErr> {
         size.saturating_sub(idle)
     );
     Ok(out)
+}
+
+/// One gauge per agent and resource slot.
+fn slot_gauge(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    agents: &[entity::agents::Model],
+    slots: impl Fn(&entity::agents::Model) -> &entity::slots::ResourceSlots,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    for a in agents {
+        for (slot, v) in &slots(a).0 {
+            let _ = writeln!(
+                out,
+                "{name}{{agent=\"{}\",slot=\"{}\"}} {v}",
+                label(&a.id),
+                label(slot)
+            );
+        }
+    }
 }
 
 fn pool_use(db: &sea_orm::DatabaseConnection) -> (u32, u32) {

@@ -15,15 +15,6 @@ use serde_json::json;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
-tokio::task_local! {
-    static REQUEST_ID: String;
-}
-
-/// The id of the request being served (None outside a request).
-pub fn request_id() -> Option<String> {
-    REQUEST_ID.try_with(Clone::clone).ok()
-}
-
 /// Filled in while the request is served: the matched route and who called.
 #[derive(Clone, Default)]
 pub struct Seen(Arc<Mutex<(Option<String>, Option<String>)>>);
@@ -63,7 +54,7 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
     let seen = Seen::default();
     req.extensions_mut().insert(seen.clone());
     let started = Instant::now();
-    let mut resp = REQUEST_ID.scope(id.clone(), next.run(req)).await;
+    let mut resp = crate::error::with_request_id(id.clone(), next.run(req)).await;
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);
     }
@@ -130,13 +121,6 @@ fn is_api(path: &str) -> bool {
     API_ROOTS.contains(&first)
 }
 
-fn wants_html(req: &Request) -> bool {
-    req.headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/html"))
-}
-
 /// Everything no route matched: static console files for GET/HEAD, the console's page for
 /// browsers, and problem+json otherwise.
 pub async fn fallback(State(state): State<AppState>, req: Request) -> Response {
@@ -148,7 +132,7 @@ pub async fn fallback(State(state): State<AppState>, req: Request) -> Response {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return method_not_allowed("GET, HEAD");
     }
-    let html = wants_html(&req);
+    let html = wants_html(req.headers());
     let hashed = is_hashed_asset(&path);
     let web_dir = state.config.web_dir.clone();
     let served = tower_http::services::ServeDir::new(&web_dir)
@@ -169,19 +153,35 @@ pub async fn fallback(State(state): State<AppState>, req: Request) -> Response {
             .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
         return resp;
     }
-    if html {
-        let index = web_dir.join("index.html");
-        match tokio::fs::read_to_string(&index).await {
-            Ok(page) => {
-                let mut resp = axum::response::Html(page).into_response();
-                resp.headers_mut()
-                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-                return resp;
-            }
-            Err(e) => tracing::warn!(path = %index.display(), error = %e, "web console not built"),
-        }
+    if html && let Some(page) = console_page(&web_dir).await {
+        return page;
     }
     ApiError::not_found("path", &path).into_response()
+}
+
+/// The console's page (always revalidated), or None when the bundle is not built.
+pub async fn console_page(web_dir: &std::path::Path) -> Option<Response> {
+    let index = web_dir.join("index.html");
+    match tokio::fs::read_to_string(&index).await {
+        Ok(page) => {
+            let mut resp = axum::response::Html(page).into_response();
+            resp.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            Some(resp)
+        }
+        Err(e) => {
+            tracing::warn!(path = %index.display(), error = %e, "web console not built");
+            None
+        }
+    }
+}
+
+/// Whether the request asks for a page (a browser navigating).
+pub fn wants_html(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"))
 }
 
 /// `web-<12 hex>.js`, `web_bg-<12 hex>.wasm`: named by their content, so never stale.

@@ -1,6 +1,5 @@
 //! The HTTP server: GraphQL (+ GraphiQL, WebSocket subscriptions), Backend.AI's REST entry
 //! points, and the web console with SPA fallback.
-use std::path::PathBuf;
 
 use axum::extract::{FromRef, State};
 use axum::http::{HeaderMap, header};
@@ -121,23 +120,10 @@ async fn frame_guard(mut resp: Response) -> Response {
 /// `GET /`: the version document for API clients (as Backend.AI answers JSON requests), the
 /// console for browsers.
 async fn root(State(web): State<Web>, headers: HeaderMap) -> Response {
-    let wants_html = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/html"));
-    if wants_html {
-        let index: PathBuf = web.app.config.web_dir.join("index.html");
-        match tokio::fs::read_to_string(&index).await {
-            Ok(html) => {
-                let mut resp = axum::response::Html(html).into_response();
-                resp.headers_mut().insert(
-                    header::CACHE_CONTROL,
-                    axum::http::HeaderValue::from_static("no-cache"),
-                );
-                return resp;
-            }
-            Err(e) => tracing::warn!(path = %index.display(), error = %e, "web console not built"),
-        }
+    if crate::observe::wants_html(&headers)
+        && let Some(page) = crate::observe::console_page(&web.app.config.web_dir).await
+    {
+        return page;
     }
     Json(version_document()).into_response()
 }

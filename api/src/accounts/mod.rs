@@ -108,16 +108,10 @@ pub async fn usable(state: &AppState, user: &users::Model) -> ApiResult<()> {
             "Your password must be changed before you can log in.",
         ));
     }
-    if let Some(ak) = &user.main_access_key {
-        let active = entity::keypairs::Entity::find_by_id(ak.clone())
-            .one(&state.db)
-            .await?
-            .is_some_and(|k| k.is_active);
-        if !active {
-            return Err(ApiError::unauthenticated(
-                "Your keypair is deactivated. Contact your administrator.",
-            ));
-        }
+    if !crate::auth::middleware::main_keypair_active(state, user).await? {
+        return Err(ApiError::unauthenticated(
+            "Your keypair is deactivated. Contact your administrator.",
+        ));
     }
     Ok(())
 }
@@ -150,28 +144,21 @@ pub async fn end_login_sessions<C: ConnectionTrait>(
 
 /// The `Set-Cookie` value for a new login session (HttpOnly, SameSite=Strict).
 pub fn session_cookie(state: &AppState, token: &str) -> String {
-    let secure = if state.config.cookie_secure {
-        "; Secure"
-    } else {
-        ""
-    };
+    login_cookie(state, token, state.config.login_session_ttl_secs)
+}
+
+/// The login cookie (`__Host-` and `Secure` over HTTPS) with `value` for `max_age` seconds.
+fn login_cookie(state: &AppState, value: &str, max_age: u64) -> String {
+    let secure = state.config.cookie_secure;
     format!(
-        "{}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
-        session_cookie_name(state.config.cookie_secure),
-        state.config.login_session_ttl_secs
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
+        session_cookie_name(secure),
+        if secure { "; Secure" } else { "" }
     )
 }
 
 pub fn clear_cookie(state: &AppState) -> String {
-    let secure = if state.config.cookie_secure {
-        "; Secure"
-    } else {
-        ""
-    };
-    format!(
-        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}",
-        session_cookie_name(state.config.cookie_secure)
-    )
+    login_cookie(state, "", 0)
 }
 
 pub struct Signup {

@@ -194,6 +194,18 @@ async fn active_user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<use
         .filter(|u| u.status == UserStatus::Active))
 }
 
+/// Whether the user has no main keypair or an active one (a deactivated main keypair locks
+/// the whole account out: logins, cookies, bearer tokens, `/auth/authorize`).
+pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiResult<bool> {
+    let Some(ak) = &user.main_access_key else {
+        return Ok(true);
+    };
+    Ok(keypairs::Entity::find_by_id(ak.clone())
+        .one(&state.db)
+        .await?
+        .is_some_and(|k| k.is_active))
+}
+
 /// Looks up a login session by its token (bearer or cookie).
 pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Option<Caller>> {
     let hash = tokens::hash_token(token);
@@ -211,14 +223,8 @@ pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Optio
         return Ok(None);
     };
     // A deactivated main keypair locks the account out of the console too.
-    if let Some(ak) = &user.main_access_key {
-        let active = keypairs::Entity::find_by_id(ak.clone())
-            .one(&state.db)
-            .await?
-            .is_some_and(|k| k.is_active);
-        if !active {
-            return Ok(None);
-        }
+    if !main_keypair_active(state, &user).await? {
+        return Ok(None);
     }
     Ok(Some(Caller {
         uuid: user.uuid,

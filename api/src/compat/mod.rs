@@ -147,6 +147,14 @@ pub(crate) async fn find_session(
         .ok_or_else(|| ApiError::not_found("session", key))
 }
 
+fn principal_of(parts: &axum::http::request::Parts) -> Principal {
+    parts
+        .extensions
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or(Principal::Anonymous)
+}
+
 /// The session a `/session/{id}/…` request names (UUID or name, `owner_access_key` for
 /// admins), resolved for the request's caller.
 pub(crate) struct Named(pub sessions::Model);
@@ -164,11 +172,7 @@ impl axum::extract::FromRequestParts<AppState> for Named {
         let Query(q) = Query::<OwnerQuery>::from_request_parts(parts, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        let principal = parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .unwrap_or(Principal::Anonymous);
+        let principal = principal_of(parts);
         let caller = caller(&principal).map_err(IntoResponse::into_response)?;
         find_session(state, caller, &id, q.owner_access_key.as_deref())
             .await
@@ -189,13 +193,9 @@ impl axum::extract::FromRequestParts<AppState> for OwnNamed {
         state: &AppState,
     ) -> Result<Self, Response> {
         let Named(s) = Named::from_request_parts(parts, state).await?;
-        let principal = parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .unwrap_or(Principal::Anonymous);
+        let principal = principal_of(parts);
         let caller = caller(&principal).map_err(IntoResponse::into_response)?;
-        if s.user_uuid != caller.uuid && !caller.is_superadmin() {
+        if !crate::sessions::works_inside(caller, &s) {
             return Err(ApiError::not_found("session", s.id).into_response());
         }
         Ok(OwnNamed(s))
@@ -444,30 +444,10 @@ async fn logs(State(state): State<AppState>, Named(s): Named) -> Response {
 /// A path under /home/work from an upload's file name: relative, no `..`.
 /// aiohttp (the official client) percent-encodes the file name of a multipart part
 /// (`data%2Finput.csv`), as aiohttp's server decodes it; decoded first, then checked.
-fn percent_decode(name: &str) -> String {
-    let bytes = name.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                bytes.get(i + 1).and_then(|b| hex(*b)),
-                bytes.get(i + 2).and_then(|b| hex(*b)),
-            )
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn upload_path(name: &str) -> ApiResult<String> {
-    let name = percent_decode(name);
+    let name = percent_encoding::percent_decode_str(name)
+        .decode_utf8_lossy()
+        .into_owned();
     let name = name.as_str();
     let parts: Vec<&str> = name
         .split('/')

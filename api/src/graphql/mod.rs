@@ -190,7 +190,7 @@ where
 /// Every error leaves with a stable `extensions.code`; errors raised by the GraphQL engine
 /// itself (syntax, validation, limits) get `GRAPHQL_VALIDATION_FAILED`.
 fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
-    let request_id = crate::observe::request_id();
+    let request_id = crate::error::request_id();
     for err in &mut resp.errors {
         if let Some(id) = &request_id {
             err.extensions

@@ -536,7 +536,7 @@ fn authorize(
     via_pool: bool,
 ) -> ApiResult<Option<String>> {
     if let Principal::User(c) = principal
-        && (c.uuid == session.user_uuid || c.is_superadmin())
+        && super::works_inside(c, session)
     {
         return Ok(None);
     }

@@ -1031,12 +1031,17 @@ pub(crate) fn visible(caller: &Caller) -> sea_orm::Select<sessions::Entity> {
     }
 }
 
+/// Whether `caller` may work inside `s`: its owner or a superadmin.
+pub fn works_inside(caller: &Caller, s: &sessions::Model) -> bool {
+    s.user_uuid == caller.uuid || caller.is_superadmin()
+}
+
 /// A session the caller may work inside (execute code, upload files, open the terminal or
 /// apps, read the SSH key): only its owner's and a superadmin's. Anyone else gets the same
 /// NOT_FOUND as for a session that does not exist, checked before anything else.
 pub async fn find_own(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<sessions::Model> {
     let s = find_visible(state, caller, id).await?;
-    if s.user_uuid != caller.uuid && !caller.is_superadmin() {
+    if !works_inside(caller, &s) {
         return Err(ApiError::not_found("session", id));
     }
     Ok(s)

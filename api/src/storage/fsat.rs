@@ -14,7 +14,7 @@ use std::path::Path;
 use rustix::fs::{self as rfs, AtFlags, FileType, Gid, Mode, OFlags, RenameFlags, Uid};
 use rustix::io::Errno;
 
-use super::path::components;
+use super::path::{components, refuse, shown};
 use crate::error::{ApiError, ApiResult};
 
 /// The owner of what the server writes into folders: the `work` user of the images.
@@ -24,17 +24,6 @@ const MAX_DEPTH: usize = 256;
 
 fn dir_flags() -> OFlags {
     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
-}
-
-fn shown(path: &str) -> String {
-    path.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .take(200)
-        .collect()
-}
-
-fn refuse(path: &str, why: &str) -> ApiError {
-    ApiError::bad_request(format!("Invalid path '{}': {why}", shown(path)))
 }
 
 fn fail(path: &str, e: Errno, doing: &str) -> ApiError {

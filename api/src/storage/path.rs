@@ -7,13 +7,16 @@ use std::path::{Component, PathBuf};
 
 use crate::error::{ApiError, ApiResult};
 
-fn refuse(path: &str, why: &str) -> ApiError {
-    let shown: String = path
-        .chars()
+/// A user's path as it may appear in a message: control characters masked, bounded.
+pub(crate) fn shown(path: &str) -> String {
+    path.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .take(200)
-        .collect();
-    ApiError::bad_request(format!("Invalid path '{shown}': {why}"))
+        .collect()
+}
+
+pub(crate) fn refuse(path: &str, why: &str) -> ApiError {
+    ApiError::bad_request(format!("Invalid path '{}': {why}", shown(path)))
 }
 
 /// Checks the text of a relative path and returns its normal components.
