@@ -216,12 +216,7 @@ both_dbs!(domain_admins_do_not_outrank_superadmins, |db| async move {
         group,
     )
     .await;
-    let boss_ak = app
-        .ok(Some(&boss), "{ keypair { access_key } }", json!({}))
-        .await["keypair"]["access_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let boss_ak = app.access_key(&boss).await;
 
     // The superadmin and the peer admin do not exist for the domain admin.
     for q in [
@@ -376,13 +371,7 @@ both_dbs!(revocation_is_immediate, |db| async move {
     app.ok(Some(&a), "{ user { email } }", json!({})).await;
     // The open WebSocket: a new operation on it is refused.
     {
-        use futures_util::SinkExt;
-        ws.send(tokio_tungstenite::tungstenite::Message::text(
-            json!({"id": "2", "type": "subscribe", "payload": {"query": "{ user { email } }"}})
-                .to_string(),
-        ))
-        .await
-        .unwrap();
+        ws_subscribe(&mut ws, "2", "{ user { email } }").await;
         let msg = next_json(&mut ws).await;
         assert_eq!(msg["id"], "2", "{msg}");
         let text = msg.to_string();
@@ -428,12 +417,7 @@ both_dbs!(revocation_is_immediate, |db| async move {
     // A deactivated main keypair stops the cookie/bearer login as well.
     app.user("kp@x.org", "user", "default").await;
     let t = app.login("kp@x.org", USER_PASSWORD).await;
-    let ak = app
-        .ok(Some(&t), "{ keypair { access_key } }", json!({}))
-        .await["keypair"]["access_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ak = app.access_key(&t).await;
     app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {is_active: false}) { ok } }", json!({"a": ak})).await;
     assert_unauthenticated(&app.gql(Some(&t), "{ user { email } }", json!({})).await);
 });
@@ -486,12 +470,12 @@ both_dbs!(websocket_limits, |db| async move {
     .await;
     // A second and third operation on the same connection: the third is refused.
     for id in ["2", "3"] {
-        first
-            .send(tokio_tungstenite::tungstenite::Message::text(
-                json!({"id": id, "type": "subscribe", "payload": {"query": "subscription { session_status_changes { name } }"}}).to_string(),
-            ))
-            .await
-            .unwrap();
+        ws_subscribe(
+            &mut first,
+            id,
+            "subscription { session_status_changes { name } }",
+        )
+        .await;
     }
     let msg = next_json(&mut first).await;
     assert_eq!(msg["id"], "3", "{msg}");
@@ -730,22 +714,7 @@ both_dbs!(
         destroy(&app, &t, &id).await;
 
         // max_session_lifetime: the session ends by itself, saying why.
-        app.admin(
-        r#"mutation { create_keypair_resource_policy(name: "short", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, max_session_lifetime: 2, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 0}) { ok } }"#,
-        json!({}),
-    )
-    .await;
-        let ak = app
-            .ok(Some(&t), "{ keypair { access_key } }", json!({}))
-            .await["keypair"]["access_key"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        app.admin(
-        r#"mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: "short"}) { ok } }"#,
-        json!({"a": ak}),
-    )
-    .await;
+        app.use_policy(&t, "short", r#"{default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, max_session_lifetime: 2, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 0}"#).await;
         let short = create_session(&app, &t, json!({"image": PYTHON})).await;
         let sid = session_ids(&short)[0].clone();
         wait_status(&app, &t, &sid, &["RUNNING"]).await;
@@ -757,7 +726,6 @@ both_dbs!(
 both_dbs!(
     websocket_operations_count_and_demotion_ends_rights,
     |db| async move {
-        use futures_util::SinkExt;
         let app = spawn(db).await;
         let peer = app.user("demote@x.org", "admin", "default").await;
         // An admin-only subscription, opened while an admin.
@@ -782,12 +750,7 @@ both_dbs!(
 
         // Operations on a WebSocket count against the keypair's rate limit.
         let t = app.user("counted@x.org", "user", "default").await;
-        let ak = app
-            .ok(Some(&t), "{ keypair { access_key } }", json!({}))
-            .await["keypair"]["access_key"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let ak = app.access_key(&t).await;
         app.admin(
         "mutation($a: String!) { modify_keypair(access_key: $a, props: {rate_limit: 4}) { ok } }",
         json!({"a": ak}),
@@ -796,11 +759,7 @@ both_dbs!(
         let mut ws = subscribe_ws(&app, &t, "{ __typename }", json!({})).await;
         let mut limited = false;
         for i in 2..12 {
-            ws.send(tokio_tungstenite::tungstenite::Message::text(
-            json!({"id": i.to_string(), "type": "subscribe", "payload": {"query": "{ __typename }"}}).to_string(),
-        ))
-        .await
-        .unwrap();
+            ws_subscribe(&mut ws, i.to_string(), "{ __typename }").await;
             loop {
                 let m = next_json(&mut ws).await;
                 if m["type"] == "complete" {
@@ -852,14 +811,7 @@ both_dbs!(session_events_follow_role_order, |db| async move {
         "{msg}"
     );
     // The same rule for Backend.AI's SSE endpoint: nothing of the superadmin's session.
-    let resp = app
-        .http
-        .get(app.url("/events/session?name=*"))
-        .header("x-backendai-version", "v8.20240915")
-        .bearer_auth(&boss)
-        .send()
-        .await
-        .unwrap();
+    let resp = app.session_events(&boss).await;
     assert_eq!(resp.status(), 200);
     destroy(&app, &app.admin_token, &super_id).await;
     destroy(&app, &worker, &worker_id).await;

@@ -421,14 +421,7 @@ both_dbs!(shutdown_closes_streams_with_a_reason, |db| async move {
         json!({}),
     )
     .await;
-    let sse = app
-        .http
-        .get(app.url("/events/session?name=*"))
-        .header("x-backendai-version", "v8.20240915")
-        .bearer_auth(&t)
-        .send()
-        .await
-        .unwrap();
+    let sse = app.session_events(&t).await;
     assert_eq!(sse.status(), 200);
     let server = app.server.take().unwrap();
     let started = std::time::Instant::now();

@@ -495,22 +495,7 @@ both_dbs!(
     |db| async move {
         let app = spawn(db).await;
         let t = app.user("full@x.org", "user", "default").await;
-        app.admin(
-        r#"mutation { create_keypair_resource_policy(name: "tiny", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 3000}) { ok } }"#,
-        json!({}),
-    )
-    .await;
-        let ak = app
-            .ok(Some(&t), "{ keypair { access_key } }", json!({}))
-            .await["keypair"]["access_key"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        app.admin(
-        r#"mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: "tiny"}) { ok } }"#,
-        json!({"a": ak}),
-    )
-    .await;
+        app.use_policy(&t, "tiny", r#"{default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 3000}"#).await;
         let folder = app
             .ok(
                 Some(&t),

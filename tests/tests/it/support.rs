@@ -212,6 +212,45 @@ impl TestApp {
         self.login(email, USER_PASSWORD).await
     }
 
+    /// The access key of the main keypair behind `token`.
+    pub async fn access_key(&self, token: &str) -> String {
+        self.ok(Some(token), "{ keypair { access_key } }", json!({}))
+            .await["keypair"]["access_key"]
+            .as_str()
+            .expect("an access key")
+            .to_string()
+    }
+
+    /// Creates the resource policy `name` (`props`: a GraphQL input object literal) and gives
+    /// it to the main keypair behind `token`.
+    pub async fn use_policy(&self, token: &str, name: &str, props: &str) {
+        self.admin(
+            &format!("mutation($n: String!) {{ create_keypair_resource_policy(name: $n, props: {props}) {{ ok }} }}"),
+            json!({"n": name}),
+        )
+        .await;
+        let ak = self.access_key(token).await;
+        self.admin(
+            "mutation($a: String!, $p: String!) { modify_keypair(access_key: $a, props: {resource_policy: $p}) { ok } }",
+            json!({"a": ak, "p": name}),
+        )
+        .await;
+    }
+
+    /// Backend.AI's session event stream (SSE) for every session the caller may see.
+    pub async fn session_events(&self, token: &str) -> reqwest::Response {
+        let resp = self
+            .http
+            .get(self.url("/events/session?name=*"))
+            .header("x-backendai-version", "v8.20240915")
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("the event stream answers");
+        assert_eq!(resp.status(), 200);
+        resp
+    }
+
     pub async fn create_domain(&self, name: &str) {
         self.admin(
             "mutation($n: String!) { create_domain(name: $n, props: {}) { ok } }",
@@ -385,6 +424,16 @@ pub async fn subscribe_ws(app: &TestApp, token: &str, query: &str, variables: Va
     .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     ws
+}
+
+/// Starts one more graphql-transport-ws operation `id` on an open connection.
+pub async fn ws_subscribe(ws: &mut Ws, id: impl std::fmt::Display, query: &str) {
+    use futures_util::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        json!({"id": id.to_string(), "type": "subscribe", "payload": {"query": query}}).to_string(),
+    ))
+    .await
+    .expect("the operation is sent");
 }
 
 /// The next text message as JSON (10 s at most).
