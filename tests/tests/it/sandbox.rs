@@ -102,6 +102,38 @@ both_dbs!(
             app.url(&format!("/storage/folders/{folder}/{kind}?path={path}"))
         };
 
+        // 0. A page the container writes into the folder is downloaded as a file, never shown
+        //    as a page of the server's origin.
+        py(
+            &app,
+            &t,
+            &session,
+            "open('/home/work/data/evil.html', 'w').write('<script>fetch(\"/graphql\")</script>')",
+        )
+        .await;
+        let page = app
+            .http
+            .get(url("download", "evil.html"))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200);
+        assert_eq!(page.headers()["content-type"], "application/octet-stream");
+        assert!(
+            page.headers()["content-disposition"]
+                .to_str()
+                .unwrap()
+                .starts_with("attachment")
+        );
+        assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+        assert!(
+            page.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+
         // 1. A FIFO: refused at once, nothing blocks.
         py(
             &app,
