@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# Installs Backend.AI's official client (`backend.ai` CLI) from PyPI into a virtualenv outside
-# the clone, for the compatibility tests. Idempotent. On Python 3.11 the newest client is
-# 23.9.x; it reads yarl internals that yarl 1.10 changed, hence the pin.
+# Installs Backend.AI's official clients (`backend.ai` CLI) from PyPI into virtualenvs outside
+# the clone, for the compatibility tests. Idempotent.
+# - 23.9.10 on Python 3.11 (it reads yarl internals that yarl 1.10 changed, hence the pin);
+# - the newest 26.9.x on Python 3.13 from pyenv.
 set -euo pipefail
-VENV="${BAI_CLI_VENV:-$HOME/.cache/bai-cli/venv}"
-WANT="backend.ai-client==23.9.10 yarl<1.10"
-if [ -x "$VENV/bin/backend.ai" ] && [ "$(cat "$VENV/.bai-pins" 2>/dev/null)" = "$WANT" ]; then
-  echo "backend.ai client present: $VENV"
-  exit 0
-fi
 . "$(dirname "$0")/env.sh"
+
+install_client() { # venv python pins
+  local venv="$1" python="$2" want="$3"
+  if [ -x "$venv/bin/backend.ai" ] && [ "$(cat "$venv/.bai-pins" 2>/dev/null)" = "$want" ]; then
+    echo "backend.ai client present: $venv"
+    return
+  fi
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  "$python" -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install -q $want
+  echo "$want" > "$venv/.bai-pins"
+  echo "backend.ai client installed: $venv"
+}
+
 ensure_debs python3-venv
-rm -rf "$VENV"
-mkdir -p "$(dirname "$VENV")"
-python3 -m venv "$VENV"
-# shellcheck disable=SC2086
-"$VENV/bin/pip" install -q $WANT
-echo "$WANT" > "$VENV/.bai-pins"
-echo "backend.ai client installed: $VENV"
+install_client "${BAI_CLI_VENV:-$HOME/.cache/bai-cli/venv}" python3 "backend.ai-client==23.9.10 yarl<1.10"
+
+PY313="${BAI_PYTHON313:-}"
+if [ -z "$PY313" ]; then
+  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+  PY313="$(ls -d "$root"/versions/3.13*/bin/python3 2>/dev/null | sort -V | tail -1 || true)"
+fi
+[ -x "$PY313" ] || { echo "Python 3.13 (pyenv) is missing: the 26.9 client needs it" >&2; exit 1; }
+install_client "${BAI_CLI26_VENV:-$HOME/.cache/bai-cli/venv26}" "$PY313" "backend.ai-client>=26.9,<26.10"

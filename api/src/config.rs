@@ -114,8 +114,20 @@ settings! {
     signup_invitation_token: Option<String> = None, env = "BAI_SIGNUP_INVITATION_TOKEN";
     /// Lifetime of a login session (browser cookie or bearer token), in seconds.
     login_session_ttl_secs: u64 = 12 * 3600, env = "BAI_LOGIN_SESSION_TTL";
-    /// Mark the session cookie `Secure` (set when served over HTTPS).
+    /// Mark the session cookie `Secure` (set when served over HTTPS; implied by `tls_cert`).
     cookie_secure: bool = false, env = "BAI_COOKIE_SECURE";
+    /// PEM certificate chain: with `tls_key`, the server speaks HTTPS itself (HTTP/2 and
+    /// HTTP/1.1), app ports included; login cookies become `Secure` and `__Host-`.
+    tls_cert: Option<PathBuf> = None, env = "BAI_TLS_CERT";
+    /// PEM file of extra certificate authorities trusted for HTTPS registries (an internal
+    /// Harbor, say), besides the system's.
+    registry_ca_file: Option<PathBuf> = None, env = "BAI_REGISTRY_CA_FILE";
+    /// PEM private key of `tls_cert`.
+    tls_key: Option<PathBuf> = None, env = "BAI_TLS_KEY";
+    /// With TLS: a plain-HTTP address that only redirects (308) to the HTTPS listener.
+    tls_redirect_listen: Option<SocketAddr> = None, env = "BAI_TLS_REDIRECT_LISTEN";
+    /// With TLS: `Strict-Transport-Security` max-age in seconds (0 = no header).
+    hsts_max_age_secs: u64 = 31_536_000, env = "BAI_HSTS_MAX_AGE";
     /// Accepted clock skew of HMAC-signed requests, in seconds (Backend.AI: 15 minutes).
     hmac_clock_skew_secs: u64 = 15 * 60, env = "BAI_HMAC_CLOCK_SKEW";
     /// Requests per 15 minutes for keypairs created for users (seeds: 1000).

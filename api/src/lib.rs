@@ -30,6 +30,7 @@ pub mod sessions;
 pub mod settings;
 pub mod state;
 pub mod storage;
+pub mod tls;
 pub mod users;
 pub mod validate;
 
@@ -51,6 +52,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Where `/metrics` is served on its own (`metrics_listen`).
     pub metrics_addr: Option<SocketAddr>,
+    /// The plain-HTTP listener that redirects to HTTPS (`tls_redirect_listen`).
+    pub redirect_addr: Option<SocketAddr>,
     pub state: AppState,
     /// The superadmin created at this start, with its generated password if any.
     pub created_superadmin: Option<(String, Option<String>)>,
@@ -81,13 +84,23 @@ impl Server {
 
 /// Connects the database, migrates, seeds, binds `config.listen` and serves until `stop`
 /// (or `shutdown` resolves).
-pub async fn start_with_shutdown<F>(config: Config, shutdown: F) -> anyhow::Result<Server>
+pub async fn start_with_shutdown<F>(mut config: Config, shutdown: F) -> anyhow::Result<Server>
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    // TLS for registry scans uses ring (already used by the database driver); installing it
-    // twice is harmless.
+    // TLS (served, and for registry scans) uses ring (already used by the database driver);
+    // installing it twice is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        (None, None) => None,
+        _ => anyhow::bail!("tls_cert and tls_key go together: set both or neither"),
+    };
+    if tls.is_some() {
+        config.cookie_secure = true;
+    } else if config.tls_redirect_listen.is_some() {
+        anyhow::bail!("tls_redirect_listen needs tls_cert and tls_key");
+    }
     if config.database_url.is_none() {
         db::prepare_data_dir(&config)?;
     }
@@ -132,7 +145,19 @@ where
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
-    let state = AppState::new(db, config, instance, http);
+    let redirect_listener = match config.tls_redirect_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the HTTP redirect address {addr}"))?,
+        ),
+        None => None,
+    };
+    let redirect_addr = match &redirect_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
+    let state = AppState::new(db, config, instance, http, tls.clone());
     agents::start_all(&state)
         .await
         .map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;
@@ -155,17 +180,21 @@ where
             }
         }));
     }
+    if let Some(listener) = redirect_listener {
+        let router = tls::redirect_router(addr.port());
+        background.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::warn!(error = %e, "HTTP redirect listener stopped");
+            }
+        }));
+    }
     state.scheduler.wake();
     let app = server::router(state.clone());
     let stopping = state.clone();
     let signalled = state.shutdown.clone();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let served = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
+        let served = tls::serve(listener, tls, app, async move {
             tokio::select! {
                 _ = rx => {}
                 _ = shutdown => {}
@@ -197,6 +226,7 @@ where
     Ok(Server {
         addr,
         metrics_addr,
+        redirect_addr,
         state,
         created_superadmin,
         shutdown: Some(tx),

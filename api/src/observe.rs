@@ -32,6 +32,18 @@ impl Seen {
     }
 }
 
+/// Records the matched route for the access log and the metrics (every routed request;
+/// the fallback's are logged as "-").
+pub async fn record_route(req: Request, next: Next) -> Response {
+    if let (Some(seen), Some(route)) = (
+        req.extensions().get::<Seen>(),
+        req.extensions().get::<axum::extract::MatchedPath>(),
+    ) {
+        seen.route(route.as_str());
+    }
+    next.run(req).await
+}
+
 /// An id from the client is kept when it is short and plain; otherwise one is made.
 fn usable_id(v: &HeaderValue) -> Option<String> {
     let s = v.to_str().ok()?;
@@ -44,6 +56,15 @@ fn usable_id(v: &HeaderValue) -> Option<String> {
 
 /// The outermost layer: id, access log, `X-Request-ID` on the response.
 pub async fn request_context(mut req: Request, next: Next) -> Response {
+    // HTTP/2 carries the host in `:authority`; the rest of the server reads `Host`.
+    if !req.headers().contains_key(axum::http::header::HOST)
+        && let Some(v) = req
+            .uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        req.headers_mut().insert(axum::http::header::HOST, v);
+    }
     let id = req
         .headers()
         .get("x-request-id")

@@ -89,8 +89,15 @@ pub fn router(app: AppState) -> Router {
         .route("/health/readyz", get(crate::observe::ready))
         .route("/metrics", get(crate::metrics::with_token))
         .with_state(app.clone());
+    let hsts = (app.tls.is_some() && app.config.hsts_max_age_secs > 0)
+        .then(|| {
+            header::HeaderValue::from_str(&format!("max-age={}", app.config.hsts_max_age_secs)).ok()
+        })
+        .flatten();
     let for_fallback = app;
-    api.merge(health)
+    let router = api
+        .merge(health)
+        .route_layer(middleware::from_fn(crate::observe::record_route))
         .fallback(move |req: axum::extract::Request| {
             let state = for_fallback.clone();
             async move { crate::observe::fallback(State(state), req).await }
@@ -98,7 +105,20 @@ pub fn router(app: AppState) -> Router {
         .layer(middleware::map_response(
             crate::observe::problem_for_bare_errors,
         ))
-        .layer(middleware::map_response(frame_guard))
+        .layer(middleware::map_response(frame_guard));
+    // Over HTTPS, browsers are told to never come back over plain HTTP.
+    let router = match hsts {
+        Some(value) => router.layer(middleware::map_response(move |mut resp: Response| {
+            let value = value.clone();
+            async move {
+                resp.headers_mut()
+                    .insert(header::STRICT_TRANSPORT_SECURITY, value);
+                resp
+            }
+        })),
+        None => router,
+    };
+    router
         .layer(TraceLayer::new_for_http())
         .layer(middleware::from_fn(crate::observe::request_context))
 }

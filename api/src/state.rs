@@ -34,6 +34,8 @@ pub struct AppState {
     pub seen_signatures: Arc<crate::auth::hmac::SeenSignatures>,
     /// Cancelled when the server begins to shut down: live streams end with a reason.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The server's TLS settings when it speaks HTTPS (app ports use them too).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl AppState {
@@ -42,6 +44,7 @@ impl AppState {
         config: Config,
         instance_id: String,
         http: reqwest::Client,
+        tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> Self {
         let login_limits = crate::auth::throttle::LoginLimits {
             per_account: config.login_max_failures_per_account,
@@ -68,6 +71,7 @@ impl AppState {
             exec_runs: Arc::new(crate::sessions::exec::Runs::default()),
             started_apps: Arc::new(crate::sessions::apps::StartedApps::default()),
             http,
+            tls,
         }
     }
 }

@@ -229,11 +229,15 @@ pub async fn stop_all(state: &AppState) {
     }
 }
 
-/// Splits `registry/namespace/name:tag` (registry = first part when it has a dot or colon).
+/// Splits `registry/namespace/name:tag` (registry = first part when it has a dot or colon);
+/// for `…name@sha256:…` the third part is the digest.
 pub fn split_reference(reference: &str, default_registry: &str) -> (String, String, String) {
-    let (path, tag) = match reference.rsplit_once(':') {
-        Some((p, t)) if !t.contains('/') => (p, t.to_string()),
-        _ => (reference, "latest".to_string()),
+    let (path, tag) = match reference.split_once('@') {
+        Some((p, digest)) => (p, digest.to_string()),
+        None => match reference.rsplit_once(':') {
+            Some((p, t)) if !t.contains('/') => (p, t.to_string()),
+            _ => (reference, "latest".to_string()),
+        },
     };
     match path.split_once('/') {
         Some((first, rest))
@@ -391,6 +395,10 @@ mod tests {
         assert_eq!(
             split_reference("python", "bai.local"),
             ("bai.local".into(), "python".into(), "latest".into())
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a/b@sha256:00ff", "x"),
+            ("127.0.0.1:5000".into(), "a/b".into(), "sha256:00ff".into())
         );
         let labels: HashMap<String, String> = [(
             "ai.backend.resource.min.mem".to_string(),

@@ -46,10 +46,6 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     );
     req.extensions_mut().insert(addr);
     let seen = req.extensions().get::<crate::observe::Seen>().cloned();
-    if let (Some(seen), Some(route)) = (&seen, req.extensions().get::<axum::extract::MatchedPath>())
-    {
-        seen.route(route.as_str());
-    }
     match resolve(&state, req.method(), &path_and_query, req.headers()).await {
         Ok((principal, credential, window)) => {
             if let (Some(seen), Principal::User(c)) = (&seen, &principal) {

@@ -80,8 +80,13 @@ async fn run_over_ws(
         }
     };
     let mut output = std::pin::pin!(run.clone().follow());
+    let stopping = state.shutdown.clone();
     loop {
         tokio::select! {
+            _ = stopping.cancelled() => {
+                let _ = tx.send(crate::sessions::terminal::going_away()).await;
+                return Ok(());
+            }
             c = output.next() => {
                 let Some(c) = c else { return Ok(()) };
                 // The client knows stdout and stderr: a gap notice goes to stderr.

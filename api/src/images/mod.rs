@@ -24,6 +24,13 @@ pub async fn resolve<C: ConnectionTrait>(
         .await?
     {
         select = select.filter(images::Column::Id.eq(alias.image));
+    } else if let Some((name, digest)) = target.split_once('@') {
+        // `registry/namespace/name@sha256:…`: the image with that manifest digest.
+        let (registry, image, _) = crate::agents::split_reference(name, "");
+        select = select
+            .filter(images::Column::Registry.eq(registry))
+            .filter(images::Column::Image.eq(image))
+            .filter(images::Column::ConfigDigest.eq(digest));
     } else {
         select = select.filter(images::Column::Name.eq(target));
     }

@@ -65,7 +65,7 @@ pub async fn scan_into_catalog(
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
     use serde_json::json;
 
-    let client = scan::RegistryClient::new(reg)?;
+    let client = scan::RegistryClient::new(reg, state.config.registry_ca_file.as_deref())?;
     let mut refs = Vec::new();
     for repo in client.repositories(reg.project.as_deref()).await? {
         for tag in client.tags(&repo).await? {

@@ -1,15 +1,28 @@
-//! Scanning a Docker Registry (HTTP API v2) for environment images: the catalog, each
-//! repository's tags, each tag's manifest (following an image index to linux/amd64 or the
-//! first entry) and its config blob, whose labels must carry `ai.backend.kernelspec`.
+//! Scanning a container registry (OCI distribution / Docker Registry HTTP API v2) for
+//! environment images, through the maintained `oci-client` crate: the catalog and each
+//! repository's tags page by page, each tag's manifest (an image index resolved to
+//! linux/amd64) and its config, whose labels must carry `ai.backend.kernelspec`.
+//!
+//! Authentication is what the registry asks for: none, HTTP Basic, or a Bearer token from the
+//! realm named in its challenge (Docker Hub, Harbor, GHCR, distribution's token auth), with
+//! the stored username and password. The catalog needs a token of its own scope
+//! (`registry:catalog:*`), which `oci-client` does not request; it is fetched here.
+//! HTTPS registries are verified against the system roots plus `registry_ca_file`.
+use std::collections::HashMap;
 use std::time::Duration;
 
 use entity::container_registries;
-use reqwest::header::ACCEPT;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 
-const MANIFEST_TYPES: &str = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json";
+/// At most this many pages are followed per listing: a registry that never ends its list
+/// cannot keep a scan going forever.
+const MAX_PAGES: usize = 1000;
 
 /// One environment image found in a registry.
 #[derive(Debug, Clone)]
@@ -19,13 +32,50 @@ pub struct FoundImage {
     pub digest: String,
     pub architecture: String,
     pub size_bytes: i64,
-    pub labels: std::collections::HashMap<String, String>,
+    pub labels: HashMap<String, String>,
 }
 
 pub struct RegistryClient {
-    http: reqwest::Client,
+    client: Client,
+    settings: Settings,
+    /// `host[:port]` of the registry's URL.
+    authority: String,
     base: String,
-    auth: Option<(String, String)>,
+    auth: RegistryAuth,
+    http: reqwest::Client,
+}
+
+/// What each `oci-client` instance is built with.
+#[derive(Clone)]
+struct Settings {
+    http: bool,
+    accept_invalid: bool,
+    roots: Vec<Vec<u8>>,
+}
+
+impl Settings {
+    fn client_config(&self) -> ClientConfig {
+        ClientConfig {
+            protocol: if self.http {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            accept_invalid_certificates: self.accept_invalid,
+            extra_root_certificates: self
+                .roots
+                .iter()
+                .map(|pem| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.clone(),
+                })
+                .collect(),
+            platform_resolver: Some(Box::new(oci_client::client::linux_amd64_resolver)),
+            read_timeout: Some(Duration::from_secs(30)),
+            connect_timeout: Some(Duration::from_secs(10)),
+            ..Default::default()
+        }
+    }
 }
 
 fn arch(docker_arch: &str) -> String {
@@ -37,137 +87,163 @@ fn arch(docker_arch: &str) -> String {
 }
 
 impl RegistryClient {
-    pub fn new(reg: &container_registries::Model) -> ApiResult<Self> {
-        let http = reqwest::Client::builder()
+    /// A client for `reg`; `ca_file` (PEM) adds trusted roots for HTTPS registries.
+    pub fn new(
+        reg: &container_registries::Model,
+        ca_file: Option<&std::path::Path>,
+    ) -> ApiResult<Self> {
+        let authority = super::url_authority(&reg.url)?;
+        let roots = match ca_file {
+            Some(path) => vec![std::fs::read(path).map_err(|e| {
+                ApiError::internal(
+                    "reading registry_ca_file",
+                    format!("{}: {e}", path.display()),
+                )
+            })?],
+            None => Vec::new(),
+        };
+        let settings = Settings {
+            http: reg.url.starts_with("http://"),
+            accept_invalid: !reg.ssl_verify,
+            roots,
+        };
+        let mut http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
-            .danger_accept_invalid_certs(!reg.ssl_verify)
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .tls_danger_accept_invalid_certs(settings.accept_invalid);
+        for pem in &settings.roots {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| ApiError::internal("reading registry_ca_file", e))?;
+            http = http.tls_certs_merge(certs);
+        }
+        let http = http
             .build()
             .map_err(|e| ApiError::internal("building an HTTP client", e))?;
-        let auth = reg
-            .username
-            .clone()
-            .map(|u| (u, reg.password.clone().unwrap_or_default()));
+        let auth = match &reg.username {
+            Some(u) if !u.is_empty() => {
+                RegistryAuth::Basic(u.clone(), reg.password.clone().unwrap_or_default())
+            }
+            _ => RegistryAuth::Anonymous,
+        };
         Ok(Self {
-            http,
-            base: reg.url.trim_end_matches('/').to_string(),
+            client: Client::new(settings.client_config()),
+            settings,
+            base: format!(
+                "{}://{authority}",
+                if reg.url.starts_with("http://") {
+                    "http"
+                } else {
+                    "https"
+                }
+            ),
+            authority,
             auth,
+            http,
         })
     }
 
-    async fn get(&self, path: &str, accept: Option<&str>) -> ApiResult<(Value, Option<String>)> {
-        let url = format!("{}{path}", self.base);
-        let mut req = self.http.get(&url);
-        if let Some((u, p)) = &self.auth {
-            req = req.basic_auth(u, Some(p));
+    fn reference(&self, repo: &str, tag: &str) -> Reference {
+        if tag.contains(':') {
+            Reference::with_digest(self.authority.clone(), repo.to_string(), tag.to_string())
+        } else {
+            Reference::with_tag(self.authority.clone(), repo.to_string(), tag.to_string())
         }
-        if let Some(a) = accept {
-            req = req.header(ACCEPT, a);
-        }
-        let resp = req.send().await.map_err(|e| {
-            ApiError::bad_request(format!("registry {} is unreachable: {e}", self.base))
-        })?;
-        let status = resp.status();
-        if status == reqwest::StatusCode::UNAUTHORIZED {
-            return Err(ApiError::bad_request(format!(
-                "registry {} refused the credentials",
-                self.base
-            )));
-        }
-        if !status.is_success() {
-            return Err(ApiError::bad_request(format!(
-                "registry {} answered {status} for {path}",
-                self.base
-            )));
-        }
-        let digest = resp
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = resp.json().await.map_err(|e| {
-            ApiError::bad_request(format!(
-                "registry {} sent invalid JSON for {path}: {e}",
-                self.base
-            ))
-        })?;
-        Ok((body, digest))
     }
 
-    /// Every repository (the catalog comes in pages of at most 1,000, continued with `last`).
+    fn refused(&self, what: &str, e: OciDistributionError) -> ApiError {
+        let why = match &e {
+            OciDistributionError::UnauthorizedError { .. }
+            | OciDistributionError::AuthenticationFailure(_) => {
+                "refused the credentials".to_string()
+            }
+            OciDistributionError::RequestError(e) if !e.is_status() => {
+                format!("is unreachable: {e}")
+            }
+            other => format!("failed: {other}"),
+        };
+        ApiError::bad_request(format!("registry {} {why} ({what})", self.base))
+    }
+
+    /// Every repository under `project` (all when `None`), page by page.
     pub async fn repositories(&self, project: Option<&str>) -> ApiResult<Vec<String>> {
-        const PAGE: usize = 1000;
+        let probe = self.reference("catalog", "latest");
+        let first = self.client.catalog(&probe, &self.auth, None, None).await;
+        // A registry with token auth wants a token scoped to the catalog itself.
+        let (client, auth) = match first {
+            Err(OciDistributionError::UnauthorizedError { .. }) => {
+                let token = self.scoped_token("registry:catalog:*").await?;
+                (
+                    Client::new(self.settings.client_config()),
+                    RegistryAuth::Bearer(token),
+                )
+            }
+            Err(e) => return Err(self.refused("listing repositories", e)),
+            Ok(_) => (self.client.clone(), self.auth.clone()),
+        };
         let mut all: Vec<String> = Vec::new();
-        loop {
-            let path = match all.last() {
-                Some(last) => format!("/v2/_catalog?n={PAGE}&last={last}"),
-                None => format!("/v2/_catalog?n={PAGE}"),
-            };
-            let (v, _) = self.get(&path, None).await?;
-            let page: Vec<String> = v["repositories"]
-                .as_array()
-                .map(|r| {
-                    r.iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let full = page.len() == PAGE;
-            all.extend(page);
-            if !full {
+        let mut last: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let page = client
+                .catalog(&probe, &auth, None, last.as_deref())
+                .await
+                .map_err(|e| self.refused("listing repositories", e))?
+                .repositories;
+            // Pages are the registry's own size (asking for more than its maximum is an
+            // error there); only an empty page (or one that does not move on) ends the list.
+            let next = page.last().cloned();
+            if next.is_none() || next == last {
                 break;
             }
+            all.extend(page);
+            last = next;
         }
+        all.sort();
+        all.dedup();
         Ok(all
             .into_iter()
             .filter(|r| project.is_none_or(|p| r.starts_with(&format!("{p}/"))))
             .collect())
     }
 
+    /// Every tag of `repo`, page by page.
     pub async fn tags(&self, repo: &str) -> ApiResult<Vec<String>> {
-        let (v, _) = self.get(&format!("/v2/{repo}/tags/list"), None).await?;
-        Ok(v["tags"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default())
+        let image = self.reference(repo, "latest");
+        let mut all: Vec<String> = Vec::new();
+        let mut last: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let page = self
+                .client
+                .list_tags(&image, &self.auth, None, last.as_deref())
+                .await
+                .map_err(|e| self.refused(&format!("listing the tags of {repo}"), e))?
+                .tags;
+            let next = page.last().cloned();
+            if next.is_none() || next == last {
+                break;
+            }
+            all.extend(page);
+            last = next;
+        }
+        all.sort();
+        all.dedup();
+        Ok(all)
     }
 
-    /// The image behind `repo:tag`, if it is a Backend.AI environment image.
+    /// The image behind `repo:tag` (or `repo@digest`), if it is a Backend.AI environment image.
     pub async fn inspect(&self, repo: &str, tag: &str) -> ApiResult<Option<FoundImage>> {
-        let (mut manifest, mut digest) = self
-            .get(&format!("/v2/{repo}/manifests/{tag}"), Some(MANIFEST_TYPES))
-            .await?;
-        if let Some(list) = manifest["manifests"].as_array() {
-            let pick = list
-                .iter()
-                .find(|m| {
-                    m["platform"]["architecture"] == "amd64" && m["platform"]["os"] == "linux"
-                })
-                .or_else(|| list.first())
-                .and_then(|m| m["digest"].as_str())
-                .ok_or_else(|| {
-                    ApiError::bad_request(format!("{repo}:{tag} has an empty image index"))
-                })?
-                .to_string();
-            let (m, _) = self
-                .get(
-                    &format!("/v2/{repo}/manifests/{pick}"),
-                    Some(MANIFEST_TYPES),
-                )
-                .await?;
-            manifest = m;
-            digest = Some(pick);
-        }
-        let Some(config_digest) = manifest["config"]["digest"].as_str() else {
-            return Ok(None);
-        };
-        let (config, _) = self
-            .get(&format!("/v2/{repo}/blobs/{config_digest}"), None)
-            .await?;
-        let labels: std::collections::HashMap<String, String> = config["config"]["Labels"]
+        let image = self.reference(repo, tag);
+        let (manifest, digest, config) = self
+            .client
+            .pull_manifest_and_config(&image, &self.auth)
+            .await
+            .map_err(|e| self.refused(&format!("reading {repo}:{tag}"), e))?;
+        let config: Value = serde_json::from_str(&config).map_err(|e| {
+            ApiError::bad_request(format!(
+                "registry {} sent an invalid image config for {repo}:{tag}: {e}",
+                self.base
+            ))
+        })?;
+        let labels: HashMap<String, String> = config["config"]["Labels"]
             .as_object()
             .map(|o| {
                 o.iter()
@@ -178,17 +254,106 @@ impl RegistryClient {
         if !labels.contains_key("ai.backend.kernelspec") {
             return Ok(None);
         }
-        let size = manifest["layers"]
-            .as_array()
-            .map(|l| l.iter().filter_map(|x| x["size"].as_i64()).sum())
-            .unwrap_or(0);
+        let size = manifest.layers.iter().map(|l| l.size).sum();
         Ok(Some(FoundImage {
             repository: repo.to_string(),
             tag: tag.to_string(),
-            digest: digest.unwrap_or_else(|| config_digest.to_string()),
+            digest,
             architecture: arch(config["architecture"].as_str().unwrap_or("amd64")),
             size_bytes: size,
             labels,
         }))
+    }
+
+    /// A Bearer token for `scope` from the realm the registry's challenge names, asked with
+    /// the stored credentials.
+    async fn scoped_token(&self, scope: &str) -> ApiResult<String> {
+        let unreachable = |e: reqwest::Error| {
+            ApiError::bad_request(format!("registry {} is unreachable: {e}", self.base))
+        };
+        let resp = self
+            .http
+            .get(format!("{}/v2/", self.base))
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let challenge = resp
+            .headers()
+            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(bearer_challenge)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("registry {} refused the credentials", self.base))
+            })?;
+        let mut query = vec![("scope", scope.to_string())];
+        if let Some(service) = challenge.service {
+            query.push(("service", service));
+        }
+        let mut req = self.http.get(&challenge.realm).query(&query);
+        if let RegistryAuth::Basic(u, p) = &self.auth {
+            req = req.basic_auth(u, Some(p));
+        }
+        let resp = req.send().await.map_err(unreachable)?;
+        if !resp.status().is_success() {
+            return Err(ApiError::bad_request(format!(
+                "registry {} refused the credentials (token service answered {})",
+                self.base,
+                resp.status()
+            )));
+        }
+        let body: Value = resp.json().await.map_err(unreachable)?;
+        body["token"]
+            .as_str()
+            .or(body["access_token"].as_str())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "registry {}'s token service sent no token",
+                    self.base
+                ))
+            })
+    }
+}
+
+struct Challenge {
+    realm: String,
+    service: Option<String>,
+}
+
+/// `Bearer realm="…",service="…"` from a `WWW-Authenticate` header.
+fn bearer_challenge(header: &str) -> Option<Challenge> {
+    let challenges = http_auth::parse_challenges(header).ok()?;
+    let bearer = challenges
+        .into_iter()
+        .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))?;
+    let param = |name: &str| {
+        bearer
+            .params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.to_unescaped())
+    };
+    let realm = param("realm")?;
+    (realm.starts_with("https://") || realm.starts_with("http://")).then(|| Challenge {
+        realm,
+        service: param("service"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_challenge;
+
+    #[test]
+    fn challenges() {
+        let c = bearer_challenge(
+            r#"Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/python:pull""#,
+        )
+        .unwrap();
+        assert_eq!(c.realm, "https://auth.docker.io/token");
+        assert_eq!(c.service.as_deref(), Some("registry.docker.io"));
+        assert!(bearer_challenge(r#"Basic realm="x""#).is_none());
+        assert!(bearer_challenge(r#"Bearer realm="file:///etc/passwd""#).is_none());
     }
 }

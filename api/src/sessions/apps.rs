@@ -323,8 +323,11 @@ pub async fn start(
                 tokio::spawn(forward_tcp(state.clone(), id, listener, host_port)).abort_handle()
             } else {
                 let router = pool_router(state.clone(), id, app.to_string());
+                let tls = state.tls.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = axum::serve(listener, router).await {
+                    let served =
+                        crate::tls::serve(listener, tls, router, std::future::pending()).await;
+                    if let Err(e) = served {
                         tracing::warn!(error = %e, "app port listener stopped");
                     }
                 })
@@ -534,6 +537,7 @@ fn authorize(
     entry: Option<&AppEntry>,
     req: &Request,
     via_pool: bool,
+    secure: bool,
 ) -> ApiResult<Option<String>> {
     if let Principal::User(c) = principal
         && super::works_inside(c, session)
@@ -561,8 +565,9 @@ fn authorize(
         return Ok(None);
     }
     if query_token(req).is_some_and(|t| crate::auth::tokens::eq(&t, &entry.token)) {
+        let secure = if secure { "; Secure" } else { "" };
         return Ok(Some(format!(
-            "{cookie}={}; Path=/apps/{}/{app}/; HttpOnly; SameSite=Lax",
+            "{cookie}={}; Path=/apps/{}/{app}/; HttpOnly; SameSite=Lax{secure}",
             entry.token, session.id
         )));
     }
@@ -667,7 +672,15 @@ async fn proxy_inner(
         });
     };
     let entry = state.started_apps.entry(id, app);
-    let set_cookie = authorize(principal, &s, app, entry.as_ref(), &req, via_pool)?;
+    let set_cookie = authorize(
+        principal,
+        &s,
+        app,
+        entry.as_ref(),
+        &req,
+        via_pool,
+        state.tls.is_some(),
+    )?;
     if !via_pool {
         // The console's origin never serves an app: the browser goes to the app's own port.
         let port = entry.as_ref().and_then(|e| e.pool_port).ok_or_else(|| {
@@ -680,9 +693,13 @@ async fn proxy_inner(
             .path_and_query()
             .map(|p| p.as_str().to_string())
             .unwrap_or_default();
+        let scheme = if state.tls.is_some() { "https" } else { "http" };
         return Response::builder()
             .status(StatusCode::TEMPORARY_REDIRECT)
-            .header("location", format!("http://{host}:{port}{path_and_query}"))
+            .header(
+                "location",
+                format!("{scheme}://{host}:{port}{path_and_query}"),
+            )
             .body(Body::empty())
             .map_err(|e| ApiError::internal("redirecting to an app", e));
     }

@@ -65,14 +65,24 @@ async fn bridge(
         )
         .await?;
     let (mut to_browser, mut from_browser) = ws.split();
+    let stopping = state.shutdown.clone();
     let pump_out = async {
-        while let Some(Ok(chunk)) = output.next().await {
-            if to_browser
-                .send(Message::Binary(chunk.into_bytes()))
-                .await
-                .is_err()
-            {
-                break;
+        loop {
+            tokio::select! {
+                chunk = output.next() => {
+                    let Some(Ok(chunk)) = chunk else { break };
+                    if to_browser
+                        .send(Message::Binary(chunk.into_bytes()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                _ = stopping.cancelled() => {
+                    let _ = to_browser.send(going_away()).await;
+                    return;
+                }
             }
         }
         let _ = to_browser.send(Message::Close(None)).await;
@@ -110,4 +120,13 @@ async fn bridge(
         _ = pump_in => {}
     }
     Ok(())
+}
+
+/// The close frame a live WebSocket (terminal, execution) gets when the server shuts down:
+/// 1001 "going away", with the reason.
+pub fn going_away() -> Message {
+    Message::Close(Some(axum::extract::ws::CloseFrame {
+        code: axum::extract::ws::close_code::AWAY,
+        reason: "server shutting down".into(),
+    }))
 }

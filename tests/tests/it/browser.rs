@@ -34,6 +34,11 @@ pub struct Browser {
 }
 
 pub async fn browser() -> Browser {
+    browser_with(&[]).await
+}
+
+/// A browser with more command-line switches.
+pub async fn browser_with(extra: &[String]) -> Browser {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -48,14 +53,25 @@ pub async fn browser() -> Browser {
         .expect("chromedriver must be installed (Debian chromium-driver)");
     let profile =
         std::env::temp_dir().join(format!("bai-chrome-{}", uuid::Uuid::new_v4().simple()));
+    let mut args: Vec<String> = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,800",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    args.extend(extra.iter().cloned());
     let caps = serde_json::json!({
         "browserName": "chrome",
-        "goog:chromeOptions": {
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-dev-shm-usage", "--window-size=1200,800", format!("--user-data-dir={}", profile.display())]
-        }
+        "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": args }
     });
     let caps = caps.as_object().unwrap().clone();
     let url = format!("http://127.0.0.1:{port}");
@@ -923,4 +939,52 @@ async fn console_administration_screens() {
         )
         .await;
     assert!(body["errors"].is_array(), "{body}");
+}
+
+/// The console over HTTPS served by bai itself: the browser trusts exactly the test server's
+/// key (not any certificate), logs in, and the login survives a reload in a `Secure`,
+/// `__Host-` cookie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_over_https() {
+    let dir = web_dir();
+    let tls = TlsFiles::new();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.web_dir = dir;
+        c.tls_cert = Some(tls.cert.clone());
+        c.tls_key = Some(tls.key.clone());
+    })
+    .await;
+    assert!(app.base.starts_with("https://localhost:"), "{}", app.base);
+    let b = browser_with(&[format!(
+        "--ignore-certificate-errors-spki-list={}",
+        tls.spki_sha256()
+    )])
+    .await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        login_as(c, &app.base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
+        text_of(c, "#current-user").await;
+        let url = c.current_url().await.map_err(|e| e.to_string())?;
+        if url.scheme() != "https" {
+            return Err(format!("not on https: {url}"));
+        }
+        let cookies = c.get_all_cookies().await.map_err(|e| e.to_string())?;
+        let login = cookies
+            .iter()
+            .find(|k| k.name() == "__Host-bai_session")
+            .ok_or_else(|| format!("no __Host- login cookie: {cookies:?}"))?;
+        if login.secure() != Some(true) || login.http_only() != Some(true) {
+            return Err(format!("login cookie not Secure+HttpOnly: {login:?}"));
+        }
+        c.refresh().await.map_err(|e| e.to_string())?;
+        let who = text_of(c, "#current-user").await;
+        if !who.contains(ADMIN_EMAIL) {
+            return Err(format!("user shown after reload: {who}"));
+        }
+        shot(c, "https-console.png").await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
 }

@@ -11,12 +11,19 @@ use crate::both_dbs;
 use crate::support::*;
 
 fn cli_path() -> PathBuf {
-    let p = std::env::var("BAI_TEST_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/bai-cli/venv/bin/backend.ai")
-        });
+    installed_cli("BAI_TEST_CLI", "venv")
+}
+
+/// The newest 26.9.x client (Python 3.13), beside 23.9.10.
+fn cli26_path() -> PathBuf {
+    installed_cli("BAI_TEST_CLI26", "venv26")
+}
+
+fn installed_cli(var: &str, venv: &str) -> PathBuf {
+    let p = std::env::var(var).map(PathBuf::from).unwrap_or_else(|_| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default())
+            .join(format!(".cache/bai-cli/{venv}/bin/backend.ai"))
+    });
     assert!(
         p.exists(),
         "the backend.ai client is not installed at {} (run scripts/cli.sh)",
@@ -31,6 +38,8 @@ struct Cli {
     access_key: String,
     secret_key: String,
     dir: PathBuf,
+    /// The CA the client must trust (an HTTPS server made by the test).
+    ca: Option<PathBuf>,
 }
 
 struct Out {
@@ -68,6 +77,11 @@ impl Cli {
             access_key: kp["keypair"]["access_key"].as_str().unwrap().into(),
             secret_key: kp["keypair"]["secret_key"].as_str().unwrap().into(),
             dir,
+            ca: app
+                .config
+                .tls_cert
+                .as_ref()
+                .map(|c| c.with_file_name("ca.pem")),
         }
     }
 
@@ -83,6 +97,10 @@ impl Cli {
             .env("COLUMNS", "300")
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        if let Some(ca) = &self.ca {
+            // Python's default TLS context (the client's) reads its roots from here.
+            c.env("SSL_CERT_FILE", ca);
+        }
         c
     }
 
@@ -438,4 +456,44 @@ both_dbs!(rest_resources_and_authorize, |db| async move {
         .await
         .unwrap();
     assert_eq!(anon.status(), 401);
+});
+
+// Both official clients, unchanged, against bai serving HTTPS itself (a CA made by the
+// test, given to the client as Python's `SSL_CERT_FILE`): a query-mode run streams over a
+// WebSocket through TLS, `ps` lists through GraphQL.
+both_dbs!(official_clis_over_https, |db| async move {
+    require_docker();
+    let tls = TlsFiles::new();
+    let app = spawn_with(db, |c| {
+        c.tls_cert = Some(tls.cert.clone());
+        c.tls_key = Some(tls.key.clone());
+    })
+    .await;
+    app.ok(
+        Some(&app.admin_token),
+        "mutation($t: String!) { alias_image(alias: \"python\", target: $t) { ok } }",
+        json!({"t": PYTHON}),
+    )
+    .await;
+    let user = app.user("tls-cli@x.org", "user", "default").await;
+    for bin in [cli_path(), cli26_path()] {
+        let mut cli = Cli::for_user(&app, &user).await;
+        assert!(cli.endpoint.starts_with("https://"), "{}", cli.endpoint);
+        cli.bin = bin.clone();
+        let out = cli
+            .run(&["run", "--rm", "-c", "print(\"over tls\")", "python"])
+            .await;
+        assert!(out.ok, "{}: {out}", bin.display());
+        assert!(
+            out.stdout.contains("over tls\n"),
+            "{}: {out}",
+            bin.display()
+        );
+        let out = cli.run(&["ps"]).await;
+        assert!(out.ok, "{}: {out}", bin.display());
+        // Without the CA, the client refuses the server (verification is real).
+        cli.ca = None;
+        let out = cli.run(&["ps"]).await;
+        assert!(!out.ok, "{}: {out}", bin.display());
+    }
 });

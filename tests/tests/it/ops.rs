@@ -444,3 +444,130 @@ both_dbs!(shutdown_closes_streams_with_a_reason, |db| async move {
         started.elapsed()
     );
 });
+
+both_dbs!(https_in_the_binary, |db| async move {
+    let tls = TlsFiles::new();
+    let app = spawn_with(db, |c| {
+        c.tls_cert = Some(tls.cert.clone());
+        c.tls_key = Some(tls.key.clone());
+        c.tls_redirect_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    let port = app.server.as_ref().unwrap().addr.port();
+    // HTTP/2 through ALPN, with HSTS.
+    let resp = app.http.get(app.url("/health/live")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+    assert_eq!(
+        resp.headers()["strict-transport-security"],
+        "max-age=31536000"
+    );
+    // HTTP/1.1 clients too; GraphQL over either.
+    let h1 = reqwest::Client::builder()
+        .tls_certs_only([TlsFiles::ca_of(&tls.cert)])
+        .http1_only()
+        .build()
+        .unwrap();
+    let resp = h1
+        .post(app.url("/graphql"))
+        .json(&json!({"query": "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
+                      "variables": {"e": ADMIN_EMAIL, "p": ADMIN_PASSWORD}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.version(), reqwest::Version::HTTP_11);
+    // The login cookie is `Secure` with the `__Host-` prefix (no Domain, Path=/).
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.starts_with("__Host-bai_session="), "{cookie}");
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    assert!(cookie.contains("Path=/"), "{cookie}");
+    assert!(!cookie.to_ascii_lowercase().contains("domain="), "{cookie}");
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["data"]["login"]["token"].is_string(), "{body}");
+    // The logged-in cookie works over HTTPS; the same value under the plain name does not.
+    let value = cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("__Host-bai_session=")
+        .to_string();
+    for (name, works) in [("__Host-bai_session", true), ("bai_session", false)] {
+        let body: Value = app
+            .http
+            .post(app.url("/graphql"))
+            .header("cookie", format!("{name}={value}"))
+            .json(&json!({"query": "{ whoami: user { email } }"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            body["data"]["whoami"]["email"] == ADMIN_EMAIL,
+            works,
+            "{name}: {body}"
+        );
+    }
+    // A client that does not trust the CA fails the handshake; plain HTTP on the TLS port
+    // gets nothing served in the clear.
+    let untrusting = reqwest::Client::builder()
+        .tls_certs_only([])
+        .build()
+        .unwrap();
+    assert!(
+        untrusting
+            .get(app.url("/health/live"))
+            .send()
+            .await
+            .is_err()
+    );
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/health/live"))
+        .send()
+        .await;
+    assert!(
+        plain.as_ref().map(|r| r.status() != 200).unwrap_or(true),
+        "{plain:?}"
+    );
+    // The redirect listener sends every path (and query) to HTTPS with 308.
+    let redirect = app.server.as_ref().unwrap().redirect_addr.unwrap();
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = no_follow
+        .post(format!("http://{redirect}/graphql?x=1"))
+        .header("host", format!("localhost:{}", redirect.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 308);
+    assert_eq!(
+        resp.headers()["location"],
+        format!("https://localhost:{port}/graphql?x=1").as_str()
+    );
+    // A Host header carrying more than a host name never shapes the redirect.
+    let resp = no_follow
+        .get(format!("http://{redirect}/"))
+        .header("host", "evil.example/x@y")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    // Followed by a client that trusts the CA, the redirect lands on the real page.
+    let resp = app
+        .http
+        .get(format!("http://localhost:{}/health/live", redirect.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.url().scheme(), "https");
+    // No TLS settings half given.
+    let mut half = app.config.clone();
+    half.tls_key = None;
+    half.listen = "127.0.0.1:0".parse().unwrap();
+    let err = api::start(half).await.err().expect("refused").to_string();
+    assert!(err.contains("tls_cert and tls_key"), "{err}");
+});

@@ -39,20 +39,32 @@ impl Drop for Registry {
 }
 
 async fn registry() -> Registry {
+    let dir = std::env::temp_dir().join(format!("bai-registry-{}", uuid::Uuid::new_v4().simple()));
+    let (proc, port) = registry_on(&dir, "").await;
+    Registry {
+        _proc: proc,
+        port,
+        dir,
+    }
+}
+
+/// A registry serving the storage under `dir/data` with `extra` lines of configuration (an
+/// `auth:` section, say) on a free loopback port.
+async fn registry_on(dir: &Path, extra: &str) -> (tokio::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let dir = std::env::temp_dir().join(format!("bai-registry-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let config = format!(
-        "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+        "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n{extra}",
         dir.join("data").display()
     );
-    std::fs::write(dir.join("config.yml"), config).unwrap();
+    let file = dir.join(format!("config-{port}.yml"));
+    std::fs::write(&file, config).unwrap();
     let proc = tokio::process::Command::new("docker-registry")
-        .args(["serve", dir.join("config.yml").to_str().unwrap()])
+        .args(["serve", file.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
@@ -67,11 +79,7 @@ async fn registry() -> Registry {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Registry {
-        _proc: proc,
-        port,
-        dir,
-    }
+    (proc, port)
 }
 
 /// A tiny runnable image (busybox, a `work` user) pushed to `reference`, then removed
@@ -273,4 +281,290 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
         .await,
         "FORBIDDEN",
     );
+});
+
+/// A token issuer as registries use (Docker's token authentication): `GET /token?service=…
+/// &scope=…` with HTTP Basic credentials answers `{"token": JWT}` signed (RS256, through
+/// `openssl`) by a key whose certificate the registry trusts. It grants exactly the scopes
+/// asked for, to `scanner` / `s3cret` only, and records them.
+struct TokenIssuer {
+    port: u16,
+    scopes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TokenIssuer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn token_issuer(dir: &Path) -> TokenIssuer {
+    use base64::Engine;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    run(
+        "openssl",
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=bai test token issuer",
+            "-keyout",
+            dir.join("token.key").to_str().unwrap(),
+            "-out",
+            dir.join("token.pem").to_str().unwrap(),
+        ],
+        None,
+    );
+    let der = std::process::Command::new("openssl")
+        .args([
+            "x509",
+            "-outform",
+            "der",
+            "-in",
+            dir.join("token.pem").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap()
+        .stdout;
+    let x5c = base64::engine::general_purpose::STANDARD.encode(der);
+    let key = dir.join("token.key");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let scopes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = scopes.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                continue;
+            };
+            let (key, x5c, seen) = (key.clone(), x5c.clone(), seen.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).to_string();
+                let target = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let url = reqwest::Url::parse(&format!("http://x{target}")).unwrap();
+                let q: std::collections::HashMap<String, String> =
+                    url.query_pairs().into_owned().collect();
+                let want = format!(
+                    "basic {}",
+                    base64::engine::general_purpose::STANDARD.encode("scanner:s3cret")
+                );
+                let authorised = head.lines().any(|l| {
+                    l.to_ascii_lowercase().starts_with("authorization:")
+                        && l.split_once(':')
+                            .unwrap()
+                            .1
+                            .trim()
+                            .eq_ignore_ascii_case(&want)
+                });
+                let (status, body) = if authorised {
+                    let scope = q.get("scope").cloned().unwrap_or_default();
+                    seen.lock().unwrap().push(scope.clone());
+                    let access: Vec<Value> = scope
+                        .split(' ')
+                        .filter(|s| !s.is_empty())
+                        .map(|s| {
+                            let mut parts = s.splitn(3, ':');
+                            let (t, n, a) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                            json!({"type": t, "name": n, "actions": a.split(',').collect::<Vec<_>>()})
+                        })
+                        .collect();
+                    let now = chrono::Utc::now().timestamp();
+                    let b64 = |v: &Value| {
+                        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+                    };
+                    let signing_input = format!(
+                        "{}.{}",
+                        b64(&json!({"alg": "RS256", "typ": "JWT", "x5c": [x5c]})),
+                        b64(&json!({"iss": "bai-test-issuer", "sub": "scanner",
+                                    "aud": q.get("service").cloned().unwrap_or_default(),
+                                    "exp": now + 300, "nbf": now - 10, "iat": now,
+                                    "jti": uuid::Uuid::new_v4().to_string(), "access": access}))
+                    );
+                    let mut sign = tokio::process::Command::new("openssl")
+                        .args(["dgst", "-sha256", "-sign", key.to_str().unwrap()])
+                        .stdin(std::process::Stdio::piped())
+                        .stdout(std::process::Stdio::piped())
+                        .spawn()
+                        .unwrap();
+                    let mut stdin = sign.stdin.take().unwrap();
+                    stdin.write_all(signing_input.as_bytes()).await.unwrap();
+                    drop(stdin);
+                    let sig = sign.wait_with_output().await.unwrap().stdout;
+                    let token = format!(
+                        "{signing_input}.{}",
+                        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig)
+                    );
+                    (
+                        "200 OK",
+                        json!({"token": token, "expires_in": 300}).to_string(),
+                    )
+                } else {
+                    (
+                        "401 Unauthorized",
+                        json!({"details": "bad credentials"}).to_string(),
+                    )
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    TokenIssuer { port, scopes, task }
+}
+
+async fn rescan(app: &TestApp, host: &str) -> Value {
+    let started = app
+        .admin(
+            "mutation($r: String) { rescan_images(registry: $r) { task_id } }",
+            json!({"r": host}),
+        )
+        .await;
+    follow_task(app, started["rescan_images"]["task_id"].as_str().unwrap()).await
+}
+
+// Registries as labs run them: HTTP Basic (htpasswd), and token authentication over HTTPS
+// with a private CA (a Harbor's or GitLab's). The catalog comes in pages smaller than asked
+// (`maxentries`), images are found by digest too, and wrong credentials fail the scan
+// with the reason.
+both_dbs!(registry_basic_and_token_auth, |db| async move {
+    require_docker();
+    let dir = std::env::temp_dir().join(format!("bai-regauth-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Images go in through an open registry on the same storage.
+    let (open, port) = registry_on(&dir, "").await;
+    let labels = ["ai.backend.kernelspec=1", "ai.backend.base-distro=busybox"];
+    for r in ["bai/tok:1", "bai/tok:2"] {
+        push_mini_image(&format!("127.0.0.1:{port}/{r}"), &labels);
+    }
+    for r in ["other/a:1", "other/b:1"] {
+        push_mini_image(&format!("127.0.0.1:{port}/{r}"), &["purpose=plain"]);
+    }
+    drop(open);
+    let tls = TlsFiles::new();
+    let app = spawn_with(db, |c| c.registry_ca_file = Some(tls.ca.clone())).await;
+    let add = |host: String, url: String, user: &str, pass: &str| {
+        let (user, pass) = (user.to_string(), pass.to_string());
+        let app = &app;
+        async move {
+            app.admin("mutation($h: String!, $p: CreateContainerRegistryInput!) { create_container_registry(hostname: $h, props: $p) { ok } }",
+                json!({"h": host, "p": {"url": url, "type": "docker", "username": user, "password": pass}})).await;
+        }
+    };
+    let set_password = |host: String, pass: &str| {
+        let pass = pass.to_string();
+        let app = &app;
+        async move {
+            app.admin("mutation($h: String!, $p: String!) { modify_container_registry(hostname: $h, props: {password: $p}) { ok } }",
+                json!({"h": host, "p": pass})).await;
+        }
+    };
+
+    // HTTP Basic, catalog pages of 2 for 3 repositories.
+    let htpasswd = std::process::Command::new("htpasswd")
+        .args(["-Bbn", "scanner", "s3cret"])
+        .output()
+        .expect("htpasswd must be installed (Debian apache2-utils)");
+    std::fs::write(dir.join("htpasswd"), &htpasswd.stdout).unwrap();
+    let (_basic, port) = registry_on(
+        &dir,
+        &format!(
+            "catalog:\n  maxentries: 2\nauth:\n  htpasswd:\n    realm: bai-test\n    path: {}\n",
+            dir.join("htpasswd").display()
+        ),
+    )
+    .await;
+    let host = format!("127.0.0.1:{port}");
+    add(host.clone(), format!("http://{host}"), "scanner", "wrong").await;
+    let failed = rescan(&app, &host).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused the credentials"),
+        "{failed}"
+    );
+    set_password(host.clone(), "s3cret").await;
+    let done = rescan(&app, &host).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["message"], "2 environment image(s) found", "{done}");
+
+    // Token authentication over HTTPS signed by the test CA.
+    let issuer = token_issuer(&dir).await;
+    let (_token, port) = registry_on(
+        &dir,
+        &format!(
+            "  tls:\n    certificate: {}\n    key: {}\ncatalog:\n  maxentries: 2\nauth:\n  token:\n    realm: http://127.0.0.1:{}/token\n    service: bai-test-registry\n    issuer: bai-test-issuer\n    rootcertbundle: {}\n",
+            tls.cert.display(),
+            tls.key.display(),
+            issuer.port,
+            dir.join("token.pem").display()
+        ),
+    )
+    .await;
+    let host = format!("localhost:{port}");
+    add(host.clone(), format!("https://{host}"), "scanner", "wrong").await;
+    let failed = rescan(&app, &host).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused the credentials"),
+        "{failed}"
+    );
+    set_password(host.clone(), "s3cret").await;
+    let done = rescan(&app, &host).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["message"], "2 environment image(s) found", "{done}");
+    let scopes = issuer.scopes.lock().unwrap().clone();
+    assert!(
+        scopes.iter().any(|s| s == "registry:catalog:*"),
+        "{scopes:?}"
+    );
+    assert!(
+        scopes.iter().any(|s| s == "repository:bai/tok:pull"),
+        "{scopes:?}"
+    );
+    assert!(!scopes.iter().any(|s| s.contains("push")), "{scopes:?}");
+
+    // By tag and by digest.
+    let reference = format!("{host}/bai/tok:2");
+    let img = app
+        .admin(
+            "query($r: String!) { image(reference: $r) { name digest } }",
+            json!({"r": reference}),
+        )
+        .await;
+    let digest = img["image"]["digest"].as_str().unwrap().to_string();
+    assert!(digest.starts_with("sha256:"), "{img}");
+    let by_digest = app
+        .admin(
+            "query($r: String!) { image(reference: $r) { name } }",
+            json!({"r": format!("{host}/bai/tok@{digest}")}),
+        )
+        .await;
+    assert_eq!(
+        by_digest["image"]["name"],
+        reference.as_str(),
+        "{by_digest}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 });

@@ -993,6 +993,81 @@ where
     screen
 }
 
+// At shutdown, a live terminal and a live execution stream are closed with 1001 and the
+// reason, not cut.
+both_dbs!(
+    live_websockets_close_with_a_reason_at_shutdown,
+    |db| async move {
+        require_docker();
+        let mut app = spawn_with(db, |c| c.shutdown_grace_secs = 5).await;
+        let user = app.user("closing@x.org", "user", "default").await;
+        let id =
+            session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+        wait_status(&app, &user, &id, &["RUNNING"]).await;
+        let mut term = terminal_ws(&app, &user, &id).await.unwrap();
+        term.send(Message::text(
+            r#"{"type":"input","data":"echo ready-$((40+2))\r"}"#,
+        ))
+        .await
+        .unwrap();
+        read_until(&mut term, "ready-42").await;
+        let mut req = app
+            .url(&format!("/stream/session/{id}/execute"))
+            .replace("http://", "ws://")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {user}").parse().unwrap());
+        req.headers_mut()
+            .insert("x-backendai-version", "v8.20240915".parse().unwrap());
+        let (mut exec, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        exec.send(Message::text(
+        json!({"mode": "query", "code": "import time\nprint('started', flush=True)\ntime.sleep(60)"}).to_string(),
+    ))
+    .await
+    .unwrap();
+        loop {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(30), exec.next())
+                .await
+                .expect("execution output")
+                .unwrap()
+                .unwrap();
+            if msg.to_text().unwrap_or("").contains("started") {
+                break;
+            }
+        }
+        let instance = app.state().instance_id.clone();
+        let server = app.server.take().unwrap();
+        let stopping = tokio::spawn(server.stop());
+        for (name, ws) in [("terminal", &mut term), ("execute", &mut exec)] {
+            let frame = loop {
+                let msg = tokio::time::timeout(std::time::Duration::from_secs(5), ws.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("{name}: no close frame"));
+                match msg {
+                    Some(Ok(Message::Close(f))) => break f,
+                    Some(Ok(_)) => continue,
+                    other => panic!("{name}: ended without a close frame: {other:?}"),
+                }
+            };
+            let frame = frame.unwrap_or_else(|| panic!("{name}: close without a reason"));
+            assert_eq!(u16::from(frame.code), 1001, "{name}");
+            assert!(frame.reason.contains("shutting down"), "{name}: {frame:?}");
+        }
+        stopping.await.unwrap().unwrap();
+        // The server is gone: its containers go by hand.
+        let left = docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=ai.backend.bai-instance={instance}"),
+        ]);
+        for c in left.split_whitespace() {
+            docker(&["rm", "-f", "-v", c]);
+        }
+    }
+);
+
 both_dbs!(web_terminal_is_real_tmux, |db| async move {
     require_docker();
     let app = spawn(db).await;

@@ -120,8 +120,8 @@ pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp
     }
     tweak(&mut config);
     let server = api::start(config.clone()).await.expect("server starts");
-    let base = format!("http://{}", server.addr);
-    let http = reqwest::Client::new();
+    let base = base_url(&server, &config);
+    let http = client_for(&config);
     let mut app = TestApp {
         server: Some(server),
         base,
@@ -132,6 +132,145 @@ pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp
     };
     app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     app
+}
+
+/// `http://127.0.0.1:PORT`, or over TLS `https://localhost:PORT` (the name in the test
+/// certificate).
+fn base_url(server: &api::Server, config: &api::Config) -> String {
+    match config.tls_cert {
+        Some(_) => format!("https://localhost:{}", server.addr.port()),
+        None => format!("http://{}", server.addr),
+    }
+}
+
+/// An HTTP client; for a TLS server one that trusts the test CA (`ca.pem` beside
+/// `tls_cert`, as [`TlsFiles`] makes them) and nothing else.
+fn client_for(config: &api::Config) -> reqwest::Client {
+    match &config.tls_cert {
+        Some(cert) => reqwest::Client::builder()
+            .tls_certs_only([TlsFiles::ca_of(cert)])
+            .build()
+            .unwrap(),
+        None => reqwest::Client::new(),
+    }
+}
+
+/// A certificate authority and a server certificate for `localhost` / 127.0.0.1 signed by
+/// it, made by `openssl` in a fresh directory.
+pub struct TlsFiles {
+    pub dir: PathBuf,
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    pub fn new() -> TlsFiles {
+        let dir = std::env::temp_dir().join(format!("bai-tls-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .expect("openssl must be installed");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=bai test CA",
+                    "-addext",
+                    "basicConstraints=critical,CA:TRUE",
+                    "-addext",
+                    "keyUsage=critical,keyCertSign,cRLSign",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "server.key",
+                    "-out",
+                    "server.csr",
+                    "-subj",
+                    "/CN=localhost",
+                ],
+            ]
+            .concat(),
+        );
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]);
+        TlsFiles {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("server.pem"),
+            key: dir.join("server.key"),
+            dir,
+        }
+    }
+
+    /// The CA that signed `cert` (it lies beside it).
+    pub fn ca_of(cert: &std::path::Path) -> reqwest::Certificate {
+        let pem = std::fs::read(cert.with_file_name("ca.pem")).unwrap();
+        reqwest::Certificate::from_pem(&pem).unwrap()
+    }
+
+    /// The base64 SHA-256 of the server key's SubjectPublicKeyInfo (Chromium's
+    /// `--ignore-certificate-errors-spki-list`: trust this one key, nothing else).
+    pub fn spki_sha256(&self) -> String {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("openssl pkey -in server.key -pubout -outform der | openssl dgst -sha256 -binary | base64")
+            .current_dir(&self.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
 }
 
 impl TestApp {
@@ -148,7 +287,7 @@ impl TestApp {
         let server = api::start(self.config.clone())
             .await
             .expect("server restarts");
-        self.base = format!("http://{}", server.addr);
+        self.base = base_url(&server, &self.config);
         self.server = Some(server);
         self.admin_token = self.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     }
