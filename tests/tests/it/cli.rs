@@ -476,12 +476,12 @@ both_dbs!(official_clis_over_https, |db| async move {
     )
     .await;
     let user = app.user("tls-cli@x.org", "user", "default").await;
-    for bin in [cli_path(), cli26_path()] {
+    for (bin, name) in [(cli_path(), "tls-sdk23"), (cli26_path(), "tls-sdk26")] {
         let mut cli = Cli::for_user(&app, &user).await;
         assert!(cli.endpoint.starts_with("https://"), "{}", cli.endpoint);
         cli.bin = bin.clone();
         let out = cli
-            .run(&["run", "--rm", "-c", "print(\"over tls\")", "python"])
+            .run(&["run", "--name", name, "-c", "print(\"over tls\")", "python"])
             .await;
         assert!(out.ok, "{}: {out}", bin.display());
         assert!(
@@ -491,6 +491,7 @@ both_dbs!(official_clis_over_https, |db| async move {
         );
         let out = cli.run(&["ps"]).await;
         assert!(out.ok, "{}: {out}", bin.display());
+        assert!(out.stdout.contains(name), "{}: {out}", bin.display());
         // Without the CA, the client refuses the server (verification is real).
         cli.ca = None;
         let out = cli.run(&["ps"]).await;
