@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-ensure_debs brotli
+ensure_debs brotli binaryen
 rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
@@ -15,12 +15,17 @@ fi
 cargo build -p web --target wasm32-unknown-unknown --profile wasm-release
 rm -rf web/dist.tmp
 mkdir -p web/dist.tmp
-wasm-bindgen --target web --no-typescript --out-dir web/dist.tmp \
-  "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm-release/web.wasm"
+# wasm-opt (Debian's binaryen) runs on cargo's output, BEFORE wasm-bindgen: run after it,
+# binaryen 108 turns wasm-bindgen's externref table into a funcref one and the page stays
+# blank (../shared/TOOLCHAIN.md, pitfall 1); before it, it sees a plain module and the
+# browser tests pass on the result.
+wasm-opt -Oz --enable-bulk-memory --enable-mutable-globals --enable-sign-ext \
+  --enable-nontrapping-float-to-int --enable-reference-types --enable-multivalue \
+  "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm-release/web.wasm" -o web/dist.tmp/opt.wasm
+wasm-bindgen --target web --no-typescript --out-dir web/dist.tmp --out-name web web/dist.tmp/opt.wasm
+rm web/dist.tmp/opt.wasm
 # Content-hashed names (served with a one-year immutable cache) and precompressed copies
-# (brotli, gzip) that the server hands to browsers asking for them. No wasm-opt: Debian's
-# binaryen 108 silently breaks this bundle (../shared/TOOLCHAIN.md, pitfall 1) and no newer
-# one can be fetched here.
+# (brotli, gzip) that the server hands to browsers asking for them.
 hash=$(cat web/dist.tmp/web.js web/dist.tmp/web_bg.wasm | sha256sum | cut -c1-12)
 mv web/dist.tmp/web.js "web/dist.tmp/web-$hash.js"
 mv web/dist.tmp/web_bg.wasm "web/dist.tmp/web_bg-$hash.wasm"
