@@ -287,3 +287,36 @@ pub async fn ready(State(state): State<AppState>) -> Response {
     };
     (status, axum::Json(body)).into_response()
 }
+
+/// Marks a response that may be compressed: it echoes no secret, so compression cannot leak
+/// one through the response size (BREACH).
+#[derive(Clone, Copy)]
+pub struct Compressible;
+
+/// A GraphQL document whose answer may be compressed: a read (no mutation) that selects no
+/// field that can carry a secret (keys, tokens, passwords). Judged on the text, so a false
+/// "no" only costs bytes.
+pub fn compressible_document(query: &str) -> bool {
+    const SECRETS: &[&str] = &["mutation", "secret", "token", "private", "password"];
+    let q = query.to_ascii_lowercase();
+    !SECRETS.iter().any(|s| q.contains(s))
+}
+
+/// The compression predicate's test for the [`Compressible`] mark.
+type Marked = fn(
+    axum::http::StatusCode,
+    axum::http::Version,
+    &axum::http::HeaderMap,
+    &axum::http::Extensions,
+) -> bool;
+
+/// Compresses (gzip) marked answers of at least 1 KiB for clients that accept it.
+pub fn compression() -> tower_http::compression::CompressionLayer<
+    tower_http::compression::predicate::And<tower_http::compression::predicate::SizeAbove, Marked>,
+> {
+    use tower_http::compression::predicate::{Predicate, SizeAbove};
+    let marked: Marked = |_, _, _, ext| ext.get::<Compressible>().is_some();
+    tower_http::compression::CompressionLayer::new()
+        .gzip(true)
+        .compress_when(SizeAbove::new(1024).and(marked))
+}

@@ -47,6 +47,7 @@ pub fn router(app: AppState) -> Router {
         ))
         // A layer, not DefaultBodyLimit: the GraphQL extractor reads the body stream itself.
         .layer(RequestBodyLimitLayer::new(body_limit))
+        .layer(crate::observe::compression())
         .with_state(web);
     // File transfer streams bodies of any size, so it sits outside the body limit above.
     let app_for_compat = app.clone();

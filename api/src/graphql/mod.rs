@@ -220,11 +220,10 @@ pub async fn graphql_post(
     Extension(principal): Extension<Principal>,
     Extension(addr): Extension<ClientAddr>,
     req: GraphQLRequest,
-) -> GraphQLResponse {
-    let resp = web
-        .schema
-        .execute(req.into_inner().data(principal).data(addr))
-        .await;
+) -> Response {
+    let request = req.into_inner();
+    let compressible = crate::observe::compressible_document(&request.query);
+    let resp = web.schema.execute(request.data(principal).data(addr)).await;
     let code = resp
         .errors
         .first()
@@ -240,7 +239,13 @@ pub async fn graphql_post(
             .to_string()
         });
     metrics::counter!("bai_graphql_requests_total", "code" => code).increment(1);
-    ensure_codes(resp).into()
+    let mut response = GraphQLResponse::from(ensure_codes(resp)).into_response();
+    if compressible {
+        response
+            .extensions_mut()
+            .insert(crate::observe::Compressible);
+    }
+    response
 }
 
 pub async fn graphiql() -> impl IntoResponse {

@@ -571,3 +571,46 @@ both_dbs!(https_in_the_binary, |db| async move {
     let err = api::start(half).await.err().expect("refused").to_string();
     assert!(err.contains("tls_cert and tls_key"), "{err}");
 });
+
+// Large answers that echo no secret are compressed for clients that ask; answers that may
+// carry a secret (keys, tokens) never are, so their size cannot leak it (BREACH).
+both_dbs!(large_answers_compressed_secrets_never, |db| async move {
+    let app = spawn(db).await;
+    let post = |query: &'static str| {
+        app.http
+            .post(app.url("/graphql"))
+            .bearer_auth(&app.admin_token)
+            .header("accept-encoding", "gzip")
+            .json(&json!({ "query": query }))
+            .send()
+    };
+    let encoding = |r: &reqwest::Response| {
+        r.headers()
+            .get("content-encoding")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let big = post("{ __schema { types { name description fields { name description } } } }")
+        .await
+        .unwrap();
+    assert_eq!(encoding(&big).as_deref(), Some("gzip"));
+    let raw = big.bytes().await.unwrap();
+    assert_eq!(&raw[..2], &[0x1f, 0x8b], "a gzip stream");
+    // The same size of answer with a secret key in it: plain.
+    let secret = post("{ __schema { types { name description fields { name description } } } keypair { secret_key } }")
+        .await
+        .unwrap();
+    assert_eq!(encoding(&secret), None);
+    let body: Value = secret.json().await.unwrap();
+    assert!(body["data"]["keypair"]["secret_key"].is_string(), "{body}");
+    // Small answers and clients that do not ask: plain.
+    assert_eq!(encoding(&post("{ __typename }").await.unwrap()), None);
+    let unasked = app
+        .http
+        .post(app.url("/graphql"))
+        .bearer_auth(&app.admin_token)
+        .json(&json!({ "query": "{ __schema { types { name description } } }" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(encoding(&unasked), None);
+});
