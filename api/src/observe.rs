@@ -172,6 +172,9 @@ pub async fn fallback(State(state): State<AppState>, req: Request) -> Response {
         };
         resp.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+        // The answer depends on Accept-Encoding (precompressed copies): caches must know.
+        resp.headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("accept-encoding"));
         return resp;
     }
     if html && let Some(page) = console_page(&web_dir).await {
