@@ -255,3 +255,258 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }
+
+/// One load run's figures.
+struct Load {
+    requests: usize,
+    errors: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Load {
+    fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+    fn line(&self, name: &str, baseline: Option<&Load>) -> String {
+        let ms = |p: f64| percentile(&self.latencies, p).as_secs_f64() * 1e3;
+        let ratio = baseline
+            .map(|b| format!("  = {:.2} of the baseline's req/s", self.rate() / b.rate()))
+            .unwrap_or_default();
+        format!(
+            "  {name:<44} {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  errors {}{ratio}",
+            self.rate(),
+            ms(0.5),
+            ms(0.99),
+            self.errors
+        )
+    }
+}
+
+/// `connections` HTTP/1.1 keep-alive connections, each sending `make()`'s requests one after
+/// another for `seconds`.
+async fn load<F>(connections: usize, seconds: u64, make: F) -> Load
+where
+    F: Fn(&reqwest::Client) -> reqwest::RequestBuilder + Send + Sync + 'static,
+{
+    let make = std::sync::Arc::new(make);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let make = make.clone();
+        tasks.push(tokio::spawn(async move {
+            // One client per connection: its pool keeps that one connection alive.
+            let client = reqwest::Client::builder()
+                .http1_only()
+                .pool_max_idle_per_host(1)
+                .build()
+                .unwrap_or_default();
+            let (mut lat, mut errors) = (Vec::new(), 0usize);
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                match make(&client).send().await {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.bytes().await;
+                        lat.push(t.elapsed());
+                    }
+                    _ => errors += 1,
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut all = Load {
+        requests: 0,
+        errors: 0,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+    };
+    for t in tasks {
+        if let Ok((lat, errors)) = t.await {
+            all.latencies.extend(lat);
+            all.errors += errors;
+        }
+    }
+    all.elapsed = started.elapsed();
+    all.requests = all.latencies.len();
+    all.latencies.sort();
+    all
+}
+
+/// The API under load, over real HTTP on loopback: a bearer-token and an HMAC-signed
+/// `compute_session_list(limit: 20)` over `sessions` sessions, against anonymous
+/// `{ __typename }` measured in the same run. `database_url` None = SQLite.
+pub async fn api(
+    seconds: u64,
+    connections: usize,
+    sessions: usize,
+    database_url: Option<String>,
+) -> anyhow::Result<()> {
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+    let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
+    let db_name = if database_url.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    let config = crate::Config {
+        listen: "127.0.0.1:0".parse()?,
+        data_dir: dir.clone(),
+        database_url,
+        admin_password: Some("Bench-pass-1".into()),
+        admin_rate_limit: u32::MAX,
+        docker_endpoints: Vec::new(),
+        network_isolation: false,
+        log: "warn".into(),
+        ..Default::default()
+    };
+    let server = crate::start(config).await?;
+    let state = server.state.clone();
+    let base = format!("http://{}", server.addr);
+    let admin = entity::users::Entity::find()
+        .filter(entity::users::Column::Email.eq("admin@bai.local"))
+        .one(&state.db)
+        .await?
+        .context("the bench superadmin")?;
+    let ak = admin.main_access_key.clone().context("admin keypair")?;
+    let kp = entity::keypairs::Entity::find_by_id(ak.clone())
+        .one(&state.db)
+        .await?
+        .context("admin keypair")?;
+    let group = entity::groups::Entity::find()
+        .filter(entity::groups::Column::Name.eq("default"))
+        .one(&state.db)
+        .await?
+        .context("default project")?;
+    let now = chrono::Utc::now();
+    for i in 0..sessions {
+        use entity::enums::{ClusterMode, SessionResult, SessionStatus, SessionType};
+        entity::sessions::ActiveModel {
+            id: Set(Uuid::new_v4()),
+            name: Set(format!("bench-{i}")),
+            session_type: Set(SessionType::Interactive),
+            priority: Set(10),
+            cluster_mode: Set(ClusterMode::SingleNode),
+            cluster_size: Set(1),
+            agent_ids: Set(serde_json::json!([])),
+            scaling_group_name: Set(Some("default".into())),
+            domain_name: Set("default".into()),
+            group_id: Set(group.id),
+            user_uuid: Set(admin.uuid),
+            access_key: Set(ak.clone()),
+            images: Set(serde_json::json!(["bai.local/stable/python:3.11-debian12"])),
+            tag: Set(None),
+            occupying_slots: Set(Default::default()),
+            requested_slots: Set(Default::default()),
+            vfolder_mounts: Set(serde_json::json!([])),
+            environ: Set(serde_json::json!({})),
+            resource_opts: Set(serde_json::json!({})),
+            bootstrap_script: Set(None),
+            startup_command: Set(None),
+            created_at: Set(now),
+            terminated_at: Set(Some(now)),
+            starts_at: Set(None),
+            status: Set(SessionStatus::Terminated),
+            status_changed: Set(now),
+            status_info: Set(Some("user-requested".into())),
+            status_data: Set(None),
+            status_history: Set(serde_json::json!({})),
+            callback_url: Set(None),
+            result: Set(SessionResult::Success),
+            num_queries: Set(0),
+            last_stat: Set(None),
+            last_activity: Set(None),
+        }
+        .insert(&state.db)
+        .await?;
+    }
+    let login: serde_json::Value = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&serde_json::json!({"query": "mutation { login(email: \"admin@bai.local\", password: \"Bench-pass-1\") { token } }"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let token = login["data"]["login"]["token"]
+        .as_str()
+        .context("bench login")?
+        .to_string();
+    let list = serde_json::json!({"query": "{ compute_session_list(limit: 20, offset: 0, status: \"TERMINATED\") { total_count items { id name status } } }"});
+    let check: serde_json::Value = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .bearer_auth(&token)
+        .json(&list)
+        .send()
+        .await?
+        .json()
+        .await?;
+    anyhow::ensure!(
+        check["data"]["compute_session_list"]["total_count"].as_u64() == Some(sessions as u64),
+        "the list does not show the sessions: {check}"
+    );
+    println!(
+        "api on {db_name}: {connections} HTTP/1.1 keep-alive connections, {seconds} s each, {sessions} sessions"
+    );
+    let url = format!("{base}/graphql");
+    let anon = {
+        let url = url.clone();
+        load(connections, seconds, move |c| {
+            c.post(&url)
+                .json(&serde_json::json!({"query": "{ __typename }"}))
+        })
+        .await
+    };
+    println!("{}", anon.line("baseline: anonymous { __typename }", None));
+    let bearer = {
+        let (url, token, list) = (url.clone(), token.clone(), list.clone());
+        load(connections, seconds, move |c| {
+            c.post(&url).bearer_auth(&token).json(&list)
+        })
+        .await
+    };
+    println!(
+        "{}",
+        bearer.line("bearer compute_session_list(limit: 20)", Some(&anon))
+    );
+    let signed = {
+        let admin_gql = format!("{base}/admin/gql");
+        let host = server.addr.to_string();
+        let secret = kp.secret_key.clone();
+        let body = list.to_string();
+        load(connections, seconds, move |c| {
+            // A fresh date (microseconds) per request: every signature is new, as the
+            // official client's are.
+            let now = chrono::Utc::now();
+            let raw_date = now.to_rfc3339_opts(chrono::SecondsFormat::Micros, false);
+            let date = now.fixed_offset();
+            let input = crate::auth::hmac::SignInput {
+                method: "POST",
+                path_and_query: "/admin/gql",
+                raw_date: &raw_date,
+                date,
+                host: &host,
+                content_type: "application/json",
+                version: crate::API_VERSION,
+            };
+            let sig = crate::auth::hmac::sign(&secret, &input);
+            c.post(&admin_gql)
+                .header(
+                    "authorization",
+                    format!("BackendAI signMethod=HMAC-SHA256, credential={ak}:{sig}"),
+                )
+                .header("date", raw_date.clone())
+                .header("x-backendai-version", crate::API_VERSION)
+                .header("content-type", "application/json")
+                .body(body.clone())
+        })
+        .await
+    };
+    println!(
+        "{}",
+        signed.line("HMAC-signed /admin/gql, the same list", Some(&anon))
+    );
+    server.stop().await?;
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(())
+}

@@ -57,6 +57,28 @@ pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection
     Ok(db)
 }
 
+/// The read pool beside `writer`: for SQLite, read-only connections to the same file (WAL
+/// lets them read while the writer writes); for PostgreSQL, the writer's own pool.
+pub async fn connect_readers(
+    url: &str,
+    writer: &DatabaseConnection,
+) -> anyhow::Result<DatabaseConnection> {
+    if !url.starts_with("sqlite:") {
+        return Ok(writer.clone());
+    }
+    let opts = SqliteConnectOptions::from_str(url)
+        .with_context(|| format!("invalid SQLite URL {url}"))?
+        .read_only(true)
+        .busy_timeout(Duration::from_secs(10));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(60))
+        .connect_with(opts)
+        .await
+        .with_context(|| format!("opening SQLite readers for {url}"))?;
+    Ok(SqlxSqliteConnector::from_sqlx_sqlite_pool(pool))
+}
+
 /// Connects without migrating (tools and tests that manage databases).
 pub async fn connect_raw(url: &str) -> anyhow::Result<DatabaseConnection> {
     let mut opts = ConnectOptions::new(url.to_string());

@@ -157,7 +157,8 @@ where
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
-    let state = AppState::new(db, config, instance, http, tls.clone());
+    let read = db::connect_readers(&config.effective_database_url(), &db).await?;
+    let state = AppState::new(db, read, config, instance, http, tls.clone());
     agents::start_all(&state)
         .await
         .map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;
@@ -166,9 +167,11 @@ where
         .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.message))?;
     let mut background = vec![
         tokio::spawn(scheduler::run(state.clone())),
+        tokio::spawn(scheduler::wake_on_changes(state.clone())),
         tokio::spawn(agents::heartbeat_loop(state.clone())),
         tokio::spawn(agents::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
+        tokio::spawn(keypairs::usage::flush_loop(state.clone())),
     ];
     if let Some(listener) = metrics_listener {
         let router = axum::Router::new()
@@ -219,6 +222,8 @@ where
         for task in background {
             task.abort();
         }
+        // Nothing counted is lost on a clean shutdown.
+        stopping.usage.flush(&stopping.db).await;
         agents::stop_all(&stopping).await;
         drop(data_lock);
         served

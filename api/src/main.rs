@@ -79,6 +79,19 @@ enum Command {
         agents: usize,
         #[arg(long, default_value_t = 10000)]
         pending: usize,
+        /// Seconds per API load run (0 = skip the API benchmark).
+        #[arg(long, default_value_t = 10)]
+        api_seconds: u64,
+        /// Keep-alive connections of the API load generator.
+        #[arg(long, default_value_t = 16)]
+        api_connections: usize,
+        /// Sessions in the database the API lists from.
+        #[arg(long, default_value_t = 10000)]
+        api_sessions: usize,
+        /// Also run the API benchmark on this PostgreSQL database (emptied first by nobody:
+        /// use a fresh one).
+        #[arg(long, env = "BAI_BENCH_DATABASE_URL")]
+        api_postgres: Option<String>,
     },
 }
 
@@ -197,8 +210,18 @@ async fn main() -> anyhow::Result<()> {
             image,
             agents,
             pending,
+            api_seconds,
+            api_connections,
+            api_sessions,
+            api_postgres,
         } => {
             init_logging("warn", "text");
+            if api_seconds > 0 {
+                api::bench::api(api_seconds, api_connections, api_sessions, None).await?;
+                if let Some(url) = api_postgres {
+                    api::bench::api(api_seconds, api_connections, api_sessions, Some(url)).await?;
+                }
+            }
             api::bench::scheduler(agents, pending);
             if launch_rounds > 0 {
                 api::bench::launch(launch_rounds, &image).await?;

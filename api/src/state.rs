@@ -12,7 +12,11 @@ use crate::sessions::locks::SessionLocks;
 
 #[derive(Clone)]
 pub struct AppState {
+    /// Reads and writes (SQLite: the one writer connection).
     pub db: DatabaseConnection,
+    /// Reads only (SQLite: a pool of read-only connections beside the writer, WAL; PostgreSQL:
+    /// the same pool as `db`). Committed writes are visible to the next read.
+    pub read: DatabaseConnection,
     pub config: Arc<Config>,
     pub events: EventBus,
     pub rate_limiter: Arc<RateLimiter>,
@@ -34,6 +38,10 @@ pub struct AppState {
     pub seen_signatures: Arc<crate::auth::hmac::SeenSignatures>,
     /// Cancelled when the server begins to shut down: live streams end with a reason.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Login sessions, users and keypairs as requests prove who they are (`auth::cache`).
+    pub auth_cache: Arc<crate::auth::cache::AuthCache>,
+    /// Keypair use counted in memory, written in batches (`keypairs::usage`).
+    pub usage: Arc<crate::keypairs::usage::Usage>,
     /// The server's TLS settings when it speaks HTTPS (app ports use them too).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
@@ -41,6 +49,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(
         db: DatabaseConnection,
+        read: DatabaseConnection,
         config: Config,
         instance_id: String,
         http: reqwest::Client,
@@ -60,6 +69,9 @@ impl AppState {
             seen_signatures: Arc::new(crate::auth::hmac::SeenSignatures::new(skew)),
             shutdown: tokio_util::sync::CancellationToken::new(),
             db,
+            read,
+            auth_cache: Arc::default(),
+            usage: Arc::default(),
             config: Arc::new(config),
             events: EventBus::new(),
             rate_limiter: Arc::new(RateLimiter::default()),

@@ -11,8 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use entity::enums::UserStatus;
-use entity::{keypairs, login_sessions, users};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+use entity::users;
 
 use super::caller::{Caller, Principal};
 use super::{ClientAddr, Credential};
@@ -125,8 +124,7 @@ pub async fn reresolve(
     let caller = match credential {
         Credential::None => return Ok(Principal::Anonymous),
         Credential::Token(t) => caller_from_token(state, t).await?,
-        Credential::Keypair(ak) => match keypairs::Entity::find_by_id(ak.clone())
-            .one(&state.db)
+        Credential::Keypair(ak) => match super::cache::keypair(state, ak)
             .await?
             .filter(|k| k.is_active)
         {
@@ -184,8 +182,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 }
 
 async fn active_user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
-    Ok(users::Entity::find_by_id(uuid)
-        .one(&state.db)
+    Ok(super::cache::user(state, uuid)
         .await?
         .filter(|u| u.status == UserStatus::Active))
 }
@@ -196,8 +193,7 @@ pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiRe
     let Some(ak) = &user.main_access_key else {
         return Ok(true);
     };
-    Ok(keypairs::Entity::find_by_id(ak.clone())
-        .one(&state.db)
+    Ok(super::cache::keypair(state, ak)
         .await?
         .is_some_and(|k| k.is_active))
 }
@@ -205,11 +201,7 @@ pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiRe
 /// Looks up a login session by its token (bearer or cookie).
 pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Option<Caller>> {
     let hash = tokens::hash_token(token);
-    let Some(session) = login_sessions::Entity::find()
-        .filter(login_sessions::Column::TokenHash.eq(hash))
-        .one(&state.db)
-        .await?
-    else {
+    let Some(session) = super::cache::login_session(state, &hash).await? else {
         return Ok(None);
     };
     if session.expires_at <= Utc::now() {
@@ -256,8 +248,7 @@ async fn from_signature(
         .ok_or_else(|| fail("X-BackendAI-Version header is missing"))?;
     let host = header_str(headers, "host").ok_or_else(|| fail("Host header is missing"))?;
     let content_type = hmac::signed_content_type(header_str(headers, "content-type"));
-    let keypair = keypairs::Entity::find_by_id(cred.access_key.clone())
-        .one(&state.db)
+    let keypair = super::cache::keypair(state, &cred.access_key)
         .await?
         .filter(|k| k.is_active);
     // Same message for unknown keys and bad signatures: nothing to learn by probing.
@@ -308,12 +299,10 @@ async fn from_signature(
 #[derive(Debug, Clone, Copy)]
 pub struct RateWindow(pub u32, pub u32);
 
-/// Rate limit per keypair, then `num_queries += 1` and `last_used = now`.
+/// Rate limit per keypair, then `num_queries += 1` and `last_used = now` (in memory, written
+/// in batches: `keypairs::usage`).
 async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option<RateWindow>> {
-    let Some(kp) = keypairs::Entity::find_by_id(access_key.to_string())
-        .one(&state.db)
-        .await?
-    else {
+    let Some(kp) = super::cache::keypair(state, access_key).await? else {
         return Ok(None);
     };
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
@@ -335,14 +324,6 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
             .with_header("x-ratelimit-window", window));
         }
     };
-    keypairs::Entity::update_many()
-        .col_expr(
-            keypairs::Column::NumQueries,
-            Expr::col(keypairs::Column::NumQueries).add(1),
-        )
-        .col_expr(keypairs::Column::LastUsed, Expr::value(Utc::now()))
-        .filter(keypairs::Column::AccessKey.eq(access_key))
-        .exec(&state.db)
-        .await?;
+    state.usage.record(access_key);
     Ok((limit > 0).then_some(RateWindow(limit, remaining)))
 }

@@ -1,4 +1,5 @@
 //! Authentication and authorization: who is calling and what that allows.
+pub mod cache;
 pub mod caller;
 pub mod hmac;
 pub mod middleware;

@@ -1,13 +1,18 @@
 //! Per-keypair request rate limit over fixed 15-minute windows (Backend.AI's rule).
+//!
+//! Windows are aligned to the clock (window = Unix time / 900 s), so a count is just
+//! `(access key, window number) → requests`: a form several bai processes can share (an
+//! atomic increment in a shared store) when there are several managers. Here it lives in
+//! this process.
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Default)]
 pub struct RateLimiter {
-    windows: Mutex<HashMap<String, (Instant, u32)>>,
+    windows: Mutex<HashMap<String, (u64, u32)>>,
 }
 
 /// Over the limit: retry after this long.
@@ -20,27 +25,32 @@ impl RateLimiter {
     /// Counts one request for `key`; `limit` 0 means unlimited. Returns what is left of the
     /// window.
     pub fn check(&self, key: &str, limit: u32) -> Result<u32, Exceeded> {
-        self.check_at(key, limit, Instant::now())
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        self.check_at(key, limit, now)
     }
 
-    fn check_at(&self, key: &str, limit: u32, now: Instant) -> Result<u32, Exceeded> {
+    fn check_at(&self, key: &str, limit: u32, unix_secs: u64) -> Result<u32, Exceeded> {
         if limit == 0 {
             return Ok(u32::MAX);
         }
+        let window = unix_secs / WINDOW.as_secs();
         let mut windows = match self.windows.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
         if windows.len() > 100_000 {
-            windows.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
+            windows.retain(|_, (w, _)| *w == window);
         }
-        let entry = windows.entry(key.to_string()).or_insert((now, 0));
-        if now.duration_since(entry.0) >= WINDOW {
-            *entry = (now, 0);
+        let entry = windows.entry(key.to_string()).or_insert((window, 0));
+        if entry.0 != window {
+            *entry = (window, 0);
         }
         if entry.1 >= limit {
             return Err(Exceeded {
-                retry_after: WINDOW.saturating_sub(now.duration_since(entry.0)),
+                retry_after: Duration::from_secs(WINDOW.as_secs() - unix_secs % WINDOW.as_secs()),
             });
         }
         entry.1 += 1;
@@ -55,12 +65,13 @@ mod tests {
     #[test]
     fn window_resets() {
         let rl = RateLimiter::default();
-        let t0 = Instant::now();
+        let t0 = 900 * 1000 + 100;
         assert!(rl.check_at("k", 2, t0).is_ok());
         assert!(rl.check_at("k", 2, t0).is_ok());
-        assert!(rl.check_at("k", 2, t0).is_err());
+        let over = rl.check_at("k", 2, t0 + 10).unwrap_err();
+        assert_eq!(over.retry_after, Duration::from_secs(790));
         assert!(rl.check_at("other", 2, t0).is_ok());
-        assert!(rl.check_at("k", 2, t0 + WINDOW).is_ok());
+        assert!(rl.check_at("k", 2, t0 + 800).is_ok(), "the next window");
         assert!(rl.check_at("k", 0, t0).is_ok());
     }
 }

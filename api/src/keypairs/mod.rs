@@ -1,5 +1,6 @@
 //! Keypairs: API credentials (access key + secret key) with a resource policy and rate limit.
 pub mod graphql;
+pub mod usage;
 
 use chrono::Utc;
 use entity::enums::SessionStatus;

@@ -33,21 +33,62 @@ pub struct Scheduler {
     notify: Notify,
     /// Held while a pass runs (tests and benchmarks may run a pass directly).
     pass: Mutex<()>,
+    /// Something relevant changed since the last pass (a session arrived or ended, an agent
+    /// came or went, resources were released).
+    dirty: std::sync::atomic::AtomicBool,
+    /// Passes each pending session waited through, kept here rather than written on every
+    /// pass (the database gets them with the next change of reason).
+    retries: std::sync::Mutex<HashMap<Uuid, u32>>,
 }
 
 impl Scheduler {
     pub fn wake(&self) {
+        self.dirty.store(true, std::sync::atomic::Ordering::SeqCst);
         self.notify.notify_one();
+    }
+
+    fn retries(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, u32>> {
+        match self.retries.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Waited passes of `s`: the count kept here, else the one last written.
+    fn retries_of(&self, s: &sessions::Model) -> u32 {
+        self.retries()
+            .get(&s.id)
+            .copied()
+            .unwrap_or_else(|| retries_of(s))
     }
 }
 
+/// Ticks without a change between the passes the safety tick still makes (time-based
+/// predicates such as a reservation's start, and anything a wake-up missed).
+const IDLE_TICKS_PER_PASS: u32 = 6;
+
 pub async fn run(state: AppState) {
     let tick = Duration::from_secs(state.config.scheduler_tick_secs.max(1));
+    let mut idle_ticks = 0;
     loop {
         tokio::select! {
             _ = state.scheduler.notify.notified() => {}
-            _ = tokio::time::sleep(tick) => {}
+            _ = tokio::time::sleep(tick) => {
+                // Nothing changed: a queue that could not be placed a moment ago still
+                // cannot; only every few ticks is it looked at again.
+                if !state.scheduler.dirty.load(std::sync::atomic::Ordering::SeqCst) {
+                    idle_ticks += 1;
+                    if idle_ticks < IDLE_TICKS_PER_PASS {
+                        continue;
+                    }
+                }
+            }
         }
+        idle_ticks = 0;
+        state
+            .scheduler
+            .dirty
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let started = std::time::Instant::now();
         match schedule_once(&state).await {
             Ok(placed) => {
@@ -59,14 +100,49 @@ pub async fn run(state: AppState) {
     }
 }
 
+/// Wakes the scheduler when an administrator changes what placement depends on: policies,
+/// project/domain limits, resource groups, keypairs, scheduler settings. Sessions arriving
+/// and ending and agents coming and going wake it where they happen; an agent's heartbeat
+/// (live use) does not. Lagging behind the bus only means waking once more.
+pub async fn wake_on_changes(state: AppState) {
+    use crate::events::Event;
+    let mut rx = state.events.subscribe();
+    loop {
+        match rx.recv().await {
+            Ok(event) => {
+                if let Event::Changed(c) = event.as_ref()
+                    && matches!(
+                        c.kind,
+                        ObjectKind::KeypairResourcePolicy
+                            | ObjectKind::Keypair
+                            | ObjectKind::Group
+                            | ObjectKind::Domain
+                            | ObjectKind::ScalingGroup
+                            | ObjectKind::SystemSetting
+                    )
+                {
+                    state.scheduler.wake();
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => state.scheduler.wake(),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
 /// One pass over every active resource group with pending sessions; returns placements made.
 pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
     let _pass = state.scheduler.pass.lock().await;
+    // Snapshots are read on the read pool: a pass never holds up a writer (a create).
     let pending = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Pending))
         .order_by_asc(sessions::Column::CreatedAt)
-        .all(&state.db)
+        .all(&state.read)
         .await?;
+    {
+        let ids: std::collections::HashSet<Uuid> = pending.iter().map(|s| s.id).collect();
+        state.scheduler.retries().retain(|id, _| ids.contains(id));
+    }
     if pending.is_empty() {
         return Ok(0);
     }
@@ -80,7 +156,7 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
     let mut placed = 0;
     for (sg_name, pending) in by_group {
         let Some(sg) = scaling_groups::Entity::find_by_id(sg_name.clone())
-            .one(&state.db)
+            .one(&state.read)
             .await?
         else {
             continue;
@@ -106,7 +182,7 @@ async fn load_snapshot(
     sg: &scaling_groups::Model,
     pending: &[sessions::Model],
 ) -> ApiResult<Snapshot> {
-    let db = &state.db;
+    let db = &state.read;
     let alive = agents::Entity::find()
         .filter(agents::Column::ScalingGroup.eq(&sg.name))
         .filter(agents::Column::Status.eq(AgentStatus::Alive))
@@ -238,7 +314,7 @@ async fn load_snapshot(
                 domain: s.domain_name.clone(),
                 requested: Dense::from_slots(&s.requested_slots),
                 order: s.created_at.timestamp_micros(),
-                retries: retries_of(s),
+                retries: state.scheduler.retries_of(s),
             })
             .collect(),
         keypairs: keypairs_state,
@@ -321,13 +397,9 @@ async fn apply(
                 let Some(s) = by_id.get(&session) else {
                     continue;
                 };
-                let retries = retries_of(s) + u32::from(status_info == "no-available-instances");
-                let data = json!({"scheduler": {
-                    "retries": retries,
-                    "last_try": chrono::Utc::now().to_rfc3339(),
-                    "failed_predicates": failed,
-                    "passed_predicates": passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
-                }});
+                let retries = state.scheduler.retries_of(s)
+                    + u32::from(status_info == "no-available-instances");
+                state.scheduler.retries().insert(session, retries);
                 // Only write (and notify) when the reason changed, not on every pass.
                 let old = s
                     .status_data
@@ -336,6 +408,15 @@ async fn apply(
                     .cloned();
                 let changed = s.status_info.as_deref() != Some(status_info)
                     || old.as_ref() != Some(&json!(failed));
+                if !changed {
+                    continue;
+                }
+                let data = json!({"scheduler": {
+                    "retries": retries,
+                    "last_try": chrono::Utc::now().to_rfc3339(),
+                    "failed_predicates": failed,
+                    "passed_predicates": passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
+                }});
                 // Only while still pending: a cancelled session keeps its reason.
                 let res = sessions::Entity::update_many()
                     .col_expr(
@@ -355,14 +436,12 @@ async fn apply(
                 }
                 let updated =
                     crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
-                if changed {
-                    crate::sessions::publish(
-                        state,
-                        &updated,
-                        "session_enqueued",
-                        Some(status_info.to_string()),
-                    );
-                }
+                crate::sessions::publish(
+                    state,
+                    &updated,
+                    "session_enqueued",
+                    Some(status_info.to_string()),
+                );
             }
         }
     }

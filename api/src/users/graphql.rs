@@ -462,6 +462,9 @@ impl UserMutation {
         if reset || updated.role != old_role || updated.status != UserStatus::Active {
             crate::accounts::end_login_sessions(&state.db, &state.revocations, updated.uuid, None)
                 .await?;
+        } else {
+            // Cached copies of the account (auth::cache) are not used past this change.
+            state.revocations.bump();
         }
         state.events.changed(
             ObjectKind::User,

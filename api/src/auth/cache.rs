@@ -1,0 +1,147 @@
+//! Short-lived copies of the rows every authenticated request reads (its login session, user
+//! and keypair), so that proving who calls costs no database round trip on most requests.
+//!
+//! Revocation still takes effect at once: each entry remembers the revocation count
+//! ([`super::Revocations`]) read *before* its row was fetched, and every revocation (logout,
+//! password change or reset, deactivation, role, user or keypair change) bumps that count
+//! after its change is committed, so no entry fetched before the change survives it. Entries
+//! also expire after [`TTL`]; misses are never cached (a guessed token cannot fill the cache),
+//! and each map holds at most [`MAX_ENTRIES`].
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use entity::{keypairs, login_sessions, users};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+use crate::error::ApiResult;
+use crate::state::AppState;
+
+pub const TTL: Duration = Duration::from_secs(5);
+pub const MAX_ENTRIES: usize = 20_000;
+
+struct Memo<K, V> {
+    map: Mutex<HashMap<K, (V, u64, Instant)>>,
+}
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Eq + Hash, V: Clone> Memo<K, V> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, (V, u64, Instant)>> {
+        match self.map.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn get(&self, key: &K, generation: u64) -> Option<V> {
+        match self.lock().get(key) {
+            Some((v, g, at)) if *g == generation && at.elapsed() < TTL => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    fn put(&self, key: K, value: V, generation: u64) {
+        let mut map = self.lock();
+        if map.len() >= MAX_ENTRIES {
+            map.retain(|_, (_, g, at)| *g == generation && at.elapsed() < TTL);
+            if map.len() >= MAX_ENTRIES {
+                map.clear();
+            }
+        }
+        map.insert(key, (value, generation, Instant::now()));
+    }
+}
+
+/// The three memos; one per server.
+#[derive(Default)]
+pub struct AuthCache {
+    sessions: Memo<String, login_sessions::Model>,
+    users: Memo<uuid::Uuid, users::Model>,
+    keypairs: Memo<String, keypairs::Model>,
+}
+
+/// The login session whose token hashes to `hash`.
+pub async fn login_session(
+    state: &AppState,
+    hash: &str,
+) -> ApiResult<Option<login_sessions::Model>> {
+    let generation = state.revocations.current();
+    if let Some(s) = state.auth_cache.sessions.get(&hash.to_string(), generation) {
+        return Ok(Some(s));
+    }
+    let found = login_sessions::Entity::find()
+        .filter(login_sessions::Column::TokenHash.eq(hash))
+        .one(&state.read)
+        .await?;
+    if let Some(s) = &found {
+        state
+            .auth_cache
+            .sessions
+            .put(hash.to_string(), s.clone(), generation);
+    }
+    Ok(found)
+}
+
+pub async fn user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
+    let generation = state.revocations.current();
+    if let Some(u) = state.auth_cache.users.get(&uuid, generation) {
+        return Ok(Some(u));
+    }
+    let found = users::Entity::find_by_id(uuid).one(&state.read).await?;
+    if let Some(u) = &found {
+        state.auth_cache.users.put(uuid, u.clone(), generation);
+    }
+    Ok(found)
+}
+
+pub async fn keypair(state: &AppState, access_key: &str) -> ApiResult<Option<keypairs::Model>> {
+    let generation = state.revocations.current();
+    if let Some(k) = state
+        .auth_cache
+        .keypairs
+        .get(&access_key.to_string(), generation)
+    {
+        return Ok(Some(k));
+    }
+    let found = keypairs::Entity::find_by_id(access_key.to_string())
+        .one(&state.read)
+        .await?;
+    if let Some(k) = &found {
+        state
+            .auth_cache
+            .keypairs
+            .put(access_key.to_string(), k.clone(), generation);
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Memo;
+
+    #[test]
+    fn a_revocation_ends_every_entry() {
+        let m: Memo<&str, u32> = Memo::default();
+        m.put("a", 1, 7);
+        assert_eq!(m.get(&"a", 7), Some(1));
+        assert_eq!(m.get(&"a", 8), None, "the count moved: stale");
+        assert_eq!(m.get(&"b", 7), None);
+    }
+
+    #[test]
+    fn bounded() {
+        let m: Memo<u32, u32> = Memo::default();
+        for i in 0..(super::MAX_ENTRIES as u32 + 10) {
+            m.put(i, i, 1);
+        }
+        assert!(m.lock().len() <= super::MAX_ENTRIES);
+    }
+}
