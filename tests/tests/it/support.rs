@@ -313,7 +313,7 @@ impl TestApp {
     pub async fn ok(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
         let body = self.gql(token, query, variables).await;
         assert!(
-            body.get("errors").is_none(),
+            body.get("errors").is_none() && !body["data"].is_null(),
             "unexpected errors for {query}: {body}"
         );
         body["data"].clone()
