@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the whole product (web console included) and runs `bai serve` on defaults:
+# Builds the whole product, optimised (release; web console included), and runs `bai serve`
+# on defaults:
 # http://127.0.0.1:8090, data in ./data (SQLite). Extra arguments go to `bai serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 scripts/images.sh
 scripts/build-web.sh
-cargo build -p api --bin bai
-exec "$CARGO_TARGET_DIR/debug/bai" serve "$@"
+cargo build --release -p api --bin bai
+exec "$CARGO_TARGET_DIR/release/bai" serve "$@"

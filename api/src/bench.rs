@@ -343,7 +343,7 @@ pub async fn api(
     sessions: usize,
     database_url: Option<String>,
 ) -> anyhow::Result<()> {
-    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter};
     let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
     let db_name = if database_url.is_some() {
         "PostgreSQL"
@@ -379,45 +379,13 @@ pub async fn api(
         .one(&state.db)
         .await?
         .context("default project")?;
-    let now = chrono::Utc::now();
     for i in 0..sessions {
-        use entity::enums::{ClusterMode, SessionResult, SessionStatus, SessionType};
-        entity::sessions::ActiveModel {
-            id: Set(Uuid::new_v4()),
-            name: Set(format!("bench-{i}")),
-            session_type: Set(SessionType::Interactive),
-            priority: Set(10),
-            cluster_mode: Set(ClusterMode::SingleNode),
-            cluster_size: Set(1),
-            agent_ids: Set(serde_json::json!([])),
-            scaling_group_name: Set(Some("default".into())),
-            domain_name: Set("default".into()),
-            group_id: Set(group.id),
-            user_uuid: Set(admin.uuid),
-            access_key: Set(ak.clone()),
-            images: Set(serde_json::json!(["bai.local/stable/python:3.11-debian12"])),
-            tag: Set(None),
-            occupying_slots: Set(Default::default()),
-            requested_slots: Set(Default::default()),
-            vfolder_mounts: Set(serde_json::json!([])),
-            environ: Set(serde_json::json!({})),
-            resource_opts: Set(serde_json::json!({})),
-            bootstrap_script: Set(None),
-            startup_command: Set(None),
-            created_at: Set(now),
-            terminated_at: Set(Some(now)),
-            starts_at: Set(None),
-            status: Set(SessionStatus::Terminated),
-            status_changed: Set(now),
-            status_info: Set(Some("user-requested".into())),
-            status_data: Set(None),
-            status_history: Set(serde_json::json!({})),
-            callback_url: Set(None),
-            result: Set(SessionResult::Success),
-            num_queries: Set(0),
-            last_stat: Set(None),
-            last_activity: Set(None),
-        }
+        session_row(
+            &format!("bench-{i}"),
+            &admin,
+            group.id,
+            entity::enums::SessionStatus::Terminated,
+        )
         .insert(&state.db)
         .await?;
     }
@@ -508,5 +476,427 @@ pub async fn api(
     );
     server.stop().await?;
     let _ = std::fs::remove_dir_all(dir);
+    Ok(())
+}
+
+/// A session row owned by `owner` in project `group` (no kernel, no container: a list entry
+/// or a queue entry).
+fn session_row(
+    name: &str,
+    owner: &entity::users::Model,
+    group: Uuid,
+    status: entity::enums::SessionStatus,
+) -> entity::sessions::ActiveModel {
+    use entity::enums::{ClusterMode, SessionResult, SessionType};
+    use sea_orm::Set;
+    let now = chrono::Utc::now();
+    let ended = status.is_terminal();
+    entity::sessions::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        name: Set(name.to_string()),
+        session_type: Set(SessionType::Interactive),
+        priority: Set(10),
+        cluster_mode: Set(ClusterMode::SingleNode),
+        cluster_size: Set(1),
+        agent_ids: Set(serde_json::json!([])),
+        scaling_group_name: Set(Some("default".into())),
+        domain_name: Set(owner.domain_name.clone()),
+        group_id: Set(group),
+        user_uuid: Set(owner.uuid),
+        access_key: Set(owner.main_access_key.clone().unwrap_or_default()),
+        images: Set(serde_json::json!(["bai.local/stable/python:3.11-debian12"])),
+        tag: Set(None),
+        occupying_slots: Set(Default::default()),
+        requested_slots: Set(entity::slots::ResourceSlots::parse_input([
+            ("cpu", "1"),
+            ("mem", "1g"),
+        ])
+        .unwrap_or_default()),
+        vfolder_mounts: Set(serde_json::json!([])),
+        environ: Set(serde_json::json!({})),
+        resource_opts: Set(serde_json::json!({})),
+        bootstrap_script: Set(None),
+        startup_command: Set(None),
+        created_at: Set(now),
+        terminated_at: Set(ended.then_some(now)),
+        starts_at: Set(None),
+        status: Set(status),
+        status_changed: Set(now),
+        status_info: Set(ended.then(|| "user-requested".to_string())),
+        status_data: Set(None),
+        status_history: Set(serde_json::json!({})),
+        callback_url: Set(None),
+        result: Set(if ended {
+            SessionResult::Success
+        } else {
+            SessionResult::Undefined
+        }),
+        num_queries: Set(0),
+        last_stat: Set(None),
+        last_activity: Set(None),
+    }
+}
+
+/// A `bai serve` child process on a fresh data directory (no engines), for measuring what the
+/// server alone holds; killed with the value.
+struct Child {
+    proc: tokio::process::Child,
+    base: String,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.proc.start_kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Child {
+    async fn start(extra_env: &[(&str, &str)]) -> anyhow::Result<Child> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
+        let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
+        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(&dir)
+            .env("BAI_ADMIN_PASSWORD", "Bench-pass-1")
+            .env("BAI_DOCKER_ENDPOINTS", "")
+            .env("BAI_NETWORK_ISOLATION", "false")
+            .env("BAI_LOG", "warn")
+            .env("BAI_WEB_DIR", dir.join("no-web"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let proc = cmd.spawn().context("starting bai serve")?;
+        let base = format!("http://127.0.0.1:{port}");
+        let child = Child { proc, base, dir };
+        for _ in 0..200 {
+            if reqwest::get(format!("{}/health/live", child.base))
+                .await
+                .is_ok()
+            {
+                return Ok(child);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("bai serve did not come up")
+    }
+
+    fn rss_bytes(&self) -> u64 {
+        let Some(pid) = self.proc.id() else { return 0 };
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
+            .map(|kb| kb * 1024)
+            .unwrap_or(0)
+    }
+
+    /// CPU time (user + system) the child has used so far.
+    fn cpu(&self) -> Duration {
+        let Some(pid) = self.proc.id() else {
+            return Duration::ZERO;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        // utime and stime are fields 14 and 15 (1-based) of the whole line: 12 and 13 here.
+        Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    }
+
+    async fn gql(&self, token: Option<&str>, query: &str) -> anyhow::Result<serde_json::Value> {
+        let mut req = reqwest::Client::new()
+            .post(format!("{}/graphql", self.base))
+            .json(&serde_json::json!({ "query": query }));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let body: serde_json::Value = req.send().await?.json().await?;
+        anyhow::ensure!(body.get("errors").is_none(), "GraphQL error: {body}");
+        Ok(body["data"].clone())
+    }
+
+    async fn login(&self) -> anyhow::Result<String> {
+        let data = self
+            .gql(
+                None,
+                "mutation { login(email: \"admin@bai.local\", password: \"Bench-pass-1\") { token } }",
+            )
+            .await?;
+        data["login"]["token"]
+            .as_str()
+            .map(str::to_string)
+            .context("bench login")
+    }
+
+    async fn db(&self) -> anyhow::Result<sea_orm::DatabaseConnection> {
+        crate::db::connect_raw(&format!(
+            "sqlite://{}?mode=rw",
+            self.dir.join("bai.db").display()
+        ))
+        .await
+    }
+}
+
+/// One GraphQL-over-WebSocket subscriber; returns when subscribed, then waits for one event
+/// and reports when it came.
+async fn subscriber(
+    url: String,
+    token: String,
+    ready: tokio::sync::mpsc::Sender<()>,
+    got: tokio::sync::mpsc::Sender<Instant>,
+) -> anyhow::Result<()> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = url.into_client_request()?;
+    req.headers_mut()
+        .insert("sec-websocket-protocol", "graphql-transport-ws".parse()?);
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(0);
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async_with_config(req, Some(config), false).await?;
+    ws.send(Message::text(
+        serde_json::json!({"type": "connection_init", "payload": {"token": token}}).to_string(),
+    ))
+    .await?;
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) if t.as_str().contains("connection_ack") => break,
+            Some(Ok(_)) => continue,
+            other => anyhow::bail!("no connection_ack: {other:?}"),
+        }
+    }
+    ws.send(Message::text(
+        serde_json::json!({"id": "1", "type": "subscribe", "payload": {"query": "subscription { session_status_changes { session_id event } }"}}).to_string(),
+    ))
+    .await?;
+    let _ = ready.send(()).await;
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) if t.as_str().contains("\"next\"") => {
+                let _ = got.send(Instant::now()).await;
+                // Stay connected until the bench ends (the sender side closes first).
+                let _ = ws.next().await;
+                return Ok(());
+            }
+            Some(Ok(Message::Ping(p))) => ws.send(Message::Pong(p)).await?,
+            Some(Ok(_)) => continue,
+            other => anyhow::bail!("subscription ended: {other:?}"),
+        }
+    }
+}
+
+/// Delivery of one session event to `n` subscribers of one topic (GraphQL subscriptions
+/// over WebSockets to a `bai serve` child process), against delivery to one subscriber in
+/// the same run; and the server's memory per subscriber.
+pub async fn fanout(n: usize) -> anyhow::Result<()> {
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter};
+    let limit = (n + 10).to_string();
+    let child = Child::start(&[("BAI_WS_MAX_CONNECTIONS_PER_USER", limit.as_str())]).await?;
+    let token = child.login().await?;
+    let db = child.db().await?;
+    let admin = entity::users::Entity::find()
+        .filter(entity::users::Column::Email.eq("admin@bai.local"))
+        .one(&db)
+        .await?
+        .context("the bench superadmin")?;
+    let group = entity::groups::Entity::find()
+        .filter(entity::groups::Column::Name.eq("default"))
+        .one(&db)
+        .await?
+        .context("default project")?;
+    let url = format!("{}/graphql/ws", child.base.replace("http://", "ws://"));
+    println!("fanout: one session event to N subscribers of one topic (bai serve child process)");
+    let mut baseline = None;
+    for count in [1, n] {
+        let before = child.rss_bytes();
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(count.max(1));
+        let (got_tx, mut got_rx) = tokio::sync::mpsc::channel(count.max(1));
+        let mut tasks = Vec::new();
+        let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
+        for _ in 0..count {
+            let (url, token, ready, got, gate) = (
+                url.clone(),
+                token.clone(),
+                ready_tx.clone(),
+                got_tx.clone(),
+                gate.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let permit = gate.acquire_owned().await;
+                let (ready2, mut wait) = tokio::sync::mpsc::channel(1);
+                let run = subscriber(url, token, ready2, got);
+                tokio::pin!(run);
+                tokio::select! {
+                    r = &mut run => return r,
+                    _ = wait.recv() => {}
+                }
+                drop(permit);
+                let _ = ready.send(()).await;
+                run.await
+            }));
+        }
+        drop((ready_tx, got_tx));
+        for _ in 0..count {
+            ready_rx
+                .recv()
+                .await
+                .context("a subscriber failed to subscribe")?;
+        }
+        // Subscriptions start as their messages are handled: give the last ones a moment.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let held = child.rss_bytes().saturating_sub(before);
+        let row = session_row(
+            &format!("fanout-{count}"),
+            &admin,
+            group.id,
+            entity::enums::SessionStatus::Pending,
+        )
+        .insert(&db)
+        .await?;
+        let t0 = Instant::now();
+        child
+            .gql(
+                Some(&token),
+                &format!(
+                    "mutation {{ destroy_session(id: \"{}\") {{ ok }} }}",
+                    row.id
+                ),
+            )
+            .await?;
+        let mut lat = Vec::with_capacity(count);
+        while lat.len() < count {
+            match tokio::time::timeout(Duration::from_secs(30), got_rx.recv()).await {
+                Ok(Some(at)) => lat.push(at.duration_since(t0)),
+                _ => break,
+            }
+        }
+        lat.sort();
+        let ms = |p: f64| percentile(&lat, p).as_secs_f64() * 1e3;
+        let line = format!(
+            "  {count:>5} subscriber(s): delivered {:>5}/{count}  p50 {:>7.1} ms  p99 {:>7.1} ms  server memory {:>6.1} KiB per subscriber",
+            lat.len(),
+            ms(0.5),
+            ms(0.99),
+            held as f64 / 1024.0 / count as f64
+        );
+        match baseline {
+            None => {
+                println!("{line}   (baseline)");
+                baseline = Some(ms(0.5));
+            }
+            Some(b) => println!(
+                "{line}   p99 = {:.1}x the baseline's p50",
+                ms(0.99) / b.max(0.001)
+            ),
+        }
+        for t in tasks {
+            t.abort();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
+/// The server idle with `pending` sessions that cannot be placed (no agent), against the same
+/// server with none: CPU used over `seconds` of idling, and `create_session` latency.
+pub async fn queue(pending: usize, seconds: u64) -> anyhow::Result<()> {
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+    let child = Child::start(&[]).await?;
+    let token = child.login().await?;
+    let db = child.db().await?;
+    let admin = entity::users::Entity::find()
+        .filter(entity::users::Column::Email.eq("admin@bai.local"))
+        .one(&db)
+        .await?
+        .context("the bench superadmin")?;
+    let group = entity::groups::Entity::find()
+        .filter(entity::groups::Column::Name.eq("default"))
+        .one(&db)
+        .await?
+        .context("default project")?;
+    let image = "bai.local/bench/none:1";
+    entity::images::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        name: Set(image.into()),
+        image: Set("bench/none".into()),
+        tag: Set("1".into()),
+        registry: Set("bai.local".into()),
+        architecture: Set("x86_64".into()),
+        config_digest: Set("sha256:00".into()),
+        size_bytes: Set(0),
+        is_local: Set(true),
+        image_type: Set(entity::enums::ImageType::Compute),
+        accelerators: Set(None),
+        labels: Set(serde_json::json!({"ai.backend.kernelspec": "1"})),
+        resources: Set(crate::agents::resources_from_labels(&HashMap::new())),
+        created_at: Set(chrono::Utc::now()),
+        installed_agents: Set(serde_json::json!([])),
+    }
+    .insert(&db)
+    .await?;
+    let create = |i: usize| {
+        let (child, token) = (&child, token.clone());
+        async move {
+            let t = Instant::now();
+            child
+                .gql(
+                    Some(&token),
+                    &format!(r#"mutation {{ create_session(props: {{image: "{image}", name: "q{i}", resources: "{{\"cpu\": \"1\", \"mem\": \"1g\"}}"}}) {{ sessions {{ id }} }} }}"#),
+                )
+                .await?;
+            Ok::<_, anyhow::Error>(t.elapsed())
+        }
+    };
+    println!("queue: the server idle for {seconds} s, then 20 create_session calls");
+    let mut created = 0;
+    for queued in [0, pending] {
+        if queued > 0 {
+            for i in 0..queued {
+                session_row(
+                    &format!("queued-{i}"),
+                    &admin,
+                    group.id,
+                    entity::enums::SessionStatus::Pending,
+                )
+                .insert(&db)
+                .await?;
+            }
+            // One create wakes the scheduler, which sees the whole queue once.
+            create(created).await?;
+            created += 1;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        let (cpu0, t0) = (child.cpu(), Instant::now());
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        let share = (child.cpu() - cpu0).as_secs_f64() / t0.elapsed().as_secs_f64() * 100.0;
+        let mut lat = Vec::new();
+        for _ in 0..20 {
+            lat.push(create(created).await?);
+            created += 1;
+        }
+        lat.sort();
+        let ms = |p: f64| percentile(&lat, p).as_secs_f64() * 1e3;
+        println!(
+            "  {queued:>6} pending: idle CPU {share:>5.2} % of a core   create p50 {:>6.1} ms  p90 {:>6.1} ms  server memory {:>5.0} MiB",
+            ms(0.5),
+            ms(0.9),
+            child.rss_bytes() as f64 / 1024.0 / 1024.0
+        );
+    }
     Ok(())
 }

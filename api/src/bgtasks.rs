@@ -174,7 +174,9 @@ pub mod graphql {
             task_id: Uuid,
         ) -> async_graphql::Result<impl Stream<Item = TaskState>> {
             let (state, _) = authed(ctx)?;
-            let events = state.events.stream();
+            let events = state
+                .events
+                .stream_topic(crate::events::Topic::Task(task_id));
             let first = visible(ctx, task_id)?;
             let live = futures_util::StreamExt::filter_map(events, move |ev| {
                 let out = match &*ev {

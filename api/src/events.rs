@@ -1,5 +1,6 @@
 //! The in-process event bus. Services publish after their transaction commits; GraphQL
 //! subscriptions (and later SSE and the scheduler) listen.
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
@@ -72,9 +73,30 @@ pub struct VfolderEvent {
     pub domain: String,
 }
 
+/// What a subscriber listens to. Session and task events go to their own topics, so a
+/// change reaches only the listeners it concerns (no stream sees, and filters, every event of
+/// the server); everything also goes to [`EventBus::stream`] for the few listeners that want
+/// it all (the scheduler, administrators' change feeds).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Topic {
+    /// Session events of one user's sessions.
+    SessionsOf(uuid::Uuid),
+    /// Session events of one domain's sessions.
+    SessionsIn(String),
+    /// Every session event.
+    Sessions,
+    /// One background task's events.
+    Task(uuid::Uuid),
+}
+
+/// Events kept per topic for listeners that fall behind (a slower one skips, and only in its
+/// own stream).
+const TOPIC_BUFFER: usize = 256;
+
 #[derive(Clone)]
 pub struct EventBus {
     tx: broadcast::Sender<Arc<Event>>,
+    topics: Arc<std::sync::Mutex<HashMap<Topic, broadcast::Sender<Arc<Event>>>>>,
 }
 
 impl Default for EventBus {
@@ -86,12 +108,60 @@ impl Default for EventBus {
 impl EventBus {
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(1024);
-        Self { tx }
+        Self {
+            tx,
+            topics: Arc::default(),
+        }
+    }
+
+    fn topics(&self) -> std::sync::MutexGuard<'_, HashMap<Topic, broadcast::Sender<Arc<Event>>>> {
+        match self.topics.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
     }
 
     pub fn publish(&self, event: Event) {
+        let event = Arc::new(event);
+        let topics: Vec<Topic> = match &*event {
+            Event::Session(e) => vec![
+                Topic::SessionsOf(e.user),
+                Topic::SessionsIn(e.domain.clone()),
+                Topic::Sessions,
+            ],
+            Event::BgTask(t) => vec![Topic::Task(t.task_id)],
+            _ => Vec::new(),
+        };
+        if !topics.is_empty() {
+            let mut map = self.topics();
+            for topic in topics {
+                if let Some(tx) = map.get(&topic) {
+                    // A topic nobody listens to any more goes.
+                    if tx.send(event.clone()).is_err() {
+                        map.remove(&topic);
+                    }
+                }
+            }
+        }
         // No subscriber is fine: nobody is watching.
-        let _ = self.tx.send(Arc::new(event));
+        let _ = self.tx.send(event);
+    }
+
+    /// The events of one topic from this call on (see [`EventBus::stream`]).
+    pub fn stream_topic(
+        &self,
+        topic: Topic,
+    ) -> impl Stream<Item = Arc<Event>> + Send + 'static + use<> {
+        let rx = {
+            let mut map = self.topics();
+            if map.len() > 10_000 {
+                map.retain(|_, tx| tx.receiver_count() > 0);
+            }
+            map.entry(topic)
+                .or_insert_with(|| broadcast::channel(TOPIC_BUFFER).0)
+                .subscribe()
+        };
+        receiver_stream(rx)
     }
 
     pub fn changed(
@@ -109,9 +179,14 @@ impl EventBus {
         }));
     }
 
-    /// Listeners right now (for metrics).
+    /// Listeners right now (for metrics): of the whole stream and of every topic.
     pub fn subscribers(&self) -> usize {
         self.tx.receiver_count()
+            + self
+                .topics()
+                .values()
+                .map(broadcast::Sender::receiver_count)
+                .sum::<usize>()
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
@@ -122,19 +197,25 @@ impl EventBus {
     /// missed; the stream ends when the bus closes. Subscribes at once, so work done after
     /// this call (a snapshot) cannot miss an event.
     pub fn stream(&self) -> impl Stream<Item = Arc<Event>> + Send + 'static + use<> {
-        futures_util::stream::unfold(self.subscribe(), |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(ev) => return Some((ev, rx)),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        metrics::counter!("bai_events_dropped_total").increment(n);
-                        continue;
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })
+        receiver_stream(self.subscribe())
     }
+}
+
+fn receiver_stream(
+    rx: broadcast::Receiver<Arc<Event>>,
+) -> impl Stream<Item = Arc<Event>> + Send + 'static {
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(ev) => return Some((ev, rx)),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    metrics::counter!("bai_events_dropped_total").increment(n);
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
 }
 
 /// Ends `stream` after the first item for which `last` holds (that item included); empty

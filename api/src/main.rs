@@ -88,10 +88,18 @@ enum Command {
         /// Sessions in the database the API lists from.
         #[arg(long, default_value_t = 10000)]
         api_sessions: usize,
-        /// Also run the API benchmark on this PostgreSQL database (emptied first by nobody:
-        /// use a fresh one).
+        /// Also run the API benchmark on this PostgreSQL database (use a fresh one).
         #[arg(long, env = "BAI_BENCH_DATABASE_URL")]
         api_postgres: Option<String>,
+        /// Subscribers of the fan-out benchmark (0 = skip).
+        #[arg(long, default_value_t = 5000)]
+        fanout: usize,
+        /// Pending sessions of the idle-queue benchmark (0 = skip).
+        #[arg(long, default_value_t = 10000)]
+        queue: usize,
+        /// Seconds the idle-queue benchmark idles per measurement.
+        #[arg(long, default_value_t = 10)]
+        queue_seconds: u64,
     },
 }
 
@@ -214,8 +222,17 @@ async fn main() -> anyhow::Result<()> {
             api_connections,
             api_sessions,
             api_postgres,
+            fanout,
+            queue,
+            queue_seconds,
         } => {
             init_logging("warn", "text");
+            if queue > 0 {
+                api::bench::queue(queue, queue_seconds).await?;
+            }
+            if fanout > 0 {
+                api::bench::fanout(fanout).await?;
+            }
             if api_seconds > 0 {
                 api::bench::api(api_seconds, api_connections, api_sessions, None).await?;
                 if let Some(url) = api_postgres {

@@ -158,7 +158,8 @@ pub async fn session_events(
         },
     };
     let for_events = state.clone();
-    let stream = state.events.stream().filter_map(move |ev| {
+    let topic = crate::sessions::graphql::session_topic(&caller);
+    let stream = state.events.stream_topic(topic).filter_map(move |ev| {
         let (state, caller) = (for_events.clone(), caller.clone());
         async move {
             let Event::Session(e) = &*ev else {

@@ -275,6 +275,10 @@ pub async fn graphql_ws(
     upgrade
         .max_message_size(max)
         .max_frame_size(max)
+        // Small buffers: thousands of idle subscribers must not cost 256 KiB each (the
+        // defaults); a larger message still arrives, the buffer grows for it.
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |stream| {
             GraphQLWebSocket::new(stream, schema, protocol)

@@ -264,6 +264,20 @@ pub struct ComputeSessionList {
 /// Whether a caller with `scope` may hear about a session's event.
 /// Whether `caller` may hear about the session of event `e`: the same rule as for seeing the
 /// session (`Caller::governs`); a domain admin's check reads the owner's role.
+/// The event topic that holds every session event `caller` may see: a superadmin's is all
+/// of them, a domain admin's its domain's (role order is checked per event by [`sees`]), a
+/// user's its own sessions'.
+pub(crate) fn session_topic(caller: &Caller) -> crate::events::Topic {
+    use crate::events::Topic;
+    match caller.read_scope() {
+        ReadScope::Admin(scope) => match scope.domain() {
+            None => Topic::Sessions,
+            Some(d) => Topic::SessionsIn(d.to_string()),
+        },
+        _ => Topic::SessionsOf(caller.uuid),
+    }
+}
+
 pub(crate) async fn sees(
     state: &AppState,
     caller: &Caller,
@@ -929,7 +943,8 @@ impl SessionSubscription {
             find_visible(state, caller, id).await?;
         }
         let (state, caller) = (state.clone(), caller.clone());
-        Ok(state.events.stream().filter_map(move |ev| {
+        let topic = session_topic(&caller);
+        Ok(state.events.stream_topic(topic).filter_map(move |ev| {
             let (state, caller) = (state.clone(), caller.clone());
             async move {
                 let Event::Session(e) = &*ev else {
