@@ -178,10 +178,12 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         }
     };
     let (mut bai, mut docker) = (Vec::new(), Vec::new());
+    let mut phases: [Vec<Duration>; 6] = Default::default();
     println!("launch: {rounds} rounds of `{image}` (warm), API call → RUNNING vs `docker run -d`");
     for round in 0..=rounds {
         let t = Instant::now();
         let created = gql(format!(r#"mutation {{ create_session(props: {{image: "{image}", resources: "{{\"cpu\": \"1\", \"mem\": \"512m\"}}"}}) {{ sessions {{ id }} }} }}"#)).await?;
+        let api_t = t.elapsed();
         let id = created["create_session"]["sessions"][0]["id"]
             .as_str()
             .context("session id")?
@@ -206,6 +208,32 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
             let _ = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
         }
         let bai_t = t.elapsed();
+        // Where the time went: the API call, the queue, the launch task, the engine.
+        let sid = Uuid::parse_str(&id)?;
+        let s = crate::lookup::get::<entity::sessions::Entity>(&state.db, "session", sid)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let at = |status: &str| {
+            s.status_history[status]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&chrono::Utc))
+        };
+        let gap = |a: Option<chrono::DateTime<chrono::Utc>>,
+                   b: Option<chrono::DateTime<chrono::Utc>>| match (a, b) {
+            (Some(a), Some(b)) => (b - a).to_std().unwrap_or_default(),
+            _ => Duration::ZERO,
+        };
+        let (engine, ssh) = state.launch_phases.of(sid).unwrap_or_default();
+        let preparing = gap(at("PREPARING"), at("RUNNING"));
+        let round_phases = [
+            api_t,
+            gap(Some(s.created_at), at("SCHEDULED")),
+            gap(at("SCHEDULED"), at("PREPARING")),
+            engine,
+            ssh,
+            preparing.saturating_sub(engine + ssh),
+        ];
         gql(format!(
             r#"mutation {{ destroy_session(id: "{id}") {{ ok }} }}"#
         ))
@@ -232,6 +260,9 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
             // Round 0 warms both paths up.
             bai.push(bai_t);
             docker.push(docker_t);
+            for (i, p) in round_phases.iter().enumerate() {
+                phases[i].push(*p);
+            }
         }
     }
     bai.sort();
@@ -251,6 +282,18 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         "  ratio (p50)     {:.2}x docker",
         ms(percentile(&bai, 0.5)) / ms(percentile(&docker, 0.5))
     );
+    let names = [
+        "API call (create_session answered)",
+        "queued until SCHEDULED (scheduler)",
+        "SCHEDULED until PREPARING (launch task)",
+        "engine: container create + start",
+        "SSH keys into the container",
+        "rest of PREPARING to RUNNING (DB, image)",
+    ];
+    for (name, p) in names.iter().zip(phases.iter_mut()) {
+        p.sort();
+        println!("    {name:<42} p50 {:>7.1} ms", ms(percentile(p, 0.5)));
+    }
     server.stop().await?;
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
@@ -543,6 +586,26 @@ struct Child {
     proc: tokio::process::Child,
     base: String,
     dir: std::path::PathBuf,
+    database_url: Option<String>,
+}
+
+/// A new, empty database on the PostgreSQL server of `url`; its URL.
+pub async fn fresh_postgres(url: &str) -> anyhow::Result<String> {
+    use sea_orm::ConnectionTrait;
+    let name = format!("bai_bench_{}", Uuid::new_v4().simple());
+    let admin = crate::db::connect_raw(url).await?;
+    admin
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await?;
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let server = base
+        .rsplit_once('/')
+        .map(|(server, _)| server)
+        .context("a PostgreSQL URL ends with /database")?;
+    Ok(format!("{server}/{name}{query}"))
 }
 
 impl Drop for Child {
@@ -553,7 +616,10 @@ impl Drop for Child {
 }
 
 impl Child {
-    async fn start(extra_env: &[(&str, &str)]) -> anyhow::Result<Child> {
+    async fn start(
+        database_url: Option<String>,
+        extra_env: &[(&str, &str)],
+    ) -> anyhow::Result<Child> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -573,9 +639,18 @@ impl Child {
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
+        match &database_url {
+            Some(url) => cmd.env("DATABASE_URL", url),
+            None => cmd.env_remove("DATABASE_URL"),
+        };
         let proc = cmd.spawn().context("starting bai serve")?;
         let base = format!("http://127.0.0.1:{port}");
-        let child = Child { proc, base, dir };
+        let child = Child {
+            proc,
+            base,
+            dir,
+            database_url,
+        };
         for _ in 0..200 {
             if reqwest::get(format!("{}/health/live", child.base))
                 .await
@@ -642,11 +717,24 @@ impl Child {
     }
 
     async fn db(&self) -> anyhow::Result<sea_orm::DatabaseConnection> {
-        crate::db::connect_raw(&format!(
-            "sqlite://{}?mode=rw",
-            self.dir.join("bai.db").display()
-        ))
-        .await
+        match &self.database_url {
+            Some(url) => crate::db::connect_raw(url).await,
+            None => {
+                crate::db::connect_raw(&format!(
+                    "sqlite://{}?mode=rw",
+                    self.dir.join("bai.db").display()
+                ))
+                .await
+            }
+        }
+    }
+
+    fn database(&self) -> &'static str {
+        if self.database_url.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        }
     }
 }
 
@@ -703,10 +791,14 @@ async fn subscriber(
 /// Delivery of one session event to `n` subscribers of one topic (GraphQL subscriptions
 /// over WebSockets to a `bai serve` child process), against delivery to one subscriber in
 /// the same run; and the server's memory per subscriber.
-pub async fn fanout(n: usize) -> anyhow::Result<()> {
+pub async fn fanout(n: usize, database_url: Option<String>) -> anyhow::Result<()> {
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter};
     let limit = (n + 10).to_string();
-    let child = Child::start(&[("BAI_WS_MAX_CONNECTIONS_PER_USER", limit.as_str())]).await?;
+    let child = Child::start(
+        database_url,
+        &[("BAI_WS_MAX_CONNECTIONS_PER_USER", limit.as_str())],
+    )
+    .await?;
     let token = child.login().await?;
     let db = child.db().await?;
     let admin = entity::users::Entity::find()
@@ -720,7 +812,10 @@ pub async fn fanout(n: usize) -> anyhow::Result<()> {
         .await?
         .context("default project")?;
     let url = format!("{}/graphql/ws", child.base.replace("http://", "ws://"));
-    println!("fanout: one session event to N subscribers of one topic (bai serve child process)");
+    println!(
+        "fanout on {}: one session event to N subscribers of one topic (a bai serve child process)",
+        child.database()
+    );
     let mut baseline = None;
     for count in [1, n] {
         let before = child.rss_bytes();
@@ -814,9 +909,13 @@ pub async fn fanout(n: usize) -> anyhow::Result<()> {
 
 /// The server idle with `pending` sessions that cannot be placed (no agent), against the same
 /// server with none: CPU used over `seconds` of idling, and `create_session` latency.
-pub async fn queue(pending: usize, seconds: u64) -> anyhow::Result<()> {
+pub async fn queue(
+    pending: usize,
+    seconds: u64,
+    database_url: Option<String>,
+) -> anyhow::Result<()> {
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
-    let child = Child::start(&[]).await?;
+    let child = Child::start(database_url, &[]).await?;
     let token = child.login().await?;
     let db = child.db().await?;
     let admin = entity::users::Entity::find()
@@ -862,7 +961,10 @@ pub async fn queue(pending: usize, seconds: u64) -> anyhow::Result<()> {
             Ok::<_, anyhow::Error>(t.elapsed())
         }
     };
-    println!("queue: the server idle for {seconds} s, then 20 create_session calls");
+    println!(
+        "queue on {}: the server idle for {seconds} s, then 20 create_session calls",
+        child.database()
+    );
     let mut created = 0;
     for queued in [0, pending] {
         if queued > 0 {

@@ -88,7 +88,8 @@ enum Command {
         /// Sessions in the database the API lists from.
         #[arg(long, default_value_t = 10000)]
         api_sessions: usize,
-        /// Also run the API benchmark on this PostgreSQL database (use a fresh one).
+        /// Also run the api, queue and fanout benchmarks on PostgreSQL: a server URL; each run
+        /// creates a fresh database there.
         #[arg(long, env = "BAI_BENCH_DATABASE_URL")]
         api_postgres: Option<String>,
         /// Subscribers of the fan-out benchmark (0 = skip).
@@ -227,16 +228,27 @@ async fn main() -> anyhow::Result<()> {
             queue_seconds,
         } => {
             init_logging("warn", "text");
-            if queue > 0 {
-                api::bench::queue(queue, queue_seconds).await?;
+            // SQLite always; PostgreSQL too when a server is given (a fresh database each).
+            let mut databases = vec![None];
+            if api_postgres.is_some() {
+                databases.push(api_postgres.clone());
             }
-            if fanout > 0 {
-                api::bench::fanout(fanout).await?;
-            }
-            if api_seconds > 0 {
-                api::bench::api(api_seconds, api_connections, api_sessions, None).await?;
-                if let Some(url) = api_postgres {
-                    api::bench::api(api_seconds, api_connections, api_sessions, Some(url)).await?;
+            for db in &databases {
+                let fresh = || async {
+                    match db {
+                        Some(url) => api::bench::fresh_postgres(url).await.map(Some),
+                        None => Ok(None),
+                    }
+                };
+                if api_seconds > 0 {
+                    api::bench::api(api_seconds, api_connections, api_sessions, fresh().await?)
+                        .await?;
+                }
+                if queue > 0 {
+                    api::bench::queue(queue, queue_seconds, fresh().await?).await?;
+                }
+                if fanout > 0 {
+                    api::bench::fanout(fanout, fresh().await?).await?;
                 }
             }
             api::bench::scheduler(agents, pending);

@@ -42,6 +42,8 @@ pub struct AppState {
     pub auth_cache: Arc<crate::auth::cache::AuthCache>,
     /// Keypair use counted in memory, written in batches (`keypairs::usage`).
     pub usage: Arc<crate::keypairs::usage::Usage>,
+    /// Time spent by the last launches' phases (`bai bench`, metrics).
+    pub launch_phases: Arc<crate::sessions::LaunchPhases>,
     /// The server's TLS settings when it speaks HTTPS (app ports use them too).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
@@ -72,6 +74,7 @@ impl AppState {
             read,
             auth_cache: Arc::default(),
             usage: Arc::default(),
+            launch_phases: Arc::default(),
             config: Arc::new(config),
             events: EventBus::new(),
             rate_limiter: Arc::new(RateLimiter::default()),

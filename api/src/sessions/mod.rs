@@ -797,10 +797,14 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         crate::agents::mark_installed(state, &image, &agent_id).await?;
         apply(state, id, SessionStatus::Preparing, Change::default()).await?;
     }
+    let started = std::time::Instant::now();
     let container_id = agent.create_and_start(&spec).await?;
+    let engine = started.elapsed();
+    let started = std::time::Instant::now();
     if let Err(e) = apps::install_ssh(&agent, &container_id, &s.name).await {
         tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
     }
+    state.launch_phases.record(id, engine, started.elapsed());
     apply(
         state,
         id,
@@ -1136,5 +1140,42 @@ mod tests {
         assert!(validate_environ(&env("1BAD")).is_err());
         assert!(validate_environ(&env("A-B")).is_err());
         assert!(validate_environ(&env("BACKENDAI_SESSION_ID")).is_err());
+    }
+}
+
+/// Where the last launches spent their time inside PREPARING (the engine's own create+start,
+/// and installing the session's SSH keys), for `bai bench` and the metrics.
+#[derive(Default)]
+pub struct LaunchPhases {
+    last: std::sync::Mutex<
+        std::collections::VecDeque<(Uuid, std::time::Duration, std::time::Duration)>,
+    >,
+}
+
+impl LaunchPhases {
+    fn record(&self, session: Uuid, engine: std::time::Duration, ssh: std::time::Duration) {
+        metrics::histogram!("bai_launch_phase_seconds", "phase" => "engine")
+            .record(engine.as_secs_f64());
+        metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh").record(ssh.as_secs_f64());
+        let mut last = match self.last.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if last.len() >= 64 {
+            last.pop_front();
+        }
+        last.push_back((session, engine, ssh));
+    }
+
+    /// (engine create+start, SSH setup) of `session`'s launch, if it is among the last 64.
+    pub fn of(&self, session: Uuid) -> Option<(std::time::Duration, std::time::Duration)> {
+        let last = match self.last.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        last.iter()
+            .rev()
+            .find(|(id, _, _)| *id == session)
+            .map(|(_, e, s)| (*e, *s))
     }
 }
