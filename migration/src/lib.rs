@@ -2,12 +2,16 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_init;
+mod m20261123_000001_session_list_indexes;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_init::Migration)]
+        vec![
+            Box::new(m20261121_000001_init::Migration),
+            Box::new(m20261123_000001_session_list_indexes::Migration),
+        ]
     }
 }

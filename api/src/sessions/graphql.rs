@@ -464,8 +464,9 @@ impl SessionQuery {
                 ],
             )?);
         }
+        // Lists read on the read pool (SQLite: beside the writer, never queued behind it).
         let (rows, total_count) = crate::graphql::paginate(
-            &state.db,
+            &state.read,
             select,
             (limit, offset),
             order.as_deref(),
