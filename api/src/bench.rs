@@ -620,6 +620,8 @@ impl Child {
         database_url: Option<String>,
         extra_env: &[(&str, &str)],
     ) -> anyhow::Result<Child> {
+        // The HTTP clients below use rustls with ring, as the server does.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
