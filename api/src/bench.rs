@@ -946,7 +946,8 @@ pub async fn queue(
         labels: Set(serde_json::json!({"ai.backend.kernelspec": "1"})),
         resources: Set(crate::agents::resources_from_labels(&HashMap::new())),
         created_at: Set(chrono::Utc::now()),
-        installed_agents: Set(serde_json::json!([])),
+        // "Installed" on an agent that is not there: sessions are accepted, never placed.
+        installed_agents: Set(serde_json::json!(["i-absent"])),
     }
     .insert(&db)
     .await?;
