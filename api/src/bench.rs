@@ -958,7 +958,7 @@ pub async fn queue(
             child
                 .gql(
                     Some(&token),
-                    &format!(r#"mutation {{ create_session(props: {{image: "{image}", name: "q{i}", resources: "{{\"cpu\": \"1\", \"mem\": \"1g\"}}"}}) {{ sessions {{ id }} }} }}"#),
+                    &format!(r#"mutation {{ create_session(props: {{image: "{image}", name: "queue-{i:05}", resources: "{{\"cpu\": \"1\", \"mem\": \"1g\"}}"}}) {{ sessions {{ id }} }} }}"#),
                 )
                 .await?;
             Ok::<_, anyhow::Error>(t.elapsed())
