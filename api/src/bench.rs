@@ -981,10 +981,22 @@ pub async fn queue(
                 .insert(&db)
                 .await?;
             }
-            // One create wakes the scheduler, which sees the whole queue once.
+            // One create wakes the scheduler, which sees the whole queue once and records
+            // each session's reason; the idle measurement starts when that is done.
             create(created).await?;
             created += 1;
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            let settle = Instant::now();
+            while settle.elapsed() < Duration::from_secs(180) {
+                let (c, t) = (child.cpu(), Instant::now());
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if (child.cpu() - c).as_secs_f64() / t.elapsed().as_secs_f64() < 0.05 {
+                    break;
+                }
+            }
+            println!(
+                "  (the first pass over {queued} new sessions took {:.1} s)",
+                settle.elapsed().as_secs_f64()
+            );
         }
         let (cpu0, t0) = (child.cpu(), Instant::now());
         tokio::time::sleep(Duration::from_secs(seconds)).await;
