@@ -167,13 +167,18 @@ async fn main() -> anyhow::Result<()> {
                 config.data_dir = d;
             }
             init_logging(&config.log, &config.log_format);
+            let scheme = if config.tls_cert.is_some() {
+                "https"
+            } else {
+                "http"
+            };
             let server = api::start_with_shutdown(config, shutdown_signal()).await?;
             if let Some((email, Some(pw))) = &server.created_superadmin {
                 print_password_banner(email, pw);
             } else if let Some((email, None)) = &server.created_superadmin {
                 tracing::info!(%email, "created the first superadmin from BAI_ADMIN_EMAIL/BAI_ADMIN_PASSWORD");
             }
-            tracing::info!(addr = %server.addr, version = api::VERSION, "bai is listening: http://{}", server.addr);
+            tracing::info!(addr = %server.addr, version = api::VERSION, "bai is listening: {scheme}://{}", server.addr);
             server.wait().await
         }
         Command::Migrate { data_dir } => {
