@@ -22,6 +22,8 @@ use crate::error::{ApiError, ApiResult};
 
 /// At most this many pages are followed per listing: a registry that never ends its list
 /// cannot keep a scan going forever.
+/// The most a token service may answer (a token is a few KiB).
+const MAX_TOKEN_ANSWER: usize = 256 * 1024;
 const MAX_PAGES: usize = 1000;
 
 /// One environment image found in a registry.
@@ -43,6 +45,10 @@ pub struct RegistryClient {
     base: String,
     auth: RegistryAuth,
     http: reqwest::Client,
+    /// The registry's Bearer challenge, probed once (`None`: no token auth).
+    challenge: tokio::sync::OnceCell<Option<Challenge>>,
+    /// With token auth: a client per scope, holding a token for exactly that scope.
+    scoped: tokio::sync::Mutex<HashMap<String, (Client, RegistryAuth)>>,
 }
 
 /// What each `oci-client` instance is built with.
@@ -139,6 +145,8 @@ impl RegistryClient {
             authority,
             auth,
             http,
+            challenge: tokio::sync::OnceCell::new(),
+            scoped: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -167,38 +175,18 @@ impl RegistryClient {
     /// Every repository under `project` (all when `None`), page by page.
     pub async fn repositories(&self, project: Option<&str>) -> ApiResult<Vec<String>> {
         let probe = self.reference("catalog", "latest");
-        let first = self.client.catalog(&probe, &self.auth, None, None).await;
-        // A registry with token auth wants a token scoped to the catalog itself.
-        let (client, auth) = match first {
-            Err(OciDistributionError::UnauthorizedError { .. }) => {
-                let token = self.scoped_token("registry:catalog:*").await?;
-                (
-                    Client::new(self.settings.client_config()),
-                    RegistryAuth::Bearer(token),
-                )
+        let (client, auth) = self.for_scope("registry:catalog:*").await?;
+        let all = pages(|last| {
+            let (client, auth, probe) = (&client, &auth, &probe);
+            async move {
+                client
+                    .catalog(probe, auth, None, last.as_deref())
+                    .await
+                    .map(|p| p.repositories)
+                    .map_err(|e| self.refused("listing repositories", e))
             }
-            Err(e) => return Err(self.refused("listing repositories", e)),
-            Ok(_) => (self.client.clone(), self.auth.clone()),
-        };
-        let mut all: Vec<String> = Vec::new();
-        let mut last: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let page = client
-                .catalog(&probe, &auth, None, last.as_deref())
-                .await
-                .map_err(|e| self.refused("listing repositories", e))?
-                .repositories;
-            // Pages are the registry's own size (asking for more than its maximum is an
-            // error there); only an empty page (or one that does not move on) ends the list.
-            let next = page.last().cloned();
-            if next.is_none() || next == last {
-                break;
-            }
-            all.extend(page);
-            last = next;
-        }
-        all.sort();
-        all.dedup();
+        })
+        .await?;
         Ok(all
             .into_iter()
             .filter(|r| project.is_none_or(|p| r.starts_with(&format!("{p}/"))))
@@ -208,33 +196,26 @@ impl RegistryClient {
     /// Every tag of `repo`, page by page.
     pub async fn tags(&self, repo: &str) -> ApiResult<Vec<String>> {
         let image = self.reference(repo, "latest");
-        let mut all: Vec<String> = Vec::new();
-        let mut last: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let page = self
-                .client
-                .list_tags(&image, &self.auth, None, last.as_deref())
-                .await
-                .map_err(|e| self.refused(&format!("listing the tags of {repo}"), e))?
-                .tags;
-            let next = page.last().cloned();
-            if next.is_none() || next == last {
-                break;
+        let (client, auth) = self.for_scope(&format!("repository:{repo}:pull")).await?;
+        pages(|last| {
+            let (client, auth, image) = (&client, &auth, &image);
+            async move {
+                client
+                    .list_tags(image, auth, None, last.as_deref())
+                    .await
+                    .map(|p| p.tags)
+                    .map_err(|e| self.refused(&format!("listing the tags of {repo}"), e))
             }
-            all.extend(page);
-            last = next;
-        }
-        all.sort();
-        all.dedup();
-        Ok(all)
+        })
+        .await
     }
 
     /// The image behind `repo:tag` (or `repo@digest`), if it is a Backend.AI environment image.
     pub async fn inspect(&self, repo: &str, tag: &str) -> ApiResult<Option<FoundImage>> {
         let image = self.reference(repo, tag);
-        let (manifest, digest, config) = self
-            .client
-            .pull_manifest_and_config(&image, &self.auth)
+        let (client, auth) = self.for_scope(&format!("repository:{repo}:pull")).await?;
+        let (manifest, digest, config) = client
+            .pull_manifest_and_config(&image, &auth)
             .await
             .map_err(|e| self.refused(&format!("reading {repo}:{tag}"), e))?;
         let config: Value = serde_json::from_str(&config).map_err(|e| {
@@ -265,30 +246,56 @@ impl RegistryClient {
         }))
     }
 
+    /// The client and credentials for `scope`. A registry with token auth gets a token for
+    /// exactly that scope, fetched here (so its answer is bounded) and handed to a client of
+    /// its own: oci-client would fetch tokens itself without a bound, and keeps the first
+    /// credentials it saw per registry. Any other registry: the shared client.
+    async fn for_scope(&self, scope: &str) -> ApiResult<(Client, RegistryAuth)> {
+        let challenge = self
+            .challenge
+            .get_or_try_init(|| async {
+                let resp = self
+                    .http
+                    .get(format!("{}/v2/", self.base))
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        ApiError::bad_request(format!("registry {} is unreachable: {e}", self.base))
+                    })?;
+                Ok::<_, ApiError>(
+                    resp.headers()
+                        .get_all(reqwest::header::WWW_AUTHENTICATE)
+                        .iter()
+                        .filter_map(|v| v.to_str().ok())
+                        .find_map(bearer_challenge),
+                )
+            })
+            .await?;
+        let Some(challenge) = challenge else {
+            return Ok((self.client.clone(), self.auth.clone()));
+        };
+        let mut scoped = self.scoped.lock().await;
+        if let Some(found) = scoped.get(scope) {
+            return Ok(found.clone());
+        }
+        let token = self.scoped_token(challenge, scope).await?;
+        let entry = (
+            Client::new(self.settings.client_config()),
+            RegistryAuth::Bearer(token),
+        );
+        scoped.insert(scope.to_string(), entry.clone());
+        Ok(entry)
+    }
+
     /// A Bearer token for `scope` from the realm the registry's challenge names, asked with
     /// the stored credentials.
-    async fn scoped_token(&self, scope: &str) -> ApiResult<String> {
+    async fn scoped_token(&self, challenge: &Challenge, scope: &str) -> ApiResult<String> {
         let unreachable = |e: reqwest::Error| {
             ApiError::bad_request(format!("registry {} is unreachable: {e}", self.base))
         };
-        let resp = self
-            .http
-            .get(format!("{}/v2/", self.base))
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let challenge = resp
-            .headers()
-            .get_all(reqwest::header::WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find_map(bearer_challenge)
-            .ok_or_else(|| {
-                ApiError::bad_request(format!("registry {} refused the credentials", self.base))
-            })?;
         let mut query = vec![("scope", scope.to_string())];
-        if let Some(service) = challenge.service {
-            query.push(("service", service));
+        if let Some(service) = &challenge.service {
+            query.push(("service", service.clone()));
         }
         let mut req = self.http.get(&challenge.realm).query(&query);
         if let RegistryAuth::Basic(u, p) = &self.auth {
@@ -302,7 +309,25 @@ impl RegistryClient {
                 resp.status()
             )));
         }
-        let body: Value = resp.json().await.map_err(unreachable)?;
+        // The token service is the registry's choice: its answer is read up to a bound.
+        let mut resp = resp;
+        let mut raw: Vec<u8> = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(unreachable)? {
+            if raw.len() + chunk.len() > MAX_TOKEN_ANSWER {
+                return Err(ApiError::bad_request(format!(
+                    "registry {}'s token service sent more than {} KiB",
+                    self.base,
+                    MAX_TOKEN_ANSWER / 1024
+                )));
+            }
+            raw.extend_from_slice(&chunk);
+        }
+        let body: Value = serde_json::from_slice(&raw).map_err(|e| {
+            ApiError::bad_request(format!(
+                "registry {}'s token service sent no JSON: {e}",
+                self.base
+            ))
+        })?;
         body["token"]
             .as_str()
             .or(body["access_token"].as_str())
@@ -316,6 +341,7 @@ impl RegistryClient {
     }
 }
 
+#[derive(Clone)]
 struct Challenge {
     realm: String,
     service: Option<String>,
@@ -339,6 +365,31 @@ fn bearer_challenge(header: &str) -> Option<Challenge> {
         realm,
         service: param("service"),
     })
+}
+
+/// Follows a listing page by page (`page(last entry of the previous page)`), sorted and
+/// deduplicated. Pages are the registry's own size (asking for more than its maximum is an
+/// error there); only an empty page, or one that does not move on, ends the list, and at
+/// most `MAX_PAGES` are read.
+async fn pages<F, Fut>(mut page: F) -> ApiResult<Vec<String>>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Vec<String>>>,
+{
+    let mut all: Vec<String> = Vec::new();
+    let mut last: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let items = page(last.clone()).await?;
+        let next = items.last().cloned();
+        if next.is_none() || next == last {
+            break;
+        }
+        all.extend(items);
+        last = next;
+    }
+    all.sort();
+    all.dedup();
+    Ok(all)
 }
 
 #[cfg(test)]

@@ -370,6 +370,22 @@ async fn token_issuer(dir: &Path) -> TokenIssuer {
                             .trim()
                             .eq_ignore_ascii_case(&want)
                 });
+                let flood = head.lines().any(|l| {
+                    l.to_ascii_lowercase().starts_with("authorization:")
+                        && l.trim_end().ends_with(
+                            &base64::engine::general_purpose::STANDARD.encode("scanner:flood"),
+                        )
+                });
+                if flood {
+                    // A hostile token service: an endless-looking answer (2 MiB of token).
+                    let body = json!({"token": "A".repeat(2 << 20)}).to_string();
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(resp.as_bytes()).await;
+                    return;
+                }
                 let (status, body) = if authorised {
                     let scope = q.get("scope").cloned().unwrap_or_default();
                     seen.lock().unwrap().push(scope.clone());
@@ -429,6 +445,37 @@ async fn token_issuer(dir: &Path) -> TokenIssuer {
     TokenIssuer { port, scopes, task }
 }
 
+async fn set_password(app: &TestApp, host: &str, pass: &str) {
+    app.admin(
+        "mutation($h: String!, $p: String!) { modify_container_registry(hostname: $h, props: {password: $p}) { ok } }",
+        json!({"h": host, "p": pass}),
+    )
+    .await;
+}
+
+/// Adds the registry with a wrong password (the scan fails with the reason), then sets the
+/// right one (the scan finds the two environment images).
+async fn refused_then_scanned(app: &TestApp, host: &str, url: &str) {
+    app.admin(
+        "mutation($h: String!, $p: CreateContainerRegistryInput!) { create_container_registry(hostname: $h, props: $p) { ok } }",
+        json!({"h": host, "p": {"url": url, "type": "docker", "username": "scanner", "password": "wrong"}}),
+    )
+    .await;
+    let failed = rescan(app, host).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused the credentials"),
+        "{failed}"
+    );
+    set_password(app, host, "s3cret").await;
+    let done = rescan(app, host).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["message"], "2 environment image(s) found", "{done}");
+}
+
 async fn rescan(app: &TestApp, host: &str) -> Value {
     let started = app
         .admin(
@@ -459,23 +506,6 @@ both_dbs!(registry_basic_and_token_auth, |db| async move {
     drop(open);
     let tls = TlsFiles::new();
     let app = spawn_with(db, |c| c.registry_ca_file = Some(tls.ca.clone())).await;
-    let add = |host: String, url: String, user: &str, pass: &str| {
-        let (user, pass) = (user.to_string(), pass.to_string());
-        let app = &app;
-        async move {
-            app.admin("mutation($h: String!, $p: CreateContainerRegistryInput!) { create_container_registry(hostname: $h, props: $p) { ok } }",
-                json!({"h": host, "p": {"url": url, "type": "docker", "username": user, "password": pass}})).await;
-        }
-    };
-    let set_password = |host: String, pass: &str| {
-        let pass = pass.to_string();
-        let app = &app;
-        async move {
-            app.admin("mutation($h: String!, $p: String!) { modify_container_registry(hostname: $h, props: {password: $p}) { ok } }",
-                json!({"h": host, "p": pass})).await;
-        }
-    };
-
     // HTTP Basic, catalog pages of 2 for 3 repositories.
     let htpasswd = std::process::Command::new("htpasswd")
         .args(["-Bbn", "scanner", "s3cret"])
@@ -491,20 +521,7 @@ both_dbs!(registry_basic_and_token_auth, |db| async move {
     )
     .await;
     let host = format!("127.0.0.1:{port}");
-    add(host.clone(), format!("http://{host}"), "scanner", "wrong").await;
-    let failed = rescan(&app, &host).await;
-    assert_eq!(failed["status"], "failed", "{failed}");
-    assert!(
-        failed["message"]
-            .as_str()
-            .unwrap()
-            .contains("refused the credentials"),
-        "{failed}"
-    );
-    set_password(host.clone(), "s3cret").await;
-    let done = rescan(&app, &host).await;
-    assert_eq!(done["status"], "done", "{done}");
-    assert_eq!(done["message"], "2 environment image(s) found", "{done}");
+    refused_then_scanned(&app, &host, &format!("http://{host}")).await;
 
     // Token authentication over HTTPS signed by the test CA.
     let issuer = token_issuer(&dir).await;
@@ -520,20 +537,19 @@ both_dbs!(registry_basic_and_token_auth, |db| async move {
     )
     .await;
     let host = format!("localhost:{port}");
-    add(host.clone(), format!("https://{host}"), "scanner", "wrong").await;
-    let failed = rescan(&app, &host).await;
-    assert_eq!(failed["status"], "failed", "{failed}");
+    refused_then_scanned(&app, &host, &format!("https://{host}")).await;
+    // A token service answering without end is cut off at a bound.
+    set_password(&app, &host, "flood").await;
+    let flooded = rescan(&app, &host).await;
+    assert_eq!(flooded["status"], "failed", "{flooded}");
     assert!(
-        failed["message"]
+        flooded["message"]
             .as_str()
             .unwrap()
-            .contains("refused the credentials"),
-        "{failed}"
+            .contains("token service sent more than 256 KiB"),
+        "{flooded}"
     );
-    set_password(host.clone(), "s3cret").await;
-    let done = rescan(&app, &host).await;
-    assert_eq!(done["status"], "done", "{done}");
-    assert_eq!(done["message"], "2 environment image(s) found", "{done}");
+    set_password(&app, &host, "s3cret").await;
     let scopes = issuer.scopes.lock().unwrap().clone();
     assert!(
         scopes.iter().any(|s| s == "registry:catalog:*"),
