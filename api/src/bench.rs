@@ -135,6 +135,24 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// The bench's superadmin (`admin@bai.local`) and the default project it launches in.
+async fn bench_admin(
+    db: &sea_orm::DatabaseConnection,
+) -> anyhow::Result<(entity::users::Model, entity::groups::Model)> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let admin = entity::users::Entity::find()
+        .filter(entity::users::Column::Email.eq("admin@bai.local"))
+        .one(db)
+        .await?
+        .context("the bench superadmin")?;
+    let group = entity::groups::Entity::find()
+        .filter(entity::groups::Column::Name.eq("default"))
+        .one(db)
+        .await?
+        .context("default project")?;
+    Ok((admin, group))
+}
+
 /// Launch latency through the GraphQL API (executed in-process, no HTTP hop) against
 /// `docker run -d`, interleaved.
 pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
@@ -150,14 +168,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
     let server = crate::start(config).await?;
     let state = server.state.clone();
     let schema = crate::graphql::build_schema(state.clone());
-    let admin = {
-        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-        entity::users::Entity::find()
-            .filter(entity::users::Column::Email.eq("admin@bai.local"))
-            .one(&state.db)
-            .await?
-            .context("the bench superadmin")?
-    };
+    let (admin, _) = bench_admin(&state.db).await?;
     let principal = Principal::User(std::sync::Arc::new(Caller {
         uuid: admin.uuid,
         email: admin.email.clone(),
@@ -178,7 +189,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         }
     };
     let (mut bai, mut docker) = (Vec::new(), Vec::new());
-    let mut phases: [Vec<Duration>; 6] = Default::default();
+    let mut phases: [Vec<Duration>; 5] = Default::default();
     println!("launch: {rounds} rounds of `{image}` (warm), API call → RUNNING vs `docker run -d`");
     for round in 0..=rounds {
         let t = Instant::now();
@@ -224,15 +235,14 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
             (Some(a), Some(b)) => (b - a).to_std().unwrap_or_default(),
             _ => Duration::ZERO,
         };
-        let (engine, ssh) = state.launch_phases.of(sid).unwrap_or_default();
+        let engine = state.launch_phases.of(sid).unwrap_or_default();
         let preparing = gap(at("PREPARING"), at("RUNNING"));
         let round_phases = [
             api_t,
             gap(Some(s.created_at), at("SCHEDULED")),
             gap(at("SCHEDULED"), at("PREPARING")),
             engine,
-            ssh,
-            preparing.saturating_sub(engine + ssh),
+            preparing.saturating_sub(engine),
         ];
         gql(format!(
             r#"mutation {{ destroy_session(id: "{id}") {{ ok }} }}"#
@@ -287,7 +297,6 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         "queued until SCHEDULED (scheduler)",
         "SCHEDULED until PREPARING (launch task)",
         "engine: container create + start",
-        "SSH keys into the container",
         "rest of PREPARING to RUNNING (DB, image)",
     ];
     for (name, p) in names.iter().zip(phases.iter_mut()) {
@@ -386,7 +395,7 @@ pub async fn api(
     sessions: usize,
     database_url: Option<String>,
 ) -> anyhow::Result<()> {
-    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter};
+    use sea_orm::{ActiveModelTrait, EntityTrait};
     let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
     let db_name = if database_url.is_some() {
         "PostgreSQL"
@@ -407,21 +416,12 @@ pub async fn api(
     let server = crate::start(config).await?;
     let state = server.state.clone();
     let base = format!("http://{}", server.addr);
-    let admin = entity::users::Entity::find()
-        .filter(entity::users::Column::Email.eq("admin@bai.local"))
-        .one(&state.db)
-        .await?
-        .context("the bench superadmin")?;
+    let (admin, group) = bench_admin(&state.db).await?;
     let ak = admin.main_access_key.clone().context("admin keypair")?;
     let kp = entity::keypairs::Entity::find_by_id(ak.clone())
         .one(&state.db)
         .await?
         .context("admin keypair")?;
-    let group = entity::groups::Entity::find()
-        .filter(entity::groups::Column::Name.eq("default"))
-        .one(&state.db)
-        .await?
-        .context("default project")?;
     for i in 0..sessions {
         session_row(
             &format!("bench-{i}"),
@@ -794,7 +794,7 @@ async fn subscriber(
 /// over WebSockets to a `bai serve` child process), against delivery to one subscriber in
 /// the same run; and the server's memory per subscriber.
 pub async fn fanout(n: usize, database_url: Option<String>) -> anyhow::Result<()> {
-    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter};
+    use sea_orm::ActiveModelTrait;
     let limit = (n + 10).to_string();
     let child = Child::start(
         database_url,
@@ -803,16 +803,7 @@ pub async fn fanout(n: usize, database_url: Option<String>) -> anyhow::Result<()
     .await?;
     let token = child.login().await?;
     let db = child.db().await?;
-    let admin = entity::users::Entity::find()
-        .filter(entity::users::Column::Email.eq("admin@bai.local"))
-        .one(&db)
-        .await?
-        .context("the bench superadmin")?;
-    let group = entity::groups::Entity::find()
-        .filter(entity::groups::Column::Name.eq("default"))
-        .one(&db)
-        .await?
-        .context("default project")?;
+    let (admin, group) = bench_admin(&db).await?;
     let url = format!("{}/graphql/ws", child.base.replace("http://", "ws://"));
     println!(
         "fanout on {}: one session event to N subscribers of one topic (a bai serve child process)",
@@ -916,20 +907,11 @@ pub async fn queue(
     seconds: u64,
     database_url: Option<String>,
 ) -> anyhow::Result<()> {
-    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+    use sea_orm::{ActiveModelTrait, Set};
     let child = Child::start(database_url, &[]).await?;
     let token = child.login().await?;
     let db = child.db().await?;
-    let admin = entity::users::Entity::find()
-        .filter(entity::users::Column::Email.eq("admin@bai.local"))
-        .one(&db)
-        .await?
-        .context("the bench superadmin")?;
-    let group = entity::groups::Entity::find()
-        .filter(entity::groups::Column::Name.eq("default"))
-        .one(&db)
-        .await?
-        .context("default project")?;
+    let (admin, group) = bench_admin(&db).await?;
     let image = "bai.local/bench/none:1";
     entity::images::ActiveModel {
         id: Set(Uuid::new_v4()),

@@ -280,24 +280,13 @@ impl DockerAgent {
             ),
             ..Default::default()
         };
-        // Service ports are published on loopback only (random host ports); the app proxy
-        // reaches them there.
-        let ports = crate::sessions::apps::container_ports(&spec.service_ports);
-        let exposed: Vec<String> = ports.iter().map(|p| format!("{p}/tcp")).collect();
-        let bindings: bollard::models::PortMap = exposed
+        // Service ports are not published on the host (each published port costs the engine a
+        // proxy process and firewall rules at start): the app proxy reaches the container at
+        // its address on the session network.
+        let exposed: Vec<String> = crate::sessions::apps::container_ports(&spec.service_ports)
             .iter()
-            .map(|p| {
-                let b = bollard::models::PortBinding {
-                    host_ip: Some("127.0.0.1".into()),
-                    host_port: Some(String::new()),
-                };
-                (p.clone(), Some(vec![b]))
-            })
+            .map(|p| format!("{p}/tcp"))
             .collect();
-        let host_config = HostConfig {
-            port_bindings: Some(bindings),
-            ..host_config
-        };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             hostname: Some(spec.hostname.clone()),
@@ -541,19 +530,21 @@ impl DockerAgent {
         ))
     }
 
-    /// The loopback port a container port is published on.
-    pub async fn published_port(&self, container_id: &str, port: u16) -> Option<u16> {
+    /// The container's address on its network (the session network when it has one), where
+    /// the server reaches its ports.
+    pub async fn address(&self, container_id: &str) -> Option<std::net::IpAddr> {
         let info = self
             .docker
             .inspect_container(container_id, None)
             .await
             .ok()?;
-        let ports = info.network_settings?.ports?;
-        let bindings = ports.get(&format!("{port}/tcp"))?.as_ref()?;
-        bindings
-            .iter()
-            .filter_map(|b| b.host_port.as_deref())
-            .find_map(|p| p.parse().ok())
+        let networks = info.network_settings?.networks?;
+        let preferred = self.network.as_ref().and_then(|n| networks.get(n));
+        preferred
+            .into_iter()
+            .chain(networks.values())
+            .filter_map(|n| n.ip_address.as_deref())
+            .find_map(|ip| ip.parse().ok())
     }
 
     /// The container's output so far (stdout and stderr, interleaved).

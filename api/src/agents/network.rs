@@ -3,7 +3,7 @@
 //! traffic off, and firewall rules on the host keep
 //! containers away from the host itself (services on the bridge gateway included) and from
 //! link-local addresses (cloud metadata at 169.254.169.254). The server still reaches the
-//! session's ports, which are published on the host's loopback only.
+//! session's ports at the containers' addresses on the bridge (connections the host opens).
 use std::collections::HashMap;
 
 use anyhow::Context;

@@ -2,7 +2,8 @@
 //! built-in terminal), starting an app on demand (`start_service`; Jupyter Notebook with a
 //! per-launch token and its base URL under the proxy), and the app proxy at
 //! `/apps/{session}/{app}/…`, which only the session's owner (or a superadmin) may use.
-//! Container ports are published on 127.0.0.1 only; the proxy talks to loopback.
+//! Container ports are not published on the host: the proxy reaches each container at its
+//! address on the session network (the host may; the containers may not reach the host).
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -152,6 +153,7 @@ pub async fn ssh_private_key(
     id: Uuid,
 ) -> ApiResult<String> {
     let (_, k) = owned_running(state, principal, id).await?;
+    state.started_apps.ssh_setup_done(id).await;
     let (agent, container) = super::container_of(state, &k).await?;
     let data = agent
         .read_file(&container, "/home/work/id_container", 64 * 1024)
@@ -170,8 +172,13 @@ pub struct StartedApps {
 #[derive(Default)]
 struct AppsInner {
     apps: HashMap<(Uuid, String), AppEntry>,
-    ports: HashMap<(Uuid, u16), u16>,
+    ports: HashMap<(Uuid, u16), std::net::SocketAddr>,
+    /// Sessions whose SSH setup (after RUNNING) is still going on.
+    ssh_setups: HashMap<Uuid, tokio::sync::watch::Receiver<()>>,
 }
+
+/// The longest the sshd app or the key download waits for a session's SSH setup.
+const SSH_SETUP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Clone)]
 struct AppEntry {
@@ -202,6 +209,39 @@ impl StartedApps {
             *s != session
         });
         inner.ports.retain(|(s, _), _| *s != session);
+        inner.ssh_setups.remove(&session);
+    }
+
+    /// A session's SSH setup starts: until `ssh_setup_ends`, `ssh_setup_done` waits.
+    pub fn ssh_setup_begins(&self, session: Uuid) -> tokio::sync::watch::Sender<()> {
+        let (tx, rx) = tokio::sync::watch::channel(());
+        self.lock().ssh_setups.insert(session, rx);
+        tx
+    }
+
+    /// The setup is over (done or failed): the waiters go on.
+    pub fn ssh_setup_ends(&self, session: Uuid, setup: tokio::sync::watch::Sender<()>) {
+        let mut inner = self.lock();
+        if inner
+            .ssh_setups
+            .get(&session)
+            .is_some_and(|rx| rx.same_channel(&setup.subscribe()))
+        {
+            inner.ssh_setups.remove(&session);
+        }
+        drop(setup); // closes the channel: every waiter wakes
+    }
+
+    /// Waits (bounded) until the session's SSH keys and daemon are in place.
+    async fn ssh_setup_done(&self, session: Uuid) {
+        let pending = self.lock().ssh_setups.get(&session).cloned();
+        if let Some(mut rx) = pending {
+            // The sender is dropped when the setup ends: `changed` then returns an error.
+            let _ = tokio::time::timeout(SSH_SETUP_WAIT, async {
+                while rx.changed().await.is_ok() {}
+            })
+            .await;
+        }
     }
 
     fn entry(&self, session: Uuid, app: &str) -> Option<AppEntry> {
@@ -209,18 +249,22 @@ impl StartedApps {
     }
 }
 
-/// The loopback port for `port` of the session's container, cached after the first lookup.
-async fn host_port(
+/// Where the server reaches `port` of the session's container (its address on the session
+/// network), cached after the first lookup.
+async fn upstream(
     state: &AppState,
     session: Uuid,
     k: &entity::kernels::Model,
     port: u16,
-) -> ApiResult<Option<u16>> {
+) -> ApiResult<Option<std::net::SocketAddr>> {
     if let Some(p) = state.started_apps.lock().ports.get(&(session, port)) {
         return Ok(Some(*p));
     }
     let (agent, container) = super::container_of(state, k).await?;
-    let found = agent.published_port(&container, port).await;
+    let found = agent
+        .address(&container)
+        .await
+        .map(|ip| std::net::SocketAddr::new(ip, port));
     if let Some(p) = found {
         state.started_apps.lock().ports.insert((session, port), p);
     }
@@ -298,6 +342,9 @@ pub async fn start(
     let (_, k) = owned_running(state, principal, id).await?;
     let service = app_of(&k, app)?;
     let port = port_of(&k, app)?;
+    if port == SSHD_PORT {
+        state.started_apps.ssh_setup_done(id).await;
+    }
     let base = format!("/apps/{id}/{app}/");
     let is_tcp = service.protocol == "tcp";
     let token = match state.started_apps.entry(id, app) {
@@ -305,9 +352,9 @@ pub async fn start(
         None if is_tcp => crate::auth::tokens::new_token(),
         None => launch_http_app(state, id, &k, app, port, &base).await?,
     };
-    let host_port = host_port(state, id, &k, port)
+    let upstream = upstream(state, id, &k, port)
         .await?
-        .ok_or_else(|| ApiError::internal("starting an app", "port not published"))?;
+        .ok_or_else(|| ApiError::internal("starting an app", "the container has no address"))?;
     // Every app is served on a pool port of its own: an origin of its own, so no page an app
     // produces ever runs in the console's origin (with the visitor's login).
     let wants_pool = true;
@@ -320,7 +367,7 @@ pub async fn start(
         None if wants_pool => {
             let (listener, p) = bind_pool_port(state, opts.preferred_port).await?;
             let handle = if is_tcp {
-                tokio::spawn(forward_tcp(state.clone(), id, listener, host_port)).abort_handle()
+                tokio::spawn(forward_tcp(state.clone(), id, listener, upstream)).abort_handle()
             } else {
                 let router = pool_router(state.clone(), id, app.to_string());
                 let tls = state.tls.clone();
@@ -388,10 +435,10 @@ async fn launch_http_app(
         "--notebook-dir=/home/work".into(),
     ];
     agent.spawn_detached(&container, cmd).await?;
-    let host_port = host_port(state, id, k, port)
+    let upstream = upstream(state, id, k, port)
         .await?
-        .ok_or_else(|| ApiError::internal("starting an app", "port not published"))?;
-    let probe = format!("http://127.0.0.1:{host_port}{base}api/status?token={token}");
+        .ok_or_else(|| ApiError::internal("starting an app", "the container has no address"))?;
+    let probe = format!("http://{upstream}{base}api/status?token={token}");
     for _ in 0..150 {
         if state
             .http
@@ -448,12 +495,12 @@ async fn bind_pool_port(
     )))
 }
 
-/// Raw TCP forwarding from a pool port to the container's published port (SSH/SFTP).
+/// Raw TCP forwarding from a pool port to the container's port (SSH/SFTP).
 async fn forward_tcp(
     state: AppState,
     session: Uuid,
     listener: tokio::net::TcpListener,
-    host_port: u16,
+    upstream: std::net::SocketAddr,
 ) {
     loop {
         let Ok((mut inbound, _)) = listener.accept().await else {
@@ -463,7 +510,7 @@ async fn forward_tcp(
         };
         super::exec::touch(&state, session).await;
         tokio::spawn(async move {
-            match tokio::net::TcpStream::connect(("127.0.0.1", host_port)).await {
+            match tokio::net::TcpStream::connect(upstream).await {
                 Ok(mut outbound) => {
                     let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                 }
@@ -621,7 +668,7 @@ fn origin_allowed(req: &Request) -> bool {
 
 /// Keeps a `Location` from the app inside the session: relative ones as they are, absolute
 /// ones only when they point at the app itself (made relative); anything else is dropped.
-fn safe_location(location: &str, host_port: u16) -> Option<String> {
+fn safe_location(location: &str, upstream: std::net::SocketAddr) -> Option<String> {
     // Browsers drop tabs and newlines inside URLs and read `\` as `/`: `/\t/evil` would
     // become `//evil`. Any of them, or any other control character, and the header goes.
     if location
@@ -630,7 +677,7 @@ fn safe_location(location: &str, host_port: u16) -> Option<String> {
     {
         return None;
     }
-    let own = format!("http://127.0.0.1:{host_port}");
+    let own = format!("http://{upstream}");
     if let Some(rest) = location.strip_prefix(&own) {
         return match rest.chars().next() {
             None => Some("/".into()),
@@ -708,7 +755,7 @@ async fn proxy_inner(
     if app_of(&k, app)?.protocol != "http" {
         return Err(ApiError::bad_request(format!("'{app}' is not a web app")));
     }
-    let host_port = host_port(state, id, &k, port)
+    let upstream = upstream(state, id, &k, port)
         .await?
         .ok_or_else(|| ApiError::bad_request(format!("'{app}' is not running; start it first")))?;
     let path_and_query = req
@@ -723,9 +770,9 @@ async fn proxy_inner(
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if wants_ws {
         super::exec::touch(state, id).await;
-        return websocket(state.clone(), id, host_port, path_and_query, req).await;
+        return websocket(state.clone(), id, upstream, path_and_query, req).await;
     }
-    let url = format!("http://127.0.0.1:{host_port}{path_and_query}");
+    let url = format!("http://{upstream}{path_and_query}");
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| ApiError::bad_request("unsupported method"))?;
     let mut out = state.http.request(method, &url);
@@ -757,11 +804,7 @@ async fn proxy_inner(
             continue;
         }
         if name.as_str() == "location" {
-            if let Some(l) = value
-                .to_str()
-                .ok()
-                .and_then(|l| safe_location(l, host_port))
-            {
+            if let Some(l) = value.to_str().ok().and_then(|l| safe_location(l, upstream)) {
                 builder = builder.header("location", l);
             }
             continue;
@@ -824,7 +867,7 @@ fn app_cookies(header: &str) -> Option<String> {
 async fn websocket(
     state: AppState,
     session: Uuid,
-    host_port: u16,
+    upstream: std::net::SocketAddr,
     path_and_query: String,
     req: Request,
 ) -> ApiResult<Response> {
@@ -844,7 +887,7 @@ async fn websocket(
     let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &state)
         .await
         .map_err(|e| ApiError::bad_request(format!("not a WebSocket request: {e}")))?;
-    let mut upstream_req = format!("ws://127.0.0.1:{host_port}{path_and_query}")
+    let mut upstream_req = format!("ws://{upstream}{path_and_query}")
         .into_client_request()
         .map_err(|e| ApiError::internal("proxying a WebSocket", e))?;
     if let Some(c) = cookies
@@ -933,18 +976,41 @@ mod tests {
         assert_eq!(container_ports("sshd:tcp:2200"), vec![2200]);
         assert_eq!(parse_port_range("30000-30999"), Some((30000, 30999)));
         assert_eq!(parse_port_range("3-1"), None);
-        assert_eq!(safe_location("/apps/x/", 9), Some("/apps/x/".into()));
-        assert_eq!(safe_location("tree", 9), Some("tree".into()));
-        assert_eq!(safe_location("http://127.0.0.1:9/a", 9), Some("/a".into()));
-        assert_eq!(safe_location("https://evil.example/", 9), None);
-        assert_eq!(safe_location("//evil.example/", 9), None);
-        assert_eq!(safe_location("/\t/evil.example/", 9), None);
-        assert_eq!(safe_location("/\\evil.example/", 9), None);
-        assert_eq!(safe_location("https:evil.example", 9), None);
-        assert_eq!(safe_location("javascript:alert(1)", 9), None);
-        assert_eq!(safe_location("http://127.0.0.1:9@evil.example/", 9), None);
-        assert_eq!(safe_location("http://127.0.0.1:9//evil.example/", 9), None);
-        assert_eq!(safe_location("tree?a=b:c", 9), Some("tree?a=b:c".into()));
+        let at = |ip: &str| std::net::SocketAddr::new(ip.parse().unwrap(), 9);
+        assert_eq!(
+            safe_location("/apps/x/", at("172.17.0.2")),
+            Some("/apps/x/".into())
+        );
+        assert_eq!(safe_location("tree", at("172.17.0.2")), Some("tree".into()));
+        assert_eq!(
+            safe_location("http://172.17.0.2:9/a", at("172.17.0.2")),
+            Some("/a".into())
+        );
+        assert_eq!(
+            safe_location("http://172.17.0.3:9/a", at("172.17.0.2")),
+            None
+        );
+        assert_eq!(
+            safe_location("https://evil.example/", at("172.17.0.2")),
+            None
+        );
+        assert_eq!(safe_location("//evil.example/", at("172.17.0.2")), None);
+        assert_eq!(safe_location("/\t/evil.example/", at("172.17.0.2")), None);
+        assert_eq!(safe_location("/\\evil.example/", at("172.17.0.2")), None);
+        assert_eq!(safe_location("https:evil.example", at("172.17.0.2")), None);
+        assert_eq!(safe_location("javascript:alert(1)", at("172.17.0.2")), None);
+        assert_eq!(
+            safe_location("http://172.17.0.2:9@evil.example/", at("172.17.0.2")),
+            None
+        );
+        assert_eq!(
+            safe_location("http://172.17.0.2:9//evil.example/", at("172.17.0.2")),
+            None
+        );
+        assert_eq!(
+            safe_location("tree?a=b:c", at("172.17.0.2")),
+            Some("tree?a=b:c".into())
+        );
         assert_eq!(apps("").last().unwrap().name, "terminal");
     }
 }

@@ -799,13 +799,12 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     }
     let started = std::time::Instant::now();
     let container_id = agent.create_and_start(&spec).await?;
-    let engine = started.elapsed();
-    let started = std::time::Instant::now();
-    if let Err(e) = apps::install_ssh(&agent, &container_id, &s.name).await {
-        tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
-    }
-    state.launch_phases.record(id, engine, started.elapsed());
-    apply(
+    state.launch_phases.record(id, started.elapsed());
+    // SSH keys and the daemon go in after RUNNING (they are not the engine's work and took
+    // a third of the launch); whatever needs them (the sshd app, the key download) waits
+    // for this setup, registered before RUNNING is visible.
+    let ssh_setup = state.started_apps.ssh_setup_begins(id);
+    let running = apply(
         state,
         id,
         SessionStatus::Running,
@@ -815,7 +814,28 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             ..Default::default()
         },
     )
-    .await?;
+    .await;
+    if let Err(e) = running {
+        state.started_apps.ssh_setup_ends(id, ssh_setup);
+        return Err(e);
+    }
+    {
+        let (state, agent, container_id, name) = (
+            state.clone(),
+            agent.clone(),
+            container_id.clone(),
+            s.name.clone(),
+        );
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            if let Err(e) = apps::install_ssh(&agent, &container_id, &name).await {
+                tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
+            }
+            metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh")
+                .record(started.elapsed().as_secs_f64());
+            state.started_apps.ssh_setup_ends(id, ssh_setup);
+        });
+    }
     if s.session_type == SessionType::Batch {
         tokio::spawn(watch_batch(state.clone(), id, agent_id, container_id, k.id));
     }
@@ -1143,20 +1163,17 @@ mod tests {
     }
 }
 
-/// Where the last launches spent their time inside PREPARING (the engine's own create+start,
-/// and installing the session's SSH keys), for `bai bench` and the metrics.
+/// How long the last launches spent in the engine's own create+start (inside PREPARING), for
+/// `bai bench` and the metrics (SSH setup, after RUNNING, has its own histogram phase).
 #[derive(Default)]
 pub struct LaunchPhases {
-    last: std::sync::Mutex<
-        std::collections::VecDeque<(Uuid, std::time::Duration, std::time::Duration)>,
-    >,
+    last: std::sync::Mutex<std::collections::VecDeque<(Uuid, std::time::Duration)>>,
 }
 
 impl LaunchPhases {
-    fn record(&self, session: Uuid, engine: std::time::Duration, ssh: std::time::Duration) {
+    fn record(&self, session: Uuid, engine: std::time::Duration) {
         metrics::histogram!("bai_launch_phase_seconds", "phase" => "engine")
             .record(engine.as_secs_f64());
-        metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh").record(ssh.as_secs_f64());
         let mut last = match self.last.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
@@ -1164,18 +1181,18 @@ impl LaunchPhases {
         if last.len() >= 64 {
             last.pop_front();
         }
-        last.push_back((session, engine, ssh));
+        last.push_back((session, engine));
     }
 
-    /// (engine create+start, SSH setup) of `session`'s launch, if it is among the last 64.
-    pub fn of(&self, session: Uuid) -> Option<(std::time::Duration, std::time::Duration)> {
+    /// The engine's create+start of `session`'s launch, if it is among the last 64.
+    pub fn of(&self, session: Uuid) -> Option<std::time::Duration> {
         let last = match self.last.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
         last.iter()
             .rev()
-            .find(|(id, _, _)| *id == session)
-            .map(|(_, e, s)| (*e, *s))
+            .find(|(id, _)| *id == session)
+            .map(|(_, e)| *e)
     }
 }
