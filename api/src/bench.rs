@@ -135,6 +135,32 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// `docker run -d` of `image` (on `network` if given), removed again: its wall time.
+async fn docker_run(image: &str, network: Option<&str>) -> anyhow::Result<Duration> {
+    let mut args = vec!["run", "-d", "--cpus", "1", "--memory", "512m"];
+    if let Some(n) = network {
+        args.extend(["--network", n]);
+    }
+    args.extend([image, "sleep", "infinity"]);
+    let t = Instant::now();
+    let out = tokio::process::Command::new("docker")
+        .args(&args)
+        .output()
+        .await?;
+    let took = t.elapsed();
+    anyhow::ensure!(
+        out.status.success(),
+        "docker run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    tokio::process::Command::new("docker")
+        .args(["rm", "-f", &cid])
+        .output()
+        .await?;
+    Ok(took)
+}
+
 /// The bench's superadmin (`admin@bai.local`) and the default project it launches in.
 async fn bench_admin(
     db: &sea_orm::DatabaseConnection,
@@ -188,7 +214,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
             Ok::<_, anyhow::Error>(resp.data.into_json()?)
         }
     };
-    let (mut bai, mut docker) = (Vec::new(), Vec::new());
+    let (mut bai, mut docker, mut docker_net) = (Vec::new(), Vec::new(), Vec::new());
     let mut phases: [Vec<Duration>; 5] = Default::default();
     println!("launch: {rounds} rounds of `{image}` (warm), API call → RUNNING vs `docker run -d`");
     for round in 0..=rounds {
@@ -248,28 +274,19 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
             r#"mutation {{ destroy_session(id: "{id}") {{ ok }} }}"#
         ))
         .await?;
-        let t = Instant::now();
-        let out = tokio::process::Command::new("docker")
-            .args([
-                "run", "-d", "--cpus", "1", "--memory", "512m", image, "sleep", "infinity",
-            ])
-            .output()
-            .await?;
-        let docker_t = t.elapsed();
-        anyhow::ensure!(
-            out.status.success(),
-            "docker run failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let cid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        tokio::process::Command::new("docker")
-            .args(["rm", "-f", &cid])
-            .output()
-            .await?;
+        // The plain baseline, and the same container on the session network (what bai asks
+        // the engine for when network isolation is on: a user-defined bridge, embedded DNS).
+        let docker_t = docker_run(image, None).await?;
+        let docker_net_t = if state.config.network_isolation {
+            Some(docker_run(image, Some(crate::agents::network::NETWORK)).await?)
+        } else {
+            None
+        };
         if round > 0 {
             // Round 0 warms both paths up.
             bai.push(bai_t);
             docker.push(docker_t);
+            docker_net.extend(docker_net_t);
             for (i, p) in round_phases.iter().enumerate() {
                 phases[i].push(*p);
             }
@@ -283,6 +300,15 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         ms(percentile(&docker, 0.5)),
         ms(percentile(&docker, 0.9))
     );
+    docker_net.sort();
+    if !docker_net.is_empty() {
+        println!(
+            "  docker run -d --network {}   p50 {:>7.1} ms   p90 {:>7.1} ms",
+            crate::agents::network::NETWORK,
+            ms(percentile(&docker_net, 0.5)),
+            ms(percentile(&docker_net, 0.9))
+        );
+    }
     println!(
         "  bai session     p50 {:>7.1} ms   p90 {:>7.1} ms",
         ms(percentile(&bai, 0.5)),
@@ -292,6 +318,12 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         "  ratio (p50)     {:.2}x docker",
         ms(percentile(&bai, 0.5)) / ms(percentile(&docker, 0.5))
     );
+    if !docker_net.is_empty() {
+        println!(
+            "  ratio (p50)     {:.2}x docker on the same network",
+            ms(percentile(&bai, 0.5)) / ms(percentile(&docker_net, 0.5))
+        );
+    }
     let names = [
         "API call (create_session answered)",
         "queued until SCHEDULED (scheduler)",

@@ -827,8 +827,15 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             s.name.clone(),
         );
         tokio::spawn(async move {
+            // Under the session's lock: a termination waits for the setup instead of racing
+            // it, and a session already ended gets none.
+            let lock = state.session_locks.get(id).await;
+            let _guard = lock.lock().await;
             let started = std::time::Instant::now();
-            if let Err(e) = apps::install_ssh(&agent, &container_id, &name).await {
+            let still_running = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
+                .await
+                .is_ok_and(|s| s.status == SessionStatus::Running);
+            if still_running && let Err(e) = apps::install_ssh(&agent, &container_id, &name).await {
                 tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
             }
             metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh")
