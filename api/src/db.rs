@@ -467,3 +467,75 @@ pub async fn restore(config: &Config, backup: &std::path::Path, force: bool) -> 
     std::fs::rename(&tmp, &target)?;
     Ok(())
 }
+
+/// Row counts of list queries (`total_count`), kept until the table changes: counting is the
+/// one part of a page that grows with the table (10,000 sessions: a scan per request). An
+/// entry is good while the generation it was counted under is current — the owner of the
+/// table calls `changed` after every committed write — and for at most `ttl` (writes this
+/// process does not see: another manager's, a cascade). The key is the count's SQL with its
+/// values, so callers with other visibility filters never share an entry.
+pub struct CountCache {
+    generation: std::sync::atomic::AtomicU64,
+    ttl: Duration,
+    entries: std::sync::Mutex<std::collections::HashMap<String, (u64, std::time::Instant, u64)>>,
+}
+
+/// Distinct count queries kept at most (the whole map is dropped when it is full).
+const COUNT_CACHE_MAX: usize = 4096;
+
+impl CountCache {
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            generation: std::sync::atomic::AtomicU64::new(0),
+            ttl,
+            entries: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The table changed (call after the commit): every entry is stale.
+    pub fn changed(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn entries(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (u64, std::time::Instant, u64)>>
+    {
+        match self.entries.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The number of rows `select` finds, from the cache when it is still good.
+    pub async fn count<E>(
+        &self,
+        db: &DatabaseConnection,
+        select: sea_orm::Select<E>,
+    ) -> Result<u64, sea_orm::DbErr>
+    where
+        E: EntityTrait,
+        E::Model: Sync,
+    {
+        use sea_orm::QueryTrait;
+        let key = select
+            .build(sea_orm::ConnectionTrait::get_database_backend(db))
+            .to_string();
+        // Read before counting: a write that commits meanwhile makes this entry stale.
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some((g, at, n)) = self.entries().get(&key)
+            && *g == generation
+            && at.elapsed() < self.ttl
+        {
+            return Ok(*n);
+        }
+        let n = select.count(db).await?;
+        let mut entries = self.entries();
+        if entries.len() >= COUNT_CACHE_MAX {
+            entries.clear();
+        }
+        entries.insert(key, (generation, std::time::Instant::now(), n));
+        Ok(n)
+    }
+}

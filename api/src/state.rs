@@ -44,6 +44,8 @@ pub struct AppState {
     pub usage: Arc<crate::keypairs::usage::Usage>,
     /// Time spent by the last launches' phases (`bai bench`, metrics).
     pub launch_phases: Arc<crate::sessions::LaunchPhases>,
+    /// `total_count` of session lists; `sessions::publish` marks every change.
+    pub session_counts: Arc<crate::db::CountCache>,
     /// The server's TLS settings when it speaks HTTPS (app ports use them too).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
@@ -75,6 +77,9 @@ impl AppState {
             auth_cache: Arc::default(),
             usage: Arc::default(),
             launch_phases: Arc::default(),
+            session_counts: Arc::new(crate::db::CountCache::new(std::time::Duration::from_secs(
+                2,
+            ))),
             config: Arc::new(config),
             events: EventBus::new(),
             rate_limiter: Arc::new(RateLimiter::default()),

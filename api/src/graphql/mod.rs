@@ -176,15 +176,32 @@ where
     E: EntityTrait,
     E::Model: Sync,
 {
-    use sea_orm::{PaginatorTrait, QuerySelect};
-    let (limit, offset) = page(limit, offset)?;
+    use sea_orm::PaginatorTrait;
     let total = select.clone().count(db).await?;
-    let rows = apply_order(select, order, allowed, default)?
+    let rows = page_rows(db, select, (limit, offset), order, allowed, default).await?;
+    Ok((rows, total))
+}
+
+/// One page of `select` (what `paginate` returns without the count).
+pub async fn page_rows<E>(
+    db: &sea_orm::DatabaseConnection,
+    select: Select<E>,
+    (limit, offset): (i32, i32),
+    order: Option<&str>,
+    allowed: &[(&str, E::Column)],
+    default: (E::Column, Order),
+) -> ApiResult<Vec<E::Model>>
+where
+    E: EntityTrait,
+    E::Model: Sync,
+{
+    use sea_orm::QuerySelect;
+    let (limit, offset) = page(limit, offset)?;
+    Ok(apply_order(select, order, allowed, default)?
         .limit(limit)
         .offset(offset)
         .all(db)
-        .await?;
-    Ok((rows, total))
+        .await?)
 }
 
 /// Every error leaves with a stable `extensions.code`; errors raised by the GraphQL engine

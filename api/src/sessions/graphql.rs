@@ -464,8 +464,17 @@ impl SessionQuery {
                 ],
             )?);
         }
-        // Lists read on the read pool (SQLite: beside the writer, never queued behind it).
-        let (rows, total_count) = crate::graphql::paginate(
+        // Lists read on the read pool (SQLite: beside the writer, never queued behind it);
+        // the count only when asked for, and from the cache while no session changed.
+        let total_count = if ctx.look_ahead().field("total_count").exists() {
+            state
+                .session_counts
+                .count(&state.read, select.clone())
+                .await?
+        } else {
+            0
+        };
+        let rows = crate::graphql::page_rows(
             &state.read,
             select,
             (limit, offset),

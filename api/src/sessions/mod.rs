@@ -502,6 +502,8 @@ pub async fn create(
 }
 
 pub fn publish(state: &AppState, s: &sessions::Model, event: &'static str, reason: Option<String>) {
+    // Every committed change of a session passes here: list counts are stale.
+    state.session_counts.changed();
     state.events.publish(Event::Session(SessionEvent {
         session_id: s.id,
         name: s.name.clone(),

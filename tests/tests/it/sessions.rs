@@ -252,6 +252,60 @@ both_dbs!(batch_sessions_report_limits_and_results, |db| async move {
     );
 });
 
+// Session lists keep `total_count` in a cache (counting 10,000 rows per request was the
+// list's cost): a count follows every change at once, and callers with different visibility
+// never share one.
+both_dbs!(
+    session_counts_follow_changes_and_never_cross_callers,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let alice = app.user("count-a@x.org", "user", "default").await;
+        let bob = app.user("count-b@x.org", "user", "default").await;
+        let count = |token: String, status: &'static str| {
+            let app = &app;
+            async move {
+                app.ok(
+                Some(&token),
+                "query($s: String) { compute_session_list(limit: 5, offset: 0, status: $s) { total_count items { id } } }",
+                json!({"s": status}),
+            )
+            .await["compute_session_list"]["total_count"]
+                .as_u64()
+                .unwrap()
+            }
+        };
+        let live = "PENDING,SCHEDULED,PREPARING,PULLING,RUNNING";
+        assert_eq!(count(alice.clone(), live).await, 0);
+        assert_eq!(count(bob.clone(), live).await, 0);
+        let id = session_ids(
+            &create_session(&app, &alice, json!({"image": PYTHON, "name": "counted"})).await,
+        )[0]
+        .clone();
+        // At once, not after the cache's lifetime; and only for her.
+        assert_eq!(count(alice.clone(), live).await, 1);
+        assert_eq!(count(bob.clone(), live).await, 0);
+        let named = app
+        .admin(
+            "query($f: String!) { compute_session_list(limit: 5, offset: 0, filter: $f) { total_count } }",
+            json!({"f": "name == \"counted\""}),
+        )
+        .await;
+        assert_eq!(named["compute_session_list"]["total_count"], 1, "{named}");
+        wait_status(&app, &alice, &id, &["RUNNING"]).await;
+        app.ok(
+            Some(&alice),
+            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
+            json!({"id": id}),
+        )
+        .await;
+        wait_status(&app, &alice, &id, &["TERMINATED"]).await;
+        assert_eq!(count(alice.clone(), live).await, 0);
+        assert_eq!(count(alice.clone(), "TERMINATED").await, 1);
+        assert_eq!(count(bob.clone(), "TERMINATED").await, 0);
+    }
+);
+
 both_dbs!(pending_sessions_say_why, |db| async move {
     require_docker();
     let app = spawn(db).await;
