@@ -517,10 +517,20 @@ pub async fn api(
         let host = server.addr.to_string();
         let secret = kp.secret_key.clone();
         let body = list.to_string();
+        let last_micros = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
         load(connections, seconds, move |c| {
-            // A fresh date (microseconds) per request: every signature is new, as the
-            // official client's are.
-            let now = chrono::Utc::now();
+            // A fresh date (microseconds, never the same twice across the connections) per
+            // request: every signature is new, as the official client's are; two requests
+            // signed in the same microsecond would be one replayed signature.
+            let wall = chrono::Utc::now().timestamp_micros();
+            let micros = match last_micros.fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |last| Some(wall.max(last + 1)),
+            ) {
+                Ok(last) | Err(last) => wall.max(last + 1),
+            };
+            let now = chrono::DateTime::from_timestamp_micros(micros).unwrap_or_default();
             let raw_date = now.to_rfc3339_opts(chrono::SecondsFormat::Micros, false);
             let date = now.fixed_offset();
             let input = crate::auth::hmac::SignInput {
