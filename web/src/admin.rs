@@ -207,8 +207,8 @@ fn Users() -> impl IntoView {
                 let email = r.0.clone();
                 let is_active = user["is_active"].as_bool().unwrap_or(false);
                 view! {
-                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| dialog.set(UserDialog::Edit(user.clone()))>"✎"</button>
-                    {is_active.then(|| view! { <button class="icon danger" title="Deactivate" data-action="deactivate" on:click=move |_| dialog.set(UserDialog::Deactivate(email.clone()))>"✕"</button> })}
+                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| dialog.set(UserDialog::Edit(user.clone()))>"✎"</button>
+                    {is_active.then(|| view! { <button class="icon danger" title="Deactivate" aria-label="Deactivate" data-action="deactivate" on:click=move |_| dialog.set(UserDialog::Deactivate(email.clone()))>"✕"</button> })}
                 }.into_any()
             })
         }}
@@ -351,12 +351,12 @@ fn Credentials() -> impl IntoView {
                 let ak2 = r.0.clone();
                 let on = key["is_active"].as_bool().unwrap_or(false);
                 view! {
-                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| editing.set(Some(key.clone()))>"✎"</button>
-                    <button class="icon" title=if on { "Deactivate" } else { "Activate" } data-action="toggle" on:click=move |_| {
+                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| editing.set(Some(key.clone()))>"✎"</button>
+                    <button class="icon" title=if on { "Deactivate" } else { "Activate" } aria-label=if on { "Deactivate" } else { "Activate" } data-action="toggle" on:click=move |_| {
                         run("mutation($k: String!, $a: Boolean!) { modify_keypair(access_key: $k, props: {is_active: $a}) { ok } }",
                             json!({"k": ak.clone(), "a": !on}), error, move |_| refresh());
                     }>{if on { "off" } else { "on" }}</button>
-                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
                         run("mutation($k: String!) { delete_keypair(access_key: $k) { ok } }", json!({"k": ak2.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
@@ -485,8 +485,8 @@ fn Policies() -> impl IntoView {
                 let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
                 let name = r.0.clone();
                 view! {
-                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
-                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
+                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
                         run("mutation($n: String!) { delete_keypair_resource_policy(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
@@ -677,7 +677,7 @@ fn Images() -> impl IntoView {
     let editing = RwSignal::new(None::<Value>);
     let refresh = move || {
         load_list(
-            "{ images { name registry namespace base_image_name tag digest architecture installed labels { key value } resource_limits { key min max } } }",
+            "{ images { name environment version registry namespace base_image_name tag digest architecture installed labels { key value } resource_limits { key min max } } }",
             json!({}),
             "images",
             error,
@@ -700,14 +700,15 @@ fn Images() -> impl IntoView {
                     format!("{} ≥ {shown}", s(l, "key"))
                 }).collect::<Vec<_>>().join(", ")).unwrap_or_default();
                 (s(i, "name"), vec![
-                    s(i, "registry"), s(i, "namespace"), s(i, "base_image_name"), s(i, "tag"), label("ai.backend.base-distro"),
+                    s(i, "environment"), s(i, "version"),
+                    s(i, "registry"), format!("{}/{}:{}", s(i, "namespace"), s(i, "base_image_name"), s(i, "tag")), label("ai.backend.base-distro"),
                     s(i, "digest").chars().take(19).collect(), limits,
                     if i["installed"].as_bool().unwrap_or(false) { "✔".into() } else { String::new() },
                 ])
             }).collect();
-            table("images-table", &["Registry", "Namespace", "Name", "Version", "Base", "Digest", "Minimum resources", "Installed"], list, move |r| {
+            table("images-table", &["Environment", "Version", "Registry", "Repository", "Base", "Digest", "Minimum resources", "Installed"], list, move |r| {
                 let img = all.iter().find(|i| s(i, "name") == r.0).cloned().unwrap_or_default();
-                view! { <button class="icon" title="Minimum resources" data-action="edit" on:click=move |_| editing.set(Some(img.clone()))>"✎"</button> }.into_any()
+                view! { <button class="icon" title="Minimum resources" aria-label="Minimum resources" data-action="edit" on:click=move |_| editing.set(Some(img.clone()))>"✎"</button> }.into_any()
             })
         }}
         {move || editing.get().map(|img| {
@@ -763,8 +764,8 @@ fn Presets() -> impl IntoView {
                 let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
                 let name = r.0.clone();
                 view! {
-                    <button class="icon" title="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
-                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
+                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
                         run("mutation($n: String!) { delete_resource_preset(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
@@ -866,12 +867,12 @@ fn Registries() -> impl IntoView {
             table("registries-table", &["Hostname", "URL", "Type", "Project", "User"], list, move |r| {
                 let (h1, h2) = (r.0.clone(), r.0.clone());
                 view! {
-                    <button class="icon" title="Rescan" data-action="rescan" on:click=move |_| {
+                    <button class="icon" title="Rescan" aria-label="Rescan" data-action="rescan" on:click=move |_| {
                         run("mutation($r: String) { rescan_images(registry: $r) { task_id } }", json!({"r": h1.clone()}), error, move |d| {
                             follow_task(s(&d["rescan_images"], "task_id"), progress, || {});
                         });
                     }>"↻"</button>
-                    <button class="icon danger" title="Delete" data-action="delete" on:click=move |_| {
+                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
                         run("mutation($h: String!) { delete_container_registry(hostname: $h) { ok } }", json!({"h": h2.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
@@ -1009,7 +1010,7 @@ fn ResourceGroups() -> impl IntoView {
             ])).collect();
             table("sgroups-table", &["Name", "Description", "Scheduler", "Status"], list, move |r| {
                 let g = all.iter().find(|g| s(g, "name") == r.0).cloned().unwrap_or_default();
-                view! { <button class="icon" title="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(g.clone())))>"✎"</button> }.into_any()
+                view! { <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(g.clone())))>"✎"</button> }.into_any()
             })
         }}
         {move || form.get().map(|g| {

@@ -154,7 +154,8 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
                 ev.prevent_default();
                 if must_change.get_untracked() { do_change() } else { do_login() }
             }>
-                <h1>"Backend.AI"</h1>
+                <h1>"bai"</h1>
+                <p class="subtitle">"a Backend.AI-compatible server"</p>
                 <h2>{move || if must_change.get() { "Change your password" } else { "Login With E-mail" }}</h2>
                 <Show when=move || !must_change.get()>
                     <label for="email">"E-mail"</label>
@@ -261,7 +262,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         }>
         <div class="app">
             <nav class="side">
-                <div class="brand">"Backend.AI"</div>
+                <div class="brand">"bai"</div>
                 {link("summary", "Summary")}
                 {link("sessions", "Sessions")}
                 {link("data", "Data & Storage")}

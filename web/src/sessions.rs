@@ -74,6 +74,7 @@ enum Dialog {
     Launch,
     Apps(String, String),
     Logs(String, String),
+    Detail(String, String),
     Terminate(String, String),
 }
 
@@ -91,6 +92,21 @@ pub fn SessionsPage() -> impl IntoView {
         Dialog::None
     });
     let scope: Option<crate::Scope> = use_context();
+    // Environments by name ("Python 3.11") for the list, read once.
+    let env_names = RwSignal::new(Vec::<EnvImage>::new());
+    spawn_local(async move {
+        if let Ok(d) = gql::query("{ images { name environment version registry } }", json!({})).await {
+            env_names.set(env_images(&d["images"]));
+        }
+    });
+    let env_label = move |reference: &str| {
+        env_names
+            .get()
+            .into_iter()
+            .find(|i| i.reference == reference)
+            .map(|i| i.label())
+            .unwrap_or_else(|| reference.rsplit('/').next().unwrap_or(reference).to_string())
+    };
     let refresh = move || {
         let g = scope.and_then(|s| s.group_id.get_untracked());
         spawn_local(async move {
@@ -161,7 +177,8 @@ pub fn SessionsPage() -> impl IntoView {
                         let (id1, n1, id2, n2, id3, n3, id4) = (id.clone(), name.clone(), id.clone(), name.clone(), id.clone(), name.clone(), id.clone());
                         view! {
                             <tr class="session-row" data-name=r.name.clone() data-status=r.status.clone()>
-                                <td><div class="strong">{r.name.clone()}</div><div class="muted small">{r.image.clone()}</div><div class="muted small owner">{r.owner.clone()}</div></td>
+                                <td><button class="link strong session-open" data-action="detail" aria-label=format!("Details of {}", r.name)
+                                    on:click={let (i, n) = (id.clone(), name.clone()); move |_| dialog.set(Dialog::Detail(i.clone(), n.clone()))}>{r.name.clone()}</button><div class="muted small env-name" title=r.image.clone()>{let i = r.image.clone(); move || env_label(&i)}</div><div class="muted small owner">{r.owner.clone()}</div></td>
                                 <td>
                                     <span class=format!("status status-{}", r.status.to_lowercase())>{r.status.clone()}</span>
                                     <div class="muted small">{r.info.clone()}</div>
@@ -171,12 +188,12 @@ pub fn SessionsPage() -> impl IntoView {
                                 </td>
                                 <td class="controls">
                                     <Show when=move || running>
-                                        <button class="icon" title="Apps" data-action="apps" on:click={let (i, n) = (id1.clone(), n1.clone()); move |_| dialog.set(Dialog::Apps(i.clone(), n.clone()))}>"▦"</button>
-                                        <a class="icon" title="Terminal" data-action="terminal" target="_blank" href=format!("#terminal/{id4}")>">_"</a>
+                                        <button class="icon" title="Apps" aria-label="Apps" data-action="apps" on:click={let (i, n) = (id1.clone(), n1.clone()); move |_| dialog.set(Dialog::Apps(i.clone(), n.clone()))}>"▦"</button>
+                                        <a class="icon" title="Terminal" aria-label="Terminal" data-action="terminal" target="_blank" href=format!("#terminal/{id4}")>">_"</a>
                                     </Show>
-                                    <button class="icon" title="Logs" data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
+                                    <button class="icon" title="Logs" aria-label="Logs" data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
                                     <Show when=move || live>
-                                        <button class="icon danger" title="Terminate" data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"✕"</button>
+                                        <button class="icon danger" title="Terminate" aria-label="Terminate" data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"✕"</button>
                                     </Show>
                                 </td>
                                 <td class="small">{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</td>
@@ -198,6 +215,7 @@ pub fn SessionsPage() -> impl IntoView {
                 on_launched=move |id: String, name: String| { tab.set(RUNNING); refresh(); dialog.set(Dialog::Apps(id, name)); } /> }.into_any(),
             Dialog::Apps(id, name) => view! { <AppsDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
             Dialog::Logs(id, name) => view! { <LogsDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
+            Dialog::Detail(id, name) => view! { <DetailDialog id=id name=name env_label=env_label on_close=move || dialog.set(Dialog::None) /> }.into_any(),
             Dialog::Terminate(id, name) => view! { <TerminateDialog id=id name=name on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
         }}
     }
@@ -233,6 +251,51 @@ struct Folder {
     permission: String,
 }
 
+/// An installed image as the launcher shows it: its environment's name and its version
+/// (named by the server from the image's labels), the registry as a detail.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvImage {
+    pub reference: String,
+    pub environment: String,
+    pub version: String,
+    pub registry: String,
+}
+
+impl EnvImage {
+    /// "Python 3.11".
+    pub fn label(&self) -> String {
+        format!("{} {}", self.environment, self.version)
+    }
+}
+
+/// `images { name environment version registry }` → sorted by environment, newest version
+/// first (versions compare number by number: 3.11 above 3.9).
+pub fn env_images(v: &Value) -> Vec<EnvImage> {
+    let mut list: Vec<EnvImage> = v
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| {
+                    Some(EnvImage {
+                        reference: i["name"].as_str()?.to_string(),
+                        environment: i["environment"].as_str()?.to_string(),
+                        version: i["version"].as_str()?.to_string(),
+                        registry: i["registry"].as_str().unwrap_or_default().to_string(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let key = |v: &str| -> Vec<u64> { v.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect() };
+    list.sort_by(|a, b| {
+        a.environment
+            .cmp(&b.environment)
+            .then_with(|| key(&b.version).cmp(&key(&a.version)))
+            .then_with(|| b.version.cmp(&a.version))
+    });
+    list
+}
+
 #[component]
 fn LaunchDialog(
     usage: RwSignal<Usage>,
@@ -241,8 +304,9 @@ fn LaunchDialog(
 ) -> impl IntoView {
     let scope: Option<crate::Scope> = use_context();
     let step = RwSignal::new(1u8);
-    let images = RwSignal::new(Vec::<String>::new());
+    let images = RwSignal::new(Vec::<EnvImage>::new());
     let image = RwSignal::new(String::new());
+    let environment = RwSignal::new(String::new());
     let name = RwSignal::new(String::new());
     let folders = RwSignal::new(Vec::<Folder>::new());
     let chosen = RwSignal::new(Vec::<String>::new());
@@ -258,10 +322,11 @@ fn LaunchDialog(
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
     spawn_local(async move {
-        if let Ok(d) = gql::query("{ images(is_installed: true) { name } vfolder_list(limit: 100, offset: 0) { items { name is_automount my_permission } } }", json!({})).await {
-            let list: Vec<String> = d["images"].as_array().map(|a| a.iter().filter_map(|i| i["name"].as_str().map(str::to_string)).collect()).unwrap_or_default();
-            if let Some(first) = list.iter().find(|n| n.contains("python")).or(list.first()) {
-                image.set(first.clone());
+        if let Ok(d) = gql::query("{ images(is_installed: true) { name environment version registry } vfolder_list(limit: 100, offset: 0) { items { name is_automount my_permission } } }", json!({})).await {
+            let list = env_images(&d["images"]);
+            if let Some(first) = list.iter().find(|i| i.environment == "Python").or(list.first()) {
+                environment.set(first.environment.clone());
+                image.set(first.reference.clone());
             }
             images.set(list);
             folders.set(d["vfolder_list"]["items"].as_array().map(|a| a.iter().map(|f| Folder {
@@ -387,13 +452,40 @@ fn LaunchDialog(
                 <span class:active=move || step.get() == 4>"4 Confirm"</span>
             </div>
             <Show when=move || step.get() == 1>
-                <label for="launch-image">"Environment / version"</label>
-                <select id="launch-image" on:change=move |ev| image.set(event_target_value(&ev))>
-                    <For each=move || images.get() key=|i| i.clone() children=move |i: String| {
-                        let sel = i.clone();
-                        view! { <option value=i.clone() selected=move || image.get() == sel>{i.clone()}</option> }
-                    } />
-                </select>
+                <div class="env-pick">
+                    <div>
+                        <label for="launch-env">"Environment"</label>
+                        <select id="launch-env" on:change=move |ev| {
+                            let env = event_target_value(&ev);
+                            // The newest version of the environment chosen.
+                            if let Some(first) = images.get_untracked().into_iter().find(|i| i.environment == env) {
+                                image.set(first.reference);
+                            }
+                            environment.set(env);
+                        }>
+                            {move || {
+                                let mut names: Vec<String> = images.get().into_iter().map(|i| i.environment).collect();
+                                names.dedup();
+                                names.into_iter().map(|n| {
+                                    let sel = n.clone();
+                                    view! { <option value=n.clone() selected=move || environment.get() == sel>{n.clone()}</option> }
+                                }).collect_view()
+                            }}
+                        </select>
+                    </div>
+                    <div>
+                        <label for="launch-image">"Version"</label>
+                        <select id="launch-image" on:change=move |ev| image.set(event_target_value(&ev))>
+                            {move || images.get().into_iter().filter(|i| i.environment == environment.get()).map(|i| {
+                                let sel = i.reference.clone();
+                                view! { <option value=i.reference.clone() selected=move || image.get() == sel>{i.version.clone()}</option> }
+                            }).collect_view()}
+                        </select>
+                    </div>
+                </div>
+                <div class="muted small" id="launch-registry">{move || {
+                    images.get().into_iter().find(|i| i.reference == image.get()).map(|i| format!("{} · {}", i.registry, i.reference)).unwrap_or_default()
+                }}</div>
                 <label for="launch-name">"Session name (optional)"</label>
                 <input id="launch-name" placeholder="random when empty" prop:value=move || name.get()
                     on:input=move |ev| name.set(event_target_value(&ev)) />
@@ -459,7 +551,10 @@ fn LaunchDialog(
             </Show>
             <Show when=move || step.get() == 4>
                 <table class="summary" id="launch-summary">
-                    <tr><th>"Environment"</th><td>{move || image.get()}</td></tr>
+                    <tr><th>"Environment"</th><td>{move || {
+                        let r = image.get();
+                        images.get().into_iter().find(|i| i.reference == r).map(|i| i.label()).unwrap_or(r)
+                    }}</td></tr>
                     <tr><th>"Name"</th><td>{move || { let n = name.get(); if n.is_empty() { "(random)".to_string() } else { n } }}</td></tr>
                     <tr><th>"Folders"</th><td>{move || { let c = chosen.get(); if c.is_empty() { "none".to_string() } else { c.join(", ") } }}</td></tr>
                     <tr><th>"Resources"</th><td>{move || if preset.get() == "custom" {
@@ -646,6 +741,121 @@ fn AppsDialog(
     }
 }
 
+/// Everything about one session the list cannot show: its environment, mounts, environment
+/// variable names, status history with the last reason, agent, and time used.
+#[component]
+fn DetailDialog(
+    id: String,
+    name: String,
+    env_label: impl Fn(&str) -> String + Copy + Send + Sync + 'static,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let data = RwSignal::new(None::<Result<Value, String>>);
+    spawn_local(async move {
+        let q = "query($id: UUID!) { compute_session(id: $id) { name image type status status_info status_history created_at terminated_at scaling_group vfolder_mounts environ_names agent_ids occupying_slots requested_slots containers { agent } } }";
+        data.set(Some(
+            gql::query(q, json!({"id": id}))
+                .await
+                .map(|d| d["compute_session"].clone())
+                .map_err(|e| e.message),
+        ));
+    });
+    let body = move || match data.get() {
+        None => view! { <p class="muted">"Loading…"</p> }.into_any(),
+        Some(Err(e)) => view! { <div class="error">{e}</div> }.into_any(),
+        Some(Ok(v)) => {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            let mounts: Vec<String> = json_field(&v["vfolder_mounts"])
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|m| {
+                            let name = m["name"].as_str().unwrap_or_default();
+                            let path = m["target"].as_str().unwrap_or_default();
+                            let perm = if m["read_only"].as_bool().unwrap_or(false) { "read-only" } else { "read-write" };
+                            format!("{name} → {path} ({perm})")
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let envs: Vec<String> = v["environ_names"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            let mut history: Vec<(String, String)> = json_field(&v["status_history"])
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, t)| (t.as_str().unwrap_or_default().to_string(), k.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            history.sort();
+            let last = history.len().saturating_sub(1);
+            let reason = s("status_info");
+            let agents: Vec<String> = v["containers"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c["agent"].as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            let used = used_time(&history, &s("terminated_at"));
+            let slots = json_field(&v["occupying_slots"]);
+            let slots = if slots.as_object().is_some_and(|o| !o.is_empty()) { slots } else { json_field(&v["requested_slots"]) };
+            let resources = format!(
+                "{} core · {} · {} GPU",
+                amount(&slots["cpu"]).unwrap_or(0.0),
+                amount(&slots["mem"]).map(gib).unwrap_or_else(|| "-".into()),
+                amount(&slots["cuda.shares"]).or(amount(&slots["cuda.device"])).unwrap_or(0.0)
+            );
+            view! {
+                <table class="summary" id="session-detail">
+                    <tr><th>"Environment"</th><td>{env_label(&s("image"))} <div class="muted small">{s("image")}</div></td></tr>
+                    <tr><th>"Type"</th><td>{s("type")}</td></tr>
+                    <tr><th>"Status"</th><td>{s("status")} " " <span class="muted small">{reason.clone()}</span></td></tr>
+                    <tr><th>"Resources"</th><td>{resources}</td></tr>
+                    <tr><th>"Resource group"</th><td>{s("scaling_group")}</td></tr>
+                    <tr><th>"Agent"</th><td id="detail-agent">{if agents.is_empty() { "-".to_string() } else { agents.join(", ") }}</td></tr>
+                    <tr><th>"Mounts"</th><td id="detail-mounts">{if mounts.is_empty() { "none".to_string() } else { mounts.join("; ") }}</td></tr>
+                    <tr><th>"Environment variables"</th><td id="detail-env">{if envs.is_empty() { "none".to_string() } else { envs.join(", ") }}</td></tr>
+                    <tr><th>"Used time"</th><td id="detail-used">{used}</td></tr>
+                </table>
+                <h4>"Status history"</h4>
+                <ol class="history" id="detail-history">
+                    {history.into_iter().enumerate().map(|(i, (t, st))| {
+                        let why = if i == last && !reason.is_empty() { format!(" — {reason}") } else { String::new() };
+                        view! { <li><span class="strong">{st}</span> " " <span class="muted small">{t.replace('T', " ").chars().take(19).collect::<String>()}</span>{why}</li> }
+                    }).collect_view()}
+                </ol>
+            }
+            .into_any()
+        }
+    };
+    view! {
+        <Modal title=format!("Session {name}") id="detail-dialog" on_close=on_close>
+            {body}
+        </Modal>
+    }
+}
+
+/// From RUNNING (or the first status) to the end (or now): "1 h 02 min", "35 s".
+fn used_time(history: &[(String, String)], terminated_at: &str) -> String {
+    let parse = |t: &str| js_sys::Date::parse(t);
+    let start = history
+        .iter()
+        .find(|(_, st)| st == "RUNNING")
+        .or(history.first())
+        .map(|(t, _)| parse(t));
+    let Some(start) = start.filter(|s| s.is_finite()) else {
+        return "-".into();
+    };
+    let end = if terminated_at.is_empty() { js_sys::Date::now() } else { parse(terminated_at) };
+    let secs = ((end - start) / 1000.0).max(0.0) as u64;
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min {:02} s", s / 60, s % 60),
+        s => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
 #[component]
 fn LogsDialog(
     id: String,
@@ -821,10 +1031,10 @@ fn EnvDialog(
                         on:input=move |ev| draft.update(|v| if let Some(e) = v.get_mut(i) { e.0 = event_target_value(&ev) }) />
                     <input class="env-value" placeholder="Value" prop:value=move || draft.get().get(i).map(|e| e.1.clone()).unwrap_or_default()
                         on:input=move |ev| draft.update(|v| if let Some(e) = v.get_mut(i) { e.1 = event_target_value(&ev) }) />
-                    <button class="icon" title="Remove" on:click=move |_| draft.update(|v| { if i < v.len() { v.remove(i); } })>"−"</button>
+                    <button class="icon" title="Remove" aria-label="Remove" on:click=move |_| draft.update(|v| { if i < v.len() { v.remove(i); } })>"−"</button>
                 </div>
             } />
-            <button class="icon" title="Add" id="env-add" on:click=move |_| draft.update(|v| v.push((String::new(), String::new())))>"+"</button>
+            <button class="icon" title="Add" aria-label="Add" id="env-add" on:click=move |_| draft.update(|v| v.push((String::new(), String::new())))>"+"</button>
             {move || error.get().map(|e| view! { <div class="error" id="env-error">{e}</div> })}
             <Show when=move || confirm.get()>
                 <div class="warn" id="env-unsaved">

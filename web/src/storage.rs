@@ -127,8 +127,8 @@ pub fn DataPage() -> impl IntoView {
                                 <td class="small">{human_size(f.size)} " · " {f.files} " files"</td>
                                 <td class="controls">
                                     <Show when=move || f.owner>
-                                        <button class="icon" title="Rename" data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
-                                        <button class="icon danger" title="Delete" data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
+                                        <button class="icon" title="Rename" aria-label="Rename" data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
+                                        <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
                                     </Show>
                                 </td>
                             </tr>
@@ -478,8 +478,8 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
                                 <td class="small">{if e.dir { String::new() } else { human_size(e.size) }}</td>
                                 <td class="small">{e.modified.clone()}</td>
                                 <td class="controls">
-                                    <a class="icon" title="Download" href=href download=e.name.clone()>"⤓"</a>
-                                    <button class="icon" title="Rename" on:click=move |_| renaming.set(Some((n3.clone(), n3.clone())))>"✎"</button>
+                                    <a class="icon" title="Download" aria-label="Download" href=href download=e.name.clone()>"⤓"</a>
+                                    <button class="icon" title="Rename" aria-label="Rename" on:click=move |_| renaming.set(Some((n3.clone(), n3.clone())))>"✎"</button>
                                 </td>
                             </tr>
                         }

@@ -67,16 +67,71 @@ pub fn Modal(
     on_close: impl Fn() + Copy + Send + Sync + 'static,
     children: Children,
 ) -> impl IntoView {
+    // A dialog takes the focus when it opens, keeps Tab inside itself, and closes on Escape.
+    let dialog = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        if let Some(el) = dialog.get() {
+            let _ = el.focus();
+        }
+    });
+    let on_key = move |ev: web_sys::KeyboardEvent| match ev.key().as_str() {
+        "Escape" => {
+            ev.prevent_default();
+            on_close();
+        }
+        "Tab" => {
+            if let Some(el) = dialog.get_untracked() {
+                trap_tab(&el, &ev);
+            }
+        }
+        _ => {}
+    };
     view! {
         <div class="backdrop" on:click=move |_| on_close()>
-            <div class="dialog" id=id on:click=|ev| ev.stop_propagation()>
+            <div class="dialog" id=id role="dialog" aria-modal="true" aria-label=title.clone() tabindex="-1"
+                node_ref=dialog on:keydown=on_key on:click=|ev| ev.stop_propagation()>
                 <div class="dialog-head">
                     <h3>{title}</h3>
-                    <button class="icon close" title="Close" on:click=move |_| on_close()>"×"</button>
+                    <button class="icon close" title="Close" aria-label="Close" on:click=move |_| on_close()>"×"</button>
                 </div>
                 <div class="dialog-body">{children()}</div>
             </div>
         </div>
+    }
+}
+
+/// Tab from the last control goes to the first, Shift+Tab from the first to the last.
+fn trap_tab(dialog: &web_sys::HtmlElement, ev: &web_sys::KeyboardEvent) {
+    use wasm_bindgen::JsCast;
+    let Ok(nodes) = dialog.query_selector_all(
+        "button:not([disabled]), [href], input:not([disabled]), select:not([disabled]), textarea:not([disabled])",
+    ) else {
+        return;
+    };
+    let controls: Vec<web_sys::HtmlElement> = (0..nodes.length())
+        .filter_map(|i| nodes.item(i))
+        .filter_map(|n| n.dyn_into::<web_sys::HtmlElement>().ok())
+        .collect();
+    let (Some(first), Some(last)) = (controls.first(), controls.last()) else {
+        return;
+    };
+    let active = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.active_element());
+    let at = |el: &web_sys::HtmlElement| {
+        active
+            .as_ref()
+            .is_some_and(|a| a == el.unchecked_ref::<web_sys::Element>())
+    };
+    let outside = active
+        .as_ref()
+        .is_none_or(|a| !dialog.contains(Some(a.unchecked_ref())));
+    if ev.shift_key() && (at(first) || outside) {
+        ev.prevent_default();
+        let _ = last.focus();
+    } else if !ev.shift_key() && (at(last) || outside) {
+        ev.prevent_default();
+        let _ = first.focus();
     }
 }
 

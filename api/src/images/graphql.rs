@@ -64,6 +64,15 @@ impl Image {
     async fn base_image_name(&self) -> String {
         split_image(&self.0.image).1
     }
+    /// The environment's human name ("Python", "C++ (GCC)"): the OCI title label, a
+    /// well-known name, else the repository's base name.
+    async fn environment(&self) -> String {
+        super::environment(&self.0.image, &self.0.tag, &self.0.labels).0
+    }
+    /// The version within the environment: the tag without its base-distro suffix.
+    async fn version(&self) -> String {
+        super::environment(&self.0.image, &self.0.tag, &self.0.labels).1
+    }
     async fn humanized_name(&self) -> String {
         format!("{}:{}", self.0.image, self.0.tag)
     }

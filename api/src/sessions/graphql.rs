@@ -183,6 +183,18 @@ impl ComputeSession {
     async fn starts_at(&self) -> Option<DateTime<Utc>> {
         self.0.starts_at
     }
+    /// Names of the environment variables the session was started with (values stay out
+    /// of lists and panels).
+    async fn environ_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .0
+            .environ
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
     async fn startup_command(&self) -> Option<&str> {
         self.0.startup_command.as_deref()
     }

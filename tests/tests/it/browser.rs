@@ -122,6 +122,13 @@ async fn console_login_and_logout() {
         if heading != "Login With E-mail" {
             return Err(format!("login heading: {heading}"));
         }
+        // Our own name; Backend.AI (Lablup's trademark) only as what we are compatible with.
+        let title = c.title().await.map_err(|e| e.to_string())?;
+        let product = text_of(c, ".panel h1").await;
+        let subtitle = text_of(c, ".panel .subtitle").await;
+        if title != "bai console" || product != "bai" || subtitle != "a Backend.AI-compatible server" {
+            return Err(format!("product name: {title} / {product} / {subtitle}"));
+        }
         let endpoint = text_of(c, ".endpoint").await;
         if !endpoint.contains(&app.base) {
             return Err(format!("endpoint shown: {endpoint}"));
@@ -158,6 +165,10 @@ async fn console_login_and_logout() {
         let who = text_of(c, "#current-user").await;
         if !who.contains(ADMIN_EMAIL) || !who.contains("superadmin") {
             return Err(format!("user shown: {who}"));
+        }
+        let brand = text_of(c, ".side .brand").await;
+        if brand != "bai" {
+            return Err(format!("brand: {brand}"));
         }
         let admin_menu = text_of(c, ".side .section").await;
         if admin_menu != "ADMINISTRATION" && admin_menu != "Administration" {
@@ -413,6 +424,22 @@ async fn console_session_with_folder_terminal_and_explorer() {
             .for_element(Locator::Css("#launch-name"))
             .await
             .map_err(e)?;
+        // Environments by name, versions by number; the registry as a detail.
+        wait_for(c, "#launch-env option[value='Python']", 10).await?;
+        let envs = text_of(c, "#launch-env").await;
+        if !envs.contains("Python") || !envs.contains("C++ (GCC)") || envs.contains("bai.local") {
+            return Err(format!("environments: {envs}"));
+        }
+        let versions = text_of(c, "#launch-image").await;
+        if versions.trim() != "3.11" {
+            return Err(format!("Python versions: {versions}"));
+        }
+        click(c, "#launch-env option[value='C++ (GCC)']").await?;
+        wait_text(c, "#launch-image", "12", 5).await?;
+        wait_text(c, "#launch-registry", "bai.local/stable/cpp:12-debian12", 5).await?;
+        shot(c, "launch-environment.png").await?;
+        click(c, "#launch-env option[value='Python']").await?;
+        wait_text(c, "#launch-registry", "python:3.11-debian12", 5).await?;
         name.send_keys("bad name").await.map_err(e)?;
         let shown = text_of(c, "#name-error").await;
         if !shown.contains("no spaces") {
@@ -437,7 +464,7 @@ async fn console_session_with_folder_terminal_and_explorer() {
         shot(c, "launch-resources.png").await?;
         click(c, "#launch-next").await?;
         let summary = text_of(c, "#launch-summary").await;
-        if !summary.contains("webdata") || !summary.contains("web-sess") || !summary.contains("GREETING=bar") {
+        if !summary.contains("webdata") || !summary.contains("web-sess") || !summary.contains("GREETING=bar") || !summary.contains("Python 3.11") {
             return Err(format!("summary: {summary}"));
         }
         shot(c, "launch-summary.png").await?;
@@ -455,7 +482,39 @@ async fn console_session_with_folder_terminal_and_explorer() {
         )
         .await?;
         wait_text(c, "tr.session-row[data-name='web-sess'] .live-usage", "CPU ", 30).await?;
+        wait_text(c, "tr.session-row[data-name='web-sess'] .env-name", "Python 3.11", 10).await?;
         shot(c, "sessions.png").await?;
+        // The session's detail panel: mounts, variable names (never values), history, agent.
+        click(c, "tr.session-row[data-name='web-sess'] .session-open").await?;
+        wait_text(c, "#detail-history", "RUNNING", 10).await?;
+        let detail = text_of(c, "#detail-dialog").await;
+        for want in ["webdata", "/home/work/webdata", "GREETING", "PENDING", "Python 3.11", "Used time"] {
+            if !detail.contains(want) {
+                return Err(format!("detail panel lacks {want}: {detail}"));
+            }
+        }
+        if detail.contains("GREETING=bar") {
+            return Err(format!("detail panel shows a variable's value: {detail}"));
+        }
+        if text_of(c, "#detail-agent").await.trim() == "-" {
+            return Err(format!("detail panel without an agent: {detail}"));
+        }
+        shot(c, "session-detail.png").await?;
+        // Dialogs take the focus and close on Escape.
+        let focused = c
+            .execute("return document.activeElement && document.activeElement.closest('#detail-dialog') !== null;", vec![])
+            .await
+            .map_err(e)?;
+        if focused != serde_json::json!(true) {
+            return Err("the detail dialog did not take the focus".into());
+        }
+        c.active_element()
+            .await
+            .map_err(e)?
+            .send_keys("\u{e00c}")
+            .await
+            .map_err(e)?;
+        wait_gone(c, "#detail-dialog", 5).await?;
         // The launcher starts Jupyter and shows where SSH/SFTP listens.
         click(
             c,
