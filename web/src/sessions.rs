@@ -95,7 +95,12 @@ pub fn SessionsPage() -> impl IntoView {
     // Environments by name ("Python 3.11") for the list, read once.
     let env_names = RwSignal::new(Vec::<EnvImage>::new());
     spawn_local(async move {
-        if let Ok(d) = gql::query("{ images { name environment version registry } }", json!({})).await {
+        if let Ok(d) = gql::query(
+            "{ images { name environment version registry } }",
+            json!({}),
+        )
+        .await
+        {
             env_names.set(env_images(&d["images"]));
         }
     });
@@ -105,7 +110,13 @@ pub fn SessionsPage() -> impl IntoView {
             .into_iter()
             .find(|i| i.reference == reference)
             .map(|i| i.label())
-            .unwrap_or_else(|| reference.rsplit('/').next().unwrap_or(reference).to_string())
+            .unwrap_or_else(|| {
+                reference
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(reference)
+                    .to_string()
+            })
     };
     let refresh = move || {
         let g = scope.and_then(|s| s.group_id.get_untracked());
@@ -286,7 +297,11 @@ pub fn env_images(v: &Value) -> Vec<EnvImage> {
                 .collect()
         })
         .unwrap_or_default();
-    let key = |v: &str| -> Vec<u64> { v.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect() };
+    let key = |v: &str| -> Vec<u64> {
+        v.split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect()
+    };
     list.sort_by(|a, b| {
         a.environment
             .cmp(&b.environment)
@@ -772,7 +787,11 @@ fn DetailDialog(
                         .map(|m| {
                             let name = m["name"].as_str().unwrap_or_default();
                             let path = m["target"].as_str().unwrap_or_default();
-                            let perm = if m["read_only"].as_bool().unwrap_or(false) { "read-only" } else { "read-write" };
+                            let perm = if m["read_only"].as_bool().unwrap_or(false) {
+                                "read-only"
+                            } else {
+                                "read-write"
+                            };
                             format!("{name} → {path} ({perm})")
                         })
                         .collect()
@@ -780,7 +799,11 @@ fn DetailDialog(
                 .unwrap_or_default();
             let envs: Vec<String> = v["environ_names"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|n| n.as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default();
             let mut history: Vec<(String, String)> = json_field(&v["status_history"])
                 .as_object()
@@ -795,16 +818,26 @@ fn DetailDialog(
             let reason = s("status_info");
             let agents: Vec<String> = v["containers"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|c| c["agent"].as_str().map(str::to_string)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|c| c["agent"].as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default();
             let used = used_time(&history, &s("terminated_at"));
             let slots = json_field(&v["occupying_slots"]);
-            let slots = if slots.as_object().is_some_and(|o| !o.is_empty()) { slots } else { json_field(&v["requested_slots"]) };
+            let slots = if slots.as_object().is_some_and(|o| !o.is_empty()) {
+                slots
+            } else {
+                json_field(&v["requested_slots"])
+            };
             let resources = format!(
                 "{} core · {} · {} GPU",
                 amount(&slots["cpu"]).unwrap_or(0.0),
                 amount(&slots["mem"]).map(gib).unwrap_or_else(|| "-".into()),
-                amount(&slots["cuda.shares"]).or(amount(&slots["cuda.device"])).unwrap_or(0.0)
+                amount(&slots["cuda.shares"])
+                    .or(amount(&slots["cuda.device"]))
+                    .unwrap_or(0.0)
             );
             view! {
                 <table class="summary" id="session-detail">
@@ -847,7 +880,11 @@ fn used_time(history: &[(String, String)], terminated_at: &str) -> String {
     let Some(start) = start.filter(|s| s.is_finite()) else {
         return "-".into();
     };
-    let end = if terminated_at.is_empty() { js_sys::Date::now() } else { parse(terminated_at) };
+    let end = if terminated_at.is_empty() {
+        js_sys::Date::now()
+    } else {
+        parse(terminated_at)
+    };
     let secs = ((end - start) / 1000.0).max(0.0) as u64;
     match secs {
         s if s < 60 => format!("{s} s"),

@@ -86,9 +86,10 @@ pub fn Modal(
         }
         _ => {}
     };
+    let label = title.clone();
     view! {
         <div class="backdrop" on:click=move |_| on_close()>
-            <div class="dialog" id=id role="dialog" aria-modal="true" aria-label=title.clone() tabindex="-1"
+            <div class="dialog" id=id role="dialog" aria-modal="true" aria-label=label tabindex="-1"
                 node_ref=dialog on:keydown=on_key on:click=|ev| ev.stop_propagation()>
                 <div class="dialog-head">
                     <h3>{title}</h3>

@@ -126,7 +126,10 @@ async fn console_login_and_logout() {
         let title = c.title().await.map_err(|e| e.to_string())?;
         let product = text_of(c, ".panel h1").await;
         let subtitle = text_of(c, ".panel .subtitle").await;
-        if title != "bai console" || product != "bai" || subtitle != "a Backend.AI-compatible server" {
+        if title != "bai console"
+            || product != "bai"
+            || subtitle != "a Backend.AI-compatible server"
+        {
             return Err(format!("product name: {title} / {product} / {subtitle}"));
         }
         let endpoint = text_of(c, ".endpoint").await;
