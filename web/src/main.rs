@@ -30,6 +30,8 @@ pub struct Scope {
     pub group_id: RwSignal<Option<String>>,
     pub group_name: RwSignal<String>,
     pub scaling_group: RwSignal<Option<String>>,
+    /// The caller's role (what the statistics may count).
+    pub role: RwSignal<String>,
 }
 
 impl Me {
@@ -216,6 +218,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         group_id: RwSignal::new(first.as_ref().map(|g| g.0.clone())),
         group_name: RwSignal::new(first.map(|g| g.1).unwrap_or_else(|| "default".into())),
         scaling_group: RwSignal::new(None),
+        role: RwSignal::new(me.role.clone()),
     };
     provide_context(scope);
     let groups = StoredValue::new(me.groups.clone());

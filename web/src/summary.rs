@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::gql;
 use crate::ui::{Bar, amount, gib, json_field};
 
-pub const USAGE_QUERY: &str = "query($g: UUID, $sg: String) { resource_usage(group_id: $g, scaling_group: $sg) { keypair_limits keypair_using keypair_remaining concurrency_limit concurrency_used group_using scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
+pub const USAGE_QUERY: &str = "query($g: UUID, $sg: String) { resource_usage(group_id: $g, scaling_group: $sg) { keypair_limits keypair_using keypair_remaining concurrency_limit concurrency_used group_using group_user_using group_limits group_name visible_sessions_running scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
 
 #[derive(Clone, Default, PartialEq)]
 pub struct Usage {
@@ -37,6 +37,14 @@ impl Usage {
     }
     pub fn group_free(&self, slot: &str) -> Option<f64> {
         self.slot("scaling_group_remaining", slot)
+    }
+    /// (project's total use, the caller's use within it, the project's limit) of `slot`.
+    pub fn project(&self, slot: &str) -> (f64, f64, Option<f64>) {
+        (
+            self.slot("group_using", slot).unwrap_or(0.0),
+            self.slot("group_user_using", slot).unwrap_or(0.0),
+            self.slot("group_limits", slot),
+        )
     }
     pub fn scaling_group(&self) -> String {
         self.raw["scaling_group"]
@@ -161,5 +169,57 @@ pub fn SummaryPage() -> impl IntoView {
         </div>
         {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
         <div class="card wide"><UsageBars usage=usage /></div>
+        <div class="summary-cards">
+            <div class="card" id="project-usage"><ProjectBars usage=usage /></div>
+            <div class="card" id="resource-statistics"><Statistics usage=usage me_role=scope.map(|s| s.role) /></div>
+        </div>
+    }
+}
+
+/// The project chosen in the top bar: what all its sessions occupy against the project's
+/// limits (upper bar), and the caller's own share of it (lower bar).
+#[component]
+fn ProjectBars(usage: RwSignal<Usage>) -> impl IntoView {
+    let u = move || usage.get();
+    let row = move |label: &'static str, slot: &'static str, unit: fn(f64) -> String| {
+        let total = Signal::derive(move || u().project(slot).2);
+        let all = Signal::derive(move || u().project(slot).0);
+        let mine = Signal::derive(move || u().project(slot).1);
+        view! {
+            <div class="project-slot">
+                <Bar label=label used=all total=total
+                    text=Signal::derive(move || match total.get() {
+                        Some(t) => format!("project {} / {}", unit(all.get()), unit(t)),
+                        None => format!("project {} / unlimited", unit(all.get())),
+                    }) />
+                <Bar label="" used=mine total=Signal::derive(move || Some(all.get().max(mine.get())).filter(|t| *t > 0.0))
+                    text=Signal::derive(move || format!("mine {} of the project's {}", unit(mine.get()), unit(all.get()))) />
+            </div>
+        }
+    };
+    view! {
+        <div class="bars-title">{move || format!("Project {}", u().raw["group_name"].as_str().unwrap_or_default())}</div>
+        {row("CPU", "cpu", |v| format!("{v:.0} core"))}
+        {row("RAM", "mem", gib)}
+        {row("fGPU", "cuda.shares", |v| format!("{v:.1}"))}
+    }
+}
+
+/// Sessions occupying resources now: the caller's own, and all the caller's role may see.
+#[component]
+fn Statistics(usage: RwSignal<Usage>, me_role: Option<RwSignal<String>>) -> impl IntoView {
+    let u = move || usage.get();
+    let scope_text = move || match me_role.map(|r| r.get()).as_deref() {
+        Some("superadmin") => "all sessions",
+        Some("admin") => "sessions of your domain",
+        _ => "your sessions",
+    };
+    view! {
+        <div class="bars-title">"Resource statistics"</div>
+        <table class="summary">
+            <tr><th>"My sessions running"</th><td id="stat-mine">{move || u().raw["concurrency_used"].as_u64().unwrap_or(0)}</td></tr>
+            <tr><th>{move || format!("Running, {}", scope_text())}</th><td id="stat-visible">{move || u().raw["visible_sessions_running"].as_u64().unwrap_or(0)}</td></tr>
+            <tr><th>"Resource group"</th><td>{move || u().scaling_group()}</td></tr>
+        </table>
     }
 }

@@ -351,7 +351,16 @@ pub struct ResourceUsage {
     /// 0 = unlimited.
     pub concurrency_limit: i32,
     pub concurrency_used: u64,
+    /// What the project's sessions occupy (everyone's).
     pub group_using: JsonString,
+    /// What the caller's own sessions in the project occupy.
+    pub group_user_using: JsonString,
+    /// The project's limits (`total_resource_slots`; empty = unlimited).
+    pub group_limits: JsonString,
+    pub group_name: String,
+    /// Sessions occupying resources now that the caller may see (its own for a user, its
+    /// domain's for a domain admin, all for a superadmin).
+    pub visible_sessions_running: u64,
     pub scaling_group: String,
     /// Capacity of the resource group's alive agents.
     pub scaling_group_capacity: JsonString,
@@ -598,6 +607,7 @@ pub(crate) async fn resource_usage(
         .await?;
     let mut key_using = ResourceSlots::new();
     let mut group_using = ResourceSlots::new();
+    let mut group_user_using = ResourceSlots::new();
     let mut concurrency = 0u64;
     for s in &allocated {
         if s.access_key == ak {
@@ -606,8 +616,19 @@ pub(crate) async fn resource_usage(
         }
         if s.group_id == group.id {
             group_using = group_using.add(&s.requested_slots);
+            if s.user_uuid == caller.uuid {
+                group_user_using = group_user_using.add(&s.requested_slots);
+            }
         }
     }
+    // The one definition of who sees which session.
+    let visible_sessions_running = {
+        use sea_orm::PaginatorTrait;
+        visible(caller)
+            .filter(sessions::Column::Status.is_in(super::ALLOCATED.iter().copied()))
+            .count(&state.read)
+            .await?
+    };
     let unspecified = crate::policies::unspecified_limit(&policy);
     // Remaining per limited slot (unlimited slots are left out, as "Infinity").
     let mut remaining = serde_json::Map::new();
@@ -662,6 +683,12 @@ pub(crate) async fn resource_usage(
         concurrency_limit: policy.max_concurrent_sessions,
         concurrency_used: concurrency,
         group_using: slots_json(&group_using),
+        group_user_using: slots_json(&group_user_using),
+        group_limits: JsonString(
+            serde_json::to_value(&group.total_resource_slots).unwrap_or_default(),
+        ),
+        group_name: group.name.clone(),
+        visible_sessions_running,
         scaling_group: sg,
         scaling_group_capacity: slots_json(&capacity),
         scaling_group_remaining: slots_json(&free),

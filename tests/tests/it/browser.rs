@@ -518,6 +518,21 @@ async fn console_session_with_folder_terminal_and_explorer() {
             .await
             .map_err(e)?;
         wait_gone(c, "#detail-dialog", 5).await?;
+        // Summary: the project's section (everyone's use, mine within it) and the statistics.
+        c.goto(&format!("{}/#summary", app.base)).await.map_err(e)?;
+        wait_text(c, "#project-usage", "mine 1 core of the project's 1 core", 15).await?;
+        let project = text_of(c, "#project-usage").await;
+        if !project.to_lowercase().contains("project default") || !project.contains("project 1 core / unlimited") {
+            return Err(format!("project section: {project}"));
+        }
+        wait_text(c, "#stat-mine", "1", 10).await?;
+        let visible = text_of(c, "#stat-visible").await;
+        if visible.trim() != "1" {
+            return Err(format!("running sessions a user may see: {visible}"));
+        }
+        shot(c, "summary-project.png").await?;
+        c.goto(&format!("{}/#sessions", app.base)).await.map_err(e)?;
+        wait_for(c, "tr.session-row[data-name='web-sess'][data-status='RUNNING']", 15).await?;
         // The launcher starts Jupyter and shows where SSH/SFTP listens.
         click(
             c,
