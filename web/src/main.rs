@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 mod account;
 mod admin;
 mod gql;
+mod i18n;
 mod sessions;
 mod storage;
 mod summary;
@@ -301,6 +302,15 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                         <div class="menu" id="user-menu">
                             <button id="menu-password" on:click=move |_| { menu.set(false); account_dialog.set(1) }>"Change password"</button>
                             <button id="menu-ssh" on:click=move |_| { menu.set(false); account_dialog.set(2) }>"SSH keypair"</button>
+                            <div class="menu-languages" role="group" aria-label="Language">
+                                {i18n::LANGUAGES.iter().map(|(code, name, _)| {
+                                    let current = i18n::lang() == *code;
+                                    view! {
+                                        <button class="lang-choice" data-lang=*code aria-pressed=current.to_string()
+                                            class:active=current on:click=move |_| i18n::set_lang(code)>{*name}</button>
+                                    }
+                                }).collect_view()}
+                            </div>
                         </div>
                     </Show>
                     <button id="logout" on:click=logout>"Log Out"</button>
