@@ -5,10 +5,11 @@ use leptos::task::spawn_local;
 use serde_json::json;
 
 use crate::gql;
+use crate::i18n::{key, t};
 use crate::ui::{Modal, download_text};
 
 const RULES: &str =
-    "8 characters or more, with at least one letter, one number and one special character.";
+    key("8 characters or more, with at least one letter, one number and one special character.");
 
 #[component]
 pub fn ChangePassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
@@ -19,7 +20,7 @@ pub fn ChangePassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> imp
     let done = RwSignal::new(false);
     let save = move |_| {
         if new.get_untracked() != new2.get_untracked() {
-            error.set(Some("The new passwords do not match.".into()));
+            error.set(Some(t("The new passwords do not match.")));
             return;
         }
         spawn_local(async move {
@@ -35,19 +36,19 @@ pub fn ChangePassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> imp
     };
     let field = move |id: &'static str, label: &'static str, sig: RwSignal<String>| {
         view! {
-            <label for=id>{label}</label>
+            <label for=id>{t(label)}</label>
             <input id=id type="password" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
         }
     };
     view! {
-        <Modal title="Change password".into() id="password-dialog" on_close=on_close>
-            <p class="note">{RULES}</p>
-            {field("old-password", "Current password", old)}
-            {field("new-password", "New password", new)}
-            {field("new-password2", "New password (again)", new2)}
+        <Modal title=t("Change password") id="password-dialog" on_close=on_close>
+            <p class="note">{t(RULES)}</p>
+            {field("old-password", key("Current password"), old)}
+            {field("new-password", key("New password"), new)}
+            {field("new-password2", key("New password (again)"), new2)}
             {move || error.get().map(|e| view! { <div class="error" id="password-error">{e}</div> })}
-            {move || done.get().then(|| view! { <p class="ok" id="password-ok">"Password changed."</p> })}
-            <div class="dialog-actions"><button class="primary-inline" id="password-save" on:click=save>"UPDATE"</button></div>
+            {move || done.get().then(|| view! { <p class="ok" id="password-ok">{t("Password changed.")}</p> })}
+            <div class="dialog-actions"><button class="primary-inline" id="password-save" on:click=save>{t("UPDATE")}</button></div>
         </Modal>
     }
 }
@@ -92,15 +93,15 @@ pub fn SshKeypair(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         });
     };
     view! {
-        <Modal title="SSH keypair".into() id="ssh-dialog" on_close=on_close>
-            <label>"Public key"</label>
-            <pre class="key" id="ssh-public">{move || public.get().unwrap_or_else(|| "(none yet)".into())}</pre>
+        <Modal title=t("SSH keypair") id="ssh-dialog" on_close=on_close>
+            <label>{t("Public key")}</label>
+            <pre class="key" id="ssh-public">{move || public.get().unwrap_or_else(|| t("(none yet)"))}</pre>
             {move || private.get().map(|k| view! {
-                <p class="warn">"The private key is shown only now: download it and keep it safe."</p>
-                <button class="secondary" id="ssh-download" on:click=move |_| download_text("id_ed25519", &k)>"Download private key"</button>
+                <p class="warn">{t("The private key is shown only now: download it and keep it safe.")}</p>
+                <button class="secondary" id="ssh-download" on:click=move |_| download_text("id_ed25519", &k)>{t("Download private key")}</button>
             })}
             {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
-            <div class="dialog-actions"><button class="primary-inline" id="ssh-generate" on:click=generate>"GENERATE"</button></div>
+            <div class="dialog-actions"><button class="primary-inline" id="ssh-generate" on:click=generate>{t("GENERATE")}</button></div>
         </Modal>
     }
 }
@@ -146,25 +147,25 @@ pub fn Signup(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoVi
                      kind: &'static str,
                      sig: RwSignal<String>| {
         view! {
-            <label for=id>{label}</label>
+            <label for=id>{t(label)}</label>
             <input id=id type=kind prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
         }
     };
     view! {
-        <Modal title="Sign up".into() id="signup-dialog" on_close=on_close>
-            {text("signup-email", "E-mail", "email", email)}
-            {text("signup-username", "User name", "text", username)}
-            <p class="note">{RULES}</p>
-            {text("signup-password", "Password", "password", pw)}
-            {text("signup-password2", "Password (again)", "password", pw2)}
+        <Modal title=t("Sign up") id="signup-dialog" on_close=on_close>
+            {text("signup-email", key("E-mail"), "email", email)}
+            {text("signup-username", key("User name"), "text", username)}
+            <p class="note">{t(RULES)}</p>
+            {text("signup-password", key("Password"), "password", pw)}
+            {text("signup-password2", key("Password (again)"), "password", pw2)}
             <Show when=move || needs_token.get()>
-                {text("signup-token", "Invitation token", "text", token)}
+                {text("signup-token", key("Invitation token"), "text", token)}
             </Show>
             <label class="check"><input type="checkbox" id="signup-terms" prop:checked=move || terms.get()
-                on:change=move |ev| terms.set(event_target_checked(&ev)) />"I agree to the terms of service and the privacy policy"</label>
+                on:change=move |ev| terms.set(event_target_checked(&ev)) />{t("I agree to the terms of service and the privacy policy")}</label>
             {move || error.get().map(|e| view! { <div class="error" id="signup-error">{e}</div> })}
-            {move || done.get().then(|| view! { <p class="ok" id="signup-ok">"Your account is ready: log in with it."</p> })}
-            <div class="dialog-actions"><button class="primary-inline" id="signup-submit" on:click=submit>"SIGN UP"</button></div>
+            {move || done.get().then(|| view! { <p class="ok" id="signup-ok">{t("Your account is ready: log in with it.")}</p> })}
+            <div class="dialog-actions"><button class="primary-inline" id="signup-submit" on:click=submit>{t("SIGN UP")}</button></div>
         </Modal>
     }
 }

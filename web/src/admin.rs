@@ -10,6 +10,7 @@ use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 use crate::gql;
+use crate::i18n::{key, t, tr};
 use crate::ui::{Modal, amount, gib, json_field};
 
 /// One table row: a key and the cells shown.
@@ -25,7 +26,7 @@ fn table(
     view! {
         <div class="card wide table-wrap">
             <table class="list" id=id>
-                <thead><tr>{headers.into_iter().map(|h| view! { <th>{h}</th> }).collect_view()}<th>"Control"</th></tr></thead>
+                <thead><tr>{headers.into_iter().map(|h| view! { <th>{t(h)}</th> }).collect_view()}<th>{t("Control")}</th></tr></thead>
                 <tbody>
                     {rows.iter().map(|r| view! {
                         <tr class="admin-row" data-key=r.0.clone()>
@@ -35,7 +36,7 @@ fn table(
                     }).collect_view()}
                 </tbody>
             </table>
-            {rows.is_empty().then(|| view! { <p class="muted empty">"Nothing here."</p> })}
+            {rows.is_empty().then(|| view! { <p class="muted empty">{t("Nothing here.")}</p> })}
         </div>
     }
     .into_any()
@@ -52,8 +53,8 @@ fn s(v: &Value, k: &str) -> String {
 fn slots_text(v: &Value) -> String {
     let j = json_field(v);
     let cpu = amount(&j["cpu"])
-        .map(|c| format!("{c} core"))
-        .unwrap_or_else(|| "∞ core".into());
+        .map(|c| tr("{n} core", &[("n", &c.to_string())]))
+        .unwrap_or_else(|| t("∞ core"));
     let mem = amount(&j["mem"]).map(gib).unwrap_or_else(|| "∞ RAM".into());
     let gpu = amount(&j["cuda.device"])
         .map(|g| format!("{g} GPU"))
@@ -114,7 +115,7 @@ fn tabs(current: RwSignal<&'static str>, items: &[(&'static str, &'static str)])
     view! {
         <div class="tabs">
             {items.into_iter().map(|(label, value)| view! {
-                <button class="tab" id=format!("tab-{value}") class:active=move || current.get() == value on:click=move |_| current.set(value)>{label}</button>
+                <button class="tab" id=format!("tab-{value}") class:active=move || current.get() == value on:click=move |_| current.set(value)>{t(label)}</button>
             }).collect_view()}
         </div>
     }
@@ -123,7 +124,7 @@ fn tabs(current: RwSignal<&'static str>, items: &[(&'static str, &'static str)])
 
 fn text_input(id: &'static str, label: &'static str, sig: RwSignal<String>) -> AnyView {
     view! {
-        <label for=id>{label}</label>
+        <label for=id>{t(label)}</label>
         <input id=id prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
     }
     .into_any()
@@ -131,9 +132,19 @@ fn text_input(id: &'static str, label: &'static str, sig: RwSignal<String>) -> A
 
 fn check(id: &'static str, label: &'static str, sig: RwSignal<bool>) -> AnyView {
     view! {
-        <label class="check"><input type="checkbox" id=id prop:checked=move || sig.get() on:change=move |ev| sig.set(event_target_checked(&ev)) />{label}</label>
+        <label class="check"><input type="checkbox" id=id prop:checked=move || sig.get() on:change=move |ev| sig.set(event_target_checked(&ev)) />{t(label)}</label>
     }
     .into_any()
+}
+
+/// `text` (already translated) cut at `{name}`: what comes before and after it, so that a value
+/// can be drawn between them (in bold, say) where the language puts it.
+fn around(text: String, name: &str) -> (String, String) {
+    let mark = format!("{{{name}}}");
+    match text.find(&mark) {
+        Some(at) => (text[..at].to_string(), text[at + mark.len()..].to_string()),
+        None => (text, String::new()),
+    }
 }
 
 fn error_view(error: RwSignal<Option<String>>) -> impl IntoView {
@@ -150,8 +161,8 @@ fn error_view(error: RwSignal<Option<String>>) -> impl IntoView {
 pub fn UsersPage() -> impl IntoView {
     let tab = RwSignal::new("users");
     view! {
-        <div class="page-head"><h1>"Users"</h1></div>
-        {tabs(tab, &[("Users", "users"), ("Credentials", "credentials"), ("Resource policies", "policies")])}
+        <div class="page-head"><h1>{t("Users")}</h1></div>
+        {tabs(tab, &[(key("Users"), "users"), (key("Credentials"), "credentials"), (key("Resource policies"), "policies")])}
         {move || match tab.get() {
             "credentials" => view! { <Credentials /> }.into_any(),
             "policies" => view! { <Policies /> }.into_any(),
@@ -189,10 +200,10 @@ fn Users() -> impl IntoView {
     });
     view! {
         <div class="row">
-            <button class="tab" id="users-active" class:active=move || active.get() on:click=move |_| active.set(true)>"Active"</button>
-            <button class="tab" id="users-inactive" class:active=move || !active.get() on:click=move |_| active.set(false)>"Inactive"</button>
+            <button class="tab" id="users-active" class:active=move || active.get() on:click=move |_| active.set(true)>{t("Active")}</button>
+            <button class="tab" id="users-inactive" class:active=move || !active.get() on:click=move |_| active.set(false)>{t("Inactive")}</button>
             <span class="grow"></span>
-            <button class="primary-inline" id="create-user" on:click=move |_| dialog.set(UserDialog::Create)>"+ CREATE USER"</button>
+            <button class="primary-inline" id="create-user" on:click=move |_| dialog.set(UserDialog::Create)>{t("+ CREATE USER")}</button>
         </div>
         {error_view(error)}
         {move || {
@@ -202,13 +213,13 @@ fn Users() -> impl IntoView {
                 s(u, "status"),
             ])).collect();
             let all = rows.get();
-            table("users-table", &["E-mail", "Name", "Role", "Domain", "Projects", "Status"], list, move |r| {
+            table("users-table", &[key("E-mail"), key("Name"), key("Role"), key("Domain"), key("Projects"), key("Status")], list, move |r| {
                 let user = all.iter().find(|u| s(u, "email") == r.0).cloned().unwrap_or_default();
                 let email = r.0.clone();
                 let is_active = user["is_active"].as_bool().unwrap_or(false);
                 view! {
-                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| dialog.set(UserDialog::Edit(user.clone()))>"✎"</button>
-                    {is_active.then(|| view! { <button class="icon danger" title="Deactivate" aria-label="Deactivate" data-action="deactivate" on:click=move |_| dialog.set(UserDialog::Deactivate(email.clone()))>"✕"</button> })}
+                    <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| dialog.set(UserDialog::Edit(user.clone()))>"✎"</button>
+                    {is_active.then(|| view! { <button class="icon danger" title=t("Deactivate") aria-label=t("Deactivate") data-action="deactivate" on:click=move |_| dialog.set(UserDialog::Deactivate(email.clone()))>"✕"</button> })}
                 }.into_any()
             })
         }}
@@ -218,15 +229,16 @@ fn Users() -> impl IntoView {
             UserDialog::Edit(u) => view! { <UserForm user=Some(u) on_close=move || { dialog.set(UserDialog::None); refresh(); } /> }.into_any(),
             UserDialog::Deactivate(email) => {
                 let e2 = email.clone();
+                let (before, after) = around(t("Deactivate {email}? The account can no longer log in or use its keypairs; nothing is deleted."), "email");
                 view! {
-                    <Modal title="Deactivate user".into() id="deactivate-dialog" on_close=move || dialog.set(UserDialog::None)>
-                        <p>"Deactivate " <b>{email.clone()}</b> "? The account can no longer log in or use its keypairs; nothing is deleted."</p>
+                    <Modal title=t("Deactivate user") id="deactivate-dialog" on_close=move || dialog.set(UserDialog::None)>
+                        <p>{before} <b>{email.clone()}</b> {after}</p>
                         {error_view(error)}
                         <div class="dialog-actions">
                             <button class="danger-inline" id="deactivate-confirm" on:click=move |_| {
                                 run("mutation($e: String!) { modify_user(email: $e, props: {status: \"inactive\"}) { ok } }", json!({"e": e2.clone()}), error,
                                     move |_| { dialog.set(UserDialog::None); refresh(); });
-                            }>"DEACTIVATE"</button>
+                            }>{t("DEACTIVATE")}</button>
                         </div>
                     </Modal>
                 }.into_any()
@@ -257,7 +269,7 @@ fn UserForm(
     let save = move |_| {
         let pw = password.get_untracked();
         if pw != password2.get_untracked() {
-            error.set(Some("The passwords do not match.".into()));
+            error.set(Some(t("The passwords do not match.")));
             return;
         }
         if editing {
@@ -284,22 +296,22 @@ fn UserForm(
         }
     };
     view! {
-        <Modal title=(if editing { "Edit user" } else { "Create user" }).to_string() id="user-dialog" on_close=on_close>
-            <Show when=move || !editing>{text_input("user-email", "E-mail", email)}</Show>
-            {text_input("user-name", "User name", username)}
-            <label for="user-password">{if editing { "New password (empty = unchanged)" } else { "Password" }}</label>
+        <Modal title=if editing { t("Edit user") } else { t("Create user") } id="user-dialog" on_close=on_close>
+            <Show when=move || !editing>{text_input("user-email", key("E-mail"), email)}</Show>
+            {text_input("user-name", key("User name"), username)}
+            <label for="user-password">{if editing { t("New password (empty = unchanged)") } else { t("Password") }}</label>
             <input id="user-password" type="password" prop:value=move || password.get() on:input=move |ev| password.set(event_target_value(&ev)) />
-            <label for="user-password2">"Password confirm"</label>
+            <label for="user-password2">{t("Password confirm")}</label>
             <input id="user-password2" type="password" prop:value=move || password2.get() on:input=move |ev| password2.set(event_target_value(&ev)) />
-            <p class="note">"8 characters or more, with at least one letter, one number and one special character."</p>
-            <label for="user-role">"Role"</label>
+            <p class="note">{t("8 characters or more, with at least one letter, one number and one special character.")}</p>
+            <label for="user-role">{t("Role")}</label>
             <select id="user-role" on:change=move |ev| role.set(event_target_value(&ev))>
                 {["user", "admin", "superadmin", "monitor"].into_iter().map(|r| view! { <option value=r selected=move || role.get() == r>{r}</option> }).collect_view()}
             </select>
-            <Show when=move || editing>{check("user-active", "Active", active)}</Show>
-            {check("user-need-change", "Require password change at next login", need_change)}
+            <Show when=move || editing>{check("user-active", key("Active"), active)}</Show>
+            {check("user-need-change", key("Require password change at next login"), need_change)}
             {error_view(error)}
-            <div class="dialog-actions"><button class="primary-inline" id="user-save" on:click=save>{if editing { "SAVE" } else { "CREATE" }}</button></div>
+            <div class="dialog-actions"><button class="primary-inline" id="user-save" on:click=save>{if editing { t("SAVE") } else { t("CREATE") }}</button></div>
         </Modal>
     }
 }
@@ -327,53 +339,53 @@ fn Credentials() -> impl IntoView {
     let now = js_sys::Date::now();
     view! {
         <div class="row">
-            <button class="tab" class:active=move || active.get() on:click=move |_| active.set(true)>"Active"</button>
-            <button class="tab" id="keys-inactive" class:active=move || !active.get() on:click=move |_| active.set(false)>"Inactive"</button>
+            <button class="tab" class:active=move || active.get() on:click=move |_| active.set(true)>{t("Active")}</button>
+            <button class="tab" id="keys-inactive" class:active=move || !active.get() on:click=move |_| active.set(false)>{t("Inactive")}</button>
             <span class="grow"></span>
-            <button class="primary-inline" id="add-credential" on:click=move |_| adding.set(true)>"+ ADD CREDENTIAL"</button>
+            <button class="primary-inline" id="add-credential" on:click=move |_| adding.set(true)>{t("+ ADD CREDENTIAL")}</button>
         </div>
         {error_view(error)}
         {move || {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|k| {
                 let created = js_sys::Date::parse(&s(k, "created_at"));
-                let age = if created.is_nan() { String::new() } else { format!("{} days", ((now - created) / 86_400_000.0).floor().max(0.0)) };
+                let age = if created.is_nan() { String::new() } else { tr("{n} days", &[("n", &((now - created) / 86_400_000.0).floor().max(0.0).to_string())]) };
                 (s(k, "access_key"), vec![
                     s(k, "user_id"), s(k, "access_key"),
-                    if k["is_admin"].as_bool().unwrap_or(false) { "admin".into() } else { "user".into() },
+                    if k["is_admin"].as_bool().unwrap_or(false) { t("admin") } else { t("user") },
                     age, s(k, "resource_policy"),
-                    format!("{} sessions · {}/15 min · {} queries", s(k, "concurrency_used"), s(k, "rate_limit"), s(k, "num_queries")),
+                    tr("{sessions} sessions · {rate}/15 min · {queries} queries", &[("sessions", &s(k, "concurrency_used")), ("rate", &s(k, "rate_limit")), ("queries", &s(k, "num_queries"))]),
                 ])
             }).collect();
-            table("keys-table", &["User", "Access key", "Permission", "Key age", "Resource policy", "Allocation"], list, move |r| {
+            table("keys-table", &[key("User"), key("Access key"), key("Permission"), key("Key age"), key("Resource policy"), key("Allocation")], list, move |r| {
                 let key = all.iter().find(|k| s(k, "access_key") == r.0).cloned().unwrap_or_default();
                 let ak = r.0.clone();
                 let ak2 = r.0.clone();
                 let on = key["is_active"].as_bool().unwrap_or(false);
                 view! {
-                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| editing.set(Some(key.clone()))>"✎"</button>
-                    <button class="icon" title=if on { "Deactivate" } else { "Activate" } aria-label=if on { "Deactivate" } else { "Activate" } data-action="toggle" on:click=move |_| {
+                    <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| editing.set(Some(key.clone()))>"✎"</button>
+                    <button class="icon" title=if on { t("Deactivate") } else { t("Activate") } aria-label=if on { t("Deactivate") } else { t("Activate") } data-action="toggle" on:click=move |_| {
                         run("mutation($k: String!, $a: Boolean!) { modify_keypair(access_key: $k, props: {is_active: $a}) { ok } }",
                             json!({"k": ak.clone(), "a": !on}), error, move |_| refresh());
-                    }>{if on { "off" } else { "on" }}</button>
-                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
+                    }>{if on { t("off") } else { t("on") }}</button>
+                    <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
                         run("mutation($k: String!) { delete_keypair(access_key: $k) { ok } }", json!({"k": ak2.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
             })
         }}
-        {move || adding.get().then(|| view! { <KeyForm key=None on_close=move || { adding.set(false); refresh(); } /> })}
-        {move || editing.get().map(|k| view! { <KeyForm key=Some(k) on_close=move || { editing.set(None); refresh(); } /> })}
+        {move || adding.get().then(|| view! { <KeyForm keypair=None on_close=move || { adding.set(false); refresh(); } /> })}
+        {move || editing.get().map(|k| view! { <KeyForm keypair=Some(k) on_close=move || { editing.set(None); refresh(); } /> })}
     }
 }
 
 #[component]
 fn KeyForm(
-    key: Option<Value>,
+    keypair: Option<Value>,
     on_close: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
-    let editing = key.is_some();
-    let k = key.unwrap_or_default();
+    let editing = keypair.is_some();
+    let k = keypair.unwrap_or_default();
     let user = RwSignal::new(s(&k, "user_id"));
     let policy = RwSignal::new(if editing {
         s(&k, "resource_policy")
@@ -406,7 +418,7 @@ fn KeyForm(
     let key_ak = s(&k, "access_key");
     let save = move |_| {
         let Ok(rate_limit) = rate.get_untracked().trim().parse::<i64>() else {
-            error.set(Some("The rate limit must be a number.".into()));
+            error.set(Some(t("The rate limit must be a number.")));
             return;
         };
         if editing {
@@ -432,22 +444,22 @@ fn KeyForm(
         }
     };
     view! {
-        <Modal title=(if editing { "Edit credential" } else { "Add credential" }).to_string() id="key-dialog" on_close=on_close>
-            <Show when=move || !editing>{text_input("key-user", "User (e-mail)", user)}</Show>
-            <label for="key-policy">"Resource policy"</label>
+        <Modal title=if editing { t("Edit credential") } else { t("Add credential") } id="key-dialog" on_close=on_close>
+            <Show when=move || !editing>{text_input("key-user", key("User (e-mail)"), user)}</Show>
+            <label for="key-policy">{t("Resource policy")}</label>
             <select id="key-policy" on:change=move |ev| policy.set(event_target_value(&ev))>
                 {move || policies.get().into_iter().map(|p| { let sel = p.clone(); view! { <option value=p.clone() selected=move || policy.get() == sel>{p.clone()}</option> } }).collect_view()}
             </select>
-            {text_input("key-rate", "Rate limit (requests per 15 minutes)", rate)}
+            {text_input("key-rate", key("Rate limit (requests per 15 minutes)"), rate)}
             <Show when=move || !editing>
-                {check("key-explicit", "Advanced: set the access and secret key", explicit)}
+                {check("key-explicit", key("Advanced: set the access and secret key"), explicit)}
                 <Show when=move || explicit.get()>
-                    {text_input("key-ak", "Access key", ak)}
-                    {text_input("key-sk", "Secret key", sk)}
+                    {text_input("key-ak", key("Access key"), ak)}
+                    {text_input("key-sk", key("Secret key"), sk)}
                 </Show>
             </Show>
             {error_view(error)}
-            <div class="dialog-actions"><button class="primary-inline" id="key-save" on:click=save>{if editing { "SAVE" } else { "ADD" }}</button></div>
+            <div class="dialog-actions"><button class="primary-inline" id="key-save" on:click=save>{if editing { t("SAVE") } else { t("ADD") }}</button></div>
         </Modal>
     }
 }
@@ -469,7 +481,7 @@ fn Policies() -> impl IntoView {
     refresh();
     view! {
         <div class="row"><span class="grow"></span>
-            <button class="primary-inline" id="create-policy" on:click=move |_| form.set(Some(None))>"+ CREATE"</button></div>
+            <button class="primary-inline" id="create-policy" on:click=move |_| form.set(Some(None))>{t("+ CREATE")}</button></div>
         {error_view(error)}
         {move || {
             let all = rows.get();
@@ -481,12 +493,12 @@ fn Policies() -> impl IntoView {
                 json_field(&p["allowed_vfolder_hosts"]).as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default(),
                 match p["max_vfolder_count"].as_i64() { Some(0) | None => "∞".into(), Some(n) => n.to_string() },
             ])).collect();
-            table("policies-table", &["Name", "Resources (CPU · RAM · GPU · fGPU)", "Concurrency", "Containers/session", "Idle timeout", "Storage hosts", "Max folders"], list, move |r| {
+            table("policies-table", &[key("Name"), key("Resources (CPU · RAM · GPU · fGPU)"), key("Concurrency"), key("Containers/session"), key("Idle timeout"), key("Storage hosts"), key("Max folders")], list, move |r| {
                 let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
                 let name = r.0.clone();
                 view! {
-                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
-                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
+                    <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
+                    <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
                         run("mutation($n: String!) { delete_keypair_resource_policy(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
@@ -504,11 +516,11 @@ fn limit_input(
     unlimited: RwSignal<bool>,
 ) -> AnyView {
     view! {
-        <label for=id>{label}</label>
+        <label for=id>{t(label)}</label>
         <div class="row">
             <input id=id prop:value=move || value.get() disabled=move || unlimited.get() on:input=move |ev| value.set(event_target_value(&ev)) />
             <label class="check"><input type="checkbox" id=format!("{id}-unlimited") prop:checked=move || unlimited.get()
-                on:change=move |ev| unlimited.set(event_target_checked(&ev)) />"Unlimited"</label>
+                on:change=move |ev| unlimited.set(event_target_checked(&ev)) />{t("Unlimited")}</label>
         </div>
     }
     .into_any()
@@ -588,7 +600,7 @@ fn PolicyForm(
             n(folders, folders_u),
             containers.get_untracked().trim().parse::<i64>(),
         ) else {
-            error.set(Some("Concurrency, containers, idle timeout and folders must be whole numbers (or unlimited).".into()));
+            error.set(Some(t("Concurrency, containers, idle timeout and folders must be whole numbers (or unlimited).")));
             return;
         };
         let slots = json!({"cpu": lim(cpu, cpu_u), "mem": lim(mem, mem_u), "cuda.device": lim(gpu, gpu_u), "cuda.shares": lim(fgpu, fgpu_u)});
@@ -637,19 +649,19 @@ fn PolicyForm(
         }
     };
     view! {
-        <Modal title=(if editing { "Edit resource policy" } else { "Create resource policy" }).to_string() id="policy-dialog" on_close=on_close>
-            <Show when=move || !editing>{text_input("policy-name", "Name", name)}</Show>
-            {limit_input("policy-cpu", "CPU (cores)", cpu, cpu_u)}
-            {limit_input("policy-mem", "RAM (e.g. 16g)", mem, mem_u)}
-            {limit_input("policy-gpu", "GPU", gpu, gpu_u)}
-            {limit_input("policy-fgpu", "fGPU", fgpu, fgpu_u)}
-            {limit_input("policy-concurrency", "Concurrent sessions", conc, conc_u)}
-            {text_input("policy-containers", "Containers per session", containers)}
-            {limit_input("policy-idle", "Idle timeout (seconds)", idle, idle_u)}
-            {text_input("policy-hosts", "Allowed storage hosts (comma-separated)", hosts)}
-            {limit_input("policy-folders", "Max folders", folders, folders_u)}
+        <Modal title=if editing { t("Edit resource policy") } else { t("Create resource policy") } id="policy-dialog" on_close=on_close>
+            <Show when=move || !editing>{text_input("policy-name", key("Name"), name)}</Show>
+            {limit_input("policy-cpu", key("CPU (cores)"), cpu, cpu_u)}
+            {limit_input("policy-mem", key("RAM (e.g. 16g)"), mem, mem_u)}
+            {limit_input("policy-gpu", key("GPU"), gpu, gpu_u)}
+            {limit_input("policy-fgpu", key("fGPU"), fgpu, fgpu_u)}
+            {limit_input("policy-concurrency", key("Concurrent sessions"), conc, conc_u)}
+            {text_input("policy-containers", key("Containers per session"), containers)}
+            {limit_input("policy-idle", key("Idle timeout (seconds)"), idle, idle_u)}
+            {text_input("policy-hosts", key("Allowed storage hosts (comma-separated)"), hosts)}
+            {limit_input("policy-folders", key("Max folders"), folders, folders_u)}
             {error_view(error)}
-            <div class="dialog-actions"><button class="primary-inline" id="policy-save" on:click=save>{if editing { "SAVE" } else { "CREATE" }}</button></div>
+            <div class="dialog-actions"><button class="primary-inline" id="policy-save" on:click=save>{if editing { t("SAVE") } else { t("CREATE") }}</button></div>
         </Modal>
     }
 }
@@ -660,8 +672,8 @@ fn PolicyForm(
 pub fn EnvironmentsPage() -> impl IntoView {
     let tab = RwSignal::new("images");
     view! {
-        <div class="page-head"><h1>"Environments"</h1></div>
-        {tabs(tab, &[("Images", "images"), ("Resource presets", "presets"), ("Registries", "registries")])}
+        <div class="page-head"><h1>{t("Environments")}</h1></div>
+        {tabs(tab, &[(key("Images"), "images"), (key("Resource presets"), "presets"), (key("Registries"), "registries")])}
         {move || match tab.get() {
             "presets" => view! { <Presets /> }.into_any(),
             "registries" => view! { <Registries /> }.into_any(),
@@ -706,9 +718,9 @@ fn Images() -> impl IntoView {
                     if i["installed"].as_bool().unwrap_or(false) { "✔".into() } else { String::new() },
                 ])
             }).collect();
-            table("images-table", &["Environment", "Version", "Registry", "Repository", "Base", "Digest", "Minimum resources", "Installed"], list, move |r| {
+            table("images-table", &[key("Environment"), key("Version"), key("Registry"), key("Repository"), key("Base"), key("Digest"), key("Minimum resources"), key("Installed")], list, move |r| {
                 let img = all.iter().find(|i| s(i, "name") == r.0).cloned().unwrap_or_default();
-                view! { <button class="icon" title="Minimum resources" aria-label="Minimum resources" data-action="edit" on:click=move |_| editing.set(Some(img.clone()))>"✎"</button> }.into_any()
+                view! { <button class="icon" title=t("Minimum resources") aria-label=t("Minimum resources") data-action="edit" on:click=move |_| editing.set(Some(img.clone()))>"✎"</button> }.into_any()
             })
         }}
         {move || editing.get().map(|img| {
@@ -723,12 +735,12 @@ fn Images() -> impl IntoView {
                     json!({"t": name.clone(), "a": arch.clone(), "p": props}), error, move |_| { editing.set(None); refresh(); });
             };
             view! {
-                <Modal title=format!("Minimum resources — {}", s(&img, "name")) id="image-dialog" on_close=move || editing.set(None)>
-                    <p class="warn">"Sessions asking for less than these minimums are refused; setting them below what the image needs may make its sessions fail."</p>
-                    {text_input("image-cpu", "CPU (cores)", cpu)}
-                    {text_input("image-mem", "Memory (e.g. 256m, 1g)", mem)}
+                <Modal title=tr("Minimum resources — {name}", &[("name", &s(&img, "name"))]) id="image-dialog" on_close=move || editing.set(None)>
+                    <p class="warn">{t("Sessions asking for less than these minimums are refused; setting them below what the image needs may make its sessions fail.")}</p>
+                    {text_input("image-cpu", key("CPU (cores)"), cpu)}
+                    {text_input("image-mem", key("Memory (e.g. 256m, 1g)"), mem)}
                     {error_view(error)}
-                    <div class="dialog-actions"><button class="primary-inline" id="image-save" on:click=save>"SAVE"</button></div>
+                    <div class="dialog-actions"><button class="primary-inline" id="image-save" on:click=save>{t("SAVE")}</button></div>
                 </Modal>
             }
         })}
@@ -752,20 +764,20 @@ fn Presets() -> impl IntoView {
     refresh();
     view! {
         <div class="row"><span class="grow"></span>
-            <button class="primary-inline" id="create-preset" on:click=move |_| form.set(Some(None))>"+ CREATE PRESET"</button></div>
+            <button class="primary-inline" id="create-preset" on:click=move |_| form.set(Some(None))>{t("+ CREATE PRESET")}</button></div>
         {error_view(error)}
         {move || {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|p| (s(p, "name"), vec![
                 s(p, "name"), slots_text(&p["resource_slots"]),
-                amount(&p["shared_memory"]).map(gib).unwrap_or_else(|| "default".into()),
+                amount(&p["shared_memory"]).map(gib).unwrap_or_else(|| t("default")),
             ])).collect();
-            table("presets-table", &["Name", "Resources (CPU · RAM · GPU · fGPU)", "Shared memory"], list, move |r| {
+            table("presets-table", &[key("Name"), key("Resources (CPU · RAM · GPU · fGPU)"), key("Shared memory")], list, move |r| {
                 let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
                 let name = r.0.clone();
                 view! {
-                    <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
-                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
+                    <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
+                    <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
                         run("mutation($n: String!) { delete_resource_preset(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
@@ -800,15 +812,15 @@ fn Presets() -> impl IntoView {
                 run(q, json!({"n": name.get_untracked(), "p": props}), error, move |_| { form.set(None); refresh(); });
             };
             view! {
-                <Modal title=(if editing { "Edit preset" } else { "Create preset" }).to_string() id="preset-dialog" on_close=move || form.set(None)>
-                    <Show when=move || !editing>{text_input("preset-name", "Name", name)}</Show>
-                    {text_input("preset-cpu", "CPU (cores)", cpu)}
-                    {text_input("preset-mem", "RAM (e.g. 4g)", mem)}
-                    {text_input("preset-gpu", "GPU", gpu)}
-                    {text_input("preset-fgpu", "fGPU", fgpu)}
-                    {text_input("preset-shmem", "Shared memory (e.g. 1g; empty = default)", shm)}
+                <Modal title=if editing { t("Edit preset") } else { t("Create preset") } id="preset-dialog" on_close=move || form.set(None)>
+                    <Show when=move || !editing>{text_input("preset-name", key("Name"), name)}</Show>
+                    {text_input("preset-cpu", key("CPU (cores)"), cpu)}
+                    {text_input("preset-mem", key("RAM (e.g. 4g)"), mem)}
+                    {text_input("preset-gpu", key("GPU"), gpu)}
+                    {text_input("preset-fgpu", key("fGPU"), fgpu)}
+                    {text_input("preset-shmem", key("Shared memory (e.g. 1g; empty = default)"), shm)}
                     {error_view(error)}
-                    <div class="dialog-actions"><button class="primary-inline" id="preset-save" on:click=save>"SAVE"</button></div>
+                    <div class="dialog-actions"><button class="primary-inline" id="preset-save" on:click=save>{t("SAVE")}</button></div>
                 </Modal>
             }
         })}
@@ -857,22 +869,22 @@ fn Registries() -> impl IntoView {
     refresh();
     view! {
         <div class="row"><span class="grow"></span>
-            <button class="primary-inline" id="add-registry" on:click=move |_| adding.set(true)>"+ ADD REGISTRY"</button></div>
+            <button class="primary-inline" id="add-registry" on:click=move |_| adding.set(true)>{t("+ ADD REGISTRY")}</button></div>
         {error_view(error)}
         {move || progress.get().map(|p| view! { <p class="ok" id="rescan-progress">{p}</p> })}
         {move || {
             let list: Vec<Row> = rows.get().iter().map(|r| (s(r, "hostname"), vec![
                 s(r, "hostname"), s(r, "url"), s(r, "type"), s(r, "project"), s(r, "username"),
             ])).collect();
-            table("registries-table", &["Hostname", "URL", "Type", "Project", "User"], list, move |r| {
+            table("registries-table", &[key("Hostname"), key("URL"), key("Type"), key("Project"), key("User")], list, move |r| {
                 let (h1, h2) = (r.0.clone(), r.0.clone());
                 view! {
-                    <button class="icon" title="Rescan" aria-label="Rescan" data-action="rescan" on:click=move |_| {
+                    <button class="icon" title=t("Rescan") aria-label=t("Rescan") data-action="rescan" on:click=move |_| {
                         run("mutation($r: String) { rescan_images(registry: $r) { task_id } }", json!({"r": h1.clone()}), error, move |d| {
                             follow_task(s(&d["rescan_images"], "task_id"), progress, || {});
                         });
                     }>"↻"</button>
-                    <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click=move |_| {
+                    <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
                         run("mutation($h: String!) { delete_container_registry(hostname: $h) { ok } }", json!({"h": h2.clone()}), error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
@@ -896,15 +908,15 @@ fn Registries() -> impl IntoView {
                     json!({"h": host.get_untracked(), "p": props}), error, move |_| { adding.set(false); refresh(); });
             };
             view! {
-                <Modal title="Add registry".into() id="registry-dialog" on_close=move || adding.set(false)>
-                    {text_input("registry-host", "Registry hostname", host)}
-                    {text_input("registry-url", "Registry URL (with http:// or https://)", url)}
-                    {text_input("registry-project", "Project (optional)", project)}
-                    {text_input("registry-user", "User name (optional)", user)}
-                    <label for="registry-password">"Password (optional)"</label>
+                <Modal title=t("Add registry") id="registry-dialog" on_close=move || adding.set(false)>
+                    {text_input("registry-host", key("Registry hostname"), host)}
+                    {text_input("registry-url", key("Registry URL (with http:// or https://)"), url)}
+                    {text_input("registry-project", key("Project (optional)"), project)}
+                    {text_input("registry-user", key("User name (optional)"), user)}
+                    <label for="registry-password">{t("Password (optional)")}</label>
                     <input id="registry-password" type="password" prop:value=move || pass.get() on:input=move |ev| pass.set(event_target_value(&ev)) />
                     {error_view(error)}
-                    <div class="dialog-actions"><button class="primary-inline" id="registry-save" on:click=save>"ADD"</button></div>
+                    <div class="dialog-actions"><button class="primary-inline" id="registry-save" on:click=save>{t("ADD")}</button></div>
                 </Modal>
             }
         })}
@@ -917,8 +929,8 @@ fn Registries() -> impl IntoView {
 pub fn ResourcesPage() -> impl IntoView {
     let tab = RwSignal::new("agents");
     view! {
-        <div class="page-head"><h1>"Resources"</h1></div>
-        {tabs(tab, &[("Agents", "agents"), ("Resource groups", "groups")])}
+        <div class="page-head"><h1>{t("Resources")}</h1></div>
+        {tabs(tab, &[(key("Agents"), "agents"), (key("Resource groups"), "groups")])}
         {move || match tab.get() {
             "groups" => view! { <ResourceGroups /> }.into_any(),
             _ => view! { <Agents /> }.into_any(),
@@ -962,8 +974,8 @@ fn Agents() -> impl IntoView {
     on_cleanup(move || alive.store(false, Ordering::Relaxed));
     view! {
         <div class="row">
-            <button class="tab" id="agents-connected" class:active=move || connected.get() on:click=move |_| connected.set(true)>"Connected"</button>
-            <button class="tab" id="agents-terminated" class:active=move || !connected.get() on:click=move |_| connected.set(false)>"Terminated"</button>
+            <button class="tab" id="agents-connected" class:active=move || connected.get() on:click=move |_| connected.set(true)>{t("Connected")}</button>
+            <button class="tab" id="agents-terminated" class:active=move || !connected.get() on:click=move |_| connected.set(false)>{t("Terminated")}</button>
         </div>
         {error_view(error)}
         {move || {
@@ -974,11 +986,11 @@ fn Agents() -> impl IntoView {
                 (s(a, "id"), vec![
                     s(a, "id"), s(a, "addr"), s(a, "region"), s(a, "scaling_group"), s(a, "first_contact").replace('T', " ").chars().take(19).collect(),
                     pair("cpu", |v| format!("{v}")), pair("mem", gib), pair("cuda.shares", |v| format!("{v}")),
-                    format!("{:.0}% CPU · {} · {} containers", a["cpu_cur_pct"].as_f64().unwrap_or(0.0), gib(amount(&a["mem_cur_bytes"]).unwrap_or(0.0)), s(a, "container_count")),
+                    tr("{cpu}% CPU · {mem} · {containers} containers", &[("cpu", &format!("{:.0}", a["cpu_cur_pct"].as_f64().unwrap_or(0.0))), ("mem", &gib(amount(&a["mem_cur_bytes"]).unwrap_or(0.0))), ("containers", &s(a, "container_count"))]),
                     s(a, "status"),
                 ])
             }).collect();
-            table("agents-table", &["ID", "Endpoint", "Region", "Resource group", "Started", "CPU alloc.", "RAM alloc.", "fGPU alloc.", "Live use", "Status"], list, |_| ().into_any())
+            table("agents-table", &[key("ID"), key("Endpoint"), key("Region"), key("Resource group"), key("Started"), key("CPU alloc."), key("RAM alloc."), key("fGPU alloc."), key("Live use"), key("Status")], list, |_| ().into_any())
         }}
     }
 }
@@ -1000,17 +1012,17 @@ fn ResourceGroups() -> impl IntoView {
     refresh();
     view! {
         <div class="row"><span class="grow"></span>
-            <button class="primary-inline" id="create-sgroup" on:click=move |_| form.set(Some(None))>"+ CREATE"</button></div>
+            <button class="primary-inline" id="create-sgroup" on:click=move |_| form.set(Some(None))>{t("+ CREATE")}</button></div>
         {error_view(error)}
         {move || {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|g| (s(g, "name"), vec![
                 s(g, "name"), s(g, "description"), s(g, "scheduler").to_uppercase(),
-                if g["is_active"].as_bool().unwrap_or(false) { "active".into() } else { "inactive".into() },
+                if g["is_active"].as_bool().unwrap_or(false) { t("active") } else { t("inactive") },
             ])).collect();
-            table("sgroups-table", &["Name", "Description", "Scheduler", "Status"], list, move |r| {
+            table("sgroups-table", &[key("Name"), key("Description"), key("Scheduler"), key("Status")], list, move |r| {
                 let g = all.iter().find(|g| s(g, "name") == r.0).cloned().unwrap_or_default();
-                view! { <button class="icon" title="Edit" aria-label="Edit" data-action="edit" on:click=move |_| form.set(Some(Some(g.clone())))>"✎"</button> }.into_any()
+                view! { <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| form.set(Some(Some(g.clone())))>"✎"</button> }.into_any()
             })
         }}
         {move || form.get().map(|g| {
@@ -1030,16 +1042,16 @@ fn ResourceGroups() -> impl IntoView {
                 run(q, json!({"n": name.get_untracked(), "p": props}), error, move |_| { form.set(None); refresh(); });
             };
             view! {
-                <Modal title=(if editing { "Edit resource group" } else { "Create resource group" }).to_string() id="sgroup-dialog" on_close=move || form.set(None)>
-                    <Show when=move || !editing>{text_input("sgroup-name", "Name", name)}</Show>
-                    {text_input("sgroup-description", "Description", desc)}
-                    <label for="sgroup-scheduler">"Scheduler"</label>
+                <Modal title=if editing { t("Edit resource group") } else { t("Create resource group") } id="sgroup-dialog" on_close=move || form.set(None)>
+                    <Show when=move || !editing>{text_input("sgroup-name", key("Name"), name)}</Show>
+                    {text_input("sgroup-description", key("Description"), desc)}
+                    <label for="sgroup-scheduler">{t("Scheduler")}</label>
                     <select id="sgroup-scheduler" on:change=move |ev| sched.set(event_target_value(&ev))>
                         {["fifo", "lifo", "drf"].into_iter().map(|x| view! { <option value=x selected=move || sched.get() == x>{x.to_uppercase()}</option> }).collect_view()}
                     </select>
-                    {check("sgroup-active", "Active", active)}
+                    {check("sgroup-active", key("Active"), active)}
                     {error_view(error)}
-                    <div class="dialog-actions"><button class="primary-inline" id="sgroup-save" on:click=save>"SAVE"</button></div>
+                    <div class="dialog-actions"><button class="primary-inline" id="sgroup-save" on:click=save>{t("SAVE")}</button></div>
                 </Modal>
             }
         })}
@@ -1087,17 +1099,17 @@ pub fn SettingsPage() -> impl IntoView {
         );
     };
     view! {
-        <div class="page-head"><h1>"System settings"</h1></div>
+        <div class="page-head"><h1>{t("System settings")}</h1></div>
         {error_view(error)}
         <div class="card wide">
-            <label for="announcement">"Announcement (shown to every user; empty = none)"</label>
+            <label for="announcement">{t("Announcement (shown to every user; empty = none)")}</label>
             <input id="announcement" prop:value=move || announcement.get() on:input=move |ev| { saved.set(false); announcement.set(event_target_value(&ev)) } />
-            <div class="dialog-actions"><button class="primary-inline" id="announcement-save" on:click=save>"SAVE"</button></div>
-            {move || saved.get().then(|| view! { <p class="ok" id="settings-saved">"Saved."</p> })}
+            <div class="dialog-actions"><button class="primary-inline" id="announcement-save" on:click=save>{t("SAVE")}</button></div>
+            {move || saved.get().then(|| view! { <p class="ok" id="settings-saved">{t("Saved.")}</p> })}
         </div>
         {move || {
             let list: Vec<Row> = rows.get().iter().map(|x| (s(x, "key"), vec![s(x, "key"), json_field(&x["value"]).to_string(), s(x, "description")])).collect();
-            table("settings-table", &["Setting", "Value", "Meaning"], list, |_| ().into_any())
+            table("settings-table", &[key("Setting"), key("Value"), key("Meaning")], list, |_| ().into_any())
         }}
     }
 }
@@ -1117,29 +1129,29 @@ pub fn MaintenancePage() -> impl IntoView {
                      go: Box<dyn Fn() + Send + Sync>| {
         view! {
             <div class="card wide maint">
-                <h3>{title}</h3>
-                <p class="muted">{text}</p>
-                <button class="primary-inline" id=id disabled=move || busy.get() on:click=move |_| go()>{button}</button>
+                <h3>{t(title)}</h3>
+                <p class="muted">{t(text)}</p>
+                <button class="primary-inline" id=id disabled=move || busy.get() on:click=move |_| go()>{t(button)}</button>
                 {move || result.get().map(|r| view! { <p class="ok maint-result" id=format!("{id}-result")>{r}</p> })}
             </div>
         }
     };
     view! {
-        <div class="page-head"><h1>"Maintenance"</h1></div>
+        <div class="page-head"><h1>{t("Maintenance")}</h1></div>
         {error_view(error)}
-        {item("recalculate", "Match usage database with current state", "Recalculate usage with the current state: useful if Docker failed by accident or sessions were forcibly terminated.", "↻ RECALCULATE USAGE", recalc, Box::new(move || {
+        {item("recalculate", key("Match usage database with current state"), key("Recalculate usage with the current state: useful if Docker failed by accident or sessions were forcibly terminated."), key("↻ RECALCULATE USAGE"), recalc, Box::new(move || {
             busy.set(true);
-            recalc.set(Some("Working…".into()));
+            recalc.set(Some(t("Working…")));
             run("mutation { recalculate_usage { ok msg } }", json!({}), error, move |d| { busy.set(false); recalc.set(Some(s(&d["recalculate_usage"], "msg"))); });
         }))}
-        {item("rescan", "Rescan image list from repository", "Rescan the image list from the agents and the registered registries. It may take a while.", "↻ RESCAN IMAGES", rescan, Box::new(move || {
+        {item("rescan", key("Rescan image list from repository"), key("Rescan the image list from the agents and the registered registries. It may take a while."), key("↻ RESCAN IMAGES"), rescan, Box::new(move || {
             run("mutation { rescan_images { task_id } }", json!({}), error, move |d| {
                 follow_task(s(&d["rescan_images"], "task_id"), rescan, || {});
             });
         }))}
-        {item("cleanup", "Clean up old images", "Remove unused (dangling) images from the agents' Docker engines.", "CLEAN UP IMAGES", cleanup, Box::new(move || {
+        {item("cleanup", key("Clean up old images"), key("Remove unused (dangling) images from the agents' Docker engines."), key("CLEAN UP IMAGES"), cleanup, Box::new(move || {
             busy.set(true);
-            cleanup.set(Some("Working…".into()));
+            cleanup.set(Some(t("Working…")));
             run("mutation { clean_up_images { ok msg } }", json!({}), error, move |d| { busy.set(false); cleanup.set(Some(s(&d["clean_up_images"], "msg"))); });
         }))}
     }
@@ -1149,6 +1161,6 @@ pub fn MaintenancePage() -> impl IntoView {
 #[component]
 pub fn NotAllowed() -> impl IntoView {
     view! {
-        <div class="card" id="not-allowed"><h1>"Not available"</h1><p>"This page is for administrators."</p></div>
+        <div class="card" id="not-allowed"><h1>{t("Not available")}</h1><p>{t("This page is for administrators.")}</p></div>
     }
 }

@@ -2,6 +2,8 @@
 use gloo_net::http::Request;
 use serde_json::{Value, json};
 
+use crate::i18n::{t, tr};
+
 pub struct GqlError {
     pub code: String,
     pub message: String,
@@ -11,7 +13,7 @@ pub struct GqlError {
 pub async fn query(query: &str, variables: Value) -> Result<Value, GqlError> {
     let network = |e: String| GqlError {
         code: "NETWORK".into(),
-        message: format!("Cannot reach the server: {e}"),
+        message: tr("Cannot reach the server: {error}", &[("error", &e)]),
     };
     let req = Request::post("/graphql")
         .json(&json!({"query": query, "variables": variables}))
@@ -27,8 +29,7 @@ pub async fn query(query: &str, variables: Value) -> Result<Value, GqlError> {
                 .to_string(),
             message: err["message"]
                 .as_str()
-                .unwrap_or("Request failed")
-                .to_string(),
+                .map_or_else(|| t("Request failed"), str::to_string),
         });
     }
     if status >= 400 {
@@ -36,8 +37,7 @@ pub async fn query(query: &str, variables: Value) -> Result<Value, GqlError> {
             code: body["code"].as_str().unwrap_or("ERROR").to_string(),
             message: body["title"]
                 .as_str()
-                .unwrap_or("Request failed")
-                .to_string(),
+                .map_or_else(|| t("Request failed"), str::to_string),
         });
     }
     Ok(body.get("data").cloned().unwrap_or(Value::Null))

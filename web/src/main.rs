@@ -5,6 +5,8 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
+use crate::i18n::{key, t, tr};
+
 mod account;
 mod admin;
 mod gql;
@@ -82,7 +84,7 @@ fn App() -> impl IntoView {
         checked.set(true);
     });
     view! {
-        <Show when=move || checked.get() fallback=|| view! { <p style="padding:24px">"Loading…"</p> }>
+        <Show when=move || checked.get() fallback=|| view! { <p style="padding:24px">{t("Loading…")}</p> }>
             {move || match me.get() {
                 Some(m) => view! { <Shell me=m on_logout=move || me.set(None) /> }.into_any(),
                 None => view! { <Login on_login=move |m| me.set(Some(m)) /> }.into_any(),
@@ -119,7 +121,7 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
             match gql::query(q, vars).await {
                 Ok(data) => match Me::from_json(&data["login"]["user"]) {
                     Some(m) => on_login(m),
-                    None => error.set(Some("Unexpected answer from the server.".into())),
+                    None => error.set(Some(t("Unexpected answer from the server."))),
                 },
                 Err(e) if e.code == "PASSWORD_CHANGE_REQUIRED" => {
                     must_change.set(true);
@@ -158,32 +160,32 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
                 if must_change.get_untracked() { do_change() } else { do_login() }
             }>
                 <h1>"bai"</h1>
-                <p class="subtitle">"a Backend.AI-compatible server"</p>
-                <h2>{move || if must_change.get() { "Change your password" } else { "Login With E-mail" }}</h2>
+                <p class="subtitle">{t("a Backend.AI-compatible server")}</p>
+                <h2>{move || if must_change.get() { t("Change your password") } else { t("Login With E-mail") }}</h2>
                 <Show when=move || !must_change.get()>
-                    <label for="email">"E-mail"</label>
+                    <label for="email">{t("E-mail")}</label>
                     <input id="email" type="email" autocomplete="username" required
                         prop:value=move || email.get() on:input=move |ev| email.set(event_target_value(&ev)) />
-                    <label for="password">"Password"</label>
+                    <label for="password">{t("Password")}</label>
                     <input id="password" type="password" autocomplete="current-password" required
                         prop:value=move || password.get() on:input=move |ev| password.set(event_target_value(&ev)) />
                 </Show>
                 <Show when=move || must_change.get()>
-                    <p class="note">"Rules: 8 characters or more, with at least one letter, one number and one special character."</p>
-                    <label for="new-password">"New password"</label>
+                    <p class="note">{t("Rules: 8 characters or more, with at least one letter, one number and one special character.")}</p>
+                    <label for="new-password">{t("New password")}</label>
                     <input id="new-password" type="password" autocomplete="new-password" required
                         prop:value=move || new_pw.get() on:input=move |ev| new_pw.set(event_target_value(&ev)) />
-                    <label for="new-password2">"New password (again)"</label>
+                    <label for="new-password2">{t("New password (again)")}</label>
                     <input id="new-password2" type="password" autocomplete="new-password" required
                         prop:value=move || new_pw2.get() on:input=move |ev| new_pw2.set(event_target_value(&ev)) />
                 </Show>
                 <button id="login-button" class="primary" type="submit" disabled=move || busy.get()>
-                    {move || if must_change.get() { "UPDATE AND LOGIN" } else { "LOGIN" }}
+                    {move || if must_change.get() { t("UPDATE AND LOGIN") } else { t("LOGIN") }}
                 </button>
                 {move || error.get().map(|e| view! { <div class="error" id="login-error">{e}</div> })}
-                <div class="endpoint">"Endpoint: " {endpoint}</div>
+                <div class="endpoint">{tr("Endpoint: {url}", &[("url", &endpoint)])}</div>
                 <Show when=move || signup_enabled.get()>
-                    <button type="button" class="link" id="signup-open" on:click=move |_| signup_open.set(true)>"Sign up"</button>
+                    <button type="button" class="link" id="signup-open" on:click=move |_| signup_open.set(true)>{t("Sign up")}</button>
                 </Show>
             </form>
             <Show when=move || signup_open.get()>
@@ -256,7 +258,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 let r = route.get();
                 let first = r.split('/').next().unwrap_or("");
                 first == href || (href == "summary" && first.is_empty())
-            }>{label}</a>
+            }>{t(label)}</a>
         }
     };
     let terminal_id = move || route.get().strip_prefix("terminal/").map(str::to_string);
@@ -267,20 +269,20 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         <div class="app">
             <nav class="side">
                 <div class="brand">"bai"</div>
-                {link("summary", "Summary")}
-                {link("sessions", "Sessions")}
-                {link("data", "Data & Storage")}
+                {link("summary", key("Summary"))}
+                {link("sessions", key("Sessions"))}
+                {link("data", key("Data & Storage"))}
                 <Show when=move || admin>
-                    <div class="section">"Administration"</div>
-                    {link("users", "Users")}
-                    {link("environments", "Environments")}
-                    {link("resources", "Resources")}
-                    {link("settings", "System Settings")}
-                    {link("maintenance", "Maintenance")}
+                    <div class="section">{t("Administration")}</div>
+                    {link("users", key("Users"))}
+                    {link("environments", key("Environments"))}
+                    {link("resources", key("Resources"))}
+                    {link("settings", key("System Settings"))}
+                    {link("maintenance", key("Maintenance"))}
                 </Show>
             </nav>
             <header class="top">
-                <span class="who">"Domain " <b>{me.domain.clone()}</b> " · Project "
+                <span class="who">{format!("{} ", t("Domain"))} <b>{me.domain.clone()}</b> {format!(" · {} ", t("Project"))}
                     <select id="project-select" class="inline-select" on:change=move |ev| {
                         let id = event_target_value(&ev);
                         let name = groups.with_value(|gs| gs.iter().find(|g| g.0 == id).map(|g| g.1.clone()).unwrap_or_default());
@@ -300,9 +302,9 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                     </button>
                     <Show when=move || menu.get()>
                         <div class="menu" id="user-menu">
-                            <button id="menu-password" on:click=move |_| { menu.set(false); account_dialog.set(1) }>"Change password"</button>
-                            <button id="menu-ssh" on:click=move |_| { menu.set(false); account_dialog.set(2) }>"SSH keypair"</button>
-                            <div class="menu-languages" role="group" aria-label="Language">
+                            <button id="menu-password" on:click=move |_| { menu.set(false); account_dialog.set(1) }>{t("Change password")}</button>
+                            <button id="menu-ssh" on:click=move |_| { menu.set(false); account_dialog.set(2) }>{t("SSH keypair")}</button>
+                            <div class="menu-languages" role="group" aria-label=t("Language")>
                                 {i18n::LANGUAGES.iter().map(|(code, name, _)| {
                                     let current = i18n::lang() == *code;
                                     view! {
@@ -313,12 +315,12 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                             </div>
                         </div>
                     </Show>
-                    <button id="logout" on:click=logout>"Log Out"</button>
+                    <button id="logout" on:click=logout>{t("Log Out")}</button>
                 </span>
             </header>
             <main>
                 <Show when=move || !online.get()>
-                    <div class="banner" id="offline-banner">"Connection to the server lost — reconnecting…"</div>
+                    <div class="banner" id="offline-banner">{t("Connection to the server lost — reconnecting…")}</div>
                 </Show>
                 {page}
                 {move || match account_dialog.get() {

@@ -9,6 +9,7 @@ use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 use crate::gql;
+use crate::i18n::{key, t, tr};
 use crate::summary::{Usage, UsageBars, fetch_usage};
 use crate::ui::{Modal, amount, download_text, gib, json_field};
 
@@ -56,12 +57,12 @@ fn row(v: &Value) -> Row {
         why,
         group: s("scaling_group"),
         cpu: amount(&slots["cpu"])
-            .map(|c| format!("{c} core"))
+            .map(|c| tr("{n} core", &[("n", &c.to_string())]))
             .unwrap_or_else(|| "-".into()),
         mem: amount(&slots["mem"]).map(gib).unwrap_or_else(|| "-".into()),
         gpu: amount(&slots["cuda.shares"])
             .or(amount(&slots["cuda.device"]))
-            .map(|g| format!("{g} GPU"))
+            .map(|g| tr("{n} GPU", &[("n", &g.to_string())]))
             .unwrap_or_else(|| "-".into()),
         started: s("created_at").replace('T', " ").chars().take(19).collect(),
         owner: s("user_email"),
@@ -159,26 +160,26 @@ pub fn SessionsPage() -> impl IntoView {
 
     let tab_button = move |label: &'static str, value: &'static str, id: &'static str| {
         view! {
-            <button class="tab" id=id class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{label}</button>
+            <button class="tab" id=id class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{t(label)}</button>
         }
     };
     view! {
         <div class="page-head">
-            <h1>"Sessions"</h1>
-            <button class="primary-inline" id="start-session" on:click=move |_| dialog.set(Dialog::Launch)>"+ START"</button>
+            <h1>{t("Sessions")}</h1>
+            <button class="primary-inline" id="start-session" on:click=move |_| dialog.set(Dialog::Launch)>{t("+ START")}</button>
         </div>
         <div class="card wide"><UsageBars usage=usage /></div>
         <div class="tabs">
-            {tab_button("Running", RUNNING, "tab-running")}
-            {tab_button("Finished", FINISHED, "tab-finished")}
-            {tab_button("Others", OTHERS, "tab-others")}
+            {tab_button(key("Running"), RUNNING, "tab-running")}
+            {tab_button(key("Finished"), FINISHED, "tab-finished")}
+            {tab_button(key("Others"), OTHERS, "tab-others")}
         </div>
         {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
         <div class="card wide table-wrap">
             <table class="list" id="session-table">
                 <thead><tr>
-                    <th>"Session"</th><th>"Status"</th><th>"Control"</th><th>"Configuration"</th><th>"Usage"</th>
-                    <th>"Resource group"</th><th>"Started"</th>
+                    <th>{t("Session")}</th><th>{t("Status")}</th><th>{t("Control")}</th><th>{t("Configuration")}</th><th>{t("Usage")}</th>
+                    <th>{t("Resource group")}</th><th>{t("Started")}</th>
                 </tr></thead>
                 <tbody>
                     <For each=move || rows.get() key=|r| (r.id.clone(), r.status.clone(), r.why.clone()) children=move |r: Row| {
@@ -188,23 +189,23 @@ pub fn SessionsPage() -> impl IntoView {
                         let (id1, n1, id2, n2, id3, n3, id4) = (id.clone(), name.clone(), id.clone(), name.clone(), id.clone(), name.clone(), id.clone());
                         view! {
                             <tr class="session-row" data-name=r.name.clone() data-status=r.status.clone()>
-                                <td><button class="link strong session-open" data-action="detail" aria-label=format!("Details of {}", r.name)
+                                <td><button class="link strong session-open" data-action="detail" aria-label=tr("Details of {name}", &[("name", &r.name)])
                                     on:click={let (i, n) = (id.clone(), name.clone()); move |_| dialog.set(Dialog::Detail(i.clone(), n.clone()))}>{r.name.clone()}</button><div class="muted small env-name" title=r.image.clone()>{let i = r.image.clone(); move || env_label(&i)}</div><div class="muted small owner">{r.owner.clone()}</div></td>
                                 <td>
                                     <span class=format!("status status-{}", r.status.to_lowercase())>{r.status.clone()}</span>
                                     <div class="muted small">{r.info.clone()}</div>
                                     <Show when={let w = r.why.clone(); move || !w.is_empty()}>
-                                        <div class="why small" title="Why pending">{r.why.clone()}</div>
+                                        <div class="why small" title=t("Why pending")>{r.why.clone()}</div>
                                     </Show>
                                 </td>
                                 <td class="controls">
                                     <Show when=move || running>
-                                        <button class="icon" title="Apps" aria-label="Apps" data-action="apps" on:click={let (i, n) = (id1.clone(), n1.clone()); move |_| dialog.set(Dialog::Apps(i.clone(), n.clone()))}>"▦"</button>
-                                        <a class="icon" title="Terminal" aria-label="Terminal" data-action="terminal" target="_blank" href=format!("#terminal/{id4}")>">_"</a>
+                                        <button class="icon" title=t("Apps") aria-label=t("Apps") data-action="apps" on:click={let (i, n) = (id1.clone(), n1.clone()); move |_| dialog.set(Dialog::Apps(i.clone(), n.clone()))}>"▦"</button>
+                                        <a class="icon" title=t("Terminal") aria-label=t("Terminal") data-action="terminal" target="_blank" href=format!("#terminal/{id4}")>">_"</a>
                                     </Show>
-                                    <button class="icon" title="Logs" aria-label="Logs" data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
+                                    <button class="icon" title=t("Logs") aria-label=t("Logs") data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
                                     <Show when=move || live>
-                                        <button class="icon danger" title="Terminate" aria-label="Terminate" data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"✕"</button>
+                                        <button class="icon danger" title=t("Terminate") aria-label=t("Terminate") data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"✕"</button>
                                     </Show>
                                 </td>
                                 <td class="small">{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</td>
@@ -217,7 +218,7 @@ pub fn SessionsPage() -> impl IntoView {
                 </tbody>
             </table>
             <Show when=move || rows.get().is_empty()>
-                <p class="muted empty">"No sessions here."</p>
+                <p class="muted empty">{t("No sessions here.")}</p>
             </Show>
         </div>
         {move || match dialog.get() {
@@ -234,23 +235,23 @@ pub fn SessionsPage() -> impl IntoView {
 
 /// Session names: 4–64 letters, digits, `-`, `_`, `.`, starting and ending with a letter or
 /// digit (the server's rule).
-fn name_problem(name: &str) -> Option<&'static str> {
+fn name_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         return None;
     }
     let n = name.chars().count();
     if !(4..=64).contains(&n) {
-        return Some("Use 4 to 64 characters.");
+        return Some(t("Use 4 to 64 characters."));
     }
     if !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {
-        return Some("Only letters, digits, '-', '_' and '.'; no spaces.");
+        return Some(t("Only letters, digits, '-', '_' and '.'; no spaces."));
     }
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     if !edge(name.chars().next()) || !edge(name.chars().last()) {
-        return Some("Start and end with a letter or digit.");
+        return Some(t("Start and end with a letter or digit."));
     }
     None
 }
@@ -370,26 +371,32 @@ fn LaunchDialog(
     let problems = move || {
         let mut p = Vec::new();
         if image.get().is_empty() {
-            p.push("Choose an environment.".to_string());
+            p.push(t("Choose an environment."));
         }
         if let Some(e) = name_problem(&name.get()) {
-            p.push(format!("Session name: {e}"));
+            p.push(tr("Session name: {problem}", &[("problem", &e)]));
         }
         if preset.get() == "custom" {
             if cpu.get() < 1.0 || cpu.get() > max_cpu() {
-                p.push(format!("CPU must be between 1 and {}.", max_cpu()));
+                p.push(tr(
+                    "CPU must be between 1 and {max}.",
+                    &[("max", &max_cpu().to_string())],
+                ));
             }
             if mem_gib.get() <= 0.0 || mem_gib.get() > max_mem() {
-                p.push(format!(
-                    "Memory must be above 0 and at most {:.2} GiB.",
-                    max_mem()
+                p.push(tr(
+                    "Memory must be above 0 and at most {max} GiB.",
+                    &[("max", &format!("{:.2}", max_mem()))],
                 ));
             }
             if shmem_gib.get() <= 0.0 || shmem_gib.get() >= mem_gib.get() {
-                p.push("Shared memory must be above 0 and below the memory.".to_string());
+                p.push(t("Shared memory must be above 0 and below the memory."));
             }
             if gpu.get() > max_gpu() {
-                p.push(format!("GPU must be at most {}.", max_gpu()));
+                p.push(tr(
+                    "GPU must be at most {max}.",
+                    &[("max", &max_gpu().to_string())],
+                ));
             }
         }
         p
@@ -459,17 +466,17 @@ fn LaunchDialog(
         }
     };
     view! {
-        <Modal title="Start a new session".into() id="launch-dialog" on_close=on_close>
+        <Modal title=t("Start a new session") id="launch-dialog" on_close=on_close>
             <div class="steps">
-                <span class:active=move || step.get() == 1>"1 Environment"</span>
-                <span class:active=move || step.get() == 2>"2 Folders"</span>
-                <span class:active=move || step.get() == 3>"3 Resources"</span>
-                <span class:active=move || step.get() == 4>"4 Confirm"</span>
+                <span class:active=move || step.get() == 1>{t("1 Environment")}</span>
+                <span class:active=move || step.get() == 2>{t("2 Folders")}</span>
+                <span class:active=move || step.get() == 3>{t("3 Resources")}</span>
+                <span class:active=move || step.get() == 4>{t("4 Confirm")}</span>
             </div>
             <Show when=move || step.get() == 1>
                 <div class="env-pick">
                     <div>
-                        <label for="launch-env">"Environment"</label>
+                        <label for="launch-env">{t("Environment")}</label>
                         <select id="launch-env" on:change=move |ev| {
                             let env = event_target_value(&ev);
                             // The newest version of the environment chosen.
@@ -489,7 +496,7 @@ fn LaunchDialog(
                         </select>
                     </div>
                     <div>
-                        <label for="launch-image">"Version"</label>
+                        <label for="launch-image">{t("Version")}</label>
                         <select id="launch-image" on:change=move |ev| image.set(event_target_value(&ev))>
                             {move || images.get().into_iter().filter(|i| i.environment == environment.get()).map(|i| {
                                 let sel = i.reference.clone();
@@ -501,20 +508,24 @@ fn LaunchDialog(
                 <div class="muted small" id="launch-registry">{move || {
                     images.get().into_iter().find(|i| i.reference == image.get()).map(|i| format!("{} · {}", i.registry, i.reference)).unwrap_or_default()
                 }}</div>
-                <label for="launch-name">"Session name (optional)"</label>
-                <input id="launch-name" placeholder="random when empty" prop:value=move || name.get()
+                <label for="launch-name">{t("Session name (optional)")}</label>
+                <input id="launch-name" placeholder=t("random when empty") prop:value=move || name.get()
                     on:input=move |ev| name.set(event_target_value(&ev)) />
                 {move || name_problem(&name.get()).map(|e| view! { <div class="error" id="name-error">{e}</div> })}
                 <div class="row">
-                    <span>{move || format!("Environment variables: {}", if envs.get().is_empty() { "none".to_string() } else { envs.get().iter().map(|(k, _)| k.clone()).collect::<Vec<_>>().join(", ") })}</span>
-                    <button class="secondary" id="env-open" on:click=move |_| env_open.set(true)>"CONFIG"</button>
+                    <span>{move || {
+                        let list = envs.get();
+                        let names = if list.is_empty() { t("none") } else { list.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>().join(", ") };
+                        tr("Environment variables: {names}", &[("names", &names)])
+                    }}</span>
+                    <button class="secondary" id="env-open" on:click=move |_| env_open.set(true)>{t("CONFIG")}</button>
                 </div>
                 <Show when=move || env_open.get()>
                     <EnvDialog envs=envs on_close=move || env_open.set(false) />
                 </Show>
             </Show>
             <Show when=move || step.get() == 2>
-                <p class="muted">"Folders to mount (at /home/work/<name>)."</p>
+                <p class="muted">{t("Folders to mount (at /home/work/<name>).")}</p>
                 <For each=move || folders.get() key=|f| f.name.clone() children=move |f: Folder| {
                     let n = f.name.clone();
                     let n2 = f.name.clone();
@@ -526,73 +537,78 @@ fn LaunchDialog(
                                     let on = event_target_checked(&ev);
                                     chosen.update(|c| { c.retain(|x| *x != n2); if on { c.push(n2.clone()); } });
                                 } />
-                            {f.name.clone()} " " <span class="muted small">{if f.automount { "(automount: always mounted)".to_string() } else { format!("({})", f.permission) }}</span>
+                            {f.name.clone()} " " <span class="muted small">{if f.automount { t("(automount: always mounted)") } else { format!("({})", f.permission) }}</span>
                         </label>
                     }
                 } />
                 <Show when=move || folders.get().is_empty()>
-                    <p class="muted">"No folders yet (Data & Storage → NEW FOLDER)."</p>
+                    <p class="muted">{t("No folders yet (Data & Storage → NEW FOLDER).")}</p>
                 </Show>
             </Show>
             <Show when=move || step.get() == 3>
-                <label>"Resource group"</label>
+                <label>{t("Resource group")}</label>
                 <div class="strong">{move || usage.get().scaling_group()}</div>
-                <label for="launch-preset">"Resource preset"</label>
+                <label for="launch-preset">{t("Resource preset")}</label>
                 <select id="launch-preset" on:change=move |ev| preset.set(event_target_value(&ev))>
-                    <option value="custom" selected=move || preset.get() == "custom">"Custom allocation"</option>
+                    <option value="custom" selected=move || preset.get() == "custom">{t("Custom allocation")}</option>
                     {move || presets().into_iter().filter(|p| p["allocatable"].as_bool().unwrap_or(false)).map(|p| {
                         let n = p["name"].as_str().unwrap_or_default().to_string();
                         let slots = json_field(&p["resource_slots"]);
-                        let label = format!("{n} (CPU {}, RAM {})", amount(&slots["cpu"]).unwrap_or(0.0), amount(&slots["mem"]).map(gib).unwrap_or_default());
+                        let label = tr("{name} (CPU {cpu}, RAM {ram})", &[("name", &n), ("cpu", &amount(&slots["cpu"]).unwrap_or(0.0).to_string()), ("ram", &amount(&slots["mem"]).map(gib).unwrap_or_default())]);
                         let sel = n.clone();
                         view! { <option value=n.clone() selected=move || preset.get() == sel>{label}</option> }
                     }).collect_view()}
                 </select>
                 <Show when=move || preset.get() == "custom">
-                    <label>"CPU (cores)"</label>
+                    <label>{t("CPU (cores)")}</label>
                     {num_input("launch-cpu", cpu, "1", Signal::derive(max_cpu))}
-                    <label>"Memory (GiB)"</label>
+                    <label>{t("Memory (GiB)")}</label>
                     {num_input("launch-mem", mem_gib, "0.25", Signal::derive(max_mem))}
-                    <label>"Shared memory (GiB, below the memory)"</label>
+                    <label>{t("Shared memory (GiB, below the memory)")}</label>
                     {num_input("launch-shmem", shmem_gib, "0.0625", Signal::derive(move || mem_gib.get()))}
                     <Show when=move || { max_gpu() > 0.0 }>
                         <label>"GPU / fGPU"</label>
                         {num_input("launch-gpu", gpu, "0.1", Signal::derive(max_gpu))}
                     </Show>
                 </Show>
-                <label for="launch-count">"Sessions"</label>
+                <label for="launch-count">{t("Sessions")}</label>
                 <input id="launch-count" type="number" min="1" max="10" prop:value=move || count.get()
                     on:input=move |ev| count.set(event_target_value(&ev).parse().unwrap_or(1)) />
             </Show>
             <Show when=move || step.get() == 4>
                 <table class="summary" id="launch-summary">
-                    <tr><th>"Environment"</th><td>{move || {
+                    <tr><th>{t("Environment")}</th><td>{move || {
                         let r = image.get();
                         images.get().into_iter().find(|i| i.reference == r).map(|i| i.label()).unwrap_or(r)
                     }}</td></tr>
-                    <tr><th>"Name"</th><td>{move || { let n = name.get(); if n.is_empty() { "(random)".to_string() } else { n } }}</td></tr>
-                    <tr><th>"Folders"</th><td>{move || { let c = chosen.get(); if c.is_empty() { "none".to_string() } else { c.join(", ") } }}</td></tr>
-                    <tr><th>"Resources"</th><td>{move || if preset.get() == "custom" {
-                        format!("{} core, {:.2} GiB RAM, {:.2} GiB shm, {} GPU", cpu.get(), mem_gib.get(), shmem_gib.get(), gpu.get())
-                    } else { format!("preset {}", preset.get()) }}</td></tr>
-                    <tr><th>"Environment variables"</th><td>{move || envs.get().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td></tr>
-                    <tr><th>"Sessions"</th><td>{move || count.get()}</td></tr>
+                    <tr><th>{t("Name")}</th><td>{move || { let n = name.get(); if n.is_empty() { t("(random)") } else { n } }}</td></tr>
+                    <tr><th>{t("Folders")}</th><td>{move || { let c = chosen.get(); if c.is_empty() { t("none") } else { c.join(", ") } }}</td></tr>
+                    <tr><th>{t("Resources")}</th><td>{move || if preset.get() == "custom" {
+                        tr("{cpu} core, {mem} GiB RAM, {shm} GiB shm, {gpu} GPU", &[
+                            ("cpu", &cpu.get().to_string()),
+                            ("mem", &format!("{:.2}", mem_gib.get())),
+                            ("shm", &format!("{:.2}", shmem_gib.get())),
+                            ("gpu", &gpu.get().to_string()),
+                        ])
+                    } else { tr("preset {name}", &[("name", &preset.get())]) }}</td></tr>
+                    <tr><th>{t("Environment variables")}</th><td>{move || envs.get().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td></tr>
+                    <tr><th>{t("Sessions")}</th><td>{move || count.get()}</td></tr>
                 </table>
             </Show>
             {move || { let p = problems(); (!p.is_empty() && step.get() == 4).then(|| view! { <div class="error">{p.join(" ")}</div> }) }}
             {move || error.get().map(|e| view! { <div class="error" id="launch-error">{e}</div> })}
             <Show when=move || warn_no_folder.get()>
                 <div class="warn" id="no-folder-warning">
-                    "No storage folder is mounted: files in /home/work disappear with the session."
-                    <button class="danger-inline" id="launch-anyway" on:click=move |_| { warn_no_folder.set(false); launch(true) }>"LAUNCH WITHOUT STORAGE FOLDER"</button>
+                    {t("No storage folder is mounted: files in /home/work disappear with the session.")}
+                    <button class="danger-inline" id="launch-anyway" on:click=move |_| { warn_no_folder.set(false); launch(true) }>{t("LAUNCH WITHOUT STORAGE FOLDER")}</button>
                 </div>
             </Show>
             <div class="dialog-actions">
-                <button class="secondary" disabled=move || step.get() == 1 on:click=move |_| step.update(|s| *s = s.saturating_sub(1).max(1))>"Back"</button>
+                <button class="secondary" disabled=move || step.get() == 1 on:click=move |_| step.update(|s| *s = s.saturating_sub(1).max(1))>{t("Back")}</button>
                 <Show when=move || step.get() < 4>
-                    <button class="secondary" id="launch-next" on:click=move |_| step.update(|s| *s += 1)>"Next"</button>
+                    <button class="secondary" id="launch-next" on:click=move |_| step.update(|s| *s += 1)>{t("Next")}</button>
                 </Show>
-                <button class="primary-inline" id="launch-confirm" disabled=move || busy.get() on:click=move |_| launch(false)>"CONFIRM AND LAUNCH"</button>
+                <button class="primary-inline" id="launch-confirm" disabled=move || busy.get() on:click=move |_| launch(false)>{t("CONFIRM AND LAUNCH")}</button>
             </div>
         </Modal>
     }
@@ -682,7 +698,10 @@ fn AppsDialog(
                                 }
                                 None => url,
                             };
-                            message.set(Some(format!("{} is running: {full}", app.name)));
+                            message.set(Some(tr(
+                                "{app} is running: {url}",
+                                &[("app", &app.name), ("url", &full)],
+                            )));
                             let _ = window().open_with_url_and_target(&full, "_blank");
                         }
                     }
@@ -712,13 +731,13 @@ fn AppsDialog(
     };
     let host = window().location().hostname().unwrap_or_default();
     view! {
-        <Modal title=format!("Apps — {name}") id="apps-dialog" on_close=on_close>
+        <Modal title=tr("Apps — {name}", &[("name", &name)]) id="apps-dialog" on_close=on_close>
             <div class="app-grid">
                 <For each=move || apps.get() key=|a| a.name.clone() children=move |a: App| {
                     let label = match a.name.as_str() {
                         "jupyter" => "Jupyter Notebook".to_string(),
                         "sshd" => "SSH / SFTP".to_string(),
-                        "terminal" => "Console (terminal)".to_string(),
+                        "terminal" => t("Console (terminal)"),
                         other => other.to_string(),
                     };
                     let open = open.clone();
@@ -732,12 +751,12 @@ fn AppsDialog(
                 } />
             </div>
             <label class="check"><input type="checkbox" id="open-public" prop:checked=move || public.get()
-                on:change=move |ev| public.set(event_target_checked(&ev)) />"Open app to public"</label>
+                on:change=move |ev| public.set(event_target_checked(&ev)) />{t("Open app to public")}</label>
             <label class="check"><input type="checkbox" id="try-preferred" prop:checked=move || preferred.get()
-                on:change=move |ev| preferred.set(event_target_checked(&ev)) />"Try preferred port"
+                on:change=move |ev| preferred.set(event_target_checked(&ev)) />{t("Try preferred port")}
                 <input class="port" type="number" prop:value=move || port.get() disabled=move || !preferred.get()
                     on:input=move |ev| port.set(event_target_value(&ev)) /></label>
-            {move || busy.get().then(|| view! { <p class="muted">"Starting the app…"</p> })}
+            {move || busy.get().then(|| view! { <p class="muted">{t("Starting the app…")}</p> })}
             {move || message.get().map(|m| view! { <p class="ok" id="app-message">{m}</p> })}
             {move || ssh.get().map(|p| {
                 let cmd = format!("ssh -i id_container -p {p} work@{host}");
@@ -745,9 +764,9 @@ fn AppsDialog(
                 let dl = download_key.clone();
                 view! {
                     <div class="ssh-info" id="ssh-info">
-                        <p>"SSH / SFTP port " <b>{p}</b></p>
+                        <p>{t("SSH / SFTP port ")} <b>{p}</b></p>
                         <code>{cmd}</code><code>{sftp}</code>
-                        <button class="secondary" on:click=dl>"Download SSH key (id_container)"</button>
+                        <button class="secondary" on:click=dl>{t("Download SSH key (id_container)")}</button>
                     </div>
                 }
             })}
@@ -776,7 +795,7 @@ fn DetailDialog(
         ));
     });
     let body = move || match data.get() {
-        None => view! { <p class="muted">"Loading…"</p> }.into_any(),
+        None => view! { <p class="muted">{t("Loading…")}</p> }.into_any(),
         Some(Err(e)) => view! { <div class="error">{e}</div> }.into_any(),
         Some(Ok(v)) => {
             let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
@@ -788,9 +807,9 @@ fn DetailDialog(
                             let name = m["name"].as_str().unwrap_or_default();
                             let path = m["target"].as_str().unwrap_or_default();
                             let perm = if m["read_only"].as_bool().unwrap_or(false) {
-                                "read-only"
+                                t("read-only")
                             } else {
-                                "read-write"
+                                t("read-write")
                             };
                             format!("{name} → {path} ({perm})")
                         })
@@ -831,27 +850,36 @@ fn DetailDialog(
             } else {
                 json_field(&v["requested_slots"])
             };
-            let resources = format!(
-                "{} core · {} · {} GPU",
-                amount(&slots["cpu"]).unwrap_or(0.0),
-                amount(&slots["mem"]).map(gib).unwrap_or_else(|| "-".into()),
-                amount(&slots["cuda.shares"])
-                    .or(amount(&slots["cuda.device"]))
-                    .unwrap_or(0.0)
+            let resources = tr(
+                "{cpu} core · {mem} · {gpu} GPU",
+                &[
+                    ("cpu", &amount(&slots["cpu"]).unwrap_or(0.0).to_string()),
+                    (
+                        "mem",
+                        &amount(&slots["mem"]).map(gib).unwrap_or_else(|| "-".into()),
+                    ),
+                    (
+                        "gpu",
+                        &amount(&slots["cuda.shares"])
+                            .or(amount(&slots["cuda.device"]))
+                            .unwrap_or(0.0)
+                            .to_string(),
+                    ),
+                ],
             );
             view! {
                 <table class="summary" id="session-detail">
-                    <tr><th>"Environment"</th><td>{env_label(&s("image"))} <div class="muted small">{s("image")}</div></td></tr>
-                    <tr><th>"Type"</th><td>{s("type")}</td></tr>
-                    <tr><th>"Status"</th><td>{s("status")} " " <span class="muted small">{reason.clone()}</span></td></tr>
-                    <tr><th>"Resources"</th><td>{resources}</td></tr>
-                    <tr><th>"Resource group"</th><td>{s("scaling_group")}</td></tr>
-                    <tr><th>"Agent"</th><td id="detail-agent">{if agents.is_empty() { "-".to_string() } else { agents.join(", ") }}</td></tr>
-                    <tr><th>"Mounts"</th><td id="detail-mounts">{if mounts.is_empty() { "none".to_string() } else { mounts.join("; ") }}</td></tr>
-                    <tr><th>"Environment variables"</th><td id="detail-env">{if envs.is_empty() { "none".to_string() } else { envs.join(", ") }}</td></tr>
-                    <tr><th>"Used time"</th><td id="detail-used">{used}</td></tr>
+                    <tr><th>{t("Environment")}</th><td>{env_label(&s("image"))} <div class="muted small">{s("image")}</div></td></tr>
+                    <tr><th>{t("Type")}</th><td>{s("type")}</td></tr>
+                    <tr><th>{t("Status")}</th><td>{s("status")} " " <span class="muted small">{reason.clone()}</span></td></tr>
+                    <tr><th>{t("Resources")}</th><td>{resources}</td></tr>
+                    <tr><th>{t("Resource group")}</th><td>{s("scaling_group")}</td></tr>
+                    <tr><th>{t("Agent")}</th><td id="detail-agent">{if agents.is_empty() { "-".to_string() } else { agents.join(", ") }}</td></tr>
+                    <tr><th>{t("Mounts")}</th><td id="detail-mounts">{if mounts.is_empty() { t("none") } else { mounts.join("; ") }}</td></tr>
+                    <tr><th>{t("Environment variables")}</th><td id="detail-env">{if envs.is_empty() { t("none") } else { envs.join(", ") }}</td></tr>
+                    <tr><th>{t("Used time")}</th><td id="detail-used">{used}</td></tr>
                 </table>
-                <h4>"Status history"</h4>
+                <h4>{t("Status history")}</h4>
                 <ol class="history" id="detail-history">
                     {history.into_iter().enumerate().map(|(i, (t, st))| {
                         let why = if i == last && !reason.is_empty() { format!(" — {reason}") } else { String::new() };
@@ -863,7 +891,7 @@ fn DetailDialog(
         }
     };
     view! {
-        <Modal title=format!("Session {name}") id="detail-dialog" on_close=on_close>
+        <Modal title=tr("Session {name}", &[("name", &name)]) id="detail-dialog" on_close=on_close>
             {body}
         </Modal>
     }
@@ -887,9 +915,21 @@ fn used_time(history: &[(String, String)], terminated_at: &str) -> String {
     };
     let secs = ((end - start) / 1000.0).max(0.0) as u64;
     match secs {
-        s if s < 60 => format!("{s} s"),
-        s if s < 3600 => format!("{} min {:02} s", s / 60, s % 60),
-        s => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
+        s if s < 60 => tr("{s} s", &[("s", &s.to_string())]),
+        s if s < 3600 => tr(
+            "{m} min {s} s",
+            &[
+                ("m", &(s / 60).to_string()),
+                ("s", &format!("{:02}", s % 60)),
+            ],
+        ),
+        s => tr(
+            "{h} h {m} min",
+            &[
+                ("h", &(s / 3600).to_string()),
+                ("m", &format!("{:02}", (s % 3600) / 60)),
+            ],
+        ),
     }
 }
 
@@ -899,7 +939,7 @@ fn LogsDialog(
     name: String,
     on_close: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
-    let text = RwSignal::new(String::from("Loading…"));
+    let text = RwSignal::new(t("Loading…"));
     let live = RwSignal::new(false);
     let alive = Arc::new(AtomicBool::new(true));
     let fetch = {
@@ -935,11 +975,11 @@ fn LogsDialog(
     let stop = alive.clone();
     on_cleanup(move || stop.store(false, Ordering::Relaxed));
     view! {
-        <Modal title=format!("Logs — {name}") id="logs-dialog" on_close=on_close>
+        <Modal title=tr("Logs — {name}", &[("name", &name)]) id="logs-dialog" on_close=on_close>
             <div class="row">
-                <button class="secondary" id="logs-refresh" on:click=move |_| fetch()>"Refresh"</button>
+                <button class="secondary" id="logs-refresh" on:click=move |_| fetch()>{t("Refresh")}</button>
                 <label class="check"><input type="checkbox" prop:checked=move || live.get()
-                    on:change=move |ev| live.set(event_target_checked(&ev)) />"Live tail"</label>
+                    on:change=move |ev| live.set(event_target_checked(&ev)) />{t("Live tail")}</label>
             </div>
             <pre class="logs" id="logs-text">{move || text.get()}</pre>
         </Modal>
@@ -974,12 +1014,20 @@ fn TerminateDialog(
         });
     };
     view! {
-        <Modal title="Terminate session".into() id="terminate-dialog" on_close=on_close>
-            <p>"Terminate " <b>{n}</b> "? Its processes stop and data outside mounted folders is lost (a pending session is cancelled)."</p>
+        <Modal title=t("Terminate session") id="terminate-dialog" on_close=on_close>
+            <p>{
+                // The name is drawn in bold where the sentence places it.
+                let text = t("Terminate {name}? Its processes stop and data outside mounted folders is lost (a pending session is cancelled).");
+                let (before, after) = text
+                    .split_once("{name}")
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .unwrap_or_else(|| (text.clone(), String::new()));
+                view! { {before} <b>{n}</b> {after} }
+            }</p>
             {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
             <div class="dialog-actions">
-                <button class="secondary" on:click=move |_| on_close()>"Cancel"</button>
-                <button class="danger-inline" id="terminate-confirm" disabled=move || busy.get() on:click=go>"TERMINATE"</button>
+                <button class="secondary" on:click=move |_| on_close()>{t("Cancel")}</button>
+                <button class="danger-inline" id="terminate-confirm" disabled=move || busy.get() on:click=go>{t("TERMINATE")}</button>
             </div>
         </Modal>
     }
@@ -1000,11 +1048,13 @@ fn LiveUsage(id: String) -> impl IntoView {
             let st = &d["session_stats"];
             let mem = amount(&st["mem_bytes"]).unwrap_or(0.0);
             let lim = amount(&st["mem_limit_bytes"]).unwrap_or(0.0);
-            text.set(format!(
-                "CPU {:.0}% · RAM {} / {}",
-                st["cpu_used_pct"].as_f64().unwrap_or(0.0),
-                crate::ui::human_size(mem),
-                crate::ui::human_size(lim)
+            text.set(tr(
+                "CPU {cpu}% · RAM {used} / {limit}",
+                &[
+                    ("cpu", &format!("{:.0}", st["cpu_used_pct"].as_f64().unwrap_or(0.0))),
+                    ("used", &crate::ui::human_size(mem)),
+                    ("limit", &crate::ui::human_size(lim)),
+                ],
             ));
         },
         || {},
@@ -1046,14 +1096,14 @@ fn EnvDialog(
     let save = move |_| {
         let rows = cleaned();
         if rows.iter().any(|(k, _)| k.is_empty()) {
-            error.set(Some("Every variable with a value needs a name.".into()));
+            error.set(Some(t("Every variable with a value needs a name.")));
             return;
         }
         if let Some((k, _)) = rows.iter().find(|(k, _)| {
             !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                 || k.starts_with(|c: char| c.is_ascii_digit())
         }) {
-            error.set(Some(format!("'{k}' is not a valid variable name (letters, digits, '_'; not starting with a digit).")));
+            error.set(Some(tr("'{name}' is not a valid variable name (letters, digits, '_'; not starting with a digit).", &[("name", k.as_str())])));
             return;
         }
         envs.set(rows);
@@ -1061,31 +1111,31 @@ fn EnvDialog(
     };
     let rows = move || (0..draft.get().len()).collect::<Vec<usize>>();
     view! {
-        <Modal title="Environment variables".into() id="env-dialog" on_close=try_close>
+        <Modal title=t("Environment variables") id="env-dialog" on_close=try_close>
             <For each=rows key=|i| *i children=move |i: usize| view! {
                 <div class="env-row">
-                    <input class="env-name" placeholder="Variable" prop:value=move || draft.get().get(i).map(|e| e.0.clone()).unwrap_or_default()
+                    <input class="env-name" placeholder=t("Variable") prop:value=move || draft.get().get(i).map(|e| e.0.clone()).unwrap_or_default()
                         on:input=move |ev| draft.update(|v| if let Some(e) = v.get_mut(i) { e.0 = event_target_value(&ev) }) />
-                    <input class="env-value" placeholder="Value" prop:value=move || draft.get().get(i).map(|e| e.1.clone()).unwrap_or_default()
+                    <input class="env-value" placeholder=t("Value") prop:value=move || draft.get().get(i).map(|e| e.1.clone()).unwrap_or_default()
                         on:input=move |ev| draft.update(|v| if let Some(e) = v.get_mut(i) { e.1 = event_target_value(&ev) }) />
-                    <button class="icon" title="Remove" aria-label="Remove" on:click=move |_| draft.update(|v| { if i < v.len() { v.remove(i); } })>"−"</button>
+                    <button class="icon" title=t("Remove") aria-label=t("Remove") on:click=move |_| draft.update(|v| { if i < v.len() { v.remove(i); } })>"−"</button>
                 </div>
             } />
-            <button class="icon" title="Add" aria-label="Add" id="env-add" on:click=move |_| draft.update(|v| v.push((String::new(), String::new())))>"+"</button>
+            <button class="icon" title=t("Add") aria-label=t("Add") id="env-add" on:click=move |_| draft.update(|v| v.push((String::new(), String::new())))>"+"</button>
             {move || error.get().map(|e| view! { <div class="error" id="env-error">{e}</div> })}
             <Show when=move || confirm.get()>
                 <div class="warn" id="env-unsaved">
-                    "Close without saving? The changes are not applied to the session."
+                    {t("Close without saving? The changes are not applied to the session.")}
                     <span>
-                        <button class="secondary" id="env-keep" on:click=move |_| confirm.set(false)>"KEEP EDITING"</button>
+                        <button class="secondary" id="env-keep" on:click=move |_| confirm.set(false)>{t("KEEP EDITING")}</button>
                         " "
-                        <button class="danger-inline" id="env-discard" on:click=move |_| on_close()>"CLOSE"</button>
+                        <button class="danger-inline" id="env-discard" on:click=move |_| on_close()>{t("CLOSE")}</button>
                     </span>
                 </div>
             </Show>
             <div class="dialog-actions">
-                <button class="secondary" id="env-delete-all" on:click=move |_| draft.set(vec![(String::new(), String::new())])>"DELETE ALL"</button>
-                <button class="primary-inline" id="env-save" on:click=save>"SAVE"</button>
+                <button class="secondary" id="env-delete-all" on:click=move |_| draft.set(vec![(String::new(), String::new())])>{t("DELETE ALL")}</button>
+                <button class="primary-inline" id="env-save" on:click=save>{t("SAVE")}</button>
             </div>
         </Modal>
     }

@@ -6,6 +6,7 @@ use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 use crate::gql;
+use crate::i18n::{key, t, tr};
 use crate::ui::{Modal, human_size};
 
 const LIST: &str = "{ vfolder_list(limit: 100, offset: 0) { items { id name host ownership_type permission my_permission is_automount is_owner group_name cur_size num_files created_at } } vfolder_hosts }";
@@ -98,23 +99,23 @@ pub fn DataPage() -> impl IntoView {
     };
     let tab_button = move |label: &'static str, value: &'static str| {
         view! {
-            <button class="tab" id=format!("tab-{value}") class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{label}</button>
+            <button class="tab" id=format!("tab-{value}") class:active=move || tab.get() == value on:click=move |_| tab.set(value)>{t(label)}</button>
         }
     };
     view! {
         <div class="page-head">
-            <h1>"Data & Storage"</h1>
-            <button class="primary-inline" id="new-folder" on:click=move |_| dialog.set(Dialog::New)>"+ NEW FOLDER"</button>
+            <h1>{t("Data & Storage")}</h1>
+            <button class="primary-inline" id="new-folder" on:click=move |_| dialog.set(Dialog::New)>{t("+ NEW FOLDER")}</button>
         </div>
         <div class="tabs">
-            {tab_button("Folders", "folders")}
-            {tab_button("Automount Folders", "automount")}
-            {tab_button("Shared (project)", "shared")}
+            {tab_button(key("Folders"), "folders")}
+            {tab_button(key("Automount Folders"), "automount")}
+            {tab_button(key("Shared (project)"), "shared")}
         </div>
         {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
         <div class="card wide table-wrap">
             <table class="list" id="folder-table">
-                <thead><tr><th>"Name"</th><th>"Location"</th><th>"Type"</th><th>"Permission"</th><th>"Size"</th><th>"Control"</th></tr></thead>
+                <thead><tr><th>{t("Name")}</th><th>{t("Location")}</th><th>{t("Type")}</th><th>{t("Permission")}</th><th>{t("Size")}</th><th>{t("Control")}</th></tr></thead>
                 <tbody>
                     <For each=shown key=|f| (f.id.clone(), f.name.clone(), f.files) children=move |f: Folder| {
                         let (f1, f2, f3) = (f.clone(), f.clone(), f.clone());
@@ -122,13 +123,13 @@ pub fn DataPage() -> impl IntoView {
                             <tr class="folder-row" data-name=f.name.clone()>
                                 <td><button class="link folder-open" on:click=move |_| dialog.set(Dialog::Explore(f1.clone()))>{f.name.clone()}</button></td>
                                 <td>{f.host.clone()}</td>
-                                <td>{if f.ownership == "group" { format!("project {}", f.group) } else { "user".to_string() }}</td>
+                                <td>{if f.ownership == "group" { tr("project {group}", &[("group", &f.group)]) } else { t("user") }}</td>
                                 <td>{f.permission.clone()}</td>
-                                <td class="small">{human_size(f.size)} " · " {f.files} " files"</td>
+                                <td class="small">{human_size(f.size)} " · " {tr("{count} files", &[("count", &f.files.to_string())])}</td>
                                 <td class="controls">
                                     <Show when=move || f.owner>
-                                        <button class="icon" title="Rename" aria-label="Rename" data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
-                                        <button class="icon danger" title="Delete" aria-label="Delete" data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
+                                        <button class="icon" title=t("Rename") aria-label=t("Rename") data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
+                                        <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
                                     </Show>
                                 </td>
                             </tr>
@@ -137,7 +138,7 @@ pub fn DataPage() -> impl IntoView {
                 </tbody>
             </table>
             <Show when=move || shown().is_empty()>
-                <p class="muted empty">"No folders here."</p>
+                <p class="muted empty">{t("No folders here.")}</p>
             </Show>
         </div>
         {move || match dialog.get() {
@@ -174,27 +175,30 @@ fn NewFolder(
         });
     };
     view! {
-        <Modal title="Create a new storage folder".into() id="new-folder-dialog" on_close=on_close>
-            <label for="folder-name">"Folder name (a leading dot makes an automount folder)"</label>
+        <Modal title=t("Create a new storage folder") id="new-folder-dialog" on_close=on_close>
+            <label for="folder-name">{t("Folder name (a leading dot makes an automount folder)")}</label>
             <input id="folder-name" prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev)) />
-            <label for="folder-host">"Location"</label>
+            <label for="folder-host">{t("Location")}</label>
             <select id="folder-host" on:change=move |ev| host.set(event_target_value(&ev))>
                 {move || hosts.get().into_iter().map(|h| view! { <option value=h.clone()>{h.clone()}</option> }).collect_view()}
             </select>
-            <label for="folder-type">"Type"</label>
+            <label for="folder-type">{t("Type")}</label>
             <select id="folder-type" on:change=move |ev| project_folder.set(event_target_value(&ev) == "project")>
-                <option value="user" selected=true>"User"</option>
-                <option value="project">{move || format!("Project ({}; admins)", scope.map(|s| s.group_name.get()).unwrap_or_default())}</option>
+                <option value="user" selected=true>{t("User")}</option>
+                <option value="project">{move || {
+                    let group = scope.map(|s| s.group_name.get()).unwrap_or_default();
+                    tr("Project ({group}; admins)", &[("group", &group)])
+                }}</option>
             </select>
-            <label for="folder-permission">"Permission"</label>
+            <label for="folder-permission">{t("Permission")}</label>
             <select id="folder-permission" on:change=move |ev| permission.set(event_target_value(&ev))>
-                <option value="rw" selected=true>"Read & Write"</option>
-                <option value="ro">"Read only"</option>
-                <option value="wd">"Read, Write & Delete"</option>
+                <option value="rw" selected=true>{t("Read & Write")}</option>
+                <option value="ro">{t("Read only")}</option>
+                <option value="wd">{t("Read, Write & Delete")}</option>
             </select>
             {move || error.get().map(|e| view! { <div class="error" id="folder-error">{e}</div> })}
             <div class="dialog-actions">
-                <button class="primary-inline" id="folder-create" on:click=create>"CREATE"</button>
+                <button class="primary-inline" id="folder-create" on:click=create>{t("CREATE")}</button>
             </div>
         </Modal>
     }
@@ -218,10 +222,10 @@ fn RenameFolder(
         });
     };
     view! {
-        <Modal title=format!("Rename {}", folder.name) on_close=on_close>
+        <Modal title=tr("Rename {name}", &[("name", &folder.name)]) on_close=on_close>
             <input id="rename-folder" prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev)) />
             {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
-            <div class="dialog-actions"><button class="primary-inline" on:click=go>"RENAME"</button></div>
+            <div class="dialog-actions"><button class="primary-inline" on:click=go>{t("RENAME")}</button></div>
         </Modal>
     }
 }
@@ -248,12 +252,12 @@ fn DeleteFolder(
         });
     };
     view! {
-        <Modal title=format!("Delete {fname}") id="delete-folder-dialog" on_close=on_close>
-            <p>"This deletes the folder and every file in it. Type the folder's name to confirm."</p>
+        <Modal title=tr("Delete {name}", &[("name", &fname)]) id="delete-folder-dialog" on_close=on_close>
+            <p>{t("This deletes the folder and every file in it. Type the folder's name to confirm.")}</p>
             <input id="delete-folder-name" prop:value=move || typed.get() on:input=move |ev| typed.set(event_target_value(&ev)) />
             {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
             <div class="dialog-actions">
-                <button class="danger-inline" id="delete-folder-confirm" disabled=move || !matches() on:click=go>"DELETE"</button>
+                <button class="danger-inline" id="delete-folder-confirm" disabled=move || !matches() on:click=go>{t("DELETE")}</button>
             </div>
         </Modal>
     }
@@ -279,7 +283,7 @@ fn upload(
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
     let Ok(xhr) = web_sys::XmlHttpRequest::new() else {
-        done(Err("the browser cannot upload".into()));
+        done(Err(t("the browser cannot upload")));
         return;
     };
     let enc = js_sys::encode_uri_component(path);
@@ -290,7 +294,7 @@ fn upload(
         )
         .is_err()
     {
-        done(Err("the browser cannot upload".into()));
+        done(Err(t("the browser cannot upload")));
         return;
     }
     if let Ok(up) = xhr.upload() {
@@ -318,7 +322,12 @@ fn upload(
                         .or(v["msg"].as_str())
                         .map(str::to_string)
                 })
-                .unwrap_or_else(|| format!("upload failed ({status})"));
+                .unwrap_or_else(|| {
+                    tr(
+                        "upload failed ({status})",
+                        &[("status", &status.to_string())],
+                    )
+                });
             done(Err(msg));
         }
     });
@@ -441,25 +450,25 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
     let load_nav = load.clone();
     let load_up = load.clone();
     view! {
-        <Modal title=format!("{} — explorer", folder.name) id="explorer" on_close=on_close>
+        <Modal title=tr("{name} — explorer", &[("name", &folder.name)]) id="explorer" on_close=on_close>
             <div class="row">
                 <span class="crumb" id="explorer-path">{move || format!("/{}", path.get())}</span>
                 <Show when=move || !path.get().is_empty()>
                     <button class="secondary" id="explorer-up" on:click={let load = load_up.clone(); move |_| {
                         path.update(|p| { *p = p.rsplit_once('/').map(|x| x.0.to_string()).unwrap_or_default(); });
                         load();
-                    }}>".. up"</button>
+                    }}>{t(".. up")}</button>
                 </Show>
             </div>
             <div class="row">
-                <input id="new-dir-name" placeholder="new folder name" prop:value=move || new_dir.get() on:input=move |ev| new_dir.set(event_target_value(&ev)) />
-                <button class="secondary" id="mkdir" on:click=mkdir>"Create folder"</button>
-                <label class="upload">"Upload file " <input type="file" id="upload-input" on:change=on_file /></label>
-                <button class="danger-inline" id="delete-checked" disabled=move || checked.get().is_empty() on:click=delete>"Delete checked"</button>
+                <input id="new-dir-name" placeholder=t("new folder name") prop:value=move || new_dir.get() on:input=move |ev| new_dir.set(event_target_value(&ev)) />
+                <button class="secondary" id="mkdir" on:click=mkdir>{t("Create folder")}</button>
+                <label class="upload">{t("Upload file")} " " <input type="file" id="upload-input" on:change=on_file /></label>
+                <button class="danger-inline" id="delete-checked" disabled=move || checked.get().is_empty() on:click=delete>{t("Delete checked")}</button>
             </div>
             {move || progress.get().map(|p| view! { <div class="bar-track" id="upload-progress"><div class="bar-fill" style=format!("width:{p:.0}%")></div></div> })}
             <table class="list" id="explorer-table">
-                <thead><tr><th></th><th>"Name"</th><th>"Size"</th><th>"Modified"</th><th></th></tr></thead>
+                <thead><tr><th></th><th>{t("Name")}</th><th>{t("Size")}</th><th>{t("Modified")}</th><th></th></tr></thead>
                 <tbody>
                     <For each=move || entries.get() key=|e| (e.name.clone(), e.modified.clone(), e.size as u64) children=move |e: Entry| {
                         let (n1, n2, n3) = (e.name.clone(), e.name.clone(), e.name.clone());
@@ -478,8 +487,8 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
                                 <td class="small">{if e.dir { String::new() } else { human_size(e.size) }}</td>
                                 <td class="small">{e.modified.clone()}</td>
                                 <td class="controls">
-                                    <a class="icon" title="Download" aria-label="Download" href=href download=e.name.clone()>"⤓"</a>
-                                    <button class="icon" title="Rename" aria-label="Rename" on:click=move |_| renaming.set(Some((n3.clone(), n3.clone())))>"✎"</button>
+                                    <a class="icon" title=t("Download") aria-label=t("Download") href=href download=e.name.clone()>"⤓"</a>
+                                    <button class="icon" title=t("Rename") aria-label=t("Rename") on:click=move |_| renaming.set(Some((n3.clone(), n3.clone())))>"✎"</button>
                                 </td>
                             </tr>
                         }
@@ -488,10 +497,10 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
             </table>
             {move || renaming.get().map(|(from, _)| view! {
                 <div class="row">
-                    <span>{format!("Rename {from} to")}</span>
+                    <span>{tr("Rename {from} to", &[("from", &from)])}</span>
                     <input id="rename-file" prop:value=move || renaming.get().map(|r| r.1).unwrap_or_default()
                         on:input=move |ev| renaming.update(|r| if let Some(r) = r { r.1 = event_target_value(&ev) }) />
-                    <button class="secondary" on:click=do_rename.clone()>"Rename"</button>
+                    <button class="secondary" on:click=do_rename.clone()>{t("Rename")}</button>
                 </div>
             })}
             {move || error.get().map(|e| view! { <div class="error" id="explorer-error">{e}</div> })}

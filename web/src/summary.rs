@@ -5,6 +5,7 @@ use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 use crate::gql;
+use crate::i18n::{key, t, tr};
 use crate::ui::{Bar, amount, gib, json_field};
 
 pub const USAGE_QUERY: &str = "query($g: UUID, $sg: String) { resource_usage(group_id: $g, scaling_group: $sg) { keypair_limits keypair_using keypair_remaining concurrency_limit concurrency_used group_using group_user_using group_limits group_name visible_sessions_running scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
@@ -73,22 +74,25 @@ pub async fn fetch_usage(scope: Option<crate::Scope>) -> Result<Usage, String> {
 pub fn UsageBars(usage: RwSignal<Usage>) -> impl IntoView {
     let u = move || usage.get();
     let fmt = |used: f64, total: Option<f64>, unit: fn(f64) -> String| match total {
-        Some(t) => format!("{} / {}", unit(used), unit(t)),
-        None => format!("{} / unlimited", unit(used)),
+        Some(limit) => tr(
+            "{used} / {total}",
+            &[("used", &unit(used)), ("total", &unit(limit))],
+        ),
+        None => tr("{used} / unlimited", &[("used", &unit(used))]),
     };
-    let cores = |v: f64| format!("{v:.0} core");
+    let cores = |v: f64| tr("{n} core", &[("n", &format!("{v:.0}"))]);
     let gpus = |v: f64| format!("{v:.1}");
     view! {
         <div class="bars">
             <div class="bars-row">
-                <div class="bars-title">"My resources (keypair)"</div>
+                <div class="bars-title">{t("My resources (keypair)")}</div>
                 <Bar label="CPU" used=Signal::derive(move || u().used("cpu")) total=Signal::derive(move || u().limit("cpu"))
                     text=Signal::derive(move || fmt(u().used("cpu"), u().limit("cpu"), cores)) />
                 <Bar label="RAM" used=Signal::derive(move || u().used("mem")) total=Signal::derive(move || u().limit("mem"))
                     text=Signal::derive(move || fmt(u().used("mem"), u().limit("mem"), gib)) />
                 <Bar label="fGPU" used=Signal::derive(move || u().used("cuda.shares")) total=Signal::derive(move || u().limit("cuda.shares"))
                     text=Signal::derive(move || fmt(u().used("cuda.shares"), u().limit("cuda.shares"), gpus)) />
-                <Bar label="Sessions"
+                <Bar label=key("Sessions")
                     used=Signal::derive(move || u().raw["concurrency_used"].as_f64().unwrap_or(0.0))
                     total=Signal::derive(move || u().raw["concurrency_limit"].as_f64().filter(|v| *v > 0.0))
                     text=Signal::derive(move || {
@@ -98,16 +102,16 @@ pub fn UsageBars(usage: RwSignal<Usage>) -> impl IntoView {
                     }) />
             </div>
             <div class="bars-row">
-                <div class="bars-title">{move || format!("Resource group {}", u().scaling_group())}</div>
+                <div class="bars-title">{move || tr("Resource group {name}", &[("name", &u().scaling_group())])}</div>
                 <Bar label="CPU" used=Signal::derive(move || { let c = u().capacity("cpu").unwrap_or(0.0); c - u().group_free("cpu").unwrap_or(c) })
                     total=Signal::derive(move || u().capacity("cpu"))
-                    text=Signal::derive(move || format!("{} free of {}", cores(u().group_free("cpu").unwrap_or(0.0)), cores(u().capacity("cpu").unwrap_or(0.0)))) />
+                    text=Signal::derive(move || tr("{free} free of {total}", &[("free", &cores(u().group_free("cpu").unwrap_or(0.0))), ("total", &cores(u().capacity("cpu").unwrap_or(0.0)))])) />
                 <Bar label="RAM" used=Signal::derive(move || { let c = u().capacity("mem").unwrap_or(0.0); c - u().group_free("mem").unwrap_or(c) })
                     total=Signal::derive(move || u().capacity("mem"))
-                    text=Signal::derive(move || format!("{} free of {}", gib(u().group_free("mem").unwrap_or(0.0)), gib(u().capacity("mem").unwrap_or(0.0)))) />
+                    text=Signal::derive(move || tr("{free} free of {total}", &[("free", &gib(u().group_free("mem").unwrap_or(0.0))), ("total", &gib(u().capacity("mem").unwrap_or(0.0)))])) />
                 <Bar label="fGPU" used=Signal::derive(move || { let c = u().capacity("cuda.shares").unwrap_or(0.0); c - u().group_free("cuda.shares").unwrap_or(c) })
                     total=Signal::derive(move || u().capacity("cuda.shares"))
-                    text=Signal::derive(move || format!("{} free of {}", gpus(u().group_free("cuda.shares").unwrap_or(0.0)), gpus(u().capacity("cuda.shares").unwrap_or(0.0)))) />
+                    text=Signal::derive(move || tr("{free} free of {total}", &[("free", &gpus(u().group_free("cuda.shares").unwrap_or(0.0))), ("total", &gpus(u().capacity("cuda.shares").unwrap_or(0.0)))])) />
             </div>
         </div>
     }
@@ -152,9 +156,9 @@ pub fn SummaryPage() -> impl IntoView {
     });
     view! {
         <div class="page-head">
-            <h1>"Summary"</h1>
+            <h1>{t("Summary")}</h1>
             <span>
-                <label class="inline" for="sgroup-select">"Resource group "</label>
+                <label class="inline" for="sgroup-select">{format!("{} ", t("Resource group"))}</label>
                 <select id="sgroup-select" class="inline-select" on:change=move |ev| {
                     if let Some(s) = scope { s.scaling_group.set(Some(event_target_value(&ev))) }
                 }>
@@ -164,7 +168,7 @@ pub fn SummaryPage() -> impl IntoView {
                     }).collect_view()}
                 </select>
                 " "
-                <a class="button primary-inline" id="summary-start" href="#sessions/new">"+ START"</a>
+                <a class="button primary-inline" id="summary-start" href="#sessions/new">{t("+ START")}</a>
             </span>
         </div>
         {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
@@ -189,17 +193,26 @@ fn ProjectBars(usage: RwSignal<Usage>) -> impl IntoView {
             <div class="project-slot">
                 <Bar label=label used=all total=total
                     text=Signal::derive(move || match total.get() {
-                        Some(t) => format!("project {} / {}", unit(all.get()), unit(t)),
-                        None => format!("project {} / unlimited", unit(all.get())),
+                        Some(limit) => tr(
+                            "project {used} / {total}",
+                            &[("used", &unit(all.get())), ("total", &unit(limit))],
+                        ),
+                        None => tr("project {used} / unlimited", &[("used", &unit(all.get()))]),
                     }) />
                 <Bar label="" used=mine total=Signal::derive(move || Some(all.get().max(mine.get())).filter(|t| *t > 0.0))
-                    text=Signal::derive(move || format!("mine {} of the project's {}", unit(mine.get()), unit(all.get()))) />
+                    text=Signal::derive(move || tr(
+                        "mine {mine} of the project's {all}",
+                        &[("mine", &unit(mine.get())), ("all", &unit(all.get()))],
+                    )) />
             </div>
         }
     };
     view! {
-        <div class="bars-title">{move || format!("Project {}", u().raw["group_name"].as_str().unwrap_or_default())}</div>
-        {row("CPU", "cpu", |v| format!("{v:.0} core"))}
+        <div class="bars-title">{move || {
+            let name = u().raw["group_name"].as_str().unwrap_or_default().to_string();
+            tr("Project {name}", &[("name", &name)])
+        }}</div>
+        {row("CPU", "cpu", |v| tr("{n} core", &[("n", &format!("{v:.0}"))]))}
         {row("RAM", "mem", gib)}
         {row("fGPU", "cuda.shares", |v| format!("{v:.1}"))}
     }
@@ -210,16 +223,16 @@ fn ProjectBars(usage: RwSignal<Usage>) -> impl IntoView {
 fn Statistics(usage: RwSignal<Usage>, me_role: Option<RwSignal<String>>) -> impl IntoView {
     let u = move || usage.get();
     let scope_text = move || match me_role.map(|r| r.get()).as_deref() {
-        Some("superadmin") => "all sessions",
-        Some("admin") => "sessions of your domain",
-        _ => "your sessions",
+        Some("superadmin") => t("all sessions"),
+        Some("admin") => t("sessions of your domain"),
+        _ => t("your sessions"),
     };
     view! {
-        <div class="bars-title">"Resource statistics"</div>
+        <div class="bars-title">{t("Resource statistics")}</div>
         <table class="summary">
-            <tr><th>"My sessions running"</th><td id="stat-mine">{move || u().raw["concurrency_used"].as_u64().unwrap_or(0)}</td></tr>
-            <tr><th>{move || format!("Running, {}", scope_text())}</th><td id="stat-visible">{move || u().raw["visible_sessions_running"].as_u64().unwrap_or(0)}</td></tr>
-            <tr><th>"Resource group"</th><td>{move || u().scaling_group()}</td></tr>
+            <tr><th>{t("My sessions running")}</th><td id="stat-mine">{move || u().raw["concurrency_used"].as_u64().unwrap_or(0)}</td></tr>
+            <tr><th>{move || tr("Running, {scope}", &[("scope", &scope_text())])}</th><td id="stat-visible">{move || u().raw["visible_sessions_running"].as_u64().unwrap_or(0)}</td></tr>
+            <tr><th>{t("Resource group")}</th><td>{move || u().scaling_group()}</td></tr>
         </table>
     }
 }

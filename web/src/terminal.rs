@@ -9,6 +9,8 @@ use gloo_net::websocket::futures::WebSocket;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+use crate::i18n::{t, tr};
+
 const ROWS: u16 = 32;
 
 fn cols_for_window() -> u16 {
@@ -165,8 +167,8 @@ fn key_bytes(ev: &web_sys::KeyboardEvent) -> Option<Vec<u8>> {
 
 #[component]
 pub fn TerminalPage(session_id: String) -> impl IntoView {
-    let screen_html = RwSignal::new(String::from("Connecting…"));
-    let status = RwSignal::new(String::from("connecting"));
+    let screen_html = RwSignal::new(t("Connecting…"));
+    let status = RwSignal::new(t("connecting"));
     let cols = cols_for_window();
     let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, cols, 0)));
     let (key_tx, mut key_rx) = futures::channel::mpsc::unbounded::<Vec<u8>>();
@@ -186,7 +188,7 @@ pub fn TerminalPage(session_id: String) -> impl IntoView {
             let ws = match WebSocket::open(&url) {
                 Ok(ws) => ws,
                 Err(e) => {
-                    status.set(format!("cannot connect: {e}"));
+                    status.set(tr("cannot connect: {error}", &[("error", &e.to_string())]));
                     return;
                 }
             };
@@ -194,7 +196,7 @@ pub fn TerminalPage(session_id: String) -> impl IntoView {
             let resize =
                 serde_json::json!({"type": "resize", "cols": cols, "rows": ROWS}).to_string();
             let _ = tx.send(Message::Text(resize)).await;
-            status.set("connected".into());
+            status.set(t("connected"));
             spawn_local(async move {
                 while let Some(bytes) = key_rx.next().await {
                     if tx.send(Message::Bytes(bytes)).await.is_err() {
@@ -207,7 +209,7 @@ pub fn TerminalPage(session_id: String) -> impl IntoView {
                     Ok(Message::Bytes(b)) => b,
                     Ok(Message::Text(t)) => t.into_bytes(),
                     Err(e) => {
-                        status.set(format!("disconnected: {e}"));
+                        status.set(tr("disconnected: {error}", &[("error", &e.to_string())]));
                         return;
                     }
                 };
@@ -220,7 +222,7 @@ pub fn TerminalPage(session_id: String) -> impl IntoView {
                 };
                 screen_html.set(html);
             }
-            status.set("disconnected".into());
+            status.set(t("disconnected"));
         });
     }
     let on_key = move |ev: web_sys::KeyboardEvent| {
@@ -238,7 +240,7 @@ pub fn TerminalPage(session_id: String) -> impl IntoView {
     view! {
         <div class="terminal-page">
             <div class="terminal-bar">
-                <span>"Web terminal — tmux (Ctrl-B c: new window, Ctrl-B w: list, Ctrl-B x: close pane)"</span>
+                <span>{t("Web terminal — tmux (Ctrl-B c: new window, Ctrl-B w: list, Ctrl-B x: close pane)")}</span>
                 <span id="terminal-status">{move || status.get()}</span>
             </div>
             <pre class="terminal" id="terminal-screen" tabindex="0" node_ref=screen_ref

@@ -2,6 +2,8 @@
 use leptos::prelude::*;
 use serde_json::Value;
 
+use crate::i18n::t;
+
 /// A JSONString field (`"{\"cpu\": \"2\"}"`) as a value.
 pub fn json_field(v: &Value) -> Value {
     match v {
@@ -39,7 +41,8 @@ pub fn human_size(bytes: f64) -> String {
     }
 }
 
-/// A labelled usage bar: `used` of `total` (no total: just the figure).
+/// A labelled usage bar: `used` of `total` (no total: just the figure). `label` is English
+/// (marked with `key` where it is a word), drawn through the catalogue.
 #[component]
 pub fn Bar(
     label: &'static str,
@@ -53,7 +56,7 @@ pub fn Bar(
     };
     view! {
         <div class="bar">
-            <div class="bar-label"><span>{label}</span><span class="bar-text">{move || text.get()}</span></div>
+            <div class="bar-label"><span>{t(label)}</span><span class="bar-text">{move || text.get()}</span></div>
             <div class="bar-track"><div class="bar-fill" style=move || format!("width:{:.1}%", pct())></div></div>
         </div>
     }
@@ -93,7 +96,7 @@ pub fn Modal(
                 node_ref=dialog on:keydown=on_key on:click=|ev| ev.stop_propagation()>
                 <div class="dialog-head">
                     <h3>{title}</h3>
-                    <button class="icon close" title="Close" aria-label="Close" on:click=move |_| on_close()>"×"</button>
+                    <button class="icon close" title=t("Close") aria-label=t("Close") on:click=move |_| on_close()>"×"</button>
                 </div>
                 <div class="dialog-body">{children()}</div>
             </div>

@@ -666,6 +666,64 @@ async fn type_into(c: &Client, css: &str, text: &str) -> Result<(), String> {
     el.send_keys(text).await.map_err(|e| e.to_string())
 }
 
+/// The console in Korean: chosen in the user menu, remembered across reloads, every word of
+/// the shell, Summary and the launch dialog from the Korean catalogue; back to English.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_in_korean() {
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        login_as(c, &app.base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
+        wait_for(c, ".bar", 15).await?;
+        click(c, "#current-user").await?;
+        click(c, ".lang-choice[data-lang='ko']").await?;
+        // The page draws itself again in Korean.
+        wait_text(c, ".side", "요약", 15).await?;
+        let side = text_of(c, ".side").await;
+        for word in ["세션", "데이터 & 스토리지", "관리"] {
+            if !side.contains(word) {
+                return Err(format!("side menu in Korean lacks {word}: {side}"));
+            }
+        }
+        let lang = c
+            .execute("return document.documentElement.lang;", vec![])
+            .await
+            .map_err(e)?;
+        if lang != serde_json::json!("ko") {
+            return Err(format!("html lang: {lang}"));
+        }
+        wait_text(c, "#logout", "로그아웃", 5).await?;
+        shot(c, "korean-summary.png").await?;
+        // Remembered: a reload stays Korean.
+        c.refresh().await.map_err(e)?;
+        wait_text(c, ".side", "요약", 15).await?;
+        c.goto(&format!("{}/#sessions", app.base))
+            .await
+            .map_err(e)?;
+        click(c, "#start-session").await?;
+        wait_for(c, "#launch-env option[value='Python']", 10).await?;
+        let dialog = text_of(c, "#launch-dialog").await;
+        for word in ["실행 환경", "버전"] {
+            if !dialog.contains(word) {
+                return Err(format!("launch dialog in Korean lacks {word}: {dialog}"));
+            }
+        }
+        shot(c, "korean-launch.png").await?;
+        click(c, "#launch-dialog .close").await?;
+        // And back.
+        click(c, "#current-user").await?;
+        click(c, ".lang-choice[data-lang='en']").await?;
+        wait_text(c, ".side", "Summary", 15).await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+}
+
 /// Signup (when enabled, with the terms box), then the user menu: change password with the
 /// rules and an inline error, and the SSH keypair dialog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ mod auth;
 mod browser;
 mod cli;
 mod hostile;
+mod i18n;
 mod live;
 mod matrix;
 mod ops;
