@@ -8,7 +8,7 @@ use crate::gql;
 use crate::i18n::{key, t, tr};
 use crate::ui::{Bar, amount, gib, json_field};
 
-pub const USAGE_QUERY: &str = "query($g: UUID, $sg: String) { resource_usage(group_id: $g, scaling_group: $sg) { keypair_limits keypair_using keypair_remaining concurrency_limit concurrency_used group_using group_user_using group_limits group_name visible_sessions_running scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
+pub const USAGE_QUERY: &str = "query($g: UUID, $sg: String) { resource_usage(group_id: $g, scaling_group: $sg) { keypair_limits keypair_using keypair_using_in_scaling_group keypair_remaining concurrency_limit concurrency_used group_using group_user_using group_limits group_name visible_sessions_running scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
 
 #[derive(Clone, Default, PartialEq)]
 pub struct Usage {
@@ -22,8 +22,10 @@ impl Usage {
     pub fn used(&self, slot: &str) -> f64 {
         self.slot("keypair_using", slot).unwrap_or(0.0)
     }
-    pub fn limit(&self, slot: &str) -> Option<f64> {
-        self.slot("keypair_limits", slot)
+    /// What the keypair uses in the resource group chosen.
+    pub fn used_here(&self, slot: &str) -> f64 {
+        self.slot("keypair_using_in_scaling_group", slot)
+            .unwrap_or(0.0)
     }
     pub fn remaining(&self, slot: &str) -> Option<f64> {
         let key = self.slot("keypair_remaining", slot);
@@ -68,8 +70,9 @@ pub async fn fetch_usage(scope: Option<crate::Scope>) -> Result<Usage, String> {
         .map_err(|e| e.message)
 }
 
-/// The resource bars shown on Summary and above the session list: the upper row is what this
-/// keypair uses of its limits, the lower row what the resource group has in total and free.
+/// The resource bars shown on Summary and above the session list: the first row is the
+/// guide's two-part bar per resource (`guide_bar`) and the keypair's session count, the second
+/// what the resource group has in total and free.
 #[component]
 pub fn UsageBars(usage: RwSignal<Usage>) -> impl IntoView {
     let u = move || usage.get();
@@ -86,12 +89,9 @@ pub fn UsageBars(usage: RwSignal<Usage>) -> impl IntoView {
         <div class="bars">
             <div class="bars-row">
                 <div class="bars-title">{t("My resources (keypair)")}</div>
-                <Bar label="CPU" used=Signal::derive(move || u().used("cpu")) total=Signal::derive(move || u().limit("cpu"))
-                    text=Signal::derive(move || fmt(u().used("cpu"), u().limit("cpu"), cores)) />
-                <Bar label="RAM" used=Signal::derive(move || u().used("mem")) total=Signal::derive(move || u().limit("mem"))
-                    text=Signal::derive(move || fmt(u().used("mem"), u().limit("mem"), gib)) />
-                <Bar label="fGPU" used=Signal::derive(move || u().used("cuda.shares")) total=Signal::derive(move || u().limit("cuda.shares"))
-                    text=Signal::derive(move || fmt(u().used("cuda.shares"), u().limit("cuda.shares"), gpus)) />
+                {guide_bar(usage, "CPU", "cpu", cores)}
+                {guide_bar(usage, "RAM", "mem", gib)}
+                {guide_bar(usage, "fGPU", "cuda.shares", gpus)}
                 <Bar label=key("Sessions")
                     used=Signal::derive(move || u().raw["concurrency_used"].as_f64().unwrap_or(0.0))
                     total=Signal::derive(move || u().raw["concurrency_limit"].as_f64().filter(|v| *v > 0.0))
@@ -176,6 +176,37 @@ pub fn SummaryPage() -> impl IntoView {
         <div class="summary-cards">
             <div class="card" id="project-usage"><ProjectBars usage=usage /></div>
             <div class="card" id="resource-statistics"><Statistics usage=usage me_role=scope.map(|s| s.role) /></div>
+        </div>
+    }
+}
+
+/// One resource as the guide draws it. Upper: what the keypair has in the current resource
+/// group / what it could have there (that plus what is still allocatable to it there: the
+/// smaller of its policy's remainder and the group's free capacity). Lower: what it has in
+/// all / that plus the same allocatable amount.
+fn guide_bar(
+    usage: RwSignal<Usage>,
+    label: &'static str,
+    slot: &'static str,
+    unit: fn(f64) -> String,
+) -> impl IntoView {
+    let u = move || usage.get();
+    let allocatable = move || u().remaining(slot).unwrap_or(0.0).max(0.0);
+    let here = move || u().used_here(slot);
+    let all = move || u().used(slot);
+    let total = |used: f64, free: f64| Some(used + free).filter(|t| *t > 0.0);
+    view! {
+        <div class="guide-bar" data-slot=slot>
+            <Bar label=label used=Signal::derive(here) total=Signal::derive(move || total(here(), allocatable()))
+                text=Signal::derive(move || tr(
+                    "{used} / {total} in this resource group",
+                    &[("used", &unit(here())), ("total", &unit(here() + allocatable()))],
+                )) />
+            <Bar label="" used=Signal::derive(all) total=Signal::derive(move || total(all(), allocatable()))
+                text=Signal::derive(move || tr(
+                    "{used} / {total} in all",
+                    &[("used", &unit(all())), ("total", &unit(all() + allocatable()))],
+                )) />
         </div>
     }
 }

@@ -347,6 +347,8 @@ pub struct PresetAvailability {
 pub struct ResourceUsage {
     pub keypair_limits: JsonString,
     pub keypair_using: JsonString,
+    /// What the keypair's sessions occupy in the resource group asked about.
+    pub keypair_using_in_scaling_group: JsonString,
     pub keypair_remaining: JsonString,
     /// 0 = unlimited.
     pub concurrency_limit: i32,
@@ -606,6 +608,7 @@ pub(crate) async fn resource_usage(
         .all(db)
         .await?;
     let mut key_using = ResourceSlots::new();
+    let mut key_using_sg = ResourceSlots::new();
     let mut group_using = ResourceSlots::new();
     let mut group_user_using = ResourceSlots::new();
     let mut concurrency = 0u64;
@@ -613,6 +616,9 @@ pub(crate) async fn resource_usage(
         if s.access_key == ak {
             key_using = key_using.add(&s.requested_slots);
             concurrency += 1;
+            if s.scaling_group_name.as_deref() == Some(sg.as_str()) {
+                key_using_sg = key_using_sg.add(&s.requested_slots);
+            }
         }
         if s.group_id == group.id {
             group_using = group_using.add(&s.requested_slots);
@@ -679,6 +685,7 @@ pub(crate) async fn resource_usage(
             serde_json::to_value(&policy.total_resource_slots).unwrap_or_default(),
         ),
         keypair_using: slots_json(&key_using),
+        keypair_using_in_scaling_group: slots_json(&key_using_sg),
         keypair_remaining: JsonString(Value::Object(remaining)),
         concurrency_limit: policy.max_concurrent_sessions,
         concurrency_used: concurrency,

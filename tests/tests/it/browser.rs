@@ -525,6 +525,10 @@ async fn console_session_with_folder_terminal_and_explorer() {
         if !project.to_lowercase().contains("project default") || !project.contains("project 1 core / unlimited") {
             return Err(format!("project section: {project}"));
         }
+        // The guide's bars: upper = mine here / (mine here + allocatable here), lower = mine in
+        // all / (mine in all + allocatable here); 1 of the group's 2 cores is left.
+        wait_text(c, ".guide-bar[data-slot='cpu']", "1 core / 2 core in this resource group", 10).await?;
+        wait_text(c, ".guide-bar[data-slot='cpu']", "1 core / 2 core in all", 10).await?;
         wait_text(c, "#stat-mine", "1", 10).await?;
         let visible = text_of(c, "#stat-visible").await;
         if visible.trim() != "1" {
