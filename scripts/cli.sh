@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs Backend.AI's official clients (`backend.ai` CLI) from PyPI into virtualenvs outside
-# the clone, for the compatibility tests. Idempotent.
+# Installs Backend.AI's official clients (`backend.ai` CLI) and the fuzzer (schemathesis) from
+# PyPI into virtualenvs outside the clone, for the compatibility and fuzz tests. Idempotent.
 # - 23.9.10 on Python 3.11 (it reads yarl internals that yarl 1.10 changed, hence the pin);
 # - the newest 26.9.x on Python 3.13 from pyenv.
 set -euo pipefail
@@ -31,3 +31,17 @@ if [ -z "$PY313" ]; then
 fi
 [ -x "$PY313" ] || { echo "Python 3.13 (pyenv) is missing: the 26.9 client needs it" >&2; exit 1; }
 install_client "${BAI_CLI26_VENV:-$HOME/.cache/bai-cli/venv26}" "$PY313" "backend.ai-client>=26.9,<26.10"
+
+# Schemathesis (GraphQL mode) for the live-API fuzz test.
+FUZZ_VENV="${BAI_FUZZ_VENV:-$HOME/.cache/bai-cli/fuzz}"
+FUZZ_PIN="schemathesis==4.32.5"
+if [ -x "$FUZZ_VENV/bin/schemathesis" ] && [ "$(cat "$FUZZ_VENV/.bai-pins" 2>/dev/null)" = "$FUZZ_PIN" ]; then
+  echo "schemathesis present: $FUZZ_VENV"
+else
+  rm -rf "$FUZZ_VENV"
+  mkdir -p "$(dirname "$FUZZ_VENV")"
+  python3 -m venv "$FUZZ_VENV"
+  "$FUZZ_VENV/bin/pip" install -q "$FUZZ_PIN"
+  echo "$FUZZ_PIN" > "$FUZZ_VENV/.bai-pins"
+  echo "schemathesis installed: $FUZZ_VENV"
+fi

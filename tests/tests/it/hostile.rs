@@ -859,3 +859,100 @@ both_dbs!(change_events_follow_role_order, |db| async move {
         "{msg}"
     );
 });
+
+/// The fuzzer installed by `scripts/cli.sh`.
+fn schemathesis() -> std::path::PathBuf {
+    let p = std::env::var("BAI_TEST_SCHEMATHESIS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/bai-cli/fuzz/bin/schemathesis")
+        });
+    assert!(
+        p.exists(),
+        "schemathesis is not installed at {} (run scripts/cli.sh)",
+        p.display()
+    );
+    p
+}
+
+// The live GraphQL API fuzzed by schemathesis (GraphQL mode) as anonymous, a user and a
+// superadmin: every operation with generated arguments, each answer within 1 s. A 5xx, an
+// `INTERNAL` error or a slow answer fails the test; GraphQL errors with a code (NOT_FOUND,
+// FORBIDDEN, BAD_REQUEST …) are the expected answers to random input. Mutations that would
+// end the fuzzer's own login (logout, password and account changes) are left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_no_server_error() {
+    let st = schemathesis();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.admin_rate_limit = u32::MAX;
+        c.default_rate_limit = u32::MAX;
+    })
+    .await;
+    let user = app.user("fuzz@x.org", "user", "default").await;
+    let url = format!("{}/graphql", app.base);
+    let keep_login = "^Mutation\\.(logout|change_password|update_password_no_auth|delete_user|purge_user|modify_user|modify_keypair|delete_keypair)$";
+    for (who, token) in [
+        ("anonymous", None),
+        ("user", Some(user.clone())),
+        ("superadmin", Some(app.admin_token.clone())),
+    ] {
+        let mut cmd = tokio::process::Command::new(&st);
+        cmd.args([
+            "run",
+            &url,
+            "--max-examples",
+            "15",
+            "--max-response-time",
+            "1",
+            "--phases",
+            "fuzzing",
+            "--generation-database",
+            "none",
+            "--seed",
+            "20261123",
+            "--exclude-name-regex",
+            keep_login,
+        ])
+        .env("NO_COLOR", "1");
+        if let Some(t) = &token {
+            cmd.args(["--header", &format!("Authorization: Bearer {t}")]);
+        }
+        let out = tokio::time::timeout(std::time::Duration::from_secs(300), cmd.output())
+            .await
+            .expect("schemathesis finished within 5 minutes")
+            .expect("schemathesis runs");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            text.contains("API Operations:") && !text.contains("Failed to load"),
+            "{who}: schemathesis did not run: {text}"
+        );
+        // The failure kinds of the summary: only GraphQL errors carrying our codes may appear.
+        let kinds: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("❌ ST"))
+            .collect();
+        let unexpected: Vec<&&str> = kinds
+            .iter()
+            .filter(|l| {
+                !(l.contains("ST113 GraphQL server error")
+                    || l.contains("ST206 GraphQL client error"))
+            })
+            .collect();
+        assert!(unexpected.is_empty(), "{who}: {unexpected:?}\n{text}");
+        let server_errors = text.matches("\"code\":\"INTERNAL\"").count()
+            + text.matches("[500]").count()
+            + text.matches("[502]").count()
+            + text.matches("[503]").count();
+        assert_eq!(server_errors, 0, "{who}: server errors\n{text}");
+        // Every GraphQL error the fuzzer saw carried a code of ours.
+        let uncoded = text
+            .lines()
+            .filter(|l| l.contains("\"errors\":[") && !l.contains("\"code\":\""))
+            .count();
+        assert_eq!(uncoded, 0, "{who}: errors without a code\n{text}");
+        println!("{who}: {}", kinds.join(" | "));
+    }
+    still_serving(&app).await;
+}
