@@ -9,28 +9,8 @@ use uuid::Uuid;
 use crate::events::Event;
 use crate::state::AppState;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, async_graphql::Enum)]
-#[graphql(rename_items = "snake_case")]
-pub enum TaskStatus {
-    Running,
-    Done,
-    Failed,
-}
-
-#[derive(Debug, Clone, PartialEq, async_graphql::SimpleObject)]
-#[graphql(rename_fields = "snake_case")]
-pub struct TaskState {
-    pub task_id: Uuid,
-    pub kind: String,
-    pub status: TaskStatus,
-    /// Backend.AI's event name: bgtask_updated, bgtask_done or bgtask_failed.
-    pub event: String,
-    pub current_progress: u64,
-    pub total_progress: u64,
-    pub message: String,
-    #[graphql(skip)]
-    pub owner: Uuid,
-}
+// The task payloads travel on the event bus, so they are defined there.
+pub use crate::events::{TaskState, TaskStatus};
 
 #[derive(Default)]
 pub struct BgTasks {

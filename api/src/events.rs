@@ -54,11 +54,35 @@ pub struct SessionEvent {
     pub reason: Option<String>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, async_graphql::Enum)]
+#[graphql(rename_items = "snake_case")]
+pub enum TaskStatus {
+    Running,
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, async_graphql::SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+// The state of a background task (`bgtasks`), as its events carry it.
+pub struct TaskState {
+    pub task_id: uuid::Uuid,
+    pub kind: String,
+    pub status: TaskStatus,
+    /// Backend.AI's event name: bgtask_updated, bgtask_done or bgtask_failed.
+    pub event: String,
+    pub current_progress: u64,
+    pub total_progress: u64,
+    pub message: String,
+    #[graphql(skip)]
+    pub owner: uuid::Uuid,
+}
+
 #[derive(Debug, Clone)]
 pub enum Event {
     Changed(Change),
     Session(SessionEvent),
-    BgTask(crate::bgtasks::TaskState),
+    BgTask(TaskState),
     Vfolder(VfolderEvent),
 }
 
