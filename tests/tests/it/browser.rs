@@ -300,15 +300,26 @@ async fn console_forced_password_change() {
     app.login("first@x.org", "Fresh-pass-9").await;
 }
 
+/// Clicks the element `css` finds. Live lists draw a row again when its session changes
+/// status, so an element found a moment earlier may be gone: it is found again (a few times).
 async fn click(c: &Client, css: &str) -> Result<(), String> {
-    c.wait()
-        .at_most(Duration::from_secs(15))
-        .for_element(Locator::Css(css))
-        .await
-        .map_err(|e| format!("{css}: {e}"))?
-        .click()
-        .await
-        .map_err(|e| format!("click {css}: {e}"))
+    let mut tries = 0;
+    loop {
+        let el = c
+            .wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::Css(css))
+            .await
+            .map_err(|e| format!("{css}: {e}"))?;
+        match el.click().await {
+            Ok(()) => return Ok(()),
+            Err(e) if tries < 5 && e.to_string().contains("stale element") => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(format!("click {css}: {e}")),
+        }
+    }
 }
 
 async fn shot(c: &Client, name: &str) -> Result<(), String> {
