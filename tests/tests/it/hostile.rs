@@ -956,3 +956,42 @@ async fn schemathesis_finds_no_server_error() {
     }
     still_serving(&app).await;
 }
+
+// The Summary's project section reads another project's name, limits and use through
+// `resource_usage(group_id:)`: a stranger to the project (a user who is not a member, a domain
+// admin of another domain) gets NOT_FOUND and learns nothing, not even the name.
+both_dbs!(
+    project_usage_of_a_stranger_s_project_is_not_found,
+    |db| async move {
+        let app = spawn(db).await;
+        app.admin(
+            r#"mutation { create_domain(name: "other", props: {}) { ok } }"#,
+            json!({}),
+        )
+        .await;
+        let g = app
+        .admin(
+            r#"mutation { create_group(name: "secret-project", props: {domain_name: "default", description: "S"}) { group { id } } }"#,
+            json!({}),
+        )
+        .await;
+        let gid = g["create_group"]["group"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let outsider = app.user("outsider@x.org", "user", "default").await;
+        let foreign_admin = app.user("foreign-admin@x.org", "admin", "other").await;
+        let q = "query($g: UUID) { resource_usage(group_id: $g) { group_name group_using group_user_using group_limits } }";
+        for token in [&outsider, &foreign_admin] {
+            let body = app.gql(Some(token), q, json!({"g": gid})).await;
+            assert_code(&body, "NOT_FOUND");
+            assert!(!body.to_string().contains("secret-project"), "{body}");
+        }
+        // The superadmin sees it (the query itself works).
+        let seen = app.admin(q, json!({"g": gid})).await;
+        assert_eq!(
+            seen["resource_usage"]["group_name"], "secret-project",
+            "{seen}"
+        );
+    }
+);
