@@ -106,18 +106,18 @@ pub fn SessionsPage() -> impl IntoView {
         }
     });
     let env_label = move |reference: &str| {
-        env_names
-            .get()
-            .into_iter()
-            .find(|i| i.reference == reference)
-            .map(|i| i.label())
-            .unwrap_or_else(|| {
-                reference
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or(reference)
-                    .to_string()
-            })
+        env_names.with(|list| {
+            list.iter()
+                .find(|i| i.reference == reference)
+                .map(EnvImage::label)
+                .unwrap_or_else(|| {
+                    reference
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or(reference)
+                        .to_string()
+                })
+        })
     };
     let refresh = move || {
         let g = scope.and_then(|s| s.group_id.get_untracked());
