@@ -278,7 +278,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         // the engine for when network isolation is on: a user-defined bridge, embedded DNS).
         let docker_t = docker_run(image, None).await?;
         let docker_net_t = if state.config.network_isolation {
-            Some(docker_run(image, Some(crate::agents::network::NETWORK)).await?)
+            Some(docker_run(image, Some(bai_engine::network::NETWORK)).await?)
         } else {
             None
         };
@@ -304,7 +304,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
     if !docker_net.is_empty() {
         println!(
             "  docker run -d --network {}   p50 {:>7.1} ms   p90 {:>7.1} ms",
-            crate::agents::network::NETWORK,
+            bai_engine::network::NETWORK,
             ms(percentile(&docker_net, 0.5)),
             ms(percentile(&docker_net, 0.9))
         );

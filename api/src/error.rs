@@ -6,73 +6,7 @@ use std::fmt;
 use async_graphql::ErrorExtensions;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    BadRequest,
-    Unauthenticated,
-    PasswordChangeRequired,
-    Forbidden,
-    NotFound,
-    Conflict,
-    RateLimited,
-    MethodNotAllowed,
-    PayloadTooLarge,
-    Unavailable,
-    Internal,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::BadRequest => "BAD_REQUEST",
-            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
-            ErrorCode::PasswordChangeRequired => "PASSWORD_CHANGE_REQUIRED",
-            ErrorCode::Forbidden => "FORBIDDEN",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::Conflict => "CONFLICT",
-            ErrorCode::RateLimited => "RATE_LIMITED",
-            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
-            ErrorCode::Unavailable => "SERVICE_UNAVAILABLE",
-            ErrorCode::Internal => "INTERNAL_SERVER_ERROR",
-        }
-    }
-
-    pub fn status(self) -> StatusCode {
-        match self {
-            ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
-            ErrorCode::Unauthenticated | ErrorCode::PasswordChangeRequired => {
-                StatusCode::UNAUTHORIZED
-            }
-            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
-            ErrorCode::NotFound => StatusCode::NOT_FOUND,
-            ErrorCode::Conflict => StatusCode::CONFLICT,
-            ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    /// Backend.AI's problem type slug (`https://api.backend.ai/probs/<slug>`).
-    pub fn problem_slug(self) -> &'static str {
-        match self {
-            ErrorCode::BadRequest => "invalid-api-params",
-            ErrorCode::Unauthenticated => "auth-failed",
-            ErrorCode::PasswordChangeRequired => "password-change-required",
-            ErrorCode::Forbidden => "generic-forbidden",
-            ErrorCode::NotFound => "object-not-found",
-            ErrorCode::Conflict => "generic-conflict",
-            ErrorCode::RateLimited => "too-many-requests",
-            ErrorCode::MethodNotAllowed => "method-not-allowed",
-            ErrorCode::PayloadTooLarge => "request-too-large",
-            ErrorCode::Unavailable => "service-unavailable",
-            ErrorCode::Internal => "internal-server-error",
-        }
-    }
-}
+pub use bai_types::error::ErrorCode;
 
 tokio::task_local! {
     static REQUEST_ID: String;
@@ -154,6 +88,18 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
+impl From<bai_engine::EngineError> for ApiError {
+    fn from(e: bai_engine::EngineError) -> Self {
+        match e {
+            bai_engine::EngineError::NotFound { what, key } => ApiError::not_found(what, key),
+            bai_engine::EngineError::Refused(m) => ApiError::bad_request(m),
+            bai_engine::EngineError::Failed { context, cause } => {
+                ApiError::internal(context, cause)
+            }
+        }
+    }
+}
+
 impl From<entity::slots::SlotError> for ApiError {
     fn from(e: entity::slots::SlotError) -> Self {
         ApiError::bad_request(e.to_string())
@@ -192,7 +138,9 @@ impl IntoResponse for ApiError {
         if let Some(id) = request_id() {
             body["request_id"] = serde_json::Value::String(id);
         }
-        let mut resp = (self.code.status(), body.to_string()).into_response();
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = (status, body.to_string()).into_response();
         resp.headers_mut().insert(
             axum::http::header::CONTENT_TYPE,
             axum::http::HeaderValue::from_static("application/problem+json"),

@@ -272,7 +272,7 @@ pub async fn ready(State(state): State<AppState>) -> Response {
     let mut engines = Vec::new();
     for agent in state.agents.all().await {
         engines.push(
-            json!({"agent": agent.id, "endpoint": agent.endpoint, "alive": agent.ping().await}),
+            json!({"agent": agent.info().id, "endpoint": agent.info().endpoint, "alive": agent.ping().await}),
         );
     }
     let configured = state.config.docker_endpoints.len();

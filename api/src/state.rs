@@ -6,7 +6,7 @@ use sea_orm::DatabaseConnection;
 use crate::agents::AgentRegistry;
 use crate::auth::ratelimit::RateLimiter;
 use crate::config::Config;
-use crate::events::EventBus;
+use crate::events::{EventBus, LocalBus};
 use crate::scheduler::Scheduler;
 use crate::sessions::locks::SessionLocks;
 
@@ -18,7 +18,7 @@ pub struct AppState {
     /// the same pool as `db`). Committed writes are visible to the next read.
     pub read: DatabaseConnection,
     pub config: Arc<Config>,
-    pub events: EventBus,
+    pub events: Arc<dyn EventBus>,
     pub rate_limiter: Arc<RateLimiter>,
     pub agents: Arc<AgentRegistry>,
     pub scheduler: Arc<Scheduler>,
@@ -81,7 +81,7 @@ impl AppState {
                 2,
             ))),
             config: Arc::new(config),
-            events: EventBus::new(),
+            events: Arc::new(LocalBus::new()),
             rate_limiter: Arc::new(RateLimiter::default()),
             agents: Arc::new(AgentRegistry::default()),
             scheduler: Arc::new(Scheduler::default()),

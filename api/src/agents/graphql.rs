@@ -253,7 +253,11 @@ impl AgentMutation {
                     removed += n;
                     reclaimed += bytes;
                 }
-                Err(e) => problems.push(format!("{}: {}", agent.id, e.message)),
+                Err(e) => problems.push(format!(
+                    "{}: {}",
+                    agent.info().id,
+                    crate::error::ApiError::from(e).message
+                )),
             }
         }
         let mut msg = format!(
@@ -308,10 +312,14 @@ impl AgentMutation {
                 let mut problems = Vec::new();
                 if scan_local {
                     for agent in state.agents.all().await {
-                        progress.update(done, done + 1, format!("local images of {}", agent.id));
-                        match super::scan_local_images(&state, &agent).await {
+                        progress.update(
+                            done,
+                            done + 1,
+                            format!("local images of {}", agent.info().id),
+                        );
+                        match super::scan_local_images(&state, agent.as_ref()).await {
                             Ok(n) => found += n as u64,
-                            Err(e) => problems.push(format!("{}: {}", agent.id, e.message)),
+                            Err(e) => problems.push(format!("{}: {}", agent.info().id, e.message)),
                         }
                         done += 1;
                     }

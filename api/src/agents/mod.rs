@@ -1,9 +1,6 @@
 //! In-process agents, one per container engine: registration in the agents table,
 //! heartbeats (ALIVE / LOST / TERMINATED), the local image scan and reconciliation.
-pub mod docker;
-pub mod gpu;
 pub mod graphql;
-pub mod network;
 pub mod reconcile;
 
 use std::collections::HashMap;
@@ -18,45 +15,71 @@ use serde_json::{Value, json};
 use tokio::sync::RwLock;
 use uuid::Uuid;
 
-pub use docker::DockerAgent;
+pub use bai_engine::Engine;
+use bai_engine::docker::{DockerEngine, DockerSettings};
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::state::AppState;
 
+/// An agent: the engine it drives (`bai_engine`), by the port's interface.
+pub type Agent = dyn Engine;
+
 /// The agents of this server process, by id.
 #[derive(Default)]
 pub struct AgentRegistry {
-    agents: RwLock<HashMap<String, Arc<DockerAgent>>>,
+    agents: RwLock<HashMap<String, Arc<Agent>>>,
 }
 
 impl AgentRegistry {
-    pub async fn get(&self, id: &str) -> Option<Arc<DockerAgent>> {
+    pub async fn get(&self, id: &str) -> Option<Arc<Agent>> {
         self.agents.read().await.get(id).cloned()
     }
 
-    pub async fn all(&self) -> Vec<Arc<DockerAgent>> {
+    pub async fn all(&self) -> Vec<Arc<Agent>> {
         self.agents.read().await.values().cloned().collect()
     }
 
-    async fn insert(&self, agent: Arc<DockerAgent>) {
-        self.agents.write().await.insert(agent.id.clone(), agent);
+    async fn insert(&self, agent: Arc<Agent>) {
+        self.agents
+            .write()
+            .await
+            .insert(agent.info().id.clone(), agent);
     }
+}
+
+/// How this server sets up its Docker engines.
+fn docker_settings(config: &crate::config::Config) -> DockerSettings {
+    DockerSettings {
+        reserved_mem: config.agent_reserved_mem.clone(),
+        reserved_cpu: config.agent_reserved_cpu,
+        network_isolation: config.network_isolation,
+        cuda_shares_per_gpu: config.cuda_shares_per_gpu,
+        log_max_size: config.container_log_max_size.clone(),
+        disk_size: config.container_disk_size.clone(),
+    }
+}
+
+/// Registers an engine as an ALIVE agent of this process and scans its images.
+pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
+    register(state, agent.info()).await?;
+    state.agents.insert(agent.clone()).await;
+    if let Err(e) = scan_local_images(state, agent.as_ref()).await {
+        tracing::warn!(agent = %agent.info().id, error = %e.message, "scanning local images failed");
+    }
+    Ok(())
 }
 
 /// Connects every configured engine and registers it as an ALIVE agent. An engine that cannot
 /// be reached is logged and skipped (its agent row, if any, stays LOST).
 pub async fn start_all(state: &AppState) -> ApiResult<()> {
+    let settings = docker_settings(&state.config);
     for (i, endpoint) in state.config.docker_endpoints.iter().enumerate() {
-        match DockerAgent::connect(endpoint, i, &state.config, &state.instance_id).await {
-            Ok(agent) => {
-                let agent = Arc::new(agent);
-                register(state, &agent).await?;
-                tracing::info!(agent = %agent.id, endpoint = %endpoint, capacity = %agent.capacity, "agent started");
-                state.agents.insert(agent.clone()).await;
-                if let Err(e) = scan_local_images(state, &agent).await {
-                    tracing::warn!(agent = %agent.id, error = %e.message, "scanning local images failed");
-                }
+        match DockerEngine::connect(endpoint, i, &settings, &state.instance_id).await {
+            Ok(engine) => {
+                let info = engine.info().clone();
+                add(state, Arc::new(engine)).await?;
+                tracing::info!(agent = %info.id, endpoint = %endpoint, capacity = %info.capacity, "agent started");
             }
             Err(e) => {
                 tracing::error!(endpoint = %endpoint, error = format!("{e:#}"), "container engine unavailable; no agent for it")
@@ -66,7 +89,7 @@ pub async fn start_all(state: &AppState) -> ApiResult<()> {
     Ok(())
 }
 
-async fn register(state: &AppState, agent: &DockerAgent) -> ApiResult<()> {
+async fn register(state: &AppState, agent: &bai_engine::EngineInfo) -> ApiResult<()> {
     let now = Utc::now();
     let existing = agents::Entity::find_by_id(agent.id.clone())
         .one(&state.db)
@@ -168,13 +191,21 @@ pub async fn heartbeat_loop(state: AppState) {
             } else {
                 AgentStatus::Lost
             };
-            if let Err(e) = set_status(&state, &agent.id, status).await {
-                tracing::warn!(agent = %agent.id, error = %e.message, "heartbeat update failed");
+            if let Err(e) = set_status(&state, &agent.info().id, status).await {
+                tracing::warn!(agent = %agent.info().id, error = %e.message, "heartbeat update failed");
             }
             if status == AgentStatus::Alive
                 && let Some((cpu_ns, mem, containers)) = agent.usage_sample().await
             {
-                record_live_use(&state, &agent.id, &mut previous, cpu_ns, mem, containers).await;
+                record_live_use(
+                    &state,
+                    &agent.info().id,
+                    &mut previous,
+                    cpu_ns,
+                    mem,
+                    containers,
+                )
+                .await;
             }
         }
         let deadline = Utc::now() - chrono::Duration::from_std(period * 3).unwrap_or_default();
@@ -225,7 +256,7 @@ async fn record_live_use(
 /// On shutdown the agents of this process stop: TERMINATED.
 pub async fn stop_all(state: &AppState) {
     for agent in state.agents.all().await {
-        let _ = set_status(state, &agent.id, AgentStatus::Terminated).await;
+        let _ = set_status(state, &agent.info().id, AgentStatus::Terminated).await;
     }
 }
 
@@ -281,8 +312,9 @@ pub fn resources_from_labels(labels: &HashMap<String, String>) -> Value {
 
 /// Adds the engine's environment images (those with `ai.backend.kernelspec`) to the catalog
 /// and records which agent has them. Edited minimum resources are kept on rescan.
-pub async fn scan_local_images(state: &AppState, agent: &DockerAgent) -> ApiResult<usize> {
+pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usize> {
     let found = agent.environment_images().await?;
+    let agent = agent.info();
     let mut count = 0;
     for img in found {
         for reference in &img.repo_tags {

@@ -110,10 +110,10 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
         for c in &containers {
             let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| {
                 crate::sessions::ALLOCATED.contains(&k.status)
-                    && k.agent.as_deref() == Some(&agent.id)
+                    && k.agent.as_deref() == Some(&agent.info().id)
             });
             if !keep {
-                tracing::warn!(agent = %agent.id, container = %c.container_id, "removing a container that belongs to no live session");
+                tracing::warn!(agent = %agent.info().id, container = %c.container_id, "removing a container that belongs to no live session");
                 agent
                     .remove(&c.container_id, c.kernel_id.unwrap_or_default())
                     .await;
@@ -122,7 +122,7 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
         // Interactive sessions whose container is gone or stopped. (Batch sessions end
         // through their watcher, which records the exit code.)
         let running = kernels::Entity::find()
-            .filter(kernels::Column::Agent.eq(&agent.id))
+            .filter(kernels::Column::Agent.eq(&agent.info().id))
             .filter(kernels::Column::Status.eq(SessionStatus::Running))
             .all(&state.db)
             .await?;

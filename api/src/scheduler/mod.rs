@@ -489,8 +489,8 @@ async fn assign_gpus(
         }
     }
     let per_gpu = rust_decimal::Decimal::from(state.config.cuda_shares_per_gpu.max(1));
-    Ok(crate::agents::gpu::allocate(
-        &agent.gpus,
+    Ok(bai_engine::gpu::allocate(
+        &agent.info().gpus,
         &used,
         per_gpu,
         whole,

@@ -89,7 +89,7 @@ pub fn container_ports(label: &str) -> Vec<u16> {
 /// and `sshd` on port 2200 as `work`. A `.ssh` automount folder's `authorized_keys` is
 /// honoured too.
 pub async fn install_ssh(
-    agent: &crate::agents::DockerAgent,
+    agent: &crate::agents::Agent,
     container: &str,
     session_name: &str,
 ) -> ApiResult<()> {
@@ -143,7 +143,8 @@ pub async fn install_ssh(
             .map(|a| a.to_string())
             .collect(),
         )
-        .await
+        .await?;
+    Ok(())
 }
 
 /// The session's SSH private key (`/home/work/id_container`), for the console's download.

@@ -347,7 +347,7 @@ pub async fn start(
         code,
         options,
     )?;
-    let crate::agents::docker::AttachedExec {
+    let bai_engine::AttachedExec {
         id: exec_id,
         mut output,
         input,
@@ -366,22 +366,20 @@ pub async fn start(
     tokio::spawn(async move {
         while let Some(item) = output.next().await {
             match item {
-                Ok(bollard::container::LogOutput::StdErr { message }) => task_run.push(
+                Ok(bai_engine::ExecOutput::Stderr(message)) => task_run.push(
                     "stderr",
                     String::from_utf8_lossy(&message).into_owned(),
                     None,
                 ),
-                Ok(out) => task_run.push(
-                    "stdout",
-                    String::from_utf8_lossy(&out.into_bytes()).into_owned(),
-                    None,
-                ),
+                Ok(bai_engine::ExecOutput::Stdout(out)) => {
+                    task_run.push("stdout", String::from_utf8_lossy(&out).into_owned(), None)
+                }
                 Err(e) => {
                     task_run.push(
                         "stderr",
                         {
                             let reference = Uuid::new_v4();
-                            tracing::warn!(%reference, error = %e, "execution output stream failed");
+                            tracing::warn!(%reference, error = ?e, "execution output stream failed");
                             format!("[the output stream broke off (reference {reference})]\n")
                         },
                         None,
@@ -391,12 +389,7 @@ pub async fn start(
             }
         }
         *task_run.input.lock().await = None;
-        let code = agent
-            .docker
-            .inspect_exec(&exec_id)
-            .await
-            .ok()
-            .and_then(|i| i.exit_code);
+        let code = agent.exec_exit_code(&exec_id).await;
         task_run.push("finished", String::new(), code);
         touch(&task_state, task_run.session_id).await;
     });

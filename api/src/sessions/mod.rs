@@ -5,6 +5,8 @@
 pub mod apps;
 pub mod exec;
 pub mod graphql;
+#[cfg(test)]
+mod lifecycle_tests;
 pub mod locks;
 pub mod terminal;
 
@@ -23,11 +25,11 @@ use sea_orm::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::agents::docker::KernelSpec;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{Event, SessionEvent};
 use crate::state::AppState;
+use bai_engine::{BindMount, KernelSpec};
 
 /// Statuses in which a session holds resources on an agent (and may have a container).
 pub const ALLOCATED: &[SessionStatus] = &[
@@ -664,7 +666,7 @@ pub async fn apply(
 pub async fn container_of(
     state: &AppState,
     k: &kernels::Model,
-) -> ApiResult<(std::sync::Arc<crate::agents::DockerAgent>, String)> {
+) -> ApiResult<(std::sync::Arc<crate::agents::Agent>, String)> {
     let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
         return Err(ApiError::bad_request("The session has no container"));
     };
@@ -756,6 +758,11 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         ("BACKENDAI_PREOPEN_PORTS".into(), String::new()),
     ]);
     let req = &k.requested_slots;
+    // The mounts were resolved and checked at creation; a row that no longer reads as mounts
+    // fails the launch (never a session silently without its folders).
+    let mounts: Vec<crate::storage::MountSpec> = serde_json::from_value(k.mounts.clone())
+        .map_err(|e| ApiError::internal("reading the kernel's mounts", e))?;
+    let service_ports = k.service_ports.as_str().unwrap_or_default().to_string();
     let spec = KernelSpec {
         session_id: s.id,
         kernel_id: k.id,
@@ -780,9 +787,17 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             .startup_command
             .clone()
             .filter(|_| s.session_type == SessionType::Batch),
-        service_ports: k.service_ports.as_str().unwrap_or_default().to_string(),
+        ports: crate::sessions::apps::container_ports(&service_ports),
+        service_ports,
         pids_limit: i64::from(state.config.container_pids_limit),
-        mounts: serde_json::from_value(k.mounts.clone()).unwrap_or_default(),
+        mounts: mounts
+            .into_iter()
+            .map(|m| BindMount {
+                host_path: m.host_path,
+                target: m.target,
+                read_only: m.read_only,
+            })
+            .collect(),
     };
     if !image
         .installed_agents
@@ -837,7 +852,9 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             let still_running = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
                 .await
                 .is_ok_and(|s| s.status == SessionStatus::Running);
-            if still_running && let Err(e) = apps::install_ssh(&agent, &container_id, &name).await {
+            if still_running
+                && let Err(e) = apps::install_ssh(agent.as_ref(), &container_id, &name).await
+            {
                 tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
             }
             metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh")
@@ -1039,7 +1056,7 @@ pub async fn logs(state: &AppState, id: Uuid) -> ApiResult<String> {
         && let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
         && let Some(agent) = state.agents.get(agent_id).await
     {
-        return agent.logs(container).await;
+        return Ok(agent.logs(container).await?);
     }
     Ok(k.container_log.unwrap_or_default())
 }

@@ -46,11 +46,11 @@ enum Control {
 async fn bridge(
     state: AppState,
     session: Uuid,
-    agent: std::sync::Arc<crate::agents::DockerAgent>,
+    agent: std::sync::Arc<crate::agents::Agent>,
     container: String,
     ws: WebSocket,
 ) -> ApiResult<()> {
-    let crate::agents::docker::AttachedExec {
+    let bai_engine::AttachedExec {
         id: exec_id,
         mut output,
         mut input,
@@ -87,7 +87,6 @@ async fn bridge(
         }
         let _ = to_browser.send(Message::Close(None)).await;
     };
-    let docker = agent.docker.clone();
     let pump_in = async {
         while let Some(Ok(msg)) = from_browser.next().await {
             let keys = match msg {
@@ -95,11 +94,7 @@ async fn bridge(
                 Message::Text(t) => match serde_json::from_str::<Control>(t.as_str()) {
                     Ok(Control::Input { data }) => data.into_bytes(),
                     Ok(Control::Resize { cols, rows }) => {
-                        let opts = bollard::query_parameters::ResizeExecOptionsBuilder::new()
-                            .h(i32::from(rows))
-                            .w(i32::from(cols))
-                            .build();
-                        let _ = docker.resize_exec(&exec_id, opts).await;
+                        let _ = agent.resize_exec(&exec_id, rows, cols).await;
                         continue;
                     }
                     // Plain text is typed as is.

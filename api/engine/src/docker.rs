@@ -1,8 +1,9 @@
-//! One agent per container engine: capacity, container lifecycle, logs and stats, through
-//! bollard. Containers are never privileged, never see the Docker socket, drop all
+//! The Docker engine behind [`crate::Engine`]: capacity, container lifecycle, logs and stats,
+//! through bollard. Containers are never privileged, never see the Docker socket, drop all
 //! capabilities but a small allowlist, and always have CPU, memory and pids limits.
 use std::collections::HashMap;
 
+use bai_types::slots::{ResourceSlots, parse_binary_size};
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
@@ -10,22 +11,34 @@ use bollard::query_parameters::{
     LogsOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
     StatsOptionsBuilder, StopContainerOptionsBuilder,
 };
-use entity::slots::{ResourceSlots, parse_binary_size};
 use futures_util::StreamExt;
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use uuid::Uuid;
 
-use super::gpu::{self, GpuDevice};
-use crate::config::Config;
-use crate::error::{ApiError, ApiResult};
+use crate::gpu;
+use crate::{
+    AttachedExec, EngineError, EngineImage, EngineInfo, EngineResult, ExecOutput, INSTANCE_LABEL,
+    KERNEL_LABEL, KernelSpec, MANAGED_LABEL, MANAGED_VALUE, MAX_LOG_BYTES, ManagedContainer,
+    SESSION_LABEL,
+};
 
-/// Label marking containers this server manages.
-pub const MANAGED_LABEL: &str = "ai.backend.managed-by";
-pub const MANAGED_VALUE: &str = "bai";
-pub const SESSION_LABEL: &str = "ai.backend.session-id";
-pub const KERNEL_LABEL: &str = "ai.backend.kernel-id";
-pub const INSTANCE_LABEL: &str = "ai.backend.bai-instance";
+/// How a Docker engine is set up (from the server's configuration).
+#[derive(Debug, Clone)]
+pub struct DockerSettings {
+    /// Memory kept for the host (a binary size such as `1g`).
+    pub reserved_mem: String,
+    /// CPU cores kept for the host.
+    pub reserved_cpu: u32,
+    /// Sessions join the isolated session network (fail closed when it cannot be set up).
+    pub network_isolation: bool,
+    /// fGPU shares one GPU is split into.
+    pub cuda_shares_per_gpu: u32,
+    /// Docker log rotation: size of one json-file log (two are kept).
+    pub log_max_size: String,
+    /// Writable-layer size limit (`storage_opt size`), where the storage driver has one.
+    pub disk_size: Option<String>,
+}
 
 /// Capabilities a session container keeps (Docker's defaults minus the risky ones;
 /// SYS_CHROOT and AUDIT_WRITE let sshd work).
@@ -42,27 +55,9 @@ const CAPS: &[&str] = &[
     "AUDIT_WRITE",
 ];
 
-/// A process running in a container with its streams attached.
-pub struct AttachedExec {
-    pub id: String,
-    pub output: std::pin::Pin<
-        Box<
-            dyn futures_util::Stream<
-                    Item = Result<bollard::container::LogOutput, bollard::errors::Error>,
-                > + Send,
-        >,
-    >,
-    pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-}
-
-pub struct DockerAgent {
-    pub id: String,
-    pub endpoint: String,
-    pub docker: Docker,
-    pub capacity: ResourceSlots,
-    pub gpus: Vec<GpuDevice>,
-    pub architecture: String,
-    pub version: String,
+pub struct DockerEngine {
+    info: EngineInfo,
+    docker: Docker,
     /// The installation this agent belongs to.
     pub instance: String,
     /// The isolated session network (None when isolation is switched off).
@@ -73,41 +68,8 @@ pub struct DockerAgent {
     pub disk_size: Option<String>,
 }
 
-/// What to run: one kernel (container) of a session.
-#[derive(Debug, Clone)]
-pub struct KernelSpec {
-    pub session_id: Uuid,
-    pub kernel_id: Uuid,
-    pub owner_access_key: String,
-    pub image: String,
-    pub hostname: String,
-    pub cpu: Decimal,
-    pub mem_bytes: i64,
-    pub shmem_bytes: i64,
-    pub gpu_ids: Vec<String>,
-    pub env: Vec<(String, String)>,
-    /// None = interactive (the container idles until terminated).
-    pub command: Option<String>,
-    pub service_ports: String,
-    pub pids_limit: i64,
-    /// Storage folders bound into the container.
-    pub mounts: Vec<crate::storage::MountSpec>,
-}
-
-/// A managed container found on an engine.
-#[derive(Debug, Clone)]
-pub struct ManagedContainer {
-    pub container_id: String,
-    pub session_id: Option<Uuid>,
-    pub kernel_id: Option<Uuid>,
-    pub running: bool,
-}
-
-/// The most of a container's log read (and kept after the end): its newest part.
-pub const MAX_LOG_BYTES: usize = 1024 * 1024;
-
-fn engine_err(context: &str, e: bollard::errors::Error) -> ApiError {
-    ApiError::internal(context, e)
+fn engine_err(context: &'static str, e: bollard::errors::Error) -> EngineError {
+    EngineError::failed(context, e)
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
@@ -124,12 +86,12 @@ pub fn scratch_volume(kernel_id: Uuid) -> String {
     format!("bai-scratch-{kernel_id}")
 }
 
-impl DockerAgent {
+impl DockerEngine {
     /// Connects to `endpoint`, negotiates the API version and measures capacity.
     pub async fn connect(
         endpoint: &str,
         index: usize,
-        config: &Config,
+        config: &DockerSettings,
         instance: &str,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
@@ -154,20 +116,16 @@ impl DockerAgent {
         } else {
             format!("i-{host}-{index}")
         };
-        let reserved_mem = parse_binary_size(&config.agent_reserved_mem).with_context(|| {
-            format!(
-                "invalid BAI_AGENT_RESERVED_MEM '{}'",
-                config.agent_reserved_mem
-            )
-        })?;
+        let reserved_mem = parse_binary_size(&config.reserved_mem)
+            .with_context(|| format!("invalid BAI_AGENT_RESERVED_MEM '{}'", config.reserved_mem))?;
         let ncpu = Decimal::from(info.ncpu.unwrap_or(1));
-        let cpu = (ncpu - Decimal::from(config.agent_reserved_cpu)).max(Decimal::ONE);
+        let cpu = (ncpu - Decimal::from(config.reserved_cpu)).max(Decimal::ONE);
         let mem = (Decimal::from(info.mem_total.unwrap_or(0)) - reserved_mem).max(Decimal::ZERO);
         // Sessions are isolated on a network of this installation; an engine where that
         // cannot be set up runs no sessions (fail closed).
         let network = if config.network_isolation {
             Some(
-                super::network::ensure(&docker, endpoint.starts_with("unix://"))
+                crate::network::ensure(&docker, endpoint.starts_with("unix://"))
                     .await
                     .with_context(|| format!("isolating sessions on {endpoint}"))?,
             )
@@ -182,28 +140,79 @@ impl DockerAgent {
             capacity.set("cuda.shares", n * Decimal::from(config.cuda_shares_per_gpu));
         }
         Ok(Self {
-            id,
-            endpoint: endpoint.to_string(),
+            info: EngineInfo {
+                id,
+                endpoint: endpoint.to_string(),
+                capacity,
+                gpus,
+                architecture: info
+                    .architecture
+                    .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
+                version: info.server_version.unwrap_or_default(),
+            },
             docker,
-            capacity,
-            gpus,
-            architecture: info
-                .architecture
-                .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
-            version: info.server_version.unwrap_or_default(),
             instance: instance.to_string(),
             network,
-            log_max_size: config.container_log_max_size.clone(),
-            disk_size: config.container_disk_size.clone(),
+            log_max_size: config.log_max_size.clone(),
+            disk_size: config.disk_size.clone(),
         })
     }
 
-    pub async fn ping(&self) -> bool {
+    /// Creates a process in the container as `work` in /home/work; returns its exec id.
+    async fn create_exec_as_work(
+        &self,
+        container_id: &str,
+        cmd: Vec<String>,
+        attach: bool,
+        tty: bool,
+        env: Vec<String>,
+    ) -> EngineResult<String> {
+        let exec = self
+            .docker
+            .create_exec(
+                container_id,
+                bollard::exec::CreateExecOptions {
+                    attach_stdin: Some(attach),
+                    attach_stdout: Some(attach),
+                    attach_stderr: Some(attach),
+                    tty: Some(tty),
+                    env: (!env.is_empty()).then_some(env),
+                    cmd: Some(cmd),
+                    user: Some("work".to_string()),
+                    working_dir: Some("/home/work".to_string()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| engine_err("starting a process in a container", e))?;
+        Ok(exec.id)
+    }
+
+    async fn remove_scratch(&self, kernel_id: Uuid) {
+        let opts = RemoveVolumeOptionsBuilder::default().force(true).build();
+        if let Err(e) = self
+            .docker
+            .remove_volume(&scratch_volume(kernel_id), Some(opts))
+            .await
+            && !is_not_found(&e)
+        {
+            tracing::warn!(kernel = %kernel_id, error = %e, "removing a scratch volume failed");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::Engine for DockerEngine {
+    fn info(&self) -> &EngineInfo {
+        &self.info
+    }
+
+    async fn ping(&self) -> bool {
         self.docker.ping().await.is_ok()
     }
 
     /// Creates and starts the container of one kernel; returns its id.
-    pub async fn create_and_start(&self, spec: &KernelSpec) -> ApiResult<String> {
+    async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String> {
         let mut labels = HashMap::new();
         labels.insert(MANAGED_LABEL.to_string(), MANAGED_VALUE.to_string());
         labels.insert(INSTANCE_LABEL.to_string(), self.instance.clone());
@@ -283,10 +292,7 @@ impl DockerAgent {
         // Service ports are not published on the host (each published port costs the engine a
         // proxy process and firewall rules at start): the app proxy reaches the container at
         // its address on the session network.
-        let exposed: Vec<String> = crate::sessions::apps::container_ports(&spec.service_ports)
-            .iter()
-            .map(|p| format!("{p}/tcp"))
-            .collect();
+        let exposed: Vec<String> = spec.ports.iter().map(|p| format!("{p}/tcp")).collect();
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             hostname: Some(spec.hostname.clone()),
@@ -330,7 +336,7 @@ impl DockerAgent {
             .await
             .map_err(|e| match &e {
                 bollard::errors::Error::DockerResponseServerError { message, .. } => {
-                    ApiError::bad_request(format!(
+                    EngineError::Refused(format!(
                         "the container engine refused the session: {message}"
                     ))
                 }
@@ -344,11 +350,11 @@ impl DockerAgent {
     }
 
     /// Pulls `reference` (`registry/repo:tag`) with optional credentials.
-    pub async fn pull(
+    async fn pull(
         &self,
         reference: &str,
         credentials: Option<(String, String)>,
-    ) -> ApiResult<()> {
+    ) -> EngineResult<()> {
         let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
             .from_image(reference)
             .build();
@@ -362,10 +368,10 @@ impl DockerAgent {
             if let Err(e) = step {
                 return Err(match e {
                     bollard::errors::Error::DockerResponseServerError { message, .. } => {
-                        ApiError::bad_request(format!("pulling {reference} failed: {message}"))
+                        EngineError::Refused(format!("pulling {reference} failed: {message}"))
                     }
                     bollard::errors::Error::DockerStreamError { error } => {
-                        ApiError::bad_request(format!("pulling {reference} failed: {error}"))
+                        EngineError::Refused(format!("pulling {reference} failed: {error}"))
                     }
                     other => engine_err("pulling an image", other),
                 });
@@ -376,15 +382,15 @@ impl DockerAgent {
 
     /// Writes small files into a running container (owned by uid/gid 1000, `work`), creating
     /// `dir` if needed. Each entry is `(name inside dir, mode, contents)`.
-    pub async fn put_files(
+    async fn put_files(
         &self,
         container_id: &str,
         parent: &str,
         dir: &str,
         files: &[(&str, u32, &[u8])],
-    ) -> ApiResult<()> {
+    ) -> EngineResult<()> {
         let archive = tar_of(dir, files)
-            .map_err(|e| ApiError::internal("writing files into a container", e))?;
+            .map_err(|e| EngineError::failed("writing files into a container", e))?;
         let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::default()
             .path(parent)
             .build();
@@ -392,44 +398,14 @@ impl DockerAgent {
             .upload_to_container(
                 container_id,
                 Some(opts),
-                bollard::body_full(axum::body::Bytes::from(archive)),
+                bollard::body_full(bytes::Bytes::from(archive)),
             )
             .await
             .map_err(|e| engine_err("writing files into a container", e))
     }
 
-    /// Creates a process in the container as `work` in /home/work; returns its exec id.
-    async fn create_exec_as_work(
-        &self,
-        container_id: &str,
-        cmd: Vec<String>,
-        attach: bool,
-        tty: bool,
-        env: Vec<String>,
-    ) -> ApiResult<String> {
-        let exec = self
-            .docker
-            .create_exec(
-                container_id,
-                bollard::exec::CreateExecOptions {
-                    attach_stdin: Some(attach),
-                    attach_stdout: Some(attach),
-                    attach_stderr: Some(attach),
-                    tty: Some(tty),
-                    env: (!env.is_empty()).then_some(env),
-                    cmd: Some(cmd),
-                    user: Some("work".to_string()),
-                    working_dir: Some("/home/work".to_string()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| engine_err("starting a process in a container", e))?;
-        Ok(exec.id)
-    }
-
     /// Starts a process in the container as `work` in /home/work and leaves it running.
-    pub async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> ApiResult<()> {
+    async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> EngineResult<()> {
         let id = self
             .create_exec_as_work(container_id, cmd, false, false, Vec::new())
             .await?;
@@ -449,13 +425,13 @@ impl DockerAgent {
 
     /// Starts a process in the container as `work` in /home/work with stdin, stdout and stderr
     /// attached (a pseudo-terminal with `tty`).
-    pub async fn attach_exec(
+    async fn attach_exec(
         &self,
         container_id: &str,
         cmd: Vec<String>,
         tty: bool,
         env: Vec<String>,
-    ) -> ApiResult<AttachedExec> {
+    ) -> EngineResult<AttachedExec> {
         let id = self
             .create_exec_as_work(container_id, cmd, true, tty, env)
             .await?;
@@ -473,9 +449,20 @@ impl DockerAgent {
             .map_err(|e| engine_err("starting a process in a container", e))?;
         match started {
             bollard::exec::StartExecResults::Attached { output, input } => {
-                Ok(AttachedExec { id, output, input })
+                let output = output.map(|item| match item {
+                    Ok(bollard::container::LogOutput::StdErr { message }) => {
+                        Ok(ExecOutput::Stderr(message))
+                    }
+                    Ok(other) => Ok(ExecOutput::Stdout(other.into_bytes())),
+                    Err(e) => Err(engine_err("reading a process's output", e)),
+                });
+                Ok(AttachedExec {
+                    id,
+                    output: Box::pin(output),
+                    input,
+                })
             }
-            bollard::exec::StartExecResults::Detached => Err(ApiError::internal(
+            bollard::exec::StartExecResults::Detached => Err(EngineError::failed(
                 "starting a process in a container",
                 "not attached",
             )),
@@ -483,12 +470,12 @@ impl DockerAgent {
     }
 
     /// Reads one regular file (at most `limit` bytes) from a container.
-    pub async fn read_file(
+    async fn read_file(
         &self,
         container_id: &str,
         path: &str,
         limit: usize,
-    ) -> ApiResult<Vec<u8>> {
+    ) -> EngineResult<Vec<u8>> {
         let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::default()
             .path(path)
             .build();
@@ -500,20 +487,26 @@ impl DockerAgent {
             let chunk = chunk.map_err(|e| match e {
                 bollard::errors::Error::DockerResponseServerError {
                     status_code: 404, ..
-                } => ApiError::not_found("file", path),
+                } => EngineError::NotFound {
+                    what: "file",
+                    key: path.to_string(),
+                },
                 other => engine_err("reading a file from a container", other),
             })?;
             archive.extend_from_slice(&chunk);
             if archive.len() > limit + 4096 {
-                return Err(ApiError::bad_request(format!("{path} is too large")));
+                return Err(EngineError::Refused(format!("{path} is too large")));
             }
         }
-        first_file_of_tar(&archive).ok_or_else(|| ApiError::not_found("file", path))
+        first_file_of_tar(&archive).ok_or_else(|| EngineError::NotFound {
+            what: "file",
+            key: path.to_string(),
+        })
     }
 
     /// Removes dangling images (untagged and unused by any container); returns how many and
     /// the bytes reclaimed.
-    pub async fn prune_dangling_images(&self) -> ApiResult<(usize, i64)> {
+    async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)> {
         let mut filters = HashMap::new();
         filters.insert("dangling".to_string(), vec!["true".to_string()]);
         let opts = bollard::query_parameters::PruneImagesOptionsBuilder::default()
@@ -532,7 +525,7 @@ impl DockerAgent {
 
     /// The container's address on its network (the session network when it has one), where
     /// the server reaches its ports.
-    pub async fn address(&self, container_id: &str) -> Option<std::net::IpAddr> {
+    async fn address(&self, container_id: &str) -> Option<std::net::IpAddr> {
         let info = self
             .docker
             .inspect_container(container_id, None)
@@ -548,7 +541,7 @@ impl DockerAgent {
     }
 
     /// The container's output so far (stdout and stderr, interleaved).
-    pub async fn logs(&self, container_id: &str) -> ApiResult<String> {
+    async fn logs(&self, container_id: &str) -> EngineResult<String> {
         let opts = LogsOptionsBuilder::default()
             .stdout(true)
             .stderr(true)
@@ -587,7 +580,7 @@ impl DockerAgent {
     }
 
     /// Waits for the container to exit; returns its exit code (None if it vanished).
-    pub async fn wait(&self, container_id: &str) -> Option<i64> {
+    async fn wait(&self, container_id: &str) -> Option<i64> {
         let mut stream = self.docker.wait_container(container_id, None);
         match stream.next().await {
             Some(Ok(r)) => Some(r.status_code),
@@ -598,7 +591,7 @@ impl DockerAgent {
     }
 
     /// Stops (SIGTERM, then SIGKILL after a grace period) without removing.
-    pub async fn stop(&self, container_id: &str, grace_secs: i32) {
+    async fn stop(&self, container_id: &str, grace_secs: i32) {
         let opts = StopContainerOptionsBuilder::default().t(grace_secs).build();
         if let Err(e) = self.docker.stop_container(container_id, Some(opts)).await
             && !is_not_found(&e)
@@ -608,7 +601,7 @@ impl DockerAgent {
     }
 
     /// Removes the container and its scratch volume (`/home/work`); already gone is fine.
-    pub async fn remove(&self, container_id: &str, kernel_id: Uuid) {
+    async fn remove(&self, container_id: &str, kernel_id: Uuid) {
         let opts = RemoveContainerOptionsBuilder::default()
             .force(true)
             .v(true)
@@ -621,20 +614,8 @@ impl DockerAgent {
         self.remove_scratch(kernel_id).await;
     }
 
-    pub async fn remove_scratch(&self, kernel_id: Uuid) {
-        let opts = RemoveVolumeOptionsBuilder::default().force(true).build();
-        if let Err(e) = self
-            .docker
-            .remove_volume(&scratch_volume(kernel_id), Some(opts))
-            .await
-            && !is_not_found(&e)
-        {
-            tracing::warn!(kernel = %kernel_id, error = %e, "removing a scratch volume failed");
-        }
-    }
-
     /// Every container this server manages on this engine, running or not.
-    pub async fn managed_containers(&self) -> ApiResult<Vec<ManagedContainer>> {
+    async fn managed_containers(&self) -> EngineResult<Vec<ManagedContainer>> {
         let mut filters = HashMap::new();
         filters.insert(
             "label",
@@ -668,21 +649,46 @@ impl DockerAgent {
     }
 
     /// Images carrying Backend.AI's `ai.backend.kernelspec` label.
-    pub async fn environment_images(&self) -> ApiResult<Vec<bollard::models::ImageSummary>> {
+    async fn environment_images(&self) -> EngineResult<Vec<EngineImage>> {
         let mut filters = HashMap::new();
         filters.insert("label", vec!["ai.backend.kernelspec".to_string()]);
         let opts = ListImagesOptionsBuilder::default()
             .filters(&filters)
             .build();
-        self.docker
+        let list = self
+            .docker
             .list_images(Some(opts))
             .await
-            .map_err(|e| engine_err("listing images", e))
+            .map_err(|e| engine_err("listing images", e))?;
+        Ok(list
+            .into_iter()
+            .map(|i| EngineImage {
+                id: i.id,
+                repo_tags: i.repo_tags,
+                labels: i.labels,
+                size: i.size,
+            })
+            .collect())
+    }
+
+    async fn resize_exec(&self, exec_id: &str, rows: u16, cols: u16) -> EngineResult<()> {
+        let opts = bollard::query_parameters::ResizeExecOptionsBuilder::new()
+            .h(i32::from(rows))
+            .w(i32::from(cols))
+            .build();
+        self.docker
+            .resize_exec(exec_id, opts)
+            .await
+            .map_err(|e| engine_err("resizing a terminal", e))
+    }
+
+    async fn exec_exit_code(&self, exec_id: &str) -> Option<i64> {
+        self.docker.inspect_exec(exec_id).await.ok()?.exit_code
     }
 
     /// Cumulative CPU time (ns) and current memory of this installation's running
     /// containers, and how many there are (for the agent's live use).
-    pub async fn usage_sample(&self) -> Option<(u64, u64, usize)> {
+    async fn usage_sample(&self) -> Option<(u64, u64, usize)> {
         let containers = self.managed_containers().await.ok()?;
         let running: Vec<_> = containers.into_iter().filter(|c| c.running).collect();
         let (mut cpu, mut mem) = (0u64, 0u64);
@@ -704,7 +710,7 @@ impl DockerAgent {
     }
 
     /// One CPU/memory sample: (CPU % of one core × cores used, memory bytes).
-    pub async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
+    async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
         let opts = StatsOptionsBuilder::default()
             .stream(false)
             .one_shot(false)

@@ -1,17 +1,19 @@
 //! Enumerations stored as strings, using Backend.AI's own values so existing scripts and
 //! dashboards read the same words.
-use sea_orm::entity::prelude::*;
+#[cfg(feature = "db")]
+use sea_orm::entity::prelude::StringLen;
 use serde::{Deserialize, Serialize};
 
 /// Generates `as_str`, `parse` and `ALL` for a string-valued enum so the GraphQL layer can
 /// validate free-form input against Backend.AI's values with one call.
 macro_rules! string_enum {
     ($name:ident { $($variant:ident = $value:literal),+ $(,)? }) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
-        #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(32))")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "db", derive(sea_orm::EnumIter, sea_orm::DeriveActiveEnum))]
+        #[cfg_attr(feature = "db", sea_orm(rs_type = "String", db_type = "String(StringLen::N(32))"))]
         pub enum $name {
             $(
-                #[sea_orm(string_value = $value)]
+                #[cfg_attr(feature = "db", sea_orm(string_value = $value))]
                 #[serde(rename = $value)]
                 $variant,
             )+

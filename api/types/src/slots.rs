@@ -6,7 +6,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use rust_decimal::Decimal;
-use sea_orm::FromJsonQueryResult;
 use serde::{Deserialize, Serialize};
 
 /// The slot names this product knows, with their unit (`count` or `bytes`), as served by
@@ -137,7 +136,8 @@ pub fn format_amount(slot: &str, amount: Decimal) -> String {
 }
 
 /// A set of resource amounts. Missing slots count as zero; zero amounts are dropped.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, FromJsonQueryResult)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "db", derive(sea_orm::FromJsonQueryResult))]
 #[serde(transparent)]
 pub struct ResourceSlots(pub BTreeMap<String, Decimal>);
 
@@ -291,7 +291,8 @@ fn is_unlimited_word(s: &str) -> bool {
 
 /// Per-slot limits of a resource policy, domain or group. Slots not listed follow the policy's
 /// `default_for_unspecified` (LIMITED = 0, UNLIMITED = no limit).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, FromJsonQueryResult)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "db", derive(sea_orm::FromJsonQueryResult))]
 #[serde(transparent)]
 pub struct ResourceLimits(pub BTreeMap<String, SlotLimit>);
 

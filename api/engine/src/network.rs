@@ -98,11 +98,10 @@ pub async fn ensure(docker: &Docker, local: bool) -> anyhow::Result<String> {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let labels: HashMap<String, String> =
-            [(super::docker::MANAGED_LABEL, super::docker::MANAGED_VALUE)]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
+        let labels: HashMap<String, String> = [(crate::MANAGED_LABEL, crate::MANAGED_VALUE)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let created = docker
             .create_network(NetworkCreateRequest {
                 name: name.clone(),

@@ -1,0 +1,209 @@
+//! Layer 3 of bai, a port: the container engine an agent drives. [`Engine`] is what the
+//! services above may ask of an engine — run a kernel's container, run processes in it, read
+//! its files, logs and use, list what it manages and the images it has. It takes and returns
+//! plain data ([`KernelSpec`] with bind mounts and port numbers; no session or storage types),
+//! so the services decide and the engine only does.
+//!
+//! Two implementations: [`docker::DockerEngine`] (bollard, the real one) and
+//! [`memory::MemoryEngine`] (containers as records in memory, for fast lifecycle tests).
+pub mod docker;
+pub mod gpu;
+pub mod memory;
+pub mod network;
+
+use std::net::IpAddr;
+use std::pin::Pin;
+
+use bai_types::slots::ResourceSlots;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+pub use gpu::GpuDevice;
+
+/// Label marking containers this server manages.
+pub const MANAGED_LABEL: &str = "ai.backend.managed-by";
+pub const MANAGED_VALUE: &str = "bai";
+pub const SESSION_LABEL: &str = "ai.backend.session-id";
+pub const KERNEL_LABEL: &str = "ai.backend.kernel-id";
+pub const INSTANCE_LABEL: &str = "ai.backend.bai-instance";
+
+/// The most of a container's log read (and kept after the end): its newest part.
+pub const MAX_LOG_BYTES: usize = 1024 * 1024;
+
+/// What went wrong in an engine, in the words the services map to their error codes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// The object (file, container) is not there.
+    NotFound { what: &'static str, key: String },
+    /// The engine refused the request for a reason the user can act on (a bad image name,
+    /// a file too large); the message is safe to show.
+    Refused(String),
+    /// The engine failed; `cause` is logged, never shown.
+    Failed {
+        context: &'static str,
+        cause: String,
+    },
+}
+
+impl EngineError {
+    pub fn failed(context: &'static str, cause: impl std::fmt::Display) -> Self {
+        EngineError::Failed {
+            context,
+            cause: cause.to_string(),
+        }
+    }
+}
+
+pub type EngineResult<T> = Result<T, EngineError>;
+
+/// A host folder bound into a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindMount {
+    pub host_path: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// What to run: one kernel (container) of a session.
+#[derive(Debug, Clone)]
+pub struct KernelSpec {
+    pub session_id: Uuid,
+    pub kernel_id: Uuid,
+    pub owner_access_key: String,
+    pub image: String,
+    pub hostname: String,
+    pub cpu: Decimal,
+    pub mem_bytes: i64,
+    pub shmem_bytes: i64,
+    pub gpu_ids: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// None = interactive (the container idles until terminated).
+    pub command: Option<String>,
+    /// The image's service-port declaration, kept as a label (Backend.AI's format).
+    pub service_ports: String,
+    /// The container ports its services listen on (exposed, never published on the host).
+    pub ports: Vec<u16>,
+    pub pids_limit: i64,
+    /// Storage folders bound into the container.
+    pub mounts: Vec<BindMount>,
+}
+
+/// A managed container found on an engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedContainer {
+    pub container_id: String,
+    pub session_id: Option<Uuid>,
+    pub kernel_id: Option<Uuid>,
+    pub running: bool,
+}
+
+/// An environment image an engine holds (those carrying `ai.backend.kernelspec`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineImage {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub labels: std::collections::HashMap<String, String>,
+    pub size: i64,
+}
+
+/// One piece of a process's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecOutput {
+    Stdout(bytes::Bytes),
+    Stderr(bytes::Bytes),
+}
+
+impl ExecOutput {
+    pub fn into_bytes(self) -> bytes::Bytes {
+        match self {
+            ExecOutput::Stdout(b) | ExecOutput::Stderr(b) => b,
+        }
+    }
+}
+
+pub type OutputStream = Pin<Box<dyn futures_util::Stream<Item = EngineResult<ExecOutput>> + Send>>;
+
+/// A process running in a container with its streams attached.
+pub struct AttachedExec {
+    pub id: String,
+    pub output: OutputStream,
+    pub input: Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+}
+
+/// What an engine is: its identity and what it can hold, measured when it was connected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// The agent id (`i-<host>`).
+    pub id: String,
+    pub endpoint: String,
+    pub capacity: ResourceSlots,
+    pub gpus: Vec<GpuDevice>,
+    pub architecture: String,
+    pub version: String,
+}
+
+/// The container engine an agent drives.
+#[async_trait::async_trait]
+pub trait Engine: Send + Sync {
+    fn info(&self) -> &EngineInfo;
+    /// Whether the engine answers.
+    async fn ping(&self) -> bool;
+    /// Creates and starts the container of one kernel; returns its id.
+    async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String>;
+    /// Pulls `reference` (`registry/repo:tag`) with optional credentials.
+    async fn pull(
+        &self,
+        reference: &str,
+        credentials: Option<(String, String)>,
+    ) -> EngineResult<()>;
+    /// Writes small files into a running container (owned by uid/gid 1000, `work`) under
+    /// `parent`, creating `dir` if needed. Each entry is `(name inside dir, mode, contents)`.
+    async fn put_files(
+        &self,
+        container_id: &str,
+        parent: &str,
+        dir: &str,
+        files: &[(&str, u32, &[u8])],
+    ) -> EngineResult<()>;
+    /// Starts a process as `work` in /home/work and leaves it running.
+    async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> EngineResult<()>;
+    /// Starts a process as `work` in /home/work with its streams attached.
+    async fn attach_exec(
+        &self,
+        container_id: &str,
+        cmd: Vec<String>,
+        tty: bool,
+        env: Vec<String>,
+    ) -> EngineResult<AttachedExec>;
+    /// Resizes an attached process's terminal.
+    async fn resize_exec(&self, exec_id: &str, rows: u16, cols: u16) -> EngineResult<()>;
+    /// The exit code of a finished process (None while it runs or when unknown).
+    async fn exec_exit_code(&self, exec_id: &str) -> Option<i64>;
+    /// Reads one regular file (at most `limit` bytes) from a container.
+    async fn read_file(
+        &self,
+        container_id: &str,
+        path: &str,
+        limit: usize,
+    ) -> EngineResult<Vec<u8>>;
+    /// Removes dangling images; returns how many and the bytes reclaimed.
+    async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)>;
+    /// The container's address, where the server reaches its ports.
+    async fn address(&self, container_id: &str) -> Option<IpAddr>;
+    /// The container's output so far (stdout and stderr, the newest [`MAX_LOG_BYTES`]).
+    async fn logs(&self, container_id: &str) -> EngineResult<String>;
+    /// Waits for the container to exit; its exit code (None if it vanished).
+    async fn wait(&self, container_id: &str) -> Option<i64>;
+    /// Stops (SIGTERM, then SIGKILL after the grace period) without removing.
+    async fn stop(&self, container_id: &str, grace_secs: i32);
+    /// Removes the container and its scratch volume; already gone is fine.
+    async fn remove(&self, container_id: &str, kernel_id: Uuid);
+    /// Every container this installation manages on this engine, running or not.
+    async fn managed_containers(&self) -> EngineResult<Vec<ManagedContainer>>;
+    /// The environment images the engine holds.
+    async fn environment_images(&self) -> EngineResult<Vec<EngineImage>>;
+    /// Cumulative CPU time (ns) and memory of the running managed containers, and their count.
+    async fn usage_sample(&self) -> Option<(u64, u64, usize)>;
+    /// One CPU/memory sample of a container: (CPU % × cores used, memory bytes).
+    async fn stats(&self, container_id: &str) -> Option<(f64, u64)>;
+}

@@ -1,0 +1,420 @@
+//! An engine whose containers are records in memory: the lifecycle (create, start, run, exit,
+//! stop, remove) without Docker, so the services' session lifecycle is tested in milliseconds.
+//! A test decides what the "containers" do: which images exist, when a container exits and
+//! with what code, that the next create fails, what a container logged.
+//!
+//! It runs no processes: `attach_exec` is refused, `spawn_detached` only records the command.
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Mutex;
+
+use bai_types::slots::ResourceSlots;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::{
+    AttachedExec, EngineError, EngineImage, EngineInfo, EngineResult, KernelSpec, ManagedContainer,
+};
+
+/// One container as the in-memory engine keeps it.
+#[derive(Debug, Clone)]
+pub struct MemContainer {
+    pub spec: KernelSpec,
+    pub running: bool,
+    /// The exit code once it has ended.
+    pub exit_code: Option<i64>,
+    pub logs: String,
+    /// Files written with `put_files` (full path → contents).
+    pub files: HashMap<String, Vec<u8>>,
+    /// Commands started with `spawn_detached`.
+    pub spawned: Vec<Vec<String>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    containers: HashMap<String, MemContainer>,
+    images: HashSet<String>,
+    next_id: u64,
+    fail_next_create: Option<String>,
+    /// Every call, in order (`create <kernel>`, `stop <id>`, …), for assertions.
+    calls: Vec<String>,
+}
+
+/// The in-memory engine. `changes` ticks on every container change so waiters wake.
+pub struct MemoryEngine {
+    info: EngineInfo,
+    inner: Mutex<Inner>,
+    changes: watch::Sender<u64>,
+}
+
+impl MemoryEngine {
+    /// An engine `id` with `capacity` that holds the given images.
+    pub fn new(id: &str, capacity: ResourceSlots, images: &[&str]) -> Self {
+        let inner = Inner {
+            images: images.iter().map(|i| i.to_string()).collect(),
+            ..Inner::default()
+        };
+        Self {
+            info: EngineInfo {
+                id: id.to_string(),
+                endpoint: format!("memory://{id}"),
+                capacity,
+                gpus: Vec::new(),
+                architecture: std::env::consts::ARCH.to_string(),
+                version: "memory".to_string(),
+            },
+            inner: Mutex::new(inner),
+            changes: watch::Sender::new(0),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        let mut guard = match self.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let out = f(&mut guard);
+        drop(guard);
+        self.changes.send_modify(|n| *n += 1);
+        out
+    }
+
+    /// The next `create_and_start` fails with this reason (as the engine refusing it).
+    pub fn fail_next_create(&self, reason: &str) {
+        self.with(|i| i.fail_next_create = Some(reason.to_string()));
+    }
+
+    /// The container ends with `code` (its main process exited), after writing `log`.
+    pub fn exit(&self, container_id: &str, code: i64, log: &str) -> bool {
+        self.with(|i| match i.containers.get_mut(container_id) {
+            Some(c) if c.running => {
+                c.running = false;
+                c.exit_code = Some(code);
+                c.logs.push_str(log);
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// A copy of the containers, by id.
+    pub fn containers(&self) -> HashMap<String, MemContainer> {
+        self.with(|i| i.containers.clone())
+    }
+
+    /// The container of one kernel, with its id.
+    pub fn container_of(&self, kernel_id: Uuid) -> Option<(String, MemContainer)> {
+        self.with(|i| {
+            i.containers
+                .iter()
+                .find(|(_, c)| c.spec.kernel_id == kernel_id)
+                .map(|(id, c)| (id.clone(), c.clone()))
+        })
+    }
+
+    /// Every call made so far, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.with(|i| i.calls.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::Engine for MemoryEngine {
+    fn info(&self) -> &EngineInfo {
+        &self.info
+    }
+
+    async fn ping(&self) -> bool {
+        true
+    }
+
+    async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String> {
+        self.with(|i| {
+            i.calls.push(format!("create {}", spec.kernel_id));
+            if let Some(reason) = i.fail_next_create.take() {
+                return Err(EngineError::Refused(format!(
+                    "the container engine refused the session: {reason}"
+                )));
+            }
+            if !i.images.contains(&spec.image) {
+                return Err(EngineError::Refused(format!(
+                    "the container engine refused the session: No such image: {}",
+                    spec.image
+                )));
+            }
+            i.next_id += 1;
+            let id = format!("mem-{:012}", i.next_id);
+            i.containers.insert(
+                id.clone(),
+                MemContainer {
+                    spec: spec.clone(),
+                    running: true,
+                    exit_code: None,
+                    logs: String::new(),
+                    files: HashMap::new(),
+                    spawned: Vec::new(),
+                },
+            );
+            Ok(id)
+        })
+    }
+
+    async fn pull(
+        &self,
+        reference: &str,
+        _credentials: Option<(String, String)>,
+    ) -> EngineResult<()> {
+        self.with(|i| {
+            i.calls.push(format!("pull {reference}"));
+            i.images.insert(reference.to_string());
+        });
+        Ok(())
+    }
+
+    async fn put_files(
+        &self,
+        container_id: &str,
+        parent: &str,
+        dir: &str,
+        files: &[(&str, u32, &[u8])],
+    ) -> EngineResult<()> {
+        self.with(|i| {
+            let c = i
+                .containers
+                .get_mut(container_id)
+                .filter(|c| c.running)
+                .ok_or_else(|| not_found(container_id))?;
+            for (name, _mode, data) in files {
+                let path = [parent, dir, name]
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| p.trim_end_matches('/'))
+                    .collect::<Vec<_>>()
+                    .join("/");
+                c.files.insert(path, data.to_vec());
+            }
+            Ok(())
+        })
+    }
+
+    async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> EngineResult<()> {
+        self.with(|i| {
+            let c = i
+                .containers
+                .get_mut(container_id)
+                .filter(|c| c.running)
+                .ok_or_else(|| not_found(container_id))?;
+            c.spawned.push(cmd);
+            Ok(())
+        })
+    }
+
+    async fn attach_exec(
+        &self,
+        _container_id: &str,
+        _cmd: Vec<String>,
+        _tty: bool,
+        _env: Vec<String>,
+    ) -> EngineResult<AttachedExec> {
+        Err(EngineError::Refused(
+            "the in-memory engine runs no processes".to_string(),
+        ))
+    }
+
+    async fn resize_exec(&self, _exec_id: &str, _rows: u16, _cols: u16) -> EngineResult<()> {
+        Ok(())
+    }
+
+    async fn exec_exit_code(&self, _exec_id: &str) -> Option<i64> {
+        None
+    }
+
+    async fn read_file(
+        &self,
+        container_id: &str,
+        path: &str,
+        limit: usize,
+    ) -> EngineResult<Vec<u8>> {
+        self.with(|i| {
+            let data = i
+                .containers
+                .get(container_id)
+                .and_then(|c| c.files.get(path))
+                .ok_or(EngineError::NotFound {
+                    what: "file",
+                    key: path.to_string(),
+                })?;
+            if data.len() > limit {
+                return Err(EngineError::Refused(format!("{path} is too large")));
+            }
+            Ok(data.clone())
+        })
+    }
+
+    async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)> {
+        Ok((0, 0))
+    }
+
+    async fn address(&self, container_id: &str) -> Option<IpAddr> {
+        self.with(|i| i.containers.contains_key(container_id))
+            .then_some(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    async fn logs(&self, container_id: &str) -> EngineResult<String> {
+        Ok(self.with(|i| {
+            i.containers
+                .get(container_id)
+                .map(|c| c.logs.clone())
+                .unwrap_or_default()
+        }))
+    }
+
+    async fn wait(&self, container_id: &str) -> Option<i64> {
+        let mut changes = self.changes.subscribe();
+        loop {
+            let state = self.with(|i| {
+                i.containers
+                    .get(container_id)
+                    .map(|c| (c.running, c.exit_code))
+            });
+            match state {
+                None => return None,
+                Some((false, code)) => return code,
+                Some((true, _)) => {}
+            }
+            if changes.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    async fn stop(&self, container_id: &str, _grace_secs: i32) {
+        self.with(|i| {
+            i.calls.push(format!("stop {container_id}"));
+            if let Some(c) = i.containers.get_mut(container_id)
+                && c.running
+            {
+                c.running = false;
+                // SIGTERM's exit code, as Docker reports it.
+                c.exit_code = Some(143);
+            }
+        });
+    }
+
+    async fn remove(&self, container_id: &str, _kernel_id: Uuid) {
+        self.with(|i| {
+            i.calls.push(format!("remove {container_id}"));
+            i.containers.remove(container_id);
+        });
+    }
+
+    async fn managed_containers(&self) -> EngineResult<Vec<ManagedContainer>> {
+        Ok(self.with(|i| {
+            i.containers
+                .iter()
+                .map(|(id, c)| ManagedContainer {
+                    container_id: id.clone(),
+                    session_id: Some(c.spec.session_id),
+                    kernel_id: Some(c.spec.kernel_id),
+                    running: c.running,
+                })
+                .collect()
+        }))
+    }
+
+    async fn environment_images(&self) -> EngineResult<Vec<EngineImage>> {
+        Ok(self.with(|i| {
+            i.images
+                .iter()
+                .map(|name| EngineImage {
+                    id: format!("sha256:{:0>64}", name.len()),
+                    repo_tags: vec![name.clone()],
+                    labels: [("ai.backend.kernelspec".to_string(), "1".to_string())]
+                        .into_iter()
+                        .collect(),
+                    size: 0,
+                })
+                .collect()
+        }))
+    }
+
+    async fn usage_sample(&self) -> Option<(u64, u64, usize)> {
+        let running = self.with(|i| i.containers.values().filter(|c| c.running).count());
+        Some((0, 0, running))
+    }
+
+    async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
+        self.with(|i| i.containers.get(container_id).map(|c| c.running))
+            .filter(|r| *r)
+            .map(|_| (0.0, 0))
+    }
+}
+
+fn not_found(container_id: &str) -> EngineError {
+    EngineError::NotFound {
+        what: "container",
+        key: container_id.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Engine;
+
+    fn spec(image: &str) -> KernelSpec {
+        KernelSpec {
+            session_id: Uuid::new_v4(),
+            kernel_id: Uuid::new_v4(),
+            owner_access_key: "AKIA".into(),
+            image: image.into(),
+            hostname: "main1".into(),
+            cpu: 1.into(),
+            mem_bytes: 1 << 30,
+            shmem_bytes: 64 << 20,
+            gpu_ids: Vec::new(),
+            env: Vec::new(),
+            command: None,
+            service_ports: String::new(),
+            ports: Vec::new(),
+            pids_limit: 1024,
+            mounts: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn containers_run_exit_and_go() {
+        let e = MemoryEngine::new("i-mem", ResourceSlots::new(), &["python:3.11"]);
+        let refused = e.create_and_start(&spec("nope:1")).await;
+        assert!(matches!(refused, Err(EngineError::Refused(m)) if m.contains("No such image")));
+        let id = e.create_and_start(&spec("python:3.11")).await.unwrap();
+        assert_eq!(e.managed_containers().await.unwrap().len(), 1);
+        e.stop(&id, 10).await;
+        assert_eq!(
+            e.wait(&id).await,
+            Some(143),
+            "a stopped container has ended"
+        );
+        // `wait` wakes when the container exits.
+        let e2 = std::sync::Arc::new(MemoryEngine::new(
+            "i-mem2",
+            ResourceSlots::new(),
+            &["python:3.11"],
+        ));
+        let id2 = e2.create_and_start(&spec("python:3.11")).await.unwrap();
+        let w = tokio::spawn({
+            let (e2, id2) = (e2.clone(), id2.clone());
+            async move { e2.wait(&id2).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(e2.exit(&id2, 3, "bye\n"));
+        assert_eq!(w.await.unwrap(), Some(3));
+        assert_eq!(e2.logs(&id2).await.unwrap(), "bye\n");
+        e2.remove(&id2, Uuid::nil()).await;
+        assert!(e2.managed_containers().await.unwrap().is_empty());
+        assert_eq!(e2.wait(&id2).await, None);
+        e2.fail_next_create("out of disk");
+        assert!(e2.create_and_start(&spec("python:3.11")).await.is_err());
+        assert!(e2.create_and_start(&spec("python:3.11")).await.is_ok());
+    }
+}

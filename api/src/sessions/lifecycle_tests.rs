@@ -1,0 +1,301 @@
+//! The session lifecycle against the in-memory engine (`bai_engine::memory`): create →
+//! schedule → launch → RUNNING → end, in milliseconds and without Docker. The same services
+//! the API calls (`sessions::create`, `scheduler::schedule_once`, `sessions::terminate`) run
+//! against a real (in-memory SQLite) database; only the engine is the in-memory one.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bai_engine::memory::MemoryEngine;
+use entity::enums::{SessionResult, SessionStatus, SessionType, UserRole};
+use entity::slots::ResourceSlots;
+use entity::{agents, keypairs, sessions, users};
+use rust_decimal::Decimal;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::config::Config;
+use crate::state::AppState;
+
+const IMAGE: &str = "bai.local/testing/python:3.11";
+
+struct World {
+    state: AppState,
+    engine: Arc<MemoryEngine>,
+    admin: Caller,
+    _dir: TempDir,
+}
+
+/// A directory removed when dropped (the storage root of one test).
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn world() -> World {
+    // The HTTP client needs a TLS provider (the server installs the same at start).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("bai-lifecycle-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = Config {
+        data_dir: dir.clone(),
+        docker_endpoints: Vec::new(),
+        admin_password: Some("lifecycle-Test-1234".into()),
+        ..Config::default()
+    };
+    let db = crate::db::connect_and_migrate("sqlite::memory:")
+        .await
+        .unwrap();
+    crate::db::seed_defaults(&db).await.unwrap();
+    crate::db::ensure_superadmin(&db, &config).await.unwrap();
+    let state = AppState::new(
+        db.clone(),
+        db,
+        config,
+        "lifecycle".into(),
+        reqwest::Client::new(),
+        None,
+    );
+    let capacity = ResourceSlots::new()
+        .with("cpu", Decimal::from(4))
+        .with("mem", Decimal::from(8i64 << 30));
+    let engine = Arc::new(MemoryEngine::new("i-memory", capacity, &[IMAGE]));
+    crate::agents::add(&state, engine.clone()).await.unwrap();
+    let user = users::Entity::find()
+        .filter(users::Column::Role.eq(UserRole::Superadmin))
+        .one(&state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let keypair = keypairs::Entity::find()
+        .filter(keypairs::Column::UserId.eq(user.email.clone()))
+        .one(&state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let admin = Caller {
+        uuid: user.uuid,
+        email: user.email.clone(),
+        domain_name: user.domain_name.clone(),
+        role: user.role,
+        access_key: Some(keypair.access_key),
+        login_session: None,
+    };
+    World {
+        state,
+        engine,
+        admin,
+        _dir: TempDir(dir),
+    }
+}
+
+fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::CreateRequest {
+    crate::sessions::CreateRequest {
+        image: IMAGE.into(),
+        name: None,
+        session_type: kind,
+        group: None,
+        scaling_group: None,
+        preset: None,
+        resources: [("cpu", "1"), ("mem", "1g")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        shmem: None,
+        environ: BTreeMap::from([("ANSWER".to_string(), "42".to_string())]),
+        startup_command: command.map(str::to_string),
+        count: 1,
+        tag: None,
+        mounts: Vec::new(),
+        mount_map: BTreeMap::new(),
+    }
+}
+
+async fn session(w: &World, id: Uuid) -> sessions::Model {
+    sessions::Entity::find_by_id(id)
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Runs scheduling passes (the scheduler's own work, without its timer) until the session
+/// reaches `want`, for at most two seconds.
+async fn until(w: &World, id: Uuid, want: SessionStatus) -> sessions::Model {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        crate::scheduler::schedule_once(&w.state).await.unwrap();
+        let s = session(w, id).await;
+        if s.status == want {
+            return s;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "session stayed {} ({:?}), wanted {want}",
+            s.status,
+            s.status_info
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn occupied(w: &World) -> ResourceSlots {
+    agents::Entity::find_by_id("i-memory".to_string())
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap()
+        .occupied_slots
+}
+
+#[tokio::test]
+async fn an_interactive_session_runs_and_terminates() {
+    let w = world().await;
+    let created =
+        crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+            .await
+            .unwrap();
+    let id = created[0].id;
+    assert_eq!(created[0].status, SessionStatus::Pending);
+    let s = until(&w, id, SessionStatus::Running).await;
+    assert_eq!(s.agent_ids, serde_json::json!(["i-memory"]), "{s:?}");
+    // The engine got exactly what was asked: the image, the sizes, the owner and variables.
+    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let (container, c) = w.engine.container_of(kernel.id).expect("a container");
+    assert_eq!(kernel.container_id.as_deref(), Some(container.as_str()));
+    assert!(c.running);
+    assert_eq!(c.spec.image, IMAGE);
+    assert_eq!(c.spec.cpu, Decimal::ONE);
+    assert_eq!(c.spec.mem_bytes, 1 << 30);
+    assert_eq!(c.spec.session_id, id);
+    assert_eq!(c.spec.command, None, "interactive sessions idle");
+    assert!(
+        c.spec
+            .env
+            .contains(&("ANSWER".to_string(), "42".to_string()))
+    );
+    assert_eq!(occupied(&w).await.get("cpu"), Decimal::ONE);
+    // SSH is set up after RUNNING: keys written, sshd started.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while w
+        .engine
+        .container_of(kernel.id)
+        .is_some_and(|(_, c)| c.spawned.is_empty())
+    {
+        assert!(tokio::time::Instant::now() < deadline, "sshd never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let ended = crate::sessions::terminate(&w.state, id, "user-requested")
+        .await
+        .unwrap();
+    assert_eq!(ended.status, SessionStatus::Terminated);
+    assert_eq!(ended.status_info.as_deref(), Some("user-requested"));
+    assert!(w.engine.containers().is_empty(), "the container is removed");
+    let calls = w.engine.calls();
+    assert_eq!(
+        calls.iter().filter(|c| c.starts_with("stop ")).count(),
+        1,
+        "{calls:?}"
+    );
+    assert!(
+        occupied(&w).await.get("cpu").is_zero(),
+        "resources are free"
+    );
+    // Ending twice is refused, and changes nothing.
+    let again = crate::sessions::terminate(&w.state, id, "again").await;
+    assert!(again.is_err());
+    assert_eq!(
+        session(&w, id).await.status_info.as_deref(),
+        Some("user-requested")
+    );
+}
+
+#[tokio::test]
+async fn a_batch_session_ends_with_its_command() {
+    let w = world().await;
+    for (code, result) in [(0, SessionResult::Success), (3, SessionResult::Failure)] {
+        let created = crate::sessions::create(
+            &w.state,
+            &w.admin,
+            request(SessionType::Batch, Some("python -c 'print(42)'")),
+        )
+        .await
+        .unwrap();
+        let id = created[0].id;
+        until(&w, id, SessionStatus::Running).await;
+        let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+        let (container, c) = w.engine.container_of(kernel.id).expect("a container");
+        assert_eq!(c.spec.command.as_deref(), Some("python -c 'print(42)'"));
+        assert!(w.engine.exit(&container, code, "42\n"));
+        let s = until(&w, id, SessionStatus::Terminated).await;
+        assert_eq!(s.result, result, "exit {code}");
+        assert_eq!(s.status_info.as_deref(), Some("task-finished"));
+        let logs = crate::sessions::logs(&w.state, id).await.unwrap();
+        assert!(logs.contains("42"), "the output is kept: {logs:?}");
+        assert!(w.engine.container_of(kernel.id).is_none());
+    }
+    assert!(occupied(&w).await.get("cpu").is_zero());
+}
+
+#[tokio::test]
+async fn a_refused_container_puts_the_session_in_error_and_frees_its_resources() {
+    let w = world().await;
+    w.engine.fail_next_create("no space left on device");
+    let created =
+        crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+            .await
+            .unwrap();
+    let id = created[0].id;
+    let s = until(&w, id, SessionStatus::Error).await;
+    assert_eq!(s.status_info.as_deref(), Some("kernel-creation-failed"));
+    let data = s.status_data.map(|d| d.to_string()).unwrap_or_default();
+    assert!(data.contains("no space left on device"), "{data}");
+    assert!(w.engine.containers().is_empty());
+    assert!(occupied(&w).await.get("cpu").is_zero());
+}
+
+#[tokio::test]
+async fn a_session_larger_than_every_agent_waits_and_can_be_cancelled() {
+    let w = world().await;
+    let mut big = request(SessionType::Interactive, None);
+    big.resources.insert("cpu".into(), "3".into());
+    let first = crate::sessions::create(&w.state, &w.admin, big)
+        .await
+        .unwrap()[0]
+        .id;
+    until(&w, first, SessionStatus::Running).await;
+    // 3 of 4 cores are taken: a second 3-core session waits.
+    let mut big = request(SessionType::Interactive, None);
+    big.resources.insert("cpu".into(), "3".into());
+    let second = crate::sessions::create(&w.state, &w.admin, big)
+        .await
+        .unwrap()[0]
+        .id;
+    for _ in 0..3 {
+        crate::scheduler::schedule_once(&w.state).await.unwrap();
+    }
+    assert_eq!(session(&w, second).await.status, SessionStatus::Pending);
+    assert_eq!(w.engine.containers().len(), 1);
+    // When the first ends, the second is placed.
+    crate::sessions::terminate(&w.state, first, "user-requested")
+        .await
+        .unwrap();
+    until(&w, second, SessionStatus::Running).await;
+    // A pending session is cancelled without touching the engine.
+    let mut third = request(SessionType::Interactive, None);
+    third.resources.insert("cpu".into(), "3".into());
+    let third = crate::sessions::create(&w.state, &w.admin, third)
+        .await
+        .unwrap()[0]
+        .id;
+    let before = w.engine.calls().len();
+    let cancelled = crate::sessions::terminate(&w.state, third, "user-requested")
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status, SessionStatus::Cancelled);
+    assert_eq!(w.engine.calls().len(), before);
+}
