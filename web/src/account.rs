@@ -2,10 +2,10 @@
 //! shown, a new pair generated with the private key offered once as a download), signup.
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use serde_json::json;
 
 use crate::gql;
 use crate::i18n::{key, t};
+use crate::ops;
 use crate::ui::{Modal, download_text};
 
 const RULES: &str =
@@ -24,8 +24,12 @@ pub fn ChangePassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> imp
             return;
         }
         spawn_local(async move {
-            let q = "mutation($o: String!, $n: String!, $n2: String!) { change_password(old_password: $o, new_password: $n, new_password2: $n2) { ok } }";
-            match gql::query(q, json!({"o": old.get_untracked(), "n": new.get_untracked(), "n2": new2.get_untracked()})).await {
+            let vars = ops::change_password::Variables {
+                old_password: old.get_untracked(),
+                new_password: new.get_untracked(),
+                new_password2: new2.get_untracked(),
+            };
+            match gql::run::<ops::ChangePassword>(vars).await {
                 Ok(_) => {
                     error.set(None);
                     done.set(true);
@@ -59,34 +63,17 @@ pub fn SshKeypair(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     let private = RwSignal::new(None::<String>);
     let error = RwSignal::new(None::<String>);
     spawn_local(async move {
-        match gql::query("{ ssh_keypair { ssh_public_key } }", json!({})).await {
-            Ok(d) => public.set(
-                d["ssh_keypair"]["ssh_public_key"]
-                    .as_str()
-                    .map(str::to_string),
-            ),
+        match gql::run::<ops::SshPublicKey>(ops::ssh_public_key::Variables).await {
+            Ok(d) => public.set(d.ssh_keypair.ssh_public_key),
             Err(e) => error.set(Some(e.message)),
         }
     });
     let generate = move |_| {
         spawn_local(async move {
-            match gql::query(
-                "mutation { refresh_ssh_keypair { ssh_public_key ssh_private_key } }",
-                json!({}),
-            )
-            .await
-            {
+            match gql::run::<ops::RefreshSshKeypair>(ops::refresh_ssh_keypair::Variables).await {
                 Ok(d) => {
-                    public.set(
-                        d["refresh_ssh_keypair"]["ssh_public_key"]
-                            .as_str()
-                            .map(str::to_string),
-                    );
-                    private.set(
-                        d["refresh_ssh_keypair"]["ssh_private_key"]
-                            .as_str()
-                            .map(str::to_string),
-                    );
+                    public.set(Some(d.refresh_ssh_keypair.ssh_public_key));
+                    private.set(Some(d.refresh_ssh_keypair.ssh_private_key));
                 }
                 Err(e) => error.set(Some(e.message)),
             }
@@ -118,22 +105,22 @@ pub fn Signup(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoVi
     let error = RwSignal::new(None::<String>);
     let done = RwSignal::new(false);
     spawn_local(async move {
-        if let Ok(d) =
-            gql::query("{ signup_config { requires_invitation_token } }", json!({})).await
-        {
-            needs_token.set(
-                d["signup_config"]["requires_invitation_token"]
-                    .as_bool()
-                    .unwrap_or(false),
-            );
+        if let Ok(d) = gql::run::<ops::SignupNeedsToken>(ops::signup_needs_token::Variables).await {
+            needs_token.set(d.signup_config.requires_invitation_token);
         }
     });
     let submit = move |_| {
         spawn_local(async move {
-            let q = "mutation($e: String!, $u: String!, $p: String!, $p2: String!, $t: String, $a: Boolean!) { signup(email: $e, username: $u, password: $p, password2: $p2, invitation_token: $t, agreed_to_terms: $a) { ok } }";
             let t = token.get_untracked();
-            let vars = json!({"e": email.get_untracked(), "u": username.get_untracked(), "p": pw.get_untracked(), "p2": pw2.get_untracked(), "t": if t.is_empty() { None } else { Some(t) }, "a": terms.get_untracked()});
-            match gql::query(q, vars).await {
+            let vars = ops::signup::Variables {
+                email: email.get_untracked(),
+                username: username.get_untracked(),
+                password: pw.get_untracked(),
+                password2: pw2.get_untracked(),
+                invitation_token: if t.is_empty() { None } else { Some(t) },
+                agreed_to_terms: terms.get_untracked(),
+            };
+            match gql::run::<ops::Signup>(vars).await {
                 Ok(_) => {
                     error.set(None);
                     done.set(true);

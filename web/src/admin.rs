@@ -5,16 +5,28 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use graphql_client::GraphQLQuery;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
-use crate::gql;
+use crate::gql::{self, JsonString};
 use crate::i18n::{key, t, tr};
-use crate::ui::{Modal, amount, gib, json_field};
+use crate::ops;
+use crate::ui::{Modal, amount, gib};
 
 /// One table row: a key and the cells shown.
 type Row = (String, Vec<String>);
+
+type User = ops::user_list::UserListUserListItems;
+type Keypair = ops::keypair_list::KeypairListKeypairListItems;
+type Policy = ops::policy_list::PolicyListKeypairResourcePolicies;
+type Image = ops::image_list::ImageListImages;
+type Preset = ops::preset_list::PresetListResourcePresets;
+type Registry = ops::registry_list::RegistryListContainerRegistries;
+type Agent = ops::agent_list::AgentListAgentListItems;
+type ScalingGroup = ops::scaling_group_list::ScalingGroupListScalingGroups;
+type Setting = ops::system_settings::SystemSettingsSystemSettings;
 
 fn table(
     id: &'static str,
@@ -42,16 +54,8 @@ fn table(
     .into_any()
 }
 
-fn s(v: &Value, k: &str) -> String {
-    match &v[k] {
-        Value::String(x) => x.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-fn slots_text(v: &Value) -> String {
-    let j = json_field(v);
+fn slots_text(v: &JsonString) -> String {
+    let j = &v.0;
     let cpu = amount(&j["cpu"])
         .map(|c| tr("{n} core", &[("n", &c.to_string())]))
         .unwrap_or_else(|| t("∞ core"));
@@ -69,15 +73,19 @@ fn slots_text(v: &Value) -> String {
         .join(" · ")
 }
 
-/// Runs a mutation, then `after` on success or shows the error.
-fn run(
-    q: &'static str,
-    vars: Value,
+/// Runs the operation `Q` (a mutation, or a query to load), then `after` with its answer on
+/// success, or shows the error.
+fn run<Q>(
+    vars: Q::Variables,
     error: RwSignal<Option<String>>,
-    after: impl Fn(Value) + 'static,
-) {
+    after: impl Fn(Q::ResponseData) + 'static,
+) where
+    Q: GraphQLQuery,
+    Q::Variables: 'static,
+    Q::ResponseData: 'static,
+{
     spawn_local(async move {
-        match gql::query(q, vars).await {
+        match gql::run::<Q>(vars).await {
             Ok(d) => {
                 error.set(None);
                 after(d);
@@ -87,27 +95,19 @@ fn run(
     });
 }
 
-fn load(
-    q: &'static str,
-    vars: Value,
+/// Loads a list query `Q` into `rows`; `list` takes the list out of its answer.
+fn load_list<Q, T>(
+    vars: Q::Variables,
     error: RwSignal<Option<String>>,
-    into: impl Fn(Value) + 'static,
-) {
-    run(q, vars, error, into);
-}
-
-/// Loads a list query into `rows`; `path` names the list in `data` (`user_list.items`).
-fn load_list(
-    q: &'static str,
-    vars: Value,
-    path: &'static str,
-    error: RwSignal<Option<String>>,
-    rows: RwSignal<Vec<Value>>,
-) {
-    load(q, vars, error, move |d| {
-        let list = path.split('.').fold(&d, |v, k| &v[k]);
-        rows.set(list.as_array().cloned().unwrap_or_default());
-    });
+    rows: RwSignal<Vec<T>>,
+    list: fn(Q::ResponseData) -> Vec<T>,
+) where
+    Q: GraphQLQuery,
+    Q::Variables: 'static,
+    Q::ResponseData: 'static,
+    T: Send + Sync + 'static,
+{
+    run::<Q>(vars, error, move |d| rows.set(list(d)));
 }
 
 fn tabs(current: RwSignal<&'static str>, items: &[(&'static str, &'static str)]) -> AnyView {
@@ -175,23 +175,24 @@ pub fn UsersPage() -> impl IntoView {
 enum UserDialog {
     None,
     Create,
-    Edit(Value),
+    Edit(User),
     Deactivate(String),
 }
 
 #[component]
 fn Users() -> impl IntoView {
     let active = RwSignal::new(true);
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<User>::new());
     let error = RwSignal::new(None::<String>);
     let dialog = RwSignal::new(UserDialog::None);
     let refresh = move || {
-        load_list(
-            "query($a: Boolean) { user_list(limit: 100, offset: 0, is_active: $a) { items { email username full_name role status domain_name need_password_change is_active groups { name } created_at } } }",
-            json!({"a": active.get_untracked()}),
-            "user_list.items",
+        load_list::<ops::UserList, _>(
+            ops::user_list::Variables {
+                is_active: Some(active.get_untracked()),
+            },
             error,
             rows,
+            |d| d.user_list.items,
         );
     };
     Effect::new(move |_| {
@@ -207,16 +208,16 @@ fn Users() -> impl IntoView {
         </div>
         {error_view(error)}
         {move || {
-            let list: Vec<Row> = rows.get().iter().map(|u| (s(u, "email"), vec![
-                s(u, "email"), s(u, "username"), s(u, "role"), s(u, "domain_name"),
-                u["groups"].as_array().map(|g| g.iter().map(|x| s(x, "name")).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
-                s(u, "status"),
+            let list: Vec<Row> = rows.get().iter().map(|u| (u.email.clone(), vec![
+                u.email.clone(), u.username.clone(), u.role.clone(), u.domain_name.clone(),
+                u.groups.iter().map(|x| x.name.clone()).collect::<Vec<_>>().join(", "),
+                u.status.clone(),
             ])).collect();
             let all = rows.get();
             table("users-table", &[key("E-mail"), key("Name"), key("Role"), key("Domain"), key("Projects"), key("Status")], list, move |r| {
-                let user = all.iter().find(|u| s(u, "email") == r.0).cloned().unwrap_or_default();
+                let user = all.iter().find(|u| u.email == r.0).cloned().unwrap_or_default();
                 let email = r.0.clone();
-                let is_active = user["is_active"].as_bool().unwrap_or(false);
+                let is_active = user.is_active;
                 view! {
                     <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| dialog.set(UserDialog::Edit(user.clone()))>"✎"</button>
                     {is_active.then(|| view! { <button class="icon danger" title=t("Deactivate") aria-label=t("Deactivate") data-action="deactivate" on:click=move |_| dialog.set(UserDialog::Deactivate(email.clone()))>"✕"</button> })}
@@ -236,7 +237,7 @@ fn Users() -> impl IntoView {
                         {error_view(error)}
                         <div class="dialog-actions">
                             <button class="danger-inline" id="deactivate-confirm" on:click=move |_| {
-                                run("mutation($e: String!) { modify_user(email: $e, props: {status: \"inactive\"}) { ok } }", json!({"e": e2.clone()}), error,
+                                run::<ops::DeactivateUser>(ops::deactivate_user::Variables { email: e2.clone() }, error,
                                     move |_| { dialog.set(UserDialog::None); refresh(); });
                             }>{t("DEACTIVATE")}</button>
                         </div>
@@ -249,22 +250,18 @@ fn Users() -> impl IntoView {
 
 #[component]
 fn UserForm(
-    user: Option<Value>,
+    user: Option<User>,
     on_close: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let editing = user.is_some();
     let u = user.unwrap_or_default();
-    let email = RwSignal::new(s(&u, "email"));
-    let username = RwSignal::new(s(&u, "username"));
+    let email = RwSignal::new(u.email);
+    let username = RwSignal::new(u.username);
     let password = RwSignal::new(String::new());
     let password2 = RwSignal::new(String::new());
-    let role = RwSignal::new(if editing {
-        s(&u, "role")
-    } else {
-        "user".into()
-    });
-    let active = RwSignal::new(u["is_active"].as_bool().unwrap_or(true));
-    let need_change = RwSignal::new(u["need_password_change"].as_bool().unwrap_or(false));
+    let role = RwSignal::new(if editing { u.role } else { "user".into() });
+    let active = RwSignal::new(if editing { u.is_active } else { true });
+    let need_change = RwSignal::new(u.need_password_change);
     let error = RwSignal::new(None::<String>);
     let save = move |_| {
         let pw = password.get_untracked();
@@ -273,23 +270,43 @@ fn UserForm(
             return;
         }
         if editing {
-            let mut props = json!({"username": username.get_untracked(), "role": role.get_untracked(),
-                "status": if active.get_untracked() { "active" } else { "inactive" }, "need_password_change": need_change.get_untracked()});
-            if !pw.is_empty() {
-                props["password"] = json!(pw);
-            }
-            run(
-                "mutation($e: String!, $p: ModifyUserInput!) { modify_user(email: $e, props: $p) { ok } }",
-                json!({"e": email.get_untracked(), "p": props}),
+            let props = ops::modify_user::ModifyUserInput {
+                username: Some(username.get_untracked()),
+                role: Some(role.get_untracked()),
+                status: Some(
+                    if active.get_untracked() {
+                        "active"
+                    } else {
+                        "inactive"
+                    }
+                    .into(),
+                ),
+                need_password_change: Some(need_change.get_untracked()),
+                password: Some(pw).filter(|pw| !pw.is_empty()),
+                ..Default::default()
+            };
+            run::<ops::ModifyUser>(
+                ops::modify_user::Variables {
+                    email: email.get_untracked(),
+                    props,
+                },
                 error,
                 move |_| on_close(),
             );
         } else {
-            let props = json!({"username": username.get_untracked(), "password": pw, "need_password_change": need_change.get_untracked(),
-                "domain_name": "default", "role": role.get_untracked()});
-            run(
-                "mutation($e: String!, $p: UserInput!) { create_user(email: $e, props: $p) { ok } }",
-                json!({"e": email.get_untracked(), "p": props}),
+            let props = ops::create_user::UserInput {
+                username: username.get_untracked(),
+                password: pw,
+                need_password_change: need_change.get_untracked(),
+                domain_name: "default".into(),
+                role: Some(role.get_untracked()),
+                ..Default::default()
+            };
+            run::<ops::CreateUser>(
+                ops::create_user::Variables {
+                    email: email.get_untracked(),
+                    props,
+                },
                 error,
                 move |_| on_close(),
             );
@@ -319,17 +336,18 @@ fn UserForm(
 #[component]
 fn Credentials() -> impl IntoView {
     let active = RwSignal::new(true);
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<Keypair>::new());
     let error = RwSignal::new(None::<String>);
     let adding = RwSignal::new(false);
-    let editing = RwSignal::new(None::<Value>);
+    let editing = RwSignal::new(None::<Keypair>);
     let refresh = move || {
-        load_list(
-            "query($a: Boolean) { keypair_list(limit: 100, offset: 0, is_active: $a) { items { user_id access_key is_admin is_main resource_policy rate_limit num_queries concurrency_used created_at is_active } } }",
-            json!({"a": active.get_untracked()}),
-            "keypair_list.items",
+        load_list::<ops::KeypairList, _>(
+            ops::keypair_list::Variables {
+                is_active: Some(active.get_untracked()),
+            },
             error,
             rows,
+            |d| d.keypair_list.items,
         );
     };
     Effect::new(move |_| {
@@ -348,28 +366,27 @@ fn Credentials() -> impl IntoView {
         {move || {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|k| {
-                let created = js_sys::Date::parse(&s(k, "created_at"));
+                let created = js_sys::Date::parse(&k.created_at);
                 let age = if created.is_nan() { String::new() } else { tr("{n} days", &[("n", &((now - created) / 86_400_000.0).floor().max(0.0).to_string())]) };
-                (s(k, "access_key"), vec![
-                    s(k, "user_id"), s(k, "access_key"),
-                    if k["is_admin"].as_bool().unwrap_or(false) { t("admin") } else { t("user") },
-                    age, s(k, "resource_policy"),
-                    tr("{sessions} sessions · {rate}/15 min · {queries} queries", &[("sessions", &s(k, "concurrency_used")), ("rate", &s(k, "rate_limit")), ("queries", &s(k, "num_queries"))]),
+                (k.access_key.clone(), vec![
+                    k.user_id.clone(), k.access_key.clone(),
+                    if k.is_admin { t("admin") } else { t("user") },
+                    age, k.resource_policy.clone(),
+                    tr("{sessions} sessions · {rate}/15 min · {queries} queries", &[("sessions", &k.concurrency_used.to_string()), ("rate", &k.rate_limit.to_string()), ("queries", &k.num_queries.to_string())]),
                 ])
             }).collect();
             table("keys-table", &[key("User"), key("Access key"), key("Permission"), key("Key age"), key("Resource policy"), key("Allocation")], list, move |r| {
-                let key = all.iter().find(|k| s(k, "access_key") == r.0).cloned().unwrap_or_default();
+                let key = all.iter().find(|k| k.access_key == r.0).cloned().unwrap_or_default();
                 let ak = r.0.clone();
                 let ak2 = r.0.clone();
-                let on = key["is_active"].as_bool().unwrap_or(false);
+                let on = key.is_active;
                 view! {
                     <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| editing.set(Some(key.clone()))>"✎"</button>
                     <button class="icon" title=if on { t("Deactivate") } else { t("Activate") } aria-label=if on { t("Deactivate") } else { t("Activate") } data-action="toggle" on:click=move |_| {
-                        run("mutation($k: String!, $a: Boolean!) { modify_keypair(access_key: $k, props: {is_active: $a}) { ok } }",
-                            json!({"k": ak.clone(), "a": !on}), error, move |_| refresh());
+                        run::<ops::SetKeypairActive>(ops::set_keypair_active::Variables { access_key: ak.clone(), is_active: !on }, error, move |_| refresh());
                     }>{if on { t("off") } else { t("on") }}</button>
                     <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
-                        run("mutation($k: String!) { delete_keypair(access_key: $k) { ok } }", json!({"k": ak2.clone()}), error, move |_| refresh());
+                        run::<ops::DeleteKeypair>(ops::delete_keypair::Variables { access_key: ak2.clone() }, error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
             })
@@ -381,19 +398,19 @@ fn Credentials() -> impl IntoView {
 
 #[component]
 fn KeyForm(
-    keypair: Option<Value>,
+    keypair: Option<Keypair>,
     on_close: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let editing = keypair.is_some();
     let k = keypair.unwrap_or_default();
-    let user = RwSignal::new(s(&k, "user_id"));
+    let user = RwSignal::new(k.user_id);
     let policy = RwSignal::new(if editing {
-        s(&k, "resource_policy")
+        k.resource_policy
     } else {
         "default".into()
     });
     let rate = RwSignal::new(if editing {
-        s(&k, "rate_limit")
+        k.rate_limit.to_string()
     } else {
         "1000".into()
     });
@@ -402,42 +419,48 @@ fn KeyForm(
     let sk = RwSignal::new(String::new());
     let policies = RwSignal::new(Vec::<String>::new());
     let error = RwSignal::new(None::<String>);
-    load(
-        "{ keypair_resource_policies { name } }",
-        json!({}),
-        error,
-        move |d| {
-            policies.set(
-                d["keypair_resource_policies"]
-                    .as_array()
-                    .map(|a| a.iter().map(|p| s(p, "name")).collect())
-                    .unwrap_or_default(),
-            )
-        },
-    );
-    let key_ak = s(&k, "access_key");
+    run::<ops::PolicyNames>(ops::policy_names::Variables, error, move |d| {
+        policies.set(
+            d.keypair_resource_policies
+                .into_iter()
+                .map(|p| p.name)
+                .collect(),
+        )
+    });
+    let key_ak = k.access_key;
     let save = move |_| {
         let Ok(rate_limit) = rate.get_untracked().trim().parse::<i64>() else {
             error.set(Some(t("The rate limit must be a number.")));
             return;
         };
         if editing {
-            run(
-                "mutation($k: String!, $p: ModifyKeyPairInput!) { modify_keypair(access_key: $k, props: $p) { ok } }",
-                json!({"k": key_ak.clone(), "p": {"resource_policy": policy.get_untracked(), "rate_limit": rate_limit}}),
+            let props = ops::modify_keypair::ModifyKeyPairInput {
+                resource_policy: Some(policy.get_untracked()),
+                rate_limit: Some(rate_limit),
+                ..Default::default()
+            };
+            run::<ops::ModifyKeypair>(
+                ops::modify_keypair::Variables {
+                    access_key: key_ak.clone(),
+                    props,
+                },
                 error,
                 move |_| on_close(),
             );
         } else {
-            let mut props =
-                json!({"resource_policy": policy.get_untracked(), "rate_limit": rate_limit});
-            if explicit.get_untracked() {
-                props["access_key"] = json!(ak.get_untracked());
-                props["secret_key"] = json!(sk.get_untracked());
-            }
-            run(
-                "mutation($u: String!, $p: KeyPairInput!) { create_keypair(user_id: $u, props: $p) { ok } }",
-                json!({"u": user.get_untracked(), "p": props}),
+            let explicit = explicit.get_untracked();
+            let props = ops::create_keypair::KeyPairInput {
+                resource_policy: policy.get_untracked(),
+                rate_limit,
+                access_key: explicit.then(|| ak.get_untracked()),
+                secret_key: explicit.then(|| sk.get_untracked()),
+                ..Default::default()
+            };
+            run::<ops::CreateKeypair>(
+                ops::create_keypair::Variables {
+                    user_id: user.get_untracked(),
+                    props,
+                },
                 error,
                 move |_| on_close(),
             );
@@ -466,17 +489,13 @@ fn KeyForm(
 
 #[component]
 fn Policies() -> impl IntoView {
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<Policy>::new());
     let error = RwSignal::new(None::<String>);
-    let form = RwSignal::new(None::<Option<Value>>);
+    let form = RwSignal::new(None::<Option<Policy>>);
     let refresh = move || {
-        load_list(
-            "{ keypair_resource_policies { name total_resource_slots max_concurrent_sessions max_containers_per_session idle_timeout allowed_vfolder_hosts max_vfolder_count max_vfolder_size max_session_lifetime default_for_unspecified } }",
-            json!({}),
-            "keypair_resource_policies",
-            error,
-            rows,
-        );
+        load_list::<ops::PolicyList, _>(ops::policy_list::Variables, error, rows, |d| {
+            d.keypair_resource_policies
+        });
     };
     refresh();
     view! {
@@ -485,21 +504,21 @@ fn Policies() -> impl IntoView {
         {error_view(error)}
         {move || {
             let all = rows.get();
-            let list: Vec<Row> = all.iter().map(|p| (s(p, "name"), vec![
-                s(p, "name"), slots_text(&p["total_resource_slots"]),
-                match p["max_concurrent_sessions"].as_i64() { Some(0) | None => "∞".into(), Some(n) => n.to_string() },
-                s(p, "max_containers_per_session"),
-                match p["idle_timeout"].as_i64() { Some(0) | None => "∞".into(), Some(n) => format!("{n} s") },
-                json_field(&p["allowed_vfolder_hosts"]).as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default(),
-                match p["max_vfolder_count"].as_i64() { Some(0) | None => "∞".into(), Some(n) => n.to_string() },
+            let list: Vec<Row> = all.iter().map(|p| (p.name.clone(), vec![
+                p.name.clone(), slots_text(&p.total_resource_slots),
+                match p.max_concurrent_sessions { 0 => "∞".into(), n => n.to_string() },
+                p.max_containers_per_session.to_string(),
+                match p.idle_timeout { 0 => "∞".into(), n => format!("{n} s") },
+                p.allowed_vfolder_hosts.0.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+                match p.max_vfolder_count { 0 => "∞".into(), n => n.to_string() },
             ])).collect();
             table("policies-table", &[key("Name"), key("Resources (CPU · RAM · GPU · fGPU)"), key("Concurrency"), key("Containers/session"), key("Idle timeout"), key("Storage hosts"), key("Max folders")], list, move |r| {
-                let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
+                let p = all.iter().find(|p| p.name == r.0).cloned().unwrap_or_default();
                 let name = r.0.clone();
                 view! {
                     <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
                     <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
-                        run("mutation($n: String!) { delete_keypair_resource_policy(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
+                        run::<ops::DeletePolicy>(ops::delete_policy::Variables { name: name.clone() }, error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
             })
@@ -528,18 +547,18 @@ fn limit_input(
 
 #[component]
 fn PolicyForm(
-    policy: Option<Value>,
+    policy: Option<Policy>,
     on_close: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let editing = policy.is_some();
     let p = policy.unwrap_or_default();
-    let slots = json_field(&p["total_resource_slots"]);
+    let slots = &p.total_resource_slots.0;
     let slot = |k: &str| match &slots[k] {
         Value::String(x) if x != "Infinity" => (x.clone(), false),
         Value::Number(n) => (n.to_string(), false),
         _ => (String::new(), true),
     };
-    let name = RwSignal::new(s(&p, "name"));
+    let name = RwSignal::new(p.name.clone());
     let (c, cu) = slot("cpu");
     let (m, mu) = slot("mem");
     let (g, gu) = slot("cuda.device");
@@ -552,28 +571,30 @@ fn PolicyForm(
     let gpu_u = RwSignal::new(gu);
     let fgpu = RwSignal::new(f);
     let fgpu_u = RwSignal::new(fu);
-    let num = |k: &str| p[k].as_i64().filter(|n| *n > 0);
+    // 0 (or nothing yet) is unlimited.
+    let num = |n: i64| Some(n).filter(|n| *n > 0);
     let conc = RwSignal::new(
-        num("max_concurrent_sessions")
+        num(p.max_concurrent_sessions)
             .map(|n| n.to_string())
             .unwrap_or_default(),
     );
-    let conc_u = RwSignal::new(num("max_concurrent_sessions").is_none());
-    let containers = RwSignal::new(num("max_containers_per_session").unwrap_or(1).to_string());
+    let conc_u = RwSignal::new(num(p.max_concurrent_sessions).is_none());
+    let containers = RwSignal::new(num(p.max_containers_per_session).unwrap_or(1).to_string());
     let idle = RwSignal::new(
-        num("idle_timeout")
+        num(p.idle_timeout)
             .map(|n| n.to_string())
             .unwrap_or_default(),
     );
-    let idle_u = RwSignal::new(num("idle_timeout").is_none());
+    let idle_u = RwSignal::new(num(p.idle_timeout).is_none());
     let folders = RwSignal::new(
-        num("max_vfolder_count")
+        num(p.max_vfolder_count)
             .map(|n| n.to_string())
             .unwrap_or_default(),
     );
-    let folders_u = RwSignal::new(num("max_vfolder_count").is_none());
+    let folders_u = RwSignal::new(num(p.max_vfolder_count).is_none());
     let hosts = RwSignal::new(
-        json_field(&p["allowed_vfolder_hosts"])
+        p.allowed_vfolder_hosts
+            .0
             .as_object()
             .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
             .unwrap_or_else(|| "local".into()),
@@ -623,26 +644,43 @@ fn PolicyForm(
                 )
             })
             .collect();
-        let props = json!({
-            "default_for_unspecified": "UNLIMITED",
-            "total_resource_slots": slots.to_string(),
-            "max_concurrent_sessions": conc_n,
-            "max_containers_per_session": cont_n,
-            "idle_timeout": idle_n,
-            "allowed_vfolder_hosts": Value::Object(hosts_json).to_string(),
-            "max_vfolder_count": folders_n,
-        });
+        let slots = JsonString(slots);
+        let hosts = JsonString(Value::Object(hosts_json));
         if editing {
-            run(
-                "mutation($n: String!, $p: ModifyKeyPairResourcePolicyInput!) { modify_keypair_resource_policy(name: $n, props: $p) { ok } }",
-                json!({"n": name.get_untracked(), "p": props}),
+            let props = ops::modify_policy::ModifyKeyPairResourcePolicyInput {
+                default_for_unspecified: Some("UNLIMITED".into()),
+                total_resource_slots: Some(slots),
+                max_concurrent_sessions: Some(conc_n),
+                max_containers_per_session: Some(cont_n),
+                idle_timeout: Some(idle_n),
+                allowed_vfolder_hosts: Some(hosts),
+                max_vfolder_count: Some(folders_n),
+                ..Default::default()
+            };
+            run::<ops::ModifyPolicy>(
+                ops::modify_policy::Variables {
+                    name: name.get_untracked(),
+                    props,
+                },
                 error,
                 move |_| on_close(),
             );
         } else {
-            run(
-                "mutation($n: String!, $p: CreateKeyPairResourcePolicyInput!) { create_keypair_resource_policy(name: $n, props: $p) { ok } }",
-                json!({"n": name.get_untracked(), "p": props}),
+            let props = ops::create_policy::CreateKeyPairResourcePolicyInput {
+                default_for_unspecified: "UNLIMITED".into(),
+                total_resource_slots: slots,
+                max_concurrent_sessions: conc_n,
+                max_containers_per_session: cont_n,
+                idle_timeout: idle_n,
+                allowed_vfolder_hosts: Some(hosts),
+                max_vfolder_count: Some(folders_n),
+                ..Default::default()
+            };
+            run::<ops::CreatePolicy>(
+                ops::create_policy::Variables {
+                    name: name.get_untracked(),
+                    props,
+                },
                 error,
                 move |_| on_close(),
             );
@@ -684,17 +722,11 @@ pub fn EnvironmentsPage() -> impl IntoView {
 
 #[component]
 fn Images() -> impl IntoView {
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<Image>::new());
     let error = RwSignal::new(None::<String>);
-    let editing = RwSignal::new(None::<Value>);
+    let editing = RwSignal::new(None::<Image>);
     let refresh = move || {
-        load_list(
-            "{ images { name environment version registry namespace base_image_name tag digest architecture installed labels { key value } resource_limits { key min max } } }",
-            json!({}),
-            "images",
-            error,
-            rows,
-        );
+        load_list::<ops::ImageList, _>(ops::image_list::Variables, error, rows, |d| d.images);
     };
     refresh();
     view! {
@@ -702,40 +734,41 @@ fn Images() -> impl IntoView {
         {move || {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|i| {
-                let label = |k: &str| i["labels"].as_array().and_then(|a| a.iter().find(|l| l["key"] == k)).map(|l| s(l, "value")).unwrap_or_default();
-                let limits = i["resource_limits"].as_array().map(|a| a.iter().map(|l| {
-                    let min = s(l, "min");
-                    let shown = match (s(l, "key").as_str(), min.parse::<f64>()) {
+                let label = |k: &str| i.labels.iter().find(|l| l.key == k).map(|l| l.value.clone()).unwrap_or_default();
+                let limits = i.resource_limits.iter().map(|l| {
+                    let min = l.min.clone();
+                    let shown = match (l.key.as_str(), min.parse::<f64>()) {
                         ("mem", Ok(b)) => crate::ui::human_size(b),
                         _ => min,
                     };
-                    format!("{} ≥ {shown}", s(l, "key"))
-                }).collect::<Vec<_>>().join(", ")).unwrap_or_default();
-                (s(i, "name"), vec![
-                    s(i, "environment"), s(i, "version"),
-                    s(i, "registry"), format!("{}/{}:{}", s(i, "namespace"), s(i, "base_image_name"), s(i, "tag")), label("ai.backend.base-distro"),
-                    s(i, "digest").chars().take(19).collect(), limits,
-                    if i["installed"].as_bool().unwrap_or(false) { "✔".into() } else { String::new() },
+                    format!("{} ≥ {shown}", l.key)
+                }).collect::<Vec<_>>().join(", ");
+                (i.name.clone(), vec![
+                    i.environment.clone(), i.version.clone(),
+                    i.registry.clone(), format!("{}/{}:{}", i.namespace, i.base_image_name, i.tag), label("ai.backend.base-distro"),
+                    i.digest.chars().take(19).collect(), limits,
+                    if i.installed { "✔".into() } else { String::new() },
                 ])
             }).collect();
             table("images-table", &[key("Environment"), key("Version"), key("Registry"), key("Repository"), key("Base"), key("Digest"), key("Minimum resources"), key("Installed")], list, move |r| {
-                let img = all.iter().find(|i| s(i, "name") == r.0).cloned().unwrap_or_default();
+                let img = all.iter().find(|i| i.name == r.0).cloned().unwrap_or_default();
                 view! { <button class="icon" title=t("Minimum resources") aria-label=t("Minimum resources") data-action="edit" on:click=move |_| editing.set(Some(img.clone()))>"✎"</button> }.into_any()
             })
         }}
         {move || editing.get().map(|img| {
-            let name = s(&img, "name");
-            let arch = s(&img, "architecture");
-            let lim = |k: &str| img["resource_limits"].as_array().and_then(|a| a.iter().find(|l| l["key"] == k)).map(|l| s(l, "min")).unwrap_or_default();
+            let name = img.name.clone();
+            let arch = img.architecture.clone();
+            let lim = |k: &str| img.resource_limits.iter().find(|l| l.key == k).map(|l| l.min.clone()).unwrap_or_default();
             let cpu = RwSignal::new(lim("cpu"));
             let mem = RwSignal::new(lim("mem"));
             let save = move |_| {
-                let props = json!({"resource_limits": [{"key": "cpu", "min": cpu.get_untracked()}, {"key": "mem", "min": mem.get_untracked()}]});
-                run("mutation($t: String!, $a: String, $p: ModifyImageInput!) { modify_image(target: $t, architecture: $a, props: $p) { ok } }",
-                    json!({"t": name.clone(), "a": arch.clone(), "p": props}), error, move |_| { editing.set(None); refresh(); });
+                let limit = |key: &str, min: RwSignal<String>| ops::modify_image::ResourceLimitInput { key: key.into(), min: Some(min.get_untracked()), max: None };
+                let props = ops::modify_image::ModifyImageInput { resource_limits: Some(vec![limit("cpu", cpu), limit("mem", mem)]) };
+                run::<ops::ModifyImage>(ops::modify_image::Variables { target: name.clone(), architecture: Some(arch.clone()), props },
+                    error, move |_| { editing.set(None); refresh(); });
             };
             view! {
-                <Modal title=tr("Minimum resources — {name}", &[("name", &s(&img, "name"))]) id="image-dialog" on_close=move || editing.set(None)>
+                <Modal title=tr("Minimum resources — {name}", &[("name", &img.name)]) id="image-dialog" on_close=move || editing.set(None)>
                     <p class="warn">{t("Sessions asking for less than these minimums are refused; setting them below what the image needs may make its sessions fail.")}</p>
                     {text_input("image-cpu", key("CPU (cores)"), cpu)}
                     {text_input("image-mem", key("Memory (e.g. 256m, 1g)"), mem)}
@@ -749,17 +782,13 @@ fn Images() -> impl IntoView {
 
 #[component]
 fn Presets() -> impl IntoView {
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<Preset>::new());
     let error = RwSignal::new(None::<String>);
-    let form = RwSignal::new(None::<Option<Value>>);
+    let form = RwSignal::new(None::<Option<Preset>>);
     let refresh = move || {
-        load_list(
-            "{ resource_presets { name resource_slots shared_memory } }",
-            json!({}),
-            "resource_presets",
-            error,
-            rows,
-        );
+        load_list::<ops::PresetList, _>(ops::preset_list::Variables, error, rows, |d| {
+            d.resource_presets
+        });
     };
     refresh();
     view! {
@@ -768,17 +797,17 @@ fn Presets() -> impl IntoView {
         {error_view(error)}
         {move || {
             let all = rows.get();
-            let list: Vec<Row> = all.iter().map(|p| (s(p, "name"), vec![
-                s(p, "name"), slots_text(&p["resource_slots"]),
-                amount(&p["shared_memory"]).map(gib).unwrap_or_else(|| t("default")),
+            let list: Vec<Row> = all.iter().map(|p| (p.name.clone(), vec![
+                p.name.clone(), slots_text(&p.resource_slots),
+                p.shared_memory.map(|b| gib(b as f64)).unwrap_or_else(|| t("default")),
             ])).collect();
             table("presets-table", &[key("Name"), key("Resources (CPU · RAM · GPU · fGPU)"), key("Shared memory")], list, move |r| {
-                let p = all.iter().find(|p| s(p, "name") == r.0).cloned().unwrap_or_default();
+                let p = all.iter().find(|p| p.name == r.0).cloned().unwrap_or_default();
                 let name = r.0.clone();
                 view! {
                     <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| form.set(Some(Some(p.clone())))>"✎"</button>
                     <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
-                        run("mutation($n: String!) { delete_resource_preset(name: $n) { ok } }", json!({"n": name.clone()}), error, move |_| refresh());
+                        run::<ops::DeletePreset>(ops::delete_preset::Variables { name: name.clone() }, error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
             })
@@ -786,14 +815,14 @@ fn Presets() -> impl IntoView {
         {move || form.get().map(|p| {
             let editing = p.is_some();
             let p = p.unwrap_or_default();
-            let slots = json_field(&p["resource_slots"]);
+            let slots = &p.resource_slots.0;
             let get = |k: &str| match &slots[k] { Value::String(x) => x.clone(), Value::Number(n) => n.to_string(), _ => String::new() };
-            let name = RwSignal::new(s(&p, "name"));
+            let name = RwSignal::new(p.name.clone());
             let cpu = RwSignal::new(get("cpu"));
             let mem = RwSignal::new(get("mem"));
             let gpu = RwSignal::new(get("cuda.device"));
             let fgpu = RwSignal::new(get("cuda.shares"));
-            let shm = RwSignal::new(amount(&p["shared_memory"]).map(|b| format!("{}m", (b / 1048576.0).round())).unwrap_or_default());
+            let shm = RwSignal::new(p.shared_memory.map(|b| format!("{}m", (b as f64 / 1048576.0).round())).unwrap_or_default());
             let save = move |_| {
                 let mut sl = serde_json::Map::new();
                 for (k, v) in [("cpu", cpu), ("mem", mem), ("cuda.device", gpu), ("cuda.shares", fgpu)] {
@@ -803,13 +832,18 @@ fn Presets() -> impl IntoView {
                     }
                 }
                 let sm = shm.get_untracked();
-                let props = json!({"resource_slots": Value::Object(sl).to_string(), "shared_memory": if sm.trim().is_empty() { Value::Null } else { json!(sm.trim()) }});
-                let q = if editing {
-                    "mutation($n: String!, $p: ModifyResourcePresetInput!) { modify_resource_preset(name: $n, props: $p) { ok } }"
+                // Sent as null when empty: the default shared memory.
+                let shared_memory = Some(sm.trim().to_string()).filter(|sm| !sm.is_empty());
+                let resource_slots = JsonString(Value::Object(sl));
+                let name = name.get_untracked();
+                let done = move || { form.set(None); refresh(); };
+                if editing {
+                    let props = ops::modify_preset::ModifyResourcePresetInput { resource_slots: Some(resource_slots), shared_memory };
+                    run::<ops::ModifyPreset>(ops::modify_preset::Variables { name, props }, error, move |_| done());
                 } else {
-                    "mutation($n: String!, $p: CreateResourcePresetInput!) { create_resource_preset(name: $n, props: $p) { ok } }"
-                };
-                run(q, json!({"n": name.get_untracked(), "p": props}), error, move |_| { form.set(None); refresh(); });
+                    let props = ops::create_preset::CreateResourcePresetInput { resource_slots, shared_memory };
+                    run::<ops::CreatePreset>(ops::create_preset::Variables { name, props }, error, move |_| done());
+                }
             };
             view! {
                 <Modal title=if editing { t("Edit preset") } else { t("Create preset") } id="preset-dialog" on_close=move || form.set(None)>
@@ -827,15 +861,32 @@ fn Presets() -> impl IntoView {
     }
 }
 
+/// A task status as the server writes it (`running`, `done`, `failed`).
+fn task_status(status: &ops::background_task::TaskStatus) -> &str {
+    use ops::background_task::TaskStatus;
+    match status {
+        TaskStatus::running => "running",
+        TaskStatus::done => "done",
+        TaskStatus::failed => "failed",
+        TaskStatus::Other(other) => other,
+    }
+}
+
 /// Follows a background task until it ends, showing its progress.
 fn follow_task(task_id: String, progress: RwSignal<Option<String>>, after: impl Fn() + 'static) {
     spawn_local(async move {
         loop {
-            match gql::query("query($t: UUID!) { background_task(task_id: $t) { status current_progress total_progress message } }", json!({"t": task_id})).await {
+            let vars = ops::background_task::Variables {
+                task_id: task_id.clone(),
+            };
+            match gql::run::<ops::BackgroundTask>(vars).await {
                 Ok(d) => {
-                    let t = &d["background_task"];
-                    let status = s(t, "status");
-                    progress.set(Some(format!("{status}: {}/{} {}", s(t, "current_progress"), s(t, "total_progress"), s(t, "message"))));
+                    let task = d.background_task;
+                    let status = task_status(&task.status);
+                    progress.set(Some(format!(
+                        "{status}: {}/{} {}",
+                        task.current_progress, task.total_progress, task.message
+                    )));
                     if status != "running" {
                         after();
                         return;
@@ -853,18 +904,14 @@ fn follow_task(task_id: String, progress: RwSignal<Option<String>>, after: impl 
 
 #[component]
 fn Registries() -> impl IntoView {
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<Registry>::new());
     let error = RwSignal::new(None::<String>);
     let adding = RwSignal::new(false);
     let progress = RwSignal::new(None::<String>);
     let refresh = move || {
-        load_list(
-            "{ container_registries { hostname url type project username ssl_verify } }",
-            json!({}),
-            "container_registries",
-            error,
-            rows,
-        );
+        load_list::<ops::RegistryList, _>(ops::registry_list::Variables, error, rows, |d| {
+            d.container_registries
+        });
     };
     refresh();
     view! {
@@ -873,19 +920,19 @@ fn Registries() -> impl IntoView {
         {error_view(error)}
         {move || progress.get().map(|p| view! { <p class="ok" id="rescan-progress">{p}</p> })}
         {move || {
-            let list: Vec<Row> = rows.get().iter().map(|r| (s(r, "hostname"), vec![
-                s(r, "hostname"), s(r, "url"), s(r, "type"), s(r, "project"), s(r, "username"),
+            let list: Vec<Row> = rows.get().iter().map(|r| (r.hostname.clone(), vec![
+                r.hostname.clone(), r.url.clone(), r.type_.clone(), r.project.clone().unwrap_or_default(), r.username.clone().unwrap_or_default(),
             ])).collect();
             table("registries-table", &[key("Hostname"), key("URL"), key("Type"), key("Project"), key("User")], list, move |r| {
                 let (h1, h2) = (r.0.clone(), r.0.clone());
                 view! {
                     <button class="icon" title=t("Rescan") aria-label=t("Rescan") data-action="rescan" on:click=move |_| {
-                        run("mutation($r: String) { rescan_images(registry: $r) { task_id } }", json!({"r": h1.clone()}), error, move |d| {
-                            follow_task(s(&d["rescan_images"], "task_id"), progress, || {});
+                        run::<ops::RescanRegistry>(ops::rescan_registry::Variables { registry: Some(h1.clone()) }, error, move |d| {
+                            follow_task(d.rescan_images.task_id, progress, || {});
                         });
                     }>"↻"</button>
                     <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
-                        run("mutation($h: String!) { delete_container_registry(hostname: $h) { ok } }", json!({"h": h2.clone()}), error, move |_| refresh());
+                        run::<ops::DeleteRegistry>(ops::delete_registry::Variables { hostname: h2.clone() }, error, move |_| refresh());
                     }>"✕"</button>
                 }.into_any()
             })
@@ -897,15 +944,18 @@ fn Registries() -> impl IntoView {
             let pass = RwSignal::new(String::new());
             let project = RwSignal::new(String::new());
             let save = move |_| {
-                let mut props = json!({"url": url.get_untracked(), "type": "docker"});
-                for (k, v) in [("username", user), ("password", pass), ("project", project)] {
-                    let v = v.get_untracked();
-                    if !v.is_empty() {
-                        props[k] = json!(v);
-                    }
-                }
-                run("mutation($h: String!, $p: CreateContainerRegistryInput!) { create_container_registry(hostname: $h, props: $p) { ok } }",
-                    json!({"h": host.get_untracked(), "p": props}), error, move |_| { adding.set(false); refresh(); });
+                // Only what was filled in.
+                let given = |v: RwSignal<String>| Some(v.get_untracked()).filter(|v| !v.is_empty());
+                let props = ops::create_registry::CreateContainerRegistryInput {
+                    url: url.get_untracked(),
+                    type_: "docker".into(),
+                    username: given(user),
+                    password: given(pass),
+                    project: given(project),
+                    ..Default::default()
+                };
+                run::<ops::CreateRegistry>(ops::create_registry::Variables { hostname: host.get_untracked(), props },
+                    error, move |_| { adding.set(false); refresh(); });
             };
             view! {
                 <Modal title=t("Add registry") id="registry-dialog" on_close=move || adding.set(false)>
@@ -942,7 +992,7 @@ pub fn ResourcesPage() -> impl IntoView {
 fn Agents() -> impl IntoView {
     let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
     let connected = RwSignal::new(true);
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<Agent>::new());
     let error = RwSignal::new(None::<String>);
     let refresh = move || {
         let status = if connected.get_untracked() {
@@ -950,12 +1000,13 @@ fn Agents() -> impl IntoView {
         } else {
             "LOST,TERMINATED"
         };
-        load_list(
-            "query($s: String) { agent_list(limit: 100, offset: 0, status: $s) { items { id addr region scaling_group status first_contact available_slots occupied_slots cpu_cur_pct mem_cur_bytes container_count version } } }",
-            json!({"s": status}),
-            "agent_list.items",
+        load_list::<ops::AgentList, _>(
+            ops::agent_list::Variables {
+                status: Some(status.into()),
+            },
             error,
             rows,
+            |d| d.agent_list.items,
         );
     };
     Effect::new(move |_| {
@@ -963,9 +1014,8 @@ fn Agents() -> impl IntoView {
         refresh();
     });
     let alive = Arc::new(AtomicBool::new(true));
-    gql::subscribe(
-        "subscription { agent_changes { key action } }".into(),
-        json!({}),
+    gql::subscribe::<ops::AgentChanges>(
+        ops::agent_changes::Variables,
         online,
         alive.clone(),
         move |_| refresh(),
@@ -980,14 +1030,14 @@ fn Agents() -> impl IntoView {
         {error_view(error)}
         {move || {
             let list: Vec<Row> = rows.get().iter().map(|a| {
-                let avail = json_field(&a["available_slots"]);
-                let occ = json_field(&a["occupied_slots"]);
+                let avail = &a.available_slots.0;
+                let occ = &a.occupied_slots.0;
                 let pair = |k: &str, f: fn(f64) -> String| format!("{} / {}", f(amount(&occ[k]).unwrap_or(0.0)), f(amount(&avail[k]).unwrap_or(0.0)));
-                (s(a, "id"), vec![
-                    s(a, "id"), s(a, "addr"), s(a, "region"), s(a, "scaling_group"), s(a, "first_contact").replace('T', " ").chars().take(19).collect(),
+                (a.id.clone(), vec![
+                    a.id.clone(), a.addr.clone(), a.region.clone(), a.scaling_group.clone(), a.first_contact.replace('T', " ").chars().take(19).collect(),
                     pair("cpu", |v| format!("{v}")), pair("mem", gib), pair("cuda.shares", |v| format!("{v}")),
-                    tr("{cpu}% CPU · {mem} · {containers} containers", &[("cpu", &format!("{:.0}", a["cpu_cur_pct"].as_f64().unwrap_or(0.0))), ("mem", &gib(amount(&a["mem_cur_bytes"]).unwrap_or(0.0))), ("containers", &s(a, "container_count"))]),
-                    s(a, "status"),
+                    tr("{cpu}% CPU · {mem} · {containers} containers", &[("cpu", &format!("{:.0}", a.cpu_cur_pct)), ("mem", &gib(a.mem_cur_bytes as f64)), ("containers", &a.container_count.to_string())]),
+                    a.status.clone(),
                 ])
             }).collect();
             table("agents-table", &[key("ID"), key("Endpoint"), key("Region"), key("Resource group"), key("Started"), key("CPU alloc."), key("RAM alloc."), key("fGPU alloc."), key("Live use"), key("Status")], list, |_| ().into_any())
@@ -997,16 +1047,15 @@ fn Agents() -> impl IntoView {
 
 #[component]
 fn ResourceGroups() -> impl IntoView {
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<ScalingGroup>::new());
     let error = RwSignal::new(None::<String>);
-    let form = RwSignal::new(None::<Option<Value>>);
+    let form = RwSignal::new(None::<Option<ScalingGroup>>);
     let refresh = move || {
-        load_list(
-            "{ scaling_groups { name description is_active is_public scheduler created_at } }",
-            json!({}),
-            "scaling_groups",
+        load_list::<ops::ScalingGroupList, _>(
+            ops::scaling_group_list::Variables,
             error,
             rows,
+            |d| d.scaling_groups,
         );
     };
     refresh();
@@ -1016,30 +1065,44 @@ fn ResourceGroups() -> impl IntoView {
         {error_view(error)}
         {move || {
             let all = rows.get();
-            let list: Vec<Row> = all.iter().map(|g| (s(g, "name"), vec![
-                s(g, "name"), s(g, "description"), s(g, "scheduler").to_uppercase(),
-                if g["is_active"].as_bool().unwrap_or(false) { t("active") } else { t("inactive") },
+            let list: Vec<Row> = all.iter().map(|g| (g.name.clone(), vec![
+                g.name.clone(), g.description.clone().unwrap_or_default(), g.scheduler.to_uppercase(),
+                if g.is_active { t("active") } else { t("inactive") },
             ])).collect();
             table("sgroups-table", &[key("Name"), key("Description"), key("Scheduler"), key("Status")], list, move |r| {
-                let g = all.iter().find(|g| s(g, "name") == r.0).cloned().unwrap_or_default();
+                let g = all.iter().find(|g| g.name == r.0).cloned().unwrap_or_default();
                 view! { <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| form.set(Some(Some(g.clone())))>"✎"</button> }.into_any()
             })
         }}
         {move || form.get().map(|g| {
             let editing = g.is_some();
             let g = g.unwrap_or_default();
-            let name = RwSignal::new(s(&g, "name"));
-            let desc = RwSignal::new(s(&g, "description"));
-            let sched = RwSignal::new(if editing { s(&g, "scheduler") } else { "fifo".into() });
-            let active = RwSignal::new(g["is_active"].as_bool().unwrap_or(true));
+            let name = RwSignal::new(g.name);
+            let desc = RwSignal::new(g.description.unwrap_or_default());
+            let sched = RwSignal::new(if editing { g.scheduler } else { "fifo".into() });
+            let active = RwSignal::new(if editing { g.is_active } else { true });
             let save = move |_| {
-                let props = json!({"description": desc.get_untracked(), "scheduler": sched.get_untracked(), "is_active": active.get_untracked(), "driver": "static"});
-                let q = if editing {
-                    "mutation($n: String!, $p: ModifyScalingGroupInput!) { modify_scaling_group(name: $n, props: $p) { ok } }"
+                let name = name.get_untracked();
+                let done = move || { form.set(None); refresh(); };
+                if editing {
+                    let props = ops::modify_scaling_group::ModifyScalingGroupInput {
+                        description: Some(desc.get_untracked()),
+                        scheduler: Some(sched.get_untracked()),
+                        is_active: Some(active.get_untracked()),
+                        driver: Some("static".into()),
+                        ..Default::default()
+                    };
+                    run::<ops::ModifyScalingGroup>(ops::modify_scaling_group::Variables { name, props }, error, move |_| done());
                 } else {
-                    "mutation($n: String!, $p: ScalingGroupInput!) { create_scaling_group(name: $n, props: $p) { ok } }"
-                };
-                run(q, json!({"n": name.get_untracked(), "p": props}), error, move |_| { form.set(None); refresh(); });
+                    let props = ops::create_scaling_group::ScalingGroupInput {
+                        description: Some(desc.get_untracked()),
+                        scheduler: sched.get_untracked(),
+                        is_active: Some(active.get_untracked()),
+                        driver: "static".into(),
+                        ..Default::default()
+                    };
+                    run::<ops::CreateScalingGroup>(ops::create_scaling_group::Variables { name, props }, error, move |_| done());
+                }
             };
             view! {
                 <Modal title=if editing { t("Edit resource group") } else { t("Create resource group") } id="sgroup-dialog" on_close=move || form.set(None)>
@@ -1062,35 +1125,25 @@ fn ResourceGroups() -> impl IntoView {
 
 #[component]
 pub fn SettingsPage() -> impl IntoView {
-    let rows = RwSignal::new(Vec::<Value>::new());
+    let rows = RwSignal::new(Vec::<Setting>::new());
     let error = RwSignal::new(None::<String>);
     let announcement = RwSignal::new(String::new());
     let saved = RwSignal::new(false);
     let refresh = move || {
-        load(
-            "{ system_settings { key value description editable } }",
-            json!({}),
-            error,
-            move |d| {
-                let list = d["system_settings"].as_array().cloned().unwrap_or_default();
-                if let Some(a) = list.iter().find(|x| x["key"] == "announcement") {
-                    announcement.set(
-                        json_field(&a["value"])
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                    );
-                }
-                rows.set(list);
-            },
-        );
+        run::<ops::SystemSettings>(ops::system_settings::Variables, error, move |d| {
+            let list = d.system_settings;
+            if let Some(a) = list.iter().find(|x| x.key == "announcement") {
+                announcement.set(a.value.0.as_str().unwrap_or_default().to_string());
+            }
+            rows.set(list);
+        });
     };
     refresh();
     let save = move |_| {
-        let v = json!(announcement.get_untracked()).to_string();
-        run(
-            "mutation($v: JSONString!) { modify_system_setting(key: \"announcement\", value: $v) { ok } }",
-            json!({"v": v}),
+        // The setting's value is a JSON string.
+        let value = JsonString(Value::String(announcement.get_untracked()));
+        run::<ops::SetAnnouncement>(
+            ops::set_announcement::Variables { value },
             error,
             move |_| {
                 saved.set(true);
@@ -1108,7 +1161,7 @@ pub fn SettingsPage() -> impl IntoView {
             {move || saved.get().then(|| view! { <p class="ok" id="settings-saved">{t("Saved.")}</p> })}
         </div>
         {move || {
-            let list: Vec<Row> = rows.get().iter().map(|x| (s(x, "key"), vec![s(x, "key"), json_field(&x["value"]).to_string(), s(x, "description")])).collect();
+            let list: Vec<Row> = rows.get().iter().map(|x| (x.key.clone(), vec![x.key.clone(), x.value.0.to_string(), x.description.clone()])).collect();
             table("settings-table", &[key("Setting"), key("Value"), key("Meaning")], list, |_| ().into_any())
         }}
     }
@@ -1142,17 +1195,17 @@ pub fn MaintenancePage() -> impl IntoView {
         {item("recalculate", key("Match usage database with current state"), key("Recalculate usage with the current state: useful if Docker failed by accident or sessions were forcibly terminated."), key("↻ RECALCULATE USAGE"), recalc, Box::new(move || {
             busy.set(true);
             recalc.set(Some(t("Working…")));
-            run("mutation { recalculate_usage { ok msg } }", json!({}), error, move |d| { busy.set(false); recalc.set(Some(s(&d["recalculate_usage"], "msg"))); });
+            run::<ops::RecalculateUsage>(ops::recalculate_usage::Variables, error, move |d| { busy.set(false); recalc.set(Some(d.recalculate_usage.msg)); });
         }))}
         {item("rescan", key("Rescan image list from repository"), key("Rescan the image list from the agents and the registered registries. It may take a while."), key("↻ RESCAN IMAGES"), rescan, Box::new(move || {
-            run("mutation { rescan_images { task_id } }", json!({}), error, move |d| {
-                follow_task(s(&d["rescan_images"], "task_id"), rescan, || {});
+            run::<ops::RescanImages>(ops::rescan_images::Variables, error, move |d| {
+                follow_task(d.rescan_images.task_id, rescan, || {});
             });
         }))}
         {item("cleanup", key("Clean up old images"), key("Remove unused (dangling) images from the agents' Docker engines."), key("CLEAN UP IMAGES"), cleanup, Box::new(move || {
             busy.set(true);
             cleanup.set(Some(t("Working…")));
-            run("mutation { clean_up_images { ok msg } }", json!({}), error, move |d| { busy.set(false); cleanup.set(Some(s(&d["clean_up_images"], "msg"))); });
+            run::<ops::CleanUpImages>(ops::clean_up_images::Variables, error, move |d| { busy.set(false); cleanup.set(Some(d.clean_up_images.msg)); });
         }))}
     }
 }

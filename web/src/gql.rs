@@ -1,5 +1,9 @@
-//! GraphQL over HTTP (same origin, session cookie) with Backend.AI-style error codes.
+//! GraphQL over HTTP (same origin, session cookie) with Backend.AI-style error codes. The
+//! operations are typed (`crate::ops`): variables go out as their `Variables`, answers come
+//! back as their `ResponseData`.
 use gloo_net::http::Request;
+use graphql_client::GraphQLQuery;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Value, json};
 
 use crate::i18n::{t, tr};
@@ -9,18 +13,39 @@ pub struct GqlError {
     pub message: String,
 }
 
-/// Runs a query or mutation and returns `data`, or the first error with its code.
-pub async fn query(query: &str, variables: Value) -> Result<Value, GqlError> {
+/// The `JSONString` scalar: a JSON document the server sends as a string (`"{\"cpu\": \"2\"}"`),
+/// held parsed. A string that is not JSON reads as `null`, and a plain JSON value is taken as
+/// it is; it goes out as a string again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JsonString(pub Value);
+
+impl<'de> Deserialize<'de> for JsonString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(JsonString(match Value::deserialize(d)? {
+            Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::Null),
+            other => other,
+        }))
+    }
+}
+
+impl Serialize for JsonString {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0.to_string())
+    }
+}
+
+/// Runs the query or mutation `Q` and returns its `data`, or the first error with its code.
+pub async fn run<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::ResponseData, GqlError> {
     let network = |e: String| GqlError {
         code: "NETWORK".into(),
         message: tr("Cannot reach the server: {error}", &[("error", &e)]),
     };
     let req = Request::post("/graphql")
-        .json(&json!({"query": query, "variables": variables}))
+        .json(&Q::build_query(variables))
         .map_err(|e| network(e.to_string()))?;
     let resp = req.send().await.map_err(|e| network(e.to_string()))?;
     let status = resp.status();
-    let body: Value = resp.json().await.map_err(|e| network(e.to_string()))?;
+    let mut body: Value = resp.json().await.map_err(|e| network(e.to_string()))?;
     if let Some(err) = body.get("errors").and_then(|e| e.get(0)) {
         return Err(GqlError {
             code: err["extensions"]["code"]
@@ -40,19 +65,24 @@ pub async fn query(query: &str, variables: Value) -> Result<Value, GqlError> {
                 .map_or_else(|| t("Request failed"), str::to_string),
         });
     }
-    Ok(body.get("data").cloned().unwrap_or(Value::Null))
+    serde_json::from_value(body.get_mut("data").map(Value::take).unwrap_or_default()).map_err(
+        |_| GqlError {
+            code: "UNEXPECTED_RESPONSE".into(),
+            message: t("Unexpected answer from the server."),
+        },
+    )
 }
 
-/// A live GraphQL subscription over graphql-transport-ws (same origin, the login cookie rides
-/// on the upgrade). Calls `on_next` with each `data`; when the connection drops it sets
-/// `online` to false, reconnects after a pause, calls `on_reconnect` (so the page can refetch
-/// what it missed) and sets `online` back. Ends when `alive` is cleared.
-pub fn subscribe(
-    query: String,
-    variables: Value,
+/// A live GraphQL subscription `Q` over graphql-transport-ws (same origin, the login cookie
+/// rides on the upgrade). Calls `on_next` with each `data` (a message whose `data` does not
+/// read as `Q`'s is skipped); when the connection drops it sets `online` to false, reconnects
+/// after a pause, calls `on_reconnect` (so the page can refetch what it missed) and sets
+/// `online` back. Ends when `alive` is cleared.
+pub fn subscribe<Q: GraphQLQuery>(
+    variables: Q::Variables,
     online: leptos::prelude::RwSignal<bool>,
     alive: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    on_next: impl Fn(Value) + 'static,
+    on_next: impl Fn(Q::ResponseData) + 'static,
     on_reconnect: impl Fn() + 'static,
 ) {
     use futures::{SinkExt, StreamExt};
@@ -60,6 +90,11 @@ pub fn subscribe(
     use gloo_net::websocket::futures::WebSocket;
     use leptos::prelude::Set;
     use std::sync::atomic::Ordering;
+    // Plain data (strings, numbers, lists): turning it into JSON does not fail.
+    let Ok(payload) = serde_json::to_value(Q::build_query(variables)) else {
+        return;
+    };
+    let sub = json!({"id": "1", "type": "subscribe", "payload": payload}).to_string();
     leptos::task::spawn_local(async move {
         let mut first = true;
         while alive.load(Ordering::Relaxed) {
@@ -73,16 +108,15 @@ pub fn subscribe(
             if let Ok(ws) = WebSocket::open_with_protocol(&url, "graphql-transport-ws") {
                 let (mut tx, mut rx) = ws.split();
                 let init = json!({"type": "connection_init", "payload": {}}).to_string();
-                let sub = json!({"id": "1", "type": "subscribe", "payload": {"query": query, "variables": variables}}).to_string();
                 if tx.send(Message::Text(init)).await.is_ok()
-                    && tx.send(Message::Text(sub)).await.is_ok()
+                    && tx.send(Message::Text(sub.clone())).await.is_ok()
                 {
                     while let Some(Ok(msg)) = rx.next().await {
                         if !alive.load(Ordering::Relaxed) {
                             return;
                         }
                         let Message::Text(t) = msg else { continue };
-                        let Ok(v) = serde_json::from_str::<Value>(&t) else {
+                        let Ok(mut v) = serde_json::from_str::<Value>(&t) else {
                             continue;
                         };
                         match v["type"].as_str() {
@@ -93,7 +127,16 @@ pub fn subscribe(
                                 }
                                 first = false;
                             }
-                            Some("next") => on_next(v["payload"]["data"].clone()),
+                            Some("next") => {
+                                let data = v
+                                    .get_mut("payload")
+                                    .and_then(|p| p.get_mut("data"))
+                                    .map(Value::take)
+                                    .unwrap_or_default();
+                                if let Ok(data) = serde_json::from_value(data) {
+                                    on_next(data);
+                                }
+                            }
                             Some("ping") => {
                                 let _ = tx
                                     .send(Message::Text(json!({"type": "pong"}).to_string()))

@@ -3,7 +3,6 @@
 //! Sessions (list, launch, apps, logs, terminate), the web terminal and Data & Storage.
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use serde_json::{Value, json};
 
 use crate::i18n::{key, t, tr};
 
@@ -11,6 +10,7 @@ mod account;
 mod admin;
 mod gql;
 mod i18n;
+mod ops;
 mod sessions;
 mod storage;
 mod summary;
@@ -38,27 +38,20 @@ pub struct Scope {
 }
 
 impl Me {
-    fn from_json(v: &Value) -> Option<Me> {
-        Some(Me {
-            email: v.get("email")?.as_str()?.to_string(),
-            username: v.get("username")?.as_str()?.to_string(),
-            role: v.get("role")?.as_str()?.to_string(),
-            domain: v.get("domain_name")?.as_str()?.to_string(),
-            groups: v
-                .get("groups")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|g| {
-                            Some((
-                                g["id"].as_str()?.to_string(),
-                                g["name"].as_str()?.to_string(),
-                            ))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
+    fn new(
+        email: String,
+        username: String,
+        role: String,
+        domain: String,
+        groups: impl IntoIterator<Item = (String, String)>,
+    ) -> Me {
+        Me {
+            email,
+            username,
+            role,
+            domain,
+            groups: groups.into_iter().collect(),
+        }
     }
 
     fn is_admin(&self) -> bool {
@@ -66,7 +59,19 @@ impl Me {
     }
 }
 
-const ME_QUERY: &str = "{ user { email username role domain_name groups { id name } } }";
+impl From<ops::me::MeUser> for Me {
+    fn from(u: ops::me::MeUser) -> Me {
+        let groups = u.groups.into_iter().map(|g| (g.id, g.name));
+        Me::new(u.email, u.username, u.role, u.domain_name, groups)
+    }
+}
+
+impl From<ops::login::LoginLoginUser> for Me {
+    fn from(u: ops::login::LoginLoginUser) -> Me {
+        let groups = u.groups.into_iter().map(|g| (g.id, g.name));
+        Me::new(u.email, u.username, u.role, u.domain_name, groups)
+    }
+}
 
 fn main() {
     console_error_panic_hook::set_once();
@@ -78,8 +83,8 @@ fn App() -> impl IntoView {
     let me = RwSignal::new(None::<Me>);
     let checked = RwSignal::new(false);
     spawn_local(async move {
-        if let Ok(data) = gql::query(ME_QUERY, json!({})).await {
-            me.set(Me::from_json(&data["user"]));
+        if let Ok(data) = gql::run::<ops::Me>(ops::me::Variables).await {
+            me.set(Some(data.user.into()));
         }
         checked.set(true);
     });
@@ -107,8 +112,8 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
     let signup_enabled = RwSignal::new(false);
     let signup_open = RwSignal::new(false);
     spawn_local(async move {
-        if let Ok(d) = gql::query("{ signup_config { enabled } }", json!({})).await {
-            signup_enabled.set(d["signup_config"]["enabled"].as_bool().unwrap_or(false));
+        if let Ok(d) = gql::run::<ops::SignupEnabled>(ops::signup_enabled::Variables).await {
+            signup_enabled.set(d.signup_config.enabled);
         }
     });
 
@@ -116,13 +121,12 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
         busy.set(true);
         error.set(None);
         spawn_local(async move {
-            let vars = json!({"e": email.get_untracked(), "p": password.get_untracked()});
-            let q = "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { user { email username role domain_name groups { id name } } } }";
-            match gql::query(q, vars).await {
-                Ok(data) => match Me::from_json(&data["login"]["user"]) {
-                    Some(m) => on_login(m),
-                    None => error.set(Some(t("Unexpected answer from the server."))),
-                },
+            let vars = ops::login::Variables {
+                email: email.get_untracked(),
+                password: password.get_untracked(),
+            };
+            match gql::run::<ops::Login>(vars).await {
+                Ok(data) => on_login(data.login.user.into()),
                 Err(e) if e.code == "PASSWORD_CHANGE_REQUIRED" => {
                     must_change.set(true);
                     error.set(Some(e.message));
@@ -137,9 +141,13 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
         busy.set(true);
         error.set(None);
         spawn_local(async move {
-            let q = "mutation($e: String!, $c: String!, $n: String!, $n2: String!) { update_password_no_auth(email: $e, current_password: $c, new_password: $n, new_password2: $n2) { ok } }";
-            let vars = json!({"e": email.get_untracked(), "c": password.get_untracked(), "n": new_pw.get_untracked(), "n2": new_pw2.get_untracked()});
-            match gql::query(q, vars).await {
+            let vars = ops::update_password_no_auth::Variables {
+                email: email.get_untracked(),
+                current_password: password.get_untracked(),
+                new_password: new_pw.get_untracked(),
+                new_password2: new_pw2.get_untracked(),
+            };
+            match gql::run::<ops::UpdatePasswordNoAuth>(vars).await {
                 Ok(_) => {
                     password.set(new_pw.get_untracked());
                     must_change.set(false);
@@ -230,7 +238,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     let logout = move |_| {
         spawn_local(async move {
             // Whatever the answer, the console forgets the session.
-            let _ = gql::query("mutation { logout { ok } }", json!({})).await;
+            let _ = gql::run::<ops::Logout>(ops::logout::Variables).await;
             on_logout();
         });
     };

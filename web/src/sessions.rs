@@ -8,16 +8,15 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
-use crate::gql;
+use crate::gql::{self, JsonString};
 use crate::i18n::{key, t, tr};
+use crate::ops;
 use crate::summary::{Usage, UsageBars, fetch_usage};
-use crate::ui::{Modal, amount, download_text, gib, json_field};
+use crate::ui::{Modal, amount, download_text, gib};
 
 const RUNNING: &str = "PENDING,SCHEDULED,PULLING,PREPARING,RUNNING,RESTARTING,TERMINATING";
 const FINISHED: &str = "TERMINATED,CANCELLED";
 const OTHERS: &str = "ERROR";
-
-const LIST: &str = "query($s: String, $g: UUID) { compute_session_list(limit: 100, offset: 0, status: $s, group_id: $g) { total_count items { id name image type status status_info status_data scaling_group occupying_slots created_at terminated_at user_email } } }";
 
 #[derive(Clone, Debug, PartialEq)]
 struct Row {
@@ -35,9 +34,9 @@ struct Row {
     owner: String,
 }
 
-fn row(v: &Value) -> Row {
-    let slots = json_field(&v["occupying_slots"]);
-    let data = json_field(&v["status_data"]);
+fn row(v: ops::session_list::SessionListComputeSessionListItems) -> Row {
+    let slots = v.occupying_slots.0;
+    let data = v.status_data.map(|d| d.0).unwrap_or_default();
     let why = data["scheduler"]["failed_predicates"]
         .as_array()
         .map(|a| {
@@ -47,15 +46,14 @@ fn row(v: &Value) -> Row {
                 .join("; ")
         })
         .unwrap_or_default();
-    let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
     Row {
-        id: s("id"),
-        name: s("name"),
-        image: s("image"),
-        status: s("status"),
-        info: s("status_info"),
+        id: v.id,
+        name: v.name,
+        image: v.image,
+        status: v.status,
+        info: v.status_info.unwrap_or_default(),
         why,
-        group: s("scaling_group"),
+        group: v.scaling_group.unwrap_or_default(),
         cpu: amount(&slots["cpu"])
             .map(|c| tr("{n} core", &[("n", &c.to_string())]))
             .unwrap_or_else(|| "-".into()),
@@ -64,8 +62,8 @@ fn row(v: &Value) -> Row {
             .or(amount(&slots["cuda.device"]))
             .map(|g| tr("{n} GPU", &[("n", &g.to_string())]))
             .unwrap_or_else(|| "-".into()),
-        started: s("created_at").replace('T', " ").chars().take(19).collect(),
-        owner: s("user_email"),
+        started: v.created_at.replace('T', " ").chars().take(19).collect(),
+        owner: v.user_email.unwrap_or_default(),
     }
 }
 
@@ -96,13 +94,13 @@ pub fn SessionsPage() -> impl IntoView {
     // Environments by name ("Python 3.11") for the list, read once.
     let env_names = RwSignal::new(Vec::<EnvImage>::new());
     spawn_local(async move {
-        if let Ok(d) = gql::query(
-            "{ images { name environment version registry } }",
-            json!({}),
-        )
-        .await
-        {
-            env_names.set(env_images(&d["images"]));
+        if let Ok(d) = gql::run::<ops::ImageNames>(ops::image_names::Variables).await {
+            env_names.set(env_images(d.images.into_iter().map(|i| EnvImage {
+                reference: i.name,
+                environment: i.environment,
+                version: i.version,
+                registry: i.registry,
+            })));
         }
     });
     let env_label = move |reference: &str| {
@@ -120,15 +118,14 @@ pub fn SessionsPage() -> impl IntoView {
         })
     };
     let refresh = move || {
-        let g = scope.and_then(|s| s.group_id.get_untracked());
+        let vars = ops::session_list::Variables {
+            status: Some(tab.get_untracked().to_string()),
+            group_id: scope.and_then(|s| s.group_id.get_untracked()),
+        };
         spawn_local(async move {
-            match gql::query(LIST, json!({"s": tab.get_untracked(), "g": g})).await {
+            match gql::run::<ops::SessionList>(vars).await {
                 Ok(d) => {
-                    let items = d["compute_session_list"]["items"]
-                        .as_array()
-                        .map(|a| a.iter().map(row).collect())
-                        .unwrap_or_default();
-                    rows.set(items);
+                    rows.set(d.compute_session_list.items.into_iter().map(row).collect());
                     error.set(None);
                 }
                 Err(e) => error.set(Some(e.message)),
@@ -148,9 +145,8 @@ pub fn SessionsPage() -> impl IntoView {
     });
     // Every status change of the caller's sessions refreshes the list: no reload needed.
     let alive = Arc::new(AtomicBool::new(true));
-    gql::subscribe(
-        "subscription { session_status_changes { session_id status event } }".into(),
-        json!({}),
+    gql::subscribe::<ops::SessionStatusChanges>(
+        ops::session_status_changes::Variables,
         online,
         alive.clone(),
         move |_| refresh(),
@@ -280,24 +276,10 @@ impl EnvImage {
     }
 }
 
-/// `images { name environment version registry }` → sorted by environment, newest version
-/// first (versions compare number by number: 3.11 above 3.9).
-pub fn env_images(v: &Value) -> Vec<EnvImage> {
-    let mut list: Vec<EnvImage> = v
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|i| {
-                    Some(EnvImage {
-                        reference: i["name"].as_str()?.to_string(),
-                        environment: i["environment"].as_str()?.to_string(),
-                        version: i["version"].as_str()?.to_string(),
-                        registry: i["registry"].as_str().unwrap_or_default().to_string(),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+/// Images sorted by environment, newest version first (versions compare number by number:
+/// 3.11 above 3.9).
+fn env_images(images: impl IntoIterator<Item = EnvImage>) -> Vec<EnvImage> {
+    let mut list: Vec<EnvImage> = images.into_iter().collect();
     let key = |v: &str| -> Vec<u64> {
         v.split(|c: char| !c.is_ascii_digit())
             .filter_map(|n| n.parse().ok())
@@ -338,26 +320,36 @@ fn LaunchDialog(
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
     spawn_local(async move {
-        if let Ok(d) = gql::query("{ images(is_installed: true) { name environment version registry } vfolder_list(limit: 100, offset: 0) { items { name is_automount my_permission } } }", json!({})).await {
-            let list = env_images(&d["images"]);
-            if let Some(first) = list.iter().find(|i| i.environment == "Python").or(list.first()) {
+        if let Ok(d) = gql::run::<ops::LaunchOptions>(ops::launch_options::Variables).await {
+            let list = env_images(d.images.into_iter().map(|i| EnvImage {
+                reference: i.name,
+                environment: i.environment,
+                version: i.version,
+                registry: i.registry,
+            }));
+            if let Some(first) = list
+                .iter()
+                .find(|i| i.environment == "Python")
+                .or(list.first())
+            {
                 environment.set(first.environment.clone());
                 image.set(first.reference.clone());
             }
             images.set(list);
-            folders.set(d["vfolder_list"]["items"].as_array().map(|a| a.iter().map(|f| Folder {
-                name: f["name"].as_str().unwrap_or_default().to_string(),
-                automount: f["is_automount"].as_bool().unwrap_or(false),
-                permission: f["my_permission"].as_str().unwrap_or_default().to_string(),
-            }).collect()).unwrap_or_default());
+            folders.set(
+                d.vfolder_list
+                    .items
+                    .into_iter()
+                    .map(|f| Folder {
+                        name: f.name,
+                        automount: f.is_automount,
+                        permission: f.my_permission,
+                    })
+                    .collect(),
+            );
         }
     });
-    let presets = move || {
-        usage.get().raw["presets"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    };
+    let presets = move || usage.get().raw.presets;
     let remaining = move |slot: &str| usage.get().remaining(slot);
     // Custom amounts are bounded by what is left (keypair limits and the resource group).
     let max_cpu = move || remaining("cpu").unwrap_or(64.0).max(1.0);
@@ -412,40 +404,42 @@ fn LaunchDialog(
         }
         busy.set(true);
         error.set(None);
-        let mut props = json!({
-            "image": image.get_untracked(),
-            "mounts": chosen.get_untracked(),
-            "count": count.get_untracked(),
-            "scaling_group": usage.get_untracked().scaling_group(),
-        });
-        if let Some(s) = scope {
-            props["group"] = json!(s.group_name.get_untracked());
-        }
-        let n = name.get_untracked();
-        if !n.is_empty() {
-            props["name"] = json!(n);
-        }
+        let mut props = ops::create_session::CreateSessionInput {
+            image: image.get_untracked(),
+            mounts: Some(chosen.get_untracked()),
+            count: Some(count.get_untracked().into()),
+            scaling_group: Some(usage.get_untracked().scaling_group()),
+            group: scope.map(|s| s.group_name.get_untracked()),
+            name: Some(name.get_untracked()).filter(|n| !n.is_empty()),
+            ..Default::default()
+        };
         if preset.get_untracked() == "custom" {
             let mut res = json!({"cpu": cpu.get_untracked().to_string(), "mem": format!("{}m", (mem_gib.get_untracked() * 1024.0).round())});
             if gpu.get_untracked() > 0.0 {
                 res["cuda.shares"] = json!(gpu.get_untracked().to_string());
             }
-            props["resources"] = json!(res.to_string());
-            props["shmem"] = json!(format!("{}m", (shmem_gib.get_untracked() * 1024.0).round()));
+            props.resources = Some(JsonString(res));
+            props.shmem = Some(format!("{}m", (shmem_gib.get_untracked() * 1024.0).round()));
         } else {
-            props["preset"] = json!(preset.get_untracked());
+            props.preset = Some(preset.get_untracked());
         }
         let env: serde_json::Map<String, Value> = envs
             .get_untracked()
             .into_iter()
             .map(|(k, v)| (k, json!(v)))
             .collect();
-        props["environ"] = json!(Value::Object(env).to_string());
+        props.environ = Some(JsonString(Value::Object(env)));
         spawn_local(async move {
-            match gql::query("mutation($p: CreateSessionInput!) { create_session(props: $p) { sessions { id name } } }", json!({"p": props})).await {
+            match gql::run::<ops::CreateSession>(ops::create_session::Variables { props }).await {
                 Ok(d) => {
-                    let s = &d["create_session"]["sessions"][0];
-                    on_launched(s["id"].as_str().unwrap_or_default().into(), s["name"].as_str().unwrap_or_default().into());
+                    let (id, name) = d
+                        .create_session
+                        .sessions
+                        .into_iter()
+                        .next()
+                        .map(|s| (s.id, s.name))
+                        .unwrap_or_default();
+                    on_launched(id, name);
                 }
                 Err(e) => error.set(Some(e.message)),
             }
@@ -551,9 +545,9 @@ fn LaunchDialog(
                 <label for="launch-preset">{t("Resource preset")}</label>
                 <select id="launch-preset" on:change=move |ev| preset.set(event_target_value(&ev))>
                     <option value="custom" selected=move || preset.get() == "custom">{t("Custom allocation")}</option>
-                    {move || presets().into_iter().filter(|p| p["allocatable"].as_bool().unwrap_or(false)).map(|p| {
-                        let n = p["name"].as_str().unwrap_or_default().to_string();
-                        let slots = json_field(&p["resource_slots"]);
+                    {move || presets().into_iter().filter(|p| p.allocatable).map(|p| {
+                        let n = p.name;
+                        let slots = p.resource_slots.0;
                         let label = tr("{name} (CPU {cpu}, RAM {ram})", &[("name", &n), ("cpu", &amount(&slots["cpu"]).unwrap_or(0.0).to_string()), ("ram", &amount(&slots["mem"]).map(gib).unwrap_or_default())]);
                         let sel = n.clone();
                         view! { <option value=n.clone() selected=move || preset.get() == sel>{label}</option> }
@@ -636,24 +630,16 @@ fn AppsDialog(
     let busy = RwSignal::new(false);
     let sid = id.clone();
     spawn_local(async move {
-        match gql::query(
-            "query($id: UUID!) { compute_session(id: $id) { apps { name protocol } } }",
-            json!({"id": sid}),
-        )
-        .await
-        {
+        match gql::run::<ops::SessionApps>(ops::session_apps::Variables { id: sid }).await {
             Ok(d) => apps.set(
-                d["compute_session"]["apps"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|x| App {
-                                name: x["name"].as_str().unwrap_or_default().into(),
-                                protocol: x["protocol"].as_str().unwrap_or_default().into(),
-                            })
-                            .collect()
+                d.compute_session
+                    .apps
+                    .into_iter()
+                    .map(|x| App {
+                        name: x.name,
+                        protocol: x.protocol,
                     })
-                    .unwrap_or_default(),
+                    .collect(),
             ),
             Err(e) => error.set(Some(e.message)),
         }
@@ -673,20 +659,20 @@ fn AppsDialog(
                 .then(|| port.get_untracked().parse().ok())
                 .flatten();
             spawn_local(async move {
-                let q = "mutation($id: UUID!, $app: String!, $pub: Boolean, $port: Int) { start_service(session_id: $id, app: $app, open_to_public: $pub, preferred_port: $port) { url port protocol } }";
-                match gql::query(
-                    q,
-                    json!({"id": id, "app": app.name, "pub": public.get_untracked(), "port": pref}),
-                )
-                .await
-                {
+                let vars = ops::start_service::Variables {
+                    id,
+                    app: app.name.clone(),
+                    public: Some(public.get_untracked()),
+                    port: pref.map(i64::from),
+                };
+                match gql::run::<ops::StartService>(vars).await {
                     Ok(d) => {
-                        let s = &d["start_service"];
-                        let p = s["port"].as_u64().map(|p| p as u16);
+                        let s = d.start_service;
+                        let p = s.port.and_then(|p| u16::try_from(p).ok());
                         if app.protocol == "tcp" {
                             ssh.set(p);
                         } else {
-                            let url = s["url"].as_str().unwrap_or_default().to_string();
+                            let url = s.url;
                             let full = match p {
                                 Some(p) => {
                                     let loc = window().location();
@@ -715,16 +701,12 @@ fn AppsDialog(
     let download_key = move |_| {
         let id = key_id.clone();
         spawn_local(async move {
-            match gql::query(
-                "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
-                json!({"id": id}),
-            )
+            match gql::run::<ops::SessionSshPrivateKey>(ops::session_ssh_private_key::Variables {
+                id,
+            })
             .await
             {
-                Ok(d) => download_text(
-                    "id_container",
-                    d["session_ssh_private_key"].as_str().unwrap_or_default(),
-                ),
+                Ok(d) => download_text("id_container", &d.session_ssh_private_key),
                 Err(e) => error.set(Some(e.message)),
             }
         });
@@ -784,13 +766,13 @@ fn DetailDialog(
     env_label: impl Fn(&str) -> String + Copy + Send + Sync + 'static,
     on_close: impl Fn() + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
-    let data = RwSignal::new(None::<Result<Value, String>>);
+    let data =
+        RwSignal::new(None::<Result<ops::session_detail::SessionDetailComputeSession, String>>);
     spawn_local(async move {
-        let q = "query($id: UUID!) { compute_session(id: $id) { name image type status status_info status_history created_at terminated_at scaling_group vfolder_mounts environ_names agent_ids occupying_slots requested_slots containers { agent } } }";
         data.set(Some(
-            gql::query(q, json!({"id": id}))
+            gql::run::<ops::SessionDetail>(ops::session_detail::Variables { id })
                 .await
-                .map(|d| d["compute_session"].clone())
+                .map(|d| d.compute_session)
                 .map_err(|e| e.message),
         ));
     });
@@ -798,8 +780,9 @@ fn DetailDialog(
         None => view! { <p class="muted">{t("Loading…")}</p> }.into_any(),
         Some(Err(e)) => view! { <div class="error">{e}</div> }.into_any(),
         Some(Ok(v)) => {
-            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
-            let mounts: Vec<String> = json_field(&v["vfolder_mounts"])
+            let mounts: Vec<String> = v
+                .vfolder_mounts
+                .0
                 .as_array()
                 .map(|a| {
                     a.iter()
@@ -816,15 +799,10 @@ fn DetailDialog(
                         .collect()
                 })
                 .unwrap_or_default();
-            let envs: Vec<String> = v["environ_names"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|n| n.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut history: Vec<(String, String)> = json_field(&v["status_history"])
+            let envs = v.environ_names;
+            let mut history: Vec<(String, String)> = v
+                .status_history
+                .0
                 .as_object()
                 .map(|o| {
                     o.iter()
@@ -834,21 +812,18 @@ fn DetailDialog(
                 .unwrap_or_default();
             history.sort();
             let last = history.len().saturating_sub(1);
-            let reason = s("status_info");
-            let agents: Vec<String> = v["containers"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|c| c["agent"].as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let used = used_time(&history, &s("terminated_at"));
-            let slots = json_field(&v["occupying_slots"]);
-            let slots = if slots.as_object().is_some_and(|o| !o.is_empty()) {
-                slots
+            let reason = v.status_info.unwrap_or_default();
+            let agents: Vec<String> = v.containers.into_iter().filter_map(|c| c.agent).collect();
+            let used = used_time(&history, &v.terminated_at.unwrap_or_default());
+            let slots = if v
+                .occupying_slots
+                .0
+                .as_object()
+                .is_some_and(|o| !o.is_empty())
+            {
+                v.occupying_slots.0
             } else {
-                json_field(&v["requested_slots"])
+                v.requested_slots.0
             };
             let resources = tr(
                 "{cpu} core · {mem} · {gpu} GPU",
@@ -869,11 +844,11 @@ fn DetailDialog(
             );
             view! {
                 <table class="summary" id="session-detail">
-                    <tr><th>{t("Environment")}</th><td>{env_label(&s("image"))} <div class="muted small">{s("image")}</div></td></tr>
-                    <tr><th>{t("Type")}</th><td>{s("type")}</td></tr>
-                    <tr><th>{t("Status")}</th><td>{s("status")} " " <span class="muted small">{reason.clone()}</span></td></tr>
+                    <tr><th>{t("Environment")}</th><td>{env_label(&v.image)} <div class="muted small">{v.image.clone()}</div></td></tr>
+                    <tr><th>{t("Type")}</th><td>{v.type_}</td></tr>
+                    <tr><th>{t("Status")}</th><td>{v.status} " " <span class="muted small">{reason.clone()}</span></td></tr>
                     <tr><th>{t("Resources")}</th><td>{resources}</td></tr>
-                    <tr><th>{t("Resource group")}</th><td>{s("scaling_group")}</td></tr>
+                    <tr><th>{t("Resource group")}</th><td>{v.scaling_group.unwrap_or_default()}</td></tr>
                     <tr><th>{t("Agent")}</th><td id="detail-agent">{if agents.is_empty() { "-".to_string() } else { agents.join(", ") }}</td></tr>
                     <tr><th>{t("Mounts")}</th><td id="detail-mounts">{if mounts.is_empty() { t("none") } else { mounts.join("; ") }}</td></tr>
                     <tr><th>{t("Environment variables")}</th><td id="detail-env">{if envs.is_empty() { t("none") } else { envs.join(", ") }}</td></tr>
@@ -947,13 +922,8 @@ fn LogsDialog(
         move || {
             let id = id.clone();
             spawn_local(async move {
-                match gql::query(
-                    "query($id: UUID!) { session_logs(id: $id) }",
-                    json!({"id": id}),
-                )
-                .await
-                {
-                    Ok(d) => text.set(d["session_logs"].as_str().unwrap_or_default().to_string()),
+                match gql::run::<ops::SessionLogs>(ops::session_logs::Variables { id }).await {
+                    Ok(d) => text.set(d.session_logs),
                     Err(e) => text.set(e.message),
                 }
             });
@@ -999,12 +969,7 @@ fn TerminateDialog(
         let id = id.clone();
         busy.set(true);
         spawn_local(async move {
-            match gql::query(
-                "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-                json!({"id": id}),
-            )
-            .await
-            {
+            match gql::run::<ops::DestroySession>(ops::destroy_session::Variables { id }).await {
                 Ok(_) => on_close(),
                 Err(e) => {
                     error.set(Some(e.message));
@@ -1039,21 +1004,18 @@ fn LiveUsage(id: String) -> impl IntoView {
     let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
     let text = RwSignal::new(String::from("…"));
     let alive = Arc::new(AtomicBool::new(true));
-    gql::subscribe(
-        "subscription($id: UUID!) { session_stats(session_id: $id, interval_secs: 3) { cpu_used_pct mem_bytes mem_limit_bytes } }".into(),
-        json!({"id": id}),
+    gql::subscribe::<ops::SessionStats>(
+        ops::session_stats::Variables { id },
         online,
         alive.clone(),
         move |d| {
-            let st = &d["session_stats"];
-            let mem = amount(&st["mem_bytes"]).unwrap_or(0.0);
-            let lim = amount(&st["mem_limit_bytes"]).unwrap_or(0.0);
+            let st = d.session_stats;
             text.set(tr(
                 "CPU {cpu}% · RAM {used} / {limit}",
                 &[
-                    ("cpu", &format!("{:.0}", st["cpu_used_pct"].as_f64().unwrap_or(0.0))),
-                    ("used", &crate::ui::human_size(mem)),
-                    ("limit", &crate::ui::human_size(lim)),
+                    ("cpu", &format!("{:.0}", st.cpu_used_pct)),
+                    ("used", &crate::ui::human_size(st.mem_bytes as f64)),
+                    ("limit", &crate::ui::human_size(st.mem_limit_bytes as f64)),
                 ],
             ));
         },

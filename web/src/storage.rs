@@ -3,13 +3,12 @@
 //! folder, download, rename, delete the checked entries).
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::gql;
 use crate::i18n::{key, t, tr};
+use crate::ops;
 use crate::ui::{Modal, human_size};
-
-const LIST: &str = "{ vfolder_list(limit: 100, offset: 0) { items { id name host ownership_type permission my_permission is_automount is_owner group_name cur_size num_files created_at } } vfolder_hosts }";
 
 #[derive(Clone, Debug, PartialEq)]
 struct Folder {
@@ -25,22 +24,18 @@ struct Folder {
     files: i64,
 }
 
-fn folder(v: &Value) -> Folder {
-    let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+fn folder(v: ops::folder_list::FolderListVfolderListItems) -> Folder {
     Folder {
-        id: s("id"),
-        name: s("name"),
-        host: s("host"),
-        ownership: s("ownership_type"),
-        permission: s("my_permission"),
-        automount: v["is_automount"].as_bool().unwrap_or(false),
-        owner: v["is_owner"].as_bool().unwrap_or(false),
-        group: s("group_name"),
-        size: v["cur_size"]
-            .as_f64()
-            .or_else(|| v["cur_size"].as_str().and_then(|x| x.parse().ok()))
-            .unwrap_or(0.0),
-        files: v["num_files"].as_i64().unwrap_or(0),
+        id: v.id,
+        name: v.name,
+        host: v.host,
+        ownership: v.ownership_type,
+        permission: v.my_permission,
+        automount: v.is_automount,
+        owner: v.is_owner,
+        group: v.group_name.unwrap_or_default(),
+        size: v.cur_size as f64,
+        files: v.num_files,
     }
 }
 
@@ -62,24 +57,10 @@ pub fn DataPage() -> impl IntoView {
     let dialog = RwSignal::new(Dialog::None);
     let refresh = move || {
         spawn_local(async move {
-            match gql::query(LIST, json!({})).await {
+            match gql::run::<ops::FolderList>(ops::folder_list::Variables).await {
                 Ok(d) => {
-                    folders.set(
-                        d["vfolder_list"]["items"]
-                            .as_array()
-                            .map(|a| a.iter().map(folder).collect())
-                            .unwrap_or_default(),
-                    );
-                    hosts.set(
-                        d["vfolder_hosts"]
-                            .as_array()
-                            .map(|a| {
-                                a.iter()
-                                    .filter_map(|h| h.as_str().map(str::to_string))
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                    );
+                    folders.set(d.vfolder_list.items.into_iter().map(folder).collect());
+                    hosts.set(d.vfolder_hosts);
                 }
                 Err(e) => error.set(Some(e.message)),
             }
@@ -164,11 +145,18 @@ fn NewFolder(
     let project_folder = RwSignal::new(false);
     let create = move |_| {
         spawn_local(async move {
-            let mut props = json!({"name": name.get_untracked(), "host": host.get_untracked(), "permission": permission.get_untracked()});
-            if project_folder.get_untracked() {
-                props["group"] = json!(scope.and_then(|s| s.group_id.get_untracked()));
-            }
-            match gql::query("mutation($p: CreateVFolderInput!) { create_vfolder(props: $p) { vfolder { id } } }", json!({"p": props})).await {
+            let props = ops::create_folder::CreateVFolderInput {
+                name: name.get_untracked(),
+                host: Some(host.get_untracked()),
+                permission: Some(permission.get_untracked()),
+                group: if project_folder.get_untracked() {
+                    scope.and_then(|s| s.group_id.get_untracked())
+                } else {
+                    None
+                },
+                ..Default::default()
+            };
+            match gql::run::<ops::CreateFolder>(ops::create_folder::Variables { props }).await {
                 Ok(_) => on_close(),
                 Err(e) => error.set(Some(e.message)),
             }
@@ -215,7 +203,11 @@ fn RenameFolder(
     let go = move |_| {
         let id = id.clone();
         spawn_local(async move {
-            match gql::query("mutation($id: UUID!, $n: String!) { rename_vfolder(id: $id, new_name: $n) { ok } }", json!({"id": id, "n": name.get_untracked()})).await {
+            let vars = ops::rename_folder::Variables {
+                id,
+                new_name: name.get_untracked(),
+            };
+            match gql::run::<ops::RenameFolder>(vars).await {
                 Ok(_) => on_close(),
                 Err(e) => error.set(Some(e.message)),
             }
@@ -245,7 +237,11 @@ fn DeleteFolder(
     let go = move |_| {
         let id = id.clone();
         spawn_local(async move {
-            match gql::query("mutation($id: UUID!, $n: String!) { delete_vfolder(id: $id, confirm_name: $n) { ok } }", json!({"id": id, "n": typed.get_untracked()})).await {
+            let vars = ops::delete_folder::Variables {
+                id,
+                confirm_name: typed.get_untracked(),
+            };
+            match gql::run::<ops::DeleteFolder>(vars).await {
                 Ok(_) => on_close(),
                 Err(e) => error.set(Some(e.message)),
             }
@@ -353,14 +349,29 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
         move || {
             let id = id.clone();
             spawn_local(async move {
-                match gql::query("query($id: UUID!, $p: String) { vfolder_files(id: $id, path: $p) { name type size modified } }", json!({"id": id, "p": path.get_untracked()})).await {
+                let vars = ops::folder_files::Variables {
+                    id,
+                    path: Some(path.get_untracked()),
+                };
+                match gql::run::<ops::FolderFiles>(vars).await {
                     Ok(d) => {
-                        entries.set(d["vfolder_files"].as_array().map(|a| a.iter().map(|e| Entry {
-                            name: e["name"].as_str().unwrap_or_default().into(),
-                            dir: e["type"] == "DIRECTORY",
-                            size: e["size"].as_f64().or_else(|| e["size"].as_str().and_then(|x| x.parse().ok())).unwrap_or(0.0),
-                            modified: e["modified"].as_str().unwrap_or_default().replace('T', " ").chars().take(19).collect(),
-                        }).collect()).unwrap_or_default());
+                        entries.set(
+                            d.vfolder_files
+                                .into_iter()
+                                .map(|e| Entry {
+                                    dir: e.type_ == "DIRECTORY",
+                                    size: e.size as f64,
+                                    modified: e
+                                        .modified
+                                        .unwrap_or_default()
+                                        .replace('T', " ")
+                                        .chars()
+                                        .take(19)
+                                        .collect(),
+                                    name: e.name,
+                                })
+                                .collect(),
+                        );
                         checked.set(Vec::new());
                         error.set(None);
                     }
@@ -384,8 +395,12 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
             let (id, load) = (id.clone(), load.clone());
             let target = join(&new_dir.get_untracked());
             spawn_local(async move {
-                match gql::query("mutation($id: UUID!, $p: String!) { create_vfolder_directory(id: $id, path: $p) { ok } }", json!({"id": id, "p": target})).await {
-                    Ok(_) => { new_dir.set(String::new()); load(); }
+                let vars = ops::create_folder_directory::Variables { id, path: target };
+                match gql::run::<ops::CreateFolderDirectory>(vars).await {
+                    Ok(_) => {
+                        new_dir.set(String::new());
+                        load();
+                    }
                     Err(e) => error.set(Some(e.message)),
                 }
             });
@@ -397,7 +412,12 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
             let (id, load) = (id.clone(), load.clone());
             let paths: Vec<String> = checked.get_untracked().iter().map(|n| join(n)).collect();
             spawn_local(async move {
-                match gql::query("mutation($id: UUID!, $p: [String!]!) { delete_vfolder_files(id: $id, paths: $p, recursive: true) { ok } }", json!({"id": id, "p": paths})).await {
+                match gql::run::<ops::DeleteFolderFiles>(ops::delete_folder_files::Variables {
+                    id,
+                    paths,
+                })
+                .await
+                {
                     Ok(_) => load(),
                     Err(e) => error.set(Some(e.message)),
                 }
@@ -413,8 +433,16 @@ fn Explorer(folder: Folder, on_close: impl Fn() + Copy + Send + Sync + 'static) 
             let (id, load) = (id.clone(), load.clone());
             let p = join(&from);
             spawn_local(async move {
-                match gql::query("mutation($id: UUID!, $p: String!, $n: String!) { rename_vfolder_file(id: $id, path: $p, new_name: $n) { ok } }", json!({"id": id, "p": p, "n": to})).await {
-                    Ok(_) => { renaming.set(None); load(); }
+                let vars = ops::rename_folder_file::Variables {
+                    id,
+                    path: p,
+                    new_name: to,
+                };
+                match gql::run::<ops::RenameFolderFile>(vars).await {
+                    Ok(_) => {
+                        renaming.set(None);
+                        load();
+                    }
                     Err(e) => error.set(Some(e.message)),
                 }
             });

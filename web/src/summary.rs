@@ -2,70 +2,76 @@
 //! as bars; a START button into the launch dialog.
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use serde_json::{Value, json};
 
-use crate::gql;
+use crate::gql::{self, JsonString};
 use crate::i18n::{key, t, tr};
-use crate::ui::{Bar, amount, gib, json_field};
+use crate::ops;
+use crate::ui::{Bar, amount, gib};
 
-pub const USAGE_QUERY: &str = "query($g: UUID, $sg: String) { resource_usage(group_id: $g, scaling_group: $sg) { keypair_limits keypair_using keypair_using_in_scaling_group keypair_remaining concurrency_limit concurrency_used group_using group_user_using group_limits group_name visible_sessions_running scaling_group scaling_group_capacity scaling_group_remaining presets { name resource_slots shared_memory allocatable } } }";
-
+/// What `resource_usage` answers: the keypair's, project's and resource group's figures.
 #[derive(Clone, Default, PartialEq)]
 pub struct Usage {
-    pub raw: Value,
+    pub raw: ops::resource_usage::ResourceUsageResourceUsage,
+}
+
+/// `slot` of a JSON object of slots (`{"cpu": "2", "mem": "4294967296"}`).
+fn amount_in(slots: &JsonString, slot: &str) -> Option<f64> {
+    amount(&slots.0[slot])
 }
 
 impl Usage {
-    fn slot(&self, field: &str, slot: &str) -> Option<f64> {
-        amount(&json_field(&self.raw[field])[slot])
-    }
     pub fn used(&self, slot: &str) -> f64 {
-        self.slot("keypair_using", slot).unwrap_or(0.0)
+        amount_in(&self.raw.keypair_using, slot).unwrap_or(0.0)
     }
     /// What the keypair uses in the resource group chosen.
     pub fn used_here(&self, slot: &str) -> f64 {
-        self.slot("keypair_using_in_scaling_group", slot)
-            .unwrap_or(0.0)
+        amount_in(&self.raw.keypair_using_in_scaling_group, slot).unwrap_or(0.0)
     }
     pub fn remaining(&self, slot: &str) -> Option<f64> {
-        let key = self.slot("keypair_remaining", slot);
-        let group = self.slot("scaling_group_remaining", slot);
+        let key = amount_in(&self.raw.keypair_remaining, slot);
+        let group = amount_in(&self.raw.scaling_group_remaining, slot);
         match (key, group) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
     pub fn capacity(&self, slot: &str) -> Option<f64> {
-        self.slot("scaling_group_capacity", slot)
+        amount_in(&self.raw.scaling_group_capacity, slot)
     }
     pub fn group_free(&self, slot: &str) -> Option<f64> {
-        self.slot("scaling_group_remaining", slot)
+        amount_in(&self.raw.scaling_group_remaining, slot)
     }
     /// (project's total use, the caller's use within it, the project's limit) of `slot`.
     pub fn project(&self, slot: &str) -> (f64, f64, Option<f64>) {
         (
-            self.slot("group_using", slot).unwrap_or(0.0),
-            self.slot("group_user_using", slot).unwrap_or(0.0),
-            self.slot("group_limits", slot),
+            amount_in(&self.raw.group_using, slot).unwrap_or(0.0),
+            amount_in(&self.raw.group_user_using, slot).unwrap_or(0.0),
+            amount_in(&self.raw.group_limits, slot),
         )
     }
     pub fn scaling_group(&self) -> String {
-        self.raw["scaling_group"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+        self.raw.scaling_group.clone()
+    }
+    /// Sessions the keypair runs, and how many it may (`None`: unlimited).
+    fn sessions(&self) -> (f64, Option<f64>) {
+        let limit = Some(self.raw.concurrency_limit as f64).filter(|v| *v > 0.0);
+        (self.raw.concurrency_used as f64, limit)
     }
 }
 
 /// Usage in the console's current project and resource group.
 pub async fn fetch_usage(scope: Option<crate::Scope>) -> Result<Usage, String> {
-    let (g, sg) = scope
+    let (group_id, scaling_group) = scope
         .map(|s| (s.group_id.get_untracked(), s.scaling_group.get_untracked()))
         .unwrap_or_default();
-    gql::query(USAGE_QUERY, json!({"g": g, "sg": sg}))
+    let vars = ops::resource_usage::Variables {
+        group_id,
+        scaling_group,
+    };
+    gql::run::<ops::ResourceUsage>(vars)
         .await
         .map(|d| Usage {
-            raw: d["resource_usage"].clone(),
+            raw: d.resource_usage,
         })
         .map_err(|e| e.message)
 }
@@ -93,11 +99,10 @@ pub fn UsageBars(usage: RwSignal<Usage>) -> impl IntoView {
                 {guide_bar(usage, "RAM", "mem", gib)}
                 {guide_bar(usage, "fGPU", "cuda.shares", gpus)}
                 <Bar label=key("Sessions")
-                    used=Signal::derive(move || u().raw["concurrency_used"].as_f64().unwrap_or(0.0))
-                    total=Signal::derive(move || u().raw["concurrency_limit"].as_f64().filter(|v| *v > 0.0))
+                    used=Signal::derive(move || u().sessions().0)
+                    total=Signal::derive(move || u().sessions().1)
                     text=Signal::derive(move || {
-                        let used = u().raw["concurrency_used"].as_f64().unwrap_or(0.0);
-                        let lim = u().raw["concurrency_limit"].as_f64().filter(|v| *v > 0.0);
+                        let (used, lim) = u().sessions();
                         fmt(used, lim, |v| format!("{v:.0}"))
                     }) />
             </div>
@@ -134,22 +139,17 @@ pub fn SummaryPage() -> impl IntoView {
                 }
                 Err(e) => error.set(Some(e)),
             }
-            if let Some((Some(g), _)) = ctx
-                && let Ok(d) = gql::query(
-                    "query($g: UUID!) { scaling_groups_for_user_group(user_group: $g) { name } }",
-                    json!({"g": g}),
+            if let Some((Some(group_id), _)) = ctx
+                && let Ok(d) = gql::run::<ops::ScalingGroupsForProject>(
+                    ops::scaling_groups_for_project::Variables { group_id },
                 )
                 .await
             {
                 groups.set(
-                    d["scaling_groups_for_user_group"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|x| x["name"].as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    d.scaling_groups_for_user_group
+                        .into_iter()
+                        .map(|x| x.name)
+                        .collect(),
                 );
             }
         });
@@ -240,8 +240,7 @@ fn ProjectBars(usage: RwSignal<Usage>) -> impl IntoView {
     };
     view! {
         <div class="bars-title">{move || {
-            let name = u().raw["group_name"].as_str().unwrap_or_default().to_string();
-            tr("Project {name}", &[("name", &name)])
+            tr("Project {name}", &[("name", &u().raw.group_name)])
         }}</div>
         {row("CPU", "cpu", |v| tr("{n} core", &[("n", &format!("{v:.0}"))]))}
         {row("RAM", "mem", gib)}
@@ -261,8 +260,8 @@ fn Statistics(usage: RwSignal<Usage>, me_role: Option<RwSignal<String>>) -> impl
     view! {
         <div class="bars-title">{t("Resource statistics")}</div>
         <table class="summary">
-            <tr><th>{t("My sessions running")}</th><td id="stat-mine">{move || u().raw["concurrency_used"].as_u64().unwrap_or(0)}</td></tr>
-            <tr><th>{move || tr("Running, {scope}", &[("scope", &scope_text())])}</th><td id="stat-visible">{move || u().raw["visible_sessions_running"].as_u64().unwrap_or(0)}</td></tr>
+            <tr><th>{t("My sessions running")}</th><td id="stat-mine">{move || u64::try_from(u().raw.concurrency_used).unwrap_or(0)}</td></tr>
+            <tr><th>{move || tr("Running, {scope}", &[("scope", &scope_text())])}</th><td id="stat-visible">{move || u64::try_from(u().raw.visible_sessions_running).unwrap_or(0)}</td></tr>
             <tr><th>{t("Resource group")}</th><td>{move || u().scaling_group()}</td></tr>
         </table>
     }

@@ -1,16 +1,8 @@
-//! Small shared pieces: dialogs, bars, number formatting, JSONString fields.
+//! Small shared pieces: dialogs, bars, number formatting, slot amounts.
 use leptos::prelude::*;
 use serde_json::Value;
 
 use crate::i18n::t;
-
-/// A JSONString field (`"{\"cpu\": \"2\"}"`) as a value.
-pub fn json_field(v: &Value) -> Value {
-    match v {
-        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
-        other => other.clone(),
-    }
-}
 
 /// A slot amount as a number (`"2"`, `"4294967296"`, `2`); `Infinity` is `None`.
 pub fn amount(v: &Value) -> Option<f64> {
