@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use bai_types::events::TaskStatus;
 use graphql_client::GraphQLQuery;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -861,17 +862,6 @@ fn Presets() -> impl IntoView {
     }
 }
 
-/// A task status as the server writes it (`running`, `done`, `failed`).
-fn task_status(status: &ops::background_task::TaskStatus) -> &str {
-    use ops::background_task::TaskStatus;
-    match status {
-        TaskStatus::running => "running",
-        TaskStatus::done => "done",
-        TaskStatus::failed => "failed",
-        TaskStatus::Other(other) => other,
-    }
-}
-
 /// Follows a background task until it ends, showing its progress.
 fn follow_task(task_id: String, progress: RwSignal<Option<String>>, after: impl Fn() + 'static) {
     spawn_local(async move {
@@ -882,12 +872,14 @@ fn follow_task(task_id: String, progress: RwSignal<Option<String>>, after: impl 
             match gql::run::<ops::BackgroundTask>(vars).await {
                 Ok(d) => {
                     let task = d.background_task;
-                    let status = task_status(&task.status);
                     progress.set(Some(format!(
-                        "{status}: {}/{} {}",
-                        task.current_progress, task.total_progress, task.message
+                        "{}: {}/{} {}",
+                        task.status.as_str(),
+                        task.current_progress,
+                        task.total_progress,
+                        task.message
                     )));
-                    if status != "running" {
+                    if task.status != TaskStatus::Running {
                         after();
                         return;
                     }

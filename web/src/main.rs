@@ -1,6 +1,7 @@
 //! The bai web console (Leptos, client-side). It talks to the server only through GraphQL.
 //! Login (with the forced password change), the layout shell with hash routing, Summary,
 //! Sessions (list, launch, apps, logs, terminate), the web terminal and Data & Storage.
+use bai_types::enums::UserRole;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -55,7 +56,10 @@ impl Me {
     }
 
     fn is_admin(&self) -> bool {
-        self.role == "superadmin" || self.role == "admin"
+        matches!(
+            UserRole::parse(&self.role),
+            Some(UserRole::Superadmin | UserRole::Admin)
+        )
     }
 }
 

@@ -9,6 +9,8 @@
 //! Operations whose input objects leave fields out are built with `skip_serializing_none`
 //! (and `Default` variables, to fill in the rest): an unset field is left out of the request
 //! rather than sent as `null`.
+// Enums of the schema that layer 1 (`bai_types`) defines come from there, not the derive.
+use bai_types::events::TaskStatus;
 use graphql_client::GraphQLQuery;
 
 // The derive reads the schema unseen by Cargo: this makes a change to it rebuild the console.
@@ -423,7 +425,8 @@ pub struct CreatePreset;
 #[graphql(
     schema_path = "../api/schema.graphql",
     query_path = "graphql/admin/background_task.graphql",
-    response_derives = "Debug, Clone, PartialEq"
+    response_derives = "Debug, Clone, PartialEq",
+    extern_enums("TaskStatus")
 )]
 pub struct BackgroundTask;
 #[derive(GraphQLQuery)]

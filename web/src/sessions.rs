@@ -9,6 +9,8 @@ use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 use crate::gql::{self, JsonString};
+use bai_types::enums::SessionStatus;
+
 use crate::i18n::{key, t, tr};
 use crate::ops;
 use crate::summary::{Usage, UsageBars, fetch_usage};
@@ -180,8 +182,12 @@ pub fn SessionsPage() -> impl IntoView {
                 <tbody>
                     <For each=move || rows.get() key=|r| (r.id.clone(), r.status.clone(), r.why.clone()) children=move |r: Row| {
                         let (id, name) = (r.id.clone(), r.name.clone());
-                        let running = r.status == "RUNNING";
-                        let live = !matches!(r.status.as_str(), "TERMINATED" | "CANCELLED" | "ERROR" | "TERMINATING");
+                        let status = SessionStatus::parse(&r.status);
+                        let running = status == Some(SessionStatus::Running);
+                        let live = !matches!(
+                            status,
+                            Some(SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error | SessionStatus::Terminating)
+                        );
                         let (id1, n1, id2, n2, id3, n3, id4) = (id.clone(), name.clone(), id.clone(), name.clone(), id.clone(), name.clone(), id.clone());
                         view! {
                             <tr class="session-row" data-name=r.name.clone() data-status=r.status.clone()>
@@ -877,7 +883,7 @@ fn used_time(history: &[(String, String)], terminated_at: &str) -> String {
     let parse = |t: &str| js_sys::Date::parse(t);
     let start = history
         .iter()
-        .find(|(_, st)| st == "RUNNING")
+        .find(|(_, st)| SessionStatus::parse(st) == Some(SessionStatus::Running))
         .or(history.first())
         .map(|(t, _)| parse(t));
     let Some(start) = start.filter(|s| s.is_finite()) else {

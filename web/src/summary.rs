@@ -252,10 +252,13 @@ fn ProjectBars(usage: RwSignal<Usage>) -> impl IntoView {
 #[component]
 fn Statistics(usage: RwSignal<Usage>, me_role: Option<RwSignal<String>>) -> impl IntoView {
     let u = move || usage.get();
-    let scope_text = move || match me_role.map(|r| r.get()).as_deref() {
-        Some("superadmin") => t("all sessions"),
-        Some("admin") => t("sessions of your domain"),
-        _ => t("your sessions"),
+    let scope_text = move || {
+        let role = me_role.and_then(|r| bai_types::enums::UserRole::parse(&r.get()));
+        match role {
+            Some(bai_types::enums::UserRole::Superadmin) => t("all sessions"),
+            Some(bai_types::enums::UserRole::Admin) => t("sessions of your domain"),
+            _ => t("your sessions"),
+        }
     };
     view! {
         <div class="bars-title">{t("Resource statistics")}</div>

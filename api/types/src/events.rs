@@ -65,6 +65,17 @@ pub enum TaskStatus {
     Failed,
 }
 
+impl TaskStatus {
+    /// The status as the schema spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Done => "done",
+            TaskStatus::Failed => "failed",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 #[cfg_attr(feature = "graphql", graphql(rename_fields = "snake_case"))]
