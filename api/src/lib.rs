@@ -162,14 +162,14 @@ where
     agents::start_all(&state)
         .await
         .map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;
-    agents::reconcile::on_start(&state)
+    sessions::reconcile::on_start(&state)
         .await
         .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.message))?;
     let mut background = vec![
         tokio::spawn(scheduler::run(state.clone())),
         tokio::spawn(scheduler::wake_on_changes(state.clone())),
         tokio::spawn(agents::heartbeat_loop(state.clone())),
-        tokio::spawn(agents::reconcile::sweep_loop(state.clone())),
+        tokio::spawn(sessions::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
         tokio::spawn(keypairs::usage::flush_loop(state.clone())),
     ];

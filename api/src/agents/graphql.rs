@@ -217,8 +217,8 @@ impl AgentMutation {
     ) -> async_graphql::Result<MaintenanceResult> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        super::reconcile::sweep(state).await?;
-        crate::scheduler::refresh_agent_usage(state).await?;
+        crate::sessions::reconcile::sweep(state).await?;
+        crate::agents::refresh_agent_usage(state).await?;
         let agents = entity::agents::Entity::find()
             .all(&state.db)
             .await

@@ -1,15 +1,15 @@
 //! In-process agents, one per container engine: registration in the agents table,
 //! heartbeats (ALIVE / LOST / TERMINATED), the local image scan and reconciliation.
 pub mod graphql;
-pub mod reconcile;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use entity::enums::{AgentStatus, ImageType};
-use entity::{agents, images};
+use entity::enums::{AgentStatus, ImageType, SessionStatus};
+use entity::slots::ResourceSlots;
+use entity::{agents, images, kernels};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
@@ -398,6 +398,35 @@ pub async fn mark_installed(
 }
 
 /// The Docker reference of a catalog image (local images keep their tag as found).
+/// Recomputes every agent's `occupied_slots` from the kernels holding resources (the
+/// source of truth), for display.
+pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
+    let live = kernels::Entity::find()
+        .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
+        .all(&state.db)
+        .await?;
+    let mut usage: HashMap<String, ResourceSlots> = HashMap::new();
+    for k in live {
+        if let Some(a) = k.agent {
+            let e = usage.entry(a).or_default();
+            *e = e.add(&k.requested_slots);
+        }
+    }
+    for a in agents::Entity::find().all(&state.db).await? {
+        let now = usage.remove(&a.id).unwrap_or_default();
+        if a.occupied_slots != now {
+            let id = a.id.clone();
+            let mut m = a.into_active_model();
+            m.occupied_slots = Set(now);
+            m.update(&state.db).await?;
+            state
+                .events
+                .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
+        }
+    }
+    Ok(())
+}
+
 pub fn docker_reference(image: &images::Model) -> String {
     format!("{}/{}:{}", image.registry, image.image, image.tag)
 }

@@ -24,7 +24,7 @@ use self::plan::{
     Strategy,
 };
 use crate::error::ApiResult;
-use crate::events::{ChangeAction, ObjectKind};
+use crate::events::ObjectKind;
 use crate::sessions::{ALLOCATED, Change};
 use crate::state::AppState;
 
@@ -496,33 +496,4 @@ async fn assign_gpus(
         whole,
         shares,
     ))
-}
-
-/// Recomputes every agent's `occupied_slots` from the kernels holding resources (the
-/// source of truth), for display.
-pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
-    let live = kernels::Entity::find()
-        .filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied()))
-        .all(&state.db)
-        .await?;
-    let mut usage: HashMap<String, ResourceSlots> = HashMap::new();
-    for k in live {
-        if let Some(a) = k.agent {
-            let e = usage.entry(a).or_default();
-            *e = e.add(&k.requested_slots);
-        }
-    }
-    for a in agents::Entity::find().all(&state.db).await? {
-        let now = usage.remove(&a.id).unwrap_or_default();
-        if a.occupied_slots != now {
-            let id = a.id.clone();
-            let mut m = a.into_active_model();
-            m.occupied_slots = Set(now);
-            m.update(&state.db).await?;
-            state
-                .events
-                .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
-        }
-    }
-    Ok(())
 }

@@ -8,6 +8,7 @@ pub mod graphql;
 #[cfg(test)]
 mod lifecycle_tests;
 pub mod locks;
+pub mod reconcile;
 pub mod terminal;
 
 use std::collections::BTreeMap;
@@ -32,14 +33,7 @@ use crate::state::AppState;
 use bai_engine::{BindMount, KernelSpec};
 
 /// Statuses in which a session holds resources on an agent (and may have a container).
-pub const ALLOCATED: &[SessionStatus] = &[
-    SessionStatus::Scheduled,
-    SessionStatus::Preparing,
-    SessionStatus::Pulling,
-    SessionStatus::Running,
-    SessionStatus::Restarting,
-    SessionStatus::Terminating,
-];
+pub const ALLOCATED: &[SessionStatus] = SessionStatus::ALLOCATED;
 
 /// Statuses of sessions that are not over yet.
 pub const LIVE: &[SessionStatus] = &[
@@ -656,7 +650,7 @@ pub async fn apply(
             | SessionStatus::Error
             | SessionStatus::Running
     ) {
-        crate::scheduler::refresh_agent_usage(state).await?;
+        crate::agents::refresh_agent_usage(state).await?;
         state.scheduler.wake();
     }
     Ok(s)

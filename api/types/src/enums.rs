@@ -93,6 +93,16 @@ string_enum!(SessionStatus {
 });
 
 impl SessionStatus {
+    /// Statuses in which a session holds resources on an agent (and may have a container).
+    pub const ALLOCATED: &'static [SessionStatus] = &[
+        SessionStatus::Scheduled,
+        SessionStatus::Preparing,
+        SessionStatus::Pulling,
+        SessionStatus::Running,
+        SessionStatus::Restarting,
+        SessionStatus::Terminating,
+    ];
+
     /// Statuses after which a session holds no resources and cannot change again.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Terminated | Self::Cancelled)

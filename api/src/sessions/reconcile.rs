@@ -89,7 +89,7 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
         }
     }
     sweep(state).await?;
-    crate::scheduler::refresh_agent_usage(state).await
+    crate::agents::refresh_agent_usage(state).await
 }
 
 /// Removes containers that belong to no live session; marks live sessions whose container
