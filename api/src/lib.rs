@@ -11,7 +11,7 @@ pub mod compat;
 pub mod config;
 pub mod db;
 pub mod domains;
-pub mod error;
+pub use bai_core::error;
 pub mod events;
 pub mod graphql;
 pub mod groups;
@@ -32,7 +32,7 @@ pub mod state;
 pub mod storage;
 pub mod tls;
 pub mod users;
-pub mod validate;
+pub use bai_core::validate;
 
 use std::net::SocketAddr;
 

@@ -56,6 +56,20 @@ impl EngineError {
 
 pub type EngineResult<T> = Result<T, EngineError>;
 
+/// The services' error for an engine's: not found, a refusal the user may read, or a failure
+/// logged with a reference.
+impl From<EngineError> for bai_core::error::ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::NotFound { what, key } => bai_core::error::ApiError::not_found(what, key),
+            EngineError::Refused(m) => bai_core::error::ApiError::bad_request(m),
+            EngineError::Failed { context, cause } => {
+                bai_core::error::ApiError::internal(context, cause)
+            }
+        }
+    }
+}
+
 /// A host folder bound into a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindMount {

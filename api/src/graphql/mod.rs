@@ -1,6 +1,6 @@
 //! The GraphQL schema: Backend.AI's `/admin/gql` names (snake_case) assembled from the
 //! per-domain query, mutation and subscription objects, plus the HTTP/WebSocket handlers.
-pub mod filter;
+pub use bai_core::filter;
 pub mod limits;
 pub mod order;
 pub mod scalars;

@@ -2,7 +2,7 @@
 //! loads a snapshot per resource group, asks the pure planner (`plan`) for placements, and
 //! applies them. It is the only code that allocates, and it runs as one task, so parallel
 //! creates can never over-commit an agent or a policy.
-pub mod plan;
+pub use bai_core::plan;
 
 use std::collections::HashMap;
 use std::time::Duration;

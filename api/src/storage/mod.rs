@@ -5,7 +5,7 @@
 pub mod fsat;
 pub mod graphql;
 pub mod http;
-pub mod path;
+pub use bai_core::path;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

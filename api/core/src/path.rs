@@ -8,14 +8,14 @@ use std::path::{Component, PathBuf};
 use crate::error::{ApiError, ApiResult};
 
 /// A user's path as it may appear in a message: control characters masked, bounded.
-pub(crate) fn shown(path: &str) -> String {
+pub fn shown(path: &str) -> String {
     path.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .take(200)
         .collect()
 }
 
-pub(crate) fn refuse(path: &str, why: &str) -> ApiError {
+pub fn refuse(path: &str, why: &str) -> ApiError {
     ApiError::bad_request(format!("Invalid path '{}': {why}", shown(path)))
 }
 

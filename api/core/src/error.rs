@@ -88,20 +88,8 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
-impl From<bai_engine::EngineError> for ApiError {
-    fn from(e: bai_engine::EngineError) -> Self {
-        match e {
-            bai_engine::EngineError::NotFound { what, key } => ApiError::not_found(what, key),
-            bai_engine::EngineError::Refused(m) => ApiError::bad_request(m),
-            bai_engine::EngineError::Failed { context, cause } => {
-                ApiError::internal(context, cause)
-            }
-        }
-    }
-}
-
-impl From<entity::slots::SlotError> for ApiError {
-    fn from(e: entity::slots::SlotError) -> Self {
+impl From<bai_types::slots::SlotError> for ApiError {
+    fn from(e: bai_types::slots::SlotError) -> Self {
         ApiError::bad_request(e.to_string())
     }
 }

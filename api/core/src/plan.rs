@@ -6,8 +6,8 @@
 //! (requests finer than 0.001 are rounded up), so sums and comparisons are exact and cheap.
 use std::collections::HashMap;
 
-use entity::enums::SchedulerKind;
-use entity::slots::{KNOWN_SLOTS, ResourceLimits, ResourceSlots, SlotLimit, format_amount};
+use bai_types::enums::SchedulerKind;
+use bai_types::slots::{KNOWN_SLOTS, ResourceLimits, ResourceSlots, SlotLimit, format_amount};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use uuid::Uuid;
