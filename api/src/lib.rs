@@ -1,38 +1,23 @@
-//! bai: Backend.AI rebuilt in Rust as one binary — manager, scheduler, in-process agents and
-//! the web console's server.
-pub mod accounts;
-pub mod agents;
-pub mod audit;
-pub mod auth;
+//! bai: Backend.AI rebuilt in Rust as one binary — layer 5, the surfaces (GraphQL, Backend.AI
+//! REST, terminal, file transfer) and the server that wires the services together.
+// Layers 1–4 below this crate, re-exported so that `crate::sessions::…` reads the same in the
+// surfaces as in the services.
+pub use bai_core::{error, validate};
+pub use bai_services::{
+    API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, config, db, domains, events,
+    groups, images, keypairs, lookup, observe, policies, presets, registries, scaling_groups,
+    scheduler, sessions, settings, state, storage, tls, users,
+};
+
+// Layer 5: the surfaces and the server.
 pub mod bench;
-pub mod bgtasks;
 pub mod changes;
 pub mod compat;
-pub mod config;
-pub mod db;
-pub mod domains;
-pub use bai_core::error;
-pub mod events;
 pub mod graphql;
-pub mod groups;
-pub mod images;
-pub mod keypairs;
-pub mod lookup;
 pub mod metrics;
-pub mod observe;
-pub mod policies;
-pub mod presets;
-pub mod registries;
-pub mod scaling_groups;
-pub mod scheduler;
 pub mod server;
-pub mod sessions;
-pub mod settings;
-pub mod state;
-pub mod storage;
-pub mod tls;
-pub mod users;
-pub use bai_core::validate;
+pub mod terminal;
+pub mod transfer;
 
 use std::net::SocketAddr;
 
@@ -42,10 +27,6 @@ use tokio::task::JoinHandle;
 
 pub use config::Config;
 pub use state::AppState;
-
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The Backend.AI API version announced to clients.
-pub const API_VERSION: &str = "v8.20240915";
 
 /// A running server.
 pub struct Server {

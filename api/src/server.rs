@@ -54,16 +54,13 @@ pub fn router(app: AppState) -> Router {
     let files = Router::new()
         .route(
             "/storage/folders/{id}/download",
-            get(crate::storage::http::download),
+            get(crate::transfer::download),
         )
         .route(
             "/storage/folders/{id}/upload",
-            post(crate::storage::http::upload),
+            post(crate::transfer::upload),
         )
-        .route(
-            "/sessions/{id}/terminal",
-            get(crate::sessions::terminal::terminal),
-        )
+        .route("/sessions/{id}/terminal", get(crate::terminal::terminal))
         .route(
             "/apps/{session}/{app}",
             axum::routing::any(crate::sessions::apps::proxy),

@@ -222,7 +222,7 @@ fn text(v: Option<&Value>) -> Option<String> {
 fn string_map(v: Option<&Value>, what: &str) -> ApiResult<BTreeMap<String, String>> {
     match v {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(v) => crate::sessions::graphql::string_map(Some(JsonString(v.clone())), what),
+        Some(v) => crate::graphql::sessions::string_map(Some(JsonString(v.clone())), what),
     }
 }
 
@@ -572,7 +572,7 @@ async fn check_presets(
             let body = body.map(|b| b.0).unwrap_or_default();
             let group =
                 crate::sessions::resolve_group(&state.db, caller, body.group.as_deref()).await?;
-            let u = crate::sessions::graphql::resource_usage(
+            let u = crate::graphql::sessions::resource_usage(
                 &state,
                 caller,
                 Some(group.id),

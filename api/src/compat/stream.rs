@@ -84,7 +84,7 @@ async fn run_over_ws(
     loop {
         tokio::select! {
             _ = stopping.cancelled() => {
-                let _ = tx.send(crate::sessions::terminal::going_away()).await;
+                let _ = tx.send(crate::terminal::going_away()).await;
                 return Ok(());
             }
             c = output.next() => {
@@ -158,7 +158,7 @@ pub async fn session_events(
         },
     };
     let for_events = state.clone();
-    let topic = crate::sessions::graphql::session_topic(&caller);
+    let topic = crate::graphql::sessions::session_topic(&caller);
     let stream = state.events.stream_topic(topic).filter_map(move |ev| {
         let (state, caller) = (for_events.clone(), caller.clone());
         async move {
@@ -166,7 +166,7 @@ pub async fn session_events(
                 return None;
             };
             if only.is_some_and(|id| id != e.session_id)
-                || !crate::sessions::graphql::sees(&state, &caller, e).await
+                || !crate::graphql::sessions::sees(&state, &caller, e).await
             {
                 return None;
             }

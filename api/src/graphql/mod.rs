@@ -1,9 +1,24 @@
 //! The GraphQL schema: Backend.AI's `/admin/gql` names (snake_case) assembled from the
 //! per-domain query, mutation and subscription objects, plus the HTTP/WebSocket handlers.
 pub use bai_core::filter;
+pub mod accounts;
+pub mod agents;
+pub mod bgtasks;
+pub mod domains;
+pub mod groups;
+pub mod images;
+pub mod keypairs;
 pub mod limits;
 pub mod order;
+pub mod policies;
+pub mod presets;
+pub mod registries;
 pub mod scalars;
+pub mod scaling_groups;
+pub mod sessions;
+pub mod settings;
+pub mod storage;
+pub mod users;
 
 use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
 use async_graphql::{Context, Data, MergedObject, MergedSubscription, Schema};
@@ -23,47 +38,47 @@ use crate::state::AppState;
 
 #[derive(MergedObject, Default)]
 pub struct Query(
-    crate::accounts::graphql::AccountQuery,
-    crate::users::graphql::UserQuery,
-    crate::keypairs::graphql::KeypairQuery,
-    crate::policies::graphql::PolicyQuery,
-    crate::domains::graphql::DomainQuery,
-    crate::groups::graphql::GroupQuery,
-    crate::presets::graphql::PresetQuery,
-    crate::scaling_groups::graphql::ScalingGroupQuery,
-    crate::registries::graphql::RegistryQuery,
-    crate::images::graphql::ImageQuery,
-    crate::settings::graphql::SettingQuery,
-    crate::sessions::graphql::SessionQuery,
-    crate::agents::graphql::AgentQuery,
-    crate::bgtasks::graphql::BgTaskQuery,
-    crate::storage::graphql::StorageQuery,
+    crate::graphql::accounts::AccountQuery,
+    crate::graphql::users::UserQuery,
+    crate::graphql::keypairs::KeypairQuery,
+    crate::graphql::policies::PolicyQuery,
+    crate::graphql::domains::DomainQuery,
+    crate::graphql::groups::GroupQuery,
+    crate::graphql::presets::PresetQuery,
+    crate::graphql::scaling_groups::ScalingGroupQuery,
+    crate::graphql::registries::RegistryQuery,
+    crate::graphql::images::ImageQuery,
+    crate::graphql::settings::SettingQuery,
+    crate::graphql::sessions::SessionQuery,
+    crate::graphql::agents::AgentQuery,
+    crate::graphql::bgtasks::BgTaskQuery,
+    crate::graphql::storage::StorageQuery,
 );
 
 #[derive(MergedObject, Default)]
 pub struct Mutation(
-    crate::accounts::graphql::AccountMutation,
-    crate::users::graphql::UserMutation,
-    crate::keypairs::graphql::KeypairMutation,
-    crate::policies::graphql::PolicyMutation,
-    crate::domains::graphql::DomainMutation,
-    crate::groups::graphql::GroupMutation,
-    crate::presets::graphql::PresetMutation,
-    crate::scaling_groups::graphql::ScalingGroupMutation,
-    crate::registries::graphql::RegistryMutation,
-    crate::images::graphql::ImageMutation,
-    crate::settings::graphql::SettingMutation,
-    crate::sessions::graphql::SessionMutation,
-    crate::agents::graphql::AgentMutation,
-    crate::storage::graphql::StorageMutation,
+    crate::graphql::accounts::AccountMutation,
+    crate::graphql::users::UserMutation,
+    crate::graphql::keypairs::KeypairMutation,
+    crate::graphql::policies::PolicyMutation,
+    crate::graphql::domains::DomainMutation,
+    crate::graphql::groups::GroupMutation,
+    crate::graphql::presets::PresetMutation,
+    crate::graphql::scaling_groups::ScalingGroupMutation,
+    crate::graphql::registries::RegistryMutation,
+    crate::graphql::images::ImageMutation,
+    crate::graphql::settings::SettingMutation,
+    crate::graphql::sessions::SessionMutation,
+    crate::graphql::agents::AgentMutation,
+    crate::graphql::storage::StorageMutation,
 );
 
 #[derive(MergedSubscription, Default)]
 pub struct Subscription(
     crate::changes::ChangeSubscription,
-    crate::sessions::graphql::SessionSubscription,
-    crate::bgtasks::graphql::BgTaskSubscription,
-    crate::storage::graphql::StorageSubscription,
+    crate::graphql::sessions::SessionSubscription,
+    crate::graphql::bgtasks::BgTaskSubscription,
+    crate::graphql::storage::StorageSubscription,
 );
 
 pub type BaiSchema = Schema<Query, Mutation, Subscription>;

@@ -1,0 +1,276 @@
+//! Accounts: login sessions (cookie + bearer token), signup, password changes and the
+//! user's SSH keypair.
+
+use chrono::{Duration, Utc};
+use entity::enums::{UserRole, UserStatus};
+use entity::{login_sessions, users};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use uuid::Uuid;
+
+use crate::auth::middleware::session_cookie_name;
+use crate::auth::{password, tokens};
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::state::AppState;
+
+const BAD_LOGIN: &str = "Invalid email or password.";
+
+/// Checks email + password, throttled per account and per client address. Wrong email and
+/// wrong password are indistinguishable, in message and in time.
+pub async fn check_credentials(
+    state: &AppState,
+    email: &str,
+    pw: &str,
+    addr: Option<std::net::IpAddr>,
+) -> ApiResult<users::Model> {
+    let email = email.trim().to_ascii_lowercase();
+    let attempt = state.login_throttle.start(&email, addr)?;
+    let user = users::Entity::find()
+        .filter(users::Column::Email.eq(&email))
+        .one(&state.db)
+        .await?;
+    let hash = user
+        .as_ref()
+        .map(|u| u.password.as_str())
+        .unwrap_or(password::DUMMY_HASH);
+    let ok = password::verify(pw, hash).await?;
+    if ok && user.is_some() {
+        attempt.succeeded();
+    } else {
+        metrics::counter!("bai_login_failures_total").increment(1);
+    }
+    match user {
+        Some(u) if ok => match u.status {
+            UserStatus::Active => Ok(u),
+            UserStatus::BeforeVerification => Err(ApiError::unauthenticated(
+                "This account has not been verified yet.",
+            )),
+            _ => Err(ApiError::unauthenticated(
+                "This account is deactivated. Contact your administrator.",
+            )),
+        },
+        _ => Err(ApiError::unauthenticated(BAD_LOGIN)),
+    }
+}
+
+pub struct NewLogin {
+    pub token: String,
+    pub expires_at: chrono::DateTime<Utc>,
+    pub user: users::Model,
+}
+
+/// Email + password → a new login session. Refused with PASSWORD_CHANGE_REQUIRED when an
+/// admin flagged the account; the user then changes it with `update_password_no_auth`.
+pub async fn login(
+    state: &AppState,
+    email: &str,
+    pw: &str,
+    addr: Option<std::net::IpAddr>,
+    user_agent: Option<String>,
+) -> ApiResult<NewLogin> {
+    let user = check_credentials(state, email, pw, addr).await?;
+    usable(state, &user).await?;
+    let token = tokens::new_token();
+    let now = Utc::now();
+    let ttl = i64::try_from(state.config.login_session_ttl_secs).unwrap_or(i64::MAX / 2);
+    let expires_at = now + Duration::seconds(ttl);
+    login_sessions::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        token_hash: Set(tokens::hash_token(&token)),
+        user_uuid: Set(user.uuid),
+        created_at: Set(now),
+        expires_at: Set(expires_at),
+        last_seen: Set(now),
+        user_agent: Set(user_agent),
+    }
+    .insert(&state.db)
+    .await?;
+    // Expired sessions of this user are of no further use.
+    login_sessions::Entity::delete_many()
+        .filter(login_sessions::Column::UserUuid.eq(user.uuid))
+        .filter(login_sessions::Column::ExpiresAt.lte(now))
+        .exec(&state.db)
+        .await?;
+    Ok(NewLogin {
+        token,
+        expires_at,
+        user,
+    })
+}
+
+/// What must hold after the password was proven before credentials are handed out (a login
+/// session, or the keypair through `/auth/authorize`): no pending forced password change and
+/// an active main keypair.
+pub async fn usable(state: &AppState, user: &users::Model) -> ApiResult<()> {
+    if user.need_password_change {
+        return Err(ApiError::new(
+            ErrorCode::PasswordChangeRequired,
+            "Your password must be changed before you can log in.",
+        ));
+    }
+    if !crate::auth::middleware::main_keypair_active(state, user).await? {
+        return Err(ApiError::unauthenticated(
+            "Your keypair is deactivated. Contact your administrator.",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn logout(state: &AppState, session: Uuid) -> ApiResult<()> {
+    login_sessions::Entity::delete_by_id(session)
+        .exec(&state.db)
+        .await?;
+    state.revocations.bump();
+    Ok(())
+}
+
+/// Ends every login session of `user` but `keep` (after a password change or reset, a
+/// deactivation or a role change), and tells open WebSockets to re-check their rights.
+pub async fn end_login_sessions<C: ConnectionTrait>(
+    db: &C,
+    revocations: &crate::auth::Revocations,
+    user: Uuid,
+    keep: Option<Uuid>,
+) -> ApiResult<()> {
+    let mut del =
+        login_sessions::Entity::delete_many().filter(login_sessions::Column::UserUuid.eq(user));
+    if let Some(k) = keep {
+        del = del.filter(login_sessions::Column::Id.ne(k));
+    }
+    del.exec(db).await?;
+    revocations.bump();
+    Ok(())
+}
+
+/// The `Set-Cookie` value for a new login session (HttpOnly, SameSite=Strict).
+pub fn session_cookie(state: &AppState, token: &str) -> String {
+    login_cookie(state, token, state.config.login_session_ttl_secs)
+}
+
+/// The login cookie (`__Host-` and `Secure` over HTTPS) with `value` for `max_age` seconds.
+fn login_cookie(state: &AppState, value: &str, max_age: u64) -> String {
+    let secure = state.config.cookie_secure;
+    format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
+        session_cookie_name(secure),
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+pub fn clear_cookie(state: &AppState) -> String {
+    login_cookie(state, "", 0)
+}
+
+pub struct Signup {
+    pub email: String,
+    pub username: String,
+    pub password: String,
+    pub password2: String,
+    pub invitation_token: Option<String>,
+    pub agreed_to_terms: bool,
+}
+
+/// Self-service signup, only when enabled by configuration (CVE-2025-49652 was a signup
+/// endpoint that stayed open while "disabled").
+pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
+    if !state.config.signup_enabled {
+        return Err(ApiError::forbidden(
+            "Signup is disabled on this server. Contact your administrator.",
+        ));
+    }
+    if let Some(expected) = &state.config.signup_invitation_token {
+        let given = req.invitation_token.as_deref().unwrap_or("").trim();
+        if !crate::auth::tokens::eq(given, expected) {
+            return Err(ApiError::forbidden(
+                "A valid invitation token is required to sign up.",
+            ));
+        }
+    }
+    if !req.agreed_to_terms {
+        return Err(ApiError::bad_request(
+            "You must agree to the Terms of Service and Privacy Policy.",
+        ));
+    }
+    password::validate_new(&req.password, &req.password2)?;
+    let password_hash = password::hash(&req.password).await?;
+    let new = crate::users::NewUser {
+        email: req.email,
+        username: req.username,
+        password_hash,
+        need_password_change: false,
+        full_name: None,
+        description: None,
+        status: UserStatus::Active,
+        domain_name: "default".into(),
+        role: UserRole::User,
+        group_ids: vec![],
+        resource_policy: "default".into(),
+        rate_limit: i32::try_from(state.config.default_rate_limit).unwrap_or(i32::MAX),
+    };
+    let email_for_audit = new.email.trim().to_ascii_lowercase();
+    let user = crate::audit::audited(&state.db, &email_for_audit, "signup", "user", move |txn| {
+        Box::pin(async move {
+            let (user, _) = crate::users::create(txn, new).await?;
+            let key = user.email.to_string();
+            Ok((user, key, serde_json::json!({})))
+        })
+    })
+    .await?;
+    Ok(user)
+}
+
+/// Sets a new password after checking the current one (throttled like logins) and the
+/// rules; clears the "require password change" flag and ends every other login session.
+pub async fn change_password(
+    state: &AppState,
+    user: users::Model,
+    old: &str,
+    new: &str,
+    new2: &str,
+    current: Option<(Uuid, Option<std::net::IpAddr>)>,
+) -> ApiResult<()> {
+    let addr = current.and_then(|(_, a)| a);
+    let attempt = state.login_throttle.start(&user.email, addr)?;
+    if !password::verify(old, &user.password).await? {
+        return Err(ApiError::bad_request("The current password is incorrect."));
+    }
+    attempt.succeeded();
+    set_password(state, user, old, new, new2, current.map(|(s, _)| s)).await
+}
+
+/// Sets a new password whose current one was already proven; ends every login session but
+/// `keep`.
+pub async fn set_password(
+    state: &AppState,
+    user: users::Model,
+    old: &str,
+    new: &str,
+    new2: &str,
+    keep: Option<Uuid>,
+) -> ApiResult<()> {
+    password::validate_new(new, new2)?;
+    if old == new {
+        return Err(ApiError::bad_request(
+            "The new password must differ from the current one.",
+        ));
+    }
+    let hash = password::hash(new).await?;
+    let email = user.email.clone();
+    let uuid = user.uuid;
+    let mut m: users::ActiveModel = user.into();
+    m.password = Set(hash);
+    m.need_password_change = Set(false);
+    m.password_changed_at = Set(Some(Utc::now()));
+    m.modified_at = Set(Utc::now());
+    m.update(&state.db).await?;
+    end_login_sessions(&state.db, &state.revocations, uuid, keep).await?;
+    crate::audit::record(
+        &state.db,
+        &email,
+        "change_password",
+        "user",
+        &email,
+        serde_json::json!({}),
+    )
+    .await?;
+    Ok(())
+}

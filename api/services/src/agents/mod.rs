@@ -1,0 +1,473 @@
+//! In-process agents, one per container engine: registration in the agents table,
+//! heartbeats (ALIVE / LOST / TERMINATED), the local image scan and reconciliation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use entity::enums::{AgentStatus, ImageType, SessionStatus};
+use entity::slots::ResourceSlots;
+use entity::{agents, images, kernels};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
+use serde_json::{Value, json};
+use tokio::sync::RwLock;
+use uuid::Uuid;
+
+pub use bai_engine::Engine;
+use bai_engine::docker::{DockerEngine, DockerSettings};
+
+use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
+
+/// An agent: the engine it drives (`bai_engine`), by the port's interface.
+pub type Agent = dyn Engine;
+
+/// The agents of this server process, by id.
+#[derive(Default)]
+pub struct AgentRegistry {
+    agents: RwLock<HashMap<String, Arc<Agent>>>,
+}
+
+impl AgentRegistry {
+    pub async fn get(&self, id: &str) -> Option<Arc<Agent>> {
+        self.agents.read().await.get(id).cloned()
+    }
+
+    pub async fn all(&self) -> Vec<Arc<Agent>> {
+        self.agents.read().await.values().cloned().collect()
+    }
+
+    async fn insert(&self, agent: Arc<Agent>) {
+        self.agents
+            .write()
+            .await
+            .insert(agent.info().id.clone(), agent);
+    }
+}
+
+/// How this server sets up its Docker engines.
+fn docker_settings(config: &crate::config::Config) -> DockerSettings {
+    DockerSettings {
+        reserved_mem: config.agent_reserved_mem.clone(),
+        reserved_cpu: config.agent_reserved_cpu,
+        network_isolation: config.network_isolation,
+        cuda_shares_per_gpu: config.cuda_shares_per_gpu,
+        log_max_size: config.container_log_max_size.clone(),
+        disk_size: config.container_disk_size.clone(),
+    }
+}
+
+/// Registers an engine as an ALIVE agent of this process and scans its images.
+pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
+    register(state, agent.info()).await?;
+    state.agents.insert(agent.clone()).await;
+    if let Err(e) = scan_local_images(state, agent.as_ref()).await {
+        tracing::warn!(agent = %agent.info().id, error = %e.message, "scanning local images failed");
+    }
+    Ok(())
+}
+
+/// Connects every configured engine and registers it as an ALIVE agent. An engine that cannot
+/// be reached is logged and skipped (its agent row, if any, stays LOST).
+pub async fn start_all(state: &AppState) -> ApiResult<()> {
+    let settings = docker_settings(&state.config);
+    for (i, endpoint) in state.config.docker_endpoints.iter().enumerate() {
+        match DockerEngine::connect(endpoint, i, &settings, &state.instance_id).await {
+            Ok(engine) => {
+                let info = engine.info().clone();
+                add(state, Arc::new(engine)).await?;
+                tracing::info!(agent = %info.id, endpoint = %endpoint, capacity = %info.capacity, "agent started");
+            }
+            Err(e) => {
+                tracing::error!(endpoint = %endpoint, error = format!("{e:#}"), "container engine unavailable; no agent for it")
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn register(state: &AppState, agent: &bai_engine::EngineInfo) -> ApiResult<()> {
+    let now = Utc::now();
+    let existing = agents::Entity::find_by_id(agent.id.clone())
+        .one(&state.db)
+        .await?;
+    let plugins = json!({
+        "cuda": {
+            "devices": agent.gpus.iter().map(|g| json!({"id": g.id, "name": g.name, "memory": g.memory_bytes})).collect::<Vec<_>>(),
+        }
+    });
+    match existing {
+        Some(row) => {
+            let mut m = row.into_active_model();
+            m.status = Set(AgentStatus::Alive);
+            m.status_changed = Set(Some(now));
+            m.region = Set(state.config.agent_region.clone());
+            m.scaling_group = Set(state.config.agent_scaling_group.clone());
+            m.available_slots = Set(agent.capacity.clone());
+            m.addr = Set(agent.endpoint.clone());
+            m.lost_at = Set(None);
+            m.last_heartbeat = Set(Some(now));
+            m.version = Set(agent.version.clone());
+            m.architecture = Set(agent.architecture.clone());
+            m.compute_plugins = Set(plugins);
+            m.update(&state.db).await?;
+        }
+        None => {
+            agents::ActiveModel {
+                id: Set(agent.id.clone()),
+                status: Set(AgentStatus::Alive),
+                status_changed: Set(Some(now)),
+                region: Set(state.config.agent_region.clone()),
+                scaling_group: Set(state.config.agent_scaling_group.clone()),
+                schedulable: Set(true),
+                available_slots: Set(agent.capacity.clone()),
+                occupied_slots: Set(Default::default()),
+                addr: Set(agent.endpoint.clone()),
+                public_host: Set(None),
+                first_contact: Set(now),
+                lost_at: Set(None),
+                last_heartbeat: Set(Some(now)),
+                version: Set(agent.version.clone()),
+                architecture: Set(agent.architecture.clone()),
+                compute_plugins: Set(plugins),
+                live_stat: Set(None),
+            }
+            .insert(&state.db)
+            .await?;
+        }
+    }
+    state
+        .events
+        .changed(ObjectKind::Agent, ChangeAction::Modified, &agent.id, None);
+    Ok(())
+}
+
+/// Sets an agent's status (and publishes the change) when it differs.
+async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResult<()> {
+    let Some(row) = agents::Entity::find_by_id(id.to_string())
+        .one(&state.db)
+        .await?
+    else {
+        return Ok(());
+    };
+    let now = Utc::now();
+    let changed = row.status != status;
+    let mut m = row.into_active_model();
+    if changed {
+        m.status = Set(status);
+        m.status_changed = Set(Some(now));
+        if status == AgentStatus::Lost {
+            m.lost_at = Set(Some(now));
+        }
+    }
+    if status == AgentStatus::Alive {
+        m.last_heartbeat = Set(Some(now));
+    }
+    m.update(&state.db).await?;
+    if changed {
+        tracing::info!(agent = id, status = %status, "agent status changed");
+        state
+            .events
+            .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
+        state.scheduler.wake();
+    }
+    Ok(())
+}
+
+/// Heartbeats: every `heartbeat_secs`, each agent pings its engine; ALIVE on success, LOST on
+/// failure. Agents of other processes that stopped beating for three periods become LOST.
+pub async fn heartbeat_loop(state: AppState) {
+    let period = Duration::from_secs(state.config.heartbeat_secs.max(1));
+    // Previous cumulative CPU time per agent, to turn it into a rate.
+    let mut previous: HashMap<String, (std::time::Instant, u64)> = HashMap::new();
+    loop {
+        tokio::time::sleep(period).await;
+        for agent in state.agents.all().await {
+            let status = if agent.ping().await {
+                AgentStatus::Alive
+            } else {
+                AgentStatus::Lost
+            };
+            if let Err(e) = set_status(&state, &agent.info().id, status).await {
+                tracing::warn!(agent = %agent.info().id, error = %e.message, "heartbeat update failed");
+            }
+            if status == AgentStatus::Alive
+                && let Some((cpu_ns, mem, containers)) = agent.usage_sample().await
+            {
+                record_live_use(
+                    &state,
+                    &agent.info().id,
+                    &mut previous,
+                    cpu_ns,
+                    mem,
+                    containers,
+                )
+                .await;
+            }
+        }
+        let deadline = Utc::now() - chrono::Duration::from_std(period * 3).unwrap_or_default();
+        let stale = agents::Entity::find()
+            .filter(agents::Column::Status.eq(AgentStatus::Alive))
+            .filter(agents::Column::LastHeartbeat.lt(deadline))
+            .all(&state.db)
+            .await;
+        for row in stale.unwrap_or_default() {
+            let _ = set_status(&state, &row.id, AgentStatus::Lost).await;
+        }
+    }
+}
+
+/// Stores the agent's live CPU (as a rate since the last heartbeat) and memory use.
+async fn record_live_use(
+    state: &AppState,
+    id: &str,
+    previous: &mut HashMap<String, (std::time::Instant, u64)>,
+    cpu_ns: u64,
+    mem: u64,
+    containers: usize,
+) {
+    let now = std::time::Instant::now();
+    let pct = match previous.insert(id.to_string(), (now, cpu_ns)) {
+        Some((t, before)) if cpu_ns >= before => {
+            (cpu_ns - before) as f64 / now.duration_since(t).as_nanos().max(1) as f64 * 100.0
+        }
+        _ => 0.0,
+    };
+    let live = json!({"cpu_used_pct": (pct * 10.0).round() / 10.0, "mem_used_bytes": mem, "containers": containers});
+    let updated = agents::Entity::update_many()
+        .col_expr(
+            agents::Column::LiveStat,
+            sea_orm::sea_query::Expr::value(live),
+        )
+        .filter(agents::Column::Id.eq(id))
+        .exec(&state.db)
+        .await;
+    match updated {
+        Ok(_) => state
+            .events
+            .changed(ObjectKind::Agent, ChangeAction::Modified, id, None),
+        Err(e) => tracing::warn!(agent = id, error = %e, "recording live use failed"),
+    }
+}
+
+/// On shutdown the agents of this process stop: TERMINATED.
+pub async fn stop_all(state: &AppState) {
+    for agent in state.agents.all().await {
+        let _ = set_status(state, &agent.info().id, AgentStatus::Terminated).await;
+    }
+}
+
+/// Splits `registry/namespace/name:tag` (registry = first part when it has a dot or colon);
+/// for `…name@sha256:…` the third part is the digest.
+pub fn split_reference(reference: &str, default_registry: &str) -> (String, String, String) {
+    let (path, tag) = match reference.split_once('@') {
+        Some((p, digest)) => (p, digest.to_string()),
+        None => match reference.rsplit_once(':') {
+            Some((p, t)) if !t.contains('/') => (p, t.to_string()),
+            _ => (reference, "latest".to_string()),
+        },
+    };
+    match path.split_once('/') {
+        Some((first, rest))
+            if first.contains('.') || first.contains(':') || first == "localhost" =>
+        {
+            (first.to_string(), rest.to_string(), tag)
+        }
+        _ => (default_registry.to_string(), path.to_string(), tag),
+    }
+}
+
+/// `{slot: {"min", "max"}}` from the image's `ai.backend.resource.min.*` labels (defaults: cpu
+/// 1, mem 1g as Backend.AI).
+pub fn resources_from_labels(labels: &HashMap<String, String>) -> Value {
+    let mut out = serde_json::Map::new();
+    let min = |slot: &str, default: &str| {
+        let raw = labels
+            .get(&format!("ai.backend.resource.min.{slot}"))
+            .map(String::as_str)
+            .unwrap_or(default);
+        entity::slots::parse_amount(slot, raw)
+            .unwrap_or_default()
+            .to_string()
+    };
+    out.insert("cpu".into(), json!({"min": min("cpu", "1"), "max": null}));
+    out.insert("mem".into(), json!({"min": min("mem", "1g"), "max": null}));
+    for (k, v) in labels {
+        if let Some(slot) = k.strip_prefix("ai.backend.resource.min.")
+            && slot != "cpu"
+            && slot != "mem"
+            && let Ok(amount) = entity::slots::parse_amount(slot, v)
+        {
+            out.insert(
+                slot.to_string(),
+                json!({"min": amount.to_string(), "max": null}),
+            );
+        }
+    }
+    Value::Object(out)
+}
+
+/// Adds the engine's environment images (those with `ai.backend.kernelspec`) to the catalog
+/// and records which agent has them. Edited minimum resources are kept on rescan.
+pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usize> {
+    let found = agent.environment_images().await?;
+    let agent = agent.info();
+    let mut count = 0;
+    for img in found {
+        for reference in &img.repo_tags {
+            if reference.ends_with("<none>") {
+                continue;
+            }
+            let (registry, image, tag) =
+                split_reference(reference, &state.config.local_registry_name);
+            let name = format!("{registry}/{image}:{tag}");
+            let labels: Value = json!(img.labels);
+            let existing = images::Entity::find()
+                .filter(images::Column::Name.eq(&name))
+                .filter(images::Column::Architecture.eq(&agent.architecture))
+                .one(&state.db)
+                .await?;
+            let (installed, action) = match existing {
+                Some(row) => {
+                    let mut agents: Vec<String> =
+                        serde_json::from_value(row.installed_agents.clone()).unwrap_or_default();
+                    if !agents.contains(&agent.id) {
+                        agents.push(agent.id.clone());
+                    }
+                    let mut m = row.into_active_model();
+                    m.config_digest = Set(img.id.clone());
+                    m.size_bytes = Set(img.size);
+                    m.labels = Set(labels);
+                    m.is_local = Set(true);
+                    m.installed_agents = Set(json!(agents));
+                    (m.update(&state.db).await?, ChangeAction::Modified)
+                }
+                None => (
+                    images::ActiveModel {
+                        id: Set(Uuid::new_v4()),
+                        name: Set(name.clone()),
+                        image: Set(image),
+                        tag: Set(tag),
+                        registry: Set(registry),
+                        architecture: Set(agent.architecture.clone()),
+                        config_digest: Set(img.id.clone()),
+                        size_bytes: Set(img.size),
+                        is_local: Set(true),
+                        image_type: Set(ImageType::Compute),
+                        accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
+                        resources: Set(resources_from_labels(&img.labels)),
+                        labels: Set(labels),
+                        created_at: Set(Utc::now()),
+                        installed_agents: Set(json!([agent.id])),
+                    }
+                    .insert(&state.db)
+                    .await?,
+                    ChangeAction::Created,
+                ),
+            };
+            state
+                .events
+                .changed(ObjectKind::Image, action, &installed.name, None);
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// Records that `agent_id` now has `image` locally.
+pub async fn mark_installed(
+    state: &AppState,
+    image: &images::Model,
+    agent_id: &str,
+) -> ApiResult<()> {
+    let mut agents: Vec<String> =
+        serde_json::from_value(image.installed_agents.clone()).unwrap_or_default();
+    if !agents.iter().any(|a| a == agent_id) {
+        agents.push(agent_id.to_string());
+    }
+    let mut m = image.clone().into_active_model();
+    m.installed_agents = Set(json!(agents));
+    m.update(&state.db).await?;
+    state
+        .events
+        .changed(ObjectKind::Image, ChangeAction::Modified, &image.name, None);
+    Ok(())
+}
+
+/// The Docker reference of a catalog image (local images keep their tag as found).
+/// Recomputes every agent's `occupied_slots` from the kernels holding resources (the
+/// source of truth), for display.
+pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
+    let live = kernels::Entity::find()
+        .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
+        .all(&state.db)
+        .await?;
+    let mut usage: HashMap<String, ResourceSlots> = HashMap::new();
+    for k in live {
+        if let Some(a) = k.agent {
+            let e = usage.entry(a).or_default();
+            *e = e.add(&k.requested_slots);
+        }
+    }
+    for a in agents::Entity::find().all(&state.db).await? {
+        let now = usage.remove(&a.id).unwrap_or_default();
+        if a.occupied_slots != now {
+            let id = a.id.clone();
+            let mut m = a.into_active_model();
+            m.occupied_slots = Set(now);
+            m.update(&state.db).await?;
+            state
+                .events
+                .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
+        }
+    }
+    Ok(())
+}
+
+pub fn docker_reference(image: &images::Model) -> String {
+    format!("{}/{}:{}", image.registry, image.image, image.tag)
+}
+
+pub(crate) fn not_alive(id: &str) -> ApiError {
+    ApiError::conflict(format!("agent {id} is not available"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references() {
+        assert_eq!(
+            split_reference("bai.local/stable/python:3.11-debian12", "x"),
+            (
+                "bai.local".into(),
+                "stable/python".into(),
+                "3.11-debian12".into()
+            )
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a/b:1", "x"),
+            ("127.0.0.1:5000".into(), "a/b".into(), "1".into())
+        );
+        assert_eq!(
+            split_reference("python", "bai.local"),
+            ("bai.local".into(), "python".into(), "latest".into())
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a/b@sha256:00ff", "x"),
+            ("127.0.0.1:5000".into(), "a/b".into(), "sha256:00ff".into())
+        );
+        let labels: HashMap<String, String> = [(
+            "ai.backend.resource.min.mem".to_string(),
+            "256m".to_string(),
+        )]
+        .into_iter()
+        .collect();
+        let r = resources_from_labels(&labels);
+        assert_eq!(r["mem"]["min"], "268435456");
+        assert_eq!(r["cpu"]["min"], "1");
+    }
+}

@@ -1,0 +1,109 @@
+//! Background tasks with progress (image rescans, later maintenance jobs), as Backend.AI's
+//! `task_id` + `bgtask_updated/done/failed` events. The latest state of each task is kept so
+//! a late subscriber still sees where it is.
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
+use crate::events::Event;
+use crate::state::AppState;
+
+// The task payloads travel on the event bus, so they are defined there.
+pub use crate::events::{TaskState, TaskStatus};
+
+#[derive(Default)]
+pub struct BgTasks {
+    tasks: Mutex<HashMap<Uuid, TaskState>>,
+}
+
+impl BgTasks {
+    pub fn get(&self, id: Uuid) -> Option<TaskState> {
+        self.lock().get(&id).cloned()
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, TaskState>> {
+        match self.tasks.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+/// A handle the task's code reports through.
+#[derive(Clone)]
+pub struct Progress {
+    state: AppState,
+    id: Uuid,
+}
+
+impl Progress {
+    fn set(&self, f: impl FnOnce(&mut TaskState)) {
+        let snapshot = {
+            let mut tasks = self.state.bgtasks.lock();
+            let Some(t) = tasks.get_mut(&self.id) else {
+                return;
+            };
+            f(t);
+            t.clone()
+        };
+        self.state.events.publish(Event::BgTask(snapshot));
+    }
+
+    pub fn update(&self, current: u64, total: u64, message: impl Into<String>) {
+        let message = message.into();
+        self.set(|t| {
+            t.current_progress = current;
+            t.total_progress = total.max(current);
+            t.message = message;
+        });
+    }
+}
+
+/// Starts `work` in the background and returns its task id at once.
+pub fn spawn<F, Fut>(state: &AppState, kind: &str, owner: Uuid, work: F) -> Uuid
+where
+    F: FnOnce(Progress) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, String>> + Send + 'static,
+{
+    let id = Uuid::new_v4();
+    let initial = TaskState {
+        task_id: id,
+        kind: kind.to_string(),
+        status: TaskStatus::Running,
+        event: "bgtask_updated".into(),
+        current_progress: 0,
+        total_progress: 0,
+        message: String::new(),
+        owner,
+    };
+    {
+        let mut tasks = state.bgtasks.lock();
+        // Keep the most recent tasks only.
+        if tasks.len() > 256 {
+            tasks.retain(|_, t| t.status == TaskStatus::Running);
+        }
+        tasks.insert(id, initial);
+    }
+    let progress = Progress {
+        state: state.clone(),
+        id,
+    };
+    tokio::spawn(async move {
+        let result = work(progress.clone()).await;
+        progress.set(|t| match result {
+            Ok(msg) => {
+                t.status = TaskStatus::Done;
+                t.event = "bgtask_done".into();
+                t.current_progress = t.total_progress;
+                t.message = msg;
+            }
+            Err(msg) => {
+                t.status = TaskStatus::Failed;
+                t.event = "bgtask_failed".into();
+                t.message = msg;
+            }
+        });
+    });
+    id
+}

@@ -1,0 +1,39 @@
+//! Layer 4 of bai: the services, one module per domain — they own transactions, role checks
+//! (typed caller scopes) and events — with the state that wires them (`state::AppState`).
+//! Below: `bai_core` (errors, pure rules), the ports `bai_engine` and `bai_bus`, `entity`.
+//! Above: the `api` crate's surfaces (GraphQL, REST, terminal, transfer) and server; nothing
+//! here may name them (Cargo forbids it).
+pub mod accounts;
+pub mod agents;
+pub mod audit;
+pub mod auth;
+pub mod bgtasks;
+pub mod config;
+pub mod db;
+pub mod domains;
+pub use bai_core::error;
+pub mod events;
+pub mod groups;
+pub mod images;
+pub mod keypairs;
+pub mod lookup;
+pub mod observe;
+pub mod policies;
+pub mod presets;
+pub mod registries;
+pub mod scaling_groups;
+pub mod scheduler;
+pub mod sessions;
+pub mod settings;
+pub mod state;
+pub mod storage;
+pub mod tls;
+pub mod users;
+pub use bai_core::validate;
+
+pub use config::Config;
+pub use state::AppState;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The Backend.AI API version announced to clients.
+pub const API_VERSION: &str = "v8.20240915";

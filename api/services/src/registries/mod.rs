@@ -1,0 +1,151 @@
+//! Container registries the image catalog scans. Credentials are stored but never returned.
+pub mod scan;
+
+use crate::error::{ApiError, ApiResult};
+
+/// Checks a registry URL (scheme must be explicit: `http://` or `https://`) and returns its
+/// `host[:port]`.
+pub fn url_authority(url: &str) -> ApiResult<String> {
+    let bad = |why: &str| ApiError::bad_request(format!("Invalid registry URL '{url}': {why}"));
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("it must start with http:// or https://"))?;
+    if scheme != "http" && scheme != "https" {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("it must not contain spaces"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(bad("the host is missing"));
+    }
+    if authority.contains('@') {
+        return Err(bad(
+            "put credentials in the username and password fields, not in the URL",
+        ));
+    }
+    Ok(authority.to_ascii_lowercase())
+}
+
+/// Registry host names: `host[:port]`; the URL must point at the same host (seeds: "must be
+/// set identically"), except for `index.docker.io`.
+pub fn validate(hostname: &str, url: &str) -> ApiResult<String> {
+    let hostname = hostname.trim().to_ascii_lowercase();
+    let ok = !hostname.is_empty()
+        && hostname.len() <= 256
+        && hostname
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+    if !ok {
+        return Err(ApiError::bad_request(format!(
+            "Invalid registry hostname '{hostname}' (use host or host:port)"
+        )));
+    }
+    let authority = url_authority(url)?;
+    if hostname != "index.docker.io" && authority != hostname {
+        return Err(ApiError::bad_request(format!(
+            "The registry URL's host '{authority}' must match the registry hostname '{hostname}'"
+        )));
+    }
+    Ok(hostname)
+}
+
+/// Scans one registry and adds its environment images to the catalog; returns how many.
+pub async fn scan_into_catalog(
+    state: &crate::state::AppState,
+    reg: &entity::container_registries::Model,
+    progress: &crate::bgtasks::Progress,
+    done_before: u64,
+) -> ApiResult<(u64, u64)> {
+    use chrono::Utc;
+    use entity::enums::ImageType;
+    use entity::images;
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
+    use serde_json::json;
+
+    let client = scan::RegistryClient::new(reg, state.config.registry_ca_file.as_deref())?;
+    let mut refs = Vec::new();
+    for repo in client.repositories(reg.project.as_deref()).await? {
+        for tag in client.tags(&repo).await? {
+            refs.push((repo.clone(), tag));
+        }
+    }
+    let total = done_before + refs.len() as u64;
+    let mut found = 0;
+    for (i, (repo, tag)) in refs.iter().enumerate() {
+        progress.update(
+            done_before + i as u64,
+            total,
+            format!("{}/{repo}:{tag}", reg.hostname),
+        );
+        let Some(img) = client.inspect(repo, tag).await? else {
+            continue;
+        };
+        let name = format!("{}/{}:{}", reg.hostname, img.repository, img.tag);
+        let existing = images::Entity::find()
+            .filter(images::Column::Name.eq(&name))
+            .filter(images::Column::Architecture.eq(&img.architecture))
+            .one(&state.db)
+            .await?;
+        let action = match existing {
+            Some(row) => {
+                let mut m = row.into_active_model();
+                m.config_digest = Set(img.digest.clone());
+                m.size_bytes = Set(img.size_bytes);
+                m.labels = Set(json!(img.labels));
+                m.update(&state.db).await?;
+                crate::events::ChangeAction::Modified
+            }
+            None => {
+                images::ActiveModel {
+                    id: Set(uuid::Uuid::new_v4()),
+                    name: Set(name.clone()),
+                    image: Set(img.repository.clone()),
+                    tag: Set(img.tag.clone()),
+                    registry: Set(reg.hostname.clone()),
+                    architecture: Set(img.architecture.clone()),
+                    config_digest: Set(img.digest.clone()),
+                    size_bytes: Set(img.size_bytes),
+                    is_local: Set(false),
+                    image_type: Set(ImageType::Compute),
+                    accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
+                    labels: Set(json!(img.labels)),
+                    resources: Set(crate::agents::resources_from_labels(&img.labels)),
+                    created_at: Set(Utc::now()),
+                    installed_agents: Set(json!([])),
+                }
+                .insert(&state.db)
+                .await?;
+                crate::events::ChangeAction::Created
+            }
+        };
+        state
+            .events
+            .changed(crate::events::ObjectKind::Image, action, &name, None);
+        found += 1;
+    }
+    Ok((found, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            validate("localhost:5000", "http://localhost:5000").unwrap(),
+            "localhost:5000"
+        );
+        assert!(validate("index.docker.io", "https://registry-1.docker.io").is_ok());
+        assert!(
+            validate("localhost:5000", "localhost:5000").is_err(),
+            "scheme required"
+        );
+        assert!(validate("localhost:5000", "ftp://localhost:5000").is_err());
+        assert!(validate("localhost:5000", "http://other:5000").is_err());
+        assert!(validate("localhost:5000", "http://u:p@localhost:5000").is_err());
+        assert!(validate("bad host", "http://bad host").is_err());
+    }
+}

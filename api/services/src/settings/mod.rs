@@ -1,0 +1,168 @@
+//! System settings: the server's main settings as a readable list; a few are editable at
+//! run time and stored in the database.
+
+use chrono::Utc;
+use entity::system_settings;
+use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Set};
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Text,
+    Count,
+}
+
+/// A setting editable at run time.
+pub struct SettingDef {
+    pub key: &'static str,
+    pub description: &'static str,
+    pub kind: Kind,
+    pub default: fn() -> Value,
+}
+
+pub const EDITABLE: &[SettingDef] = &[
+    SettingDef {
+        key: "announcement",
+        description: "Message shown to every user on the console and the CLI; empty = none.",
+        kind: Kind::Text,
+        default: || json!(""),
+    },
+    SettingDef {
+        key: "scheduler.num_retries_to_skip",
+        description: "Pending sessions that failed to schedule this many times are skipped so they do not block the queue (0 = never skip).",
+        kind: Kind::Count,
+        default: || json!(0),
+    },
+];
+
+pub struct Setting {
+    pub key: String,
+    pub value: Value,
+    pub description: String,
+    pub editable: bool,
+}
+
+fn definition(key: &str) -> Option<&'static SettingDef> {
+    EDITABLE.iter().find(|d| d.key == key)
+}
+
+/// The stored value of an editable setting, or its default.
+pub async fn get<C: ConnectionTrait>(db: &C, key: &str) -> ApiResult<Value> {
+    let def = definition(key).ok_or_else(|| ApiError::not_found("system setting", key))?;
+    Ok(system_settings::Entity::find_by_id(key.to_string())
+        .one(db)
+        .await?
+        .map(|s| s.value)
+        .unwrap_or_else(def.default))
+}
+
+pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResult<Value> {
+    let def = definition(key).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "'{key}' is not an editable setting (editable: {})",
+            EDITABLE
+                .iter()
+                .map(|d| d.key)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let ok = match def.kind {
+        Kind::Text => value.as_str().is_some_and(|s| s.len() <= 4096),
+        Kind::Count => value.as_u64().is_some_and(|n| n <= 1_000_000),
+    };
+    if !ok {
+        let want = match def.kind {
+            Kind::Text => "a string of at most 4096 characters",
+            Kind::Count => "a whole number from 0 to 1000000",
+        };
+        return Err(ApiError::bad_request(format!("'{key}' must be {want}")));
+    }
+    match system_settings::Entity::find_by_id(key.to_string())
+        .one(db)
+        .await?
+    {
+        Some(row) => {
+            let mut m = row.into_active_model();
+            m.value = Set(value.clone());
+            m.modified_at = Set(Utc::now());
+            m.update(db).await?;
+        }
+        None => {
+            system_settings::ActiveModel {
+                key: Set(key.to_string()),
+                value: Set(value.clone()),
+                modified_at: Set(Utc::now()),
+            }
+            .insert(db)
+            .await?;
+        }
+    }
+    Ok(value)
+}
+
+/// Every setting: read-only ones from the configuration, then the editable ones.
+pub async fn list(state: &AppState) -> ApiResult<Vec<Setting>> {
+    let c = &state.config;
+    let ro = |key: &str, value: Value, description: &str| Setting {
+        key: key.to_string(),
+        value,
+        description: description.to_string(),
+        editable: false,
+    };
+    let backend = if c.database_url.is_some() {
+        "postgresql"
+    } else {
+        "sqlite"
+    };
+    let mut out = vec![
+        ro("manager.version", json!(crate::VERSION), "bai version."),
+        ro(
+            "manager.api_version",
+            json!(crate::API_VERSION),
+            "Backend.AI API version announced to clients.",
+        ),
+        ro(
+            "database.backend",
+            json!(backend),
+            "Database in use (DATABASE_URL selects PostgreSQL).",
+        ),
+        ro(
+            "auth.signup_enabled",
+            json!(c.signup_enabled),
+            "Whether visitors may sign up (BAI_SIGNUP_ENABLED).",
+        ),
+        ro(
+            "auth.signup_requires_invitation",
+            json!(c.signup_invitation_token.is_some()),
+            "Whether signup needs an invitation token.",
+        ),
+        ro(
+            "auth.login_session_ttl",
+            json!(c.login_session_ttl_secs),
+            "Lifetime of a login session, in seconds.",
+        ),
+        ro(
+            "auth.hmac_clock_skew",
+            json!(c.hmac_clock_skew_secs),
+            "Accepted clock skew of signed API requests, in seconds.",
+        ),
+        ro(
+            "auth.default_rate_limit",
+            json!(c.default_rate_limit),
+            "Requests per 15 minutes for new user keypairs.",
+        ),
+    ];
+    for def in EDITABLE {
+        out.push(Setting {
+            key: def.key.to_string(),
+            value: get(&state.db, def.key).await?,
+            description: def.description.to_string(),
+            editable: true,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,509 @@
+//! Storage folders (vfolders): data that outlives sessions. Folders live on configured storage
+//! hosts (directories on the server's disk); user folders belong to one user, group folders
+//! to a project. Names starting with a dot are automount folders. Every file path goes
+//! through `fsat` (directory handles, no link ever followed).
+pub mod fsat;
+pub use bai_core::path;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use chrono::Utc;
+use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFolderUsageMode};
+use entity::{keypair_resource_policies, keypairs, vfolder_permissions, vfolders};
+use sea_orm::sea_query::{Expr, Query as SqlQuery};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, Set,
+};
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::config::Config;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Configured storage hosts: `name=/absolute/path` entries; `local` alone means
+/// `<data_dir>/vfolders`.
+pub fn hosts(config: &Config) -> BTreeMap<String, PathBuf> {
+    config
+        .storage_hosts
+        .iter()
+        .map(|h| {
+            let (name, path) = match h.split_once('=') {
+                Some((name, path)) => (name.trim().to_string(), PathBuf::from(path.trim())),
+                None => (
+                    h.trim().to_string(),
+                    config.data_dir.join("vfolders").join(h.trim()),
+                ),
+            };
+            // Containers bind-mount folders by absolute host path, and the default data
+            // directory is relative.
+            let path = std::path::absolute(&path).unwrap_or(path);
+            (name, path)
+        })
+        .collect()
+}
+
+pub fn folder_root(config: &Config, folder: &vfolders::Model) -> ApiResult<PathBuf> {
+    let root = hosts(config).remove(&folder.host).ok_or_else(|| {
+        ApiError::internal(
+            "locating a folder",
+            format!("storage host {} is not configured", folder.host),
+        )
+    })?;
+    Ok(root.join(folder.id.simple().to_string()))
+}
+
+/// Folder names: 1–64 characters of letters, digits, `-`, `_`, `.`; a leading dot makes an
+/// automount folder.
+pub fn validate_name(name: &str) -> ApiResult<String> {
+    let n = name.trim();
+    let ok = !n.is_empty()
+        && n.len() <= 64
+        && n != "."
+        && n != ".."
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(n.to_string())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Invalid folder name '{name}': use 1 to 64 letters, digits, '-', '_' or '.' (a leading dot makes an automount folder)"
+        )))
+    }
+}
+
+pub fn is_automount(name: &str) -> bool {
+    name.starts_with('.')
+}
+
+/// What the caller may do with a folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    Read,
+    ReadWrite,
+    ReadWriteDelete,
+    /// Owner, or an admin of a group folder's domain: also rename and delete the folder.
+    Owner,
+}
+
+impl Access {
+    fn from_permission(p: VFolderPermission) -> Access {
+        match p {
+            VFolderPermission::ReadOnly => Access::Read,
+            VFolderPermission::ReadWrite => Access::ReadWrite,
+            VFolderPermission::ReadWriteDelete => Access::ReadWriteDelete,
+        }
+    }
+
+    pub fn as_permission(self) -> VFolderPermission {
+        match self {
+            Access::Read => VFolderPermission::ReadOnly,
+            Access::ReadWrite => VFolderPermission::ReadWrite,
+            Access::ReadWriteDelete | Access::Owner => VFolderPermission::ReadWriteDelete,
+        }
+    }
+
+    pub fn require(self, need: Access, what: &str) -> ApiResult<()> {
+        if self >= need {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "You may not {what} in this folder."
+            )))
+        }
+    }
+}
+
+/// Folders the caller can reach: its own, its projects' group folders, those shared with it.
+pub fn accessible(caller: &Caller) -> sea_orm::Select<vfolders::Entity> {
+    let member_groups = SqlQuery::select()
+        .column(entity::association_groups_users::Column::GroupId)
+        .from(entity::association_groups_users::Entity)
+        .and_where(Expr::col(entity::association_groups_users::Column::UserId).eq(caller.uuid))
+        .to_owned();
+    let shared = SqlQuery::select()
+        .column(vfolder_permissions::Column::Vfolder)
+        .from(vfolder_permissions::Entity)
+        .and_where(Expr::col(vfolder_permissions::Column::User).eq(caller.uuid))
+        .to_owned();
+    vfolders::Entity::find().filter(
+        Condition::any()
+            .add(vfolders::Column::User.eq(caller.uuid))
+            .add(vfolders::Column::Group.in_subquery(member_groups))
+            .add(vfolders::Column::Id.in_subquery(shared)),
+    )
+}
+
+/// The folder and the caller's access to it; NOT_FOUND for folders it cannot reach.
+pub async fn find(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+) -> ApiResult<(vfolders::Model, Access)> {
+    let not_found = || ApiError::not_found("folder", id);
+    let f = vfolders::Entity::find_by_id(id)
+        .one(&state.db)
+        .await?
+        .ok_or_else(not_found)?;
+    if f.user == Some(caller.uuid) {
+        return Ok((f, Access::Owner));
+    }
+    if let Some(g) = f.group {
+        let admin = caller
+            .admin_scope()
+            .is_some_and(|s| s.covers_domain(&f.domain_name));
+        if admin {
+            return Ok((f, Access::Owner));
+        }
+        if crate::groups::is_member(&state.db, caller.uuid, g).await? {
+            let access = Access::from_permission(f.permission);
+            return Ok((f, access));
+        }
+    }
+    if let Some(p) = vfolder_permissions::Entity::find_by_id((id, caller.uuid))
+        .one(&state.db)
+        .await?
+    {
+        let access = Access::from_permission(p.permission);
+        return Ok((f, access));
+    }
+    Err(not_found())
+}
+
+pub struct NewFolder {
+    pub name: String,
+    pub host: Option<String>,
+    pub group: Option<Uuid>,
+    pub permission: VFolderPermission,
+    pub usage_mode: VFolderUsageMode,
+    pub cloneable: bool,
+}
+
+pub async fn policy_of(
+    state: &AppState,
+    caller: &Caller,
+) -> ApiResult<keypair_resource_policies::Model> {
+    let ak = caller
+        .access_key
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
+    let kp = crate::lookup::get::<keypairs::Entity>(&state.db, "keypair", ak).await?;
+    crate::lookup::get::<keypair_resource_policies::Entity>(
+        &state.db,
+        "resource policy",
+        kp.resource_policy,
+    )
+    .await
+}
+
+/// Creates a folder (a directory on the host, then its record). User folders count against
+/// the policy's folder limit; group folders need an admin of the project's domain.
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    req: NewFolder,
+) -> ApiResult<vfolders::Model> {
+    let name = validate_name(&req.name)?;
+    let all_hosts = hosts(&state.config);
+    let host = match req.host.filter(|h| !h.trim().is_empty()) {
+        Some(h) => h.trim().to_string(),
+        None => all_hosts
+            .keys()
+            .next()
+            .cloned()
+            .ok_or_else(|| ApiError::bad_request("No storage host is configured"))?,
+    };
+    let Some(host_root) = all_hosts.get(&host) else {
+        return Err(ApiError::not_found("storage host", &host));
+    };
+    let policy = policy_of(state, caller).await?;
+    let allowed = policy
+        .allowed_vfolder_hosts
+        .get(&host)
+        .and_then(|p| p.as_array())
+        .is_some_and(|perms| perms.iter().any(|p| p == "create-vfolder"));
+    if !allowed {
+        return Err(ApiError::forbidden(format!(
+            "Your resource policy does not allow folders on the storage host '{host}'"
+        )));
+    }
+    let (ownership, user, group, domain) = match req.group {
+        None => (
+            VFolderOwnershipType::User,
+            Some(caller.uuid),
+            None,
+            caller.domain_name.clone(),
+        ),
+        Some(gid) => {
+            let g = crate::groups::find_visible(&state.db, caller, gid).await?;
+            // A project's own host list, when it has one, narrows where its folders live.
+            let listed = crate::policies::normalize_allowed_hosts(&g.allowed_vfolder_hosts)
+                .unwrap_or_default();
+            if listed
+                .as_object()
+                .is_some_and(|m| !m.is_empty() && !m.contains_key(&host))
+            {
+                return Err(ApiError::forbidden(format!(
+                    "The project '{}' does not allow folders on the storage host '{host}'",
+                    g.name
+                )));
+            }
+            let scope = caller.require_admin()?;
+            if !scope.covers_domain(&g.domain_name) {
+                return Err(ApiError::not_found("group", gid));
+            }
+            (VFolderOwnershipType::Group, None, Some(g.id), g.domain_name)
+        }
+    };
+    let same_owner = match (user, group) {
+        (Some(u), _) => vfolders::Column::User.eq(u),
+        (_, Some(g)) => vfolders::Column::Group.eq(g),
+        _ => return Err(ApiError::internal("creating a folder", "no owner")),
+    };
+    let taken = vfolders::Entity::find()
+        .filter(same_owner.clone())
+        .filter(vfolders::Column::Name.eq(&name))
+        .count(&state.db)
+        .await?;
+    if taken > 0 {
+        return Err(ApiError::conflict(format!(
+            "A folder named '{name}' already exists"
+        )));
+    }
+    if ownership == VFolderOwnershipType::User && policy.max_vfolder_count > 0 {
+        let owned = vfolders::Entity::find()
+            .filter(same_owner)
+            .count(&state.db)
+            .await?;
+        if owned >= u64::try_from(policy.max_vfolder_count).unwrap_or(0) {
+            return Err(ApiError::bad_request(format!(
+                "You already have {owned} folders, the most your resource policy allows ({})",
+                policy.max_vfolder_count
+            )));
+        }
+    }
+    let id = Uuid::new_v4();
+    let dir = host_root.join(id.simple().to_string());
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| ApiError::internal("creating a folder directory", e))?;
+    // Sessions run as uid 1000 (`work`): the folder must be theirs to write.
+    #[cfg(unix)]
+    {
+        let _ = std::os::unix::fs::chown(&dir, Some(1000), Some(1000));
+    }
+    let model = vfolders::ActiveModel {
+        id: Set(id),
+        host: Set(host),
+        domain_name: Set(domain),
+        name: Set(name),
+        usage_mode: Set(req.usage_mode),
+        permission: Set(req.permission),
+        max_files: Set(0),
+        max_size: Set(None),
+        num_files: Set(0),
+        cur_size: Set(0),
+        ownership_type: Set(ownership),
+        user: Set(user),
+        group: Set(group),
+        creator: Set(Some(caller.email.clone())),
+        cloneable: Set(req.cloneable),
+        status: Set(VFolderStatus::Ready),
+        created_at: Set(Utc::now()),
+        last_used: Set(None),
+    };
+    let actor = caller.email.clone();
+    let created =
+        crate::audit::audited(&state.db, &actor, "create_vfolder", "vfolder", move |txn| {
+            Box::pin(async move {
+                let f = model.insert(txn).await?;
+                let key = f.id.to_string();
+                Ok((f, key, serde_json::json!({})))
+            })
+        })
+        .await;
+    match &created {
+        Ok(f) => publish(state, f, crate::events::ChangeAction::Created),
+        Err(_) => {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+    }
+    created
+}
+
+pub fn publish(state: &AppState, f: &vfolders::Model, action: crate::events::ChangeAction) {
+    state
+        .events
+        .publish(crate::events::Event::Vfolder(crate::events::VfolderEvent {
+            id: f.id,
+            name: f.name.clone(),
+            action,
+            user: f.user,
+            group: f.group,
+            domain: f.domain_name.clone(),
+        }));
+}
+
+/// Size in bytes and number of files (walks the folder through handles; links are not
+/// followed).
+pub async fn usage(dir: PathBuf) -> (u64, u64) {
+    tokio::task::spawn_blocking(move || match fsat::Folder::open(&dir) {
+        Ok(f) => f.usage(),
+        Err(_) => (0, 0),
+    })
+    .await
+    .unwrap_or((0, 0))
+}
+
+/// Runs a blocking operation on the folder at `root` (through handles) off the runtime.
+pub async fn with_folder<T, F>(root: PathBuf, op: F) -> ApiResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&fsat::Folder) -> ApiResult<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || op(&fsat::Folder::open(&root)?))
+        .await
+        .map_err(|e| ApiError::internal("working on folder content", e))?
+}
+
+/// A folder mounted into a session.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MountSpec {
+    pub id: Uuid,
+    pub name: String,
+    pub host_path: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+const HOME: &str = "/home/work";
+
+/// Where a folder appears in the container: `/home/work/<name>`, or the alias from
+/// `mount_map` (relative to /home/work, or absolute beneath it).
+fn mount_target(name: &str, alias: Option<&String>) -> ApiResult<String> {
+    let rel = match alias {
+        None => name.to_string(),
+        Some(a) => match a.strip_prefix(HOME) {
+            Some(rest) if rest.starts_with('/') => rest.trim_start_matches('/').to_string(),
+            Some(_) | None if a.starts_with('/') => {
+                return Err(ApiError::bad_request(format!(
+                    "Mount path '{a}' must be beneath {HOME}"
+                )));
+            }
+            _ => a.clone(),
+        },
+    };
+    let parts = path::components(&rel)?;
+    if parts.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "A folder cannot be mounted over {HOME} itself"
+        )));
+    }
+    Ok(format!("{HOME}/{}", parts.join("/")))
+}
+
+/// The folders to mount for a new session of `caller`: those it names (by name or id) that it
+/// may access, read-only where it may only read, plus its own automount (dot-named) folders.
+/// Overlapping targets are refused.
+pub async fn session_mounts(
+    state: &AppState,
+    caller: &Caller,
+    requested: &[String],
+    mount_map: &BTreeMap<String, String>,
+) -> ApiResult<Vec<MountSpec>> {
+    let mut out: Vec<MountSpec> = Vec::new();
+    let reachable = accessible(caller).all(&state.db).await?;
+    for want in requested {
+        let by_id = Uuid::parse_str(want).ok();
+        let mut candidates: Vec<&vfolders::Model> = reachable
+            .iter()
+            .filter(|f| Some(f.id) == by_id || f.name == *want)
+            .collect();
+        // Prefer the caller's own folder when a group folder has the same name.
+        candidates.sort_by_key(|f| f.user != Some(caller.uuid));
+        let folder = candidates
+            .first()
+            .ok_or_else(|| ApiError::not_found("folder", want))?;
+        let (folder, access) = find(state, caller, folder.id).await?;
+        let alias = mount_map.get(want).or_else(|| mount_map.get(&folder.name));
+        out.push(MountSpec {
+            id: folder.id,
+            name: folder.name.clone(),
+            host_path: folder_root(&state.config, &folder)?.display().to_string(),
+            target: mount_target(&folder.name, alias)?,
+            read_only: access < Access::ReadWrite,
+        });
+    }
+    for f in reachable
+        .iter()
+        .filter(|f| f.user == Some(caller.uuid) && is_automount(&f.name))
+    {
+        if out.iter().any(|m| m.id == f.id) {
+            continue;
+        }
+        out.push(MountSpec {
+            id: f.id,
+            name: f.name.clone(),
+            host_path: folder_root(&state.config, f)?.display().to_string(),
+            target: mount_target(&f.name, None)?,
+            read_only: false,
+        });
+    }
+    // A folder already over the policy's size limit is not mounted writable again: what a
+    // container writes cannot be stopped half-way without filesystem quotas, but it is
+    // stopped from growing further through bai.
+    let max = policy_of(state, caller).await?.max_vfolder_size;
+    if let Ok(max) = u64::try_from(max)
+        && max > 0
+    {
+        for m in out.iter().filter(|m| !m.read_only) {
+            let (used, _) = usage(PathBuf::from(&m.host_path)).await;
+            if used > max {
+                return Err(ApiError::bad_request(format!(
+                    "The folder '{}' holds {used} bytes, more than the size limit of your resource policy ({max} bytes): make room before mounting it",
+                    m.name
+                )));
+            }
+        }
+    }
+    for (i, a) in out.iter().enumerate() {
+        for b in out.iter().skip(i + 1) {
+            let nested = |x: &str, y: &str| x == y || y.starts_with(&format!("{x}/"));
+            if a.id == b.id {
+                return Err(ApiError::bad_request(format!(
+                    "The folder '{}' is listed twice",
+                    a.name
+                )));
+            }
+            if nested(&a.target, &b.target) || nested(&b.target, &a.target) {
+                return Err(ApiError::bad_request(format!(
+                    "Mount targets overlap: {} and {}",
+                    a.target, b.target
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_paths_are_absolute_even_for_a_relative_data_dir() {
+        let config = crate::Config {
+            data_dir: "data".into(),
+            storage_hosts: vec!["local".into(), "nfs=rel/nfs".into()],
+            ..Default::default()
+        };
+        let hosts = super::hosts(&config);
+        assert!(
+            hosts["local"].is_absolute() && hosts["local"].ends_with("data/vfolders/local"),
+            "{hosts:?}"
+        );
+        assert!(
+            hosts["nfs"].is_absolute() && hosts["nfs"].ends_with("rel/nfs"),
+            "{hosts:?}"
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! GraphQL for accounts: `login`, `logout`, `signup`, `change_password`,
+//! `update_password_no_auth`, `ssh_keypair`, `refresh_ssh_keypair`, `signup_config`.
+// Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
+#![allow(clippy::too_many_arguments)]
+use async_graphql::{Context, Object, SimpleObject};
+use axum::http::header::SET_COOKIE;
+use chrono::{DateTime, Utc};
+use entity::keypairs;
+use sea_orm::{ActiveModelTrait, EntityTrait, Set};
+
+use crate::error::ApiError;
+use crate::graphql::users::User;
+use crate::graphql::{authed, caller, state};
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct LoginResult {
+    pub ok: bool,
+    pub msg: String,
+    /// Bearer token for API clients (the browser gets the same as an HttpOnly cookie).
+    pub token: String,
+    pub expires_at: DateTime<Utc>,
+    pub user: User,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct OkResult {
+    pub ok: bool,
+    pub msg: String,
+}
+
+impl OkResult {
+    fn success() -> Self {
+        Self {
+            ok: true,
+            msg: "success".into(),
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct SshKeypair {
+    pub ssh_public_key: Option<String>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct RefreshSshKeypair {
+    pub ok: bool,
+    pub msg: String,
+    pub ssh_public_key: String,
+    /// Shown once: the server keeps only the public key.
+    pub ssh_private_key: String,
+}
+
+/// What the login page needs to know before anyone logs in.
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct SignupConfig {
+    pub enabled: bool,
+    pub requires_invitation_token: bool,
+    pub password_rules: String,
+}
+
+#[derive(Default)]
+pub struct AccountQuery;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl AccountQuery {
+    /// The caller's SSH public key (from its main keypair), if one was generated.
+    async fn ssh_keypair(&self, ctx: &Context<'_>) -> async_graphql::Result<SshKeypair> {
+        let (state, caller) = authed(ctx)?;
+        let Some(ak) = &caller.access_key else {
+            return Ok(SshKeypair {
+                ssh_public_key: None,
+            });
+        };
+        let kp = keypairs::Entity::find_by_id(ak.clone())
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(SshKeypair {
+            ssh_public_key: kp.and_then(|k| k.ssh_public_key),
+        })
+    }
+
+    /// Whether signup is open (for the login page); answered to anyone.
+    async fn signup_config(&self, ctx: &Context<'_>) -> async_graphql::Result<SignupConfig> {
+        let state = state(ctx)?;
+        Ok(SignupConfig {
+            enabled: state.config.signup_enabled,
+            requires_invitation_token: state.config.signup_invitation_token.is_some(),
+            password_rules: crate::auth::password::RULES.to_string(),
+        })
+    }
+}
+
+#[derive(Default)]
+pub struct AccountMutation;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl AccountMutation {
+    /// Logs in with email and password: sets the session cookie and returns a bearer token.
+    async fn login(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        password: String,
+    ) -> async_graphql::Result<LoginResult> {
+        let state = state(ctx)?;
+        let addr = crate::graphql::client_addr(ctx);
+        let login = crate::accounts::login(state, &email, &password, addr, None).await?;
+        ctx.append_http_header(
+            SET_COOKIE,
+            crate::accounts::session_cookie(state, &login.token),
+        );
+        Ok(LoginResult {
+            ok: true,
+            msg: "success".into(),
+            token: login.token,
+            expires_at: login.expires_at,
+            user: User(login.user),
+        })
+    }
+
+    /// Ends the current login session (the cookie or bearer token stops working).
+    async fn logout(&self, ctx: &Context<'_>) -> async_graphql::Result<OkResult> {
+        let state = state(ctx)?;
+        ctx.append_http_header(SET_COOKIE, crate::accounts::clear_cookie(state));
+        if let Ok(c) = caller(ctx)
+            && let Some(session) = c.login_session
+        {
+            crate::accounts::logout(state, session).await?;
+        }
+        Ok(OkResult::success())
+    }
+
+    /// Self-service signup (only when the server enables it).
+    async fn signup(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        username: String,
+        password: String,
+        #[graphql(name = "password2")] password2: String,
+        invitation_token: Option<String>,
+        agreed_to_terms: bool,
+    ) -> async_graphql::Result<OkResult> {
+        let state = state(ctx)?;
+        crate::accounts::signup(
+            state,
+            crate::accounts::Signup {
+                email,
+                username,
+                password,
+                password2,
+                invitation_token,
+                agreed_to_terms,
+            },
+        )
+        .await?;
+        Ok(OkResult::success())
+    }
+
+    /// Changes the caller's password: the current one, then the new one twice.
+    async fn change_password(
+        &self,
+        ctx: &Context<'_>,
+        old_password: String,
+        new_password: String,
+        #[graphql(name = "new_password2")] new_password2: String,
+    ) -> async_graphql::Result<OkResult> {
+        let (state, caller) = authed(ctx)?;
+        let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
+        let current = caller
+            .login_session
+            .map(|s| (s, crate::graphql::client_addr(ctx)));
+        crate::accounts::change_password(
+            state,
+            user,
+            &old_password,
+            &new_password,
+            &new_password2,
+            current,
+        )
+        .await?;
+        Ok(OkResult::success())
+    }
+
+    /// For accounts flagged "require password change": change it with email and current
+    /// password, without a login session.
+    async fn update_password_no_auth(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        current_password: String,
+        new_password: String,
+        #[graphql(name = "new_password2")] new_password2: String,
+    ) -> async_graphql::Result<OkResult> {
+        let state = state(ctx)?;
+        let addr = crate::graphql::client_addr(ctx);
+        let user =
+            crate::accounts::check_credentials(state, &email, &current_password, addr).await?;
+        crate::accounts::set_password(
+            state,
+            user,
+            &current_password,
+            &new_password,
+            &new_password2,
+            None,
+        )
+        .await?;
+        Ok(OkResult::success())
+    }
+
+    /// Generates a new SSH keypair for the caller. The private key is returned once and
+    /// not kept.
+    async fn refresh_ssh_keypair(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<RefreshSshKeypair> {
+        let (state, caller) = authed(ctx)?;
+        let ak = caller
+            .access_key
+            .clone()
+            .ok_or_else(|| ApiError::not_found("keypair", "(none)"))?;
+        let kp = crate::lookup::get::<keypairs::Entity>(&state.db, "keypair", ak.clone()).await?;
+        let (public, private) = crate::auth::ssh::generate(&caller.email)?;
+        let mut m: keypairs::ActiveModel = kp.into();
+        m.ssh_public_key = Set(Some(public.clone()));
+        m.ssh_private_key = Set(None);
+        m.modified_at = Set(Utc::now());
+        m.update(&state.db).await.map_err(ApiError::from)?;
+        Ok(RefreshSshKeypair {
+            ok: true,
+            msg: "success".into(),
+            ssh_public_key: public,
+            ssh_private_key: private,
+        })
+    }
+}

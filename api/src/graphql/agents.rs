@@ -1,0 +1,353 @@
+//! GraphQL for agents (superadmins, as the seeds say): `agent`, `agents`, `agent_list`;
+//! and `rescan_images` for the engines' local images.
+use async_graphql::{Context, Object, SimpleObject};
+use chrono::{DateTime, Utc};
+use entity::enums::{AgentStatus, SessionStatus};
+use entity::{agents, kernels};
+use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, Select};
+
+use crate::error::{ApiError, ApiResult};
+use crate::graphql::{JsonString, authed, state};
+
+pub struct Agent(pub agents::Model);
+
+#[Object(rename_fields = "snake_case")]
+impl Agent {
+    async fn id(&self) -> &str {
+        &self.0.id
+    }
+    /// ALIVE, LOST, RESTARTING or TERMINATED.
+    async fn status(&self) -> &str {
+        self.0.status.as_str()
+    }
+    async fn status_changed(&self) -> Option<DateTime<Utc>> {
+        self.0.status_changed
+    }
+    async fn region(&self) -> &str {
+        &self.0.region
+    }
+    async fn scaling_group(&self) -> &str {
+        &self.0.scaling_group
+    }
+    async fn schedulable(&self) -> bool {
+        self.0.schedulable
+    }
+    async fn available_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.available_slots).unwrap_or_default())
+    }
+    async fn occupied_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.occupied_slots).unwrap_or_default())
+    }
+    /// The engine endpoint (`unix:///var/run/docker.sock`).
+    async fn addr(&self) -> &str {
+        &self.0.addr
+    }
+    async fn first_contact(&self) -> DateTime<Utc> {
+        self.0.first_contact
+    }
+    async fn lost_at(&self) -> Option<DateTime<Utc>> {
+        self.0.lost_at
+    }
+    async fn last_heartbeat(&self) -> Option<DateTime<Utc>> {
+        self.0.last_heartbeat
+    }
+    async fn version(&self) -> &str {
+        &self.0.version
+    }
+    async fn architecture(&self) -> &str {
+        &self.0.architecture
+    }
+    async fn compute_plugins(&self) -> JsonString {
+        JsonString(self.0.compute_plugins.clone())
+    }
+    async fn live_stat(&self) -> Option<JsonString> {
+        self.0.live_stat.clone().map(JsonString)
+    }
+    /// Live CPU use of the agent's session containers, in percent of one core.
+    async fn cpu_cur_pct(&self) -> f64 {
+        self.0
+            .live_stat
+            .as_ref()
+            .and_then(|s| s.get("cpu_used_pct"))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0)
+    }
+    /// Live memory use of the agent's session containers, in bytes.
+    async fn mem_cur_bytes(&self) -> crate::graphql::BigInt {
+        crate::graphql::BigInt(
+            self.0
+                .live_stat
+                .as_ref()
+                .and_then(|s| s.get("mem_used_bytes"))
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0),
+        )
+    }
+    /// Containers of running sessions on this agent.
+    async fn container_count(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
+        let state = state(ctx)?;
+        Ok(kernels::Entity::find()
+            .filter(kernels::Column::Agent.eq(&self.0.id))
+            .filter(kernels::Column::Status.eq(SessionStatus::Running))
+            .count(&state.db)
+            .await
+            .map_err(ApiError::from)?)
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct AgentList {
+    pub items: Vec<Agent>,
+    pub total_count: u64,
+}
+
+fn filtered(
+    status: Option<String>,
+    scaling_group: Option<String>,
+) -> ApiResult<Select<agents::Entity>> {
+    let mut select = agents::Entity::find();
+    if let Some(s) = status.filter(|s| !s.is_empty()) {
+        let statuses = s
+            .split(',')
+            .map(|p| {
+                AgentStatus::parse(p).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "invalid agent status '{p}' (one of: {})",
+                        AgentStatus::choices()
+                    ))
+                })
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
+        select = select.filter(agents::Column::Status.is_in(statuses));
+    }
+    if let Some(sg) = scaling_group {
+        select = select.filter(agents::Column::ScalingGroup.eq(sg));
+    }
+    Ok(select)
+}
+
+#[derive(Default)]
+pub struct AgentQuery;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl AgentQuery {
+    async fn agent(&self, ctx: &Context<'_>, agent_id: String) -> async_graphql::Result<Agent> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        Ok(Agent(
+            crate::lookup::get::<agents::Entity>(&state.db, "agent", agent_id).await?,
+        ))
+    }
+
+    async fn agents(
+        &self,
+        ctx: &Context<'_>,
+        status: Option<String>,
+        scaling_group: Option<String>,
+    ) -> async_graphql::Result<Vec<Agent>> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let rows = filtered(status, scaling_group)?
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(rows.into_iter().map(Agent).collect())
+    }
+
+    async fn agent_list(
+        &self,
+        ctx: &Context<'_>,
+        limit: i32,
+        offset: i32,
+        order: Option<String>,
+        status: Option<String>,
+        scaling_group: Option<String>,
+    ) -> async_graphql::Result<AgentList> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let select = filtered(status, scaling_group)?;
+        let (rows, total_count) = crate::graphql::paginate(
+            &state.db,
+            select,
+            (limit, offset),
+            order.as_deref(),
+            &[
+                ("id", agents::Column::Id),
+                ("first_contact", agents::Column::FirstContact),
+                ("status", agents::Column::Status),
+            ],
+            (agents::Column::FirstContact, Order::Asc),
+        )
+        .await?;
+        Ok(AgentList {
+            items: rows.into_iter().map(Agent).collect(),
+            total_count,
+        })
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct RescanImages {
+    pub ok: bool,
+    pub msg: String,
+    /// Follow it with `background_task_events(task_id)` or `background_task(task_id)`.
+    pub task_id: uuid::Uuid,
+}
+
+#[derive(Default)]
+pub struct AgentMutation;
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct MaintenanceResult {
+    pub ok: bool,
+    pub msg: String,
+}
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl AgentMutation {
+    /// Maintenance "RECALCULATE USAGE" (superadmin): matches containers with sessions again
+    /// (orphans removed, vanished containers marked) and recomputes every agent's occupied
+    /// resources from the sessions holding them.
+    async fn recalculate_usage(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<MaintenanceResult> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        crate::sessions::reconcile::sweep(state).await?;
+        crate::agents::refresh_agent_usage(state).await?;
+        let agents = entity::agents::Entity::find()
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        let summary: Vec<String> = agents
+            .iter()
+            .map(|a| {
+                let o = a.occupied_slots.to_string();
+                format!(
+                    "{}: {}",
+                    a.id,
+                    if o.is_empty() { "nothing".into() } else { o }
+                )
+            })
+            .collect();
+        Ok(MaintenanceResult {
+            ok: true,
+            msg: format!("Usage recalculated. Occupied now: {}", summary.join("; ")),
+        })
+    }
+
+    /// Maintenance "CLEAN UP IMAGES" (superadmin): removes dangling (untagged, unused) images
+    /// from every agent's engine.
+    async fn clean_up_images(&self, ctx: &Context<'_>) -> async_graphql::Result<MaintenanceResult> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let (mut removed, mut reclaimed) = (0usize, 0i64);
+        let mut problems = Vec::new();
+        for agent in state.agents.all().await {
+            match agent.prune_dangling_images().await {
+                Ok((n, bytes)) => {
+                    removed += n;
+                    reclaimed += bytes;
+                }
+                Err(e) => problems.push(format!(
+                    "{}: {}",
+                    agent.info().id,
+                    crate::error::ApiError::from(e).message
+                )),
+            }
+        }
+        let mut msg = format!(
+            "Removed {removed} unused image(s), reclaimed {} MiB.",
+            reclaimed / (1024 * 1024)
+        );
+        if !problems.is_empty() {
+            msg.push_str(&format!(" Problems: {}", problems.join("; ")));
+        }
+        Ok(MaintenanceResult {
+            ok: problems.is_empty(),
+            msg,
+        })
+    }
+
+    /// Rescans the agents' engines and the registries (or only `registry`) for environment
+    /// images, in the background (superadmin). Returns the task to follow.
+    async fn rescan_images(
+        &self,
+        ctx: &Context<'_>,
+        registry: Option<String>,
+    ) -> async_graphql::Result<RescanImages> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let registries = {
+            use entity::container_registries as regs;
+            use sea_orm::QueryOrder;
+            let mut q = regs::Entity::find().order_by_asc(regs::Column::Hostname);
+            if let Some(r) = &registry {
+                q = q.filter(regs::Column::Hostname.eq(r.trim().to_ascii_lowercase()));
+            }
+            let rows = q.all(&state.db).await.map_err(ApiError::from)?;
+            if registry.is_some() && rows.is_empty() {
+                return Err(ApiError::not_found(
+                    "container registry",
+                    registry.unwrap_or_default(),
+                )
+                .into());
+            }
+            rows
+        };
+        let scan_local = registry.is_none();
+        let task_state = state.clone();
+        let task_id = crate::bgtasks::spawn(
+            state,
+            "rescan_images",
+            caller.uuid,
+            move |progress| async move {
+                let state = task_state;
+                let mut found = 0u64;
+                let mut done = 0u64;
+                let mut problems = Vec::new();
+                if scan_local {
+                    for agent in state.agents.all().await {
+                        progress.update(
+                            done,
+                            done + 1,
+                            format!("local images of {}", agent.info().id),
+                        );
+                        match crate::agents::scan_local_images(&state, agent.as_ref()).await {
+                            Ok(n) => found += n as u64,
+                            Err(e) => problems.push(format!("{}: {}", agent.info().id, e.message)),
+                        }
+                        done += 1;
+                    }
+                }
+                for reg in registries {
+                    match crate::registries::scan_into_catalog(&state, &reg, &progress, done).await
+                    {
+                        Ok((n, total)) => {
+                            found += n;
+                            done = total;
+                        }
+                        Err(e) => problems.push(format!("{}: {}", reg.hostname, e.message)),
+                    }
+                }
+                if problems.is_empty() {
+                    Ok(format!("{found} environment image(s) found"))
+                } else {
+                    Err(format!(
+                        "{found} image(s) found; problems: {}",
+                        problems.join("; ")
+                    ))
+                }
+            },
+        );
+        Ok(RescanImages {
+            ok: true,
+            msg: "started".into(),
+            task_id,
+        })
+    }
+}

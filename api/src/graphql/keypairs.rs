@@ -1,0 +1,474 @@
+//! GraphQL for keypairs: `keypair`, `keypairs`, `keypair_list`, `create_keypair`,
+//! `modify_keypair`, `delete_keypair`.
+// Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
+#![allow(clippy::too_many_arguments)]
+use async_graphql::{Context, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
+use entity::{keypair_resource_policies, keypairs, users};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, QueryFilter,
+    QueryOrder, Select, Set,
+};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::graphql::{BigInt, authed};
+
+/// A keypair as the caller may see it. The secret key is shown to its owner and to
+/// superadmins only.
+pub struct KeyPair {
+    pub kp: keypairs::Model,
+    pub owner: users::Model,
+    pub show_secret: bool,
+}
+
+impl KeyPair {
+    fn new(kp: keypairs::Model, owner: users::Model, caller: &Caller) -> Self {
+        let show_secret = owner.uuid == caller.uuid || caller.is_superadmin();
+        Self {
+            kp,
+            owner,
+            show_secret,
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct UserInfo {
+    pub email: String,
+    pub full_name: Option<String>,
+}
+
+#[Object(rename_fields = "snake_case")]
+impl KeyPair {
+    async fn id(&self) -> &str {
+        &self.kp.access_key
+    }
+    /// The owner's email.
+    async fn user_id(&self) -> &str {
+        &self.kp.user_id
+    }
+    async fn access_key(&self) -> &str {
+        &self.kp.access_key
+    }
+    async fn secret_key(&self) -> Option<&str> {
+        self.show_secret.then_some(self.kp.secret_key.as_str())
+    }
+    async fn is_active(&self) -> bool {
+        self.kp.is_active
+    }
+    async fn is_admin(&self) -> bool {
+        self.kp.is_admin
+    }
+    async fn resource_policy(&self) -> &str {
+        &self.kp.resource_policy
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.kp.created_at
+    }
+    async fn modified_at(&self) -> DateTime<Utc> {
+        self.kp.modified_at
+    }
+    async fn last_used(&self) -> Option<DateTime<Utc>> {
+        self.kp.last_used
+    }
+    /// Requests allowed per 15 minutes (0 = unlimited).
+    async fn rate_limit(&self) -> i32 {
+        self.kp.rate_limit
+    }
+    async fn num_queries(&self) -> BigInt {
+        BigInt(self.kp.num_queries)
+    }
+    /// The owner's UUID.
+    async fn user(&self) -> uuid::Uuid {
+        self.kp.user
+    }
+    async fn ssh_public_key(&self) -> Option<&str> {
+        self.kp.ssh_public_key.as_deref()
+    }
+    async fn full_name(&self) -> Option<&str> {
+        self.owner.full_name.as_deref()
+    }
+    async fn domain_name(&self) -> &str {
+        &self.owner.domain_name
+    }
+    async fn is_main(&self) -> bool {
+        self.owner.main_access_key.as_deref() == Some(self.kp.access_key.as_str())
+    }
+    async fn user_info(&self) -> UserInfo {
+        UserInfo {
+            email: self.owner.email.clone(),
+            full_name: self.owner.full_name.clone(),
+        }
+    }
+    /// Sessions currently holding resources under this keypair.
+    async fn concurrency_used(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
+        let state = crate::graphql::state(ctx)?;
+        Ok(crate::keypairs::live_session_count(&state.db, &self.kp.access_key).await?)
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct KeyPairList {
+    pub items: Vec<KeyPair>,
+    pub total_count: u64,
+}
+
+#[derive(Default)]
+pub struct KeypairQuery;
+
+/// Keypairs (with owners) the caller may list: own ones, or those of the admin's domain.
+fn listable(
+    caller: &Caller,
+    domain_name: Option<String>,
+    email: Option<String>,
+    is_active: Option<bool>,
+) -> Select<keypairs::Entity> {
+    let mut select = keypairs::Entity::find();
+    if let Some(sub) = crate::users::governed(caller) {
+        select = select.filter(keypairs::Column::User.in_subquery(sub));
+    }
+    match caller.admin_scope() {
+        Some(_) => {
+            if let Some(d) = domain_name {
+                select = select.filter(keypairs::Column::User.in_subquery(domain_users(&d)));
+            }
+            if let Some(e) = email {
+                select = select.filter(keypairs::Column::UserId.eq(e.trim().to_ascii_lowercase()));
+            }
+        }
+        None => select = select.filter(keypairs::Column::User.eq(caller.uuid)),
+    }
+    if let Some(a) = is_active {
+        select = select.filter(keypairs::Column::IsActive.eq(a));
+    }
+    select
+}
+
+fn domain_users(domain: &str) -> sea_orm::sea_query::SelectStatement {
+    use sea_orm::sea_query::{Expr, Query};
+    Query::select()
+        .column(users::Column::Uuid)
+        .from(users::Entity)
+        .and_where(Expr::col(users::Column::DomainName).eq(domain))
+        .to_owned()
+}
+
+async fn with_owners(
+    db: &sea_orm::DatabaseConnection,
+    caller: &Caller,
+    rows: Vec<keypairs::Model>,
+) -> ApiResult<Vec<KeyPair>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for kp in rows {
+        let owner = crate::users::by_uuid(db, kp.user).await?;
+        out.push(KeyPair::new(kp, owner, caller));
+    }
+    Ok(out)
+}
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl KeypairQuery {
+    /// A keypair by access key; without arguments, the caller's own keypair (the one
+    /// authenticating this request).
+    async fn keypair(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "accepted for compatibility")] _domain_name: Option<String>,
+        access_key: Option<String>,
+    ) -> async_graphql::Result<KeyPair> {
+        let (state, caller) = authed(ctx)?;
+        let ak = match access_key.or_else(|| caller.access_key.clone()) {
+            Some(ak) => ak,
+            None => return Err(ApiError::not_found("keypair", "(none)").into()),
+        };
+        let (kp, owner) = crate::keypairs::find_visible(&state.db, caller, &ak).await?;
+        Ok(KeyPair::new(kp, owner, caller))
+    }
+
+    async fn keypairs(
+        &self,
+        ctx: &Context<'_>,
+        domain_name: Option<String>,
+        email: Option<String>,
+        is_active: Option<bool>,
+    ) -> async_graphql::Result<Vec<KeyPair>> {
+        let (state, caller) = authed(ctx)?;
+        let rows = listable(caller, domain_name, email, is_active)
+            .order_by_asc(keypairs::Column::CreatedAt)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(with_owners(&state.db, caller, rows).await?)
+    }
+
+    async fn keypair_list(
+        &self,
+        ctx: &Context<'_>,
+        limit: i32,
+        offset: i32,
+        order: Option<String>,
+        domain_name: Option<String>,
+        email: Option<String>,
+        is_active: Option<bool>,
+    ) -> async_graphql::Result<KeyPairList> {
+        let (state, caller) = authed(ctx)?;
+        let select = listable(caller, domain_name, email, is_active);
+        let (rows, total_count) = crate::graphql::paginate(
+            &state.db,
+            select,
+            (limit, offset),
+            order.as_deref(),
+            &[
+                ("access_key", keypairs::Column::AccessKey),
+                ("user_id", keypairs::Column::UserId),
+                ("created_at", keypairs::Column::CreatedAt),
+                ("last_used", keypairs::Column::LastUsed),
+                ("resource_policy", keypairs::Column::ResourcePolicy),
+                ("num_queries", keypairs::Column::NumQueries),
+            ],
+            (keypairs::Column::CreatedAt, Order::Asc),
+        )
+        .await?;
+        Ok(KeyPairList {
+            items: with_owners(&state.db, caller, rows).await?,
+            total_count,
+        })
+    }
+}
+
+#[derive(InputObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct KeyPairInput {
+    pub resource_policy: String,
+    /// Requests per 15 minutes; 0 = unlimited.
+    pub rate_limit: i32,
+    pub is_active: Option<bool>,
+    pub is_admin: Option<bool>,
+    /// Advanced: an explicit access key (20 upper-case letters/digits).
+    pub access_key: Option<String>,
+    /// Advanced: an explicit secret key (40 characters).
+    pub secret_key: Option<String>,
+}
+
+#[derive(InputObject, Default)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ModifyKeyPairInput {
+    pub is_active: Option<bool>,
+    pub is_admin: Option<bool>,
+    pub resource_policy: Option<String>,
+    pub rate_limit: Option<i32>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct CreateKeyPair {
+    pub ok: bool,
+    pub msg: String,
+    pub keypair: Option<KeyPair>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ModifyKeyPair {
+    pub ok: bool,
+    pub msg: String,
+    pub keypair: Option<KeyPair>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct DeleteKeyPair {
+    pub ok: bool,
+    pub msg: String,
+}
+
+#[derive(Default)]
+pub struct KeypairMutation;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl KeypairMutation {
+    /// Adds a keypair for the user with email `user_id` (superadmin only).
+    async fn create_keypair(
+        &self,
+        ctx: &Context<'_>,
+        user_id: String,
+        props: KeyPairInput,
+    ) -> async_graphql::Result<CreateKeyPair> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let owner = crate::users::find_visible(&state.db, caller, &user_id).await?;
+        let kp = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "create_keypair",
+            "keypair",
+            move |txn| {
+                Box::pin(async move {
+                    let kp = crate::keypairs::insert(
+                        txn,
+                        &owner,
+                        crate::keypairs::NewKeypair {
+                            resource_policy: props.resource_policy,
+                            rate_limit: props.rate_limit,
+                            is_active: props.is_active.unwrap_or(true),
+                            is_admin: props.is_admin.unwrap_or(false),
+                            access_key: props.access_key,
+                            secret_key: props.secret_key,
+                        },
+                    )
+                    .await?;
+                    let key = kp.access_key.to_string();
+                    let detail = serde_json::json!({"user": owner.email});
+                    Ok((kp, key, detail))
+                })
+            },
+        )
+        .await?;
+        let owner = crate::users::by_uuid(&state.db, kp.user).await?;
+        state.events.changed(
+            ObjectKind::Keypair,
+            ChangeAction::Created,
+            &kp.access_key,
+            Some(owner.domain_name.clone()),
+        );
+        Ok(CreateKeyPair {
+            ok: true,
+            msg: "success".into(),
+            keypair: Some(KeyPair::new(kp, owner, caller)),
+        })
+    }
+
+    /// Changes a keypair's activity, policy or rate limit (admins of the owner's domain).
+    async fn modify_keypair(
+        &self,
+        ctx: &Context<'_>,
+        access_key: String,
+        props: ModifyKeyPairInput,
+    ) -> async_graphql::Result<ModifyKeyPair> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_admin()?;
+        let (kp, owner) = crate::keypairs::find_visible(&state.db, caller, &access_key).await?;
+        if owner.uuid == caller.uuid
+            && (props.is_active.is_some_and(|a| a != kp.is_active)
+                || props.is_admin.is_some_and(|a| a != kp.is_admin)
+                || props.rate_limit.is_some_and(|r| r != kp.rate_limit)
+                || props
+                    .resource_policy
+                    .as_ref()
+                    .is_some_and(|p| *p != kp.resource_policy))
+        {
+            return Err(ApiError::forbidden(
+                "You cannot change your own keypair's activity, policy or rate limit.",
+            )
+            .into());
+        }
+        if props.is_admin.is_some_and(|a| a != kp.is_admin) && !caller.is_superadmin() {
+            return Err(ApiError::forbidden(
+                "Only superadmins may change whether a keypair is an admin keypair.",
+            )
+            .into());
+        }
+        if let Some(rl) = props.rate_limit {
+            crate::validate::non_negative_i32("rate_limit", rl)?;
+        }
+        if let Some(p) = &props.resource_policy
+            && keypair_resource_policies::Entity::find_by_id(p.clone())
+                .one(&state.db)
+                .await
+                .map_err(ApiError::from)?
+                .is_none()
+        {
+            return Err(ApiError::not_found("resource policy", p).into());
+        }
+        let kp = crate::audit::audited(&state.db, &caller.email, "modify_keypair", "keypair", move |txn| {
+                Box::pin(async move {
+                    let mut m = kp.into_active_model();
+                    if let Some(v) = props.is_active {
+                        m.is_active = Set(v);
+                    }
+                    if let Some(v) = props.is_admin {
+                        m.is_admin = Set(v);
+                    }
+                    if let Some(v) = props.resource_policy {
+                        m.resource_policy = Set(v);
+                    }
+                    if let Some(v) = props.rate_limit {
+                        m.rate_limit = Set(v);
+                    }
+                    m.modified_at = Set(Utc::now());
+                    let kp = m.update(txn).await?;
+                    let key = kp.access_key.to_string();
+                    let detail = serde_json::json!({"is_active": kp.is_active, "resource_policy": kp.resource_policy, "rate_limit": kp.rate_limit});
+                    Ok((kp, key, detail))
+                })
+            })
+            .await?;
+        state.revocations.bump();
+        state.events.changed(
+            ObjectKind::Keypair,
+            ChangeAction::Modified,
+            &kp.access_key,
+            Some(owner.domain_name.clone()),
+        );
+        Ok(ModifyKeyPair {
+            ok: true,
+            msg: "success".into(),
+            keypair: Some(KeyPair::new(kp, owner, caller)),
+        })
+    }
+
+    /// Deletes a keypair for good (superadmin only). Refused while any session was created
+    /// with it, and for a user's main keypair.
+    async fn delete_keypair(
+        &self,
+        ctx: &Context<'_>,
+        access_key: String,
+    ) -> async_graphql::Result<DeleteKeyPair> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let (kp, owner) = crate::keypairs::find_visible(&state.db, caller, &access_key).await?;
+        let used = crate::keypairs::used_by_sessions(&state.db, &access_key).await?;
+        if used > 0 {
+            return Err(ApiError::conflict(format!(
+                "Keypair {access_key} cannot be deleted: {used} compute session(s) were created with it. Deactivate it instead."
+            ))
+            .into());
+        }
+        if owner.main_access_key.as_deref() == Some(access_key.as_str()) {
+            return Err(ApiError::conflict(format!(
+                "Keypair {access_key} is the main keypair of {}; deactivate it instead.",
+                owner.email
+            ))
+            .into());
+        }
+        crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "delete_keypair",
+            "keypair",
+            move |txn| {
+                Box::pin(async move {
+                    let key = kp.access_key.clone();
+                    kp.delete(txn).await?;
+                    Ok(((), key, serde_json::json!({})))
+                })
+            },
+        )
+        .await?;
+        state.revocations.bump();
+        state.events.changed(
+            ObjectKind::Keypair,
+            ChangeAction::Deleted,
+            &access_key,
+            Some(owner.domain_name),
+        );
+        Ok(DeleteKeyPair {
+            ok: true,
+            msg: "success".into(),
+        })
+    }
+}

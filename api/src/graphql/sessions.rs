@@ -1,0 +1,1087 @@
+//! GraphQL for compute sessions: `compute_session_list`, `compute_session` (Backend.AI's
+//! names and fields), `create_session`, `destroy_session(s)`, `session_logs`,
+//! `resource_usage`, and the owner-scoped subscriptions `session_status_changes` and
+//! `session_stats`.
+// Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
+#![allow(clippy::too_many_arguments)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_graphql::{Context, InputObject, Object, SimpleObject, Subscription};
+use chrono::{DateTime, Utc};
+use entity::enums::{AgentStatus, SessionStatus, SessionType};
+use entity::slots::ResourceSlots;
+use entity::{
+    agents, groups, kernels, keypair_resource_policies, keypairs, resource_presets, sessions, users,
+};
+use futures_util::{Stream, StreamExt};
+use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::auth::{Caller, ReadScope};
+use crate::error::{ApiError, ApiResult};
+use crate::events::Event;
+use crate::graphql::{BigInt, JsonString, authed, state};
+use crate::sessions::{find_own, find_visible, visible};
+use crate::state::AppState;
+
+pub struct ComputeSession(pub sessions::Model);
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ComputeContainer {
+    pub id: Uuid,
+    pub kernel_id: Uuid,
+    pub session_id: Uuid,
+    pub cluster_role: String,
+    pub cluster_idx: i32,
+    pub cluster_hostname: String,
+    pub image: String,
+    pub architecture: String,
+    pub registry: String,
+    pub status: String,
+    pub status_changed: DateTime<Utc>,
+    pub status_info: Option<String>,
+    pub agent: Option<String>,
+    pub agent_addr: Option<String>,
+    pub container_id: Option<String>,
+    pub occupied_slots: JsonString,
+    pub requested_slots: JsonString,
+    pub exit_code: Option<i32>,
+    pub last_stat: Option<JsonString>,
+}
+
+fn slots_json(s: &ResourceSlots) -> JsonString {
+    JsonString(serde_json::to_value(s).unwrap_or_default())
+}
+
+impl From<kernels::Model> for ComputeContainer {
+    fn from(k: kernels::Model) -> Self {
+        Self {
+            id: k.id,
+            kernel_id: k.id,
+            session_id: k.session_id,
+            cluster_role: k.cluster_role.as_str().into(),
+            cluster_idx: k.cluster_idx,
+            cluster_hostname: k.cluster_hostname,
+            image: k.image,
+            architecture: k.architecture,
+            registry: k.registry,
+            status: k.status.as_str().into(),
+            status_changed: k.status_changed,
+            status_info: k.status_info,
+            agent: k.agent,
+            agent_addr: k.agent_addr,
+            container_id: k.container_id,
+            occupied_slots: slots_json(&k.occupied_slots),
+            requested_slots: slots_json(&k.requested_slots),
+            exit_code: k.exit_code,
+            last_stat: k.last_stat.map(JsonString),
+        }
+    }
+}
+
+#[Object(rename_fields = "snake_case")]
+impl ComputeSession {
+    async fn id(&self) -> Uuid {
+        self.0.id
+    }
+    async fn session_id(&self) -> Uuid {
+        self.0.id
+    }
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    #[graphql(name = "type")]
+    async fn session_type(&self) -> &str {
+        self.0.session_type.as_str()
+    }
+    /// The environment image reference.
+    async fn image(&self) -> String {
+        self.0
+            .images
+            .get(0)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    }
+    async fn cluster_mode(&self) -> &str {
+        self.0.cluster_mode.as_str()
+    }
+    async fn cluster_size(&self) -> i32 {
+        self.0.cluster_size
+    }
+    async fn priority(&self) -> i32 {
+        self.0.priority
+    }
+    async fn tag(&self) -> Option<&str> {
+        self.0.tag.as_deref()
+    }
+    async fn domain_name(&self) -> &str {
+        &self.0.domain_name
+    }
+    async fn group_id(&self) -> Uuid {
+        self.0.group_id
+    }
+    async fn group_name(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        let state = state(ctx)?;
+        Ok(groups::Entity::find_by_id(self.0.group_id)
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .map(|g| g.name))
+    }
+    async fn user_id(&self) -> Uuid {
+        self.0.user_uuid
+    }
+    async fn user_email(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        let state = state(ctx)?;
+        Ok(users::Entity::find_by_id(self.0.user_uuid)
+            .one(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .map(|u| u.email))
+    }
+    async fn access_key(&self) -> &str {
+        &self.0.access_key
+    }
+    async fn status(&self) -> &str {
+        self.0.status.as_str()
+    }
+    async fn status_changed(&self) -> DateTime<Utc> {
+        self.0.status_changed
+    }
+    /// Why: `predicate-checks-failed`, `no-available-instances`, `user-requested`, …
+    async fn status_info(&self) -> Option<&str> {
+        self.0.status_info.as_deref()
+    }
+    /// For pending sessions: `{"scheduler": {"failed_predicates": [{name, msg}], …}}`; after
+    /// a batch run: `{"kernel": {"exit_code": N}}`.
+    async fn status_data(&self) -> Option<JsonString> {
+        self.0.status_data.clone().map(JsonString)
+    }
+    /// `{STATUS: ISO time}` for every status the session went through.
+    async fn status_history(&self) -> JsonString {
+        JsonString(self.0.status_history.clone())
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    async fn scheduled_at(&self) -> Option<DateTime<Utc>> {
+        self.0
+            .status_history
+            .get("SCHEDULED")
+            .and_then(Value::as_str)
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.to_utc())
+    }
+    async fn terminated_at(&self) -> Option<DateTime<Utc>> {
+        self.0.terminated_at
+    }
+    async fn starts_at(&self) -> Option<DateTime<Utc>> {
+        self.0.starts_at
+    }
+    /// Names of the environment variables the session was started with (values stay out
+    /// of lists and panels).
+    async fn environ_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .0
+            .environ
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+    async fn startup_command(&self) -> Option<&str> {
+        self.0.startup_command.as_deref()
+    }
+    /// undefined, success or failure.
+    async fn result(&self) -> &str {
+        self.0.result.as_str()
+    }
+    async fn agent_ids(&self) -> Vec<String> {
+        serde_json::from_value(self.0.agent_ids.clone()).unwrap_or_default()
+    }
+    async fn scaling_group(&self) -> Option<&str> {
+        self.0.scaling_group_name.as_deref()
+    }
+    async fn resource_opts(&self) -> JsonString {
+        JsonString(self.0.resource_opts.clone())
+    }
+    /// The mounted folders; where they live on the host is for superadmins only.
+    async fn vfolder_mounts(&self, ctx: &Context<'_>) -> JsonString {
+        let mut mounts = self.0.vfolder_mounts.clone();
+        let superadmin = crate::graphql::caller(ctx).is_ok_and(|c| c.is_superadmin());
+        if !superadmin && let Some(list) = mounts.as_array_mut() {
+            for m in list {
+                if let Some(o) = m.as_object_mut() {
+                    o.remove("host_path");
+                }
+            }
+        }
+        JsonString(mounts)
+    }
+    async fn requested_slots(&self) -> JsonString {
+        slots_json(&self.0.requested_slots)
+    }
+    /// What the session holds on its agent while it runs.
+    async fn occupying_slots(&self) -> JsonString {
+        slots_json(&self.0.occupying_slots)
+    }
+    async fn occupied_slots(&self) -> JsonString {
+        slots_json(&self.0.occupying_slots)
+    }
+    async fn num_queries(&self) -> BigInt {
+        BigInt(self.0.num_queries)
+    }
+    /// The app launcher's entries: the image's service ports and the built-in terminal.
+    async fn apps(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<crate::sessions::apps::ServicePort>> {
+        let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
+        Ok(crate::sessions::apps::apps(
+            k.service_ports.as_str().unwrap_or_default(),
+        ))
+    }
+    /// The main container's kernel id.
+    async fn main_kernel_id(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Uuid>> {
+        Ok(crate::sessions::main_kernel(&state(ctx)?.db, self.0.id)
+            .await
+            .ok()
+            .map(|k| k.id))
+    }
+    async fn containers(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ComputeContainer>> {
+        let state = state(ctx)?;
+        let ks = kernels::Entity::find()
+            .filter(kernels::Column::SessionId.eq(self.0.id))
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(ks.into_iter().map(ComputeContainer::from).collect())
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ComputeSessionList {
+    pub items: Vec<ComputeSession>,
+    pub total_count: u64,
+}
+
+/// Sessions the caller may see: its own; a domain admin's domain; everything for superadmins.
+/// Whether a caller with `scope` may hear about a session's event.
+/// Whether `caller` may hear about the session of event `e`: the same rule as for seeing the
+/// session (`Caller::governs`); a domain admin's check reads the owner's role.
+/// The event topic that holds every session event `caller` may see: a superadmin's is all
+/// of them, a domain admin's its domain's (role order is checked per event by [`sees`]), a
+/// user's its own sessions'.
+pub(crate) fn session_topic(caller: &Caller) -> crate::events::Topic {
+    use crate::events::Topic;
+    match caller.read_scope() {
+        ReadScope::Admin(scope) => match scope.domain() {
+            None => Topic::Sessions,
+            Some(d) => Topic::SessionsIn(d.to_string()),
+        },
+        _ => Topic::SessionsOf(caller.uuid),
+    }
+}
+
+pub(crate) async fn sees(
+    state: &AppState,
+    caller: &Caller,
+    e: &crate::events::SessionEvent,
+) -> bool {
+    if e.user == caller.uuid || caller.is_superadmin() {
+        return true;
+    }
+    match caller.read_scope() {
+        ReadScope::Admin(s) if s.covers_domain(&e.domain) => {
+            match entity::users::Entity::find_by_id(e.user)
+                .one(&state.db)
+                .await
+            {
+                Ok(Some(owner)) => caller.governs(owner.uuid, owner.role, &owner.domain_name),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// `"RUNNING,PENDING"` → statuses.
+pub fn parse_statuses(s: &str) -> ApiResult<Vec<SessionStatus>> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        // Backend.AI statuses a bai session never takes: valid in a filter, match nothing.
+        .filter(|p| !matches!(*p, "RUNNING_DEGRADED" | "PREPARED" | "CREATING"))
+        .map(|p| {
+            SessionStatus::parse(p).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "invalid session status '{p}' (one of: {})",
+                    SessionStatus::choices()
+                ))
+            })
+        })
+        .collect()
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct PresetAvailability {
+    pub name: String,
+    pub resource_slots: JsonString,
+    pub shared_memory: Option<BigInt>,
+    /// Some alive agent has room for it and the caller's limits allow it.
+    pub allocatable: bool,
+}
+
+/// What the caller may still allocate (summary page, launch dialog), following Backend.AI's
+/// `/resource/check-presets`.
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ResourceUsage {
+    pub keypair_limits: JsonString,
+    pub keypair_using: JsonString,
+    /// What the keypair's sessions occupy in the resource group asked about.
+    pub keypair_using_in_scaling_group: JsonString,
+    pub keypair_remaining: JsonString,
+    /// 0 = unlimited.
+    pub concurrency_limit: i32,
+    pub concurrency_used: u64,
+    /// What the project's sessions occupy (everyone's).
+    pub group_using: JsonString,
+    /// What the caller's own sessions in the project occupy.
+    pub group_user_using: JsonString,
+    /// The project's limits (`total_resource_slots`; empty = unlimited).
+    pub group_limits: JsonString,
+    pub group_name: String,
+    /// Sessions occupying resources now that the caller may see (its own for a user, its
+    /// domain's for a domain admin, all for a superadmin).
+    pub visible_sessions_running: u64,
+    pub scaling_group: String,
+    /// Capacity of the resource group's alive agents.
+    pub scaling_group_capacity: JsonString,
+    /// Free capacity of the resource group's alive agents.
+    pub scaling_group_remaining: JsonString,
+    pub presets: Vec<PresetAvailability>,
+}
+
+#[derive(SimpleObject, Clone)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ExecutionChunk {
+    pub run_id: Uuid,
+    /// Position in the run's output (replays and live chunks never overlap).
+    pub seq: u64,
+    /// stdout, stderr, or finished (then `exit_code` is set).
+    pub stream: String,
+    pub data: String,
+    pub exit_code: Option<i64>,
+}
+
+impl From<crate::sessions::exec::Chunk> for ExecutionChunk {
+    fn from(c: crate::sessions::exec::Chunk) -> Self {
+        Self {
+            run_id: c.run_id,
+            seq: c.seq,
+            stream: c.stream.into(),
+            data: c.data,
+            exit_code: c.exit_code,
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct Execution {
+    pub run_id: Uuid,
+    pub session_id: Uuid,
+    /// running or finished.
+    pub status: String,
+    pub exit_code: Option<i64>,
+    pub console: Vec<ExecutionChunk>,
+}
+
+/// The run, if the caller may see its session.
+/// An execution of a session the caller owns (or any, for a superadmin).
+async fn own_run(
+    state: &AppState,
+    caller: &Caller,
+    run_id: Uuid,
+) -> ApiResult<std::sync::Arc<crate::sessions::exec::Run>> {
+    let run = state
+        .exec_runs
+        .get(run_id)
+        .ok_or_else(|| ApiError::not_found("execution", run_id))?;
+    find_own(state, caller, run.session_id)
+        .await
+        .map_err(|_| ApiError::not_found("execution", run_id))?;
+    Ok(run)
+}
+
+#[derive(Default)]
+pub struct SessionQuery;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl SessionQuery {
+    async fn compute_session(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> async_graphql::Result<ComputeSession> {
+        let (state, caller) = authed(ctx)?;
+        Ok(ComputeSession(find_visible(state, caller, id).await?))
+    }
+
+    async fn compute_session_list(
+        &self,
+        ctx: &Context<'_>,
+        limit: i32,
+        offset: i32,
+        order: Option<String>,
+        domain_name: Option<String>,
+        group_id: Option<Uuid>,
+        access_key: Option<String>,
+        #[graphql(desc = "comma-separated statuses, e.g. \"PENDING,RUNNING\"")] status: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "Backend.AI's filter expression, e.g. `name ilike \"%test%\" & type == \"batch\"`"
+        )]
+        filter: Option<String>,
+    ) -> async_graphql::Result<ComputeSessionList> {
+        let (state, caller) = authed(ctx)?;
+        let mut select = visible(caller);
+        if let Some(d) = domain_name {
+            select = select.filter(sessions::Column::DomainName.eq(d));
+        }
+        if let Some(g) = group_id {
+            select = select.filter(sessions::Column::GroupId.eq(g));
+        }
+        if let Some(ak) = access_key {
+            select = select.filter(sessions::Column::AccessKey.eq(ak));
+        }
+        if let Some(s) = status.filter(|s| !s.trim().is_empty()) {
+            select = select.filter(sessions::Column::Status.is_in(parse_statuses(&s)?));
+        }
+        if let Some(f) = filter {
+            select = select.filter(crate::graphql::filter::parse(
+                &f,
+                &[
+                    ("name", sessions::Column::Name),
+                    ("session_name", sessions::Column::Name),
+                    ("type", sessions::Column::SessionType),
+                    ("status", sessions::Column::Status),
+                    ("status_info", sessions::Column::StatusInfo),
+                    ("access_key", sessions::Column::AccessKey),
+                    ("domain_name", sessions::Column::DomainName),
+                    ("tag", sessions::Column::Tag),
+                    ("scaling_group", sessions::Column::ScalingGroupName),
+                    ("result", sessions::Column::Result),
+                    ("created_at", sessions::Column::CreatedAt),
+                    ("terminated_at", sessions::Column::TerminatedAt),
+                ],
+            )?);
+        }
+        // Lists read on the read pool (SQLite: beside the writer, never queued behind it);
+        // the count only when asked for, and from the cache while no session changed.
+        let total_count = if ctx.look_ahead().field("total_count").exists() {
+            state
+                .session_counts
+                .count(&state.read, select.clone())
+                .await?
+        } else {
+            0
+        };
+        let rows = crate::graphql::page_rows(
+            &state.read,
+            select,
+            (limit, offset),
+            order.as_deref(),
+            &[
+                ("name", sessions::Column::Name),
+                ("created_at", sessions::Column::CreatedAt),
+                ("status_changed", sessions::Column::StatusChanged),
+                ("terminated_at", sessions::Column::TerminatedAt),
+                ("status", sessions::Column::Status),
+            ],
+            (sessions::Column::StatusChanged, Order::Desc),
+        )
+        .await?;
+        Ok(ComputeSessionList {
+            items: rows.into_iter().map(ComputeSession).collect(),
+            total_count,
+        })
+    }
+
+    /// The session's SSH private key (`/home/work/id_container`), for SSH/SFTP clients.
+    async fn session_ssh_private_key(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+    ) -> async_graphql::Result<String> {
+        let (state, _) = authed(ctx)?;
+        let principal = ctx
+            .data::<crate::auth::Principal>()
+            .map_err(|_| ApiError::unauthenticated("Login required."))?;
+        Ok(crate::sessions::apps::ssh_private_key(state, principal, session_id).await?)
+    }
+
+    /// The session's container output (live while running, kept afterwards).
+    async fn session_logs(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<String> {
+        let (state, caller) = authed(ctx)?;
+        let s = find_visible(state, caller, id).await?;
+        Ok(crate::sessions::logs(state, s.id).await?)
+    }
+
+    /// An execution's output so far and whether it finished.
+    async fn execution(&self, ctx: &Context<'_>, run_id: Uuid) -> async_graphql::Result<Execution> {
+        let (state, caller) = authed(ctx)?;
+        let run = own_run(state, caller, run_id).await?;
+        let (chunks, finished, exit_code) = run.snapshot();
+        Ok(Execution {
+            run_id,
+            session_id: run.session_id,
+            status: if finished { "finished" } else { "running" }.into(),
+            exit_code,
+            console: chunks.into_iter().map(ExecutionChunk::from).collect(),
+        })
+    }
+
+    async fn resource_usage(
+        &self,
+        ctx: &Context<'_>,
+        group_id: Option<Uuid>,
+        scaling_group: Option<String>,
+    ) -> async_graphql::Result<ResourceUsage> {
+        let (state, caller) = authed(ctx)?;
+        Ok(resource_usage(state, caller, group_id, scaling_group).await?)
+    }
+}
+
+pub(crate) async fn resource_usage(
+    state: &AppState,
+    caller: &Caller,
+    group_id: Option<Uuid>,
+    scaling_group: Option<String>,
+) -> ApiResult<ResourceUsage> {
+    let db = &state.db;
+    let ak = caller
+        .access_key
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
+    let kp = crate::lookup::get::<keypairs::Entity>(db, "keypair", ak.clone()).await?;
+    let policy = crate::lookup::get::<keypair_resource_policies::Entity>(
+        db,
+        "resource policy",
+        kp.resource_policy.clone(),
+    )
+    .await?;
+    let group = match group_id {
+        Some(g) => crate::groups::find_visible(db, caller, g).await?,
+        None => groups::Entity::find()
+            .filter(groups::Column::DomainName.eq(&caller.domain_name))
+            .filter(groups::Column::Name.eq("default"))
+            .one(db)
+            .await?
+            .ok_or_else(|| ApiError::not_found("group", "default"))?,
+    };
+    let allowed = crate::scaling_groups::allowed_for(
+        db,
+        &caller.domain_name,
+        caller.uuid,
+        Some(group.id),
+        Some(&ak),
+    )
+    .await?;
+    let sg = match scaling_group {
+        Some(sg) if allowed.contains(&sg) => sg,
+        Some(sg) => return Err(ApiError::not_found("resource group", sg)),
+        None => allowed.first().cloned().unwrap_or_default(),
+    };
+    let allocated = sessions::Entity::find()
+        .filter(sessions::Column::Status.is_in(crate::sessions::ALLOCATED.iter().copied()))
+        .all(db)
+        .await?;
+    let mut key_using = ResourceSlots::new();
+    let mut key_using_sg = ResourceSlots::new();
+    let mut group_using = ResourceSlots::new();
+    let mut group_user_using = ResourceSlots::new();
+    let mut concurrency = 0u64;
+    for s in &allocated {
+        if s.access_key == ak {
+            key_using = key_using.add(&s.requested_slots);
+            concurrency += 1;
+            if s.scaling_group_name.as_deref() == Some(sg.as_str()) {
+                key_using_sg = key_using_sg.add(&s.requested_slots);
+            }
+        }
+        if s.group_id == group.id {
+            group_using = group_using.add(&s.requested_slots);
+            if s.user_uuid == caller.uuid {
+                group_user_using = group_user_using.add(&s.requested_slots);
+            }
+        }
+    }
+    // The one definition of who sees which session.
+    let visible_sessions_running = {
+        use sea_orm::PaginatorTrait;
+        visible(caller)
+            .filter(sessions::Column::Status.is_in(crate::sessions::ALLOCATED.iter().copied()))
+            .count(&state.read)
+            .await?
+    };
+    let unspecified = crate::policies::unspecified_limit(&policy);
+    // Remaining per limited slot (unlimited slots are left out, as "Infinity").
+    let mut remaining = serde_json::Map::new();
+    for (slot, _) in entity::slots::KNOWN_SLOTS {
+        let v = match policy.total_resource_slots.limit(slot, unspecified) {
+            entity::slots::SlotLimit::Limited(max) => json!(
+                (max - key_using.get(slot))
+                    .max(rust_decimal::Decimal::ZERO)
+                    .to_string()
+            ),
+            entity::slots::SlotLimit::Unlimited => json!("Infinity"),
+        };
+        remaining.insert(slot.to_string(), v);
+    }
+    let alive = agents::Entity::find()
+        .filter(agents::Column::ScalingGroup.eq(&sg))
+        .filter(agents::Column::Status.eq(AgentStatus::Alive))
+        .filter(agents::Column::Schedulable.eq(true))
+        .all(db)
+        .await?;
+    let mut capacity = ResourceSlots::new();
+    let mut free = ResourceSlots::new();
+    for a in &alive {
+        capacity = capacity.add(&a.available_slots);
+        free = free.add(&a.available_slots.sub(&a.occupied_slots));
+    }
+    let mut presets = Vec::new();
+    for p in resource_presets::Entity::find().all(db).await? {
+        let fits_agent = alive.iter().any(|a| {
+            p.resource_slots
+                .le(&a.available_slots.sub(&a.occupied_slots))
+        });
+        let fits_policy = policy
+            .total_resource_slots
+            .exceeded_by(&key_using.add(&p.resource_slots), unspecified)
+            .is_empty();
+        let under_concurrency = policy.max_concurrent_sessions == 0
+            || concurrency < u64::try_from(policy.max_concurrent_sessions).unwrap_or(0);
+        presets.push(PresetAvailability {
+            name: p.name,
+            resource_slots: slots_json(&p.resource_slots),
+            shared_memory: p.shared_memory.map(BigInt),
+            allocatable: fits_agent && fits_policy && under_concurrency,
+        });
+    }
+    Ok(ResourceUsage {
+        keypair_limits: JsonString(
+            serde_json::to_value(&policy.total_resource_slots).unwrap_or_default(),
+        ),
+        keypair_using: slots_json(&key_using),
+        keypair_using_in_scaling_group: slots_json(&key_using_sg),
+        keypair_remaining: JsonString(Value::Object(remaining)),
+        concurrency_limit: policy.max_concurrent_sessions,
+        concurrency_used: concurrency,
+        group_using: slots_json(&group_using),
+        group_user_using: slots_json(&group_user_using),
+        group_limits: JsonString(
+            serde_json::to_value(&group.total_resource_slots).unwrap_or_default(),
+        ),
+        group_name: group.name.clone(),
+        visible_sessions_running,
+        scaling_group: sg,
+        scaling_group_capacity: slots_json(&capacity),
+        scaling_group_remaining: slots_json(&free),
+        presets,
+    })
+}
+
+#[derive(InputObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct CreateSessionInput {
+    /// Image reference or alias (e.g. `bai.local/stable/python:3.11-debian12`, `python`).
+    pub image: String,
+    /// 4–64 characters; random when absent.
+    pub name: Option<String>,
+    /// interactive (default) or batch.
+    #[graphql(name = "type")]
+    pub session_type: Option<String>,
+    /// Project name or id (default: `default`).
+    pub group: Option<String>,
+    pub scaling_group: Option<String>,
+    /// A resource preset to start from; `resources` override its slots.
+    pub preset: Option<String>,
+    /// `{"cpu": "2", "mem": "4g", "cuda.shares": "0.5"}`; unspecified cpu/mem follow the image.
+    pub resources: Option<JsonString>,
+    /// Shared memory, e.g. `1g` (default 64m or the preset's).
+    pub shmem: Option<String>,
+    /// Environment variables `{"NAME": "value"}`.
+    pub environ: Option<JsonString>,
+    /// Required for batch sessions; the session ends when it exits.
+    pub startup_command: Option<String>,
+    /// How many identical sessions (default 1).
+    pub count: Option<i32>,
+    pub tag: Option<String>,
+    /// Storage folders to mount, by name or id; each appears at /home/work/<name>.
+    pub mounts: Option<Vec<String>>,
+    /// `{"folder": "alias"}`: mount a folder elsewhere beneath /home/work.
+    pub mount_map: Option<JsonString>,
+}
+
+pub(crate) fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
+    let Some(v) = v else {
+        return Ok(BTreeMap::new());
+    };
+    let obj =
+        v.0.as_object()
+            .ok_or_else(|| ApiError::bad_request(format!("{what} must be a JSON object")))?;
+    obj.iter()
+        .map(|(k, v)| {
+            let s = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "{what}: the value of '{k}' must be a string or a number"
+                    )));
+                }
+            };
+            Ok((k.clone(), s))
+        })
+        .collect()
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct CreateSessionResult {
+    pub ok: bool,
+    pub msg: String,
+    pub sessions: Vec<ComputeSession>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct DestroySessionResult {
+    pub ok: bool,
+    pub msg: String,
+    pub session: Option<ComputeSession>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct StartedService {
+    pub ok: bool,
+    /// Path of a web app through the app proxy, token included (empty for TCP apps). With a
+    /// `port`, the same path is also served at `http://<server host>:<port>`.
+    pub url: String,
+    /// The per-launch token (also accepted by the proxy from browsers not logged in).
+    pub token: String,
+    /// Port of the pool the app is served on (always for SSH/SFTP), if any.
+    pub port: Option<u16>,
+    pub public: bool,
+    /// http or tcp.
+    pub protocol: String,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ExecutionStarted {
+    pub ok: bool,
+    pub run_id: Uuid,
+}
+
+#[derive(Default)]
+pub struct SessionMutation;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl SessionMutation {
+    /// Creates one or more sessions; they start PENDING and the scheduler takes them from there.
+    async fn create_session(
+        &self,
+        ctx: &Context<'_>,
+        props: CreateSessionInput,
+    ) -> async_graphql::Result<CreateSessionResult> {
+        let (state, caller) = authed(ctx)?;
+        let session_type = match props.session_type.as_deref() {
+            None => SessionType::Interactive,
+            Some(t) => match SessionType::parse(t) {
+                Some(st @ (SessionType::Interactive | SessionType::Batch)) => st,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid session type '{t}' (interactive or batch)"
+                    ))
+                    .into());
+                }
+            },
+        };
+        let count = u32::try_from(props.count.unwrap_or(1))
+            .map_err(|_| ApiError::bad_request("count must be between 1 and 100"))?;
+        let req = crate::sessions::CreateRequest {
+            image: props.image,
+            name: props.name,
+            session_type,
+            group: props.group,
+            scaling_group: props.scaling_group,
+            preset: props.preset,
+            resources: string_map(props.resources, "resources")?,
+            shmem: props.shmem,
+            environ: string_map(props.environ, "environ")?,
+            startup_command: props.startup_command,
+            count,
+            tag: props.tag,
+            mounts: props.mounts.unwrap_or_default(),
+            mount_map: string_map(props.mount_map, "mount_map")?,
+        };
+        let created = crate::sessions::create(state, caller, req).await?;
+        Ok(CreateSessionResult {
+            ok: true,
+            msg: "enqueued".into(),
+            sessions: created.into_iter().map(ComputeSession).collect(),
+        })
+    }
+
+    /// Terminates a session (cancels it when still pending).
+    async fn destroy_session(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> async_graphql::Result<DestroySessionResult> {
+        let (state, caller) = authed(ctx)?;
+        let s = find_visible(state, caller, id).await?;
+        let done = crate::sessions::terminate(state, s.id, "user-requested").await?;
+        Ok(DestroySessionResult {
+            ok: true,
+            msg: "terminated".into(),
+            session: Some(ComputeSession(done)),
+        })
+    }
+
+    /// Runs code in a running session: `mode` query (a snippet for the image's runtime) or
+    /// batch (`options`: `{"build": "…", "exec": "…"}`, `*` = the runtime's default). Follow
+    /// the output with `execution_output(run_id)`.
+    async fn execute_in_session(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+        mode: String,
+        code: Option<String>,
+        options: Option<JsonString>,
+    ) -> async_graphql::Result<ExecutionStarted> {
+        let (state, caller) = authed(ctx)?;
+        let s = find_own(state, caller, session_id).await?;
+        let options = options.map(|o| o.0).unwrap_or_else(|| json!({}));
+        let run =
+            crate::sessions::exec::start(state, &s, &mode, code.as_deref().unwrap_or(""), &options)
+                .await?;
+        Ok(ExecutionStarted {
+            ok: true,
+            run_id: run.id,
+        })
+    }
+
+    /// Starts an app in the session (Jupyter Notebook for now) and returns where to reach it
+    /// through the app proxy (owner or superadmin only).
+    async fn start_service(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+        app: String,
+        #[graphql(default)] open_to_public: bool,
+        preferred_port: Option<u16>,
+    ) -> async_graphql::Result<StartedService> {
+        let (state, _) = authed(ctx)?;
+        let principal = ctx
+            .data::<crate::auth::Principal>()
+            .map_err(|_| ApiError::unauthenticated("Login required."))?;
+        let opts = crate::sessions::apps::StartOptions {
+            public: open_to_public,
+            preferred_port,
+        };
+        let started =
+            crate::sessions::apps::start(state, principal, session_id, &app, opts).await?;
+        Ok(StartedService {
+            ok: true,
+            url: started.url,
+            token: started.token,
+            port: started.port,
+            public: started.public,
+            protocol: started.protocol,
+        })
+    }
+
+    /// Sends text to a running execution's standard input.
+    async fn send_execution_input(
+        &self,
+        ctx: &Context<'_>,
+        run_id: Uuid,
+        input: String,
+    ) -> async_graphql::Result<ExecutionStarted> {
+        let (state, caller) = authed(ctx)?;
+        let run = own_run(state, caller, run_id).await?;
+        run.send_input(&input).await?;
+        Ok(ExecutionStarted { ok: true, run_id })
+    }
+
+    /// Terminates several sessions; each result says what happened.
+    async fn destroy_sessions(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<Uuid>,
+    ) -> async_graphql::Result<Vec<DestroySessionResult>> {
+        let (state, caller) = authed(ctx)?;
+        if ids.len() > 100 {
+            return Err(ApiError::bad_request("at most 100 sessions at once").into());
+        }
+        let mut out = Vec::new();
+        for id in ids {
+            let r = match find_visible(state, caller, id).await {
+                Ok(s) => crate::sessions::terminate(state, s.id, "user-requested").await,
+                Err(e) => Err(e),
+            };
+            out.push(match r {
+                Ok(s) => DestroySessionResult {
+                    ok: true,
+                    msg: "terminated".into(),
+                    session: Some(ComputeSession(s)),
+                },
+                Err(e) => DestroySessionResult {
+                    ok: false,
+                    msg: e.message,
+                    session: None,
+                },
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[derive(SimpleObject, Clone)]
+#[graphql(rename_fields = "snake_case")]
+pub struct SessionStatusEvent {
+    pub session_id: Uuid,
+    pub name: String,
+    pub status: String,
+    /// Backend.AI's event name (`session_started`, `session_terminated`, …).
+    pub event: String,
+    pub reason: Option<String>,
+    pub access_key: String,
+}
+
+#[derive(SimpleObject, Clone)]
+#[graphql(rename_fields = "snake_case")]
+pub struct SessionStats {
+    pub session_id: Uuid,
+    /// CPU use in percent of one core (200 = two cores busy).
+    pub cpu_used_pct: f64,
+    pub mem_bytes: BigInt,
+    pub mem_limit_bytes: BigInt,
+}
+
+#[derive(Default)]
+pub struct SessionSubscription;
+
+#[Subscription(rename_fields = "snake_case", rename_args = "snake_case")]
+impl SessionSubscription {
+    /// Status changes of one session, or of every session the caller may see.
+    async fn session_status_changes(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Option<Uuid>,
+    ) -> async_graphql::Result<impl Stream<Item = SessionStatusEvent>> {
+        let (state, caller) = authed(ctx)?;
+        if let Some(id) = session_id {
+            find_visible(state, caller, id).await?;
+        }
+        let (state, caller) = (state.clone(), caller.clone());
+        let topic = session_topic(&caller);
+        Ok(state.events.stream_topic(topic).filter_map(move |ev| {
+            let (state, caller) = (state.clone(), caller.clone());
+            async move {
+                let Event::Session(e) = &*ev else {
+                    return None;
+                };
+                if session_id.is_some_and(|id| id != e.session_id)
+                    || !sees(&state, &caller, e).await
+                {
+                    return None;
+                }
+                Some(SessionStatusEvent {
+                    session_id: e.session_id,
+                    name: e.name.clone(),
+                    status: e.status.as_str().into(),
+                    event: e.event.into(),
+                    reason: e.reason.clone(),
+                    access_key: e.access_key.clone(),
+                })
+            }
+        }))
+    }
+
+    /// An execution's output: what was produced so far, then live, ending after `finished`.
+    async fn execution_output(
+        &self,
+        ctx: &Context<'_>,
+        run_id: Uuid,
+    ) -> async_graphql::Result<impl Stream<Item = ExecutionChunk>> {
+        let (state, caller) = authed(ctx)?;
+        let run = own_run(state, caller, run_id).await?;
+        Ok(run.follow().map(ExecutionChunk::from))
+    }
+
+    /// Live CPU and memory use of a running session, every `interval_secs` (default 2).
+    async fn session_stats(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+        interval_secs: Option<i32>,
+    ) -> async_graphql::Result<impl Stream<Item = SessionStats>> {
+        let (state, caller) = authed(ctx)?;
+        find_visible(state, caller, session_id).await?;
+        let period = Duration::from_secs(
+            u64::try_from(interval_secs.unwrap_or(2))
+                .unwrap_or(2)
+                .clamp(1, 60),
+        );
+        let state = state.clone();
+        Ok(futures_util::stream::unfold((), move |()| {
+            let state = state.clone();
+            async move {
+                loop {
+                    let k = crate::sessions::main_kernel(&state.db, session_id)
+                        .await
+                        .ok()?;
+                    if k.status.is_terminal() || k.status == SessionStatus::Error {
+                        return None;
+                    }
+                    if let (SessionStatus::Running, Some(agent_id), Some(container)) =
+                        (k.status, &k.agent, &k.container_id)
+                        && let Some(agent) = state.agents.get(agent_id).await
+                        && let Some((cpu, mem)) = agent.stats(container).await
+                    {
+                        let limit = rust_decimal::prelude::ToPrimitive::to_i64(
+                            &k.requested_slots.get("mem"),
+                        )
+                        .unwrap_or(0);
+                        let out = SessionStats {
+                            session_id,
+                            cpu_used_pct: cpu,
+                            mem_bytes: BigInt(i64::try_from(mem).unwrap_or(i64::MAX)),
+                            mem_limit_bytes: BigInt(limit),
+                        };
+                        tokio::time::sleep(period).await;
+                        return Some((out, ()));
+                    }
+                    tokio::time::sleep(period).await;
+                }
+            }
+        }))
+    }
+}

@@ -1,0 +1,106 @@
+//! GraphQL for system settings.
+use async_graphql::{Context, Object, SimpleObject};
+use serde_json::json;
+
+use crate::events::{ChangeAction, ObjectKind};
+use crate::graphql::{JsonString, authed};
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct SystemSetting {
+    pub key: String,
+    pub value: JsonString,
+    pub description: String,
+    pub editable: bool,
+}
+
+impl From<crate::settings::Setting> for SystemSetting {
+    fn from(s: crate::settings::Setting) -> Self {
+        Self {
+            key: s.key,
+            value: JsonString(s.value),
+            description: s.description,
+            editable: s.editable,
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ModifySystemSetting {
+    pub ok: bool,
+    pub msg: String,
+    pub setting: Option<SystemSetting>,
+}
+
+#[derive(Default)]
+pub struct SettingQuery;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl SettingQuery {
+    /// The server's settings (administrators).
+    async fn system_settings(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Vec<SystemSetting>> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_admin()?;
+        Ok(crate::settings::list(state)
+            .await?
+            .into_iter()
+            .map(SystemSetting::from)
+            .collect())
+    }
+}
+
+#[derive(Default)]
+pub struct SettingMutation;
+
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
+impl SettingMutation {
+    /// Changes an editable setting (superadmin).
+    async fn modify_system_setting(
+        &self,
+        ctx: &Context<'_>,
+        key: String,
+        value: JsonString,
+    ) -> async_graphql::Result<ModifySystemSetting> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let k = key.clone();
+        let value = crate::audit::audited(
+            &state.db,
+            &caller.email,
+            "modify_system_setting",
+            "system_setting",
+            move |txn| {
+                Box::pin(async move {
+                    let v = crate::settings::set(txn, &k, value.0).await?;
+                    Ok((v.clone(), k, json!({"value": v})))
+                })
+            },
+        )
+        .await?;
+        state.events.changed(
+            ObjectKind::SystemSetting,
+            ChangeAction::Modified,
+            &key,
+            None,
+        );
+        let description = crate::settings::EDITABLE
+            .iter()
+            .find(|d| d.key == key)
+            .map(|d| d.description.to_string())
+            .unwrap_or_default();
+        Ok(ModifySystemSetting {
+            ok: true,
+            msg: "success".into(),
+            setting: Some(SystemSetting {
+                key,
+                value: JsonString(value),
+                description,
+                editable: true,
+            }),
+        })
+    }
+}

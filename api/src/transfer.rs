@@ -1,0 +1,193 @@
+//! Streaming file transfer for the explorer: `GET /storage/folders/{id}/download?path=…`
+//! (a directory comes as a tar archive) and `POST /storage/folders/{id}/upload?path=…` (the
+//! body is the file). Neither buffers a whole file in memory.
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use tokio::io::AsyncWriteExt;
+use uuid::Uuid;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use crate::storage::Access;
+
+#[derive(Deserialize)]
+pub struct PathQuery {
+    #[serde(default)]
+    path: String,
+}
+
+fn attachment(name: &str) -> HeaderValue {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    HeaderValue::from_str(&format!("attachment; filename=\"{safe}\""))
+        .unwrap_or_else(|_| HeaderValue::from_static("attachment"))
+}
+
+pub async fn download(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    UrlPath(id): UrlPath<Uuid>,
+    Query(q): Query<PathQuery>,
+) -> Response {
+    match download_inner(&state, &principal, id, &q.path).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn download_inner(
+    state: &AppState,
+    principal: &Principal,
+    id: Uuid,
+    rel: &str,
+) -> ApiResult<Response> {
+    use crate::storage::fsat::Kind;
+    let caller = principal.caller()?;
+    let (folder, _) = crate::storage::find(state, caller, id).await?;
+    let root = crate::storage::folder_root(&state.config, &folder)?;
+    let name = crate::storage::path::components(rel)?
+        .pop()
+        .unwrap_or_else(|| folder.name.clone());
+    let rel = rel.to_string();
+    let kind = {
+        let rel = rel.clone();
+        crate::storage::with_folder(root.clone(), move |f| f.kind(&rel)).await?
+    };
+    match kind {
+        None => Err(ApiError::not_found("file", &rel)),
+        Some(Kind::Directory) => Ok(archive(root, rel, name)),
+        Some(_) => {
+            let (file, len) = crate::storage::with_folder(root, move |f| f.open_file(&rel)).await?;
+            // Exactly the size announced, even if the file grows meanwhile.
+            let reader = tokio::io::AsyncReadExt::take(tokio::fs::File::from_std(file), len);
+            let mut resp =
+                Body::from_stream(tokio_util::io::ReaderStream::new(reader)).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            resp.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            resp.headers_mut()
+                .insert(header::CONTENT_DISPOSITION, attachment(&name));
+            Ok(resp)
+        }
+    }
+}
+
+/// A directory as a tar archive built in-process from directory handles, streamed. When the
+/// archive fails half-way, the body ends with an error (the connection is cut), so a client
+/// never takes a short archive for a whole one.
+fn archive(root: std::path::PathBuf, rel: String, name: String) -> Response {
+    let (w, r) = tokio::io::duplex(256 * 1024);
+    let bridge = tokio_util::io::SyncIoBridge::new(w);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+    let top = name.clone();
+    tokio::task::spawn_blocking(move || {
+        let result =
+            crate::storage::fsat::Folder::open(&root).and_then(|f| f.archive(&rel, &top, bridge));
+        let _ = done_tx.send(result.map_err(|e| e.message));
+    });
+    let data = tokio_util::io::ReaderStream::new(r);
+    let end = futures_util::stream::once(async move {
+        match done_rx.await {
+            Ok(Ok(())) => None,
+            Ok(Err(m)) => Some(Err(std::io::Error::other(m))),
+            Err(_) => Some(Err(std::io::Error::other("the archive stopped"))),
+        }
+    })
+    .filter_map(std::future::ready);
+    let mut resp = Body::from_stream(data.chain(end)).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-tar"),
+    );
+    resp.headers_mut().insert(
+        header::CONTENT_DISPOSITION,
+        attachment(&format!("{name}.tar")),
+    );
+    resp
+}
+
+pub async fn upload(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    UrlPath(id): UrlPath<Uuid>,
+    Query(q): Query<PathQuery>,
+    body: Body,
+) -> Response {
+    match upload_inner(&state, &principal, id, &q.path, body).await {
+        Ok(size) => axum::Json(serde_json::json!({"ok": true, "path": q.path, "size": size}))
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn upload_inner(
+    state: &AppState,
+    principal: &Principal,
+    id: Uuid,
+    rel: &str,
+    body: Body,
+) -> ApiResult<u64> {
+    let caller = principal.caller()?;
+    let (folder, access) = crate::storage::find(state, caller, id).await?;
+    access.require(Access::ReadWrite, "upload files")?;
+    let root = crate::storage::folder_root(&state.config, &folder)?;
+    // The policy's folder size bound (0 = none), counted with what is there already.
+    let max = crate::storage::policy_of(state, caller)
+        .await?
+        .max_vfolder_size;
+    let room = match u64::try_from(max) {
+        Ok(m) if m > 0 => Some(m.saturating_sub(crate::storage::usage(root.clone()).await.0)),
+        _ => None,
+    };
+    // Written beside the target under a fresh name created exclusively, owned by `work`
+    // through its handle, then moved into place: a failed upload leaves nothing behind.
+    let mut upload = {
+        let rel = rel.to_string();
+        crate::storage::with_folder(root, move |f| f.create_upload(&rel)).await?
+    };
+    let file = upload
+        .take_file()
+        .ok_or_else(|| ApiError::internal("writing an upload", "no file"))?;
+    let mut file = tokio::fs::File::from_std(file);
+    let mut size = 0u64;
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| {
+            ApiError::bad_request("The upload was interrupted; nothing was stored.")
+        })?;
+        size += chunk.len() as u64;
+        if room.is_some_and(|r| size > r) {
+            return Err(ApiError::bad_request(format!(
+                "The upload exceeds the folder size limit of your resource policy ({max} bytes); nothing was stored."
+            )));
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| ApiError::internal("writing an upload", e))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| ApiError::internal("writing an upload", e))?;
+    drop(file);
+    tokio::task::spawn_blocking(move || upload.commit())
+        .await
+        .map_err(|e| ApiError::internal("storing an upload", e))??;
+    Ok(size)
+}
