@@ -3,6 +3,7 @@
 //! checks of names and emails (`validate`), the one path rule for storage folders (`path`),
 //! the session-list filter language (`filter`) and the scheduler's planner (`plan`: a snapshot
 //! in, placements and the predicates that failed out).
+pub mod clock;
 pub mod error;
 pub mod filter;
 pub mod path;

@@ -48,6 +48,8 @@ pub struct AppState {
     pub session_counts: Arc<crate::db::CountCache>,
     /// The server's TLS settings when it speaks HTTPS (app ports use them too).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// What time it is (the system clock; tests move a manual one).
+    pub clock: Arc<dyn bai_core::clock::Clock>,
 }
 
 impl AppState {
@@ -92,6 +94,7 @@ impl AppState {
             started_apps: Arc::new(crate::sessions::apps::StartedApps::default()),
             http,
             tls,
+            clock: Arc::new(bai_core::clock::SystemClock),
         }
     }
 }

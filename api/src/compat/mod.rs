@@ -384,9 +384,7 @@ async fn info(State(state): State<AppState>, Named(s): Named) -> Response {
     reply(
         async {
             let k = crate::sessions::main_kernel(&state.db, s.id).await.ok();
-            let age = (chrono::Utc::now() - s.created_at)
-                .num_milliseconds()
-                .max(0);
+            let age = (state.clock.now() - s.created_at).num_milliseconds().max(0);
             Ok(Json(json!({
                 "sessionId": s.id,
                 "sessionName": s.name,

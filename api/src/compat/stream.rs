@@ -158,7 +158,7 @@ pub async fn session_events(
         },
     };
     let for_events = state.clone();
-    let topic = crate::graphql::sessions::session_topic(&caller);
+    let topic = crate::sessions::session_topic(&caller);
     let stream = state.events.stream_topic(topic).filter_map(move |ev| {
         let (state, caller) = (for_events.clone(), caller.clone());
         async move {
@@ -166,7 +166,7 @@ pub async fn session_events(
                 return None;
             };
             if only.is_some_and(|id| id != e.session_id)
-                || !crate::graphql::sessions::sees(&state, &caller, e).await
+                || !crate::sessions::sees(&state, &caller, e).await
             {
                 return None;
             }

@@ -231,7 +231,7 @@ impl AccountMutation {
         let mut m: keypairs::ActiveModel = kp.into();
         m.ssh_public_key = Set(Some(public.clone()));
         m.ssh_private_key = Set(None);
-        m.modified_at = Set(Utc::now());
+        m.modified_at = Set(state.clock.now());
         m.update(&state.db).await.map_err(ApiError::from)?;
         Ok(RefreshSshKeypair {
             ok: true,

@@ -159,7 +159,7 @@ impl DomainMutation {
         {
             return Err(ApiError::conflict(format!("Domain '{name}' already exists")).into());
         }
-        let now = Utc::now();
+        let now = state.clock.now();
         let mut m = domains::ActiveModel {
             name: Set(name),
             description: Set(None),

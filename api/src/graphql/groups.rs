@@ -222,7 +222,7 @@ impl GroupMutation {
             ))
             .into());
         }
-        let now = Utc::now();
+        let now = state.clock.now();
         let m = groups::ActiveModel {
             id: Set(Uuid::new_v4()),
             name: Set(name),
@@ -346,7 +346,7 @@ impl GroupMutation {
         if let Some(v) = props.integration_id {
             m.integration_id = Set(Some(v));
         }
-        m.modified_at = Set(Utc::now());
+        m.modified_at = Set(state.clock.now());
         let user_uuids = props.user_uuids.unwrap_or_default();
         let g = crate::audit::audited(
             &state.db,

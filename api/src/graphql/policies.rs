@@ -244,7 +244,7 @@ impl PolicyMutation {
         let (_, default_hosts) = crate::policies::default_policy_values();
         let mut m = policies::ActiveModel {
             name: Set(name.clone()),
-            created_at: Set(Utc::now()),
+            created_at: Set(state.clock.now()),
             default_for_unspecified: Set(parse_default(&props.default_for_unspecified)?),
             total_resource_slots: Set(Default::default()),
             max_session_lifetime: Set(0),

@@ -1,6 +1,5 @@
 //! GraphQL for resource presets: `resource_preset(s)`, `create/modify/delete_resource_preset`.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
-use chrono::Utc;
 use entity::resource_presets as presets;
 use entity::slots::ResourceSlots;
 use sea_orm::{ActiveModelTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryOrder, Set};
@@ -132,7 +131,7 @@ impl PresetMutation {
             name: Set(name),
             resource_slots: Set(slots),
             shared_memory: Set(shm),
-            created_at: Set(Utc::now()),
+            created_at: Set(state.clock.now()),
         };
         let p = crate::audit::audited(&state.db, &caller.email, "create_resource_preset", "resource_preset", move |txn| {
             Box::pin(async move {

@@ -1,6 +1,5 @@
 //! GraphQL for container registries (superadmin only).
 use async_graphql::{Context, InputObject, Object, SimpleObject};
-use chrono::Utc;
 use entity::container_registries as registries;
 use entity::enums::RegistryType;
 use sea_orm::{
@@ -181,7 +180,7 @@ impl RegistryMutation {
         if find(&state.db, &hostname).await.is_ok() {
             return Err(ApiError::conflict(format!("Registry '{hostname}' already exists")).into());
         }
-        let now = Utc::now();
+        let now = state.clock.now();
         let m = registries::ActiveModel {
             id: Set(Uuid::new_v4()),
             hostname: Set(hostname),
@@ -254,7 +253,7 @@ impl RegistryMutation {
         if let Some(v) = props.is_global {
             m.is_global = Set(v);
         }
-        m.modified_at = Set(Utc::now());
+        m.modified_at = Set(state.clock.now());
         let r = crate::audit::audited(
             &state.db,
             &caller.email,

@@ -407,7 +407,7 @@ impl ScalingGroupMutation {
             description: Set(None),
             is_active: Set(true),
             is_public: Set(true),
-            created_at: Set(Utc::now()),
+            created_at: Set(state.clock.now()),
             wsproxy_addr: Set(None),
             driver: Set(crate::scaling_groups::validate_driver(&props.driver)?),
             driver_opts: Set(json!({})),

@@ -20,7 +20,7 @@ use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::{Caller, ReadScope};
+use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::Event;
 use crate::graphql::{BigInt, JsonString, authed, state};
@@ -270,46 +270,6 @@ impl ComputeSession {
 pub struct ComputeSessionList {
     pub items: Vec<ComputeSession>,
     pub total_count: u64,
-}
-
-/// Sessions the caller may see: its own; a domain admin's domain; everything for superadmins.
-/// Whether a caller with `scope` may hear about a session's event.
-/// Whether `caller` may hear about the session of event `e`: the same rule as for seeing the
-/// session (`Caller::governs`); a domain admin's check reads the owner's role.
-/// The event topic that holds every session event `caller` may see: a superadmin's is all
-/// of them, a domain admin's its domain's (role order is checked per event by [`sees`]), a
-/// user's its own sessions'.
-pub(crate) fn session_topic(caller: &Caller) -> crate::events::Topic {
-    use crate::events::Topic;
-    match caller.read_scope() {
-        ReadScope::Admin(scope) => match scope.domain() {
-            None => Topic::Sessions,
-            Some(d) => Topic::SessionsIn(d.to_string()),
-        },
-        _ => Topic::SessionsOf(caller.uuid),
-    }
-}
-
-pub(crate) async fn sees(
-    state: &AppState,
-    caller: &Caller,
-    e: &crate::events::SessionEvent,
-) -> bool {
-    if e.user == caller.uuid || caller.is_superadmin() {
-        return true;
-    }
-    match caller.read_scope() {
-        ReadScope::Admin(s) if s.covers_domain(&e.domain) => {
-            match entity::users::Entity::find_by_id(e.user)
-                .one(&state.db)
-                .await
-            {
-                Ok(Some(owner)) => caller.governs(owner.uuid, owner.role, &owner.domain_name),
-                _ => false,
-            }
-        }
-        _ => false,
-    }
 }
 
 /// `"RUNNING,PENDING"` → statuses.
@@ -1001,7 +961,7 @@ impl SessionSubscription {
             find_visible(state, caller, id).await?;
         }
         let (state, caller) = (state.clone(), caller.clone());
-        let topic = session_topic(&caller);
+        let topic = crate::sessions::session_topic(&caller);
         Ok(state.events.stream_topic(topic).filter_map(move |ev| {
             let (state, caller) = (state.clone(), caller.clone());
             async move {
@@ -1009,7 +969,7 @@ impl SessionSubscription {
                     return None;
                 };
                 if session_id.is_some_and(|id| id != e.session_id)
-                    || !sees(&state, &caller, e).await
+                    || !crate::sessions::sees(&state, &caller, e).await
                 {
                     return None;
                 }

@@ -70,7 +70,7 @@ pub async fn login(
     let user = check_credentials(state, email, pw, addr).await?;
     usable(state, &user).await?;
     let token = tokens::new_token();
-    let now = Utc::now();
+    let now = state.clock.now();
     let ttl = i64::try_from(state.config.login_session_ttl_secs).unwrap_or(i64::MAX / 2);
     let expires_at = now + Duration::seconds(ttl);
     login_sessions::ActiveModel {
@@ -259,8 +259,8 @@ pub async fn set_password(
     let mut m: users::ActiveModel = user.into();
     m.password = Set(hash);
     m.need_password_change = Set(false);
-    m.password_changed_at = Set(Some(Utc::now()));
-    m.modified_at = Set(Utc::now());
+    m.password_changed_at = Set(Some(state.clock.now()));
+    m.modified_at = Set(state.clock.now());
     m.update(&state.db).await?;
     end_login_sessions(&state.db, &state.revocations, uuid, keep).await?;
     crate::audit::record(

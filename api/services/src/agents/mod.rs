@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use entity::enums::{AgentStatus, ImageType, SessionStatus};
 use entity::slots::ResourceSlots;
 use entity::{agents, images, kernels};
@@ -89,7 +88,7 @@ pub async fn start_all(state: &AppState) -> ApiResult<()> {
 }
 
 async fn register(state: &AppState, agent: &bai_engine::EngineInfo) -> ApiResult<()> {
-    let now = Utc::now();
+    let now = state.clock.now();
     let existing = agents::Entity::find_by_id(agent.id.clone())
         .one(&state.db)
         .await?;
@@ -152,7 +151,7 @@ async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResul
     else {
         return Ok(());
     };
-    let now = Utc::now();
+    let now = state.clock.now();
     let changed = row.status != status;
     let mut m = row.into_active_model();
     if changed {
@@ -207,7 +206,8 @@ pub async fn heartbeat_loop(state: AppState) {
                 .await;
             }
         }
-        let deadline = Utc::now() - chrono::Duration::from_std(period * 3).unwrap_or_default();
+        let deadline =
+            state.clock.now() - chrono::Duration::from_std(period * 3).unwrap_or_default();
         let stale = agents::Entity::find()
             .filter(agents::Column::Status.eq(AgentStatus::Alive))
             .filter(agents::Column::LastHeartbeat.lt(deadline))
@@ -359,7 +359,7 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                         accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
                         resources: Set(resources_from_labels(&img.labels)),
                         labels: Set(labels),
-                        created_at: Set(Utc::now()),
+                        created_at: Set(state.clock.now()),
                         installed_agents: Set(json!([agent.id])),
                     }
                     .insert(&state.db)

@@ -9,7 +9,6 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use entity::enums::UserStatus;
 use entity::users;
 
@@ -204,7 +203,7 @@ pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Optio
     let Some(session) = super::cache::login_session(state, &hash).await? else {
         return Ok(None);
     };
-    if session.expires_at <= Utc::now() {
+    if session.expires_at <= state.clock.now() {
         return Ok(None);
     }
     let Some(user) = active_user(state, session.user_uuid).await? else {
@@ -237,7 +236,9 @@ async fn from_signature(
         .or_else(|| header_str(headers, "x-backendai-date"))
         .ok_or_else(|| fail("Date header is missing"))?;
     let date = hmac::parse_date(raw_date).ok_or_else(|| fail("Date header is malformed"))?;
-    let skew = (Utc::now() - date.to_utc()).num_seconds().unsigned_abs();
+    let skew = (state.clock.now() - date.to_utc())
+        .num_seconds()
+        .unsigned_abs();
     if skew > state.config.hmac_clock_skew_secs {
         return Err(fail(
             "Request date is too far from the server's time (check your clock)",

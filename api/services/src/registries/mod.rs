@@ -58,7 +58,6 @@ pub async fn scan_into_catalog(
     progress: &crate::bgtasks::Progress,
     done_before: u64,
 ) -> ApiResult<(u64, u64)> {
-    use chrono::Utc;
     use entity::enums::ImageType;
     use entity::images;
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
@@ -112,7 +111,7 @@ pub async fn scan_into_catalog(
                     accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
                     labels: Set(json!(img.labels)),
                     resources: Set(crate::agents::resources_from_labels(&img.labels)),
-                    created_at: Set(Utc::now()),
+                    created_at: Set(state.clock.now()),
                     installed_agents: Set(json!([])),
                 }
                 .insert(&state.db)

@@ -413,7 +413,7 @@ async fn apply(
                 }
                 let data = json!({"scheduler": {
                     "retries": retries,
-                    "last_try": chrono::Utc::now().to_rfc3339(),
+                    "last_try": state.clock.now().to_rfc3339(),
                     "failed_predicates": failed,
                     "passed_predicates": passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
                 }});

@@ -13,7 +13,6 @@ use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use chrono::Utc;
 use entity::enums::SessionStatus;
 use entity::sessions;
 use futures_util::StreamExt;
@@ -401,7 +400,7 @@ pub async fn touch(state: &AppState, session: Uuid) {
     let _ = sessions::Entity::update_many()
         .col_expr(
             sessions::Column::LastActivity,
-            sea_orm::sea_query::Expr::value(Utc::now()),
+            sea_orm::sea_query::Expr::value(state.clock.now()),
         )
         .filter(sessions::Column::Id.eq(session))
         .exec(&state.db)

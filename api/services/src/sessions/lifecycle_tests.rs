@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bai_core::clock::ManualClock;
 use bai_engine::memory::MemoryEngine;
 use entity::enums::{SessionResult, SessionStatus, SessionType, UserRole};
 use entity::slots::ResourceSlots;
@@ -23,6 +24,7 @@ const IMAGE: &str = "bai.local/testing/python:3.11";
 struct World {
     state: AppState,
     engine: Arc<MemoryEngine>,
+    clock: Arc<ManualClock>,
     admin: Caller,
     _dir: TempDir,
 }
@@ -52,7 +54,7 @@ async fn world() -> World {
         .unwrap();
     crate::db::seed_defaults(&db).await.unwrap();
     crate::db::ensure_superadmin(&db, &config).await.unwrap();
-    let state = AppState::new(
+    let mut state = AppState::new(
         db.clone(),
         db,
         config,
@@ -60,6 +62,9 @@ async fn world() -> World {
         reqwest::Client::new(),
         None,
     );
+    // Time moves only when a test says so.
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    state.clock = clock.clone();
     let capacity = ResourceSlots::new()
         .with("cpu", Decimal::from(4))
         .with("mem", Decimal::from(8i64 << 30));
@@ -88,6 +93,7 @@ async fn world() -> World {
     World {
         state,
         engine,
+        clock,
         admin,
         _dir: TempDir(dir),
     }
@@ -143,13 +149,27 @@ async fn until(w: &World, id: Uuid, want: SessionStatus) -> sessions::Model {
     }
 }
 
-async fn occupied(w: &World) -> ResourceSlots {
-    agents::Entity::find_by_id("i-memory".to_string())
-        .one(&w.state.db)
-        .await
-        .unwrap()
-        .unwrap()
-        .occupied_slots
+/// The agent's occupied CPU once it has settled on `cpu` (the display figure is recomputed
+/// right after a status change commits, so it may lag the status by a moment), at most 2 s.
+async fn occupied_cpu_becomes(w: &World, cpu: i64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let now = agents::Entity::find_by_id("i-memory".to_string())
+            .one(&w.state.db)
+            .await
+            .unwrap()
+            .unwrap()
+            .occupied_slots
+            .get("cpu");
+        if now == Decimal::from(cpu) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the agent shows {now} CPU occupied, not {cpu}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test]
@@ -178,7 +198,7 @@ async fn an_interactive_session_runs_and_terminates() {
             .env
             .contains(&("ANSWER".to_string(), "42".to_string()))
     );
-    assert_eq!(occupied(&w).await.get("cpu"), Decimal::ONE);
+    occupied_cpu_becomes(&w, 1).await;
     // SSH is set up after RUNNING: keys written, sshd started.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     while w
@@ -201,10 +221,7 @@ async fn an_interactive_session_runs_and_terminates() {
         1,
         "{calls:?}"
     );
-    assert!(
-        occupied(&w).await.get("cpu").is_zero(),
-        "resources are free"
-    );
+    occupied_cpu_becomes(&w, 0).await;
     // Ending twice is refused, and changes nothing.
     let again = crate::sessions::terminate(&w.state, id, "again").await;
     assert!(again.is_err());
@@ -238,7 +255,7 @@ async fn a_batch_session_ends_with_its_command() {
         assert!(logs.contains("42"), "the output is kept: {logs:?}");
         assert!(w.engine.container_of(kernel.id).is_none());
     }
-    assert!(occupied(&w).await.get("cpu").is_zero());
+    occupied_cpu_becomes(&w, 0).await;
 }
 
 #[tokio::test]
@@ -255,7 +272,7 @@ async fn a_refused_container_puts_the_session_in_error_and_frees_its_resources()
     let data = s.status_data.map(|d| d.to_string()).unwrap_or_default();
     assert!(data.contains("no space left on device"), "{data}");
     assert!(w.engine.containers().is_empty());
-    assert!(occupied(&w).await.get("cpu").is_zero());
+    occupied_cpu_becomes(&w, 0).await;
 }
 
 #[tokio::test]
@@ -298,4 +315,69 @@ async fn a_session_larger_than_every_agent_waits_and_can_be_cancelled() {
         .unwrap();
     assert_eq!(cancelled.status, SessionStatus::Cancelled);
     assert_eq!(w.engine.calls().len(), before);
+}
+
+/// Sets the admin keypair's policy: idle timeout and maximum lifetime in seconds (0 = none).
+async fn policy(w: &World, idle_timeout: i64, max_session_lifetime: i64) {
+    use entity::keypair_resource_policies as policies;
+    use sea_orm::{ActiveModelTrait, IntoActiveModel, Set};
+    let kp = keypairs::Entity::find_by_id(w.admin.access_key.clone().unwrap())
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let p = policies::Entity::find_by_id(kp.resource_policy)
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = p.into_active_model();
+    m.idle_timeout = Set(idle_timeout);
+    m.max_session_lifetime = Set(max_session_lifetime);
+    m.update(&w.state.db).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_idle_session_is_reaped_when_its_time_is_up_and_activity_postpones_it() {
+    let w = world().await;
+    policy(&w, 60, 0).await;
+    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+        .await
+        .unwrap()[0]
+        .id;
+    until(&w, id, SessionStatus::Running).await;
+    w.clock.advance(chrono::Duration::seconds(59));
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    // Activity (a terminal keystroke, an execution) at 59 s: idle again from there.
+    crate::sessions::exec::touch(&w.state, id).await;
+    w.clock.advance(chrono::Duration::seconds(59));
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    assert_eq!(session(&w, id).await.status, SessionStatus::Running);
+    w.clock.advance(chrono::Duration::seconds(2));
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
+    let s = session(&w, id).await;
+    assert_eq!(s.status, SessionStatus::Terminated);
+    assert_eq!(s.status_info.as_deref(), Some("idle-timeout"));
+    assert!(w.engine.containers().is_empty());
+}
+
+#[tokio::test]
+async fn a_session_ends_at_its_maximum_lifetime_however_busy() {
+    let w = world().await;
+    policy(&w, 0, 3600).await;
+    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+        .await
+        .unwrap()[0]
+        .id;
+    until(&w, id, SessionStatus::Running).await;
+    for _ in 0..5 {
+        w.clock.advance(chrono::Duration::minutes(10));
+        crate::sessions::exec::touch(&w.state, id).await;
+        assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    }
+    w.clock
+        .advance(chrono::Duration::minutes(10) + chrono::Duration::seconds(1));
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
+    let s = session(&w, id).await;
+    assert_eq!(s.status_info.as_deref(), Some("max-session-lifetime"));
 }

@@ -11,7 +11,6 @@ pub mod reconcile;
 
 use std::collections::BTreeMap;
 
-use chrono::Utc;
 use entity::enums::{ClusterMode, ClusterRole, SessionResult, SessionStatus, SessionType};
 use entity::slots::{ResourceSlots, parse_binary_size};
 use entity::{groups, images, kernels, keypair_resource_policies, resource_presets, sessions};
@@ -405,7 +404,7 @@ pub async fn create(
             )));
         }
     }
-    let now = Utc::now();
+    let now = state.clock.now();
     let history = json!({ "PENDING": now.to_rfc3339() });
     let environ = json!(req.environ);
     let resource_opts = json!({ "shmem": shmem });
@@ -542,6 +541,7 @@ pub async fn transition<C: ConnectionTrait>(
     id: Uuid,
     to: SessionStatus,
     change: Change,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> ApiResult<sessions::Model> {
     let s = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
     if matches!(
@@ -555,7 +555,6 @@ pub async fn transition<C: ConnectionTrait>(
             s.name, s.status
         )));
     }
-    let now = Utc::now();
     let mut history = s.status_history.clone();
     if let Some(h) = history.as_object_mut() {
         h.insert(to.as_str().to_string(), json!(now.to_rfc3339()));
@@ -631,7 +630,7 @@ pub async fn apply(
     // Session and kernel rows change together: nobody sees a RUNNING session without its
     // container.
     let txn = state.db.begin().await?;
-    let s = transition(&txn, id, to, change).await?;
+    let s = transition(&txn, id, to, change, state.clock.now()).await?;
     txn.commit().await?;
     publish(state, &s, event_name(to), None);
     if matches!(
@@ -976,7 +975,7 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
     // Per keypair: (idle timeout, maximum lifetime) in seconds, 0 = none.
     let mut timeouts: std::collections::HashMap<String, (i64, i64)> =
         std::collections::HashMap::new();
-    let now = Utc::now();
+    let now = state.clock.now();
     let mut reaped = 0;
     for s in running {
         let timeout = match timeouts.get(&s.access_key) {
@@ -1053,6 +1052,40 @@ pub async fn logs(state: &AppState, id: Uuid) -> ApiResult<String> {
     Ok(k.container_log.unwrap_or_default())
 }
 
+/// The event topic that holds every session event `caller` may see: a superadmin's is all
+/// of them, a domain admin's its domain's (role order is checked per event by [`sees`]), a
+/// user's its own sessions'.
+pub fn session_topic(caller: &Caller) -> crate::events::Topic {
+    use crate::events::Topic;
+    match caller.read_scope() {
+        crate::auth::ReadScope::Admin(scope) => match scope.domain() {
+            None => Topic::Sessions,
+            Some(d) => Topic::SessionsIn(d.to_string()),
+        },
+        _ => Topic::SessionsOf(caller.uuid),
+    }
+}
+
+/// Whether `caller` may hear about the session of event `e`: the same rule as for seeing the
+/// session (`Caller::governs`); a domain admin's check reads the owner's role.
+pub async fn sees(state: &AppState, caller: &Caller, e: &crate::events::SessionEvent) -> bool {
+    if e.user == caller.uuid || caller.is_superadmin() {
+        return true;
+    }
+    match caller.read_scope() {
+        crate::auth::ReadScope::Admin(s) if s.covers_domain(&e.domain) => {
+            match entity::users::Entity::find_by_id(e.user)
+                .one(&state.db)
+                .await
+            {
+                Ok(Some(owner)) => caller.governs(owner.uuid, owner.role, &owner.domain_name),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
 /// Sessions the caller may see and terminate: its own; a domain admin's also those of the
 /// lower-ranked users of its domain; all for a superadmin (role order, `Caller::governs`).
 pub fn visible(caller: &Caller) -> sea_orm::Select<sessions::Entity> {
@@ -1120,7 +1153,7 @@ mod tests {
             accelerators: None,
             labels: json!({}),
             resources: json!({"cpu": {"min": "1", "max": null}, "mem": {"min": "268435456", "max": "8589934592"}}),
-            created_at: Utc::now(),
+            created_at: chrono::Utc::now(),
             installed_agents: json!(["a"]),
         }
     }

@@ -8,7 +8,6 @@ pub use bai_core::path;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use chrono::Utc;
 use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFolderUsageMode};
 use entity::{keypair_resource_policies, keypairs, vfolder_permissions, vfolders};
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
@@ -310,7 +309,7 @@ pub async fn create(
         creator: Set(Some(caller.email.clone())),
         cloneable: Set(req.cloneable),
         status: Set(VFolderStatus::Ready),
-        created_at: Set(Utc::now()),
+        created_at: Set(state.clock.now()),
         last_used: Set(None),
     };
     let actor = caller.email.clone();
