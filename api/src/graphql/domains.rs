@@ -2,13 +2,9 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::domains;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set,
-};
-use serde_json::json;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
-use crate::error::{ApiError, ApiResult};
-use crate::events::{ChangeAction, ObjectKind};
+use crate::error::ApiError;
 use crate::graphql::{JsonString, authed};
 
 pub struct Domain(pub domains::Model);
@@ -114,27 +110,17 @@ pub struct ModifyDomain {
     pub domain: Option<Domain>,
 }
 
-fn apply(m: &mut domains::ActiveModel, p: DomainInput) -> ApiResult<()> {
-    if let Some(v) = p.description {
-        m.description = Set(Some(v));
+impl From<DomainInput> for crate::domains::DomainChange {
+    fn from(p: DomainInput) -> Self {
+        Self {
+            description: p.description,
+            is_active: p.is_active,
+            total_resource_slots: p.total_resource_slots.map(|v| v.0),
+            allowed_vfolder_hosts: p.allowed_vfolder_hosts.map(|v| v.0),
+            allowed_docker_registries: p.allowed_docker_registries,
+            integration_id: p.integration_id,
+        }
     }
-    if let Some(v) = p.is_active {
-        m.is_active = Set(v);
-    }
-    if let Some(v) = p.total_resource_slots {
-        m.total_resource_slots = Set(crate::policies::parse_limits(&v.0)?);
-    }
-    if let Some(v) = p.allowed_vfolder_hosts {
-        m.allowed_vfolder_hosts = Set(crate::policies::normalize_allowed_hosts(&v.0)?);
-    }
-    if let Some(v) = p.allowed_docker_registries {
-        m.allowed_docker_registries = Set(json!(v));
-    }
-    if let Some(v) = p.integration_id {
-        m.integration_id = Set(Some(v));
-    }
-    m.modified_at = Set(Utc::now());
-    Ok(())
 }
 
 #[derive(Default)]
@@ -149,49 +135,8 @@ impl DomainMutation {
         props: DomainInput,
     ) -> async_graphql::Result<CreateDomain> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let name = crate::validate::object_name("domain", &name)?;
-        if domains::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .is_some()
-        {
-            return Err(ApiError::conflict(format!("Domain '{name}' already exists")).into());
-        }
-        let now = state.clock.now();
-        let mut m = domains::ActiveModel {
-            name: Set(name),
-            description: Set(None),
-            is_active: Set(true),
-            created_at: Set(now),
-            modified_at: Set(now),
-            total_resource_slots: Set(Default::default()),
-            allowed_vfolder_hosts: Set(json!({})),
-            allowed_docker_registries: Set(json!([])),
-            integration_id: Set(None),
-        };
-        apply(&mut m, props)?;
-        let d = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "create_domain",
-            "domain",
-            move |txn| {
-                Box::pin(async move {
-                    let d = m.insert(txn).await?;
-                    let key = d.name.clone();
-                    Ok((d, key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::Domain,
-            ChangeAction::Created,
-            &d.name,
-            Some(d.name.clone()),
-        );
+        let scope = caller.require_superadmin()?;
+        let d = crate::domains::create(state, &scope, &name, props.into()).await?;
         Ok(CreateDomain {
             ok: true,
             msg: "success".into(),
@@ -206,31 +151,8 @@ impl DomainMutation {
         props: DomainInput,
     ) -> async_graphql::Result<ModifyDomain> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let existing =
-            crate::lookup::get::<domains::Entity>(&state.db, "domain", name.clone()).await?;
-        let mut m = existing.into_active_model();
-        apply(&mut m, props)?;
-        let d = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "modify_domain",
-            "domain",
-            move |txn| {
-                Box::pin(async move {
-                    let d = m.update(txn).await?;
-                    let key = d.name.clone();
-                    Ok((d, key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::Domain,
-            ChangeAction::Modified,
-            &d.name,
-            Some(d.name.clone()),
-        );
+        let scope = caller.require_superadmin()?;
+        let d = crate::domains::modify(state, &scope, &name, props.into()).await?;
         Ok(ModifyDomain {
             ok: true,
             msg: "success".into(),

@@ -2,11 +2,9 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use entity::resource_presets as presets;
 use entity::slots::ResourceSlots;
-use sea_orm::{ActiveModelTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryOrder, Set};
-use serde_json::json;
+use sea_orm::{EntityTrait, QueryOrder};
 
 use crate::error::ApiError;
-use crate::events::{ChangeAction, ObjectKind};
 use crate::graphql::{BigInt, JsonString, authed};
 
 pub struct ResourcePreset(pub presets::Model);
@@ -107,8 +105,7 @@ impl PresetMutation {
         props: CreateResourcePresetInput,
     ) -> async_graphql::Result<CreateResourcePreset> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let name = crate::validate::object_name("preset", &name)?;
+        let scope = caller.require_superadmin()?;
         let slots = ResourceSlots::parse_json(&props.resource_slots.0).map_err(ApiError::from)?;
         let shm = props
             .shared_memory
@@ -116,38 +113,7 @@ impl PresetMutation {
             .map(crate::presets::parse_shared_memory)
             .transpose()?
             .flatten();
-        crate::presets::validate(&slots, shm)?;
-        if presets::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .is_some()
-        {
-            return Err(
-                ApiError::conflict(format!("Resource preset '{name}' already exists")).into(),
-            );
-        }
-        let m = presets::ActiveModel {
-            name: Set(name),
-            resource_slots: Set(slots),
-            shared_memory: Set(shm),
-            created_at: Set(state.clock.now()),
-        };
-        let p = crate::audit::audited(&state.db, &caller.email, "create_resource_preset", "resource_preset", move |txn| {
-            Box::pin(async move {
-                let p = m.insert(txn).await?;
-                let key = p.name.clone();
-                let detail = json!({"resource_slots": p.resource_slots, "shared_memory": p.shared_memory});
-                Ok((p, key, detail))
-            })
-        })
-        .await?;
-        state.events.changed(
-            ObjectKind::ResourcePreset,
-            ChangeAction::Created,
-            &p.name,
-            None,
-        );
+        let p = crate::presets::create(state, &scope, &name, slots, shm).await?;
         Ok(CreateResourcePreset {
             ok: true,
             msg: "success".into(),
@@ -162,37 +128,18 @@ impl PresetMutation {
         props: ModifyResourcePresetInput,
     ) -> async_graphql::Result<ModifyResourcePreset> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let existing =
-            crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.clone())
-                .await?;
-        let slots = match props.resource_slots {
-            Some(v) => ResourceSlots::parse_json(&v.0).map_err(ApiError::from)?,
-            None => existing.resource_slots.clone(),
-        };
-        let shm = match props.shared_memory.as_deref() {
-            Some(s) => crate::presets::parse_shared_memory(s)?,
-            None => existing.shared_memory,
-        };
-        crate::presets::validate(&slots, shm)?;
-        let mut m = existing.into_active_model();
-        m.resource_slots = Set(slots);
-        m.shared_memory = Set(shm);
-        let p = crate::audit::audited(&state.db, &caller.email, "modify_resource_preset", "resource_preset", move |txn| {
-            Box::pin(async move {
-                let p = m.update(txn).await?;
-                let key = p.name.clone();
-                let detail = json!({"resource_slots": p.resource_slots, "shared_memory": p.shared_memory});
-                Ok((p, key, detail))
-            })
-        })
-        .await?;
-        state.events.changed(
-            ObjectKind::ResourcePreset,
-            ChangeAction::Modified,
-            &p.name,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        let slots = props
+            .resource_slots
+            .map(|v| ResourceSlots::parse_json(&v.0))
+            .transpose()
+            .map_err(ApiError::from)?;
+        let shm = props
+            .shared_memory
+            .as_deref()
+            .map(crate::presets::parse_shared_memory)
+            .transpose()?;
+        let p = crate::presets::modify(state, &scope, &name, slots, shm).await?;
         Ok(ModifyResourcePreset {
             ok: true,
             msg: "success".into(),
@@ -206,30 +153,8 @@ impl PresetMutation {
         name: String,
     ) -> async_graphql::Result<DeleteResourcePreset> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let existing =
-            crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.clone())
-                .await?;
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "delete_resource_preset",
-            "resource_preset",
-            move |txn| {
-                Box::pin(async move {
-                    let key = existing.name.clone();
-                    existing.delete(txn).await?;
-                    Ok(((), key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::ResourcePreset,
-            ChangeAction::Deleted,
-            &name,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        crate::presets::delete(state, &scope, &name).await?;
         Ok(DeleteResourcePreset {
             ok: true,
             msg: "success".into(),

@@ -60,6 +60,21 @@ impl AdminScope {
     }
 }
 
+/// Proof that the caller is a superadmin. Only [`Caller::require_superadmin`] makes one (its
+/// field is private), and the services whose operations are for superadmins alone take it as
+/// a parameter: a surface that forgot the check does not compile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuperadminScope {
+    actor: String,
+}
+
+impl SuperadminScope {
+    /// Who acts (recorded in the audit log).
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+}
+
 /// What a list query may return: all (superadmin), one domain (domain admin), or only the
 /// caller's own objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,9 +124,12 @@ impl Caller {
             .ok_or_else(|| ApiError::forbidden("This operation requires administrator privileges."))
     }
 
-    pub fn require_superadmin(&self) -> ApiResult<()> {
+    /// The proof a superadmin-only service asks for (FORBIDDEN for anyone else).
+    pub fn require_superadmin(&self) -> ApiResult<SuperadminScope> {
         if self.is_superadmin() {
-            Ok(())
+            Ok(SuperadminScope {
+                actor: self.email.clone(),
+            })
         } else {
             Err(ApiError::forbidden(
                 "This operation requires superadmin privileges.",

@@ -10,7 +10,7 @@ pub mod throttle;
 pub mod tokens;
 pub mod ws;
 
-pub use caller::{AdminScope, Caller, Principal, ReadScope};
+pub use caller::{AdminScope, Caller, Principal, ReadScope, SuperadminScope};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,9 +1,136 @@
 //! Resource presets offered in the launch dialog (superadmins manage them).
 
+use entity::resource_presets as presets;
 use entity::slots::{ResourceSlots, parse_binary_size};
 use rust_decimal::prelude::ToPrimitive;
+use sea_orm::{ActiveModelTrait, EntityTrait, IntoActiveModel, ModelTrait, Set};
+use serde_json::json;
 
+use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
+
+/// Creates preset `name` (superadmins only): checked, written with its audit record, announced.
+pub async fn create(
+    state: &AppState,
+    scope: &SuperadminScope,
+    name: &str,
+    slots: ResourceSlots,
+    shared_memory: Option<i64>,
+) -> ApiResult<presets::Model> {
+    let name = crate::validate::object_name("preset", name)?;
+    validate(&slots, shared_memory)?;
+    if presets::Entity::find_by_id(name.clone())
+        .one(&state.db)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(format!(
+            "Resource preset '{name}' already exists"
+        )));
+    }
+    let m = presets::ActiveModel {
+        name: Set(name),
+        resource_slots: Set(slots),
+        shared_memory: Set(shared_memory),
+        created_at: Set(state.clock.now()),
+    };
+    let p = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "create_resource_preset",
+        "resource_preset",
+        move |txn| {
+            Box::pin(async move {
+                let p = m.insert(txn).await?;
+                let key = p.name.clone();
+                let detail =
+                    json!({"resource_slots": p.resource_slots, "shared_memory": p.shared_memory});
+                Ok((p, key, detail))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ResourcePreset,
+        ChangeAction::Created,
+        &p.name,
+        None,
+    );
+    Ok(p)
+}
+
+/// Changes preset `name` (superadmins only); `None` keeps a value, `Some(None)` clears the
+/// shared memory.
+pub async fn modify(
+    state: &AppState,
+    scope: &SuperadminScope,
+    name: &str,
+    slots: Option<ResourceSlots>,
+    shared_memory: Option<Option<i64>>,
+) -> ApiResult<presets::Model> {
+    let existing =
+        crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.to_string())
+            .await?;
+    let slots = slots.unwrap_or_else(|| existing.resource_slots.clone());
+    let shm = shared_memory.unwrap_or(existing.shared_memory);
+    validate(&slots, shm)?;
+    let mut m = existing.into_active_model();
+    m.resource_slots = Set(slots);
+    m.shared_memory = Set(shm);
+    let p = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "modify_resource_preset",
+        "resource_preset",
+        move |txn| {
+            Box::pin(async move {
+                let p = m.update(txn).await?;
+                let key = p.name.clone();
+                let detail =
+                    json!({"resource_slots": p.resource_slots, "shared_memory": p.shared_memory});
+                Ok((p, key, detail))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ResourcePreset,
+        ChangeAction::Modified,
+        &p.name,
+        None,
+    );
+    Ok(p)
+}
+
+/// Deletes preset `name` (superadmins only).
+pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
+    let existing =
+        crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.to_string())
+            .await?;
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "delete_resource_preset",
+        "resource_preset",
+        move |txn| {
+            Box::pin(async move {
+                let key = existing.name.clone();
+                existing.delete(txn).await?;
+                Ok(((), key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ResourcePreset,
+        ChangeAction::Deleted,
+        name,
+        None,
+    );
+    Ok(())
+}
 
 /// Checks a preset: CPU and memory are required, shared memory (if any) must be smaller
 /// than memory.
