@@ -6,7 +6,7 @@ pub use bai_core::{error, validate};
 pub use bai_services::{
     API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, config, db, domains, events,
     groups, images, keypairs, lookup, observe, policies, presets, registries, scaling_groups,
-    scheduler, sessions, settings, state, storage, tls, users,
+    scheduler, sessions, settings, state, storage, users,
 };
 
 // Layer 5: the surfaces and the server.
@@ -15,8 +15,10 @@ pub mod changes;
 pub mod compat;
 pub mod graphql;
 pub mod metrics;
+pub mod proxy;
 pub mod server;
 pub mod terminal;
+pub mod tls;
 pub mod transfer;
 
 use std::net::SocketAddr;

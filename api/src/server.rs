@@ -63,16 +63,16 @@ pub fn router(app: AppState) -> Router {
         .route("/sessions/{id}/terminal", get(crate::terminal::terminal))
         .route(
             "/apps/{session}/{app}",
-            axum::routing::any(crate::sessions::apps::proxy),
+            axum::routing::any(crate::proxy::proxy),
         )
         // A catch-all never matches an empty rest: the app's root needs its own route.
         .route(
             "/apps/{session}/{app}/",
-            axum::routing::any(crate::sessions::apps::proxy),
+            axum::routing::any(crate::proxy::proxy),
         )
         .route(
             "/apps/{session}/{app}/{*rest}",
-            axum::routing::any(crate::sessions::apps::proxy),
+            axum::routing::any(crate::proxy::proxy),
         )
         .route_layer(middleware::from_fn_with_state(
             app.clone(),

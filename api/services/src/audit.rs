@@ -1,4 +1,5 @@
-//! The append-only audit log of administrative changes.
+//! The append-only audit log of administrative changes. Only the services write it (its
+//! functions are crate-private): a surface cannot make an audited change of its own.
 use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, NotSet, Set};
 
@@ -6,7 +7,7 @@ use crate::error::ApiResult;
 
 /// Records `actor` did `action` on `target_type` `target`. Call inside the same transaction
 /// as the change so the log never disagrees with the data.
-pub async fn record<C: ConnectionTrait>(
+pub(crate) async fn record<C: ConnectionTrait>(
     db: &C,
     actor: &str,
     action: &str,
@@ -35,7 +36,7 @@ pub type AuditedFuture<'c, T> = std::pin::Pin<
 
 /// Runs `op` in a transaction and records `actor` did `action` on the target it reports, in
 /// the same transaction.
-pub async fn audited<T, F>(
+pub(crate) async fn audited<T, F>(
     db: &sea_orm::DatabaseConnection,
     actor: &str,
     action: &str,

@@ -27,7 +27,6 @@ pub mod sessions;
 pub mod settings;
 pub mod state;
 pub mod storage;
-pub mod tls;
 pub mod users;
 pub use bai_core::validate;
 

@@ -1,17 +1,12 @@
 //! GraphQL for images: `image`, `images`, `modify_image` (minimum resources),
 //! `alias_image`, `dealias_image`, `forget_image`.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
-use entity::slots::{format_amount, parse_amount};
 use entity::{image_aliases, images};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryFilter,
-    QueryOrder, Set,
-};
-use serde_json::{Value, json};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde_json::Value;
 use uuid::Uuid;
 
-use crate::error::{ApiError, ApiResult};
-use crate::events::{ChangeAction, ObjectKind};
+use crate::error::ApiError;
 use crate::graphql::{BigInt, authed, state};
 
 pub struct Image(pub images::Model);
@@ -248,36 +243,14 @@ pub struct ImageResult {
     pub msg: String,
 }
 
-/// Applies per-slot min/max edits onto the image's `resources` JSON.
-fn edit_limits(resources: &Value, edits: &[ResourceLimitInput]) -> ApiResult<Value> {
-    let mut out = resources.as_object().cloned().unwrap_or_default();
-    for e in edits {
-        let entry = out
-            .entry(e.key.clone())
-            .or_insert_with(|| json!({"min": "0", "max": null}));
-        let min = match &e.min {
-            Some(m) => parse_amount(&e.key, m)?,
-            None => entry
-                .get("min")
-                .and_then(Value::as_str)
-                .map(|s| parse_amount(&e.key, s))
-                .transpose()?
-                .unwrap_or_default(),
-        };
-        let max = match e.max.as_deref().map(str::trim) {
-            Some("") | None => None,
-            Some(m) => Some(parse_amount(&e.key, m)?),
-        };
-        if max.is_some_and(|mx| mx < min) {
-            return Err(ApiError::bad_request(format!(
-                "minimum {} of '{}' exceeds its maximum",
-                format_amount(&e.key, min),
-                e.key
-            )));
+impl From<ResourceLimitInput> for crate::images::ResourceLimitEdit {
+    fn from(e: ResourceLimitInput) -> Self {
+        Self {
+            key: e.key,
+            min: e.min,
+            max: e.max,
         }
-        *entry = json!({"min": min.to_string(), "max": max.map(|m| m.to_string())});
     }
-    Ok(Value::Object(out))
 }
 
 #[derive(Default)]
@@ -294,32 +267,11 @@ impl ImageMutation {
         props: ModifyImageInput,
     ) -> async_graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let image = crate::images::resolve(&state.db, &target, architecture.as_deref()).await?;
-        let resources = match &props.resource_limits {
-            Some(edits) => edit_limits(&image.resources, edits)?,
-            None => image.resources.clone(),
-        };
-        let mut m = image.into_active_model();
-        m.resources = Set(resources);
-        let img = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "modify_image",
-            "image",
-            move |txn| {
-                Box::pin(async move {
-                    let i = m.update(txn).await?;
-                    let key = i.name.clone();
-                    let detail = json!({"resources": i.resources});
-                    Ok((i, key, detail))
-                })
-            },
-        )
-        .await?;
-        state
-            .events
-            .changed(ObjectKind::Image, ChangeAction::Modified, &img.name, None);
+        let scope = caller.require_superadmin()?;
+        let edits: Option<Vec<crate::images::ResourceLimitEdit>> = props
+            .resource_limits
+            .map(|v| v.into_iter().map(Into::into).collect());
+        crate::images::modify(state, &scope, &target, architecture.as_deref(), edits).await?;
         Ok(ImageResult {
             ok: true,
             msg: "success".into(),
@@ -335,49 +287,8 @@ impl ImageMutation {
         architecture: Option<String>,
     ) -> async_graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let alias = alias.trim().to_string();
-        if alias.is_empty() || alias.len() > 256 || alias.chars().any(|c| c.is_whitespace()) {
-            return Err(ApiError::bad_request(
-                "An alias must be 1 to 256 characters without spaces",
-            )
-            .into());
-        }
-        let image = crate::images::resolve(&state.db, &target, architecture.as_deref()).await?;
-        if image_aliases::Entity::find()
-            .filter(image_aliases::Column::Alias.eq(&alias))
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .is_some()
-        {
-            return Err(
-                ApiError::conflict(format!("The alias '{alias}' is already in use")).into(),
-            );
-        }
-        let name = image.name.clone();
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "alias_image",
-            "image",
-            move |txn| {
-                Box::pin(async move {
-                    image_aliases::ActiveModel {
-                        id: Set(Uuid::new_v4()),
-                        alias: Set(alias.clone()),
-                        image: Set(image.id),
-                    }
-                    .insert(txn)
-                    .await?;
-                    Ok(((), image.name, json!({"alias": alias})))
-                })
-            },
-        )
-        .await?;
-        state
-            .events
-            .changed(ObjectKind::Image, ChangeAction::Modified, &name, None);
+        let scope = caller.require_superadmin()?;
+        crate::images::alias(state, &scope, &alias, &target, architecture.as_deref()).await?;
         Ok(ImageResult {
             ok: true,
             msg: "success".into(),
@@ -390,30 +301,8 @@ impl ImageMutation {
         alias: String,
     ) -> async_graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let row = image_aliases::Entity::find()
-            .filter(image_aliases::Column::Alias.eq(&alias))
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("image alias", &alias))?;
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "dealias_image",
-            "image",
-            move |txn| {
-                Box::pin(async move {
-                    let key = row.alias.clone();
-                    row.delete(txn).await?;
-                    Ok(((), key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state
-            .events
-            .changed(ObjectKind::Image, ChangeAction::Modified, &alias, None);
+        let scope = caller.require_superadmin()?;
+        crate::images::dealias(state, &scope, &alias).await?;
         Ok(ImageResult {
             ok: true,
             msg: "success".into(),
@@ -428,72 +317,11 @@ impl ImageMutation {
         architecture: Option<String>,
     ) -> async_graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let image = crate::images::resolve(&state.db, &reference, architecture.as_deref()).await?;
-        let name = image.name.clone();
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "forget_image",
-            "image",
-            move |txn| {
-                Box::pin(async move {
-                    let key = image.name.clone();
-                    image.delete(txn).await?;
-                    Ok(((), key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state
-            .events
-            .changed(ObjectKind::Image, ChangeAction::Deleted, &name, None);
+        let scope = caller.require_superadmin()?;
+        crate::images::forget(state, &scope, &reference, architecture.as_deref()).await?;
         Ok(ImageResult {
             ok: true,
             msg: "success".into(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn limits_edit() {
-        let r = json!({"cpu": {"min": "1", "max": null}});
-        let out = edit_limits(
-            &r,
-            &[ResourceLimitInput {
-                key: "mem".into(),
-                min: Some("256m".into()),
-                max: None,
-            }],
-        )
-        .unwrap();
-        assert_eq!(out["mem"]["min"], "268435456");
-        assert_eq!(out["cpu"]["min"], "1");
-        assert!(
-            edit_limits(
-                &r,
-                &[ResourceLimitInput {
-                    key: "cpu".into(),
-                    min: Some("4".into()),
-                    max: Some("2".into())
-                }]
-            )
-            .is_err()
-        );
-        assert!(
-            edit_limits(
-                &r,
-                &[ResourceLimitInput {
-                    key: "tpu".into(),
-                    min: Some("1".into()),
-                    max: None
-                }]
-            )
-            .is_err()
-        );
     }
 }

@@ -4,15 +4,11 @@
 #![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use entity::{keypair_resource_policies, keypairs, users};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, QueryFilter,
-    QueryOrder, Select, Set,
-};
+use entity::{keypairs, users};
+use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, QueryOrder, Select};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::events::{ChangeAction, ObjectKind};
 use crate::graphql::{BigInt, authed};
 
 /// A keypair as the caller may see it. The secret key is shown to its owner and to
@@ -263,6 +259,30 @@ pub struct ModifyKeyPairInput {
     pub rate_limit: Option<i32>,
 }
 
+impl From<KeyPairInput> for crate::keypairs::NewKeypair {
+    fn from(p: KeyPairInput) -> Self {
+        Self {
+            resource_policy: p.resource_policy,
+            rate_limit: p.rate_limit,
+            is_active: p.is_active.unwrap_or(true),
+            is_admin: p.is_admin.unwrap_or(false),
+            access_key: p.access_key,
+            secret_key: p.secret_key,
+        }
+    }
+}
+
+impl From<ModifyKeyPairInput> for crate::keypairs::KeypairChange {
+    fn from(p: ModifyKeyPairInput) -> Self {
+        Self {
+            is_active: p.is_active,
+            is_admin: p.is_admin,
+            resource_policy: p.resource_policy,
+            rate_limit: p.rate_limit,
+        }
+    }
+}
+
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
 pub struct CreateKeyPair {
@@ -299,42 +319,9 @@ impl KeypairMutation {
         props: KeyPairInput,
     ) -> async_graphql::Result<CreateKeyPair> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let owner = crate::users::find_visible(&state.db, caller, &user_id).await?;
-        let kp = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "create_keypair",
-            "keypair",
-            move |txn| {
-                Box::pin(async move {
-                    let kp = crate::keypairs::insert(
-                        txn,
-                        &owner,
-                        crate::keypairs::NewKeypair {
-                            resource_policy: props.resource_policy,
-                            rate_limit: props.rate_limit,
-                            is_active: props.is_active.unwrap_or(true),
-                            is_admin: props.is_admin.unwrap_or(false),
-                            access_key: props.access_key,
-                            secret_key: props.secret_key,
-                        },
-                    )
-                    .await?;
-                    let key = kp.access_key.to_string();
-                    let detail = serde_json::json!({"user": owner.email});
-                    Ok((kp, key, detail))
-                })
-            },
-        )
-        .await?;
-        let owner = crate::users::by_uuid(&state.db, kp.user).await?;
-        state.events.changed(
-            ObjectKind::Keypair,
-            ChangeAction::Created,
-            &kp.access_key,
-            Some(owner.domain_name.clone()),
-        );
+        let scope = caller.require_superadmin()?;
+        let (kp, owner) =
+            crate::keypairs::create(state, &scope, caller, &user_id, props.into()).await?;
         Ok(CreateKeyPair {
             ok: true,
             msg: "success".into(),
@@ -350,70 +337,9 @@ impl KeypairMutation {
         props: ModifyKeyPairInput,
     ) -> async_graphql::Result<ModifyKeyPair> {
         let (state, caller) = authed(ctx)?;
-        caller.require_admin()?;
-        let (kp, owner) = crate::keypairs::find_visible(&state.db, caller, &access_key).await?;
-        if owner.uuid == caller.uuid
-            && (props.is_active.is_some_and(|a| a != kp.is_active)
-                || props.is_admin.is_some_and(|a| a != kp.is_admin)
-                || props.rate_limit.is_some_and(|r| r != kp.rate_limit)
-                || props
-                    .resource_policy
-                    .as_ref()
-                    .is_some_and(|p| *p != kp.resource_policy))
-        {
-            return Err(ApiError::forbidden(
-                "You cannot change your own keypair's activity, policy or rate limit.",
-            )
-            .into());
-        }
-        if props.is_admin.is_some_and(|a| a != kp.is_admin) && !caller.is_superadmin() {
-            return Err(ApiError::forbidden(
-                "Only superadmins may change whether a keypair is an admin keypair.",
-            )
-            .into());
-        }
-        if let Some(rl) = props.rate_limit {
-            crate::validate::non_negative_i32("rate_limit", rl)?;
-        }
-        if let Some(p) = &props.resource_policy
-            && keypair_resource_policies::Entity::find_by_id(p.clone())
-                .one(&state.db)
-                .await
-                .map_err(ApiError::from)?
-                .is_none()
-        {
-            return Err(ApiError::not_found("resource policy", p).into());
-        }
-        let kp = crate::audit::audited(&state.db, &caller.email, "modify_keypair", "keypair", move |txn| {
-                Box::pin(async move {
-                    let mut m = kp.into_active_model();
-                    if let Some(v) = props.is_active {
-                        m.is_active = Set(v);
-                    }
-                    if let Some(v) = props.is_admin {
-                        m.is_admin = Set(v);
-                    }
-                    if let Some(v) = props.resource_policy {
-                        m.resource_policy = Set(v);
-                    }
-                    if let Some(v) = props.rate_limit {
-                        m.rate_limit = Set(v);
-                    }
-                    m.modified_at = Set(Utc::now());
-                    let kp = m.update(txn).await?;
-                    let key = kp.access_key.to_string();
-                    let detail = serde_json::json!({"is_active": kp.is_active, "resource_policy": kp.resource_policy, "rate_limit": kp.rate_limit});
-                    Ok((kp, key, detail))
-                })
-            })
-            .await?;
-        state.revocations.bump();
-        state.events.changed(
-            ObjectKind::Keypair,
-            ChangeAction::Modified,
-            &kp.access_key,
-            Some(owner.domain_name.clone()),
-        );
+        let scope = caller.require_admin()?;
+        let (kp, owner) =
+            crate::keypairs::modify(state, &scope, caller, &access_key, props.into()).await?;
         Ok(ModifyKeyPair {
             ok: true,
             msg: "success".into(),
@@ -429,43 +355,8 @@ impl KeypairMutation {
         access_key: String,
     ) -> async_graphql::Result<DeleteKeyPair> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let (kp, owner) = crate::keypairs::find_visible(&state.db, caller, &access_key).await?;
-        let used = crate::keypairs::used_by_sessions(&state.db, &access_key).await?;
-        if used > 0 {
-            return Err(ApiError::conflict(format!(
-                "Keypair {access_key} cannot be deleted: {used} compute session(s) were created with it. Deactivate it instead."
-            ))
-            .into());
-        }
-        if owner.main_access_key.as_deref() == Some(access_key.as_str()) {
-            return Err(ApiError::conflict(format!(
-                "Keypair {access_key} is the main keypair of {}; deactivate it instead.",
-                owner.email
-            ))
-            .into());
-        }
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "delete_keypair",
-            "keypair",
-            move |txn| {
-                Box::pin(async move {
-                    let key = kp.access_key.clone();
-                    kp.delete(txn).await?;
-                    Ok(((), key, serde_json::json!({})))
-                })
-            },
-        )
-        .await?;
-        state.revocations.bump();
-        state.events.changed(
-            ObjectKind::Keypair,
-            ChangeAction::Deleted,
-            &access_key,
-            Some(owner.domain_name),
-        );
+        let scope = caller.require_superadmin()?;
+        crate::keypairs::delete(state, &scope, caller, &access_key).await?;
         Ok(DeleteKeyPair {
             ok: true,
             msg: "success".into(),

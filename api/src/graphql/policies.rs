@@ -1,18 +1,13 @@
 //! GraphQL for keypair resource policies.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use entity::enums::DefaultForUnspecified;
 use entity::{keypair_resource_policies as policies, keypairs};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, Set,
-};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::events::{ChangeAction, ObjectKind};
 use crate::graphql::{BigInt, JsonString, authed};
-use crate::validate::{non_negative, non_negative_i32};
+use crate::policies::PolicyChange;
 
 pub struct KeyPairResourcePolicy(pub policies::Model);
 
@@ -160,15 +155,6 @@ pub struct ModifyKeyPairResourcePolicyInput {
     pub max_vfolder_size: Option<BigInt>,
 }
 
-fn parse_default(s: &str) -> ApiResult<DefaultForUnspecified> {
-    DefaultForUnspecified::parse(s).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid default_for_unspecified '{s}' (one of: {})",
-            DefaultForUnspecified::choices()
-        ))
-    })
-}
-
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
 pub struct CreateKeyPairResourcePolicy {
@@ -192,39 +178,21 @@ pub struct DeleteKeyPairResourcePolicy {
     pub msg: String,
 }
 
-/// Applies `props` onto `m`, validating each value.
-fn apply(m: &mut policies::ActiveModel, p: ModifyKeyPairResourcePolicyInput) -> ApiResult<()> {
-    if let Some(v) = p.default_for_unspecified {
-        m.default_for_unspecified = Set(parse_default(&v)?);
+impl From<ModifyKeyPairResourcePolicyInput> for PolicyChange {
+    fn from(p: ModifyKeyPairResourcePolicyInput) -> Self {
+        Self {
+            default_for_unspecified: p.default_for_unspecified,
+            total_resource_slots: p.total_resource_slots.map(|v| v.0),
+            max_session_lifetime: p.max_session_lifetime.map(|v| v.0),
+            max_concurrent_sessions: p.max_concurrent_sessions,
+            max_containers_per_session: p.max_containers_per_session,
+            max_pending_session_count: p.max_pending_session_count,
+            idle_timeout: p.idle_timeout.map(|v| v.0),
+            allowed_vfolder_hosts: p.allowed_vfolder_hosts.map(|v| v.0),
+            max_vfolder_count: p.max_vfolder_count,
+            max_vfolder_size: p.max_vfolder_size.map(|v| v.0),
+        }
     }
-    if let Some(v) = p.total_resource_slots {
-        m.total_resource_slots = Set(crate::policies::parse_limits(&v.0)?);
-    }
-    if let Some(v) = p.max_session_lifetime {
-        m.max_session_lifetime = Set(non_negative("max_session_lifetime", v.0)?);
-    }
-    if let Some(v) = p.max_concurrent_sessions {
-        m.max_concurrent_sessions = Set(non_negative_i32("max_concurrent_sessions", v)?);
-    }
-    if let Some(v) = p.max_containers_per_session {
-        m.max_containers_per_session = Set(non_negative_i32("max_containers_per_session", v)?);
-    }
-    if let Some(v) = p.max_pending_session_count {
-        m.max_pending_session_count = Set(Some(non_negative_i32("max_pending_session_count", v)?));
-    }
-    if let Some(v) = p.idle_timeout {
-        m.idle_timeout = Set(non_negative("idle_timeout", v.0)?);
-    }
-    if let Some(v) = p.allowed_vfolder_hosts {
-        m.allowed_vfolder_hosts = Set(crate::policies::normalize_allowed_hosts(&v.0)?);
-    }
-    if let Some(v) = p.max_vfolder_count {
-        m.max_vfolder_count = Set(non_negative_i32("max_vfolder_count", v)?);
-    }
-    if let Some(v) = p.max_vfolder_size {
-        m.max_vfolder_size = Set(non_negative("max_vfolder_size", v.0)?);
-    }
-    Ok(())
 }
 
 #[derive(Default)]
@@ -239,69 +207,22 @@ impl PolicyMutation {
         props: CreateKeyPairResourcePolicyInput,
     ) -> async_graphql::Result<CreateKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let name = crate::validate::object_name("resource policy", &name)?;
-        let (_, default_hosts) = crate::policies::default_policy_values();
-        let mut m = policies::ActiveModel {
-            name: Set(name.clone()),
-            created_at: Set(state.clock.now()),
-            default_for_unspecified: Set(parse_default(&props.default_for_unspecified)?),
-            total_resource_slots: Set(Default::default()),
-            max_session_lifetime: Set(0),
-            max_concurrent_sessions: Set(0),
-            max_containers_per_session: Set(1),
-            max_pending_session_count: Set(None),
-            idle_timeout: Set(0),
-            allowed_vfolder_hosts: Set(default_hosts),
-            max_vfolder_count: Set(10),
-            max_vfolder_size: Set(0),
+        let scope = caller.require_superadmin()?;
+        let change = PolicyChange {
+            default_for_unspecified: None,
+            total_resource_slots: Some(props.total_resource_slots.0),
+            max_session_lifetime: props.max_session_lifetime.map(|v| v.0),
+            max_concurrent_sessions: Some(props.max_concurrent_sessions),
+            max_containers_per_session: Some(props.max_containers_per_session),
+            max_pending_session_count: props.max_pending_session_count,
+            idle_timeout: Some(props.idle_timeout.0),
+            allowed_vfolder_hosts: props.allowed_vfolder_hosts.map(|v| v.0),
+            max_vfolder_count: props.max_vfolder_count,
+            max_vfolder_size: props.max_vfolder_size.map(|v| v.0),
         };
-        apply(
-            &mut m,
-            ModifyKeyPairResourcePolicyInput {
-                default_for_unspecified: None,
-                total_resource_slots: Some(props.total_resource_slots),
-                max_session_lifetime: props.max_session_lifetime,
-                max_concurrent_sessions: Some(props.max_concurrent_sessions),
-                max_containers_per_session: Some(props.max_containers_per_session),
-                max_pending_session_count: props.max_pending_session_count,
-                idle_timeout: Some(props.idle_timeout),
-                allowed_vfolder_hosts: props.allowed_vfolder_hosts,
-                max_vfolder_count: props.max_vfolder_count,
-                max_vfolder_size: props.max_vfolder_size,
-            },
-        )?;
-        if policies::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .is_some()
-        {
-            return Err(
-                ApiError::conflict(format!("Resource policy '{name}' already exists")).into(),
-            );
-        }
-        let p = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "create_keypair_resource_policy",
-            "resource_policy",
-            move |txn| {
-                Box::pin(async move {
-                    let p = m.insert(txn).await?;
-                    let key = p.name.to_string();
-                    let detail = serde_json::json!({});
-                    Ok((p, key, detail))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::KeypairResourcePolicy,
-            ChangeAction::Created,
-            &p.name,
-            None,
-        );
+        let p =
+            crate::policies::create(state, &scope, &name, &props.default_for_unspecified, change)
+                .await?;
         Ok(CreateKeyPairResourcePolicy {
             ok: true,
             msg: "success".into(),
@@ -316,33 +237,8 @@ impl PolicyMutation {
         props: ModifyKeyPairResourcePolicyInput,
     ) -> async_graphql::Result<ModifyKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let existing =
-            crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name.clone())
-                .await?;
-        let mut m = existing.into_active_model();
-        apply(&mut m, props)?;
-        let p = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "modify_keypair_resource_policy",
-            "resource_policy",
-            move |txn| {
-                Box::pin(async move {
-                    let p = m.update(txn).await?;
-                    let key = p.name.to_string();
-                    let detail = serde_json::json!({});
-                    Ok((p, key, detail))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::KeypairResourcePolicy,
-            ChangeAction::Modified,
-            &p.name,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        let p = crate::policies::modify(state, &scope, &name, props.into()).await?;
         Ok(ModifyKeyPairResourcePolicy {
             ok: true,
             msg: "success".into(),
@@ -357,41 +253,8 @@ impl PolicyMutation {
         name: String,
     ) -> async_graphql::Result<DeleteKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let existing =
-            crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name.clone())
-                .await?;
-        let users = keypairs::Entity::find()
-            .filter(keypairs::Column::ResourcePolicy.eq(&name))
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        if users > 0 {
-            return Err(ApiError::conflict(format!(
-                "Resource policy '{name}' is used by {users} keypair(s); assign them another policy first."
-            ))
-            .into());
-        }
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "delete_keypair_resource_policy",
-            "resource_policy",
-            move |txn| {
-                Box::pin(async move {
-                    let key = existing.name.clone();
-                    existing.delete(txn).await?;
-                    Ok(((), key, serde_json::json!({})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::KeypairResourcePolicy,
-            ChangeAction::Deleted,
-            &name,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        crate::policies::delete(state, &scope, &name).await?;
         Ok(DeleteKeyPairResourcePolicy {
             ok: true,
             msg: "success".into(),

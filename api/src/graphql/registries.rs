@@ -1,16 +1,10 @@
 //! GraphQL for container registries (superadmin only).
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use entity::container_registries as registries;
-use entity::enums::RegistryType;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryFilter,
-    QueryOrder, Set,
-};
-use serde_json::json;
+use sea_orm::{EntityTrait, QueryOrder};
 use uuid::Uuid;
 
-use crate::error::{ApiError, ApiResult};
-use crate::events::{ChangeAction, ObjectKind};
+use crate::error::ApiError;
 use crate::graphql::authed;
 
 const MASK: &str = "*****";
@@ -76,14 +70,6 @@ impl ContainerRegistry {
     }
 }
 
-async fn find(db: &sea_orm::DatabaseConnection, hostname: &str) -> ApiResult<registries::Model> {
-    registries::Entity::find()
-        .filter(registries::Column::Hostname.eq(hostname.trim().to_ascii_lowercase()))
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found("container registry", hostname))
-}
-
 #[derive(Default)]
 pub struct RegistryQuery;
 
@@ -96,7 +82,9 @@ impl RegistryQuery {
     ) -> async_graphql::Result<ContainerRegistry> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        Ok(ContainerRegistry(find(&state.db, &hostname).await?))
+        Ok(ContainerRegistry(
+            crate::registries::find(&state.db, &hostname).await?,
+        ))
     }
 
     async fn container_registries(
@@ -112,15 +100,6 @@ impl RegistryQuery {
             .map_err(ApiError::from)?;
         Ok(rows.into_iter().map(ContainerRegistry).collect())
     }
-}
-
-fn parse_type(s: &str) -> ApiResult<RegistryType> {
-    RegistryType::parse(s).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid registry type '{s}' (one of: {})",
-            RegistryType::choices()
-        ))
-    })
 }
 
 #[derive(InputObject)]
@@ -159,8 +138,32 @@ pub struct ContainerRegistryResult {
     pub container_registry: Option<ContainerRegistry>,
 }
 
-fn non_empty(s: Option<String>) -> Option<String> {
-    s.filter(|v| !v.is_empty())
+impl From<CreateContainerRegistryInput> for crate::registries::NewRegistry {
+    fn from(p: CreateContainerRegistryInput) -> Self {
+        Self {
+            url: p.url,
+            registry_type: p.registry_type,
+            project: p.project,
+            username: p.username,
+            password: p.password,
+            ssl_verify: p.ssl_verify,
+            is_global: p.is_global,
+        }
+    }
+}
+
+impl From<ModifyContainerRegistryInput> for crate::registries::RegistryChange {
+    fn from(p: ModifyContainerRegistryInput) -> Self {
+        Self {
+            url: p.url,
+            registry_type: p.registry_type,
+            project: p.project,
+            username: p.username,
+            password: p.password,
+            ssl_verify: p.ssl_verify,
+            is_global: p.is_global,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -175,46 +178,8 @@ impl RegistryMutation {
         props: CreateContainerRegistryInput,
     ) -> async_graphql::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let hostname = crate::registries::validate(&hostname, &props.url)?;
-        if find(&state.db, &hostname).await.is_ok() {
-            return Err(ApiError::conflict(format!("Registry '{hostname}' already exists")).into());
-        }
-        let now = state.clock.now();
-        let m = registries::ActiveModel {
-            id: Set(Uuid::new_v4()),
-            hostname: Set(hostname),
-            url: Set(props.url.trim_end_matches('/').to_string()),
-            registry_type: Set(parse_type(&props.registry_type)?),
-            project: Set(non_empty(props.project)),
-            username: Set(non_empty(props.username)),
-            password: Set(non_empty(props.password)),
-            ssl_verify: Set(props.ssl_verify.unwrap_or(true)),
-            is_global: Set(props.is_global.unwrap_or(true)),
-            created_at: Set(now),
-            modified_at: Set(now),
-        };
-        let r = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "create_container_registry",
-            "container_registry",
-            move |txn| {
-                Box::pin(async move {
-                    let r = m.insert(txn).await?;
-                    let key = r.hostname.clone();
-                    let detail = json!({"url": r.url});
-                    Ok((r, key, detail))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::ContainerRegistry,
-            ChangeAction::Created,
-            &r.hostname,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        let r = crate::registries::create(state, &scope, &hostname, props.into()).await?;
         Ok(ContainerRegistryResult {
             ok: true,
             msg: "success".into(),
@@ -229,51 +194,8 @@ impl RegistryMutation {
         props: ModifyContainerRegistryInput,
     ) -> async_graphql::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let existing = find(&state.db, &hostname).await?;
-        let url = props.url.clone().unwrap_or_else(|| existing.url.clone());
-        crate::registries::validate(&existing.hostname, &url)?;
-        let mut m = existing.into_active_model();
-        m.url = Set(url.trim_end_matches('/').to_string());
-        if let Some(t) = props.registry_type {
-            m.registry_type = Set(parse_type(&t)?);
-        }
-        if let Some(v) = props.project {
-            m.project = Set(non_empty(Some(v)));
-        }
-        if let Some(v) = props.username {
-            m.username = Set(non_empty(Some(v)));
-        }
-        if let Some(v) = props.password {
-            m.password = Set(non_empty(Some(v)));
-        }
-        if let Some(v) = props.ssl_verify {
-            m.ssl_verify = Set(v);
-        }
-        if let Some(v) = props.is_global {
-            m.is_global = Set(v);
-        }
-        m.modified_at = Set(state.clock.now());
-        let r = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "modify_container_registry",
-            "container_registry",
-            move |txn| {
-                Box::pin(async move {
-                    let r = m.update(txn).await?;
-                    let key = r.hostname.clone();
-                    Ok((r, key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::ContainerRegistry,
-            ChangeAction::Modified,
-            &r.hostname,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        let r = crate::registries::modify(state, &scope, &hostname, props.into()).await?;
         Ok(ContainerRegistryResult {
             ok: true,
             msg: "success".into(),
@@ -287,29 +209,8 @@ impl RegistryMutation {
         hostname: String,
     ) -> async_graphql::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let existing = find(&state.db, &hostname).await?;
-        let key = existing.hostname.clone();
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "delete_container_registry",
-            "container_registry",
-            move |txn| {
-                Box::pin(async move {
-                    let key = existing.hostname.clone();
-                    existing.delete(txn).await?;
-                    Ok(((), key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::ContainerRegistry,
-            ChangeAction::Deleted,
-            &key,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        crate::registries::delete(state, &scope, &hostname).await?;
         Ok(ContainerRegistryResult {
             ok: true,
             msg: "success".into(),

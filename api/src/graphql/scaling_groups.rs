@@ -2,22 +2,15 @@
 //! associations with domains, groups and keypairs.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use entity::enums::{AgentStatus, SchedulerKind, SessionStatus};
-use entity::{
-    agents, domains, groups, keypairs, scaling_groups as sg, sessions, sgroups_for_domains,
-    sgroups_for_groups, sgroups_for_keypairs,
-};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, Set,
-};
-use serde_json::json;
+use entity::enums::AgentStatus;
+use entity::{agents, scaling_groups as sg};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::events::{ChangeAction, ObjectKind};
 use crate::graphql::{JsonString, authed, state};
+use crate::scaling_groups::{Link, ScalingGroupChange};
 
 pub struct ScalingGroup(pub sg::Model);
 
@@ -175,15 +168,6 @@ impl ScalingGroupQuery {
     }
 }
 
-fn parse_scheduler(s: &str) -> ApiResult<SchedulerKind> {
-    SchedulerKind::parse(s).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid scheduler '{s}' (one of: {})",
-            SchedulerKind::choices()
-        ))
-    })
-}
-
 #[derive(InputObject)]
 #[graphql(rename_fields = "snake_case")]
 pub struct ScalingGroupInput {
@@ -212,38 +196,20 @@ pub struct ModifyScalingGroupInput {
     pub use_host_network: Option<bool>,
 }
 
-fn apply(m: &mut sg::ActiveModel, p: ModifyScalingGroupInput) -> ApiResult<()> {
-    if let Some(v) = p.description {
-        m.description = Set(Some(v));
-    }
-    if let Some(v) = p.is_active {
-        m.is_active = Set(v);
-    }
-    if let Some(v) = p.is_public {
-        m.is_public = Set(v);
-    }
-    if let Some(v) = p.wsproxy_addr {
-        m.wsproxy_addr = Set(Some(v));
-    }
-    if let Some(v) = p.driver {
-        m.driver = Set(crate::scaling_groups::validate_driver(&v)?);
-    }
-    if let Some(v) = p.driver_opts {
-        if !v.0.is_object() {
-            return Err(ApiError::bad_request("driver_opts must be a JSON object"));
+impl From<ModifyScalingGroupInput> for ScalingGroupChange {
+    fn from(p: ModifyScalingGroupInput) -> Self {
+        Self {
+            description: p.description,
+            is_active: p.is_active,
+            is_public: p.is_public,
+            wsproxy_addr: p.wsproxy_addr,
+            driver: p.driver,
+            driver_opts: p.driver_opts.map(|v| v.0),
+            scheduler: p.scheduler,
+            scheduler_opts: p.scheduler_opts.map(|v| v.0),
+            use_host_network: p.use_host_network,
         }
-        m.driver_opts = Set(v.0);
     }
-    if let Some(v) = p.scheduler {
-        m.scheduler = Set(parse_scheduler(&v)?);
-    }
-    if let Some(v) = p.scheduler_opts {
-        m.scheduler_opts = Set(crate::scaling_groups::validate_scheduler_opts(&v.0)?);
-    }
-    if let Some(v) = p.use_host_network {
-        m.use_host_network = Set(v);
-    }
-    Ok(())
 }
 
 #[derive(SimpleObject)]
@@ -261,17 +227,6 @@ pub struct AssociationResult {
     pub msg: String,
 }
 
-async fn existing(db: &sea_orm::DatabaseConnection, name: &str) -> ApiResult<sg::Model> {
-    crate::lookup::get::<sg::Entity>(db, "resource group", name.to_string()).await
-}
-
-/// One association kind: which table, how to name the other side.
-enum Link {
-    Domain(String),
-    Group(Uuid),
-    Keypair(String),
-}
-
 async fn set_link(
     ctx: &Context<'_>,
     scaling_group: String,
@@ -279,99 +234,8 @@ async fn set_link(
     associate: bool,
 ) -> async_graphql::Result<AssociationResult> {
     let (state, caller) = authed(ctx)?;
-    caller.require_superadmin()?;
-    existing(&state.db, &scaling_group).await?;
-    let db = &state.db;
-    let target = match &link {
-        Link::Domain(d) => {
-            crate::lookup::get::<domains::Entity>(db, "domain", d.clone()).await?;
-            format!("domain:{d}")
-        }
-        Link::Group(g) => {
-            crate::lookup::get::<groups::Entity>(db, "group", *g).await?;
-            format!("group:{g}")
-        }
-        Link::Keypair(k) => {
-            crate::lookup::get::<keypairs::Entity>(db, "keypair", k.clone()).await?;
-            format!("keypair:{k}")
-        }
-    };
-    let action = if associate {
-        "associate_scaling_group"
-    } else {
-        "disassociate_scaling_group"
-    };
-    let sgname = scaling_group.clone();
-    crate::audit::audited(db, &caller.email, action, "scaling_group", move |txn| {
-        Box::pin(async move {
-            match (link, associate) {
-                (Link::Domain(d), true) => {
-                    let found =
-                        sgroups_for_domains::Entity::find_by_id((sgname.clone(), d.clone()))
-                            .one(txn)
-                            .await?;
-                    if found.is_none() {
-                        sgroups_for_domains::ActiveModel {
-                            scaling_group: Set(sgname.clone()),
-                            domain: Set(d),
-                        }
-                        .insert(txn)
-                        .await?;
-                    }
-                }
-                (Link::Domain(d), false) => {
-                    sgroups_for_domains::Entity::delete_by_id((sgname.clone(), d))
-                        .exec(txn)
-                        .await?;
-                }
-                (Link::Group(g), true) => {
-                    let found = sgroups_for_groups::Entity::find_by_id((sgname.clone(), g))
-                        .one(txn)
-                        .await?;
-                    if found.is_none() {
-                        sgroups_for_groups::ActiveModel {
-                            scaling_group: Set(sgname.clone()),
-                            group: Set(g),
-                        }
-                        .insert(txn)
-                        .await?;
-                    }
-                }
-                (Link::Group(g), false) => {
-                    sgroups_for_groups::Entity::delete_by_id((sgname.clone(), g))
-                        .exec(txn)
-                        .await?;
-                }
-                (Link::Keypair(k), true) => {
-                    let found =
-                        sgroups_for_keypairs::Entity::find_by_id((sgname.clone(), k.clone()))
-                            .one(txn)
-                            .await?;
-                    if found.is_none() {
-                        sgroups_for_keypairs::ActiveModel {
-                            scaling_group: Set(sgname.clone()),
-                            access_key: Set(k),
-                        }
-                        .insert(txn)
-                        .await?;
-                    }
-                }
-                (Link::Keypair(k), false) => {
-                    sgroups_for_keypairs::Entity::delete_by_id((sgname.clone(), k))
-                        .exec(txn)
-                        .await?;
-                }
-            }
-            Ok(((), sgname, json!({ "with": target })))
-        })
-    })
-    .await?;
-    state.events.changed(
-        ObjectKind::ScalingGroup,
-        ChangeAction::Modified,
-        &scaling_group,
-        None,
-    );
+    let scope = caller.require_superadmin()?;
+    crate::scaling_groups::set_link(state, &scope, &scaling_group, link, associate).await?;
     Ok(AssociationResult {
         ok: true,
         msg: "success".into(),
@@ -390,65 +254,27 @@ impl ScalingGroupMutation {
         props: ScalingGroupInput,
     ) -> async_graphql::Result<ScalingGroupResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let name = crate::validate::object_name("resource group", &name)?;
-        if sg::Entity::find_by_id(name.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .is_some()
-        {
-            return Err(
-                ApiError::conflict(format!("Resource group '{name}' already exists")).into(),
-            );
-        }
-        let mut m = sg::ActiveModel {
-            name: Set(name),
-            description: Set(None),
-            is_active: Set(true),
-            is_public: Set(true),
-            created_at: Set(state.clock.now()),
-            wsproxy_addr: Set(None),
-            driver: Set(crate::scaling_groups::validate_driver(&props.driver)?),
-            driver_opts: Set(json!({})),
-            scheduler: Set(parse_scheduler(&props.scheduler)?),
-            scheduler_opts: Set(json!({})),
-            use_host_network: Set(false),
+        let scope = caller.require_superadmin()?;
+        let change = ScalingGroupChange {
+            description: props.description,
+            is_active: props.is_active,
+            is_public: props.is_public,
+            wsproxy_addr: props.wsproxy_addr,
+            driver: None,
+            driver_opts: props.driver_opts.map(|v| v.0),
+            scheduler: None,
+            scheduler_opts: props.scheduler_opts.map(|v| v.0),
+            use_host_network: props.use_host_network,
         };
-        apply(
-            &mut m,
-            ModifyScalingGroupInput {
-                description: props.description,
-                is_active: props.is_active,
-                is_public: props.is_public,
-                wsproxy_addr: props.wsproxy_addr,
-                driver: None,
-                driver_opts: props.driver_opts,
-                scheduler: None,
-                scheduler_opts: props.scheduler_opts,
-                use_host_network: props.use_host_network,
-            },
-        )?;
-        let s = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "create_scaling_group",
-            "scaling_group",
-            move |txn| {
-                Box::pin(async move {
-                    let s = m.insert(txn).await?;
-                    let key = s.name.clone();
-                    Ok((s, key, json!({})))
-                })
-            },
+        let s = crate::scaling_groups::create(
+            state,
+            &scope,
+            &name,
+            &props.driver,
+            &props.scheduler,
+            change,
         )
         .await?;
-        state.events.changed(
-            ObjectKind::ScalingGroup,
-            ChangeAction::Created,
-            &s.name,
-            None,
-        );
         Ok(ScalingGroupResult {
             ok: true,
             msg: "success".into(),
@@ -463,29 +289,8 @@ impl ScalingGroupMutation {
         props: ModifyScalingGroupInput,
     ) -> async_graphql::Result<ScalingGroupResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let mut m = existing(&state.db, &name).await?.into_active_model();
-        apply(&mut m, props)?;
-        let s = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "modify_scaling_group",
-            "scaling_group",
-            move |txn| {
-                Box::pin(async move {
-                    let s = m.update(txn).await?;
-                    let key = s.name.clone();
-                    Ok((s, key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::ScalingGroup,
-            ChangeAction::Modified,
-            &s.name,
-            None,
-        );
+        let scope = caller.require_superadmin()?;
+        let s = crate::scaling_groups::modify(state, &scope, &name, props.into()).await?;
         Ok(ScalingGroupResult {
             ok: true,
             msg: "success".into(),
@@ -500,47 +305,8 @@ impl ScalingGroupMutation {
         name: String,
     ) -> async_graphql::Result<AssociationResult> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let s = existing(&state.db, &name).await?;
-        let agents = agents::Entity::find()
-            .filter(agents::Column::ScalingGroup.eq(&name))
-            .filter(agents::Column::Status.ne(AgentStatus::Terminated))
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        let live = sessions::Entity::find()
-            .filter(sessions::Column::ScalingGroupName.eq(&name))
-            .filter(sessions::Column::Status.is_not_in([
-                SessionStatus::Terminated,
-                SessionStatus::Cancelled,
-                SessionStatus::Error,
-            ]))
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        if agents > 0 || live > 0 {
-            return Err(ApiError::conflict(format!(
-                "Resource group '{name}' still has {agents} agent(s) and {live} live session(s); deactivate it instead."
-            ))
-            .into());
-        }
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "delete_scaling_group",
-            "scaling_group",
-            move |txn| {
-                Box::pin(async move {
-                    let key = s.name.clone();
-                    s.delete(txn).await?;
-                    Ok(((), key, json!({})))
-                })
-            },
-        )
-        .await?;
-        state
-            .events
-            .changed(ObjectKind::ScalingGroup, ChangeAction::Deleted, &name, None);
+        let scope = caller.require_superadmin()?;
+        crate::scaling_groups::delete(state, &scope, &name).await?;
         Ok(AssociationResult {
             ok: true,
             msg: "success".into(),

@@ -861,12 +861,11 @@ impl SessionMutation {
         let principal = ctx
             .data::<crate::auth::Principal>()
             .map_err(|_| ApiError::unauthenticated("Login required."))?;
-        let opts = crate::sessions::apps::StartOptions {
+        let opts = crate::proxy::StartOptions {
             public: open_to_public,
             preferred_port,
         };
-        let started =
-            crate::sessions::apps::start(state, principal, session_id, &app, opts).await?;
+        let started = crate::proxy::start(state, principal, session_id, &app, opts).await?;
         Ok(StartedService {
             ok: true,
             url: started.url,

@@ -1,8 +1,6 @@
 //! GraphQL for system settings.
 use async_graphql::{Context, Object, SimpleObject};
-use serde_json::json;
 
-use crate::events::{ChangeAction, ObjectKind};
 use crate::graphql::{JsonString, authed};
 
 #[derive(SimpleObject)]
@@ -66,41 +64,12 @@ impl SettingMutation {
         value: JsonString,
     ) -> async_graphql::Result<ModifySystemSetting> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let k = key.clone();
-        let value = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "modify_system_setting",
-            "system_setting",
-            move |txn| {
-                Box::pin(async move {
-                    let v = crate::settings::set(txn, &k, value.0).await?;
-                    Ok((v.clone(), k, json!({"value": v})))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::SystemSetting,
-            ChangeAction::Modified,
-            &key,
-            None,
-        );
-        let description = crate::settings::EDITABLE
-            .iter()
-            .find(|d| d.key == key)
-            .map(|d| d.description.to_string())
-            .unwrap_or_default();
+        let scope = caller.require_superadmin()?;
+        let setting = crate::settings::modify(state, &scope, &key, value.0).await?;
         Ok(ModifySystemSetting {
             ok: true,
             msg: "success".into(),
-            setting: Some(SystemSetting {
-                key,
-                value: JsonString(value),
-                description,
-                editable: true,
-            }),
+            setting: Some(SystemSetting::from(setting)),
         })
     }
 }

@@ -5,11 +5,7 @@ use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{VFolderPermission, VFolderUsageMode};
 use entity::{groups, users, vfolders};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, Order, QueryFilter,
-    Set,
-};
-use serde_json::json;
+use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
 use uuid::Uuid;
 
 use crate::auth::ReadScope;
@@ -349,46 +345,7 @@ impl StorageMutation {
         new_name: String,
     ) -> async_graphql::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let (f, access) = crate::storage::find(state, caller, id).await?;
-        if access != Access::Owner {
-            return Err(ApiError::forbidden("Only the folder's owner may rename it.").into());
-        }
-        let name = crate::storage::validate_name(&new_name)?;
-        let same_owner = match (f.user, f.group) {
-            (Some(u), _) => vfolders::Column::User.eq(u),
-            (_, Some(g)) => vfolders::Column::Group.eq(g),
-            _ => return Err(ApiError::internal("renaming a folder", "no owner").into()),
-        };
-        let clash = vfolders::Entity::find()
-            .filter(same_owner)
-            .filter(vfolders::Column::Name.eq(&name))
-            .filter(vfolders::Column::Id.ne(id))
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        if clash.is_some() {
-            return Err(
-                ApiError::conflict(format!("A folder named '{name}' already exists")).into(),
-            );
-        }
-        let mut m = f.into_active_model();
-        m.name = Set(name);
-        let f = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "rename_vfolder",
-            "vfolder",
-            move |txn| {
-                Box::pin(async move {
-                    let f = m.update(txn).await?;
-                    let key = f.id.to_string();
-                    let detail = json!({"name": f.name});
-                    Ok((f, key, detail))
-                })
-            },
-        )
-        .await?;
-        crate::storage::publish(state, &f, crate::events::ChangeAction::Modified);
+        let (f, access) = crate::storage::rename(state, caller, id, &new_name).await?;
         Ok(ok("renamed", Some(VirtualFolder { folder: f, access })))
     }
 
@@ -400,56 +357,7 @@ impl StorageMutation {
         confirm_name: String,
     ) -> async_graphql::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let (f, access) = crate::storage::find(state, caller, id).await?;
-        if access != Access::Owner {
-            return Err(ApiError::forbidden("Only the folder's owner may delete it.").into());
-        }
-        let live = entity::sessions::Entity::find()
-            .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        if let Some(s) = live.iter().find(|s| {
-            s.vfolder_mounts
-                .as_array()
-                .is_some_and(|m| m.iter().any(|m| m["id"] == json!(f.id)))
-        }) {
-            return Err(ApiError::conflict(format!(
-                "The folder is mounted in the session '{}'; terminate it first",
-                s.name
-            ))
-            .into());
-        }
-        if confirm_name != f.name {
-            return Err(ApiError::bad_request(format!(
-                "Type the folder's name ('{}') to confirm the deletion",
-                f.name
-            ))
-            .into());
-        }
-        let root = crate::storage::folder_root(&state.config, &f)?;
-        let gone = f.clone();
-        crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "delete_vfolder",
-            "vfolder",
-            move |txn| {
-                Box::pin(async move {
-                    let key = f.id.to_string();
-                    let detail = json!({"name": f.name});
-                    f.delete(txn).await?;
-                    Ok(((), key, detail))
-                })
-            },
-        )
-        .await?;
-        if let Err(e) = tokio::fs::remove_dir_all(&root).await
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %root.display(), error = %e, "removing a deleted folder's files failed");
-        }
-        crate::storage::publish(state, &gone, crate::events::ChangeAction::Deleted);
+        crate::storage::delete(state, caller, id, &confirm_name).await?;
         Ok(ok("deleted", None))
     }
 
@@ -461,11 +369,8 @@ impl StorageMutation {
         parents: Option<bool>,
     ) -> async_graphql::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let (f, access) = crate::storage::find(state, caller, id).await?;
-        access.require(Access::ReadWrite, "create directories")?;
-        let root = crate::storage::folder_root(&state.config, &f)?;
         let parents = parents.unwrap_or(false);
-        crate::storage::with_folder(root, move |f| f.mkdir(&path, parents)).await?;
+        crate::storage::create_directory(state, caller, id, path, parents).await?;
         Ok(ok("created", None))
     }
 
@@ -478,10 +383,7 @@ impl StorageMutation {
         new_name: String,
     ) -> async_graphql::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let (f, access) = crate::storage::find(state, caller, id).await?;
-        access.require(Access::ReadWrite, "rename files")?;
-        let root = crate::storage::folder_root(&state.config, &f)?;
-        crate::storage::with_folder(root, move |f| f.rename(&path, &new_name)).await?;
+        crate::storage::rename_file(state, caller, id, path, new_name).await?;
         Ok(ok("renamed", None))
     }
 
@@ -494,39 +396,8 @@ impl StorageMutation {
         recursive: Option<bool>,
     ) -> async_graphql::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let (f, access) = crate::storage::find(state, caller, id).await?;
-        access.require(Access::ReadWriteDelete, "delete files")?;
-        let root = crate::storage::folder_root(&state.config, &f)?;
-        if paths.len() > 1000 {
-            return Err(ApiError::bad_request("At most 1000 paths at once").into());
-        }
         let recursive = recursive.unwrap_or(false);
-        crate::storage::with_folder(root, move |f| {
-            // Every path is checked before anything is deleted.
-            for p in &paths {
-                match f.kind(p)? {
-                    None => return Err(ApiError::not_found("file", p)),
-                    Some(crate::storage::fsat::Kind::Directory)
-                        if crate::storage::path::components(p)?.is_empty() =>
-                    {
-                        return Err(ApiError::bad_request(
-                            "The folder itself is deleted with delete_vfolder",
-                        ));
-                    }
-                    Some(crate::storage::fsat::Kind::Directory) if !recursive => {
-                        return Err(ApiError::bad_request(format!(
-                            "'{p}' is a directory: delete it with recursive: true"
-                        )));
-                    }
-                    Some(_) => {}
-                }
-            }
-            for p in &paths {
-                f.remove(p, recursive)?;
-            }
-            Ok(())
-        })
-        .await?;
+        crate::storage::delete_files(state, caller, id, paths, recursive).await?;
         Ok(ok("deleted", None))
     }
 }

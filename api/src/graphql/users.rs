@@ -3,16 +3,12 @@
 #![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use entity::enums::{UserRole, UserStatus};
+use entity::enums::UserStatus;
 use entity::{association_groups_users, groups, users};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, Order, QueryFilter, Set,
-};
+use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
 use uuid::Uuid;
 
-use crate::auth::password;
 use crate::error::{ApiError, ApiResult};
-use crate::events::{ChangeAction, ObjectKind};
 use crate::graphql::authed;
 
 pub struct User(pub users::Model);
@@ -199,27 +195,9 @@ fn filtered(
         None => {}
     }
     if let Some(s) = status {
-        select = select.filter(users::Column::Status.eq(parse_status(&s)?));
+        select = select.filter(users::Column::Status.eq(crate::users::parse_status(&s)?));
     }
     Ok(select)
-}
-
-fn parse_status(s: &str) -> ApiResult<UserStatus> {
-    UserStatus::parse(s).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid user status '{s}' (one of: {})",
-            UserStatus::choices()
-        ))
-    })
-}
-
-fn parse_role(s: &str) -> ApiResult<UserRole> {
-    UserRole::parse(s).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid role '{s}' (one of: {})",
-            UserRole::choices()
-        ))
-    })
 }
 
 #[derive(InputObject)]
@@ -254,6 +232,40 @@ pub struct ModifyUserInput {
     pub group_ids: Option<Vec<Uuid>>,
 }
 
+impl From<UserInput> for crate::users::UserCreation {
+    fn from(p: UserInput) -> Self {
+        Self {
+            username: p.username,
+            password: p.password,
+            need_password_change: p.need_password_change,
+            domain_name: p.domain_name,
+            full_name: p.full_name,
+            description: p.description,
+            is_active: p.is_active,
+            status: p.status,
+            role: p.role,
+            group_ids: p.group_ids,
+            resource_policy: p.resource_policy,
+        }
+    }
+}
+
+impl From<ModifyUserInput> for crate::users::UserChange {
+    fn from(p: ModifyUserInput) -> Self {
+        Self {
+            username: p.username,
+            password: p.password,
+            need_password_change: p.need_password_change,
+            full_name: p.full_name,
+            description: p.description,
+            is_active: p.is_active,
+            status: p.status,
+            role: p.role,
+            group_ids: p.group_ids,
+        }
+    }
+}
+
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
 pub struct CreateUser {
@@ -283,61 +295,8 @@ impl UserMutation {
         props: UserInput,
     ) -> async_graphql::Result<CreateUser> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        password::validate_rules(&props.password)?;
-        let role = props
-            .role
-            .as_deref()
-            .map(parse_role)
-            .transpose()?
-            .unwrap_or(UserRole::User);
-        let status = match (props.status.as_deref(), props.is_active) {
-            (Some(s), _) => parse_status(s)?,
-            (None, Some(false)) => UserStatus::Inactive,
-            (None, _) => UserStatus::Active,
-        };
-        let password_hash = password::hash(&props.password).await?;
-        let rate_limit = if matches!(role, UserRole::Superadmin | UserRole::Admin) {
-            state.config.admin_rate_limit
-        } else {
-            state.config.default_rate_limit
-        };
-        let new = crate::users::NewUser {
-            email,
-            username: props.username,
-            password_hash,
-            need_password_change: props.need_password_change,
-            full_name: props.full_name,
-            description: props.description,
-            status,
-            domain_name: props.domain_name,
-            role,
-            group_ids: props.group_ids.unwrap_or_default(),
-            resource_policy: props.resource_policy.unwrap_or_else(|| "default".into()),
-            rate_limit: i32::try_from(rate_limit).unwrap_or(i32::MAX),
-        };
-        let user = crate::audit::audited(
-            &state.db,
-            &caller.email,
-            "create_user",
-            "user",
-            move |txn| {
-                Box::pin(async move {
-                    let (user, _) = crate::users::create(txn, new).await?;
-                    let key = user.email.to_string();
-                    let detail =
-                        serde_json::json!({"role": user.role.as_str(), "domain": user.domain_name});
-                    Ok((user, key, detail))
-                })
-            },
-        )
-        .await?;
-        state.events.changed(
-            ObjectKind::User,
-            ChangeAction::Created,
-            &user.email,
-            Some(user.domain_name.clone()),
-        );
+        let scope = caller.require_superadmin()?;
+        let user = crate::users::create_user(state, &scope, email, props.into()).await?;
         Ok(CreateUser {
             ok: true,
             msg: "success".into(),
@@ -355,123 +314,8 @@ impl UserMutation {
     ) -> async_graphql::Result<ModifyUser> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
-        let target = crate::users::find_visible(&state.db, caller, &email).await?;
-        if !scope.covers_domain(&target.domain_name) {
-            return Err(ApiError::not_found("user", &email).into());
-        }
-        let role = props.role.as_deref().map(parse_role).transpose()?;
-        if target.uuid == caller.uuid {
-            if role.is_some_and(|r| r != target.role) {
-                return Err(ApiError::forbidden("You cannot change your own role.").into());
-            }
-            if props.password.is_some() {
-                return Err(ApiError::forbidden(
-                    "Change your own password with change_password (it asks for the current one).",
-                )
-                .into());
-            }
-        }
-        if role.is_some_and(|r| r != target.role) && !caller.is_superadmin() {
-            return Err(ApiError::forbidden("Only superadmins may change roles.").into());
-        }
-        if target.role == UserRole::Superadmin && !caller.is_superadmin() {
-            return Err(ApiError::forbidden("Only superadmins may modify a superadmin.").into());
-        }
-        let status = match (props.status.as_deref(), props.is_active) {
-            (Some(s), _) => Some(parse_status(s)?),
-            (None, Some(true)) => Some(UserStatus::Active),
-            (None, Some(false)) => Some(UserStatus::Inactive),
-            (None, None) => None,
-        };
-        if target.uuid == caller.uuid && status.is_some_and(|s| s != UserStatus::Active) {
-            return Err(ApiError::bad_request("You cannot deactivate your own account.").into());
-        }
-        if status.is_some_and(|s| s != UserStatus::Active) && !caller.is_superadmin() {
-            return Err(ApiError::forbidden("Only superadmins may deactivate users.").into());
-        }
-        let password_hash = match &props.password {
-            Some(p) => {
-                password::validate_rules(p)?;
-                Some(password::hash(p).await?)
-            }
-            None => None,
-        };
-        let username = props
-            .username
-            .as_deref()
-            .map(crate::validate::username)
-            .transpose()?;
-        let group_ids = props.group_ids.clone();
-        let old_role = target.role;
-        let reset = password_hash.is_some();
-        let updated = crate::audit::audited(&state.db, &caller.email, "modify_user", "user", move |txn| {
-                Box::pin(async move {
-                    let was_active = target.status == UserStatus::Active;
-                    let uuid = target.uuid;
-                    let domain = target.domain_name.clone();
-                    let mut m = target.into_active_model();
-                    if let Some(u) = username {
-                        let taken = users::Entity::find()
-                            .filter(users::Column::Username.eq(&u))
-                            .filter(users::Column::Uuid.ne(uuid))
-                            .one(txn)
-                            .await?;
-                        if taken.is_some() {
-                            return Err(ApiError::conflict(format!("The user name '{u}' is already taken")));
-                        }
-                        m.username = Set(u);
-                    }
-                    if let Some(h) = password_hash {
-                        m.password = Set(h);
-                        m.password_changed_at = Set(Some(Utc::now()));
-                    }
-                    if let Some(v) = props.need_password_change {
-                        m.need_password_change = Set(v);
-                    }
-                    if let Some(v) = props.full_name {
-                        m.full_name = Set(Some(v));
-                    }
-                    if let Some(v) = props.description {
-                        m.description = Set(Some(v));
-                    }
-                    if let Some(r) = role {
-                        m.role = Set(r);
-                    }
-                    if let Some(s) = status {
-                        m.status = Set(s);
-                    }
-                    m.modified_at = Set(Utc::now());
-                    let user = m.update(txn).await?;
-                    if let Some(gids) = group_ids {
-                        crate::users::check_groups_in_domain(txn, &gids, &domain).await?;
-                        crate::users::set_groups(txn, uuid, &gids).await?;
-                    }
-                    if was_active && user.status != UserStatus::Active {
-                        crate::users::deactivate(txn, uuid).await?;
-                    } else if !was_active && user.status == UserStatus::Active {
-                        crate::keypairs::reactivate_main(txn, &user).await?;
-                    }
-                    let key = user.email.to_string();
-                    let detail = serde_json::json!({"status": user.status.as_str(), "role": user.role.as_str()});
-                    Ok((user, key, detail))
-                })
-            })
-            .await?;
-        // A reset password, a deactivation or a new role ends the account's login sessions
-        // (and the rights of its open WebSockets) at once.
-        if reset || updated.role != old_role || updated.status != UserStatus::Active {
-            crate::accounts::end_login_sessions(&state.db, &state.revocations, updated.uuid, None)
-                .await?;
-        } else {
-            // Cached copies of the account (auth::cache) are not used past this change.
-            state.revocations.bump();
-        }
-        state.events.changed(
-            ObjectKind::User,
-            ChangeAction::Modified,
-            &updated.email,
-            Some(updated.domain_name.clone()),
-        );
+        let updated =
+            crate::users::modify_user(state, &scope, caller, &email, props.into()).await?;
         Ok(ModifyUser {
             ok: true,
             msg: "success".into(),

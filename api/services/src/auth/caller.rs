@@ -36,10 +36,14 @@ impl Principal {
     }
 }
 
-/// What an administrator may see and change.
+/// What an administrator may see and change. Only this crate makes one (the variants are
+/// non-exhaustive): a surface gets it from [`Caller::require_admin`] or
+/// [`Caller::admin_scope`] and hands it to the services, so it cannot forge one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminScope {
+    #[non_exhaustive]
     Super,
+    #[non_exhaustive]
     Domain(String),
 }
 

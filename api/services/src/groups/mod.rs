@@ -1,11 +1,17 @@
 //! Groups (projects): sessions belong to one, users belong to several within their domain.
 
-use entity::{association_groups_users, groups};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use entity::enums::GroupType;
+use entity::{association_groups_users, domains, groups, users};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter, Set,
+};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::Caller;
+use crate::auth::{AdminScope, Caller};
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
 
 pub async fn is_member<C: ConnectionTrait>(db: &C, user: Uuid, group: Uuid) -> ApiResult<bool> {
     Ok(association_groups_users::Entity::find()
@@ -31,4 +37,229 @@ pub async fn find_visible<C: ConnectionTrait>(
     } else {
         Err(ApiError::not_found("group", id))
     }
+}
+
+/// A group type by name (BAD_REQUEST naming the choices otherwise).
+pub fn parse_type(s: &str) -> ApiResult<GroupType> {
+    GroupType::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid group type '{s}' (one of: {})",
+            GroupType::choices()
+        ))
+    })
+}
+
+/// A new group as a surface read it. The JSON values and the type name are checked here
+/// (`policies::parse_limits`, `normalize_allowed_hosts`, `parse_type`).
+#[derive(Debug, Clone)]
+pub struct NewGroup {
+    pub domain_name: String,
+    pub description: Option<String>,
+    pub is_active: Option<bool>,
+    pub total_resource_slots: Option<Value>,
+    pub allowed_vfolder_hosts: Option<Value>,
+    pub integration_id: Option<String>,
+    pub group_type: Option<String>,
+}
+
+/// A change to a group as a surface read it; `None` keeps the value. `user_update_mode`
+/// (`add` or `remove`) and `user_uuids` go together and change the members.
+#[derive(Debug, Default, Clone)]
+pub struct GroupChange {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub is_active: Option<bool>,
+    pub total_resource_slots: Option<Value>,
+    pub allowed_vfolder_hosts: Option<Value>,
+    pub integration_id: Option<String>,
+    pub user_update_mode: Option<String>,
+    pub user_uuids: Option<Vec<Uuid>>,
+}
+
+/// Creates group `name` in a domain the scope covers (NOT_FOUND for another domain), with
+/// its audit record by `actor`, and announces it.
+pub async fn create(
+    state: &AppState,
+    scope: &AdminScope,
+    actor: &str,
+    name: &str,
+    props: NewGroup,
+) -> ApiResult<groups::Model> {
+    if !scope.covers_domain(&props.domain_name) {
+        return Err(ApiError::not_found("domain", &props.domain_name));
+    }
+    if domains::Entity::find_by_id(props.domain_name.clone())
+        .one(&state.db)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::not_found("domain", &props.domain_name));
+    }
+    let name = crate::validate::object_name("group", name)?;
+    let taken = groups::Entity::find()
+        .filter(groups::Column::DomainName.eq(&props.domain_name))
+        .filter(groups::Column::Name.eq(&name))
+        .one(&state.db)
+        .await?;
+    if taken.is_some() {
+        return Err(ApiError::conflict(format!(
+            "Group '{name}' already exists in domain '{}'",
+            props.domain_name
+        )));
+    }
+    let now = state.clock.now();
+    let m = groups::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        name: Set(name),
+        description: Set(props.description),
+        is_active: Set(props.is_active.unwrap_or(true)),
+        created_at: Set(now),
+        modified_at: Set(now),
+        domain_name: Set(props.domain_name),
+        total_resource_slots: Set(props
+            .total_resource_slots
+            .map(|v| crate::policies::parse_limits(&v))
+            .transpose()?
+            .unwrap_or_default()),
+        allowed_vfolder_hosts: Set(props
+            .allowed_vfolder_hosts
+            .map(|v| crate::policies::normalize_allowed_hosts(&v))
+            .transpose()?
+            .unwrap_or_else(|| json!({}))),
+        integration_id: Set(props.integration_id),
+        group_type: Set(props
+            .group_type
+            .as_deref()
+            .map(parse_type)
+            .transpose()?
+            .unwrap_or(GroupType::General)),
+    };
+    let g = crate::audit::audited(&state.db, actor, "create_group", "group", move |txn| {
+        Box::pin(async move {
+            let g = m.insert(txn).await?;
+            let key = g.id.to_string();
+            Ok((g, key, json!({})))
+        })
+    })
+    .await?;
+    state.events.changed(
+        ObjectKind::Group,
+        ChangeAction::Created,
+        g.id.to_string(),
+        Some(g.domain_name.clone()),
+    );
+    Ok(g)
+}
+
+/// Modifies group `gid` (in a domain the scope covers; NOT_FOUND otherwise) and, with
+/// `user_update_mode`, its members (users of the group's domain), with its audit record by
+/// `actor`, and announces it.
+pub async fn modify(
+    state: &AppState,
+    scope: &AdminScope,
+    actor: &str,
+    gid: Uuid,
+    props: GroupChange,
+) -> ApiResult<groups::Model> {
+    let existing = groups::Entity::find_by_id(gid)
+        .one(&state.db)
+        .await?
+        .filter(|g| scope.covers_domain(&g.domain_name))
+        .ok_or_else(|| ApiError::not_found("group", gid))?;
+    let domain = existing.domain_name.clone();
+    let mode = match (props.user_update_mode.as_deref(), &props.user_uuids) {
+        (None, None) => None,
+        (Some(m @ ("add" | "remove")), Some(_)) => Some(m.to_string()),
+        (Some(other), Some(_)) => {
+            return Err(ApiError::bad_request(format!(
+                "user_update_mode must be 'add' or 'remove', not '{other}'"
+            )));
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "user_update_mode and user_uuids go together",
+            ));
+        }
+    };
+    let new_name = props
+        .name
+        .as_deref()
+        .map(|n| crate::validate::object_name("group", n))
+        .transpose()?;
+    if let Some(n) = &new_name {
+        let taken = groups::Entity::find()
+            .filter(groups::Column::DomainName.eq(&domain))
+            .filter(groups::Column::Name.eq(n))
+            .filter(groups::Column::Id.ne(gid))
+            .one(&state.db)
+            .await?;
+        if taken.is_some() {
+            return Err(ApiError::conflict(format!(
+                "Group '{n}' already exists in domain '{domain}'"
+            )));
+        }
+    }
+    let mut m = existing.into_active_model();
+    if let Some(v) = new_name {
+        m.name = Set(v);
+    }
+    if let Some(v) = props.description {
+        m.description = Set(Some(v));
+    }
+    if let Some(v) = props.is_active {
+        m.is_active = Set(v);
+    }
+    if let Some(v) = props.total_resource_slots {
+        m.total_resource_slots = Set(crate::policies::parse_limits(&v)?);
+    }
+    if let Some(v) = props.allowed_vfolder_hosts {
+        m.allowed_vfolder_hosts = Set(crate::policies::normalize_allowed_hosts(&v)?);
+    }
+    if let Some(v) = props.integration_id {
+        m.integration_id = Set(Some(v));
+    }
+    m.modified_at = Set(state.clock.now());
+    let user_uuids = props.user_uuids.unwrap_or_default();
+    let g = crate::audit::audited(&state.db, actor, "modify_group", "group", move |txn| {
+        Box::pin(async move {
+            let g = m.update(txn).await?;
+            if let Some(mode) = &mode {
+                for u in &user_uuids {
+                    let user = users::Entity::find_by_id(*u).one(txn).await?;
+                    if user.is_none_or(|u| u.domain_name != domain) {
+                        return Err(ApiError::not_found("user", u));
+                    }
+                    let member = is_member(txn, *u, gid).await?;
+                    if mode == "add" && !member {
+                        association_groups_users::ActiveModel {
+                            user_id: Set(*u),
+                            group_id: Set(gid),
+                        }
+                        .insert(txn)
+                        .await?;
+                    } else if mode == "remove" && member {
+                        association_groups_users::Entity::delete_many()
+                            .filter(association_groups_users::Column::UserId.eq(*u))
+                            .filter(association_groups_users::Column::GroupId.eq(gid))
+                            .exec(txn)
+                            .await?;
+                    }
+                }
+            }
+            let key = g.id.to_string();
+            Ok((
+                g,
+                key,
+                json!({"user_update_mode": mode, "users": user_uuids}),
+            ))
+        })
+    })
+    .await?;
+    state.events.changed(
+        ObjectKind::Group,
+        ChangeAction::Modified,
+        g.id.to_string(),
+        Some(g.domain_name.clone()),
+    );
+    Ok(g)
 }

@@ -1,11 +1,19 @@
 //! The image catalog: metadata of environment images, their minimum resources and aliases.
 //! Rescanning engines and registries fills it (sessions issue); here it is read and edited.
 
+use entity::slots::{format_amount, parse_amount};
 use entity::{image_aliases, images};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, ModelTrait,
+    QueryFilter, Set,
+};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
 
 /// Human names of well-known environments, by the image's base name (the last part of its
 /// repository), as the console's launcher shows them.
@@ -85,10 +93,234 @@ pub async fn resolve<C: ConnectionTrait>(
     select.one(db).await?.ok_or_else(not_found)
 }
 
+/// An edit of one slot's minimum/maximum as a surface read it (amounts are parsed here).
+#[derive(Debug, Default, Clone)]
+pub struct ResourceLimitEdit {
+    pub key: String,
+    /// e.g. `1` for cpu, `256m` for mem; `None` keeps the current minimum.
+    pub min: Option<String>,
+    /// Empty or absent = no maximum.
+    pub max: Option<String>,
+}
+
+/// Applies per-slot min/max edits onto the image's `resources` JSON.
+fn edit_limits(resources: &Value, edits: &[ResourceLimitEdit]) -> ApiResult<Value> {
+    let mut out = resources.as_object().cloned().unwrap_or_default();
+    for e in edits {
+        let entry = out
+            .entry(e.key.clone())
+            .or_insert_with(|| json!({"min": "0", "max": null}));
+        let min = match &e.min {
+            Some(m) => parse_amount(&e.key, m)?,
+            None => entry
+                .get("min")
+                .and_then(Value::as_str)
+                .map(|s| parse_amount(&e.key, s))
+                .transpose()?
+                .unwrap_or_default(),
+        };
+        let max = match e.max.as_deref().map(str::trim) {
+            Some("") | None => None,
+            Some(m) => Some(parse_amount(&e.key, m)?),
+        };
+        if max.is_some_and(|mx| mx < min) {
+            return Err(ApiError::bad_request(format!(
+                "minimum {} of '{}' exceeds its maximum",
+                format_amount(&e.key, min),
+                e.key
+            )));
+        }
+        *entry = json!({"min": min.to_string(), "max": max.map(|m| m.to_string())});
+    }
+    Ok(Value::Object(out))
+}
+
+/// Edits the minimum/maximum resources of image `target` (superadmins only); `None` keeps
+/// them.
+pub async fn modify(
+    state: &AppState,
+    scope: &SuperadminScope,
+    target: &str,
+    architecture: Option<&str>,
+    resource_limits: Option<Vec<ResourceLimitEdit>>,
+) -> ApiResult<images::Model> {
+    let image = resolve(&state.db, target, architecture).await?;
+    let resources = match &resource_limits {
+        Some(edits) => edit_limits(&image.resources, edits)?,
+        None => image.resources.clone(),
+    };
+    let mut m = image.into_active_model();
+    m.resources = Set(resources);
+    let img = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "modify_image",
+        "image",
+        move |txn| {
+            Box::pin(async move {
+                let i = m.update(txn).await?;
+                let key = i.name.clone();
+                let detail = json!({"resources": i.resources});
+                Ok((i, key, detail))
+            })
+        },
+    )
+    .await?;
+    state
+        .events
+        .changed(ObjectKind::Image, ChangeAction::Modified, &img.name, None);
+    Ok(img)
+}
+
+/// Gives image `target` the short name `alias` such as `python` (superadmins only).
+pub async fn alias(
+    state: &AppState,
+    scope: &SuperadminScope,
+    alias: &str,
+    target: &str,
+    architecture: Option<&str>,
+) -> ApiResult<()> {
+    let alias = alias.trim().to_string();
+    if alias.is_empty() || alias.len() > 256 || alias.chars().any(|c| c.is_whitespace()) {
+        return Err(ApiError::bad_request(
+            "An alias must be 1 to 256 characters without spaces",
+        ));
+    }
+    let image = resolve(&state.db, target, architecture).await?;
+    if image_aliases::Entity::find()
+        .filter(image_aliases::Column::Alias.eq(&alias))
+        .one(&state.db)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(format!(
+            "The alias '{alias}' is already in use"
+        )));
+    }
+    let name = image.name.clone();
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "alias_image",
+        "image",
+        move |txn| {
+            Box::pin(async move {
+                image_aliases::ActiveModel {
+                    id: Set(Uuid::new_v4()),
+                    alias: Set(alias.clone()),
+                    image: Set(image.id),
+                }
+                .insert(txn)
+                .await?;
+                Ok(((), image.name, json!({"alias": alias})))
+            })
+        },
+    )
+    .await?;
+    state
+        .events
+        .changed(ObjectKind::Image, ChangeAction::Modified, &name, None);
+    Ok(())
+}
+
+/// Removes the alias `alias` (superadmins only).
+pub async fn dealias(state: &AppState, scope: &SuperadminScope, alias: &str) -> ApiResult<()> {
+    let row = image_aliases::Entity::find()
+        .filter(image_aliases::Column::Alias.eq(alias))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("image alias", alias))?;
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "dealias_image",
+        "image",
+        move |txn| {
+            Box::pin(async move {
+                let key = row.alias.clone();
+                row.delete(txn).await?;
+                Ok(((), key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state
+        .events
+        .changed(ObjectKind::Image, ChangeAction::Modified, alias, None);
+    Ok(())
+}
+
+/// Removes image `reference` from the catalog, not from the engines (superadmins only).
+pub async fn forget(
+    state: &AppState,
+    scope: &SuperadminScope,
+    reference: &str,
+    architecture: Option<&str>,
+) -> ApiResult<()> {
+    let image = resolve(&state.db, reference, architecture).await?;
+    let name = image.name.clone();
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "forget_image",
+        "image",
+        move |txn| {
+            Box::pin(async move {
+                let key = image.name.clone();
+                image.delete(txn).await?;
+                Ok(((), key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state
+        .events
+        .changed(ObjectKind::Image, ChangeAction::Deleted, &name, None);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::environment;
+    use super::{ResourceLimitEdit, edit_limits, environment};
     use serde_json::json;
+
+    #[test]
+    fn limits_edit() {
+        let r = json!({"cpu": {"min": "1", "max": null}});
+        let out = edit_limits(
+            &r,
+            &[ResourceLimitEdit {
+                key: "mem".into(),
+                min: Some("256m".into()),
+                max: None,
+            }],
+        )
+        .unwrap();
+        assert_eq!(out["mem"]["min"], "268435456");
+        assert_eq!(out["cpu"]["min"], "1");
+        assert!(
+            edit_limits(
+                &r,
+                &[ResourceLimitEdit {
+                    key: "cpu".into(),
+                    min: Some("4".into()),
+                    max: Some("2".into())
+                }]
+            )
+            .is_err()
+        );
+        assert!(
+            edit_limits(
+                &r,
+                &[ResourceLimitEdit {
+                    key: "tpu".into(),
+                    min: Some("1".into()),
+                    max: None
+                }]
+            )
+            .is_err()
+        );
+    }
 
     #[test]
     fn environments_by_name_and_version() {

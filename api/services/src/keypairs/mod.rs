@@ -5,11 +5,14 @@ use chrono::Utc;
 use entity::enums::SessionStatus;
 use entity::{keypair_resource_policies, keypairs, sessions, users};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, ModelTrait,
+    PaginatorTrait, QueryFilter, Set,
 };
 
-use crate::auth::{Caller, tokens};
+use crate::auth::{AdminScope, Caller, SuperadminScope, tokens};
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
 
 pub struct NewKeypair {
     pub resource_policy: String,
@@ -151,4 +154,178 @@ pub async fn used_by_sessions<C: ConnectionTrait>(db: &C, access_key: &str) -> A
         .filter(sessions::Column::AccessKey.eq(access_key))
         .count(db)
         .await?)
+}
+
+/// A change to a keypair as a surface read it; `None` keeps the value.
+#[derive(Debug, Default, Clone)]
+pub struct KeypairChange {
+    pub is_active: Option<bool>,
+    pub is_admin: Option<bool>,
+    pub resource_policy: Option<String>,
+    pub rate_limit: Option<i32>,
+}
+
+/// Adds a keypair for the user with email `user_id` (superadmins only), with its audit
+/// record, and announces it. Returns the keypair and its owner.
+pub async fn create(
+    state: &AppState,
+    scope: &SuperadminScope,
+    caller: &Caller,
+    user_id: &str,
+    new: NewKeypair,
+) -> ApiResult<(keypairs::Model, users::Model)> {
+    let owner = crate::users::find_visible(&state.db, caller, user_id).await?;
+    let kp = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "create_keypair",
+        "keypair",
+        move |txn| {
+            Box::pin(async move {
+                let kp = insert(txn, &owner, new).await?;
+                let key = kp.access_key.to_string();
+                let detail = serde_json::json!({"user": owner.email});
+                Ok((kp, key, detail))
+            })
+        },
+    )
+    .await?;
+    let owner = crate::users::by_uuid(&state.db, kp.user).await?;
+    state.events.changed(
+        ObjectKind::Keypair,
+        ChangeAction::Created,
+        &kp.access_key,
+        Some(owner.domain_name.clone()),
+    );
+    Ok((kp, owner))
+}
+
+/// Changes a keypair's activity, policy or rate limit (administrators who govern its owner,
+/// `find_visible`; NOT_FOUND for anyone else). Nobody changes these on their own keypair, and
+/// only superadmins change whether a keypair is an admin keypair. `_scope` is the proof of
+/// `Caller::require_admin`. Returns the keypair and its owner.
+pub async fn modify(
+    state: &AppState,
+    _scope: &AdminScope,
+    caller: &Caller,
+    access_key: &str,
+    change: KeypairChange,
+) -> ApiResult<(keypairs::Model, users::Model)> {
+    let (kp, owner) = find_visible(&state.db, caller, access_key).await?;
+    if owner.uuid == caller.uuid
+        && (change.is_active.is_some_and(|a| a != kp.is_active)
+            || change.is_admin.is_some_and(|a| a != kp.is_admin)
+            || change.rate_limit.is_some_and(|r| r != kp.rate_limit)
+            || change
+                .resource_policy
+                .as_ref()
+                .is_some_and(|p| *p != kp.resource_policy))
+    {
+        return Err(ApiError::forbidden(
+            "You cannot change your own keypair's activity, policy or rate limit.",
+        ));
+    }
+    if change.is_admin.is_some_and(|a| a != kp.is_admin) && !caller.is_superadmin() {
+        return Err(ApiError::forbidden(
+            "Only superadmins may change whether a keypair is an admin keypair.",
+        ));
+    }
+    if let Some(rl) = change.rate_limit {
+        crate::validate::non_negative_i32("rate_limit", rl)?;
+    }
+    if let Some(p) = &change.resource_policy
+        && keypair_resource_policies::Entity::find_by_id(p.clone())
+            .one(&state.db)
+            .await?
+            .is_none()
+    {
+        return Err(ApiError::not_found("resource policy", p));
+    }
+    let now = state.clock.now();
+    let kp = crate::audit::audited(
+        &state.db,
+        &caller.email,
+        "modify_keypair",
+        "keypair",
+        move |txn| {
+            Box::pin(async move {
+                let mut m = kp.into_active_model();
+                if let Some(v) = change.is_active {
+                    m.is_active = Set(v);
+                }
+                if let Some(v) = change.is_admin {
+                    m.is_admin = Set(v);
+                }
+                if let Some(v) = change.resource_policy {
+                    m.resource_policy = Set(v);
+                }
+                if let Some(v) = change.rate_limit {
+                    m.rate_limit = Set(v);
+                }
+                m.modified_at = Set(now);
+                let kp = m.update(txn).await?;
+                let key = kp.access_key.to_string();
+                let detail = serde_json::json!({
+                    "is_active": kp.is_active,
+                    "resource_policy": kp.resource_policy,
+                    "rate_limit": kp.rate_limit,
+                });
+                Ok((kp, key, detail))
+            })
+        },
+    )
+    .await?;
+    state.revocations.bump();
+    state.events.changed(
+        ObjectKind::Keypair,
+        ChangeAction::Modified,
+        &kp.access_key,
+        Some(owner.domain_name.clone()),
+    );
+    Ok((kp, owner))
+}
+
+/// Deletes a keypair for good (superadmins only). Refused while any session was created
+/// with it, and for a user's main keypair.
+pub async fn delete(
+    state: &AppState,
+    scope: &SuperadminScope,
+    caller: &Caller,
+    access_key: &str,
+) -> ApiResult<()> {
+    let (kp, owner) = find_visible(&state.db, caller, access_key).await?;
+    let used = used_by_sessions(&state.db, access_key).await?;
+    if used > 0 {
+        return Err(ApiError::conflict(format!(
+            "Keypair {access_key} cannot be deleted: {used} compute session(s) were created with it. Deactivate it instead."
+        )));
+    }
+    if owner.main_access_key.as_deref() == Some(access_key) {
+        return Err(ApiError::conflict(format!(
+            "Keypair {access_key} is the main keypair of {}; deactivate it instead.",
+            owner.email
+        )));
+    }
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "delete_keypair",
+        "keypair",
+        move |txn| {
+            Box::pin(async move {
+                let key = kp.access_key.clone();
+                kp.delete(txn).await?;
+                Ok(((), key, serde_json::json!({})))
+            })
+        },
+    )
+    .await?;
+    state.revocations.bump();
+    state.events.changed(
+        ObjectKind::Keypair,
+        ChangeAction::Deleted,
+        access_key,
+        Some(owner.domain_name),
+    );
+    Ok(())
 }

@@ -3,12 +3,20 @@
 //! folder limits.
 
 use entity::enums::DefaultForUnspecified;
-use entity::keypair_resource_policies;
 use entity::slots::{ResourceLimits, SlotLimit};
+use entity::{keypair_resource_policies, keypairs};
 use rust_decimal::Decimal;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait,
+    QueryFilter, Set,
+};
 use serde_json::{Value, json};
 
+use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
+use crate::validate::{non_negative, non_negative_i32};
 
 /// Backend.AI's storage-host permissions; a host listed without permissions gets all.
 pub const HOST_PERMISSIONS: &[&str] = &[
@@ -101,6 +109,212 @@ pub fn default_policy_values() -> (ResourceLimits, Value) {
         ResourceLimits::default(),
         json!({ "local": HOST_PERMISSIONS }),
     )
+}
+
+fn parse_default(s: &str) -> ApiResult<DefaultForUnspecified> {
+    DefaultForUnspecified::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid default_for_unspecified '{s}' (one of: {})",
+            DefaultForUnspecified::choices()
+        ))
+    })
+}
+
+/// A change to a keypair resource policy as a surface read it; `None` keeps the value. Each
+/// value is checked here (limits, non-negative counts and durations, storage hosts).
+#[derive(Debug, Default, Clone)]
+pub struct PolicyChange {
+    pub default_for_unspecified: Option<String>,
+    pub total_resource_slots: Option<Value>,
+    pub max_session_lifetime: Option<i64>,
+    pub max_concurrent_sessions: Option<i32>,
+    pub max_containers_per_session: Option<i32>,
+    pub max_pending_session_count: Option<i32>,
+    pub idle_timeout: Option<i64>,
+    pub allowed_vfolder_hosts: Option<Value>,
+    pub max_vfolder_count: Option<i32>,
+    pub max_vfolder_size: Option<i64>,
+}
+
+/// Applies `c` onto `m`, validating each value.
+fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> ApiResult<()> {
+    if let Some(v) = c.default_for_unspecified {
+        m.default_for_unspecified = Set(parse_default(&v)?);
+    }
+    if let Some(v) = c.total_resource_slots {
+        m.total_resource_slots = Set(parse_limits(&v)?);
+    }
+    if let Some(v) = c.max_session_lifetime {
+        m.max_session_lifetime = Set(non_negative("max_session_lifetime", v)?);
+    }
+    if let Some(v) = c.max_concurrent_sessions {
+        m.max_concurrent_sessions = Set(non_negative_i32("max_concurrent_sessions", v)?);
+    }
+    if let Some(v) = c.max_containers_per_session {
+        m.max_containers_per_session = Set(non_negative_i32("max_containers_per_session", v)?);
+    }
+    if let Some(v) = c.max_pending_session_count {
+        m.max_pending_session_count = Set(Some(non_negative_i32("max_pending_session_count", v)?));
+    }
+    if let Some(v) = c.idle_timeout {
+        m.idle_timeout = Set(non_negative("idle_timeout", v)?);
+    }
+    if let Some(v) = c.allowed_vfolder_hosts {
+        m.allowed_vfolder_hosts = Set(normalize_allowed_hosts(&v)?);
+    }
+    if let Some(v) = c.max_vfolder_count {
+        m.max_vfolder_count = Set(non_negative_i32("max_vfolder_count", v)?);
+    }
+    if let Some(v) = c.max_vfolder_size {
+        m.max_vfolder_size = Set(non_negative("max_vfolder_size", v)?);
+    }
+    Ok(())
+}
+
+/// Creates keypair resource policy `name` (superadmins only): `default_for_unspecified`
+/// (LIMITED or UNLIMITED), then `change` over the defaults (its `default_for_unspecified` is
+/// not read); every value is checked before the name's uniqueness.
+pub async fn create(
+    state: &AppState,
+    scope: &SuperadminScope,
+    name: &str,
+    default_for_unspecified: &str,
+    change: PolicyChange,
+) -> ApiResult<keypair_resource_policies::Model> {
+    let name = crate::validate::object_name("resource policy", name)?;
+    let (_, default_hosts) = default_policy_values();
+    let mut m = keypair_resource_policies::ActiveModel {
+        name: Set(name.clone()),
+        created_at: Set(state.clock.now()),
+        default_for_unspecified: Set(parse_default(default_for_unspecified)?),
+        total_resource_slots: Set(Default::default()),
+        max_session_lifetime: Set(0),
+        max_concurrent_sessions: Set(0),
+        max_containers_per_session: Set(1),
+        max_pending_session_count: Set(None),
+        idle_timeout: Set(0),
+        allowed_vfolder_hosts: Set(default_hosts),
+        max_vfolder_count: Set(10),
+        max_vfolder_size: Set(0),
+    };
+    apply(
+        &mut m,
+        PolicyChange {
+            default_for_unspecified: None,
+            ..change
+        },
+    )?;
+    if keypair_resource_policies::Entity::find_by_id(name.clone())
+        .one(&state.db)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(format!(
+            "Resource policy '{name}' already exists"
+        )));
+    }
+    let p = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "create_keypair_resource_policy",
+        "resource_policy",
+        move |txn| {
+            Box::pin(async move {
+                let p = m.insert(txn).await?;
+                let key = p.name.to_string();
+                let detail = json!({});
+                Ok((p, key, detail))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::KeypairResourcePolicy,
+        ChangeAction::Created,
+        &p.name,
+        None,
+    );
+    Ok(p)
+}
+
+/// Changes keypair resource policy `name` (superadmins only).
+pub async fn modify(
+    state: &AppState,
+    scope: &SuperadminScope,
+    name: &str,
+    change: PolicyChange,
+) -> ApiResult<keypair_resource_policies::Model> {
+    let existing = crate::lookup::get::<keypair_resource_policies::Entity>(
+        &state.db,
+        "resource policy",
+        name.to_string(),
+    )
+    .await?;
+    let mut m = existing.into_active_model();
+    apply(&mut m, change)?;
+    let p = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "modify_keypair_resource_policy",
+        "resource_policy",
+        move |txn| {
+            Box::pin(async move {
+                let p = m.update(txn).await?;
+                let key = p.name.to_string();
+                let detail = json!({});
+                Ok((p, key, detail))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::KeypairResourcePolicy,
+        ChangeAction::Modified,
+        &p.name,
+        None,
+    );
+    Ok(p)
+}
+
+/// Deletes keypair resource policy `name` (superadmins only); refused while any keypair
+/// uses it.
+pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
+    let existing = crate::lookup::get::<keypair_resource_policies::Entity>(
+        &state.db,
+        "resource policy",
+        name.to_string(),
+    )
+    .await?;
+    let users = keypairs::Entity::find()
+        .filter(keypairs::Column::ResourcePolicy.eq(name))
+        .count(&state.db)
+        .await?;
+    if users > 0 {
+        return Err(ApiError::conflict(format!(
+            "Resource policy '{name}' is used by {users} keypair(s); assign them another policy first."
+        )));
+    }
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "delete_keypair_resource_policy",
+        "resource_policy",
+        move |txn| {
+            Box::pin(async move {
+                let key = existing.name.clone();
+                existing.delete(txn).await?;
+                Ok(((), key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::KeypairResourcePolicy,
+        ChangeAction::Deleted,
+        name,
+        None,
+    );
+    Ok(())
 }
 
 #[cfg(test)]

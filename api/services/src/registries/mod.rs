@@ -1,7 +1,18 @@
 //! Container registries the image catalog scans. Credentials are stored but never returned.
 pub mod scan;
 
+use entity::container_registries as registries;
+use entity::enums::RegistryType;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, QueryFilter, Set,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
 
 /// Checks a registry URL (scheme must be explicit: `http://` or `https://`) and returns its
 /// `host[:port]`.
@@ -51,6 +62,193 @@ pub fn validate(hostname: &str, url: &str) -> ApiResult<String> {
     Ok(hostname)
 }
 
+/// The registry with host name `hostname` (compared trimmed and lower-cased).
+pub async fn find(
+    db: &sea_orm::DatabaseConnection,
+    hostname: &str,
+) -> ApiResult<registries::Model> {
+    registries::Entity::find()
+        .filter(registries::Column::Hostname.eq(hostname.trim().to_ascii_lowercase()))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("container registry", hostname))
+}
+
+fn parse_type(s: &str) -> ApiResult<RegistryType> {
+    RegistryType::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid registry type '{s}' (one of: {})",
+            RegistryType::choices()
+        ))
+    })
+}
+
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|v| !v.is_empty())
+}
+
+/// A new registry as a surface read it; the type and URL are checked here, empty strings
+/// count as absent.
+#[derive(Debug, Default, Clone)]
+pub struct NewRegistry {
+    /// With an explicit scheme: `http://host:port` or `https://host`.
+    pub url: String,
+    pub registry_type: String,
+    pub project: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// Default: true.
+    pub ssl_verify: Option<bool>,
+    /// Default: true.
+    pub is_global: Option<bool>,
+}
+
+/// A change to a registry as a surface read it; `None` keeps the value, an empty string
+/// clears project, username or password.
+#[derive(Debug, Default, Clone)]
+pub struct RegistryChange {
+    pub url: Option<String>,
+    pub registry_type: Option<String>,
+    pub project: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub ssl_verify: Option<bool>,
+    pub is_global: Option<bool>,
+}
+
+/// Creates registry `hostname` (superadmins only): checked, written with its audit record,
+/// announced.
+pub async fn create(
+    state: &AppState,
+    scope: &SuperadminScope,
+    hostname: &str,
+    new: NewRegistry,
+) -> ApiResult<registries::Model> {
+    let hostname = validate(hostname, &new.url)?;
+    if find(&state.db, &hostname).await.is_ok() {
+        return Err(ApiError::conflict(format!(
+            "Registry '{hostname}' already exists"
+        )));
+    }
+    let now = state.clock.now();
+    let m = registries::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        hostname: Set(hostname),
+        url: Set(new.url.trim_end_matches('/').to_string()),
+        registry_type: Set(parse_type(&new.registry_type)?),
+        project: Set(non_empty(new.project)),
+        username: Set(non_empty(new.username)),
+        password: Set(non_empty(new.password)),
+        ssl_verify: Set(new.ssl_verify.unwrap_or(true)),
+        is_global: Set(new.is_global.unwrap_or(true)),
+        created_at: Set(now),
+        modified_at: Set(now),
+    };
+    let r = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "create_container_registry",
+        "container_registry",
+        move |txn| {
+            Box::pin(async move {
+                let r = m.insert(txn).await?;
+                let key = r.hostname.clone();
+                let detail = json!({"url": r.url});
+                Ok((r, key, detail))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ContainerRegistry,
+        ChangeAction::Created,
+        &r.hostname,
+        None,
+    );
+    Ok(r)
+}
+
+/// Changes registry `hostname` (superadmins only).
+pub async fn modify(
+    state: &AppState,
+    scope: &SuperadminScope,
+    hostname: &str,
+    change: RegistryChange,
+) -> ApiResult<registries::Model> {
+    let existing = find(&state.db, hostname).await?;
+    let url = change.url.clone().unwrap_or_else(|| existing.url.clone());
+    validate(&existing.hostname, &url)?;
+    let mut m = existing.into_active_model();
+    m.url = Set(url.trim_end_matches('/').to_string());
+    if let Some(t) = change.registry_type {
+        m.registry_type = Set(parse_type(&t)?);
+    }
+    if let Some(v) = change.project {
+        m.project = Set(non_empty(Some(v)));
+    }
+    if let Some(v) = change.username {
+        m.username = Set(non_empty(Some(v)));
+    }
+    if let Some(v) = change.password {
+        m.password = Set(non_empty(Some(v)));
+    }
+    if let Some(v) = change.ssl_verify {
+        m.ssl_verify = Set(v);
+    }
+    if let Some(v) = change.is_global {
+        m.is_global = Set(v);
+    }
+    m.modified_at = Set(state.clock.now());
+    let r = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "modify_container_registry",
+        "container_registry",
+        move |txn| {
+            Box::pin(async move {
+                let r = m.update(txn).await?;
+                let key = r.hostname.clone();
+                Ok((r, key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ContainerRegistry,
+        ChangeAction::Modified,
+        &r.hostname,
+        None,
+    );
+    Ok(r)
+}
+
+/// Deletes registry `hostname` (superadmins only).
+pub async fn delete(state: &AppState, scope: &SuperadminScope, hostname: &str) -> ApiResult<()> {
+    let existing = find(&state.db, hostname).await?;
+    let key = existing.hostname.clone();
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "delete_container_registry",
+        "container_registry",
+        move |txn| {
+            Box::pin(async move {
+                let key = existing.hostname.clone();
+                existing.delete(txn).await?;
+                Ok(((), key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ContainerRegistry,
+        ChangeAction::Deleted,
+        &key,
+        None,
+    );
+    Ok(())
+}
+
 /// Scans one registry and adds its environment images to the catalog; returns how many.
 pub async fn scan_into_catalog(
     state: &crate::state::AppState,
@@ -60,8 +258,6 @@ pub async fn scan_into_catalog(
 ) -> ApiResult<(u64, u64)> {
     use entity::enums::ImageType;
     use entity::images;
-    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
-    use serde_json::json;
 
     let client = scan::RegistryClient::new(reg, state.config.registry_ca_file.as_deref())?;
     let mut refs = Vec::new();

@@ -3,15 +3,22 @@
 
 use std::collections::BTreeSet;
 
+use entity::enums::{AgentStatus, SchedulerKind, SessionStatus};
 use entity::{
-    association_groups_users, scaling_groups, sgroups_for_domains, sgroups_for_groups,
-    sgroups_for_keypairs,
+    agents, association_groups_users, domains, groups, keypairs, scaling_groups, sessions,
+    sgroups_for_domains, sgroups_for_groups, sgroups_for_keypairs,
 };
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
-use serde_json::Value;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, ModelTrait,
+    PaginatorTrait, QueryFilter, Set,
+};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
 
 /// Names of the active resource groups a user may use: those associated with its domain,
 /// with its groups (or only `group` when given) and with its keypair.
@@ -105,4 +112,321 @@ pub fn validate_driver(driver: &str) -> ApiResult<String> {
             "unsupported resource group driver '{driver}' (only 'static')"
         )))
     }
+}
+
+fn parse_scheduler(s: &str) -> ApiResult<SchedulerKind> {
+    SchedulerKind::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid scheduler '{s}' (one of: {})",
+            SchedulerKind::choices()
+        ))
+    })
+}
+
+/// A change to a resource group as a surface read it; `None` keeps the value. The values are
+/// checked here (driver, scheduler, `driver_opts` an object, `scheduler_opts`).
+#[derive(Debug, Default, Clone)]
+pub struct ScalingGroupChange {
+    pub description: Option<String>,
+    pub is_active: Option<bool>,
+    pub is_public: Option<bool>,
+    pub wsproxy_addr: Option<String>,
+    pub driver: Option<String>,
+    pub driver_opts: Option<Value>,
+    pub scheduler: Option<String>,
+    pub scheduler_opts: Option<Value>,
+    pub use_host_network: Option<bool>,
+}
+
+fn apply(m: &mut scaling_groups::ActiveModel, c: ScalingGroupChange) -> ApiResult<()> {
+    if let Some(v) = c.description {
+        m.description = Set(Some(v));
+    }
+    if let Some(v) = c.is_active {
+        m.is_active = Set(v);
+    }
+    if let Some(v) = c.is_public {
+        m.is_public = Set(v);
+    }
+    if let Some(v) = c.wsproxy_addr {
+        m.wsproxy_addr = Set(Some(v));
+    }
+    if let Some(v) = c.driver {
+        m.driver = Set(validate_driver(&v)?);
+    }
+    if let Some(v) = c.driver_opts {
+        if !v.is_object() {
+            return Err(ApiError::bad_request("driver_opts must be a JSON object"));
+        }
+        m.driver_opts = Set(v);
+    }
+    if let Some(v) = c.scheduler {
+        m.scheduler = Set(parse_scheduler(&v)?);
+    }
+    if let Some(v) = c.scheduler_opts {
+        m.scheduler_opts = Set(validate_scheduler_opts(&v)?);
+    }
+    if let Some(v) = c.use_host_network {
+        m.use_host_network = Set(v);
+    }
+    Ok(())
+}
+
+async fn existing(
+    db: &sea_orm::DatabaseConnection,
+    name: &str,
+) -> ApiResult<scaling_groups::Model> {
+    crate::lookup::get::<scaling_groups::Entity>(db, "resource group", name.to_string()).await
+}
+
+/// Creates resource group `name` (superadmins only) with `driver` and `scheduler`; `change`
+/// sets the rest (its `driver` and `scheduler` are not read).
+pub async fn create(
+    state: &AppState,
+    scope: &SuperadminScope,
+    name: &str,
+    driver: &str,
+    scheduler: &str,
+    change: ScalingGroupChange,
+) -> ApiResult<scaling_groups::Model> {
+    let name = crate::validate::object_name("resource group", name)?;
+    if scaling_groups::Entity::find_by_id(name.clone())
+        .one(&state.db)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(format!(
+            "Resource group '{name}' already exists"
+        )));
+    }
+    let mut m = scaling_groups::ActiveModel {
+        name: Set(name),
+        description: Set(None),
+        is_active: Set(true),
+        is_public: Set(true),
+        created_at: Set(state.clock.now()),
+        wsproxy_addr: Set(None),
+        driver: Set(validate_driver(driver)?),
+        driver_opts: Set(json!({})),
+        scheduler: Set(parse_scheduler(scheduler)?),
+        scheduler_opts: Set(json!({})),
+        use_host_network: Set(false),
+    };
+    apply(
+        &mut m,
+        ScalingGroupChange {
+            driver: None,
+            scheduler: None,
+            ..change
+        },
+    )?;
+    let s = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "create_scaling_group",
+        "scaling_group",
+        move |txn| {
+            Box::pin(async move {
+                let s = m.insert(txn).await?;
+                let key = s.name.clone();
+                Ok((s, key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ScalingGroup,
+        ChangeAction::Created,
+        &s.name,
+        None,
+    );
+    Ok(s)
+}
+
+/// Changes resource group `name` (superadmins only).
+pub async fn modify(
+    state: &AppState,
+    scope: &SuperadminScope,
+    name: &str,
+    change: ScalingGroupChange,
+) -> ApiResult<scaling_groups::Model> {
+    let mut m = existing(&state.db, name).await?.into_active_model();
+    apply(&mut m, change)?;
+    let s = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "modify_scaling_group",
+        "scaling_group",
+        move |txn| {
+            Box::pin(async move {
+                let s = m.update(txn).await?;
+                let key = s.name.clone();
+                Ok((s, key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::ScalingGroup,
+        ChangeAction::Modified,
+        &s.name,
+        None,
+    );
+    Ok(s)
+}
+
+/// Deletes resource group `name` (superadmins only); refused while agents or live sessions
+/// are in it.
+pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
+    let s = existing(&state.db, name).await?;
+    let agents = agents::Entity::find()
+        .filter(agents::Column::ScalingGroup.eq(name))
+        .filter(agents::Column::Status.ne(AgentStatus::Terminated))
+        .count(&state.db)
+        .await?;
+    let live = sessions::Entity::find()
+        .filter(sessions::Column::ScalingGroupName.eq(name))
+        .filter(sessions::Column::Status.is_not_in([
+            SessionStatus::Terminated,
+            SessionStatus::Cancelled,
+            SessionStatus::Error,
+        ]))
+        .count(&state.db)
+        .await?;
+    if agents > 0 || live > 0 {
+        return Err(ApiError::conflict(format!(
+            "Resource group '{name}' still has {agents} agent(s) and {live} live session(s); deactivate it instead."
+        )));
+    }
+    crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "delete_scaling_group",
+        "scaling_group",
+        move |txn| {
+            Box::pin(async move {
+                let key = s.name.clone();
+                s.delete(txn).await?;
+                Ok(((), key, json!({})))
+            })
+        },
+    )
+    .await?;
+    state
+        .events
+        .changed(ObjectKind::ScalingGroup, ChangeAction::Deleted, name, None);
+    Ok(())
+}
+
+/// What a resource group is made available to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    Domain(String),
+    Group(Uuid),
+    Keypair(String),
+}
+
+/// Associates (`associate`) or disassociates resource group `scaling_group` with a domain,
+/// group or keypair (superadmins only). Both sides must exist; associating twice or
+/// disassociating what is not associated changes nothing but is still recorded.
+pub async fn set_link(
+    state: &AppState,
+    scope: &SuperadminScope,
+    scaling_group: &str,
+    link: Link,
+    associate: bool,
+) -> ApiResult<()> {
+    existing(&state.db, scaling_group).await?;
+    let db = &state.db;
+    let target = match &link {
+        Link::Domain(d) => {
+            crate::lookup::get::<domains::Entity>(db, "domain", d.clone()).await?;
+            format!("domain:{d}")
+        }
+        Link::Group(g) => {
+            crate::lookup::get::<groups::Entity>(db, "group", *g).await?;
+            format!("group:{g}")
+        }
+        Link::Keypair(k) => {
+            crate::lookup::get::<keypairs::Entity>(db, "keypair", k.clone()).await?;
+            format!("keypair:{k}")
+        }
+    };
+    let action = if associate {
+        "associate_scaling_group"
+    } else {
+        "disassociate_scaling_group"
+    };
+    let sgname = scaling_group.to_string();
+    crate::audit::audited(db, scope.actor(), action, "scaling_group", move |txn| {
+        Box::pin(async move {
+            match (link, associate) {
+                (Link::Domain(d), true) => {
+                    let found =
+                        sgroups_for_domains::Entity::find_by_id((sgname.clone(), d.clone()))
+                            .one(txn)
+                            .await?;
+                    if found.is_none() {
+                        sgroups_for_domains::ActiveModel {
+                            scaling_group: Set(sgname.clone()),
+                            domain: Set(d),
+                        }
+                        .insert(txn)
+                        .await?;
+                    }
+                }
+                (Link::Domain(d), false) => {
+                    sgroups_for_domains::Entity::delete_by_id((sgname.clone(), d))
+                        .exec(txn)
+                        .await?;
+                }
+                (Link::Group(g), true) => {
+                    let found = sgroups_for_groups::Entity::find_by_id((sgname.clone(), g))
+                        .one(txn)
+                        .await?;
+                    if found.is_none() {
+                        sgroups_for_groups::ActiveModel {
+                            scaling_group: Set(sgname.clone()),
+                            group: Set(g),
+                        }
+                        .insert(txn)
+                        .await?;
+                    }
+                }
+                (Link::Group(g), false) => {
+                    sgroups_for_groups::Entity::delete_by_id((sgname.clone(), g))
+                        .exec(txn)
+                        .await?;
+                }
+                (Link::Keypair(k), true) => {
+                    let found =
+                        sgroups_for_keypairs::Entity::find_by_id((sgname.clone(), k.clone()))
+                            .one(txn)
+                            .await?;
+                    if found.is_none() {
+                        sgroups_for_keypairs::ActiveModel {
+                            scaling_group: Set(sgname.clone()),
+                            access_key: Set(k),
+                        }
+                        .insert(txn)
+                        .await?;
+                    }
+                }
+                (Link::Keypair(k), false) => {
+                    sgroups_for_keypairs::Entity::delete_by_id((sgname.clone(), k))
+                        .exec(txn)
+                        .await?;
+                }
+            }
+            Ok(((), sgname, json!({ "with": target })))
+        })
+    })
+    .await?;
+    state.events.changed(
+        ObjectKind::ScalingGroup,
+        ChangeAction::Modified,
+        scaling_group,
+        None,
+    );
+    Ok(())
 }

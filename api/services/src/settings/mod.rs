@@ -6,7 +6,9 @@ use entity::system_settings;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Set};
 use serde_json::{Value, json};
 
+use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
 use crate::state::AppState;
 
 #[derive(Clone, Copy)]
@@ -102,6 +104,42 @@ pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResu
         }
     }
     Ok(value)
+}
+
+/// Changes the editable setting `key` (superadmins only), with its audit record, and
+/// announces it; returns the setting as stored.
+pub async fn modify(
+    state: &AppState,
+    scope: &SuperadminScope,
+    key: &str,
+    value: Value,
+) -> ApiResult<Setting> {
+    let k = key.to_string();
+    let value = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "modify_system_setting",
+        "system_setting",
+        move |txn| {
+            Box::pin(async move {
+                let v = set(txn, &k, value).await?;
+                Ok((v.clone(), k, json!({"value": v})))
+            })
+        },
+    )
+    .await?;
+    state
+        .events
+        .changed(ObjectKind::SystemSetting, ChangeAction::Modified, key, None);
+    let description = definition(key)
+        .map(|d| d.description.to_string())
+        .unwrap_or_default();
+    Ok(Setting {
+        key: key.to_string(),
+        value,
+        description,
+        editable: true,
+    })
 }
 
 /// Every setting: read-only ones from the configuration, then the editable ones.

@@ -12,8 +12,10 @@ use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFol
 use entity::{keypair_resource_policies, keypairs, vfolder_permissions, vfolders};
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, ModelTrait,
+    PaginatorTrait, QueryFilter, Set,
 };
+use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -342,6 +344,190 @@ pub fn publish(state: &AppState, f: &vfolders::Model, action: crate::events::Cha
             group: f.group,
             domain: f.domain_name.clone(),
         }));
+}
+
+/// Renames folder `id` (its owner only: others who may reach it get FORBIDDEN, the rest
+/// NOT_FOUND); the new name must be free among its owner's folders. Returns the folder and
+/// the caller's access to it.
+pub async fn rename(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    new_name: &str,
+) -> ApiResult<(vfolders::Model, Access)> {
+    let (f, access) = find(state, caller, id).await?;
+    if access != Access::Owner {
+        return Err(ApiError::forbidden(
+            "Only the folder's owner may rename it.",
+        ));
+    }
+    let name = validate_name(new_name)?;
+    let same_owner = match (f.user, f.group) {
+        (Some(u), _) => vfolders::Column::User.eq(u),
+        (_, Some(g)) => vfolders::Column::Group.eq(g),
+        _ => return Err(ApiError::internal("renaming a folder", "no owner")),
+    };
+    let clash = vfolders::Entity::find()
+        .filter(same_owner)
+        .filter(vfolders::Column::Name.eq(&name))
+        .filter(vfolders::Column::Id.ne(id))
+        .one(&state.db)
+        .await?;
+    if clash.is_some() {
+        return Err(ApiError::conflict(format!(
+            "A folder named '{name}' already exists"
+        )));
+    }
+    let mut m = f.into_active_model();
+    m.name = Set(name);
+    let f = crate::audit::audited(
+        &state.db,
+        &caller.email,
+        "rename_vfolder",
+        "vfolder",
+        move |txn| {
+            Box::pin(async move {
+                let f = m.update(txn).await?;
+                let key = f.id.to_string();
+                let detail = json!({"name": f.name});
+                Ok((f, key, detail))
+            })
+        },
+    )
+    .await?;
+    publish(state, &f, crate::events::ChangeAction::Modified);
+    Ok((f, access))
+}
+
+/// Deletes folder `id` and its files (its owner only). Refused while a live session mounts
+/// it; `confirm_name` must be the folder's name.
+pub async fn delete(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    confirm_name: &str,
+) -> ApiResult<()> {
+    let (f, access) = find(state, caller, id).await?;
+    if access != Access::Owner {
+        return Err(ApiError::forbidden(
+            "Only the folder's owner may delete it.",
+        ));
+    }
+    let live = entity::sessions::Entity::find()
+        .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+        .all(&state.db)
+        .await?;
+    if let Some(s) = live.iter().find(|s| {
+        s.vfolder_mounts
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["id"] == json!(f.id)))
+    }) {
+        return Err(ApiError::conflict(format!(
+            "The folder is mounted in the session '{}'; terminate it first",
+            s.name
+        )));
+    }
+    if confirm_name != f.name {
+        return Err(ApiError::bad_request(format!(
+            "Type the folder's name ('{}') to confirm the deletion",
+            f.name
+        )));
+    }
+    let root = folder_root(&state.config, &f)?;
+    let gone = f.clone();
+    crate::audit::audited(
+        &state.db,
+        &caller.email,
+        "delete_vfolder",
+        "vfolder",
+        move |txn| {
+            Box::pin(async move {
+                let key = f.id.to_string();
+                let detail = json!({"name": f.name});
+                f.delete(txn).await?;
+                Ok(((), key, detail))
+            })
+        },
+    )
+    .await?;
+    if let Err(e) = tokio::fs::remove_dir_all(&root).await
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %root.display(), error = %e, "removing a deleted folder's files failed");
+    }
+    publish(state, &gone, crate::events::ChangeAction::Deleted);
+    Ok(())
+}
+
+/// Creates directory `path` in folder `id` (read-write access needed); `parents` also
+/// creates the missing directories above it.
+pub async fn create_directory(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    path: String,
+    parents: bool,
+) -> ApiResult<()> {
+    let (f, access) = find(state, caller, id).await?;
+    access.require(Access::ReadWrite, "create directories")?;
+    let root = folder_root(&state.config, &f)?;
+    with_folder(root, move |f| f.mkdir(&path, parents)).await
+}
+
+/// Renames file or directory `path` of folder `id` within its directory (read-write access
+/// needed).
+pub async fn rename_file(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    path: String,
+    new_name: String,
+) -> ApiResult<()> {
+    let (f, access) = find(state, caller, id).await?;
+    access.require(Access::ReadWrite, "rename files")?;
+    let root = folder_root(&state.config, &f)?;
+    with_folder(root, move |f| f.rename(&path, &new_name)).await
+}
+
+/// Deletes files of folder `id` (read-write-delete access needed; at most 1000 paths);
+/// directories need `recursive`. Every path is checked before anything is deleted.
+pub async fn delete_files(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    paths: Vec<String>,
+    recursive: bool,
+) -> ApiResult<()> {
+    let (f, access) = find(state, caller, id).await?;
+    access.require(Access::ReadWriteDelete, "delete files")?;
+    let root = folder_root(&state.config, &f)?;
+    if paths.len() > 1000 {
+        return Err(ApiError::bad_request("At most 1000 paths at once"));
+    }
+    with_folder(root, move |f| {
+        // Every path is checked before anything is deleted.
+        for p in &paths {
+            match f.kind(p)? {
+                None => return Err(ApiError::not_found("file", p)),
+                Some(fsat::Kind::Directory) if path::components(p)?.is_empty() => {
+                    return Err(ApiError::bad_request(
+                        "The folder itself is deleted with delete_vfolder",
+                    ));
+                }
+                Some(fsat::Kind::Directory) if !recursive => {
+                    return Err(ApiError::bad_request(format!(
+                        "'{p}' is a directory: delete it with recursive: true"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        for p in &paths {
+            f.remove(p, recursive)?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// Size in bytes and number of files (walks the folder through handles; links are not

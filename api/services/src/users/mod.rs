@@ -9,12 +9,15 @@ use entity::{
 };
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Select, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    Select, Set,
 };
 use uuid::Uuid;
 
-use crate::auth::{AdminScope, Caller};
+use crate::auth::{AdminScope, Caller, SuperadminScope, password};
 use crate::error::{ApiError, ApiResult};
+use crate::events::{ChangeAction, ObjectKind};
+use crate::state::AppState;
 
 pub struct NewUser {
     pub email: String,
@@ -254,4 +257,275 @@ pub async fn find_visible<C: ConnectionTrait>(
 
 pub async fn by_uuid<C: ConnectionTrait>(db: &C, uuid: Uuid) -> ApiResult<users::Model> {
     crate::lookup::get::<users::Entity>(db, "user", uuid).await
+}
+
+/// A user status by name (BAD_REQUEST naming the choices otherwise).
+pub fn parse_status(s: &str) -> ApiResult<UserStatus> {
+    UserStatus::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid user status '{s}' (one of: {})",
+            UserStatus::choices()
+        ))
+    })
+}
+
+/// A role by name (BAD_REQUEST naming the choices otherwise).
+pub fn parse_role(s: &str) -> ApiResult<UserRole> {
+    UserRole::parse(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid role '{s}' (one of: {})",
+            UserRole::choices()
+        ))
+    })
+}
+
+/// A new account as a surface read it. Role and status are names, checked here (`parse_role`,
+/// `parse_status`); the password is checked against the rules and hashed here.
+pub struct UserCreation {
+    pub username: String,
+    pub password: String,
+    pub need_password_change: bool,
+    pub domain_name: String,
+    pub full_name: Option<String>,
+    pub description: Option<String>,
+    pub is_active: Option<bool>,
+    pub status: Option<String>,
+    pub role: Option<String>,
+    pub group_ids: Option<Vec<Uuid>>,
+    /// Resource policy of the user's main keypair (default: `default`).
+    pub resource_policy: Option<String>,
+}
+
+/// A change to an account as a surface read it; `None` keeps the value. `group_ids` replaces
+/// the user's projects.
+#[derive(Default)]
+pub struct UserChange {
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub need_password_change: Option<bool>,
+    pub full_name: Option<String>,
+    pub description: Option<String>,
+    pub is_active: Option<bool>,
+    pub status: Option<String>,
+    pub role: Option<String>,
+    pub group_ids: Option<Vec<Uuid>>,
+}
+
+/// Creates the user `email` with a main keypair (superadmins only), with its audit record,
+/// and announces it.
+pub async fn create_user(
+    state: &AppState,
+    scope: &SuperadminScope,
+    email: String,
+    props: UserCreation,
+) -> ApiResult<users::Model> {
+    password::validate_rules(&props.password)?;
+    let role = props
+        .role
+        .as_deref()
+        .map(parse_role)
+        .transpose()?
+        .unwrap_or(UserRole::User);
+    let status = match (props.status.as_deref(), props.is_active) {
+        (Some(s), _) => parse_status(s)?,
+        (None, Some(false)) => UserStatus::Inactive,
+        (None, _) => UserStatus::Active,
+    };
+    let password_hash = password::hash(&props.password).await?;
+    let rate_limit = if matches!(role, UserRole::Superadmin | UserRole::Admin) {
+        state.config.admin_rate_limit
+    } else {
+        state.config.default_rate_limit
+    };
+    let new = NewUser {
+        email,
+        username: props.username,
+        password_hash,
+        need_password_change: props.need_password_change,
+        full_name: props.full_name,
+        description: props.description,
+        status,
+        domain_name: props.domain_name,
+        role,
+        group_ids: props.group_ids.unwrap_or_default(),
+        resource_policy: props.resource_policy.unwrap_or_else(|| "default".into()),
+        rate_limit: i32::try_from(rate_limit).unwrap_or(i32::MAX),
+    };
+    let user = crate::audit::audited(
+        &state.db,
+        scope.actor(),
+        "create_user",
+        "user",
+        move |txn| {
+            Box::pin(async move {
+                let (user, _) = create(txn, new).await?;
+                let key = user.email.to_string();
+                let detail =
+                    serde_json::json!({"role": user.role.as_str(), "domain": user.domain_name});
+                Ok((user, key, detail))
+            })
+        },
+    )
+    .await?;
+    state.events.changed(
+        ObjectKind::User,
+        ChangeAction::Created,
+        &user.email,
+        Some(user.domain_name.clone()),
+    );
+    Ok(user)
+}
+
+/// Modifies the user `email`. Superadmins may change anything; domain admins may change the
+/// users they govern (`find_visible`; NOT_FOUND for others) but not roles, and may not
+/// deactivate anyone. A deactivation ends the account's keypairs and login sessions; a
+/// reset password or a new role ends its login sessions too.
+pub async fn modify_user(
+    state: &AppState,
+    scope: &AdminScope,
+    caller: &Caller,
+    email: &str,
+    props: UserChange,
+) -> ApiResult<users::Model> {
+    let target = find_visible(&state.db, caller, email).await?;
+    if !scope.covers_domain(&target.domain_name) {
+        return Err(ApiError::not_found("user", email));
+    }
+    let role = props.role.as_deref().map(parse_role).transpose()?;
+    if target.uuid == caller.uuid {
+        if role.is_some_and(|r| r != target.role) {
+            return Err(ApiError::forbidden("You cannot change your own role."));
+        }
+        if props.password.is_some() {
+            return Err(ApiError::forbidden(
+                "Change your own password with change_password (it asks for the current one).",
+            ));
+        }
+    }
+    if role.is_some_and(|r| r != target.role) && !caller.is_superadmin() {
+        return Err(ApiError::forbidden("Only superadmins may change roles."));
+    }
+    if target.role == UserRole::Superadmin && !caller.is_superadmin() {
+        return Err(ApiError::forbidden(
+            "Only superadmins may modify a superadmin.",
+        ));
+    }
+    let status = match (props.status.as_deref(), props.is_active) {
+        (Some(s), _) => Some(parse_status(s)?),
+        (None, Some(true)) => Some(UserStatus::Active),
+        (None, Some(false)) => Some(UserStatus::Inactive),
+        (None, None) => None,
+    };
+    if target.uuid == caller.uuid && status.is_some_and(|s| s != UserStatus::Active) {
+        return Err(ApiError::bad_request(
+            "You cannot deactivate your own account.",
+        ));
+    }
+    if status.is_some_and(|s| s != UserStatus::Active) && !caller.is_superadmin() {
+        return Err(ApiError::forbidden(
+            "Only superadmins may deactivate users.",
+        ));
+    }
+    let password_hash = match &props.password {
+        Some(p) => {
+            password::validate_rules(p)?;
+            Some(password::hash(p).await?)
+        }
+        None => None,
+    };
+    let username = props
+        .username
+        .as_deref()
+        .map(crate::validate::username)
+        .transpose()?;
+    let UserChange {
+        need_password_change,
+        full_name,
+        description,
+        group_ids,
+        ..
+    } = props;
+    let old_role = target.role;
+    let reset = password_hash.is_some();
+    let now = state.clock.now();
+    let updated = crate::audit::audited(
+        &state.db,
+        &caller.email,
+        "modify_user",
+        "user",
+        move |txn| {
+            Box::pin(async move {
+                let was_active = target.status == UserStatus::Active;
+                let uuid = target.uuid;
+                let domain = target.domain_name.clone();
+                let mut m = target.into_active_model();
+                if let Some(u) = username {
+                    let taken = users::Entity::find()
+                        .filter(users::Column::Username.eq(&u))
+                        .filter(users::Column::Uuid.ne(uuid))
+                        .one(txn)
+                        .await?;
+                    if taken.is_some() {
+                        return Err(ApiError::conflict(format!(
+                            "The user name '{u}' is already taken"
+                        )));
+                    }
+                    m.username = Set(u);
+                }
+                if let Some(h) = password_hash {
+                    m.password = Set(h);
+                    m.password_changed_at = Set(Some(now));
+                }
+                if let Some(v) = need_password_change {
+                    m.need_password_change = Set(v);
+                }
+                if let Some(v) = full_name {
+                    m.full_name = Set(Some(v));
+                }
+                if let Some(v) = description {
+                    m.description = Set(Some(v));
+                }
+                if let Some(r) = role {
+                    m.role = Set(r);
+                }
+                if let Some(s) = status {
+                    m.status = Set(s);
+                }
+                m.modified_at = Set(now);
+                let user = m.update(txn).await?;
+                if let Some(gids) = group_ids {
+                    check_groups_in_domain(txn, &gids, &domain).await?;
+                    set_groups(txn, uuid, &gids).await?;
+                }
+                if was_active && user.status != UserStatus::Active {
+                    deactivate(txn, uuid).await?;
+                } else if !was_active && user.status == UserStatus::Active {
+                    crate::keypairs::reactivate_main(txn, &user).await?;
+                }
+                let key = user.email.to_string();
+                let detail = serde_json::json!({
+                    "status": user.status.as_str(),
+                    "role": user.role.as_str(),
+                });
+                Ok((user, key, detail))
+            })
+        },
+    )
+    .await?;
+    // A reset password, a deactivation or a new role ends the account's login sessions (and
+    // the rights of its open WebSockets) at once.
+    if reset || updated.role != old_role || updated.status != UserStatus::Active {
+        crate::accounts::end_login_sessions(&state.db, &state.revocations, updated.uuid, None)
+            .await?;
+    } else {
+        // Cached copies of the account (auth::cache) are not used past this change.
+        state.revocations.bump();
+    }
+    state.events.changed(
+        ObjectKind::User,
+        ChangeAction::Modified,
+        &updated.email,
+        Some(updated.domain_name.clone()),
+    );
+    Ok(updated)
 }
