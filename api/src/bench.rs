@@ -583,7 +583,7 @@ fn session_row(
         priority: Set(10),
         cluster_mode: Set(ClusterMode::SingleNode),
         cluster_size: Set(1),
-        agent_ids: Set(serde_json::json!([])),
+        agent_ids: Set(Default::default()),
         scaling_group_name: Set(Some("default".into())),
         domain_name: Set(owner.domain_name.clone()),
         group_id: Set(group),
@@ -597,7 +597,7 @@ fn session_row(
             ("mem", "1g"),
         ])
         .unwrap_or_default()),
-        vfolder_mounts: Set(serde_json::json!([])),
+        vfolder_mounts: Set(Default::default()),
         environ: Set(serde_json::json!({})),
         resource_opts: Set(serde_json::json!({})),
         bootstrap_script: Set(None),
@@ -971,7 +971,7 @@ pub async fn queue(
         resources: Set(crate::agents::resources_from_labels(&HashMap::new())),
         created_at: Set(chrono::Utc::now()),
         // "Installed" on an agent that is not there: sessions are accepted, never placed.
-        installed_agents: Set(serde_json::json!(["i-absent"])),
+        installed_agents: Set(vec!["i-absent".to_string()].into()),
     }
     .insert(&db)
     .await?;

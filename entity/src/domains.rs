@@ -2,6 +2,7 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::columns::StringList;
 use crate::slots::ResourceLimits;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, Serialize, Deserialize)]
@@ -16,7 +17,8 @@ pub struct Model {
     #[sea_orm(column_type = "Json")]
     pub total_resource_slots: ResourceLimits,
     pub allowed_vfolder_hosts: Json,
-    pub allowed_docker_registries: Json,
+    #[sea_orm(column_type = "Json")]
+    pub allowed_docker_registries: StringList,
     pub integration_id: Option<String>,
 }
 

@@ -2,6 +2,7 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::columns::StringList;
 use crate::enums::ImageType;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, Serialize, Deserialize)]
@@ -28,7 +29,8 @@ pub struct Model {
     pub resources: Json,
     pub created_at: DateTimeUtc,
     /// Agents that have this image locally.
-    pub installed_agents: Json,
+    #[sea_orm(column_type = "Json")]
+    pub installed_agents: StringList,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,4 +1,5 @@
 //! Kernels: one row per container of a session.
+use crate::columns::Mounts;
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +26,8 @@ pub struct Model {
     pub occupied_slots: ResourceSlots,
     #[sea_orm(column_type = "Json")]
     pub requested_slots: ResourceSlots,
-    pub mounts: Json,
+    #[sea_orm(column_type = "Json")]
+    pub mounts: Mounts,
     pub resource_opts: Json,
     pub service_ports: Json,
     pub domain_name: String,

@@ -1,6 +1,6 @@
 //! The data model of bai, shaped after Backend.AI's tables: one module per table, plus the
 //! shared enums (Backend.AI's string values) and the resource-slot types.
-pub use bai_types::{enums, slots};
+pub use bai_types::{columns, enums, slots};
 
 pub mod agents;
 pub mod association_groups_users;

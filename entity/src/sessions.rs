@@ -2,6 +2,7 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::columns::{Mounts, StringList};
 use crate::enums::{ClusterMode, SessionResult, SessionStatus, SessionType};
 use crate::slots::ResourceSlots;
 
@@ -15,7 +16,8 @@ pub struct Model {
     pub priority: i32,
     pub cluster_mode: ClusterMode,
     pub cluster_size: i32,
-    pub agent_ids: Json,
+    #[sea_orm(column_type = "Json")]
+    pub agent_ids: StringList,
     pub scaling_group_name: Option<String>,
     pub domain_name: String,
     pub group_id: Uuid,
@@ -27,7 +29,8 @@ pub struct Model {
     pub occupying_slots: ResourceSlots,
     #[sea_orm(column_type = "Json")]
     pub requested_slots: ResourceSlots,
-    pub vfolder_mounts: Json,
+    #[sea_orm(column_type = "Json")]
+    pub vfolder_mounts: Mounts,
     pub environ: Json,
     pub resource_opts: Json,
     pub bootstrap_script: Option<String>,

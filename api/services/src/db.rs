@@ -141,7 +141,7 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
         modified_at: Set(now),
         total_resource_slots: Set(Default::default()),
         allowed_vfolder_hosts: Set(hosts.clone()),
-        allowed_docker_registries: Set(json!([])),
+        allowed_docker_registries: Set(Default::default()),
         integration_id: Set(None),
     }
     .insert(&txn)

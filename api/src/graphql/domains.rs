@@ -33,7 +33,7 @@ impl Domain {
         JsonString(self.0.allowed_vfolder_hosts.clone())
     }
     async fn allowed_docker_registries(&self) -> Vec<String> {
-        serde_json::from_value(self.0.allowed_docker_registries.clone()).unwrap_or_default()
+        self.0.allowed_docker_registries.0.clone()
     }
     async fn integration_id(&self) -> Option<&str> {
         self.0.integration_id.as_deref()

@@ -159,13 +159,10 @@ impl Image {
     }
     /// Installed on at least one agent.
     async fn installed(&self) -> bool {
-        self.0
-            .installed_agents
-            .as_array()
-            .is_some_and(|a| !a.is_empty())
+        !self.0.installed_agents.is_empty()
     }
     async fn installed_agents(&self) -> Vec<String> {
-        serde_json::from_value(self.0.installed_agents.clone()).unwrap_or_default()
+        self.0.installed_agents.0.clone()
     }
 }
 
@@ -208,12 +205,7 @@ impl ImageQuery {
             .into_iter()
             .map(Image)
             .filter(|i| match is_installed {
-                Some(want) => {
-                    i.0.installed_agents
-                        .as_array()
-                        .is_some_and(|a| !a.is_empty())
-                        == want
-                }
+                Some(want) => i.0.installed_agents.is_empty() != want,
                 None => true,
             })
             .collect())

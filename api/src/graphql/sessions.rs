@@ -203,7 +203,7 @@ impl ComputeSession {
         self.0.result.as_str()
     }
     async fn agent_ids(&self) -> Vec<String> {
-        serde_json::from_value(self.0.agent_ids.clone()).unwrap_or_default()
+        self.0.agent_ids.0.clone()
     }
     async fn scaling_group(&self) -> Option<&str> {
         self.0.scaling_group_name.as_deref()
@@ -213,7 +213,7 @@ impl ComputeSession {
     }
     /// The mounted folders; where they live on the host is for superadmins only.
     async fn vfolder_mounts(&self, ctx: &Context<'_>) -> JsonString {
-        let mut mounts = self.0.vfolder_mounts.clone();
+        let mut mounts = serde_json::to_value(&self.0.vfolder_mounts).unwrap_or(Value::Null);
         let superadmin = crate::graphql::caller(ctx).is_ok_and(|c| c.is_superadmin());
         if !superadmin && let Some(list) = mounts.as_array_mut() {
             for m in list {

@@ -203,7 +203,7 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
             json!({"cpu": {"min": "1", "max": null}, "mem": {"min": "1073741824", "max": null}}),
         ),
         created_at: Set(chrono::Utc::now()),
-        installed_agents: Set(json!(["local"])),
+        installed_agents: Set(vec!["local".to_string()].into()),
     }
     .insert(&state.db)
     .await

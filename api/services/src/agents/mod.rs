@@ -331,17 +331,16 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                 .await?;
             let (installed, action) = match existing {
                 Some(row) => {
-                    let mut agents: Vec<String> =
-                        serde_json::from_value(row.installed_agents.clone()).unwrap_or_default();
+                    let mut agents = row.installed_agents.clone();
                     if !agents.contains(&agent.id) {
-                        agents.push(agent.id.clone());
+                        agents.0.push(agent.id.clone());
                     }
                     let mut m = row.into_active_model();
                     m.config_digest = Set(img.id.clone());
                     m.size_bytes = Set(img.size);
                     m.labels = Set(labels);
                     m.is_local = Set(true);
-                    m.installed_agents = Set(json!(agents));
+                    m.installed_agents = Set(agents);
                     (m.update(&state.db).await?, ChangeAction::Modified)
                 }
                 None => (
@@ -360,7 +359,7 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                         resources: Set(resources_from_labels(&img.labels)),
                         labels: Set(labels),
                         created_at: Set(state.clock.now()),
-                        installed_agents: Set(json!([agent.id])),
+                        installed_agents: Set(vec![agent.id.clone()].into()),
                     }
                     .insert(&state.db)
                     .await?,
@@ -382,13 +381,12 @@ pub async fn mark_installed(
     image: &images::Model,
     agent_id: &str,
 ) -> ApiResult<()> {
-    let mut agents: Vec<String> =
-        serde_json::from_value(image.installed_agents.clone()).unwrap_or_default();
-    if !agents.iter().any(|a| a == agent_id) {
-        agents.push(agent_id.to_string());
+    let mut agents = image.installed_agents.clone();
+    if !agents.contains(agent_id) {
+        agents.0.push(agent_id.to_string());
     }
     let mut m = image.clone().into_active_model();
-    m.installed_agents = Set(json!(agents));
+    m.installed_agents = Set(agents);
     m.update(&state.db).await?;
     state
         .events

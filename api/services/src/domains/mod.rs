@@ -36,7 +36,7 @@ fn apply(state: &AppState, m: &mut domains::ActiveModel, c: DomainChange) -> Api
         m.allowed_vfolder_hosts = Set(crate::policies::normalize_allowed_hosts(&v)?);
     }
     if let Some(v) = c.allowed_docker_registries {
-        m.allowed_docker_registries = Set(json!(v));
+        m.allowed_docker_registries = Set(v.into());
     }
     if let Some(v) = c.integration_id {
         m.integration_id = Set(Some(v));
@@ -71,7 +71,7 @@ pub async fn create(
         modified_at: Set(now),
         total_resource_slots: Set(Default::default()),
         allowed_vfolder_hosts: Set(json!({})),
-        allowed_docker_registries: Set(json!([])),
+        allowed_docker_registries: Set(Default::default()),
         integration_id: Set(None),
     };
     apply(state, &mut m, change)?;

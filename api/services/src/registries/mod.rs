@@ -308,7 +308,7 @@ pub async fn scan_into_catalog(
                     labels: Set(json!(img.labels)),
                     resources: Set(crate::agents::resources_from_labels(&img.labels)),
                     created_at: Set(state.clock.now()),
-                    installed_agents: Set(json!([])),
+                    installed_agents: Set(Default::default()),
                 }
                 .insert(&state.db)
                 .await?;

@@ -182,7 +182,7 @@ async fn an_interactive_session_runs_and_terminates() {
     let id = created[0].id;
     assert_eq!(created[0].status, SessionStatus::Pending);
     let s = until(&w, id, SessionStatus::Running).await;
-    assert_eq!(s.agent_ids, serde_json::json!(["i-memory"]), "{s:?}");
+    assert_eq!(s.agent_ids.0, ["i-memory"], "{s:?}");
     // The engine got exactly what was asked: the image, the sizes, the owner and variables.
     let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
     let (container, c) = w.engine.container_of(kernel.id).expect("a container");

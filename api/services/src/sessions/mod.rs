@@ -253,23 +253,16 @@ pub async fn create(
     let domain =
         crate::lookup::get::<entity::domains::Entity>(db, "domain", caller.domain_name.clone())
             .await?;
-    let registries: Vec<&str> = domain
-        .allowed_docker_registries
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if !registries.is_empty() && !registries.contains(&image.registry.as_str()) {
+    let registries = &domain.allowed_docker_registries;
+    if !registries.is_empty() && !registries.contains(&image.registry) {
         return Err(ApiError::forbidden(format!(
             "Images from the registry '{}' are not allowed in the domain '{}' (allowed: {})",
             image.registry,
             domain.name,
-            registries.join(", ")
+            registries.0.join(", ")
         )));
     }
-    let installed = image
-        .installed_agents
-        .as_array()
-        .is_some_and(|a| !a.is_empty());
+    let installed = !image.installed_agents.is_empty();
     let pullable = entity::container_registries::Entity::find()
         .filter(entity::container_registries::Column::Hostname.eq(&image.registry))
         .one(db)
@@ -318,8 +311,9 @@ pub async fn create(
         shmem = Some(v);
     }
     let shmem = shmem.unwrap_or(DEFAULT_SHMEM);
-    let mounts =
-        json!(crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?);
+    let mounts = entity::columns::Mounts(
+        crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?,
+    );
     let requested = size_request(&image, slots, shmem)?;
     // Whole devices are whole: a fraction would be charged as a fraction and handed out whole.
     let d = requested.get("cuda.device");
@@ -418,7 +412,7 @@ pub async fn create(
             priority: Set(10),
             cluster_mode: Set(ClusterMode::SingleNode),
             cluster_size: Set(1),
-            agent_ids: Set(json!([])),
+            agent_ids: Set(Default::default()),
             scaling_group_name: Set(Some(scaling_group.clone())),
             domain_name: Set(caller.domain_name.clone()),
             group_id: Set(group.id),
@@ -574,7 +568,7 @@ pub async fn transition<C: ConnectionTrait>(
         m.status_data = Set(change.data.clone());
     }
     if let Some(a) = &change.agent {
-        m.agent_ids = Set(json!([a]));
+        m.agent_ids = Set(vec![a.clone()].into());
     }
     if let Some(o) = &change.occupying {
         m.occupying_slots = Set(o.clone());
@@ -750,9 +744,8 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     ]);
     let req = &k.requested_slots;
     // The mounts were resolved and checked at creation; a row that no longer reads as mounts
-    // fails the launch (never a session silently without its folders).
-    let mounts: Vec<crate::storage::MountSpec> = serde_json::from_value(k.mounts.clone())
-        .map_err(|e| ApiError::internal("reading the kernel's mounts", e))?;
+    // does not load at all (never a session silently without its folders).
+    let mounts = k.mounts.0.clone();
     let service_ports = k.service_ports.as_str().unwrap_or_default().to_string();
     let spec = KernelSpec {
         session_id: s.id,
@@ -790,11 +783,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             })
             .collect(),
     };
-    if !image
-        .installed_agents
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(agent_id.as_str())))
-    {
+    if !image.installed_agents.contains(&agent_id) {
         apply(state, id, SessionStatus::Pulling, Change::default()).await?;
         let creds = entity::container_registries::Entity::find()
             .filter(entity::container_registries::Column::Hostname.eq(&image.registry))
@@ -1154,7 +1143,7 @@ mod tests {
             labels: json!({}),
             resources: json!({"cpu": {"min": "1", "max": null}, "mem": {"min": "268435456", "max": "8589934592"}}),
             created_at: chrono::Utc::now(),
-            installed_agents: json!(["a"]),
+            installed_agents: vec!["a".to_string()].into(),
         }
     }
 

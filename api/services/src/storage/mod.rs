@@ -417,11 +417,10 @@ pub async fn delete(
         .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
         .all(&state.db)
         .await?;
-    if let Some(s) = live.iter().find(|s| {
-        s.vfolder_mounts
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["id"] == json!(f.id)))
-    }) {
+    if let Some(s) = live
+        .iter()
+        .find(|s| s.vfolder_mounts.0.iter().any(|m| m.id == f.id))
+    {
         return Err(ApiError::conflict(format!(
             "The folder is mounted in the session '{}'; terminate it first",
             s.name
@@ -552,15 +551,7 @@ where
         .map_err(|e| ApiError::internal("working on folder content", e))?
 }
 
-/// A folder mounted into a session.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct MountSpec {
-    pub id: Uuid,
-    pub name: String,
-    pub host_path: String,
-    pub target: String,
-    pub read_only: bool,
-}
+pub use bai_types::columns::MountSpec;
 
 const HOME: &str = "/home/work";
 
