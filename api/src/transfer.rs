@@ -63,17 +63,13 @@ async fn download_inner(
         .pop()
         .unwrap_or_else(|| folder.name.clone());
     let rel = rel.to_string();
-    let kind = {
-        let rel = rel.clone();
-        crate::storage::with_folder(root.clone(), move |f| f.kind(&rel)).await?
-    };
+    let kind = state.storage.kind(&root, &rel).await?;
     match kind {
         None => Err(ApiError::not_found("file", &rel)),
-        Some(Kind::Directory) => Ok(archive(root, rel, name)),
+        Some(Kind::Directory) => Ok(archive(state, &root, &rel, name)),
         Some(_) => {
-            let (file, len) = crate::storage::with_folder(root, move |f| f.open_file(&rel)).await?;
             // Exactly the size announced, even if the file grows meanwhile.
-            let reader = tokio::io::AsyncReadExt::take(tokio::fs::File::from_std(file), len);
+            let (reader, len) = state.storage.read(&root, &rel).await?;
             let mut resp =
                 Body::from_stream(tokio_util::io::ReaderStream::new(reader)).into_response();
             resp.headers_mut().insert(
@@ -92,26 +88,8 @@ async fn download_inner(
 /// A directory as a tar archive built in-process from directory handles, streamed. When the
 /// archive fails half-way, the body ends with an error (the connection is cut), so a client
 /// never takes a short archive for a whole one.
-fn archive(root: std::path::PathBuf, rel: String, name: String) -> Response {
-    let (w, r) = tokio::io::duplex(256 * 1024);
-    let bridge = tokio_util::io::SyncIoBridge::new(w);
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
-    let top = name.clone();
-    tokio::task::spawn_blocking(move || {
-        let result =
-            crate::storage::fsat::Folder::open(&root).and_then(|f| f.archive(&rel, &top, bridge));
-        let _ = done_tx.send(result.map_err(|e| e.message));
-    });
-    let data = tokio_util::io::ReaderStream::new(r);
-    let end = futures_util::stream::once(async move {
-        match done_rx.await {
-            Ok(Ok(())) => None,
-            Ok(Err(m)) => Some(Err(std::io::Error::other(m))),
-            Err(_) => Some(Err(std::io::Error::other("the archive stopped"))),
-        }
-    })
-    .filter_map(std::future::ready);
-    let mut resp = Body::from_stream(data.chain(end)).into_response();
+fn archive(state: &AppState, root: &std::path::Path, rel: &str, name: String) -> Response {
+    let mut resp = Body::from_stream(state.storage.archive(root, rel, &name)).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-tar"),
@@ -153,19 +131,12 @@ async fn upload_inner(
         .await?
         .max_vfolder_size;
     let room = match u64::try_from(max) {
-        Ok(m) if m > 0 => Some(m.saturating_sub(crate::storage::usage(root.clone()).await.0)),
+        Ok(m) if m > 0 => Some(m.saturating_sub(state.storage.usage(&root).await.0)),
         _ => None,
     };
     // Written beside the target under a fresh name created exclusively, owned by `work`
     // through its handle, then moved into place: a failed upload leaves nothing behind.
-    let mut upload = {
-        let rel = rel.to_string();
-        crate::storage::with_folder(root, move |f| f.create_upload(&rel)).await?
-    };
-    let file = upload
-        .take_file()
-        .ok_or_else(|| ApiError::internal("writing an upload", "no file"))?;
-    let mut file = tokio::fs::File::from_std(file);
+    let mut upload = state.storage.write(&root, rel).await?;
     let mut size = 0u64;
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
@@ -178,16 +149,12 @@ async fn upload_inner(
                 "The upload exceeds the folder size limit of your resource policy ({max} bytes); nothing was stored."
             )));
         }
-        file.write_all(&chunk)
+        upload
+            .writer()
+            .write_all(&chunk)
             .await
             .map_err(|e| ApiError::internal("writing an upload", e))?;
     }
-    file.flush()
-        .await
-        .map_err(|e| ApiError::internal("writing an upload", e))?;
-    drop(file);
-    tokio::task::spawn_blocking(move || upload.commit())
-        .await
-        .map_err(|e| ApiError::internal("storing an upload", e))??;
+    upload.commit().await?;
     Ok(size)
 }

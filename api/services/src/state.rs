@@ -50,6 +50,8 @@ pub struct AppState {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// What time it is (the system clock; tests move a manual one).
     pub clock: Arc<dyn bai_core::clock::Clock>,
+    /// Folder content (this machine's storage, through directory handles).
+    pub storage: Arc<dyn bai_storage::FolderStore>,
 }
 
 impl AppState {
@@ -95,6 +97,7 @@ impl AppState {
             http,
             tls,
             clock: Arc::new(bai_core::clock::SystemClock),
+            storage: Arc::new(bai_storage::LocalStore),
         }
     }
 }

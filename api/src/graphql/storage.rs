@@ -99,16 +99,18 @@ impl VirtualFolder {
     }
     /// Bytes used (measured now).
     async fn cur_size(&self, ctx: &Context<'_>) -> async_graphql::Result<BigInt> {
-        let root = crate::storage::folder_root(&state(ctx)?.config, &self.folder)?;
+        let state = state(ctx)?;
+        let root = crate::storage::folder_root(&state.config, &self.folder)?;
         Ok(BigInt(
-            i64::try_from(crate::storage::usage(root).await.0).unwrap_or(i64::MAX),
+            i64::try_from(state.storage.usage(&root).await.0).unwrap_or(i64::MAX),
         ))
     }
     /// Files in the folder (measured now).
     async fn num_files(&self, ctx: &Context<'_>) -> async_graphql::Result<BigInt> {
-        let root = crate::storage::folder_root(&state(ctx)?.config, &self.folder)?;
+        let state = state(ctx)?;
+        let root = crate::storage::folder_root(&state.config, &self.folder)?;
         Ok(BigInt(
-            i64::try_from(crate::storage::usage(root).await.1).unwrap_or(i64::MAX),
+            i64::try_from(state.storage.usage(&root).await.1).unwrap_or(i64::MAX),
         ))
     }
 }
@@ -147,9 +149,13 @@ fn mode_string(mode: u32) -> String {
         .collect()
 }
 
-async fn list_dir(root: std::path::PathBuf, path: String) -> ApiResult<Vec<VFolderFile>> {
+async fn list_dir(
+    state: &crate::state::AppState,
+    root: std::path::PathBuf,
+    path: String,
+) -> ApiResult<Vec<VFolderFile>> {
     use crate::storage::fsat::Kind;
-    let entries = crate::storage::with_folder(root, move |f| f.list(&path)).await?;
+    let entries = state.storage.list(&root, &path).await?;
     let mut out: Vec<VFolderFile> = entries
         .into_iter()
         .map(|e| VFolderFile {
@@ -252,7 +258,7 @@ impl StorageQuery {
         let (state, caller) = authed(ctx)?;
         let (folder, _) = crate::storage::find(state, caller, id).await?;
         let root = crate::storage::folder_root(&state.config, &folder)?;
-        Ok(list_dir(root, path.unwrap_or_default()).await?)
+        Ok(list_dir(state, root, path.unwrap_or_default()).await?)
     }
 }
 

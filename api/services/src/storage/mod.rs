@@ -2,11 +2,11 @@
 //! hosts (directories on the server's disk); user folders belong to one user, group folders
 //! to a project. Names starting with a dot are automount folders. Every file path goes
 //! through `fsat` (directory handles, no link ever followed).
-pub mod fsat;
 pub use bai_core::path;
+pub use bai_storage::fsat;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFolderUsageMode};
 use entity::{keypair_resource_policies, keypairs, vfolder_permissions, vfolders};
@@ -286,14 +286,7 @@ pub async fn create(
     }
     let id = Uuid::new_v4();
     let dir = host_root.join(id.simple().to_string());
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(|e| ApiError::internal("creating a folder directory", e))?;
-    // Sessions run as uid 1000 (`work`): the folder must be theirs to write.
-    #[cfg(unix)]
-    {
-        let _ = std::os::unix::fs::chown(&dir, Some(1000), Some(1000));
-    }
+    state.storage.create_folder(&dir).await?;
     let model = vfolders::ActiveModel {
         id: Set(id),
         host: Set(host),
@@ -327,7 +320,7 @@ pub async fn create(
     match &created {
         Ok(f) => publish(state, f, crate::events::ChangeAction::Created),
         Err(_) => {
-            let _ = tokio::fs::remove_dir_all(&dir).await;
+            let _ = state.storage.remove_folder(&dir).await;
         }
     }
     created
@@ -449,9 +442,7 @@ pub async fn delete(
         },
     )
     .await?;
-    if let Err(e) = tokio::fs::remove_dir_all(&root).await
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
+    if let Err(e) = state.storage.remove_folder(&root).await {
         tracing::warn!(dir = %root.display(), error = %e, "removing a deleted folder's files failed");
     }
     publish(state, &gone, crate::events::ChangeAction::Deleted);
@@ -470,7 +461,7 @@ pub async fn create_directory(
     let (f, access) = find(state, caller, id).await?;
     access.require(Access::ReadWrite, "create directories")?;
     let root = folder_root(&state.config, &f)?;
-    with_folder(root, move |f| f.mkdir(&path, parents)).await
+    state.storage.mkdir(&root, &path, parents).await
 }
 
 /// Renames file or directory `path` of folder `id` within its directory (read-write access
@@ -485,7 +476,7 @@ pub async fn rename_file(
     let (f, access) = find(state, caller, id).await?;
     access.require(Access::ReadWrite, "rename files")?;
     let root = folder_root(&state.config, &f)?;
-    with_folder(root, move |f| f.rename(&path, &new_name)).await
+    state.storage.rename(&root, &path, &new_name).await
 }
 
 /// Deletes files of folder `id` (read-write-delete access needed; at most 1000 paths);
@@ -503,52 +494,27 @@ pub async fn delete_files(
     if paths.len() > 1000 {
         return Err(ApiError::bad_request("At most 1000 paths at once"));
     }
-    with_folder(root, move |f| {
-        // Every path is checked before anything is deleted.
-        for p in &paths {
-            match f.kind(p)? {
-                None => return Err(ApiError::not_found("file", p)),
-                Some(fsat::Kind::Directory) if path::components(p)?.is_empty() => {
-                    return Err(ApiError::bad_request(
-                        "The folder itself is deleted with delete_vfolder",
-                    ));
-                }
-                Some(fsat::Kind::Directory) if !recursive => {
-                    return Err(ApiError::bad_request(format!(
-                        "'{p}' is a directory: delete it with recursive: true"
-                    )));
-                }
-                Some(_) => {}
+    // Every path is checked before anything is deleted.
+    for p in &paths {
+        match state.storage.kind(&root, p).await? {
+            None => return Err(ApiError::not_found("file", p)),
+            Some(fsat::Kind::Directory) if path::components(p)?.is_empty() => {
+                return Err(ApiError::bad_request(
+                    "The folder itself is deleted with delete_vfolder",
+                ));
             }
+            Some(fsat::Kind::Directory) if !recursive => {
+                return Err(ApiError::bad_request(format!(
+                    "'{p}' is a directory: delete it with recursive: true"
+                )));
+            }
+            Some(_) => {}
         }
-        for p in &paths {
-            f.remove(p, recursive)?;
-        }
-        Ok(())
-    })
-    .await
-}
-
-/// Size in bytes and number of files (walks the folder through handles; links are not
-/// followed).
-pub async fn usage(dir: PathBuf) -> (u64, u64) {
-    tokio::task::spawn_blocking(move || match fsat::Folder::open(&dir) {
-        Ok(f) => f.usage(),
-        Err(_) => (0, 0),
-    })
-    .await
-    .unwrap_or((0, 0))
-}
-
-/// Runs a blocking operation on the folder at `root` (through handles) off the runtime.
-pub async fn with_folder<T, F>(root: PathBuf, op: F) -> ApiResult<T>
-where
-    T: Send + 'static,
-    F: FnOnce(&fsat::Folder) -> ApiResult<T> + Send + 'static,
-{
-    tokio::task::spawn_blocking(move || op(&fsat::Folder::open(&root)?))
-        .await
-        .map_err(|e| ApiError::internal("working on folder content", e))?
+    }
+    for p in &paths {
+        state.storage.remove(&root, p, recursive).await?;
+    }
+    Ok(())
 }
 
 pub use bai_types::columns::MountSpec;
@@ -634,7 +600,7 @@ pub async fn session_mounts(
         && max > 0
     {
         for m in out.iter().filter(|m| !m.read_only) {
-            let (used, _) = usage(PathBuf::from(&m.host_path)).await;
+            let (used, _) = state.storage.usage(Path::new(&m.host_path)).await;
             if used > max {
                 return Err(ApiError::bad_request(format!(
                     "The folder '{}' holds {used} bytes, more than the size limit of your resource policy ({max} bytes): make room before mounting it",

@@ -14,8 +14,8 @@ use std::path::Path;
 use rustix::fs::{self as rfs, AtFlags, FileType, Gid, Mode, OFlags, RenameFlags, Uid};
 use rustix::io::Errno;
 
-use super::path::{components, refuse, shown};
-use crate::error::{ApiError, ApiResult};
+use bai_core::error::{ApiError, ApiResult};
+use bai_core::path::{components, refuse, shown};
 
 /// The owner of what the server writes into folders: the `work` user of the images.
 pub const WORK_ID: u32 = 1000;
@@ -629,7 +629,7 @@ mod tests {
         f.rename("a", "z").unwrap();
         assert_eq!(
             f.rename("z", "sub").unwrap_err().code,
-            crate::error::ErrorCode::Conflict
+            bai_core::error::ErrorCode::Conflict
         );
         assert!(f.remove("z", false).is_err());
         f.remove("z", true).unwrap();
