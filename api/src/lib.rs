@@ -5,8 +5,8 @@
 pub use bai_core::{error, validate};
 pub use bai_services::{
     API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, config, db, domains, events,
-    groups, images, keypairs, lookup, observe, policies, presets, registries, scaling_groups,
-    scheduler, sessions, settings, state, storage, users,
+    groups, images, keypairs, lookup, policies, presets, registries, scaling_groups, scheduler,
+    sessions, settings, state, storage, users,
 };
 
 // Layer 5: the surfaces and the server.
@@ -15,6 +15,8 @@ pub mod changes;
 pub mod compat;
 pub mod graphql;
 pub mod metrics;
+pub mod middleware;
+pub mod observe;
 pub mod proxy;
 pub mod server;
 pub mod terminal;

@@ -267,7 +267,7 @@ fn pool_router(state: AppState, session: Uuid, app: String) -> axum::Router {
         .fallback(handler)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::auth::middleware::authenticate,
+            crate::middleware::authenticate,
         ))
         .with_state(state)
 }
@@ -319,7 +319,7 @@ fn authorize(
         return Err(ApiError::not_found("session", session.id));
     }
     let cookie = app_cookie(app);
-    if crate::auth::middleware::cookie(req.headers(), &cookie)
+    if crate::auth::credentials::cookie(req.headers(), &cookie)
         .is_some_and(|t| crate::auth::tokens::eq(&t, &entry.token))
     {
         return Ok(None);

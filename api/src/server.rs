@@ -43,7 +43,7 @@ pub fn router(app: AppState) -> Router {
         .route("/manager/announcement", get(announcement))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
-            crate::auth::middleware::authenticate,
+            crate::middleware::authenticate,
         ))
         // A layer, not DefaultBodyLimit: the GraphQL extractor reads the body stream itself.
         .layer(RequestBodyLimitLayer::new(body_limit))
@@ -76,7 +76,7 @@ pub fn router(app: AppState) -> Router {
         )
         .route_layer(middleware::from_fn_with_state(
             app.clone(),
-            crate::auth::middleware::authenticate,
+            crate::middleware::authenticate,
         ))
         .with_state(app.clone());
     let api = api

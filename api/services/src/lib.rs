@@ -17,7 +17,6 @@ pub mod groups;
 pub mod images;
 pub mod keypairs;
 pub mod lookup;
-pub mod observe;
 pub mod policies;
 pub mod presets;
 pub mod registries;

@@ -47,7 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/auth/authorize", post(authorize))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::auth::middleware::authenticate,
+            crate::middleware::authenticate,
         ))
         .route_layer(axum::middleware::from_fn(check_version))
         .with_state(state)

@@ -19,6 +19,7 @@ pub mod sessions;
 pub mod settings;
 pub mod storage;
 pub mod users;
+pub mod ws_guard;
 
 use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
 use async_graphql::{Context, Data, MergedObject, MergedSubscription, Schema};
@@ -30,9 +31,10 @@ use sea_orm::{EntityTrait, Order, QueryOrder, Select};
 
 pub use scalars::{BigInt, JsonString};
 
-use crate::auth::ws::{Owner, WsConnection};
+use crate::auth::ws::Owner;
 use crate::auth::{Caller, ClientAddr, Credential, Principal};
 use crate::error::{ApiError, ApiResult};
+use crate::graphql::ws_guard::WsConnection;
 use crate::server::Web;
 use crate::state::AppState;
 
@@ -98,7 +100,7 @@ pub fn build_schema(state: AppState) -> BaiSchema {
         max_fields: cfg.graphql_max_fields,
     })
     .extension(order::SelectionOrder)
-    .extension(crate::auth::ws::WsGuard)
+    .extension(crate::graphql::ws_guard::WsGuard)
     .finish()
 }
 
@@ -318,7 +320,7 @@ pub async fn graphql_ws(
                     let mut principal = principal;
                     let mut credential = credential;
                     if let Some(token) = payload.get("token").and_then(|t| t.as_str()) {
-                        match crate::auth::middleware::caller_from_token(&app, token).await {
+                        match crate::auth::credentials::caller_from_token(&app, token).await {
                             Ok(Some(c)) => {
                                 principal = Principal::User(std::sync::Arc::new(c));
                                 credential = Credential::Token(token.to_string());

@@ -7,7 +7,7 @@ use entity::{login_sessions, users};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
-use crate::auth::middleware::session_cookie_name;
+use crate::auth::credentials::session_cookie_name;
 use crate::auth::{password, tokens};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::state::AppState;
@@ -107,7 +107,7 @@ pub async fn usable(state: &AppState, user: &users::Model) -> ApiResult<()> {
             "Your password must be changed before you can log in.",
         ));
     }
-    if !crate::auth::middleware::main_keypair_active(state, user).await? {
+    if !crate::auth::credentials::main_keypair_active(state, user).await? {
         return Err(ApiError::unauthenticated(
             "Your keypair is deactivated. Contact your administrator.",
         ));

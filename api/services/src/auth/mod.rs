@@ -1,8 +1,8 @@
 //! Authentication and authorization: who is calling and what that allows.
 pub mod cache;
 pub mod caller;
+pub mod credentials;
 pub mod hmac;
-pub mod middleware;
 pub mod password;
 pub mod ratelimit;
 pub mod ssh;

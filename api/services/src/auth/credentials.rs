@@ -1,19 +1,15 @@
-//! Resolves the principal of every request, once: HMAC-signed keypair requests, bearer
-//! tokens, or the browser's session cookie. Then applies the keypair's rate limit and counts
-//! the query. Handlers read the result as `Extension<Principal>`.
+//! Who a request's credentials prove: HMAC-signed keypair requests, bearer tokens, or the
+//! browser's session cookie; then the keypair's rate limit, counting the query. The
+//! surfaces' authentication layer (`api/src/middleware.rs`) calls it once per request and
+//! the GraphQL WebSocket guard before each operation.
 use std::sync::Arc;
 
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use entity::enums::UserStatus;
 use entity::users;
 
+use super::Credential;
 use super::caller::{Caller, Principal};
-use super::{ClientAddr, Credential};
 use super::{hmac, tokens};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::state::AppState;
@@ -31,43 +27,9 @@ pub fn session_cookie_name(secure: bool) -> &'static str {
     }
 }
 
-pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let path_and_query = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
-    let addr = ClientAddr(
-        req.extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip()),
-    );
-    req.extensions_mut().insert(addr);
-    let seen = req.extensions().get::<crate::observe::Seen>().cloned();
-    match resolve(&state, req.method(), &path_and_query, req.headers()).await {
-        Ok((principal, credential, window)) => {
-            if let (Some(seen), Principal::User(c)) = (&seen, &principal) {
-                seen.who(c.access_key.clone().unwrap_or_else(|| c.email.clone()));
-            }
-            req.extensions_mut().insert(principal);
-            req.extensions_mut().insert(credential);
-            let mut resp = next.run(req).await;
-            if let Some(RateWindow(limit, remaining)) = window {
-                let h = resp.headers_mut();
-                h.insert("x-ratelimit-limit", limit.into());
-                h.insert("x-ratelimit-remaining", remaining.into());
-                h.insert(
-                    "x-ratelimit-window",
-                    super::ratelimit::WINDOW.as_secs().into(),
-                );
-            }
-            resp
-        }
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn resolve(
+/// Who the request's credentials prove (a bearer token, an HMAC signature or the login
+/// cookie), with the keypair's rate-limit window when it counts against one.
+pub async fn resolve(
     state: &AppState,
     method: &Method,
     path_and_query: &str,

@@ -1,0 +1,169 @@
+//! The GraphQL WebSocket's guard (an async-graphql extension): before every operation the
+//! connection proves its credential again (`auth::credentials::reresolve`), so logout,
+//! deactivation, demotion and password changes take effect at once; running subscriptions end
+//! when a revocation changes their caller's rights. Connections per owner are counted by
+//! `auth::ws::Connections`.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest, NextSubscribe,
+};
+use async_graphql::{Request, Response, ServerResult};
+use futures_util::stream::{self, BoxStream, StreamExt};
+
+use crate::auth::Credential;
+use crate::auth::caller::Principal;
+use crate::auth::credentials as middleware;
+use crate::auth::ws::ConnectionSlot;
+use crate::state::AppState;
+
+/// Connection data of one GraphQL WebSocket.
+pub struct WsConnection {
+    pub credential: Credential,
+    pub operations: Arc<AtomicUsize>,
+    pub max_operations: usize,
+    pub _slot: ConnectionSlot,
+}
+
+struct OperationSlot(Arc<AtomicUsize>);
+
+impl Drop for OperationSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The schema extension that applies the above (a no-op for plain HTTP requests).
+pub struct WsGuard;
+
+impl ExtensionFactory for WsGuard {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(WsGuardExtension::default())
+    }
+}
+
+#[derive(Default)]
+struct WsGuardExtension {
+    /// The caller this operation started with: (user, role, domain).
+    started_as: Arc<Mutex<Option<Identity>>>,
+}
+
+type Identity = (uuid::Uuid, entity::enums::UserRole, String);
+
+fn identity(p: &Principal) -> Option<Identity> {
+    match p {
+        Principal::Anonymous => None,
+        Principal::User(c) => Some((c.uuid, c.role, c.domain_name.clone())),
+    }
+}
+
+fn shutting_down() -> Response {
+    Response::from_errors(vec![
+        crate::error::ApiError::new(
+            crate::error::ErrorCode::Unavailable,
+            "The server is shutting down; subscribe again when it is back.",
+        )
+        .into_server_error(),
+    ])
+}
+
+fn revoked() -> Response {
+    Response::from_errors(vec![
+        crate::error::ApiError::unauthenticated(
+            "Your credentials were revoked or changed; subscribe again after logging in.",
+        )
+        .into_server_error(),
+    ])
+}
+
+#[async_graphql::async_trait::async_trait]
+impl Extension for WsGuardExtension {
+    async fn prepare_request(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        mut request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        if let (Some(conn), Some(state)) =
+            (ctx.data_opt::<WsConnection>(), ctx.data_opt::<AppState>())
+        {
+            let principal = middleware::reresolve(state, &conn.credential, true)
+                .await
+                .map_err(|e| e.into_server_error())?;
+            if let Ok(mut s) = self.started_as.lock() {
+                *s = identity(&principal);
+            }
+            request.data.insert(principal);
+        }
+        next.run(ctx, request).await
+    }
+
+    fn subscribe<'s>(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        stream: BoxStream<'s, Response>,
+        next: NextSubscribe<'_>,
+    ) -> BoxStream<'s, Response> {
+        let stream = next.run(ctx, stream);
+        let (Some(conn), Some(state)) =
+            (ctx.data_opt::<WsConnection>(), ctx.data_opt::<AppState>())
+        else {
+            return stream;
+        };
+        if conn.operations.fetch_add(1, Ordering::SeqCst) >= conn.max_operations {
+            conn.operations.fetch_sub(1, Ordering::SeqCst);
+            let e = crate::error::ApiError::new(
+                crate::error::ErrorCode::RateLimited,
+                format!(
+                    "At most {} operations may run at once on one connection.",
+                    conn.max_operations
+                ),
+            );
+            return stream::once(async move { Response::from_errors(vec![e.into_server_error()]) })
+                .boxed();
+        }
+        let slot = OperationSlot(conn.operations.clone());
+        let credential = conn.credential.clone();
+        let state = state.clone();
+        let started_as = self.started_as.clone();
+        let checked = state.revocations.current();
+        let stopping = state.shutdown.clone();
+        // Before each item: if anything was revoked since the last check, prove the
+        // credential again; a failure or a different identity ends the stream.
+        stream::unfold(
+            (stream, slot, checked, false),
+            move |(mut inner, slot, mut checked, done)| {
+                let state = state.clone();
+                let credential = credential.clone();
+                let started_as = started_as.clone();
+                let stopping = stopping.clone();
+                async move {
+                    if done {
+                        return None;
+                    }
+                    let item = tokio::select! {
+                        item = inner.next() => item?,
+                        _ = stopping.cancelled() => {
+                            return Some((shutting_down(), (inner, slot, checked, true)));
+                        }
+                    };
+                    let now = state.revocations.current();
+                    if now != checked {
+                        checked = now;
+                        let before = started_as.lock().ok().and_then(|s| s.clone());
+                        let ok = match middleware::reresolve(&state, &credential, false).await {
+                            Ok(p) => identity(&p) == before,
+                            Err(_) => false,
+                        };
+                        if !ok {
+                            return Some((revoked(), (inner, slot, checked, true)));
+                        }
+                    }
+                    Some((item, (inner, slot, checked, false)))
+                }
+            },
+        )
+        .boxed()
+    }
+}
