@@ -4,7 +4,7 @@
 //! the GraphQL WebSocket guard before each operation.
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, Method, header};
+use http::{HeaderMap, Method, header};
 use entity::enums::UserStatus;
 use entity::users;
 
