@@ -4,9 +4,9 @@
 //! the GraphQL WebSocket guard before each operation.
 use std::sync::Arc;
 
-use http::{HeaderMap, Method, header};
 use entity::enums::UserStatus;
 use entity::users;
+use http::{HeaderMap, Method, header};
 
 use super::Credential;
 use super::caller::{Caller, Principal};
