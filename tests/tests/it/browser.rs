@@ -322,6 +322,18 @@ async fn click(c: &Client, css: &str) -> Result<(), String> {
     }
 }
 
+/// Clicks `opener` until `dialog` shows (a live list may redraw the row between finding the
+/// button and the click landing, and a click on the old row opens nothing).
+async fn open_dialog(c: &Client, opener: &str, dialog: &str) -> Result<(), String> {
+    for _ in 0..3 {
+        click(c, opener).await?;
+        if wait_for(c, dialog, 3).await.is_ok() {
+            return Ok(());
+        }
+    }
+    Err(format!("{opener} did not open {dialog}"))
+}
+
 async fn shot(c: &Client, name: &str) -> Result<(), String> {
     let png = c.screenshot().await.map_err(|e| e.to_string())?;
     std::fs::write(screenshot_dir().join(name), png).map_err(|e| e.to_string())
@@ -1026,9 +1038,10 @@ async fn console_administration_screens() {
         )
         .await?;
         shot(c, "admin-sessions.png").await?;
-        click(
+        open_dialog(
             c,
             "tr.session-row[data-name='members-job'] [data-action='terminate']",
+            "#terminate-confirm",
         )
         .await?;
         click(c, "#terminate-confirm").await?;
