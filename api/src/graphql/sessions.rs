@@ -564,7 +564,7 @@ pub(crate) async fn resource_usage(
         None => allowed.first().cloned().unwrap_or_default(),
     };
     let allocated = sessions::Entity::find()
-        .filter(sessions::Column::Status.is_in(crate::sessions::ALLOCATED.iter().copied()))
+        .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
         .all(db)
         .await?;
     let mut key_using = ResourceSlots::new();
@@ -591,7 +591,7 @@ pub(crate) async fn resource_usage(
     let visible_sessions_running = {
         use sea_orm::PaginatorTrait;
         visible(caller)
-            .filter(sessions::Column::Status.is_in(crate::sessions::ALLOCATED.iter().copied()))
+            .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
             .count(&state.read)
             .await?
     };

@@ -25,7 +25,7 @@ use self::plan::{
 };
 use crate::error::ApiResult;
 use crate::events::ObjectKind;
-use crate::sessions::{ALLOCATED, Change};
+use crate::sessions::Change;
 use crate::state::AppState;
 
 #[derive(Default)]
@@ -191,11 +191,11 @@ async fn load_snapshot(
         .await?;
     // Usage comes from what is allocated right now, never from counters kept by hand.
     let allocated = sessions::Entity::find()
-        .filter(sessions::Column::Status.is_in(ALLOCATED.iter().copied()))
+        .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
         .all(db)
         .await?;
     let live_kernels = kernels::Entity::find()
-        .filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied()))
+        .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
         .all(db)
         .await?;
     let mut agent_use: HashMap<String, Dense> = HashMap::new();
@@ -465,7 +465,7 @@ async fn assign_gpus(
     let mut used = std::collections::BTreeMap::new();
     let live = kernels::Entity::find()
         .filter(kernels::Column::Agent.eq(agent_id))
-        .filter(kernels::Column::Status.is_in(ALLOCATED.iter().copied()))
+        .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
         .all(&state.db)
         .await?;
     for k in live {

@@ -29,9 +29,6 @@ use crate::events::{Event, SessionEvent};
 use crate::state::AppState;
 use bai_engine::{BindMount, KernelSpec};
 
-/// Statuses in which a session holds resources on an agent (and may have a container).
-pub const ALLOCATED: &[SessionStatus] = SessionStatus::ALLOCATED;
-
 /// Statuses of sessions that are not over yet.
 pub const LIVE: &[SessionStatus] = &[
     SessionStatus::Pending,

@@ -109,7 +109,7 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
             .collect();
         for c in &containers {
             let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| {
-                crate::sessions::ALLOCATED.contains(&k.status)
+                SessionStatus::ALLOCATED.contains(&k.status)
                     && k.agent.as_deref() == Some(&agent.info().id)
             });
             if !keep {
