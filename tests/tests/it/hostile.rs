@@ -717,7 +717,23 @@ both_dbs!(
         destroy(&app, &t, &id).await;
 
         // max_session_lifetime: the session ends by itself, saying why.
-        app.use_policy(&t, "short", r#"{default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, max_session_lifetime: 2, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 0}"#).await;
+        app.use_policy(
+            &t,
+            "short",
+            crate::gql::create_policy::CreateKeyPairResourcePolicyInput {
+                default_for_unspecified: "UNLIMITED".into(),
+                total_resource_slots: json!("{}"),
+                max_concurrent_sessions: 5,
+                max_containers_per_session: 1,
+                idle_timeout: 0,
+                allowed_vfolder_hosts: Some(json!("[\"local\"]")),
+                max_vfolder_count: Some(10),
+                max_session_lifetime: Some(2),
+                max_vfolder_size: Some(0),
+                ..Default::default()
+            },
+        )
+        .await;
         let short = create_session(&app, &t, json!({"image": PYTHON})).await;
         let sid = session_ids(&short)[0].clone();
         wait_status(&app, &t, &sid, &["RUNNING"]).await;

@@ -2,6 +2,7 @@
 //! HTTP/WebSocket, on SQLite and on PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod gql;
 mod support;
 
 mod admin;

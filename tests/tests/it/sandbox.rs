@@ -528,7 +528,22 @@ both_dbs!(
     |db| async move {
         let app = spawn(db).await;
         let t = app.user("full@x.org", "user", "default").await;
-        app.use_policy(&t, "tiny", r#"{default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 5, max_containers_per_session: 1, idle_timeout: 0, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 3000}"#).await;
+        app.use_policy(
+            &t,
+            "tiny",
+            crate::gql::create_policy::CreateKeyPairResourcePolicyInput {
+                default_for_unspecified: "UNLIMITED".into(),
+                total_resource_slots: json!("{}"),
+                max_concurrent_sessions: 5,
+                max_containers_per_session: 1,
+                idle_timeout: 0,
+                allowed_vfolder_hosts: Some(json!("[\"local\"]")),
+                max_vfolder_count: Some(10),
+                max_vfolder_size: Some(3000),
+                ..Default::default()
+            },
+        )
+        .await;
         let folder = app
             .ok(
                 Some(&t),

@@ -2,7 +2,10 @@
 //! or a fresh PostgreSQL database, and talks to it over HTTP/WebSocket only.
 use std::path::PathBuf;
 
+use graphql_client::GraphQLQuery;
 use serde_json::{Value, json};
+
+use crate::gql;
 
 pub const ADMIN_EMAIL: &str = "admin@bai.local";
 pub const ADMIN_PASSWORD: &str = "Admin-pass-1";
@@ -324,12 +327,45 @@ impl TestApp {
             .await
     }
 
+    /// Runs the typed operation `Q` (see `gql`) as `token`; returns the whole response body,
+    /// errors included.
+    pub async fn op<Q: GraphQLQuery>(&self, token: Option<&str>, variables: Q::Variables) -> Value {
+        let mut req = self
+            .http
+            .post(self.url("/graphql"))
+            .json(&Q::build_query(variables));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("request sent");
+        resp.json().await.expect("JSON body")
+    }
+
+    /// As `op`, and asserts there were no errors; returns `data`.
+    pub async fn op_ok<Q: GraphQLQuery>(&self, token: Option<&str>, variables: Q::Variables) -> Value {
+        let body = self.op::<Q>(token, variables).await;
+        assert!(
+            body.get("errors").is_none() && !body["data"].is_null(),
+            "unexpected errors for {}: {body}",
+            std::any::type_name::<Q>()
+        );
+        body["data"].clone()
+    }
+
+    /// As `op_ok`, as the superadmin.
+    pub async fn admin_op<Q: GraphQLQuery>(&self, variables: Q::Variables) -> Value {
+        self.op_ok::<Q>(Some(&self.admin_token.clone()), variables)
+            .await
+    }
+
     pub async fn login(&self, email: &str, password: &str) -> String {
         let data = self
-            .ok(
+            .op_ok::<gql::Login>(
                 None,
-                "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
-                json!({"e": email, "p": password}),
+                gql::login::Variables {
+                    email: email.into(),
+                    password: password.into(),
+                },
             )
             .await;
         data["login"]["token"].as_str().expect("token").to_string()
@@ -337,42 +373,47 @@ impl TestApp {
 
     /// Creates a user (as the superadmin) and returns a bearer token for it.
     pub async fn user(&self, email: &str, role: &str, domain: &str) -> String {
-        self.admin(
-            "mutation($e: String!, $p: UserInput!) { create_user(email: $e, props: $p) { ok } }",
-            json!({"e": email, "p": {
-                "username": email.split('@').next().unwrap(),
-                "password": USER_PASSWORD,
-                "need_password_change": false,
-                "domain_name": domain,
-                "role": role,
-            }}),
-        )
+        self.admin_op::<gql::CreateUser>(gql::create_user::Variables {
+            email: email.into(),
+            props: gql::create_user::UserInput {
+                username: email.split('@').next().unwrap().into(),
+                password: USER_PASSWORD.into(),
+                need_password_change: false,
+                domain_name: domain.into(),
+                role: Some(role.into()),
+                ..Default::default()
+            },
+        })
         .await;
         self.login(email, USER_PASSWORD).await
     }
 
     /// The access key of the main keypair behind `token`.
     pub async fn access_key(&self, token: &str) -> String {
-        self.ok(Some(token), "{ keypair { access_key } }", json!({}))
+        self.op_ok::<gql::MyAccessKey>(Some(token), Default::default())
             .await["keypair"]["access_key"]
             .as_str()
             .expect("an access key")
             .to_string()
     }
 
-    /// Creates the resource policy `name` (`props`: a GraphQL input object literal) and gives
-    /// it to the main keypair behind `token`.
-    pub async fn use_policy(&self, token: &str, name: &str, props: &str) {
-        self.admin(
-            &format!("mutation($n: String!) {{ create_keypair_resource_policy(name: $n, props: {props}) {{ ok }} }}"),
-            json!({"n": name}),
-        )
+    /// Creates the resource policy `name` and gives it to the main keypair behind `token`.
+    pub async fn use_policy(
+        &self,
+        token: &str,
+        name: &str,
+        props: gql::create_policy::CreateKeyPairResourcePolicyInput,
+    ) {
+        self.admin_op::<gql::CreatePolicy>(gql::create_policy::Variables {
+            name: name.into(),
+            props,
+        })
         .await;
         let ak = self.access_key(token).await;
-        self.admin(
-            "mutation($a: String!, $p: String!) { modify_keypair(access_key: $a, props: {resource_policy: $p}) { ok } }",
-            json!({"a": ak, "p": name}),
-        )
+        self.admin_op::<gql::SetKeypairPolicy>(gql::set_keypair_policy::Variables {
+            access_key: ak,
+            policy: name.into(),
+        })
         .await;
     }
 
@@ -391,11 +432,8 @@ impl TestApp {
     }
 
     pub async fn create_domain(&self, name: &str) {
-        self.admin(
-            "mutation($n: String!) { create_domain(name: $n, props: {}) { ok } }",
-            json!({"n": name}),
-        )
-        .await;
+        self.admin_op::<gql::CreateDomain>(gql::create_domain::Variables { name: name.into() })
+            .await;
     }
 }
 
@@ -495,27 +533,24 @@ pub fn docker(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// Polls `compute_session` until its status is one of `want` (30 s at most).
+/// Waits until the session's status is one of `want` (a bound against hanging, not a speed
+/// claim); returns the session as `SessionState` selects it.
 pub async fn wait_status(app: &TestApp, token: &str, id: &str, want: &[&str]) -> Value {
-    for _ in 0..300 {
+    eventually(&format!("session {id} reaching {want:?}"), WAIT, || async {
         let s = app
-            .ok(Some(token), "query($id: UUID!) { compute_session(id: $id) { id name status status_info status_data result occupying_slots containers { container_id agent exit_code } } }", json!({"id": id}))
+            .op_ok::<gql::SessionState>(Some(token), gql::session_state::Variables { id: id.into() })
             .await;
-        let st = s["compute_session"]["status"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        if want.contains(&st.as_str()) {
-            return s["compute_session"].clone();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("session {id} never reached {want:?}");
+        let st = s["compute_session"]["status"].as_str().unwrap_or("");
+        want.contains(&st).then(|| s["compute_session"].clone())
+    })
+    .await
 }
 
 /// Creates sessions through GraphQL and returns the response body.
 pub async fn create_session(app: &TestApp, token: &str, props: Value) -> Value {
-    app.gql(Some(token), "mutation($p: CreateSessionInput!) { create_session(props: $p) { sessions { id name status } } }", json!({"p": props})).await
+    let props = serde_json::from_value(props).expect("props of CreateSessionInput");
+    app.op::<gql::CreateSession>(Some(token), gql::create_session::Variables { props })
+        .await
 }
 
 pub fn session_ids(body: &Value) -> Vec<String> {
@@ -530,9 +565,27 @@ pub fn session_ids(body: &Value) -> Vec<String> {
 pub type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// graphql-transport-ws: connects with `token`, checks the ack, subscribes to `query` (with
-/// `variables`) as operation "1", and waits a moment so the server has registered it.
+/// graphql-transport-ws: connects with `token`, checks the ack, subscribes to the typed
+/// subscription `Q` as operation "1", and returns once the server listens on the event bus
+/// for it.
+pub async fn subscribe_op<Q: GraphQLQuery>(app: &TestApp, token: &str, variables: Q::Variables) -> Ws {
+    let payload = serde_json::to_value(Q::build_query(variables)).unwrap();
+    let before = app.state().events.subscribers();
+    let ws = subscribe_payload(app, token, payload).await;
+    eventually("the subscription to listen on the event bus", WAIT, || async {
+        (app.state().events.subscribers() > before).then_some(())
+    })
+    .await;
+    ws
+}
+
+/// Connects, and sends a request that is wrong on purpose (inline text) as operation "1";
+/// returns at once: what the server answers is the test's to read.
 pub async fn subscribe_ws(app: &TestApp, token: &str, query: &str, variables: Value) -> Ws {
+    subscribe_payload(app, token, json!({"query": query, "variables": variables})).await
+}
+
+async fn subscribe_payload(app: &TestApp, token: &str, payload: Value) -> Ws {
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -555,13 +608,11 @@ pub async fn subscribe_ws(app: &TestApp, token: &str, query: &str, variables: Va
     .unwrap();
     let ack = next_json(&mut ws).await;
     assert_eq!(ack["type"], "connection_ack", "{ack}");
-    let payload = json!({"query": query, "variables": variables});
     ws.send(Message::text(
         json!({"id": "1", "type": "subscribe", "payload": payload}).to_string(),
     ))
     .await
     .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     ws
 }
 
@@ -610,10 +661,30 @@ fn rand_u16() -> u16 {
 
 /// Terminates a session as `token` (the call must succeed).
 pub async fn destroy(app: &TestApp, token: &str, id: &str) {
-    app.ok(
-        Some(token),
-        "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-        serde_json::json!({"id": id}),
-    )
-    .await;
+    app.op_ok::<gql::DestroySession>(Some(token), gql::destroy_session::Variables { id: id.into() })
+        .await;
+}
+
+/// How long a test waits for something the server does in the background before it calls it
+/// a hang. A bound against hanging, never a claim about speed.
+pub const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Asks `probe` again and again (every 50 ms) until it answers `Some`, and returns that; fails
+/// the test with `what` when `timeout` passes first. The one way tests wait for the server:
+/// for an event, a status, a subscription to be registered — never a bare sleep.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("waited {timeout:?} for {what}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

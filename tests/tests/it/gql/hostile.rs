@@ -1,0 +1,3 @@
+//! Operations of the `hostile` tests (documents in tests/graphql/hostile/).
+#[allow(unused_imports)]
+use super::*;

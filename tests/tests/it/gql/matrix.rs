@@ -1,0 +1,3 @@
+//! Operations of the `matrix` tests (documents in tests/graphql/matrix/).
+#[allow(unused_imports)]
+use super::*;

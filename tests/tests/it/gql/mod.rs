@@ -1,0 +1,70 @@
+//! The tests' GraphQL operations: one document each under `tests/graphql/<module>/`, read
+//! against the server's schema (`api/schema.graphql`) when the tests are compiled, as the
+//! console's are (`web/src/ops.rs`). A selected field, an input field, an input type or a
+//! variable type the schema lacks fails the build, and so does a variable the test does not
+//! set. Run them with `TestApp::op` / `op_ok` / `admin_op` (the answer as JSON, so a test can
+//! also assert what must be absent) or `subscribe_op`.
+//!
+//! Only requests that are wrong on purpose stay inline (`TestApp::gql` with a string): a
+//! syntax error, an unknown field, a depth or alias bomb — the schema refuses them, which is
+//! what such a test checks.
+//!
+//! Every operation gets `Default` variables and leaves unset optional input fields out of the
+//! request (`skip_serializing_none`), so `..Default::default()` fills in what a test does not
+//! care about.
+
+// The derive reads the schema unseen by Cargo: this makes a change to it rebuild the tests.
+const _: &str = include_str!("../../../../api/schema.graphql");
+
+// The schema's custom scalars, as the tests send and read them.
+
+/// `UUID`: the hyphenated text form.
+#[allow(clippy::upper_case_acronyms)]
+pub type UUID = String;
+/// `DateTime`: RFC 3339 text.
+pub type DateTime = String;
+/// `BigInt`: a 64-bit integer, a JSON number.
+pub type BigInt = i64;
+/// `JSONString`: the server takes a JSON document as a string or as a plain value.
+pub type JSONString = serde_json::Value;
+
+/// `operation!(Name, "graphql/<module>/<file>.graphql");` — the document holds one operation
+/// called `Name`; `gql::name::Variables` is what it takes.
+macro_rules! operation {
+    ($name:ident, $path:tt) => {
+        #[derive(graphql_client::GraphQLQuery)]
+        #[graphql(
+            schema_path = "../api/schema.graphql",
+            query_path = $path,
+            variables_derives = "Debug, Default",
+            response_derives = "Debug",
+            skip_serializing_none
+        )]
+        pub struct $name;
+    };
+}
+pub(crate) use operation;
+
+// Used by the harness (support.rs) and every module.
+operation!(Login, "graphql/common/login.graphql");
+operation!(CreateUser, "graphql/common/create_user.graphql");
+operation!(MyAccessKey, "graphql/common/my_access_key.graphql");
+operation!(SetKeypairPolicy, "graphql/common/set_keypair_policy.graphql");
+operation!(CreatePolicy, "graphql/common/create_policy.graphql");
+operation!(CreateDomain, "graphql/common/create_domain.graphql");
+operation!(SessionState, "graphql/common/session_state.graphql");
+operation!(CreateSession, "graphql/common/create_session.graphql");
+operation!(DestroySession, "graphql/common/destroy_session.graphql");
+
+// One module of operations per test module.
+pub mod admin;
+pub mod auth;
+pub mod browser;
+pub mod hostile;
+pub mod live;
+pub mod matrix;
+pub mod registry;
+pub mod roles;
+pub mod sandbox;
+pub mod sessions;
+pub mod storage;

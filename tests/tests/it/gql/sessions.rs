@@ -1,0 +1,3 @@
+//! Operations of the `sessions` tests (documents in tests/graphql/sessions/).
+#[allow(unused_imports)]
+use super::*;

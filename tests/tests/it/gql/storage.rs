@@ -1,0 +1,3 @@
+//! Operations of the `storage` tests (documents in tests/graphql/storage/).
+#[allow(unused_imports)]
+use super::*;
