@@ -18,6 +18,11 @@ cargo fmt --all -- --check
 # Licenses, bans and sources of the dependency graph (deny.toml).
 command -v cargo-deny >/dev/null || cargo install cargo-deny --locked
 cargo deny check licenses bans sources
+# No dependency a crate does not use (offline: cargo-machete reads the sources).
+command -v cargo-machete >/dev/null || cargo install cargo-machete --locked
+cargo machete
+# Layer 2 stays pure: no web, GraphQL or database crate in bai-core's dependency tree.
+scripts/check-layers.sh
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p web --target wasm32-unknown-unknown -- -D warnings
 cargo test --workspace --exclude web

@@ -233,7 +233,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
                 Uuid::parse_str(&id)?,
             )
             .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
             if s.status == entity::enums::SessionStatus::Running {
                 break;
             }
@@ -249,7 +249,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         let sid = Uuid::parse_str(&id)?;
         let s = crate::lookup::get::<entity::sessions::Entity>(&state.db, "session", sid)
             .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
         let at = |status: &str| {
             s.status_history[status]
                 .as_str()

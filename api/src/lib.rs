@@ -2,17 +2,18 @@
 //! REST, terminal, file transfer) and the server that wires the services together.
 // Layers 1–4 below this crate, re-exported so that `crate::sessions::…` reads the same in the
 // surfaces as in the services.
-pub use bai_core::{error, validate};
+pub use bai_core::validate;
 pub use bai_services::{
     API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, config, db, domains, events,
     groups, images, keypairs, lookup, policies, presets, registries, scaling_groups, scheduler,
-    sessions, settings, state, storage, users,
+    sessions, settings, sql, state, storage, users,
 };
 
 // Layer 5: the surfaces and the server.
 pub mod bench;
 pub mod changes;
 pub mod compat;
+pub mod error;
 pub mod graphql;
 pub mod metrics;
 pub mod middleware;
@@ -91,16 +92,17 @@ where
     }
     let data_lock = db::lock_data_dir(&config)?;
     let db = db::connect_and_migrate(&config.effective_database_url()).await?;
-    db::seed_defaults(&db)
+    db::seed_defaults(&db, &bai_core::clock::SystemClock)
         .await
         .context("seeding default objects")?;
-    let created_superadmin = match db::ensure_superadmin(&db, &config).await? {
-        db::SuperadminOutcome::Existing => None,
-        db::SuperadminOutcome::Created {
-            email,
-            generated_password,
-        } => Some((email, generated_password)),
-    };
+    let created_superadmin =
+        match db::ensure_superadmin(&db, &config, &bai_core::clock::SystemClock).await? {
+            db::SuperadminOutcome::Existing => None,
+            db::SuperadminOutcome::Created {
+                email,
+                generated_password,
+            } => Some((email, generated_password)),
+        };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -108,7 +110,7 @@ where
     if !config.web_dir.join("index.html").exists() {
         tracing::warn!(dir = %config.web_dir.display(), "web console bundle not found; build it with scripts/build-web.sh");
     }
-    let instance = db::instance_id(&db)
+    let instance = db::instance_id(&db, &bai_core::clock::SystemClock)
         .await
         .context("reading the instance id")?;
     // The app proxy's client: an app's redirect is passed to the browser (made relative),
@@ -146,10 +148,10 @@ where
     let state = AppState::new(db, read, config, instance, http, tls.clone());
     agents::start_all(&state)
         .await
-        .map_err(|e| anyhow::anyhow!("starting agents: {}", e.message))?;
+        .map_err(|e| anyhow::anyhow!("starting agents: {}", e.describe()))?;
     sessions::reconcile::on_start(&state)
         .await
-        .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.message))?;
+        .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.describe()))?;
     let mut background = vec![
         tokio::spawn(scheduler::run(state.clone())),
         tokio::spawn(scheduler::wake_on_changes(state.clone())),

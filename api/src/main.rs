@@ -206,12 +206,20 @@ async fn main() -> anyhow::Result<()> {
                 api::db::prepare_data_dir(&config)?;
             }
             let db = api::db::connect_and_migrate(&config.effective_database_url()).await?;
-            api::db::seed_defaults(&db)
+            api::db::seed_defaults(&db, &bai_core::clock::SystemClock)
                 .await
                 .context("seeding default objects")?;
             let generated = password.is_none();
             let pw = password.unwrap_or_else(api::auth::tokens::new_password);
-            let email = api::db::set_superadmin(&db, &config, &email, &pw, generated).await?;
+            let email = api::db::set_superadmin(
+                &db,
+                &config,
+                &bai_core::clock::SystemClock,
+                &email,
+                &pw,
+                generated,
+            )
+            .await?;
             if generated {
                 print_password_banner(&email, &pw);
             } else {

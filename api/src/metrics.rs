@@ -13,6 +13,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sea_orm::{EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
 
 use crate::error::ApiError;
+use crate::error::IntoProblem as _;
 use crate::state::AppState;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();

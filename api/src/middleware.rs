@@ -5,11 +5,12 @@ use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::auth::ClientAddr;
 use crate::auth::caller::Principal;
 use crate::auth::credentials::{RateWindow, resolve};
+use crate::error::IntoProblem as _;
 use crate::state::AppState;
 
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {

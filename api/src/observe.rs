@@ -12,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::error::IntoProblem as _;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 

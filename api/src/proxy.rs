@@ -11,11 +11,12 @@ use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderName, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::TryStreamExt;
 use uuid::Uuid;
 
 use crate::auth::Principal;
+use crate::error::IntoProblem as _;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 

@@ -10,6 +10,7 @@ use serde_json::json;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::error::IntoProblem as _;
 use crate::graphql::{self, BaiSchema};
 use crate::state::AppState;
 

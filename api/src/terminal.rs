@@ -6,13 +6,14 @@
 use axum::Extension;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
 use crate::auth::Principal;
 use crate::error::ApiResult;
+use crate::error::IntoProblem as _;
 use crate::state::AppState;
 
 pub async fn terminal(
@@ -29,7 +30,7 @@ pub async fn terminal(
     match target {
         Ok((agent, container)) => upgrade.on_upgrade(move |ws| async move {
             if let Err(e) = bridge(state, id, agent, container, ws).await {
-                tracing::warn!(session = %id, error = %e.message, "terminal ended with an error");
+                tracing::warn!(session = %id, error = %e.message, cause = %e.chain(), "terminal ended with an error");
             }
         }),
         Err(e) => e.into_response(),

@@ -5,6 +5,7 @@
 //! Handshakes run beside the accept loop, each under a deadline and a bound on how many run
 //! at once: a client that opens a connection and says nothing holds one slot for
 //! [`HANDSHAKE_TIMEOUT`], never the listener.
+use crate::error::IntoProblem as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

@@ -12,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
 use crate::auth::Principal;
+use crate::error::IntoProblem as _;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use crate::storage::Access;

@@ -1,11 +1,16 @@
 //! One error type for every API surface. Each error carries a stable code, sent as GraphQL
-//! `extensions.code` and as the REST problem+json `type`. Internal details (SQL, paths) are
-//! logged, never sent.
+//! `extensions.code` and as the REST problem+json `type`, and keeps its cause (`source`) for
+//! the log. Internal details (SQL, paths) are logged with the request id when the error
+//! leaves through a surface (`ApiError::report`), never sent.
+//!
+//! This layer knows no web, GraphQL or database framework: the surfaces turn an `ApiError`
+//! into their answers (api's `error.rs`), and the services classify database errors they
+//! own (`bai_services::db::classify`).
+use std::any::Any;
+use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
-use async_graphql::ErrorExtensions;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 pub use bai_types::error::ErrorCode;
 
 tokio::task_local! {
@@ -25,15 +30,57 @@ pub fn with_request_id<F: std::future::Future>(
     REQUEST_ID.scope(id, fut)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What caused an error, kept for the log (shared, so the error stays `Clone`).
+pub type Cause = Arc<dyn Error + Send + Sync>;
+
+#[derive(Clone)]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     /// Extra HTTP headers of the REST answer (e.g. `Retry-After` on 429).
     pub headers: Vec<(&'static str, String)>,
+    source: Option<Cause>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// Two errors are the same answer when code, message and headers agree; the cause is only
+/// for the log.
+impl PartialEq for ApiError {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code && self.message == other.message && self.headers == other.headers
+    }
+}
+impl Eq for ApiError {}
+
+impl fmt::Debug for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiError")
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .field("cause", &self.chain().to_string())
+            .finish()
+    }
+}
+
+/// An error's cause and the causes of that, `: `-separated (for the log).
+pub struct Chain<'a>(Option<&'a (dyn Error + 'static)>);
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut next = self.0;
+        let mut first = true;
+        while let Some(e) = next {
+            if !first {
+                f.write_str(": ")?;
+            }
+            write!(f, "{e}")?;
+            first = false;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -41,11 +88,32 @@ impl ApiError {
             code,
             message: message.into(),
             headers: Vec::new(),
+            source: None,
         }
     }
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
+    }
+    /// Keeps `cause` as this error's source (logged, never sent).
+    pub fn with_source(mut self, cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        self.source = Some(Arc::from(cause.into()));
+        self
+    }
+    /// What caused this error, if anything did.
+    pub fn source(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
+    /// The message and, after it, the cause chain (for an operator: the CLI, start-up).
+    pub fn describe(&self) -> String {
+        match &self.source {
+            Some(_) => format!("{} ({})", self.message, self.chain()),
+            None => self.message.clone(),
+        }
+    }
+    /// The cause and its causes, for the log.
+    pub fn chain(&self) -> Chain<'_> {
+        Chain(self.source.as_deref().map(|e| e as &(dyn Error + 'static)))
     }
 
     pub fn bad_request(m: impl Into<String>) -> Self {
@@ -64,80 +132,104 @@ impl ApiError {
     pub fn conflict(m: impl Into<String>) -> Self {
         Self::new(ErrorCode::Conflict, m)
     }
-    /// Logs the real cause and returns an opaque internal error.
-    /// The response carries a reference that finds the log line.
-    pub fn internal(context: &str, cause: impl fmt::Display) -> Self {
+    /// An opaque internal error keeping its real cause for the log; the answer carries a
+    /// reference that finds the log line (`report`).
+    pub fn internal(context: &str, cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         let reference = uuid::Uuid::new_v4();
-        tracing::error!(%reference, error = %cause, "{context}");
         Self::new(
             ErrorCode::Internal,
             format!("internal error while {context} (reference {reference})"),
         )
+        .with_source(cause)
+    }
+
+    /// Logs the error as it leaves (through a surface, or dropped by a background task):
+    /// internal errors at ERROR with their cause chain and the request id, others at DEBUG.
+    pub fn report(&self) {
+        let request = request_id();
+        let request = request.as_deref().unwrap_or("-");
+        if self.code == ErrorCode::Internal {
+            tracing::error!(request_id = request, cause = %self.chain(), "{}", self.message);
+        } else {
+            tracing::debug!(request_id = request, code = self.code.as_str(), cause = %self.chain(), "{}", self.message);
+        }
     }
 }
 
-impl From<sea_orm::DbErr> for ApiError {
-    fn from(e: sea_orm::DbErr) -> Self {
-        if let Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) = e.sql_err() {
-            return ApiError::conflict("an object with the same name already exists");
+/// Any error that is not one of ours is internal, kept as the cause. Bad resource slots
+/// (layer 1's `SlotError`) are the caller's mistake. Database errors are classified where the
+/// database is known (`bai_services::db::classify`: a unique-key clash is a CONFLICT).
+impl<E: Error + Send + Sync + 'static> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        if let Some(slot) = (&e as &dyn Any).downcast_ref::<bai_types::slots::SlotError>() {
+            return ApiError::bad_request(slot.to_string());
         }
-        if let Some(sea_orm::SqlErr::ForeignKeyConstraintViolation(_)) = e.sql_err() {
-            return ApiError::conflict("the object is still referenced by other objects");
-        }
-        ApiError::internal("accessing the database", e)
-    }
-}
-
-impl From<bai_types::slots::SlotError> for ApiError {
-    fn from(e: bai_types::slots::SlotError) -> Self {
-        ApiError::bad_request(e.to_string())
+        ApiError::internal("serving the request", e)
     }
 }
 
 // ApiError deliberately implements neither Display nor std::error::Error: async-graphql
-// converts every Display type into an error without `extensions.code`, and this conversion,
-// which keeps the code, must be the only one.
-impl ApiError {
-    /// As an error of the GraphQL engine (for extensions, which cannot return resolver errors).
-    pub fn into_server_error(self) -> async_graphql::ServerError {
-        let mut ext = async_graphql::ErrorExtensionValues::default();
-        ext.set("code", self.code.as_str());
-        let mut e = async_graphql::ServerError::new(self.message, None);
-        e.extensions = Some(ext);
-        e
-    }
-}
+// converts every Display type into an error without `extensions.code`, and the surfaces'
+// conversion, which keeps the code, must be the only one. (Not being an Error also keeps the
+// blanket conversion above from swallowing one ApiError into another.)
 
-impl From<ApiError> for async_graphql::Error {
-    fn from(e: ApiError) -> Self {
-        let code = e.code.as_str();
-        async_graphql::Error::new(e.message).extend_with(|_, ext| ext.set("code", code))
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// REST errors as `application/problem+json`, shaped like Backend.AI's.
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut body = serde_json::json!({
-            "type": format!("https://api.backend.ai/probs/{}", self.code.problem_slug()),
-            "title": self.message,
-            "code": self.code.as_str(),
-        });
-        if let Some(id) = request_id() {
-            body["request_id"] = serde_json::Value::String(id);
+    #[derive(Debug)]
+    struct Inner;
+    impl fmt::Display for Inner {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("disk on fire")
         }
-        let status = StatusCode::from_u16(self.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = (status, body.to_string()).into_response();
-        resp.headers_mut().insert(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/problem+json"),
+    }
+    impl Error for Inner {}
+
+    #[derive(Debug)]
+    struct Outer(Inner);
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("writing a block")
+        }
+    }
+    impl Error for Outer {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn fails() -> ApiResult<()> {
+        Err(Outer(Inner))?
+    }
+
+    #[test]
+    fn a_foreign_error_is_internal_and_keeps_its_chain() {
+        let e = fails().unwrap_err();
+        assert_eq!(e.code, ErrorCode::Internal);
+        assert!(e.message.contains("reference"), "{}", e.message);
+        assert!(
+            !e.message.contains("fire"),
+            "the cause is never sent: {}",
+            e.message
         );
-        for (name, value) in &self.headers {
-            if let Ok(v) = axum::http::HeaderValue::from_str(value) {
-                resp.headers_mut().insert(*name, v);
-            }
-        }
-        resp
+        assert_eq!(e.chain().to_string(), "writing a block: disk on fire");
+        assert!(e.source().is_some_and(|s| s.is::<Outer>()));
+    }
+
+    #[test]
+    fn bad_slots_are_the_callers_mistake() {
+        let slot = bai_types::slots::parse_amount("cpu", "lots").unwrap_err();
+        let e = ApiError::from(slot);
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert!(e.source().is_none());
+    }
+
+    #[test]
+    fn equality_ignores_the_cause() {
+        let a = ApiError::bad_request("x").with_source("one");
+        let b = ApiError::bad_request("x").with_source("two");
+        assert_eq!(a, b);
+        assert_eq!(a.chain().to_string(), "one");
     }
 }

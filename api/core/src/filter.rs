@@ -3,10 +3,53 @@
 //! with `&` and `|` (`&` binds tighter) and grouped with parentheses. Only the fields a list
 //! allows may be named; anything else is a clear BAD_REQUEST. The text, its nesting and its
 //! number of comparisons are bounded before anything recurses.
-use sea_orm::sea_query::{Expr, Func, SimpleExpr};
-use sea_orm::{ColumnTrait, Condition};
-
+//!
+//! The parser yields a plain expression over the caller's column handles (`Filter<C>`); the
+//! services turn it into a database condition (`bai_services::db::condition`).
 use crate::error::{ApiError, ApiResult};
+
+/// A parsed filter over columns `C`: the shape of the text, `|` of `&` of comparisons.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter<C> {
+    /// Any of these holds (`|`).
+    Any(Vec<Filter<C>>),
+    /// All of these hold (`&`).
+    All(Vec<Filter<C>>),
+    /// `column op value`.
+    Compare { column: C, op: Op, value: String },
+}
+
+/// A comparison operator of the language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Like,
+    /// `like`, ignoring case.
+    ILike,
+    Contains,
+}
+
+impl Op {
+    fn parse(op: &str) -> ApiResult<Op> {
+        Ok(match op {
+            "==" => Op::Eq,
+            "!=" => Op::Ne,
+            "<" => Op::Lt,
+            "<=" => Op::Le,
+            ">" => Op::Gt,
+            ">=" => Op::Ge,
+            "like" => Op::Like,
+            "ilike" => Op::ILike,
+            "contains" => Op::Contains,
+            other => return Err(bad(format!("unknown operator '{other}'"))),
+        })
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
@@ -125,7 +168,7 @@ struct Parser<'a, C> {
     cols: &'a [(&'a str, C)],
 }
 
-impl<C: ColumnTrait> Parser<'_, C> {
+impl<C: Copy> Parser<'_, C> {
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos)
     }
@@ -134,23 +177,23 @@ impl<C: ColumnTrait> Parser<'_, C> {
         self.pos += 1;
         t
     }
-    fn or(&mut self) -> ApiResult<Condition> {
-        let mut c = Condition::any().add(self.and()?);
+    fn or(&mut self) -> ApiResult<Filter<C>> {
+        let mut any = vec![self.and()?];
         while self.peek() == Some(&Tok::Or) {
             self.pos += 1;
-            c = c.add(self.and()?);
+            any.push(self.and()?);
         }
-        Ok(c)
+        Ok(Filter::Any(any))
     }
-    fn and(&mut self) -> ApiResult<Condition> {
-        let mut c = Condition::all().add(self.term()?);
+    fn and(&mut self) -> ApiResult<Filter<C>> {
+        let mut all = vec![self.term()?];
         while self.peek() == Some(&Tok::And) {
             self.pos += 1;
-            c = c.add(self.term()?);
+            all.push(self.term()?);
         }
-        Ok(c)
+        Ok(Filter::All(all))
     }
-    fn term(&mut self) -> ApiResult<Condition> {
+    fn term(&mut self) -> ApiResult<Filter<C>> {
         match self.next() {
             Some(Tok::LParen) => {
                 if self.depth >= MAX_DEPTH {
@@ -191,36 +234,25 @@ impl<C: ColumnTrait> Parser<'_, C> {
                     Some(Tok::Ident(v)) => v,
                     _ => return Err(bad(format!("expected a value after '{field} {op}'"))),
                 };
-                Ok(Condition::all().add(compare(col, &op, value)?))
+                Ok(Filter::Compare {
+                    column: col,
+                    op: Op::parse(&op)?,
+                    value,
+                })
             }
             _ => Err(bad("expected a field name or '('")),
         }
     }
 }
 
-fn compare<C: ColumnTrait>(col: C, op: &str, v: String) -> ApiResult<SimpleExpr> {
-    Ok(match op {
-        "==" => col.eq(v),
-        "!=" => col.ne(v),
-        "<" => col.lt(v),
-        "<=" => col.lte(v),
-        ">" => col.gt(v),
-        ">=" => col.gte(v),
-        "like" => col.like(v),
-        "ilike" => Expr::expr(Func::lower(Expr::col(col))).like(v.to_lowercase()),
-        "contains" => col.contains(v),
-        other => return Err(bad(format!("unknown operator '{other}'"))),
-    })
-}
-
-/// Parses `filter` into a condition over the allowed `(name, column)` pairs.
-pub fn parse<C: ColumnTrait>(filter: &str, cols: &[(&str, C)]) -> ApiResult<Condition> {
+/// Parses `filter` over the allowed `(name, column)` pairs; `None` for an empty filter.
+pub fn parse<C: Copy>(filter: &str, cols: &[(&str, C)]) -> ApiResult<Option<Filter<C>>> {
     if filter.len() > MAX_LEN {
         return Err(bad(format!("longer than {MAX_LEN} bytes")));
     }
     let toks = lex(filter)?;
     if toks.is_empty() {
-        return Ok(Condition::all());
+        return Ok(None);
     }
     let mut p = Parser {
         toks,
@@ -233,39 +265,50 @@ pub fn parse<C: ColumnTrait>(filter: &str, cols: &[(&str, C)]) -> ApiResult<Cond
     if p.pos != p.toks.len() {
         return Err(bad("unexpected text after the expression"));
     }
-    Ok(c)
+    Ok(Some(c))
 }
 
 #[cfg(test)]
 mod tests {
-    use entity::sessions;
-    use sea_orm::{DbBackend, EntityTrait, QueryFilter, QueryTrait};
+    use super::{Filter, Op};
+
+    /// The parsed filter written out fully parenthesised (columns are their names here).
+    fn show(f: &Filter<&str>) -> String {
+        let join = |parts: &[Filter<&str>], sep: &str| {
+            let parts: Vec<String> = parts.iter().map(show).collect();
+            format!("({})", parts.join(sep))
+        };
+        match f {
+            Filter::Any(p) => join(p, " OR "),
+            Filter::All(p) => join(p, " AND "),
+            Filter::Compare { column, op, value } => format!("{column} {op:?} '{value}'"),
+        }
+    }
 
     fn sql(f: &str) -> Result<String, String> {
-        let cols = [
-            ("name", sessions::Column::Name),
-            ("status", sessions::Column::Status),
-        ];
+        let cols = [("name", "name"), ("status", "status")];
         super::parse(f, &cols)
-            .map(|c| {
-                sessions::Entity::find()
-                    .filter(c)
-                    .build(DbBackend::Sqlite)
-                    .to_string()
-            })
+            .map(|c| c.map(|c| show(&c)).unwrap_or_default())
             .map_err(|e| e.message)
     }
 
     #[test]
     fn filters() {
         let s = sql(r#"name == "a b" & (status == "RUNNING" | status == 'PENDING')"#).unwrap();
-        assert!(s.contains(r#""name" = 'a b'"#), "{s}");
-        assert!(
-            s.contains(r#""status" = 'RUNNING' OR "sessions"."status" = 'PENDING'"#),
-            "{s}"
+        assert_eq!(
+            s,
+            "((name Eq 'a b' AND ((status Eq 'RUNNING') OR (status Eq 'PENDING'))))"
         );
-        let s = sql(r#"name ilike "%GPU%""#).unwrap();
-        assert!(s.contains("LOWER") && s.contains("'%gpu%'"), "{s}");
+        let s = sql(r#"name ilike "%GPU%" | status != x"#).unwrap();
+        assert_eq!(s, "((name ILike '%GPU%') OR (status Ne 'x'))");
+        assert_eq!(
+            super::parse("name contains 'a'", &[("name", 1)]).unwrap(),
+            Some(Filter::Any(vec![Filter::All(vec![Filter::Compare {
+                column: 1,
+                op: Op::Contains,
+                value: "a".into()
+            }])]))
+        );
         assert!(sql("password == 1").unwrap_err().contains("unknown field"));
         assert!(sql(r#"name == "x"#).unwrap_err().contains("unterminated"));
         assert!(sql(r#"name = "x""#).unwrap_err().contains("operator"));

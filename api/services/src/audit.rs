@@ -1,14 +1,15 @@
 //! The append-only audit log of administrative changes. Only the services write it (its
 //! functions are crate-private): a surface cannot make an audited change of its own.
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, NotSet, Set};
 
 use crate::error::ApiResult;
 
-/// Records `actor` did `action` on `target_type` `target`. Call inside the same transaction
-/// as the change so the log never disagrees with the data.
+/// Records `actor` did `action` on `target_type` `target` at `at` (the state's clock). Call
+/// inside the same transaction as the change so the log never disagrees with the data.
 pub(crate) async fn record<C: ConnectionTrait>(
     db: &C,
+    at: DateTime<Utc>,
     actor: &str,
     action: &str,
     target_type: &str,
@@ -17,7 +18,7 @@ pub(crate) async fn record<C: ConnectionTrait>(
 ) -> ApiResult<()> {
     entity::audit_logs::ActiveModel {
         id: NotSet,
-        created_at: Set(Utc::now()),
+        created_at: Set(at),
         actor: Set(actor.to_string()),
         action: Set(action.to_string()),
         target_type: Set(target_type.to_string()),
@@ -35,9 +36,9 @@ pub type AuditedFuture<'c, T> = std::pin::Pin<
 >;
 
 /// Runs `op` in a transaction and records `actor` did `action` on the target it reports, in
-/// the same transaction.
+/// the same transaction, at the time the state's clock tells.
 pub(crate) async fn audited<T, F>(
-    db: &sea_orm::DatabaseConnection,
+    state: &crate::state::AppState,
     actor: &str,
     action: &str,
     target_type: &str,
@@ -48,9 +49,10 @@ where
     F: for<'c> FnOnce(&'c sea_orm::DatabaseTransaction) -> AuditedFuture<'c, T> + Send,
 {
     use sea_orm::TransactionTrait;
-    let txn = db.begin().await?;
+    let txn = state.db.begin().await?;
     let (value, target, detail) = op(&txn).await?;
-    record(&txn, actor, action, target_type, &target, detail).await?;
+    let at = state.clock.now();
+    record(&txn, at, actor, action, target_type, &target, detail).await?;
     // Dropping an uncommitted transaction rolls it back, so every early return above undoes
     // the operation.
     txn.commit().await?;

@@ -3,7 +3,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use entity::enums::{DefaultForUnspecified, GroupType, SchedulerKind, UserRole, UserStatus};
 use entity::slots::ResourceSlots;
 use entity::{
@@ -22,6 +22,7 @@ use uuid::Uuid;
 use crate::auth::{password, tokens};
 use crate::config::Config;
 use crate::error::ApiError;
+use bai_core::clock::Clock;
 
 /// Connects (SQLite with WAL and a busy timeout, or PostgreSQL) and runs pending migrations.
 pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection> {
@@ -101,6 +102,7 @@ fn gib(n: i64) -> i64 {
 }
 
 fn preset(
+    now: DateTime<Utc>,
     order: i64,
     name: &str,
     cpu: &str,
@@ -120,17 +122,18 @@ fn preset(
         resource_slots: Set(slots),
         shared_memory: Set(shm_gib.map(gib)),
         // Distinct creation times keep the seeds' order when listed by creation.
-        created_at: Set(Utc::now() + chrono::Duration::milliseconds(order)),
+        created_at: Set(now + chrono::Duration::milliseconds(order)),
     })
 }
 
 /// On first start (no domains yet): domain, group, resource policy and resource group
 /// `default`, and the seeds' presets.
-pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
+/// Times come from `clock` (the state's, or the system clock before there is a state).
+pub async fn seed_defaults(db: &DatabaseConnection, clock: &dyn Clock) -> anyhow::Result<()> {
     if domains::Entity::find().count(db).await? > 0 {
         return Ok(());
     }
-    let now = Utc::now();
+    let now = clock.now();
     let txn = db.begin().await?;
     let (limits, hosts) = crate::policies::default_policy_values();
     domains::ActiveModel {
@@ -201,18 +204,18 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
     // The seeds' preset table (admin chapter); medium and large carry 1 GiB shared memory as
     // in the launch dialog's cards.
     for p in [
-        preset(0, "small", "1", 2, None, None)?,
-        preset(1, "small-gpu", "1", 2, Some("0.3"), None)?,
-        preset(2, "medium", "2", 4, None, Some(1))?,
-        preset(3, "medium-gpu", "2", 4, Some("1"), Some(1))?,
-        preset(4, "large", "4", 8, None, Some(1))?,
-        preset(5, "large-gpu", "4", 8, Some("2"), Some(1))?,
+        preset(now, 0, "small", "1", 2, None, None)?,
+        preset(now, 1, "small-gpu", "1", 2, Some("0.3"), None)?,
+        preset(now, 2, "medium", "2", 4, None, Some(1))?,
+        preset(now, 3, "medium-gpu", "2", 4, Some("1"), Some(1))?,
+        preset(now, 4, "large", "4", 8, None, Some(1))?,
+        preset(now, 5, "large-gpu", "4", 8, Some("2"), Some(1))?,
     ] {
         p.insert(&txn).await?;
     }
-    crate::audit::record(&txn, "system", "seed", "domain", "default", json!({}))
+    crate::audit::record(&txn, now, "system", "seed", "domain", "default", json!({}))
         .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
     txn.commit().await?;
     tracing::info!(
         "seeded domain, group, resource policy, resource group `default` and the resource presets"
@@ -222,7 +225,7 @@ pub async fn seed_defaults(db: &DatabaseConnection) -> anyhow::Result<()> {
 
 /// This installation's id (made once, kept in the database): containers carry it so that
 /// several installations sharing one engine never touch each other's containers.
-pub async fn instance_id(db: &DatabaseConnection) -> anyhow::Result<String> {
+pub async fn instance_id(db: &DatabaseConnection, clock: &dyn Clock) -> anyhow::Result<String> {
     use entity::system_settings;
     const KEY: &str = "manager.instance_id";
     if let Some(row) = system_settings::Entity::find_by_id(KEY.to_string())
@@ -236,7 +239,7 @@ pub async fn instance_id(db: &DatabaseConnection) -> anyhow::Result<String> {
     system_settings::ActiveModel {
         key: Set(KEY.to_string()),
         value: Set(json!(id)),
-        modified_at: Set(Utc::now()),
+        modified_at: Set(clock.now()),
     }
     .insert(db)
     .await?;
@@ -259,6 +262,7 @@ pub enum SuperadminOutcome {
 pub async fn ensure_superadmin(
     db: &DatabaseConnection,
     config: &Config,
+    clock: &dyn Clock,
 ) -> anyhow::Result<SuperadminOutcome> {
     let exists = users::Entity::find()
         .filter(users::Column::Role.eq(UserRole::Superadmin))
@@ -271,7 +275,7 @@ pub async fn ensure_superadmin(
     let (password, generated) = match &config.admin_password {
         Some(p) => {
             password::validate_rules(p)
-                .map_err(|e| anyhow::anyhow!("BAI_ADMIN_PASSWORD: {}", e.message))?;
+                .map_err(|e| anyhow::anyhow!("BAI_ADMIN_PASSWORD: {}", e.describe()))?;
             (p.clone(), None)
         }
         None => {
@@ -282,6 +286,7 @@ pub async fn ensure_superadmin(
     let email = set_superadmin(
         db,
         config,
+        clock,
         &config.admin_email,
         &password,
         generated.is_some(),
@@ -298,15 +303,16 @@ pub async fn ensure_superadmin(
 pub async fn set_superadmin(
     db: &DatabaseConnection,
     config: &Config,
+    clock: &dyn Clock,
     email: &str,
     new_password: &str,
     must_change: bool,
 ) -> anyhow::Result<String> {
-    password::validate_rules(new_password).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    password::validate_rules(new_password).map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
     let hash = password::hash(new_password)
         .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    let email = crate::validate::email(email).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
+    let email = crate::validate::email(email).map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
     let rate_limit = i32::try_from(config.admin_rate_limit).unwrap_or(i32::MAX);
     let existing = users::Entity::find()
         .filter(users::Column::Email.eq(&email))
@@ -321,14 +327,14 @@ pub async fn set_superadmin(
             m.role = Set(UserRole::Superadmin);
             m.status = Set(UserStatus::Active);
             m.need_password_change = Set(must_change);
-            m.modified_at = Set(Utc::now());
+            m.modified_at = Set(clock.now());
             let u = m.update(&txn).await?;
             crate::keypairs::reactivate_main(&txn, &u)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+                .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
             crate::users::revoke_login_sessions(&txn, uuid)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+                .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
         }
         None => {
             let username = email.split('@').next().unwrap_or("admin").to_string();
@@ -348,14 +354,25 @@ pub async fn set_superadmin(
                     resource_policy: "default".into(),
                     rate_limit,
                 },
+                clock.now(),
             )
             .await
-            .map_err(|e: ApiError| anyhow::anyhow!("creating superadmin {email}: {}", e.message))?;
+            .map_err(|e: ApiError| {
+                anyhow::anyhow!("creating superadmin {email}: {}", e.describe())
+            })?;
         }
     }
-    crate::audit::record(&txn, "system", "set_superadmin", "user", &email, json!({}))
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    crate::audit::record(
+        &txn,
+        clock.now(),
+        "system",
+        "set_superadmin",
+        "user",
+        &email,
+        json!({}),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
     txn.commit().await?;
     Ok(email)
 }

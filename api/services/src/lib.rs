@@ -24,6 +24,7 @@ pub mod scaling_groups;
 pub mod scheduler;
 pub mod sessions;
 pub mod settings;
+pub mod sql;
 pub mod state;
 pub mod storage;
 pub mod users;

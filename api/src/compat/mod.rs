@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::auth::{Caller, Principal};
+use crate::error::IntoProblem as _;
 use crate::error::{ApiError, ApiResult};
 use crate::graphql::JsonString;
 use crate::state::AppState;
@@ -88,7 +89,7 @@ async fn check_version(req: axum::extract::Request, next: axum::middleware::Next
 }
 
 fn reply(r: ApiResult<Response>) -> Response {
-    r.unwrap_or_else(IntoResponse::into_response)
+    r.unwrap_or_else(crate::error::IntoProblem::into_response)
 }
 
 fn caller(p: &Principal) -> ApiResult<&Caller> {
@@ -173,11 +174,11 @@ impl axum::extract::FromRequestParts<AppState> for Named {
             .await
             .map_err(IntoResponse::into_response)?;
         let principal = principal_of(parts);
-        let caller = caller(&principal).map_err(IntoResponse::into_response)?;
+        let caller = caller(&principal).map_err(crate::error::IntoProblem::into_response)?;
         find_session(state, caller, &id, q.owner_access_key.as_deref())
             .await
             .map(Named)
-            .map_err(IntoResponse::into_response)
+            .map_err(crate::error::IntoProblem::into_response)
     }
 }
 
@@ -194,7 +195,7 @@ impl axum::extract::FromRequestParts<AppState> for OwnNamed {
     ) -> Result<Self, Response> {
         let Named(s) = Named::from_request_parts(parts, state).await?;
         let principal = principal_of(parts);
-        let caller = caller(&principal).map_err(IntoResponse::into_response)?;
+        let caller = caller(&principal).map_err(crate::error::IntoProblem::into_response)?;
         if !crate::sessions::works_inside(caller, &s) {
             return Err(ApiError::not_found("session", s.id).into_response());
         }

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::{OwnNamed, caller, find_session};
 use crate::auth::Principal;
+use crate::error::IntoProblem as _;
 use crate::events::Event;
 use crate::state::AppState;
 
@@ -72,7 +73,7 @@ async fn run_over_ws(
     let run = match crate::sessions::exec::start(&state, &session, mode, code, &options).await {
         Ok(r) => r,
         Err(e) => {
-            let msg = format!("{}\n", e.message);
+            let msg = format!("{}\n", crate::error::leaving(e).message);
             let _ = tx
                 .send(frame("finished", vec![json!(["stderr", msg])], Some(-1)))
                 .await;
@@ -107,7 +108,7 @@ async fn run_over_ws(
                         line.push('\n');
                     }
                     if let Err(e) = run.send_input(&line).await {
-                        tracing::debug!(error = %e.message, "input after the end");
+                        tracing::debug!(error = %e.message, cause = %e.chain(), "input after the end");
                     }
                 }
                 Some(Ok(Message::Close(_))) | None => return Ok(()),

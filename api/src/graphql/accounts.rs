@@ -70,7 +70,7 @@ pub struct AccountQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl AccountQuery {
     /// The caller's SSH public key (from its main keypair), if one was generated.
-    async fn ssh_keypair(&self, ctx: &Context<'_>) -> async_graphql::Result<SshKeypair> {
+    async fn ssh_keypair(&self, ctx: &Context<'_>) -> crate::graphql::Result<SshKeypair> {
         let (state, caller) = authed(ctx)?;
         let Some(ak) = &caller.access_key else {
             return Ok(SshKeypair {
@@ -87,7 +87,7 @@ impl AccountQuery {
     }
 
     /// Whether signup is open (for the login page); answered to anyone.
-    async fn signup_config(&self, ctx: &Context<'_>) -> async_graphql::Result<SignupConfig> {
+    async fn signup_config(&self, ctx: &Context<'_>) -> crate::graphql::Result<SignupConfig> {
         let state = state(ctx)?;
         Ok(SignupConfig {
             enabled: state.config.signup_enabled,
@@ -108,7 +108,7 @@ impl AccountMutation {
         ctx: &Context<'_>,
         email: String,
         password: String,
-    ) -> async_graphql::Result<LoginResult> {
+    ) -> crate::graphql::Result<LoginResult> {
         let state = state(ctx)?;
         let addr = crate::graphql::client_addr(ctx);
         let login = crate::accounts::login(state, &email, &password, addr, None).await?;
@@ -126,7 +126,7 @@ impl AccountMutation {
     }
 
     /// Ends the current login session (the cookie or bearer token stops working).
-    async fn logout(&self, ctx: &Context<'_>) -> async_graphql::Result<OkResult> {
+    async fn logout(&self, ctx: &Context<'_>) -> crate::graphql::Result<OkResult> {
         let state = state(ctx)?;
         ctx.append_http_header(SET_COOKIE, crate::accounts::clear_cookie(state));
         if let Ok(c) = caller(ctx)
@@ -147,7 +147,7 @@ impl AccountMutation {
         #[graphql(name = "password2")] password2: String,
         invitation_token: Option<String>,
         agreed_to_terms: bool,
-    ) -> async_graphql::Result<OkResult> {
+    ) -> crate::graphql::Result<OkResult> {
         let state = state(ctx)?;
         crate::accounts::signup(
             state,
@@ -171,7 +171,7 @@ impl AccountMutation {
         old_password: String,
         new_password: String,
         #[graphql(name = "new_password2")] new_password2: String,
-    ) -> async_graphql::Result<OkResult> {
+    ) -> crate::graphql::Result<OkResult> {
         let (state, caller) = authed(ctx)?;
         let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
         let current = caller
@@ -198,7 +198,7 @@ impl AccountMutation {
         current_password: String,
         new_password: String,
         #[graphql(name = "new_password2")] new_password2: String,
-    ) -> async_graphql::Result<OkResult> {
+    ) -> crate::graphql::Result<OkResult> {
         let state = state(ctx)?;
         let addr = crate::graphql::client_addr(ctx);
         let user =
@@ -220,7 +220,7 @@ impl AccountMutation {
     async fn refresh_ssh_keypair(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<RefreshSshKeypair> {
+    ) -> crate::graphql::Result<RefreshSshKeypair> {
         let (state, caller) = authed(ctx)?;
         let ak = caller
             .access_key

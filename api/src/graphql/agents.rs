@@ -84,7 +84,7 @@ impl Agent {
         )
     }
     /// Containers of running sessions on this agent.
-    async fn container_count(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
+    async fn container_count(&self, ctx: &Context<'_>) -> crate::graphql::Result<u64> {
         let state = state(ctx)?;
         Ok(kernels::Entity::find()
             .filter(kernels::Column::Agent.eq(&self.0.id))
@@ -132,7 +132,7 @@ pub struct AgentQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl AgentQuery {
-    async fn agent(&self, ctx: &Context<'_>, agent_id: String) -> async_graphql::Result<Agent> {
+    async fn agent(&self, ctx: &Context<'_>, agent_id: String) -> crate::graphql::Result<Agent> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         Ok(Agent(
@@ -145,7 +145,7 @@ impl AgentQuery {
         ctx: &Context<'_>,
         status: Option<String>,
         scaling_group: Option<String>,
-    ) -> async_graphql::Result<Vec<Agent>> {
+    ) -> crate::graphql::Result<Vec<Agent>> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let rows = filtered(status, scaling_group)?
@@ -163,7 +163,7 @@ impl AgentQuery {
         order: Option<String>,
         status: Option<String>,
         scaling_group: Option<String>,
-    ) -> async_graphql::Result<AgentList> {
+    ) -> crate::graphql::Result<AgentList> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let select = filtered(status, scaling_group)?;
@@ -214,7 +214,7 @@ impl AgentMutation {
     async fn recalculate_usage(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<MaintenanceResult> {
+    ) -> crate::graphql::Result<MaintenanceResult> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         crate::sessions::reconcile::sweep(state).await?;
@@ -242,7 +242,10 @@ impl AgentMutation {
 
     /// Maintenance "CLEAN UP IMAGES" (superadmin): removes dangling (untagged, unused) images
     /// from every agent's engine.
-    async fn clean_up_images(&self, ctx: &Context<'_>) -> async_graphql::Result<MaintenanceResult> {
+    async fn clean_up_images(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::Result<MaintenanceResult> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let (mut removed, mut reclaimed) = (0usize, 0i64);
@@ -256,7 +259,7 @@ impl AgentMutation {
                 Err(e) => problems.push(format!(
                     "{}: {}",
                     agent.info().id,
-                    crate::error::ApiError::from(e).message
+                    crate::error::leaving(crate::error::ApiError::from(e)).message
                 )),
             }
         }
@@ -279,7 +282,7 @@ impl AgentMutation {
         &self,
         ctx: &Context<'_>,
         registry: Option<String>,
-    ) -> async_graphql::Result<RescanImages> {
+    ) -> crate::graphql::Result<RescanImages> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let registries = {
@@ -319,7 +322,11 @@ impl AgentMutation {
                         );
                         match crate::agents::scan_local_images(&state, agent.as_ref()).await {
                             Ok(n) => found += n as u64,
-                            Err(e) => problems.push(format!("{}: {}", agent.info().id, e.message)),
+                            Err(e) => problems.push(format!(
+                                "{}: {}",
+                                agent.info().id,
+                                crate::error::leaving(e).message
+                            )),
                         }
                         done += 1;
                     }
@@ -331,7 +338,11 @@ impl AgentMutation {
                             found += n;
                             done = total;
                         }
-                        Err(e) => problems.push(format!("{}: {}", reg.hostname, e.message)),
+                        Err(e) => problems.push(format!(
+                            "{}: {}",
+                            reg.hostname,
+                            crate::error::leaving(e).message
+                        )),
                     }
                 }
                 if problems.is_empty() {

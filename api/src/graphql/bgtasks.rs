@@ -26,7 +26,7 @@ impl BgTaskQuery {
         &self,
         ctx: &Context<'_>,
         task_id: Uuid,
-    ) -> async_graphql::Result<TaskState> {
+    ) -> crate::graphql::Result<TaskState> {
         Ok(visible(ctx, task_id)?)
     }
 }
@@ -41,7 +41,7 @@ impl BgTaskSubscription {
         &self,
         ctx: &Context<'_>,
         task_id: Uuid,
-    ) -> async_graphql::Result<impl Stream<Item = TaskState>> {
+    ) -> crate::graphql::Result<impl Stream<Item = TaskState>> {
         let (state, _) = authed(ctx)?;
         let events = state
             .events

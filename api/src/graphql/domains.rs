@@ -50,7 +50,7 @@ impl DomainQuery {
         &self,
         ctx: &Context<'_>,
         name: Option<String>,
-    ) -> async_graphql::Result<Domain> {
+    ) -> crate::graphql::Result<Domain> {
         let (state, caller) = authed(ctx)?;
         let name = name.unwrap_or_else(|| caller.domain_name.clone());
         if !caller.is_superadmin() && name != caller.domain_name {
@@ -64,7 +64,7 @@ impl DomainQuery {
         &self,
         ctx: &Context<'_>,
         is_active: Option<bool>,
-    ) -> async_graphql::Result<Vec<Domain>> {
+    ) -> crate::graphql::Result<Vec<Domain>> {
         let (state, caller) = authed(ctx)?;
         let mut select = domains::Entity::find().order_by_asc(domains::Column::Name);
         if !caller.is_superadmin() {
@@ -133,7 +133,7 @@ impl DomainMutation {
         ctx: &Context<'_>,
         name: String,
         props: DomainInput,
-    ) -> async_graphql::Result<CreateDomain> {
+    ) -> crate::graphql::Result<CreateDomain> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let d = crate::domains::create(state, &scope, &name, props.into()).await?;
@@ -149,7 +149,7 @@ impl DomainMutation {
         ctx: &Context<'_>,
         name: String,
         props: DomainInput,
-    ) -> async_graphql::Result<ModifyDomain> {
+    ) -> crate::graphql::Result<ModifyDomain> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let d = crate::domains::modify(state, &scope, &name, props.into()).await?;

@@ -107,7 +107,7 @@ impl Image {
             })
             .unwrap_or_default()
     }
-    async fn aliases(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<String>> {
+    async fn aliases(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<String>> {
         let state = state(ctx)?;
         Ok(image_aliases::Entity::find()
             .filter(image_aliases::Column::Image.eq(self.0.id))
@@ -178,7 +178,7 @@ impl ImageQuery {
         id: Option<Uuid>,
         reference: Option<String>,
         architecture: Option<String>,
-    ) -> async_graphql::Result<Image> {
+    ) -> crate::graphql::Result<Image> {
         let (state, _) = authed(ctx)?;
         let target = match (id, reference) {
             (Some(id), _) => id.to_string(),
@@ -194,7 +194,7 @@ impl ImageQuery {
         &self,
         ctx: &Context<'_>,
         is_installed: Option<bool>,
-    ) -> async_graphql::Result<Vec<Image>> {
+    ) -> crate::graphql::Result<Vec<Image>> {
         let (state, _) = authed(ctx)?;
         let rows = images::Entity::find()
             .order_by_asc(images::Column::Name)
@@ -257,7 +257,7 @@ impl ImageMutation {
         target: String,
         architecture: Option<String>,
         props: ModifyImageInput,
-    ) -> async_graphql::Result<ImageResult> {
+    ) -> crate::graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let edits: Option<Vec<crate::images::ResourceLimitEdit>> = props
@@ -277,7 +277,7 @@ impl ImageMutation {
         alias: String,
         target: String,
         architecture: Option<String>,
-    ) -> async_graphql::Result<ImageResult> {
+    ) -> crate::graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::images::alias(state, &scope, &alias, &target, architecture.as_deref()).await?;
@@ -291,7 +291,7 @@ impl ImageMutation {
         &self,
         ctx: &Context<'_>,
         alias: String,
-    ) -> async_graphql::Result<ImageResult> {
+    ) -> crate::graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::images::dealias(state, &scope, &alias).await?;
@@ -307,7 +307,7 @@ impl ImageMutation {
         ctx: &Context<'_>,
         reference: String,
         architecture: Option<String>,
-    ) -> async_graphql::Result<ImageResult> {
+    ) -> crate::graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::images::forget(state, &scope, &reference, architecture.as_deref()).await?;

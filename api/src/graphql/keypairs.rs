@@ -100,7 +100,7 @@ impl KeyPair {
         }
     }
     /// Sessions currently holding resources under this keypair.
-    async fn concurrency_used(&self, ctx: &Context<'_>) -> async_graphql::Result<u64> {
+    async fn concurrency_used(&self, ctx: &Context<'_>) -> crate::graphql::Result<u64> {
         let state = crate::graphql::state(ctx)?;
         Ok(crate::keypairs::live_session_count(&state.db, &self.kp.access_key).await?)
     }
@@ -175,7 +175,7 @@ impl KeypairQuery {
         ctx: &Context<'_>,
         #[graphql(desc = "accepted for compatibility")] _domain_name: Option<String>,
         access_key: Option<String>,
-    ) -> async_graphql::Result<KeyPair> {
+    ) -> crate::graphql::Result<KeyPair> {
         let (state, caller) = authed(ctx)?;
         let ak = match access_key.or_else(|| caller.access_key.clone()) {
             Some(ak) => ak,
@@ -191,7 +191,7 @@ impl KeypairQuery {
         domain_name: Option<String>,
         email: Option<String>,
         is_active: Option<bool>,
-    ) -> async_graphql::Result<Vec<KeyPair>> {
+    ) -> crate::graphql::Result<Vec<KeyPair>> {
         let (state, caller) = authed(ctx)?;
         let rows = listable(caller, domain_name, email, is_active)
             .order_by_asc(keypairs::Column::CreatedAt)
@@ -210,7 +210,7 @@ impl KeypairQuery {
         domain_name: Option<String>,
         email: Option<String>,
         is_active: Option<bool>,
-    ) -> async_graphql::Result<KeyPairList> {
+    ) -> crate::graphql::Result<KeyPairList> {
         let (state, caller) = authed(ctx)?;
         let select = listable(caller, domain_name, email, is_active);
         let (rows, total_count) = crate::graphql::paginate(
@@ -317,7 +317,7 @@ impl KeypairMutation {
         ctx: &Context<'_>,
         user_id: String,
         props: KeyPairInput,
-    ) -> async_graphql::Result<CreateKeyPair> {
+    ) -> crate::graphql::Result<CreateKeyPair> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let (kp, owner) =
@@ -335,7 +335,7 @@ impl KeypairMutation {
         ctx: &Context<'_>,
         access_key: String,
         props: ModifyKeyPairInput,
-    ) -> async_graphql::Result<ModifyKeyPair> {
+    ) -> crate::graphql::Result<ModifyKeyPair> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let (kp, owner) =
@@ -353,7 +353,7 @@ impl KeypairMutation {
         &self,
         ctx: &Context<'_>,
         access_key: String,
-    ) -> async_graphql::Result<DeleteKeyPair> {
+    ) -> crate::graphql::Result<DeleteKeyPair> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::keypairs::delete(state, &scope, caller, &access_key).await?;

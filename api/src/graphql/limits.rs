@@ -145,7 +145,7 @@ impl Extension for DocumentLimits {
     ) -> ServerResult<Request> {
         let doc = request.parsed_query()?;
         self.check(doc)
-            .map_err(|m| crate::error::ApiError::bad_request(m).into_server_error())?;
+            .map_err(|m| crate::graphql::server_error(crate::error::ApiError::bad_request(m)))?;
         next.run(ctx, request).await
     }
 }

@@ -38,6 +38,59 @@ use crate::graphql::ws_guard::WsConnection;
 use crate::server::Web;
 use crate::state::AppState;
 
+/// A resolver's error: ours (kept with its code) or one of the GraphQL engine's own (a
+/// missing context value). It leaves as a GraphQL error with `extensions.code`; ours go
+/// through `error::leaving` on the way (classified, logged with the request id).
+#[derive(Clone)]
+pub enum GqlError {
+    Api(ApiError),
+    Engine(async_graphql::Error),
+}
+
+/// A resolver's result. (The derive macros recognise a result by the name `Result`.)
+pub type Result<T, E = GqlError> = std::result::Result<T, E>;
+
+impl From<ApiError> for GqlError {
+    fn from(e: ApiError) -> Self {
+        GqlError::Api(crate::error::leaving(e))
+    }
+}
+
+impl From<sea_orm::DbErr> for GqlError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        GqlError::from(ApiError::from(e))
+    }
+}
+
+impl From<async_graphql::Error> for GqlError {
+    fn from(e: async_graphql::Error) -> Self {
+        GqlError::Engine(e)
+    }
+}
+
+impl From<GqlError> for async_graphql::Error {
+    fn from(e: GqlError) -> Self {
+        use async_graphql::ErrorExtensions;
+        match e {
+            GqlError::Api(e) => {
+                let code = e.code.as_str();
+                async_graphql::Error::new(e.message).extend_with(|_, ext| ext.set("code", code))
+            }
+            GqlError::Engine(e) => e,
+        }
+    }
+}
+
+/// As an error of the GraphQL engine (for extensions, which cannot return resolver errors).
+pub fn server_error(e: ApiError) -> async_graphql::ServerError {
+    let e = crate::error::leaving(e);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", e.code.as_str());
+    let mut out = async_graphql::ServerError::new(e.message, None);
+    out.extensions = Some(ext);
+    out
+}
+
 #[derive(MergedObject, Default)]
 pub struct Query(
     crate::graphql::accounts::AccountQuery,
@@ -330,7 +383,7 @@ pub async fn graphql_ws(
                                     "The token is invalid or has expired.",
                                 ));
                             }
-                            Err(e) => return Err(e.into()),
+                            Err(e) => return Err(GqlError::from(e).into()),
                         }
                     }
                     let owner = match &principal {
@@ -342,10 +395,10 @@ pub async fn graphql_ws(
                         .ws_connections
                         .acquire(owner, max_conns)
                         .ok_or_else(|| {
-                            async_graphql::Error::from(ApiError::new(
+                            async_graphql::Error::from(GqlError::from(ApiError::new(
                                 crate::error::ErrorCode::RateLimited,
                                 format!("At most {max_conns} live connections per user."),
-                            ))
+                            )))
                         })?;
                     let mut data = Data::default();
                     data.insert(principal);

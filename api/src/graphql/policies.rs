@@ -85,7 +85,7 @@ impl PolicyQuery {
         &self,
         ctx: &Context<'_>,
         name: Option<String>,
-    ) -> async_graphql::Result<KeyPairResourcePolicy> {
+    ) -> crate::graphql::Result<KeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let name = match name {
             Some(n) => n,
@@ -112,7 +112,7 @@ impl PolicyQuery {
     async fn keypair_resource_policies(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<Vec<KeyPairResourcePolicy>> {
+    ) -> crate::graphql::Result<Vec<KeyPairResourcePolicy>> {
         let (state, caller) = authed(ctx)?;
         let mut select = policies::Entity::find().order_by_asc(policies::Column::Name);
         if caller.admin_scope().is_none() {
@@ -205,7 +205,7 @@ impl PolicyMutation {
         ctx: &Context<'_>,
         name: String,
         props: CreateKeyPairResourcePolicyInput,
-    ) -> async_graphql::Result<CreateKeyPairResourcePolicy> {
+    ) -> crate::graphql::Result<CreateKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let change = PolicyChange {
@@ -235,7 +235,7 @@ impl PolicyMutation {
         ctx: &Context<'_>,
         name: String,
         props: ModifyKeyPairResourcePolicyInput,
-    ) -> async_graphql::Result<ModifyKeyPairResourcePolicy> {
+    ) -> crate::graphql::Result<ModifyKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let p = crate::policies::modify(state, &scope, &name, props.into()).await?;
@@ -251,7 +251,7 @@ impl PolicyMutation {
         &self,
         ctx: &Context<'_>,
         name: String,
-    ) -> async_graphql::Result<DeleteKeyPairResourcePolicy> {
+    ) -> crate::graphql::Result<DeleteKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::policies::delete(state, &scope, &name).await?;

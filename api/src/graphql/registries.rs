@@ -79,7 +79,7 @@ impl RegistryQuery {
         &self,
         ctx: &Context<'_>,
         hostname: String,
-    ) -> async_graphql::Result<ContainerRegistry> {
+    ) -> crate::graphql::Result<ContainerRegistry> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         Ok(ContainerRegistry(
@@ -90,7 +90,7 @@ impl RegistryQuery {
     async fn container_registries(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<Vec<ContainerRegistry>> {
+    ) -> crate::graphql::Result<Vec<ContainerRegistry>> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let rows = registries::Entity::find()
@@ -176,7 +176,7 @@ impl RegistryMutation {
         ctx: &Context<'_>,
         hostname: String,
         props: CreateContainerRegistryInput,
-    ) -> async_graphql::Result<ContainerRegistryResult> {
+    ) -> crate::graphql::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let r = crate::registries::create(state, &scope, &hostname, props.into()).await?;
@@ -192,7 +192,7 @@ impl RegistryMutation {
         ctx: &Context<'_>,
         hostname: String,
         props: ModifyContainerRegistryInput,
-    ) -> async_graphql::Result<ContainerRegistryResult> {
+    ) -> crate::graphql::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let r = crate::registries::modify(state, &scope, &hostname, props.into()).await?;
@@ -207,7 +207,7 @@ impl RegistryMutation {
         &self,
         ctx: &Context<'_>,
         hostname: String,
-    ) -> async_graphql::Result<ContainerRegistryResult> {
+    ) -> crate::graphql::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::registries::delete(state, &scope, &hostname).await?;

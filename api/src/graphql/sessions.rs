@@ -125,7 +125,7 @@ impl ComputeSession {
     async fn group_id(&self) -> Uuid {
         self.0.group_id
     }
-    async fn group_name(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+    async fn group_name(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<String>> {
         let state = state(ctx)?;
         Ok(groups::Entity::find_by_id(self.0.group_id)
             .one(&state.db)
@@ -136,7 +136,7 @@ impl ComputeSession {
     async fn user_id(&self) -> Uuid {
         self.0.user_uuid
     }
-    async fn user_email(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+    async fn user_email(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<String>> {
         let state = state(ctx)?;
         Ok(users::Entity::find_by_id(self.0.user_uuid)
             .one(&state.db)
@@ -238,23 +238,23 @@ impl ComputeSession {
         BigInt(self.0.num_queries)
     }
     /// The app launcher's entries: the image's service ports and the built-in terminal.
-    async fn apps(
-        &self,
-        ctx: &Context<'_>,
-    ) -> async_graphql::Result<Vec<crate::sessions::apps::ServicePort>> {
+    async fn apps(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<ServicePort>> {
         let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
-        Ok(crate::sessions::apps::apps(
-            k.service_ports.as_str().unwrap_or_default(),
-        ))
+        Ok(
+            crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default())
+                .into_iter()
+                .map(ServicePort)
+                .collect(),
+        )
     }
     /// The main container's kernel id.
-    async fn main_kernel_id(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Uuid>> {
+    async fn main_kernel_id(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<Uuid>> {
         Ok(crate::sessions::main_kernel(&state(ctx)?.db, self.0.id)
             .await
             .ok()
             .map(|k| k.id))
     }
-    async fn containers(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<ComputeContainer>> {
+    async fn containers(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<ComputeContainer>> {
         let state = state(ctx)?;
         let ks = kernels::Entity::find()
             .filter(kernels::Column::SessionId.eq(self.0.id))
@@ -273,6 +273,23 @@ pub struct ComputeSessionList {
 }
 
 /// `"RUNNING,PENDING"` → statuses.
+/// An app of the launcher (the service's `apps::ServicePort`, as GraphQL shows it).
+pub struct ServicePort(pub crate::sessions::apps::ServicePort);
+
+#[Object(name = "ServicePort", rename_fields = "snake_case")]
+impl ServicePort {
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    /// http, tcp, pty or preopen.
+    async fn protocol(&self) -> &str {
+        &self.0.protocol
+    }
+    async fn container_port(&self) -> Option<u16> {
+        self.0.container_port
+    }
+}
+
 pub fn parse_statuses(s: &str) -> ApiResult<Vec<SessionStatus>> {
     s.split(',')
         .map(str::trim)
@@ -392,7 +409,7 @@ impl SessionQuery {
         &self,
         ctx: &Context<'_>,
         id: Uuid,
-    ) -> async_graphql::Result<ComputeSession> {
+    ) -> crate::graphql::Result<ComputeSession> {
         let (state, caller) = authed(ctx)?;
         Ok(ComputeSession(find_visible(state, caller, id).await?))
     }
@@ -413,7 +430,7 @@ impl SessionQuery {
             desc = "Backend.AI's filter expression, e.g. `name ilike \"%test%\" & type == \"batch\"`"
         )]
         filter: Option<String>,
-    ) -> async_graphql::Result<ComputeSessionList> {
+    ) -> crate::graphql::Result<ComputeSessionList> {
         let (state, caller) = authed(ctx)?;
         let mut select = visible(caller);
         if let Some(d) = domain_name {
@@ -428,8 +445,8 @@ impl SessionQuery {
         if let Some(s) = status.filter(|s| !s.trim().is_empty()) {
             select = select.filter(sessions::Column::Status.is_in(parse_statuses(&s)?));
         }
-        if let Some(f) = filter {
-            select = select.filter(crate::graphql::filter::parse(
+        if let Some(f) = filter
+            && let Some(f) = crate::graphql::filter::parse(
                 &f,
                 &[
                     ("name", sessions::Column::Name),
@@ -445,7 +462,9 @@ impl SessionQuery {
                     ("created_at", sessions::Column::CreatedAt),
                     ("terminated_at", sessions::Column::TerminatedAt),
                 ],
-            )?);
+            )?
+        {
+            select = select.filter(crate::sql::condition(&f));
         }
         // Lists read on the read pool (SQLite: beside the writer, never queued behind it);
         // the count only when asked for, and from the cache while no session changed.
@@ -483,7 +502,7 @@ impl SessionQuery {
         &self,
         ctx: &Context<'_>,
         session_id: Uuid,
-    ) -> async_graphql::Result<String> {
+    ) -> crate::graphql::Result<String> {
         let (state, _) = authed(ctx)?;
         let principal = ctx
             .data::<crate::auth::Principal>()
@@ -492,14 +511,18 @@ impl SessionQuery {
     }
 
     /// The session's container output (live while running, kept afterwards).
-    async fn session_logs(&self, ctx: &Context<'_>, id: Uuid) -> async_graphql::Result<String> {
+    async fn session_logs(&self, ctx: &Context<'_>, id: Uuid) -> crate::graphql::Result<String> {
         let (state, caller) = authed(ctx)?;
         let s = find_visible(state, caller, id).await?;
         Ok(crate::sessions::logs(state, s.id).await?)
     }
 
     /// An execution's output so far and whether it finished.
-    async fn execution(&self, ctx: &Context<'_>, run_id: Uuid) -> async_graphql::Result<Execution> {
+    async fn execution(
+        &self,
+        ctx: &Context<'_>,
+        run_id: Uuid,
+    ) -> crate::graphql::Result<Execution> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
         let (chunks, finished, exit_code) = run.snapshot();
@@ -517,7 +540,7 @@ impl SessionQuery {
         ctx: &Context<'_>,
         group_id: Option<Uuid>,
         scaling_group: Option<String>,
-    ) -> async_graphql::Result<ResourceUsage> {
+    ) -> crate::graphql::Result<ResourceUsage> {
         let (state, caller) = authed(ctx)?;
         Ok(resource_usage(state, caller, group_id, scaling_group).await?)
     }
@@ -768,7 +791,7 @@ impl SessionMutation {
         &self,
         ctx: &Context<'_>,
         props: CreateSessionInput,
-    ) -> async_graphql::Result<CreateSessionResult> {
+    ) -> crate::graphql::Result<CreateSessionResult> {
         let (state, caller) = authed(ctx)?;
         let session_type = match props.session_type.as_deref() {
             None => SessionType::Interactive,
@@ -813,7 +836,7 @@ impl SessionMutation {
         &self,
         ctx: &Context<'_>,
         id: Uuid,
-    ) -> async_graphql::Result<DestroySessionResult> {
+    ) -> crate::graphql::Result<DestroySessionResult> {
         let (state, caller) = authed(ctx)?;
         let s = find_visible(state, caller, id).await?;
         let done = crate::sessions::terminate(state, s.id, "user-requested").await?;
@@ -834,7 +857,7 @@ impl SessionMutation {
         mode: String,
         code: Option<String>,
         options: Option<JsonString>,
-    ) -> async_graphql::Result<ExecutionStarted> {
+    ) -> crate::graphql::Result<ExecutionStarted> {
         let (state, caller) = authed(ctx)?;
         let s = find_own(state, caller, session_id).await?;
         let options = options.map(|o| o.0).unwrap_or_else(|| json!({}));
@@ -856,7 +879,7 @@ impl SessionMutation {
         app: String,
         #[graphql(default)] open_to_public: bool,
         preferred_port: Option<u16>,
-    ) -> async_graphql::Result<StartedService> {
+    ) -> crate::graphql::Result<StartedService> {
         let (state, _) = authed(ctx)?;
         let principal = ctx
             .data::<crate::auth::Principal>()
@@ -882,7 +905,7 @@ impl SessionMutation {
         ctx: &Context<'_>,
         run_id: Uuid,
         input: String,
-    ) -> async_graphql::Result<ExecutionStarted> {
+    ) -> crate::graphql::Result<ExecutionStarted> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
         run.send_input(&input).await?;
@@ -894,7 +917,7 @@ impl SessionMutation {
         &self,
         ctx: &Context<'_>,
         ids: Vec<Uuid>,
-    ) -> async_graphql::Result<Vec<DestroySessionResult>> {
+    ) -> crate::graphql::Result<Vec<DestroySessionResult>> {
         let (state, caller) = authed(ctx)?;
         if ids.len() > 100 {
             return Err(ApiError::bad_request("at most 100 sessions at once").into());
@@ -913,7 +936,7 @@ impl SessionMutation {
                 },
                 Err(e) => DestroySessionResult {
                     ok: false,
-                    msg: e.message,
+                    msg: crate::error::leaving(e).message,
                     session: None,
                 },
             });
@@ -954,7 +977,7 @@ impl SessionSubscription {
         &self,
         ctx: &Context<'_>,
         session_id: Option<Uuid>,
-    ) -> async_graphql::Result<impl Stream<Item = SessionStatusEvent>> {
+    ) -> crate::graphql::Result<impl Stream<Item = SessionStatusEvent>> {
         let (state, caller) = authed(ctx)?;
         if let Some(id) = session_id {
             find_visible(state, caller, id).await?;
@@ -989,7 +1012,7 @@ impl SessionSubscription {
         &self,
         ctx: &Context<'_>,
         run_id: Uuid,
-    ) -> async_graphql::Result<impl Stream<Item = ExecutionChunk>> {
+    ) -> crate::graphql::Result<impl Stream<Item = ExecutionChunk>> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
         Ok(run.follow().map(ExecutionChunk::from))
@@ -1001,7 +1024,7 @@ impl SessionSubscription {
         ctx: &Context<'_>,
         session_id: Uuid,
         interval_secs: Option<i32>,
-    ) -> async_graphql::Result<impl Stream<Item = SessionStats>> {
+    ) -> crate::graphql::Result<impl Stream<Item = SessionStats>> {
         let (state, caller) = authed(ctx)?;
         find_visible(state, caller, session_id).await?;
         let period = Duration::from_secs(

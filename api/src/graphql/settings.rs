@@ -40,7 +40,7 @@ impl SettingQuery {
     async fn system_settings(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<Vec<SystemSetting>> {
+    ) -> crate::graphql::Result<Vec<SystemSetting>> {
         let (state, caller) = authed(ctx)?;
         caller.require_admin()?;
         Ok(crate::settings::list(state)
@@ -62,7 +62,7 @@ impl SettingMutation {
         ctx: &Context<'_>,
         key: String,
         value: JsonString,
-    ) -> async_graphql::Result<ModifySystemSetting> {
+    ) -> crate::graphql::Result<ModifySystemSetting> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let setting = crate::settings::modify(state, &scope, &key, value.0).await?;

@@ -68,7 +68,7 @@ impl User {
         self.0.main_access_key.as_deref()
     }
     /// The projects (groups) the user belongs to.
-    async fn groups(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<UserGroup>> {
+    async fn groups(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<UserGroup>> {
         let state = crate::graphql::state(ctx)?;
         let ids: Vec<Uuid> = association_groups_users::Entity::find()
             .filter(association_groups_users::Column::UserId.eq(self.0.uuid))
@@ -113,7 +113,7 @@ impl UserQuery {
             String,
         >,
         email: Option<String>,
-    ) -> async_graphql::Result<User> {
+    ) -> crate::graphql::Result<User> {
         let (state, caller) = authed(ctx)?;
         let user = match email {
             Some(e) => crate::users::find_visible(&state.db, caller, &e).await?,
@@ -130,7 +130,7 @@ impl UserQuery {
         group_id: Option<Uuid>,
         is_active: Option<bool>,
         status: Option<String>,
-    ) -> async_graphql::Result<Vec<User>> {
+    ) -> crate::graphql::Result<Vec<User>> {
         let (state, caller) = authed(ctx)?;
         let select = filtered(caller, domain_name, group_id, is_active, status)?;
         let rows = select.all(&state.db).await.map_err(ApiError::from)?;
@@ -147,7 +147,7 @@ impl UserQuery {
         group_id: Option<Uuid>,
         is_active: Option<bool>,
         status: Option<String>,
-    ) -> async_graphql::Result<UserList> {
+    ) -> crate::graphql::Result<UserList> {
         let (state, caller) = authed(ctx)?;
         let select = filtered(caller, domain_name, group_id, is_active, status)?;
         let (rows, total_count) = crate::graphql::paginate(
@@ -293,7 +293,7 @@ impl UserMutation {
         ctx: &Context<'_>,
         email: String,
         props: UserInput,
-    ) -> async_graphql::Result<CreateUser> {
+    ) -> crate::graphql::Result<CreateUser> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let user = crate::users::create_user(state, &scope, email, props.into()).await?;
@@ -311,7 +311,7 @@ impl UserMutation {
         ctx: &Context<'_>,
         email: String,
         props: ModifyUserInput,
-    ) -> async_graphql::Result<ModifyUser> {
+    ) -> crate::graphql::Result<ModifyUser> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let updated =

@@ -59,22 +59,20 @@ fn identity(p: &Principal) -> Option<Identity> {
 }
 
 fn shutting_down() -> Response {
-    Response::from_errors(vec![
+    Response::from_errors(vec![crate::graphql::server_error(
         crate::error::ApiError::new(
             crate::error::ErrorCode::Unavailable,
             "The server is shutting down; subscribe again when it is back.",
-        )
-        .into_server_error(),
-    ])
+        ),
+    )])
 }
 
 fn revoked() -> Response {
-    Response::from_errors(vec![
+    Response::from_errors(vec![crate::graphql::server_error(
         crate::error::ApiError::unauthenticated(
             "Your credentials were revoked or changed; subscribe again after logging in.",
-        )
-        .into_server_error(),
-    ])
+        ),
+    )])
 }
 
 #[async_graphql::async_trait::async_trait]
@@ -90,7 +88,7 @@ impl Extension for WsGuardExtension {
         {
             let principal = middleware::reresolve(state, &conn.credential, true)
                 .await
-                .map_err(|e| e.into_server_error())?;
+                .map_err(crate::graphql::server_error)?;
             if let Ok(mut s) = self.started_as.lock() {
                 *s = identity(&principal);
             }
@@ -120,8 +118,10 @@ impl Extension for WsGuardExtension {
                     conn.max_operations
                 ),
             );
-            return stream::once(async move { Response::from_errors(vec![e.into_server_error()]) })
-                .boxed();
+            return stream::once(async move {
+                Response::from_errors(vec![crate::graphql::server_error(e)])
+            })
+            .boxed();
         }
         let slot = OperationSlot(conn.operations.clone());
         let credential = conn.credential.clone();

@@ -207,9 +207,10 @@ pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
         rate_limit: i32::try_from(state.config.default_rate_limit).unwrap_or(i32::MAX),
     };
     let email_for_audit = new.email.trim().to_ascii_lowercase();
-    let user = crate::audit::audited(&state.db, &email_for_audit, "signup", "user", move |txn| {
+    let now = state.clock.now();
+    let user = crate::audit::audited(state, &email_for_audit, "signup", "user", move |txn| {
         Box::pin(async move {
-            let (user, _) = crate::users::create(txn, new).await?;
+            let (user, _) = crate::users::create(txn, new, now).await?;
             let key = user.email.to_string();
             Ok((user, key, serde_json::json!({})))
         })
@@ -265,6 +266,7 @@ pub async fn set_password(
     end_login_sessions(&state.db, &state.revocations, uuid, keep).await?;
     crate::audit::record(
         &state.db,
+        state.clock.now(),
         &email,
         "change_password",
         "user",

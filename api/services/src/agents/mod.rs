@@ -63,7 +63,7 @@ pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
     register(state, agent.info()).await?;
     state.agents.insert(agent.clone()).await;
     if let Err(e) = scan_local_images(state, agent.as_ref()).await {
-        tracing::warn!(agent = %agent.info().id, error = %e.message, "scanning local images failed");
+        tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "scanning local images failed");
     }
     Ok(())
 }
@@ -190,7 +190,7 @@ pub async fn heartbeat_loop(state: AppState) {
                 AgentStatus::Lost
             };
             if let Err(e) = set_status(&state, &agent.info().id, status).await {
-                tracing::warn!(agent = %agent.info().id, error = %e.message, "heartbeat update failed");
+                tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "heartbeat update failed");
             }
             if status == AgentStatus::Alive
                 && let Some((cpu_ns, mem, containers)) = agent.usage_sample().await

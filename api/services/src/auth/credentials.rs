@@ -270,7 +270,10 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
     };
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
     let window = super::ratelimit::WINDOW.as_secs().to_string();
-    let remaining = match state.rate_limiter.check(access_key, limit) {
+    let remaining = match state
+        .rate_limiter
+        .check(access_key, limit, state.clock.now())
+    {
         Ok(r) => r,
         Err(over) => {
             let retry = over.retry_after.as_secs().max(1);
@@ -287,6 +290,6 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
             .with_header("x-ratelimit-window", window));
         }
     };
-    state.usage.record(access_key);
+    state.usage.record(access_key, state.clock.now());
     Ok((limit > 0).then_some(RateWindow(limit, remaining)))
 }

@@ -6,7 +6,7 @@
 //! this process.
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 
@@ -22,14 +22,15 @@ pub struct Exceeded {
 }
 
 impl RateLimiter {
-    /// Counts one request for `key`; `limit` 0 means unlimited. Returns what is left of the
-    /// window.
-    pub fn check(&self, key: &str, limit: u32) -> Result<u32, Exceeded> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        self.check_at(key, limit, now)
+    /// Counts one request for `key` at `now` (the state's clock); `limit` 0 means unlimited.
+    /// Returns what is left of the window.
+    pub fn check(
+        &self,
+        key: &str,
+        limit: u32,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u32, Exceeded> {
+        self.check_at(key, limit, u64::try_from(now.timestamp()).unwrap_or(0))
     }
 
     fn check_at(&self, key: &str, limit: u32, unix_secs: u64) -> Result<u32, Exceeded> {

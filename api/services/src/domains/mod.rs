@@ -76,7 +76,7 @@ pub async fn create(
     };
     apply(state, &mut m, change)?;
     let d = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "create_domain",
         "domain",
@@ -110,7 +110,7 @@ pub async fn modify(
     let mut m = existing.into_active_model();
     apply(state, &mut m, change)?;
     let d = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "modify_domain",
         "domain",

@@ -134,7 +134,7 @@ pub async fn create(
             .transpose()?
             .unwrap_or(GroupType::General)),
     };
-    let g = crate::audit::audited(&state.db, actor, "create_group", "group", move |txn| {
+    let g = crate::audit::audited(state, actor, "create_group", "group", move |txn| {
         Box::pin(async move {
             let g = m.insert(txn).await?;
             let key = g.id.to_string();
@@ -220,7 +220,7 @@ pub async fn modify(
     }
     m.modified_at = Set(state.clock.now());
     let user_uuids = props.user_uuids.unwrap_or_default();
-    let g = crate::audit::audited(&state.db, actor, "modify_group", "group", move |txn| {
+    let g = crate::audit::audited(state, actor, "modify_group", "group", move |txn| {
         Box::pin(async move {
             let g = m.update(txn).await?;
             if let Some(mode) = &mode {

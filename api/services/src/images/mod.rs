@@ -151,20 +151,14 @@ pub async fn modify(
     };
     let mut m = image.into_active_model();
     m.resources = Set(resources);
-    let img = crate::audit::audited(
-        &state.db,
-        scope.actor(),
-        "modify_image",
-        "image",
-        move |txn| {
-            Box::pin(async move {
-                let i = m.update(txn).await?;
-                let key = i.name.clone();
-                let detail = json!({"resources": i.resources});
-                Ok((i, key, detail))
-            })
-        },
-    )
+    let img = crate::audit::audited(state, scope.actor(), "modify_image", "image", move |txn| {
+        Box::pin(async move {
+            let i = m.update(txn).await?;
+            let key = i.name.clone();
+            let detail = json!({"resources": i.resources});
+            Ok((i, key, detail))
+        })
+    })
     .await?;
     state
         .events
@@ -198,24 +192,18 @@ pub async fn alias(
         )));
     }
     let name = image.name.clone();
-    crate::audit::audited(
-        &state.db,
-        scope.actor(),
-        "alias_image",
-        "image",
-        move |txn| {
-            Box::pin(async move {
-                image_aliases::ActiveModel {
-                    id: Set(Uuid::new_v4()),
-                    alias: Set(alias.clone()),
-                    image: Set(image.id),
-                }
-                .insert(txn)
-                .await?;
-                Ok(((), image.name, json!({"alias": alias})))
-            })
-        },
-    )
+    crate::audit::audited(state, scope.actor(), "alias_image", "image", move |txn| {
+        Box::pin(async move {
+            image_aliases::ActiveModel {
+                id: Set(Uuid::new_v4()),
+                alias: Set(alias.clone()),
+                image: Set(image.id),
+            }
+            .insert(txn)
+            .await?;
+            Ok(((), image.name, json!({"alias": alias})))
+        })
+    })
     .await?;
     state
         .events
@@ -230,19 +218,13 @@ pub async fn dealias(state: &AppState, scope: &SuperadminScope, alias: &str) -> 
         .one(&state.db)
         .await?
         .ok_or_else(|| ApiError::not_found("image alias", alias))?;
-    crate::audit::audited(
-        &state.db,
-        scope.actor(),
-        "dealias_image",
-        "image",
-        move |txn| {
-            Box::pin(async move {
-                let key = row.alias.clone();
-                row.delete(txn).await?;
-                Ok(((), key, json!({})))
-            })
-        },
-    )
+    crate::audit::audited(state, scope.actor(), "dealias_image", "image", move |txn| {
+        Box::pin(async move {
+            let key = row.alias.clone();
+            row.delete(txn).await?;
+            Ok(((), key, json!({})))
+        })
+    })
     .await?;
     state
         .events
@@ -259,19 +241,13 @@ pub async fn forget(
 ) -> ApiResult<()> {
     let image = resolve(&state.db, reference, architecture).await?;
     let name = image.name.clone();
-    crate::audit::audited(
-        &state.db,
-        scope.actor(),
-        "forget_image",
-        "image",
-        move |txn| {
-            Box::pin(async move {
-                let key = image.name.clone();
-                image.delete(txn).await?;
-                Ok(((), key, json!({})))
-            })
-        },
-    )
+    crate::audit::audited(state, scope.actor(), "forget_image", "image", move |txn| {
+        Box::pin(async move {
+            let key = image.name.clone();
+            image.delete(txn).await?;
+            Ok(((), key, json!({})))
+        })
+    })
     .await?;
     state
         .events

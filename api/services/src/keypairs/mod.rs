@@ -54,6 +54,7 @@ pub async fn insert<C: ConnectionTrait>(
     db: &C,
     user: &users::Model,
     new: NewKeypair,
+    now: chrono::DateTime<Utc>,
 ) -> ApiResult<keypairs::Model> {
     check_explicit_keys(new.access_key.as_deref(), new.secret_key.as_deref())?;
     if new.rate_limit < 0 {
@@ -78,7 +79,6 @@ pub async fn insert<C: ConnectionTrait>(
             "A keypair with this access key already exists",
         ));
     }
-    let now = Utc::now();
     Ok(keypairs::ActiveModel {
         access_key: Set(access_key),
         secret_key: Set(new.secret_key.unwrap_or_else(tokens::new_secret_key)),
@@ -175,14 +175,15 @@ pub async fn create(
     new: NewKeypair,
 ) -> ApiResult<(keypairs::Model, users::Model)> {
     let owner = crate::users::find_visible(&state.db, caller, user_id).await?;
+    let now = state.clock.now();
     let kp = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "create_keypair",
         "keypair",
         move |txn| {
             Box::pin(async move {
-                let kp = insert(txn, &owner, new).await?;
+                let kp = insert(txn, &owner, new, now).await?;
                 let key = kp.access_key.to_string();
                 let detail = serde_json::json!({"user": owner.email});
                 Ok((kp, key, detail))
@@ -243,7 +244,7 @@ pub async fn modify(
     }
     let now = state.clock.now();
     let kp = crate::audit::audited(
-        &state.db,
+        state,
         &caller.email,
         "modify_keypair",
         "keypair",
@@ -307,7 +308,7 @@ pub async fn delete(
         )));
     }
     crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "delete_keypair",
         "keypair",

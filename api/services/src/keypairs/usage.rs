@@ -26,10 +26,9 @@ impl Usage {
         }
     }
 
-    /// One request by `access_key`, now. (Keys come from authenticated callers only, so the
-    /// map holds at most one entry per keypair.)
-    pub fn record(&self, access_key: &str) {
-        let now = Utc::now();
+    /// One request by `access_key` at `now` (the state's clock). (Keys come from
+    /// authenticated callers only, so the map holds at most one entry per keypair.)
+    pub fn record(&self, access_key: &str, now: DateTime<Utc>) {
         let mut pending = self.lock();
         match pending.get_mut(access_key) {
             Some(e) => {

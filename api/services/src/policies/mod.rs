@@ -214,7 +214,7 @@ pub async fn create(
         )));
     }
     let p = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "create_keypair_resource_policy",
         "resource_policy",
@@ -253,7 +253,7 @@ pub async fn modify(
     let mut m = existing.into_active_model();
     apply(&mut m, change)?;
     let p = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "modify_keypair_resource_policy",
         "resource_policy",
@@ -295,7 +295,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         )));
     }
     crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "delete_keypair_resource_policy",
         "resource_policy",

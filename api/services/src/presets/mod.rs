@@ -37,7 +37,7 @@ pub async fn create(
         created_at: Set(state.clock.now()),
     };
     let p = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "create_resource_preset",
         "resource_preset",
@@ -80,7 +80,7 @@ pub async fn modify(
     m.resource_slots = Set(slots);
     m.shared_memory = Set(shm);
     let p = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "modify_resource_preset",
         "resource_preset",
@@ -110,7 +110,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.to_string())
             .await?;
     crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "delete_resource_preset",
         "resource_preset",

@@ -145,7 +145,7 @@ pub async fn create(
         modified_at: Set(now),
     };
     let r = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "create_container_registry",
         "container_registry",
@@ -200,7 +200,7 @@ pub async fn modify(
     }
     m.modified_at = Set(state.clock.now());
     let r = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "modify_container_registry",
         "container_registry",
@@ -227,7 +227,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, hostname: &str) -
     let existing = find(&state.db, hostname).await?;
     let key = existing.hostname.clone();
     crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "delete_container_registry",
         "container_registry",

@@ -221,7 +221,7 @@ pub async fn create(
         },
     )?;
     let s = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "create_scaling_group",
         "scaling_group",
@@ -253,7 +253,7 @@ pub async fn modify(
     let mut m = existing(&state.db, name).await?.into_active_model();
     apply(&mut m, change)?;
     let s = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "modify_scaling_group",
         "scaling_group",
@@ -299,7 +299,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         )));
     }
     crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "delete_scaling_group",
         "scaling_group",
@@ -358,7 +358,7 @@ pub async fn set_link(
         "disassociate_scaling_group"
     };
     let sgname = scaling_group.to_string();
-    crate::audit::audited(db, scope.actor(), action, "scaling_group", move |txn| {
+    crate::audit::audited(state, scope.actor(), action, "scaling_group", move |txn| {
         Box::pin(async move {
             match (link, associate) {
                 (Link::Domain(d), true) => {

@@ -94,7 +94,9 @@ pub async fn run(state: AppState) {
             Ok(placed) => {
                 metrics::counter!("bai_scheduler_placements_total").increment(placed as u64)
             }
-            Err(e) => tracing::error!(error = %e.message, "scheduling pass failed"),
+            Err(e) => {
+                tracing::error!(error = %e.message, cause = %e.chain(), "scheduling pass failed")
+            }
         }
         metrics::histogram!("bai_scheduler_pass_seconds").record(started.elapsed().as_secs_f64());
     }

@@ -12,8 +12,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
-#[derive(Debug, Clone, PartialEq, Eq, async_graphql::SimpleObject)]
-#[graphql(rename_fields = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicePort {
     pub name: String,
     /// http, tcp, pty or preopen.

@@ -52,8 +52,12 @@ async fn world() -> World {
     let db = crate::db::connect_and_migrate("sqlite::memory:")
         .await
         .unwrap();
-    crate::db::seed_defaults(&db).await.unwrap();
-    crate::db::ensure_superadmin(&db, &config).await.unwrap();
+    crate::db::seed_defaults(&db, &bai_core::clock::SystemClock)
+        .await
+        .unwrap();
+    crate::db::ensure_superadmin(&db, &config, &bai_core::clock::SystemClock)
+        .await
+        .unwrap();
     let mut state = AppState::new(
         db.clone(),
         db,

@@ -674,7 +674,7 @@ pub async fn launch(state: AppState, id: Uuid) {
     let lock = state.session_locks.get(id).await;
     let _guard = lock.lock().await;
     if let Err(e) = launch_locked(&state, id).await {
-        tracing::warn!(session = %id, error = %e.message, "session failed to start");
+        tracing::warn!(session = %id, error = %e.message, cause = %e.chain(), "session failed to start");
         let data = json!({"error": {"message": e.message}});
         if let Err(e2) = apply(
             &state,
@@ -886,7 +886,7 @@ pub async fn watch_batch(
         ..Default::default()
     };
     if let Err(e) = apply(&state, id, SessionStatus::Terminated, change).await {
-        tracing::error!(session = %id, error = %e.message, "cannot record the end of a batch session");
+        tracing::error!(session = %id, error = %e.message, cause = %e.chain(), "cannot record the end of a batch session");
     }
 }
 
@@ -995,7 +995,7 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
             match terminate(state, s.id, "max-session-lifetime").await {
                 Ok(_) => reaped += 1,
                 Err(e) => {
-                    tracing::warn!(session = %s.id, error = %e.message, "lifetime termination failed")
+                    tracing::warn!(session = %s.id, error = %e.message, cause = %e.chain(), "lifetime termination failed")
                 }
             }
             continue;
@@ -1009,7 +1009,7 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
             match terminate(state, s.id, "idle-timeout").await {
                 Ok(_) => reaped += 1,
                 Err(e) => {
-                    tracing::warn!(session = %s.id, error = %e.message, "idle termination failed")
+                    tracing::warn!(session = %s.id, error = %e.message, cause = %e.chain(), "idle termination failed")
                 }
             }
         }
@@ -1021,7 +1021,7 @@ pub async fn idle_loop(state: AppState) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         if let Err(e) = reap_idle(&state).await {
-            tracing::warn!(error = %e.message, "idle check failed");
+            tracing::warn!(error = %e.message, cause = %e.chain(), "idle check failed");
         }
     }
 }

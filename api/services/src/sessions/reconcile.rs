@@ -170,7 +170,7 @@ pub async fn sweep_loop(state: AppState) {
     loop {
         tokio::time::sleep(Duration::from_secs(30)).await;
         if let Err(e) = sweep(&state).await {
-            tracing::warn!(error = %e.message, "reconciliation sweep failed");
+            tracing::warn!(error = %e.message, cause = %e.chain(), "reconciliation sweep failed");
         }
     }
 }

@@ -61,7 +61,12 @@ pub async fn get<C: ConnectionTrait>(db: &C, key: &str) -> ApiResult<Value> {
         .unwrap_or_else(def.default))
 }
 
-pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResult<Value> {
+pub async fn set<C: ConnectionTrait>(
+    db: &C,
+    key: &str,
+    value: Value,
+    now: chrono::DateTime<Utc>,
+) -> ApiResult<Value> {
     let def = definition(key).ok_or_else(|| {
         ApiError::bad_request(format!(
             "'{key}' is not an editable setting (editable: {})",
@@ -90,14 +95,14 @@ pub async fn set<C: ConnectionTrait>(db: &C, key: &str, value: Value) -> ApiResu
         Some(row) => {
             let mut m = row.into_active_model();
             m.value = Set(value.clone());
-            m.modified_at = Set(Utc::now());
+            m.modified_at = Set(now);
             m.update(db).await?;
         }
         None => {
             system_settings::ActiveModel {
                 key: Set(key.to_string()),
                 value: Set(value.clone()),
-                modified_at: Set(Utc::now()),
+                modified_at: Set(now),
             }
             .insert(db)
             .await?;
@@ -115,14 +120,15 @@ pub async fn modify(
     value: Value,
 ) -> ApiResult<Setting> {
     let k = key.to_string();
+    let now = state.clock.now();
     let value = crate::audit::audited(
-        &state.db,
+        state,
         scope.actor(),
         "modify_system_setting",
         "system_setting",
         move |txn| {
             Box::pin(async move {
-                let v = set(txn, &k, value).await?;
+                let v = set(txn, &k, value, now).await?;
                 Ok((v.clone(), k, json!({"value": v})))
             })
         },

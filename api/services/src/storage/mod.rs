@@ -308,15 +308,14 @@ pub async fn create(
         last_used: Set(None),
     };
     let actor = caller.email.clone();
-    let created =
-        crate::audit::audited(&state.db, &actor, "create_vfolder", "vfolder", move |txn| {
-            Box::pin(async move {
-                let f = model.insert(txn).await?;
-                let key = f.id.to_string();
-                Ok((f, key, serde_json::json!({})))
-            })
+    let created = crate::audit::audited(state, &actor, "create_vfolder", "vfolder", move |txn| {
+        Box::pin(async move {
+            let f = model.insert(txn).await?;
+            let key = f.id.to_string();
+            Ok((f, key, serde_json::json!({})))
         })
-        .await;
+    })
+    .await;
     match &created {
         Ok(f) => publish(state, f, crate::events::ChangeAction::Created),
         Err(_) => {
@@ -374,7 +373,7 @@ pub async fn rename(
     let mut m = f.into_active_model();
     m.name = Set(name);
     let f = crate::audit::audited(
-        &state.db,
+        state,
         &caller.email,
         "rename_vfolder",
         "vfolder",
@@ -428,7 +427,7 @@ pub async fn delete(
     let root = folder_root(&state.config, &f)?;
     let gone = f.clone();
     crate::audit::audited(
-        &state.db,
+        state,
         &caller.email,
         "delete_vfolder",
         "vfolder",

@@ -39,6 +39,7 @@ pub struct NewUser {
 pub async fn create<C: ConnectionTrait>(
     db: &C,
     new: NewUser,
+    now: chrono::DateTime<Utc>,
 ) -> ApiResult<(users::Model, keypairs::Model)> {
     let email = crate::validate::email(&new.email)?;
     let username = crate::validate::username(&new.username)?;
@@ -89,7 +90,6 @@ pub async fn create<C: ConnectionTrait>(
     };
     check_groups_in_domain(db, &group_ids, &new.domain_name).await?;
 
-    let now = Utc::now();
     let user = users::ActiveModel {
         uuid: Set(Uuid::new_v4()),
         username: Set(username),
@@ -122,6 +122,7 @@ pub async fn create<C: ConnectionTrait>(
             access_key: None,
             secret_key: None,
         },
+        now,
     )
     .await?;
     let mut active: users::ActiveModel = user.into();
@@ -351,21 +352,16 @@ pub async fn create_user(
         resource_policy: props.resource_policy.unwrap_or_else(|| "default".into()),
         rate_limit: i32::try_from(rate_limit).unwrap_or(i32::MAX),
     };
-    let user = crate::audit::audited(
-        &state.db,
-        scope.actor(),
-        "create_user",
-        "user",
-        move |txn| {
-            Box::pin(async move {
-                let (user, _) = create(txn, new).await?;
-                let key = user.email.to_string();
-                let detail =
-                    serde_json::json!({"role": user.role.as_str(), "domain": user.domain_name});
-                Ok((user, key, detail))
-            })
-        },
-    )
+    let now = state.clock.now();
+    let user = crate::audit::audited(state, scope.actor(), "create_user", "user", move |txn| {
+        Box::pin(async move {
+            let (user, _) = create(txn, new, now).await?;
+            let key = user.email.to_string();
+            let detail =
+                serde_json::json!({"role": user.role.as_str(), "domain": user.domain_name});
+            Ok((user, key, detail))
+        })
+    })
     .await?;
     state.events.changed(
         ObjectKind::User,
@@ -448,69 +444,63 @@ pub async fn modify_user(
     let old_role = target.role;
     let reset = password_hash.is_some();
     let now = state.clock.now();
-    let updated = crate::audit::audited(
-        &state.db,
-        &caller.email,
-        "modify_user",
-        "user",
-        move |txn| {
-            Box::pin(async move {
-                let was_active = target.status == UserStatus::Active;
-                let uuid = target.uuid;
-                let domain = target.domain_name.clone();
-                let mut m = target.into_active_model();
-                if let Some(u) = username {
-                    let taken = users::Entity::find()
-                        .filter(users::Column::Username.eq(&u))
-                        .filter(users::Column::Uuid.ne(uuid))
-                        .one(txn)
-                        .await?;
-                    if taken.is_some() {
-                        return Err(ApiError::conflict(format!(
-                            "The user name '{u}' is already taken"
-                        )));
-                    }
-                    m.username = Set(u);
+    let updated = crate::audit::audited(state, &caller.email, "modify_user", "user", move |txn| {
+        Box::pin(async move {
+            let was_active = target.status == UserStatus::Active;
+            let uuid = target.uuid;
+            let domain = target.domain_name.clone();
+            let mut m = target.into_active_model();
+            if let Some(u) = username {
+                let taken = users::Entity::find()
+                    .filter(users::Column::Username.eq(&u))
+                    .filter(users::Column::Uuid.ne(uuid))
+                    .one(txn)
+                    .await?;
+                if taken.is_some() {
+                    return Err(ApiError::conflict(format!(
+                        "The user name '{u}' is already taken"
+                    )));
                 }
-                if let Some(h) = password_hash {
-                    m.password = Set(h);
-                    m.password_changed_at = Set(Some(now));
-                }
-                if let Some(v) = need_password_change {
-                    m.need_password_change = Set(v);
-                }
-                if let Some(v) = full_name {
-                    m.full_name = Set(Some(v));
-                }
-                if let Some(v) = description {
-                    m.description = Set(Some(v));
-                }
-                if let Some(r) = role {
-                    m.role = Set(r);
-                }
-                if let Some(s) = status {
-                    m.status = Set(s);
-                }
-                m.modified_at = Set(now);
-                let user = m.update(txn).await?;
-                if let Some(gids) = group_ids {
-                    check_groups_in_domain(txn, &gids, &domain).await?;
-                    set_groups(txn, uuid, &gids).await?;
-                }
-                if was_active && user.status != UserStatus::Active {
-                    deactivate(txn, uuid).await?;
-                } else if !was_active && user.status == UserStatus::Active {
-                    crate::keypairs::reactivate_main(txn, &user).await?;
-                }
-                let key = user.email.to_string();
-                let detail = serde_json::json!({
-                    "status": user.status.as_str(),
-                    "role": user.role.as_str(),
-                });
-                Ok((user, key, detail))
-            })
-        },
-    )
+                m.username = Set(u);
+            }
+            if let Some(h) = password_hash {
+                m.password = Set(h);
+                m.password_changed_at = Set(Some(now));
+            }
+            if let Some(v) = need_password_change {
+                m.need_password_change = Set(v);
+            }
+            if let Some(v) = full_name {
+                m.full_name = Set(Some(v));
+            }
+            if let Some(v) = description {
+                m.description = Set(Some(v));
+            }
+            if let Some(r) = role {
+                m.role = Set(r);
+            }
+            if let Some(s) = status {
+                m.status = Set(s);
+            }
+            m.modified_at = Set(now);
+            let user = m.update(txn).await?;
+            if let Some(gids) = group_ids {
+                check_groups_in_domain(txn, &gids, &domain).await?;
+                set_groups(txn, uuid, &gids).await?;
+            }
+            if was_active && user.status != UserStatus::Active {
+                deactivate(txn, uuid).await?;
+            } else if !was_active && user.status == UserStatus::Active {
+                crate::keypairs::reactivate_main(txn, &user).await?;
+            }
+            let key = user.email.to_string();
+            let detail = serde_json::json!({
+                "status": user.status.as_str(),
+                "role": user.role.as_str(),
+            });
+            Ok((user, key, detail))
+        })
+    })
     .await?;
     // A reset password, a deactivation or a new role ends the account's login sessions (and
     // the rights of its open WebSockets) at once.

@@ -1,0 +1,112 @@
+//! What the services know of the database that the pure layers must not: which database
+//! errors are the caller's (a unique key clash is a CONFLICT, not an internal error), and how
+//! a parsed list filter becomes a condition.
+use bai_core::filter::{Filter, Op};
+use sea_orm::sea_query::{Expr, Func, SimpleExpr};
+use sea_orm::{ColumnTrait, Condition, DbErr, SqlErr};
+
+use crate::error::{ApiError, ErrorCode};
+
+/// An error on its way out, as the caller should see it: a database constraint violation
+/// kept as an internal error (layer 2 knows no database) becomes the CONFLICT it is; every
+/// other error is returned as it is. The surfaces call this before they answer.
+pub fn classify(e: ApiError) -> ApiError {
+    if e.code != ErrorCode::Internal {
+        return e;
+    }
+    let Some(db) = e.source().and_then(|s| s.downcast_ref::<DbErr>()) else {
+        return e;
+    };
+    match db.sql_err() {
+        Some(SqlErr::UniqueConstraintViolation(_)) => {
+            ApiError::conflict("an object with the same name already exists")
+        }
+        Some(SqlErr::ForeignKeyConstraintViolation(_)) => {
+            ApiError::conflict("the object is still referenced by other objects")
+        }
+        _ => e,
+    }
+}
+
+/// The database condition a parsed list filter stands for.
+pub fn condition<C: ColumnTrait>(filter: &Filter<C>) -> Condition {
+    match filter {
+        Filter::Any(parts) => parts
+            .iter()
+            .fold(Condition::any(), |c, p| c.add(condition(p))),
+        Filter::All(parts) => parts
+            .iter()
+            .fold(Condition::all(), |c, p| c.add(condition(p))),
+        Filter::Compare { column, op, value } => Condition::all().add(compare(*column, *op, value)),
+    }
+}
+
+fn compare<C: ColumnTrait>(col: C, op: Op, v: &str) -> SimpleExpr {
+    let v = v.to_string();
+    match op {
+        Op::Eq => col.eq(v),
+        Op::Ne => col.ne(v),
+        Op::Lt => col.lt(v),
+        Op::Le => col.lte(v),
+        Op::Gt => col.gt(v),
+        Op::Ge => col.gte(v),
+        Op::Like => col.like(v),
+        Op::ILike => Expr::expr(Func::lower(Expr::col(col))).like(v.to_lowercase()),
+        Op::Contains => col.contains(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use entity::sessions;
+    use sea_orm::{DbBackend, EntityTrait, QueryFilter, QueryTrait};
+
+    fn sql(f: &str) -> String {
+        let cols = [
+            ("name", sessions::Column::Name),
+            ("status", sessions::Column::Status),
+        ];
+        let parsed = bai_core::filter::parse(f, &cols).unwrap().unwrap();
+        sessions::Entity::find()
+            .filter(super::condition(&parsed))
+            .build(DbBackend::Sqlite)
+            .to_string()
+    }
+
+    #[test]
+    fn filters_become_conditions() {
+        let s = sql(r#"name == "a b" & (status == "RUNNING" | status == 'PENDING')"#);
+        assert!(s.contains(r#""name" = 'a b'"#), "{s}");
+        assert!(
+            s.contains(r#""status" = 'RUNNING' OR "sessions"."status" = 'PENDING'"#),
+            "{s}"
+        );
+        let s = sql(r#"name ilike "%GPU%""#);
+        assert!(s.contains("LOWER") && s.contains("'%gpu%'"), "{s}");
+    }
+
+    #[tokio::test]
+    async fn a_unique_key_clash_is_a_conflict_and_other_database_errors_stay_internal() {
+        use sea_orm::{ConnectionTrait, Database};
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        db.execute_unprepared("CREATE TABLE t (name TEXT UNIQUE)")
+            .await
+            .unwrap();
+        db.execute_unprepared("INSERT INTO t VALUES ('a')")
+            .await
+            .unwrap();
+        let clash = db
+            .execute_unprepared("INSERT INTO t VALUES ('a')")
+            .await
+            .unwrap_err();
+        let e = super::classify(crate::error::ApiError::from(clash));
+        assert_eq!(e.code, crate::error::ErrorCode::Conflict, "{e:?}");
+        let missing = db
+            .execute_unprepared("SELECT * FROM nowhere")
+            .await
+            .unwrap_err();
+        let e = super::classify(crate::error::ApiError::from(missing));
+        assert_eq!(e.code, crate::error::ErrorCode::Internal);
+        assert!(e.chain().to_string().contains("nowhere"), "{e:?}");
+    }
+}
