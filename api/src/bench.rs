@@ -242,6 +242,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
                 "session ended: {:?}",
                 s.status_info
             );
+            // Drains what arrives within 50 ms; a quiet channel is fine.
             let _ = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
         }
         let bai_t = t.elapsed();
@@ -336,6 +337,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
         println!("    {name:<42} p50 {:>7.1} ms", ms(percentile(p, 0.5)));
     }
     server.stop().await?;
+    // A scratch directory of the bench; one left behind is harmless.
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }
@@ -391,6 +393,7 @@ where
                 let t = Instant::now();
                 match make(&client).send().await {
                     Ok(r) if r.status().is_success() => {
+                        // The body is read only to finish the request; its content is not measured.
                         let _ = r.bytes().await;
                         lat.push(t.elapsed());
                     }
@@ -560,6 +563,7 @@ pub async fn api(
         signed.line("HMAC-signed /admin/gql, the same list", Some(&anon))
     );
     server.stop().await?;
+    // A scratch directory of the bench; one left behind is harmless.
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }
@@ -652,6 +656,7 @@ pub async fn fresh_postgres(url: &str) -> anyhow::Result<String> {
 
 impl Drop for Child {
     fn drop(&mut self) {
+        // Clean-up on drop: a process already gone and a missing directory are both fine.
         let _ = self.proc.start_kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -816,10 +821,12 @@ async fn subscriber(
         serde_json::json!({"id": "1", "type": "subscribe", "payload": {"query": "subscription { session_status_changes { session_id event } }"}}).to_string(),
     ))
     .await?;
+    // The bench may have stopped waiting; then nobody needs the signal.
     let _ = ready.send(()).await;
     loop {
         match ws.next().await {
             Some(Ok(Message::Text(t))) if t.as_str().contains("\"next\"") => {
+                // The receiver ends with the bench; a late event is simply not counted.
                 let _ = got.send(Instant::now()).await;
                 // Stay connected until the bench ends (the sender side closes first).
                 let _ = ws.next().await;
@@ -876,6 +883,7 @@ pub async fn fanout(n: usize, database_url: Option<String>) -> anyhow::Result<()
                     _ = wait.recv() => {}
                 }
                 drop(permit);
+                // The bench may have stopped waiting; then nobody needs the signal.
                 let _ = ready.send(()).await;
                 run.await
             }));

@@ -51,6 +51,7 @@ impl Server {
     /// Stops accepting connections, finishes in-flight requests and waits.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if let Some(tx) = self.shutdown.take() {
+            // The server task may have ended already (then there is nothing left to stop).
             let _ = tx.send(());
         }
         self.task

@@ -226,6 +226,7 @@ async fn forward_tcp(
         tokio::spawn(async move {
             match tokio::net::TcpStream::connect(upstream).await {
                 Ok(mut outbound) => {
+                    // Either side closing (or resetting) ends the forward; there is no one to report to.
                     let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                 }
                 Err(e) => tracing::debug!(error = %e, "app port: container unreachable"),

@@ -81,11 +81,13 @@ async fn bridge(
                     }
                 }
                 _ = stopping.cancelled() => {
+                    // Shutting down: a browser already gone needs no goodbye.
                     let _ = to_browser.send(going_away()).await;
                     return;
                 }
             }
         }
+        // The browser may have closed first.
         let _ = to_browser.send(Message::Close(None)).await;
     };
     let pump_in = async {
@@ -95,7 +97,10 @@ async fn bridge(
                 Message::Text(t) => match serde_json::from_str::<Control>(t.as_str()) {
                     Ok(Control::Input { data }) => data.into_bytes(),
                     Ok(Control::Resize { cols, rows }) => {
-                        let _ = agent.resize_exec(&exec_id, rows, cols).await;
+                        // A resize that fails leaves the old size: the terminal still works.
+                        if let Err(e) = agent.resize_exec(&exec_id, rows, cols).await {
+                            tracing::debug!(error = ?e, "terminal resize failed");
+                        }
                         continue;
                     }
                     // Plain text is typed as is.

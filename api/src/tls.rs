@@ -83,6 +83,7 @@ impl TlsListener {
                     let _permit = permit;
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                         Ok(Ok(tls)) => {
+                            // The accept loop ended (shutdown): the connection is dropped with it.
                             let _ = tx.send((tls, peer)).await;
                         }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),

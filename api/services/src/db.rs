@@ -477,6 +477,7 @@ pub async fn restore(config: &Config, backup: &std::path::Path, force: bool) -> 
         std::fs::rename(&target, config.data_dir.join("bai.db.before-restore"))?;
     }
     for stale in ["bai.db-wal", "bai.db-shm"] {
+        // Usually absent; a leftover that cannot be removed makes SQLite recover it itself.
         let _ = std::fs::remove_file(config.data_dir.join(stale));
     }
     let tmp = config.data_dir.join("bai.db.restoring");

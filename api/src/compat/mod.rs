@@ -347,6 +347,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
                 .into_response());
         }
         let wait = async {
+            // Waiting is a courtesy: after 5 s the caller gets the state as it is (timing out is fine).
             let _ = tokio::time::timeout(Duration::from_secs(5), mine.next()).await;
         };
         match deadline {

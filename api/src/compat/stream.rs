@@ -74,6 +74,7 @@ async fn run_over_ws(
         Ok(r) => r,
         Err(e) => {
             let msg = format!("{}\n", crate::error::leaving(e).message);
+            // The client may be gone already; then there is nobody to tell.
             let _ = tx
                 .send(frame("finished", vec![json!(["stderr", msg])], Some(-1)))
                 .await;
@@ -85,6 +86,7 @@ async fn run_over_ws(
     loop {
         tokio::select! {
             _ = stopping.cancelled() => {
+                // Shutting down: a client already gone needs no goodbye.
                 let _ = tx.send(crate::terminal::going_away()).await;
                 return Ok(());
             }
@@ -94,6 +96,7 @@ async fn run_over_ws(
                 let stream = if c.stream == "truncated" { "stderr" } else { c.stream };
                 if c.stream == "finished" {
                     tx.send(frame("finished", vec![], c.exit_code)).await.map_err(|e| e.to_string())?;
+                    // Closing a connection the client already closed is not an error worth reporting.
                     let _ = tx.close().await;
                     return Ok(());
                 }

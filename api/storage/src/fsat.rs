@@ -261,6 +261,7 @@ impl Folder {
                 Ok(()) => {
                     let d = rfs::openat(&cur, p.as_str(), dir_flags(), Mode::empty())
                         .map_err(|e| fail(path, e, "creating a directory"))?;
+                    // Best effort: without privileges (tests, rootless) the directory stays the server's.
                     let _ = rfs::fchown(
                         &d,
                         Some(Uid::from_raw(WORK_ID)),
@@ -372,6 +373,7 @@ impl Upload {
         self.file = None;
         rfs::renameat(&self.dir, self.tmp.as_str(), &self.dir, self.name.as_str()).map_err(
             |e| {
+                // Removing the temporary file of a failed upload: gone already is fine.
                 let _ = rfs::unlinkat(&self.dir, self.tmp.as_str(), AtFlags::empty());
                 fail(&self.path, e, "storing an upload")
             },
@@ -384,6 +386,7 @@ impl Upload {
 impl Drop for Upload {
     fn drop(&mut self) {
         if !self.tmp.is_empty() {
+            // Removing the temporary file of a failed upload: gone already is fine.
             let _ = rfs::unlinkat(&self.dir, self.tmp.as_str(), AtFlags::empty());
         }
     }
@@ -702,6 +705,7 @@ mod tests {
                 let dir = rfs::open(&root, dir_flags(), Mode::empty()).unwrap();
                 let mut n = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // The attacker swaps as fast as it can; a swap that fails is just a miss.
                     let _ = rfs::renameat_with(&dir, "d", &dir, "l", RenameFlags::EXCHANGE);
                     n += 1;
                 }
@@ -719,6 +723,8 @@ mod tests {
                     "listed outside the folder"
                 );
             }
+            // Each step may fail while the link is swapped in; what matters is what it
+            // touched (checked below), not whether it succeeded.
             let _ = f.mkdir(&format!("d/sub/m{i}"), false);
             if let Ok(mut up) = f.create_upload(&format!("d/u{i}")) {
                 let _ = up.file().unwrap().write_all(b"x");

@@ -173,6 +173,7 @@ impl FolderStore for LocalStore {
         let (root, path, top) = (root.to_path_buf(), path.to_string(), top.to_string());
         tokio::task::spawn_blocking(move || {
             let result = fsat::Folder::open(&root).and_then(|f| f.archive(&path, &top, bridge));
+            // The archive's reader may have hung up (download cancelled); nobody waits for the result.
             let _ = done_tx.send(result.map_err(|e| e.message));
         });
         let data = tokio_util::io::ReaderStream::new(r);

@@ -213,8 +213,17 @@ pub async fn heartbeat_loop(state: AppState) {
             .filter(agents::Column::LastHeartbeat.lt(deadline))
             .all(&state.db)
             .await;
-        for row in stale.unwrap_or_default() {
-            let _ = set_status(&state, &row.id, AgentStatus::Lost).await;
+        match stale {
+            Ok(rows) => {
+                for row in rows {
+                    if let Err(e) = set_status(&state, &row.id, AgentStatus::Lost).await {
+                        tracing::warn!(agent = %row.id, error = %e.message, cause = %e.chain(), "marking a silent agent lost failed; next sweep retries");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading agents for the heartbeat sweep failed; next sweep retries")
+            }
         }
     }
 }
@@ -255,7 +264,10 @@ async fn record_live_use(
 /// On shutdown the agents of this process stop: TERMINATED.
 pub async fn stop_all(state: &AppState) {
     for agent in state.agents.all().await {
-        let _ = set_status(state, &agent.info().id, AgentStatus::Terminated).await;
+        if let Err(e) = set_status(state, &agent.info().id, AgentStatus::Terminated).await {
+            // Shutting down: the next start's heartbeat corrects the row.
+            tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "marking an agent terminated at shutdown failed");
+        }
     }
 }
 

@@ -397,7 +397,7 @@ pub async fn start(
 
 /// Marks the session as used now (idle timeout).
 pub async fn touch(state: &AppState, session: Uuid) {
-    let _ = sessions::Entity::update_many()
+    let touched = sessions::Entity::update_many()
         .col_expr(
             sessions::Column::LastActivity,
             sea_orm::sea_query::Expr::value(state.clock.now()),
@@ -405,6 +405,11 @@ pub async fn touch(state: &AppState, session: Uuid) {
         .filter(sessions::Column::Id.eq(session))
         .exec(&state.db)
         .await;
+    // Activity is advisory (the idle reaper reads it): a missed write only makes the session
+    // look idle a little earlier, so it is logged, not returned.
+    if let Err(e) = touched {
+        tracing::warn!(session = %session, error = %e, "recording session activity failed");
+    }
 }
 
 #[cfg(test)]

@@ -319,7 +319,11 @@ pub async fn create(
     match &created {
         Ok(f) => publish(state, f, crate::events::ChangeAction::Created),
         Err(_) => {
-            let _ = state.storage.remove_folder(&dir).await;
+            // The record was not created: take back its directory. The caller gets the
+            // creation's error; a directory left behind only costs space, so it is logged.
+            if let Err(e) = state.storage.remove_folder(&dir).await {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing the directory of a folder not created failed");
+            }
         }
     }
     created
