@@ -579,10 +579,12 @@ pub async fn subscribe_op<Q: GraphQLQuery>(app: &TestApp, token: &str, variables
     ws
 }
 
-/// Connects, and sends a request that is wrong on purpose (inline text) as operation "1";
-/// returns at once: what the server answers is the test's to read.
+/// Connects and sends an inline request as operation "1", then waits a moment so the server
+/// has registered it. (Being replaced by `subscribe_op`, which waits for the listener.)
 pub async fn subscribe_ws(app: &TestApp, token: &str, query: &str, variables: Value) -> Ws {
-    subscribe_payload(app, token, json!({"query": query, "variables": variables})).await
+    let ws = subscribe_payload(app, token, json!({"query": query, "variables": variables})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    ws
 }
 
 async fn subscribe_payload(app: &TestApp, token: &str, payload: Value) -> Ws {
