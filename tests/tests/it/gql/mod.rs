@@ -31,6 +31,11 @@ pub type JSONString = serde_json::Value;
 
 /// `operation!(Name, "graphql/<module>/<file>.graphql");` — the document holds one operation
 /// called `Name`; `gql::name::Variables` is what it takes.
+///
+/// A selection set of nothing but `__typename` (or only inline fragments) cannot be derived:
+/// graphql_client makes it an enum without serde's path, which then needs the `serde` crate
+/// this package does not depend on ("can't find crate for `serde`" at the derive below).
+/// Select a real field beside `__typename`, or send such a request inline.
 macro_rules! operation {
     ($name:ident, $path:tt) => {
         #[derive(graphql_client::GraphQLQuery)]
