@@ -2,165 +2,258 @@
 use serde_json::json;
 
 use crate::both_dbs;
+use crate::gql;
+use crate::gql::admin as ops;
 use crate::support::*;
 
 both_dbs!(users_and_keypairs, |db| async move {
     let app = spawn(db).await;
+    let admin = Some(app.admin_token.as_str());
     let created = app
-        .admin(
-            r#"mutation { create_user(email: "New@Lab.org", props: {username: "newbie", password: "Newbie-01", need_password_change: false, domain_name: "default", full_name: "New Bie", role: "user"}) { ok user { email username full_name role is_active main_access_key groups { name } } } }"#,
-            json!({}),
-        )
+        .admin_op::<ops::CreateUserDetail>(ops::create_user_detail::Variables {
+            email: "New@Lab.org".into(),
+            props: ops::create_user_detail::UserInput {
+                username: "newbie".into(),
+                password: "Newbie-01".into(),
+                need_password_change: false,
+                domain_name: "default".into(),
+                full_name: Some("New Bie".into()),
+                role: Some("user".into()),
+                ..Default::default()
+            },
+        })
         .await;
     let u = &created["create_user"]["user"];
     assert_eq!(u["email"], "new@lab.org");
     assert_eq!(u["groups"][0]["name"], "default");
     let main_key = u["main_access_key"].as_str().unwrap().to_string();
-    for (m, code) in [
+    let new_user = |username: &str, domain: &str| gql::create_user::UserInput {
+        username: username.into(),
+        password: "Newbie-01".into(),
+        need_password_change: false,
+        domain_name: domain.into(),
+        ..Default::default()
+    };
+    for (email, props, code) in [
+        ("new@lab.org", new_user("x2", "default"), "CONFLICT"),
+        ("x3@lab.org", new_user("newbie", "default"), "CONFLICT"),
+        ("not-an-email", new_user("x4", "default"), "BAD_REQUEST"),
+        ("x5@lab.org", new_user("x5", "nowhere"), "NOT_FOUND"),
         (
-            r#"mutation { create_user(email: "new@lab.org", props: {username: "x2", password: "Newbie-01", need_password_change: false, domain_name: "default"}) { ok } }"#,
-            "CONFLICT",
-        ),
-        (
-            r#"mutation { create_user(email: "x3@lab.org", props: {username: "newbie", password: "Newbie-01", need_password_change: false, domain_name: "default"}) { ok } }"#,
-            "CONFLICT",
-        ),
-        (
-            r#"mutation { create_user(email: "not-an-email", props: {username: "x4", password: "Newbie-01", need_password_change: false, domain_name: "default"}) { ok } }"#,
-            "BAD_REQUEST",
-        ),
-        (
-            r#"mutation { create_user(email: "x5@lab.org", props: {username: "x5", password: "Newbie-01", need_password_change: false, domain_name: "nowhere"}) { ok } }"#,
-            "NOT_FOUND",
-        ),
-        (
-            r#"mutation { create_user(email: "x6@lab.org", props: {username: "x6", password: "Newbie-01", need_password_change: false, domain_name: "default", role: "god"}) { ok } }"#,
-            "BAD_REQUEST",
-        ),
-        (
-            r#"mutation { modify_user(email: "ghost@lab.org", props: {full_name: "x"}) { ok } }"#,
-            "NOT_FOUND",
-        ),
-        (
-            r#"mutation { modify_user(email: "admin@bai.local", props: {is_active: false}) { ok } }"#,
+            "x6@lab.org",
+            gql::create_user::UserInput {
+                role: Some("god".into()),
+                ..new_user("x6", "default")
+            },
             "BAD_REQUEST",
         ),
     ] {
-        assert_code(&app.gql(Some(&app.admin_token), m, json!({})).await, code);
+        let body = app
+            .op::<gql::CreateUser>(
+                admin,
+                gql::create_user::Variables {
+                    email: email.into(),
+                    props,
+                },
+            )
+            .await;
+        assert_code(&body, code);
+    }
+    for (email, props, code) in [
+        (
+            "ghost@lab.org",
+            ops::modify_user::ModifyUserInput {
+                full_name: Some("x".into()),
+                ..Default::default()
+            },
+            "NOT_FOUND",
+        ),
+        (
+            "admin@bai.local",
+            ops::modify_user::ModifyUserInput {
+                is_active: Some(false),
+                ..Default::default()
+            },
+            "BAD_REQUEST",
+        ),
+    ] {
+        let body = app
+            .op::<ops::ModifyUser>(
+                admin,
+                ops::modify_user::Variables {
+                    email: email.into(),
+                    props,
+                },
+            )
+            .await;
+        assert_code(&body, code);
     }
 
     // Keypairs: explicit keys, bad keys, policy checks, delete rules.
+    let keypair = |policy: &str, rate_limit: i64| ops::create_keypair::KeyPairInput {
+        resource_policy: policy.into(),
+        rate_limit,
+        ..Default::default()
+    };
     let explicit = app
-        .admin(
-            r#"mutation { create_keypair(user_id: "new@lab.org", props: {resource_policy: "default", rate_limit: 500, access_key: "AKIAEXPLICIT00000001", secret_key: "abcdefghijabcdefghijabcdefghijabcdefghij"}) { keypair { access_key secret_key is_active } } }"#,
-            json!({}),
-        )
+        .admin_op::<ops::CreateKeypair>(ops::create_keypair::Variables {
+            user_id: "new@lab.org".into(),
+            props: ops::create_keypair::KeyPairInput {
+                access_key: Some("AKIAEXPLICIT00000001".into()),
+                secret_key: Some("abcdefghijabcdefghijabcdefghijabcdefghij".into()),
+                ..keypair("default", 500)
+            },
+        })
         .await;
     assert_eq!(
         explicit["create_keypair"]["keypair"]["access_key"],
         "AKIAEXPLICIT00000001"
     );
-    for (m, code) in [
+    for (props, code) in [
         (
-            r#"mutation { create_keypair(user_id: "new@lab.org", props: {resource_policy: "default", rate_limit: 1, access_key: "short"}) { ok } }"#,
+            ops::create_keypair::KeyPairInput {
+                access_key: Some("short".into()),
+                ..keypair("default", 1)
+            },
             "BAD_REQUEST",
         ),
+        (keypair("nope", 1), "NOT_FOUND"),
+        (keypair("default", -1), "BAD_REQUEST"),
         (
-            r#"mutation { create_keypair(user_id: "new@lab.org", props: {resource_policy: "nope", rate_limit: 1}) { ok } }"#,
-            "NOT_FOUND",
-        ),
-        (
-            r#"mutation { create_keypair(user_id: "new@lab.org", props: {resource_policy: "default", rate_limit: -1}) { ok } }"#,
-            "BAD_REQUEST",
-        ),
-        (
-            r#"mutation { create_keypair(user_id: "new@lab.org", props: {resource_policy: "default", rate_limit: 1, access_key: "AKIAEXPLICIT00000001"}) { ok } }"#,
+            ops::create_keypair::KeyPairInput {
+                access_key: Some("AKIAEXPLICIT00000001".into()),
+                ..keypair("default", 1)
+            },
             "CONFLICT",
         ),
-        (
-            r#"mutation { modify_keypair(access_key: "AKIAEXPLICIT00000001", props: {resource_policy: "nope"}) { ok } }"#,
-            "NOT_FOUND",
-        ),
     ] {
-        assert_code(&app.gql(Some(&app.admin_token), m, json!({})).await, code);
+        let body = app
+            .op::<ops::CreateKeypair>(
+                admin,
+                ops::create_keypair::Variables {
+                    user_id: "new@lab.org".into(),
+                    props,
+                },
+            )
+            .await;
+        assert_code(&body, code);
     }
+    let bad_policy = app
+        .op::<ops::ModifyKeypair>(
+            admin,
+            ops::modify_keypair::Variables {
+                access_key: "AKIAEXPLICIT00000001".into(),
+                props: ops::modify_keypair::ModifyKeyPairInput {
+                    resource_policy: Some("nope".into()),
+                    ..Default::default()
+                },
+            },
+        )
+        .await;
+    assert_code(&bad_policy, "NOT_FOUND");
     let modified = app
-        .admin(r#"mutation { modify_keypair(access_key: "AKIAEXPLICIT00000001", props: {rate_limit: 2000, is_active: false}) { keypair { rate_limit is_active } } }"#, json!({}))
+        .admin_op::<ops::ModifyKeypair>(ops::modify_keypair::Variables {
+            access_key: "AKIAEXPLICIT00000001".into(),
+            props: ops::modify_keypair::ModifyKeyPairInput {
+                rate_limit: Some(2000),
+                is_active: Some(false),
+                ..Default::default()
+            },
+        })
         .await;
     assert_eq!(
         modified["modify_keypair"]["keypair"],
         json!({"rate_limit": 2000, "is_active": false})
     );
     let inactive = app
-        .admin(
-            r#"{ keypairs(email: "new@lab.org", is_active: false) { access_key } }"#,
-            json!({}),
-        )
+        .admin_op::<ops::Keypairs>(ops::keypairs::Variables {
+            email: Some("new@lab.org".into()),
+            is_active: Some(false),
+        })
         .await;
     assert_eq!(
         inactive["keypairs"],
         json!([{"access_key": "AKIAEXPLICIT00000001"}])
     );
     let main_del = app
-        .gql(
-            Some(&app.admin_token),
-            "mutation($a: String!) { delete_keypair(access_key: $a) { ok } }",
-            json!({"a": main_key}),
+        .op::<ops::DeleteKeypair>(
+            admin,
+            ops::delete_keypair::Variables {
+                access_key: main_key,
+            },
         )
         .await;
     assert_code(&main_del, "CONFLICT");
-    app.admin(
-        r#"mutation { delete_keypair(access_key: "AKIAEXPLICIT00000001") { ok } }"#,
-        json!({}),
-    )
-    .await;
+    let explicit_key = || ops::delete_keypair::Variables {
+        access_key: "AKIAEXPLICIT00000001".into(),
+    };
+    app.admin_op::<ops::DeleteKeypair>(explicit_key()).await;
     assert_code(
-        &app.gql(
-            Some(&app.admin_token),
-            r#"mutation { delete_keypair(access_key: "AKIAEXPLICIT00000001") { ok } }"#,
-            json!({}),
-        )
-        .await,
+        &app.op::<ops::DeleteKeypair>(admin, explicit_key()).await,
         "NOT_FOUND",
     );
-    let page = app.admin(r#"{ keypair_list(limit: 1, offset: 0, order: "+user_id") { total_count items { user_id } } }"#, json!({})).await;
+    let page = app
+        .admin_op::<ops::KeypairList>(ops::keypair_list::Variables {
+            limit: 1,
+            offset: 0,
+            order: Some("+user_id".into()),
+        })
+        .await;
     assert_eq!(page["keypair_list"]["total_count"], 2);
     assert_eq!(
         page["keypair_list"]["items"][0]["user_id"],
         "admin@bai.local"
     );
     assert_code(
-        &app.gql(
-            Some(&app.admin_token),
-            r#"{ keypair_list(limit: 1000, offset: 0) { total_count } }"#,
-            json!({}),
+        &app.op::<ops::KeypairList>(
+            admin,
+            ops::keypair_list::Variables {
+                limit: 1000,
+                offset: 0,
+                order: None,
+            },
         )
         .await,
         "BAD_REQUEST",
     );
     assert_code(
-        &app.gql(
-            Some(&app.admin_token),
-            r#"{ keypair_list(limit: 1, offset: 0, order: "secret_key") { total_count } }"#,
-            json!({}),
+        &app.op::<ops::KeypairList>(
+            admin,
+            ops::keypair_list::Variables {
+                limit: 1,
+                offset: 0,
+                order: Some("secret_key".into()),
+            },
         )
         .await,
         "BAD_REQUEST",
     );
 
     // Deactivation: login refused, keypairs off, hidden from the active list; never deleted.
-    app.admin(r#"mutation { modify_user(email: "new@lab.org", props: {is_active: false}) { user { is_active status } } }"#, json!({})).await;
+    let set_active = |is_active: bool| ops::modify_user::Variables {
+        email: "new@lab.org".into(),
+        props: ops::modify_user::ModifyUserInput {
+            is_active: Some(is_active),
+            ..Default::default()
+        },
+    };
+    app.admin_op::<ops::ModifyUser>(set_active(false)).await;
     let login = app
-        .gql(
+        .op::<gql::Login>(
             None,
-            r#"mutation { login(email: "new@lab.org", password: "Newbie-01") { token } }"#,
-            json!({}),
+            gql::login::Variables {
+                email: "new@lab.org".into(),
+                password: "Newbie-01".into(),
+            },
         )
         .await;
     assert_code(&login, "UNAUTHENTICATED");
     assert!(message(&login).contains("deactivated"), "{login}");
     let active = app
-        .admin("{ users(is_active: true) { email } }", json!({}))
+        .admin_op::<ops::Users>(ops::users::Variables {
+            is_active: Some(true),
+            group_id: None,
+        })
         .await;
     assert!(
         !active["users"]
@@ -169,7 +262,11 @@ both_dbs!(users_and_keypairs, |db| async move {
             .iter()
             .any(|u| u["email"] == "new@lab.org")
     );
-    let all = app.admin(r#"{ user(email: "new@lab.org") { status } keypairs(email: "new@lab.org") { is_active } }"#, json!({})).await;
+    let all = app
+        .admin_op::<ops::UserStatusAndKeypairs>(ops::user_status_and_keypairs::Variables {
+            email: "new@lab.org".into(),
+        })
+        .await;
     assert_eq!(all["user"]["status"], "inactive");
     assert!(
         all["keypairs"]
@@ -178,21 +275,30 @@ both_dbs!(users_and_keypairs, |db| async move {
             .iter()
             .all(|k| k["is_active"] == false)
     );
-    app.admin(
-        r#"mutation { modify_user(email: "new@lab.org", props: {is_active: true}) { ok } }"#,
-        json!({}),
-    )
-    .await;
+    app.admin_op::<ops::ModifyUser>(set_active(true)).await;
     app.login("new@lab.org", "Newbie-01").await;
 });
 
 both_dbs!(policies_presets_and_settings, |db| async move {
     let app = spawn(db).await;
+    let admin = Some(app.admin_token.as_str());
     let created = app
-        .admin(
-            r#"mutation { create_keypair_resource_policy(name: "gpu-team", props: {default_for_unspecified: "LIMITED", total_resource_slots: "{\"cpu\": \"Infinity\", \"mem\": \"16g\", \"cuda.shares\": \"2\"}", max_concurrent_sessions: 30, max_containers_per_session: 1, idle_timeout: 600, allowed_vfolder_hosts: "[\"local\"]", max_vfolder_count: 10, max_vfolder_size: 0}) { resource_policy { name total_resource_slots idle_timeout allowed_vfolder_hosts } } }"#,
-            json!({}),
-        )
+        .admin_op::<ops::CreatePolicyDetail>(ops::create_policy_detail::Variables {
+            name: "gpu-team".into(),
+            props: ops::create_policy_detail::CreateKeyPairResourcePolicyInput {
+                default_for_unspecified: "LIMITED".into(),
+                total_resource_slots: json!(
+                    r#"{"cpu": "Infinity", "mem": "16g", "cuda.shares": "2"}"#
+                ),
+                max_concurrent_sessions: 30,
+                max_containers_per_session: 1,
+                idle_timeout: 600,
+                allowed_vfolder_hosts: Some(json!(r#"["local"]"#)),
+                max_vfolder_count: Some(10),
+                max_vfolder_size: Some(0),
+                ..Default::default()
+            },
+        })
         .await;
     let p = &created["create_keypair_resource_policy"]["resource_policy"];
     let slots: serde_json::Value =
@@ -202,60 +308,97 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         json!({"cpu": "Infinity", "mem": "17179869184", "cuda.shares": "2"})
     );
     assert_eq!(p["idle_timeout"], 600);
-    let base = r#"default_for_unspecified: "LIMITED", max_concurrent_sessions: 1, max_containers_per_session: 1, idle_timeout: 0"#;
-    for (slots, extra, want) in [
-        (r#"{\"tpu\": \"1\"}"#, "", "BAD_REQUEST"),
-        (r#"{\"cpu\": \"-2\"}"#, "", "BAD_REQUEST"),
-        (r#"{\"mem\": \"lots\"}"#, "", "BAD_REQUEST"),
-        (
-            r#"{}"#,
-            r#", allowed_vfolder_hosts: "{\"local\": [\"fly\"]}""#,
-            "BAD_REQUEST",
-        ),
-        (r#"not json"#, "", "BAD_REQUEST"),
+    let base = |slots: &str| gql::create_policy::CreateKeyPairResourcePolicyInput {
+        default_for_unspecified: "LIMITED".into(),
+        max_concurrent_sessions: 1,
+        max_containers_per_session: 1,
+        idle_timeout: 0,
+        total_resource_slots: json!(slots),
+        ..Default::default()
+    };
+    for (slots, hosts, want) in [
+        (r#"{"tpu": "1"}"#, None, "BAD_REQUEST"),
+        (r#"{"cpu": "-2"}"#, None, "BAD_REQUEST"),
+        (r#"{"mem": "lots"}"#, None, "BAD_REQUEST"),
+        (r#"{}"#, Some(r#"{"local": ["fly"]}"#), "BAD_REQUEST"),
+        (r#"not json"#, None, "BAD_REQUEST"),
     ] {
-        let m = format!(
-            r#"mutation {{ create_keypair_resource_policy(name: "bad", props: {{{base}, total_resource_slots: "{slots}"{extra}}}) {{ ok }} }}"#
-        );
-        let body = app.gql(Some(&app.admin_token), &m, json!({})).await;
-        assert!(body["errors"].is_array(), "{m}: {body}");
+        let body = app
+            .op::<gql::CreatePolicy>(
+                admin,
+                gql::create_policy::Variables {
+                    name: "bad".into(),
+                    props: gql::create_policy::CreateKeyPairResourcePolicyInput {
+                        allowed_vfolder_hosts: hosts.map(|h| json!(h)),
+                        ..base(slots)
+                    },
+                },
+            )
+            .await;
+        assert!(body["errors"].is_array(), "{slots} {hosts:?}: {body}");
         let got = code(&body);
         assert!(
             got == want || got == "GRAPHQL_VALIDATION_FAILED",
-            "{m}: {body}"
+            "{slots} {hosts:?}: {body}"
         );
     }
-    let neg = app.gql(Some(&app.admin_token), r#"mutation { modify_keypair_resource_policy(name: "gpu-team", props: {max_concurrent_sessions: -1}) { ok } }"#, json!({})).await;
+    let neg = app
+        .op::<ops::ModifyPolicy>(
+            admin,
+            ops::modify_policy::Variables {
+                name: "gpu-team".into(),
+                props: ops::modify_policy::ModifyKeyPairResourcePolicyInput {
+                    max_concurrent_sessions: Some(-1),
+                    ..Default::default()
+                },
+            },
+        )
+        .await;
     assert_code(&neg, "BAD_REQUEST");
-    let dup = app.gql(Some(&app.admin_token), &format!(r#"mutation {{ create_keypair_resource_policy(name: "gpu-team", props: {{{base}, total_resource_slots: "{{}}"}}) {{ ok }} }}"#), json!({})).await;
+    let dup = app
+        .op::<gql::CreatePolicy>(
+            admin,
+            gql::create_policy::Variables {
+                name: "gpu-team".into(),
+                props: base("{}"),
+            },
+        )
+        .await;
     assert_code(&dup, "CONFLICT");
     // A policy in use cannot be deleted; an unused one can.
     app.user("gpu@x.org", "user", "default").await;
-    app.admin(r#"mutation { create_keypair(user_id: "gpu@x.org", props: {resource_policy: "gpu-team", rate_limit: 100}) { ok } }"#, json!({})).await;
+    app.admin_op::<ops::CreateKeypair>(ops::create_keypair::Variables {
+        user_id: "gpu@x.org".into(),
+        props: ops::create_keypair::KeyPairInput {
+            resource_policy: "gpu-team".into(),
+            rate_limit: 100,
+            ..Default::default()
+        },
+    })
+    .await;
     let in_use = app
-        .gql(
-            Some(&app.admin_token),
-            r#"mutation { delete_keypair_resource_policy(name: "gpu-team") { ok } }"#,
-            json!({}),
+        .op::<ops::DeletePolicy>(
+            admin,
+            ops::delete_policy::Variables {
+                name: "gpu-team".into(),
+            },
         )
         .await;
     assert_code(&in_use, "CONFLICT");
     assert!(message(&in_use).contains("used by 1 keypair"), "{in_use}");
     let in_use_default = app
-        .gql(
-            Some(&app.admin_token),
-            r#"mutation { delete_keypair_resource_policy(name: "default") { ok } }"#,
-            json!({}),
+        .op::<ops::DeletePolicy>(
+            admin,
+            ops::delete_policy::Variables {
+                name: "default".into(),
+            },
         )
         .await;
     assert_code(&in_use_default, "CONFLICT");
 
     // Presets: seeded table, create/modify/delete, bad input.
     let seeded = app
-        .admin(
-            "{ resource_presets { name resource_slots shared_memory } }",
-            json!({}),
-        )
+        .admin_op::<ops::ResourcePresets>(ops::resource_presets::Variables)
         .await;
     let names: Vec<&str> = seeded["resource_presets"]
         .as_array()
@@ -284,54 +427,76 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         small_gpu,
         json!({"cpu": "1", "cuda.shares": "0.3", "mem": "2147483648"})
     );
-    app.admin(r#"mutation { create_resource_preset(name: "xl", props: {resource_slots: "{\"cpu\": \"8\", \"mem\": \"32g\"}", shared_memory: "2g"}) { resource_preset { shared_memory } } }"#, json!({})).await;
-    for (m, code) in [
+    let preset =
+        |slots: &str, shared_memory: Option<&str>| ops::create_preset::CreateResourcePresetInput {
+            resource_slots: json!(slots),
+            shared_memory: shared_memory.map(Into::into),
+        };
+    app.admin_op::<ops::CreatePreset>(ops::create_preset::Variables {
+        name: "xl".into(),
+        props: preset(r#"{"cpu": "8", "mem": "32g"}"#, Some("2g")),
+    })
+    .await;
+    for (name, props, code) in [
         (
-            r#"mutation { create_resource_preset(name: "xl", props: {resource_slots: "{\"cpu\": \"8\", \"mem\": \"32g\"}"}) { ok } }"#,
+            "xl",
+            preset(r#"{"cpu": "8", "mem": "32g"}"#, None),
             "CONFLICT",
         ),
         (
-            r#"mutation { create_resource_preset(name: "bad", props: {resource_slots: "{\"cpu\": \"1\", \"mem\": \"1g\"}", shared_memory: "1g"}) { ok } }"#,
+            "bad",
+            preset(r#"{"cpu": "1", "mem": "1g"}"#, Some("1g")),
+            "BAD_REQUEST",
+        ),
+        ("bad", preset(r#"{"cpu": "1"}"#, None), "BAD_REQUEST"),
+        (
+            "bad",
+            preset(r#"{"gpu": "1", "cpu": "1", "mem": "1g"}"#, None),
             "BAD_REQUEST",
         ),
         (
-            r#"mutation { create_resource_preset(name: "bad", props: {resource_slots: "{\"cpu\": \"1\"}"}) { ok } }"#,
-            "BAD_REQUEST",
-        ),
-        (
-            r#"mutation { create_resource_preset(name: "bad", props: {resource_slots: "{\"gpu\": \"1\", \"cpu\": \"1\", \"mem\": \"1g\"}"}) { ok } }"#,
-            "BAD_REQUEST",
-        ),
-        (
-            r#"mutation { create_resource_preset(name: "b a d", props: {resource_slots: "{\"cpu\": \"1\", \"mem\": \"1g\"}"}) { ok } }"#,
-            "BAD_REQUEST",
-        ),
-        (
-            r#"mutation { modify_resource_preset(name: "nope", props: {shared_memory: "1g"}) { ok } }"#,
-            "NOT_FOUND",
-        ),
-        (
-            r#"mutation { modify_resource_preset(name: "xl", props: {shared_memory: "64g"}) { ok } }"#,
+            "b a d",
+            preset(r#"{"cpu": "1", "mem": "1g"}"#, None),
             "BAD_REQUEST",
         ),
     ] {
-        assert_code(&app.gql(Some(&app.admin_token), m, json!({})).await, code);
+        let body = app
+            .op::<ops::CreatePreset>(
+                admin,
+                ops::create_preset::Variables {
+                    name: name.into(),
+                    props,
+                },
+            )
+            .await;
+        assert_code(&body, code);
     }
-    let modded = app.admin(r#"mutation { modify_resource_preset(name: "xl", props: {shared_memory: "4g"}) { resource_preset { shared_memory } } }"#, json!({})).await;
+    let shared_memory = |name: &str, size: &str| ops::modify_preset::Variables {
+        name: name.into(),
+        props: ops::modify_preset::ModifyResourcePresetInput {
+            shared_memory: Some(size.into()),
+            ..Default::default()
+        },
+    };
+    for (name, size, code) in [("nope", "1g", "NOT_FOUND"), ("xl", "64g", "BAD_REQUEST")] {
+        let body = app
+            .op::<ops::ModifyPreset>(admin, shared_memory(name, size))
+            .await;
+        assert_code(&body, code);
+    }
+    let modded = app
+        .admin_op::<ops::ModifyPreset>(shared_memory("xl", "4g"))
+        .await;
     assert_eq!(
         modded["modify_resource_preset"]["resource_preset"]["shared_memory"],
         4i64 * 1024 * 1024 * 1024
     );
-    app.admin(
-        r#"mutation { delete_resource_preset(name: "xl") { ok } }"#,
-        json!({}),
-    )
-    .await;
+    app.admin_op::<ops::DeletePreset>(ops::delete_preset::Variables { name: "xl".into() })
+        .await;
     assert_code(
-        &app.gql(
-            Some(&app.admin_token),
-            r#"{ resource_preset(name: "xl") { name } }"#,
-            json!({}),
+        &app.op::<ops::ResourcePreset>(
+            admin,
+            ops::resource_preset::Variables { name: "xl".into() },
         )
         .await,
         "NOT_FOUND",
@@ -339,7 +504,7 @@ both_dbs!(policies_presets_and_settings, |db| async move {
 
     // System settings: read-only list + editable announcement.
     let settings = app
-        .admin("{ system_settings { key value editable } }", json!({}))
+        .admin_op::<ops::SystemSettings>(ops::system_settings::Variables)
         .await;
     assert!(
         settings["system_settings"]
@@ -348,7 +513,13 @@ both_dbs!(policies_presets_and_settings, |db| async move {
             .iter()
             .any(|s| s["key"] == "auth.signup_enabled" && s["editable"] == false)
     );
-    app.admin(r#"mutation { modify_system_setting(key: "announcement", value: "\"Maintenance at 6pm\"") { ok } }"#, json!({})).await;
+    // The value is a JSON document carried as a string, as the console sends it.
+    let setting = |key: &str, value: &str| ops::modify_system_setting::Variables {
+        key: key.into(),
+        value: json!(value),
+    };
+    app.admin_op::<ops::ModifySystemSetting>(setting("announcement", r#""Maintenance at 6pm""#))
+        .await;
     let ann: serde_json::Value = app
         .http
         .get(app.url("/manager/announcement"))
@@ -362,169 +533,277 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         ann,
         json!({"enabled": true, "message": "Maintenance at 6pm"})
     );
-    assert_code(&app.gql(Some(&app.admin_token), r#"mutation { modify_system_setting(key: "auth.signup_enabled", value: "true") { ok } }"#, json!({})).await, "BAD_REQUEST");
-    assert_code(&app.gql(Some(&app.admin_token), r#"mutation { modify_system_setting(key: "scheduler.num_retries_to_skip", value: "\"many\"") { ok } }"#, json!({})).await, "BAD_REQUEST");
+    for (key, value) in [
+        ("auth.signup_enabled", "true"),
+        ("scheduler.num_retries_to_skip", r#""many""#),
+    ] {
+        let body = app
+            .op::<ops::ModifySystemSetting>(admin, setting(key, value))
+            .await;
+        assert_code(&body, "BAD_REQUEST");
+    }
 });
 
 both_dbs!(
     domains_groups_scaling_groups_registries_images,
     |db| async move {
         let app = spawn(db).await;
-        app.admin(r#"mutation { create_domain(name: "lab", props: {description: "Lab", total_resource_slots: "{\"cpu\": \"64\"}"}) { domain { name total_resource_slots } } }"#, json!({})).await;
-        assert_code(
-            &app.gql(
-                Some(&app.admin_token),
-                r#"mutation { create_domain(name: "lab", props: {}) { ok } }"#,
-                json!({}),
-            )
-            .await,
-            "CONFLICT",
-        );
-        assert_code(
-            &app.gql(
-                Some(&app.admin_token),
-                r#"mutation { create_domain(name: "bad name", props: {}) { ok } }"#,
-                json!({}),
-            )
-            .await,
-            "BAD_REQUEST",
-        );
-        app.admin(r#"mutation { modify_domain(name: "lab", props: {is_active: false}) { domain { is_active } } }"#, json!({})).await;
+        let admin = Some(app.admin_token.as_str());
+        app.admin_op::<ops::CreateDomainDetail>(ops::create_domain_detail::Variables {
+            name: "lab".into(),
+            props: ops::create_domain_detail::DomainInput {
+                description: Some("Lab".into()),
+                total_resource_slots: Some(json!(r#"{"cpu": "64"}"#)),
+                ..Default::default()
+            },
+        })
+        .await;
+        for (name, code) in [("lab", "CONFLICT"), ("bad name", "BAD_REQUEST")] {
+            let body = app
+                .op::<gql::CreateDomain>(admin, gql::create_domain::Variables { name: name.into() })
+                .await;
+            assert_code(&body, code);
+        }
+        app.admin_op::<ops::ModifyDomain>(ops::modify_domain::Variables {
+            name: "lab".into(),
+            props: ops::modify_domain::DomainInput {
+                is_active: Some(false),
+                ..Default::default()
+            },
+        })
+        .await;
 
-        let g = app.admin(r#"mutation { create_group(name: "team-a", props: {domain_name: "default", description: "A"}) { group { id name } } }"#, json!({})).await;
+        let team_a = |description: Option<&str>| ops::create_group::Variables {
+            name: "team-a".into(),
+            props: ops::create_group::GroupInput {
+                domain_name: "default".into(),
+                description: description.map(Into::into),
+                ..Default::default()
+            },
+        };
+        let g = app.admin_op::<ops::CreateGroup>(team_a(Some("A"))).await;
         let gid = g["create_group"]["group"]["id"]
             .as_str()
             .unwrap()
             .to_string();
-        assert_code(&app.gql(Some(&app.admin_token), r#"mutation { create_group(name: "team-a", props: {domain_name: "default"}) { ok } }"#, json!({})).await, "CONFLICT");
+        assert_code(
+            &app.op::<ops::CreateGroup>(admin, team_a(None)).await,
+            "CONFLICT",
+        );
         app.user("member@x.org", "user", "default").await;
         let uuid = app
-            .admin(r#"{ user(email: "member@x.org") { uuid } }"#, json!({}))
+            .admin_op::<ops::UserIds>(ops::user_ids::Variables {
+                email: "member@x.org".into(),
+            })
             .await["user"]["uuid"]
             .as_str()
             .unwrap()
             .to_string();
-        app.admin("mutation($g: UUID!, $u: UUID!) { modify_group(gid: $g, props: {user_update_mode: \"add\", user_uuids: [$u]}) { ok } }", json!({"g": gid, "u": uuid})).await;
+        let members_update = |mode: &str| ops::modify_group::Variables {
+            gid: gid.clone(),
+            props: ops::modify_group::ModifyGroupInput {
+                user_update_mode: Some(mode.into()),
+                user_uuids: Some(vec![uuid.clone()]),
+                ..Default::default()
+            },
+        };
+        app.admin_op::<ops::ModifyGroup>(members_update("add"))
+            .await;
         let members = app
-            .admin(
-                "query($g: UUID!) { users(group_id: $g) { email } }",
-                json!({"g": gid}),
-            )
+            .admin_op::<ops::Users>(ops::users::Variables {
+                is_active: None,
+                group_id: Some(gid.clone()),
+            })
             .await;
         assert_eq!(members["users"], json!([{"email": "member@x.org"}]));
-        let bad_mode = app.gql(Some(&app.admin_token), "mutation($g: UUID!, $u: UUID!) { modify_group(gid: $g, props: {user_update_mode: \"swap\", user_uuids: [$u]}) { ok } }", json!({"g": gid, "u": uuid})).await;
+        let bad_mode = app
+            .op::<ops::ModifyGroup>(admin, members_update("swap"))
+            .await;
         assert_code(&bad_mode, "BAD_REQUEST");
 
         // Resource groups.
-        app.admin(r#"mutation { create_scaling_group(name: "gpu-nodes", props: {description: "GPU", driver: "static", scheduler: "drf", scheduler_opts: "{\"pending_timeout\": 60}"}) { scaling_group { name scheduler is_active } } }"#, json!({})).await;
-        for (m, code) in [
+        let sgroup = |driver: &str, scheduler: &str| ops::create_scaling_group::ScalingGroupInput {
+            driver: driver.into(),
+            scheduler: scheduler.into(),
+            ..Default::default()
+        };
+        app.admin_op::<ops::CreateScalingGroup>(ops::create_scaling_group::Variables {
+            name: "gpu-nodes".into(),
+            props: ops::create_scaling_group::ScalingGroupInput {
+                description: Some("GPU".into()),
+                scheduler_opts: Some(json!(r#"{"pending_timeout": 60}"#)),
+                ..sgroup("static", "drf")
+            },
+        })
+        .await;
+        for (name, props, code) in [
+            ("x", sgroup("static", "random"), "BAD_REQUEST"),
+            ("x", sgroup("k8s", "fifo"), "BAD_REQUEST"),
             (
-                r#"mutation { create_scaling_group(name: "x", props: {driver: "static", scheduler: "random"}) { ok } }"#,
+                "x",
+                ops::create_scaling_group::ScalingGroupInput {
+                    scheduler_opts: Some(json!(r#"{"colour": 1}"#)),
+                    ..sgroup("static", "fifo")
+                },
                 "BAD_REQUEST",
             ),
-            (
-                r#"mutation { create_scaling_group(name: "x", props: {driver: "k8s", scheduler: "fifo"}) { ok } }"#,
-                "BAD_REQUEST",
-            ),
-            (
-                r#"mutation { create_scaling_group(name: "x", props: {driver: "static", scheduler: "fifo", scheduler_opts: "{\"colour\": 1}"}) { ok } }"#,
-                "BAD_REQUEST",
-            ),
-            (
-                r#"mutation { create_scaling_group(name: "gpu-nodes", props: {driver: "static", scheduler: "fifo"}) { ok } }"#,
-                "CONFLICT",
-            ),
-            (
-                r#"mutation { modify_scaling_group(name: "nope", props: {is_active: false}) { ok } }"#,
-                "NOT_FOUND",
-            ),
-            (
-                r#"mutation { associate_scaling_group_with_domain(scaling_group: "gpu-nodes", domain: "nowhere") { ok } }"#,
-                "NOT_FOUND",
-            ),
+            ("gpu-nodes", sgroup("static", "fifo"), "CONFLICT"),
         ] {
-            assert_code(&app.gql(Some(&app.admin_token), m, json!({})).await, code);
+            let body = app
+                .op::<ops::CreateScalingGroup>(
+                    admin,
+                    ops::create_scaling_group::Variables {
+                        name: name.into(),
+                        props,
+                    },
+                )
+                .await;
+            assert_code(&body, code);
         }
+        let unknown = app
+            .op::<ops::ModifyScalingGroup>(
+                admin,
+                ops::modify_scaling_group::Variables {
+                    name: "nope".into(),
+                    props: ops::modify_scaling_group::ModifyScalingGroupInput {
+                        is_active: Some(false),
+                        ..Default::default()
+                    },
+                },
+            )
+            .await;
+        assert_code(&unknown, "NOT_FOUND");
+        let nowhere = app
+            .op::<ops::AssociateScalingGroupWithDomain>(
+                admin,
+                ops::associate_scaling_group_with_domain::Variables {
+                    scaling_group: "gpu-nodes".into(),
+                    domain: "nowhere".into(),
+                },
+            )
+            .await;
+        assert_code(&nowhere, "NOT_FOUND");
         let member = app.login("member@x.org", USER_PASSWORD).await;
-        let before = app
-            .ok(Some(&member), "{ scaling_groups { name } }", json!({}))
-            .await;
+        let member_groups =
+            || app.op_ok::<ops::ScalingGroups>(Some(&member), ops::scaling_groups::Variables);
+        let before = member_groups().await;
         assert_eq!(before["scaling_groups"], json!([{"name": "default"}]));
-        app.admin("mutation($g: UUID!) { associate_scaling_group_with_user_group(scaling_group: \"gpu-nodes\", user_group: $g) { ok } }", json!({"g": gid})).await;
-        let after = app
-            .ok(Some(&member), "{ scaling_groups { name } }", json!({}))
-            .await;
+        app.admin_op::<ops::AssociateScalingGroupWithUserGroup>(
+            ops::associate_scaling_group_with_user_group::Variables {
+                scaling_group: "gpu-nodes".into(),
+                user_group: gid.clone(),
+            },
+        )
+        .await;
+        let after = member_groups().await;
         assert_eq!(
             after["scaling_groups"],
             json!([{"name": "default"}, {"name": "gpu-nodes"}])
         );
-        app.admin(r#"mutation { modify_scaling_group(name: "gpu-nodes", props: {is_active: false, scheduler: "lifo"}) { scaling_group { scheduler is_active } } }"#, json!({})).await;
-        let inactive = app
-            .ok(Some(&member), "{ scaling_groups { name } }", json!({}))
-            .await;
+        app.admin_op::<ops::ModifyScalingGroup>(ops::modify_scaling_group::Variables {
+            name: "gpu-nodes".into(),
+            props: ops::modify_scaling_group::ModifyScalingGroupInput {
+                is_active: Some(false),
+                scheduler: Some("lifo".into()),
+                ..Default::default()
+            },
+        })
+        .await;
+        let inactive = member_groups().await;
         assert_eq!(inactive["scaling_groups"], json!([{"name": "default"}]));
-        app.admin(
-            r#"mutation { delete_scaling_group(name: "gpu-nodes") { ok } }"#,
-            json!({}),
-        )
+        app.admin_op::<ops::DeleteScalingGroup>(ops::delete_scaling_group::Variables {
+            name: "gpu-nodes".into(),
+        })
         .await;
 
         // Registries: URL scheme required, hostname must match, password never returned.
+        let registry =
+            |url: &str, kind: &str| ops::create_container_registry::CreateContainerRegistryInput {
+                url: url.into(),
+                type_: kind.into(),
+                ..Default::default()
+            };
         let r = app
-        .admin(r#"mutation { create_container_registry(hostname: "localhost:5000", props: {url: "http://localhost:5000", type: "docker", username: "bob", password: "s3cret"}) { container_registry { hostname url password config { password } } } }"#, json!({}))
-        .await;
+            .admin_op::<ops::CreateContainerRegistry>(ops::create_container_registry::Variables {
+                hostname: "localhost:5000".into(),
+                props: ops::create_container_registry::CreateContainerRegistryInput {
+                    username: Some("bob".into()),
+                    password: Some("s3cret".into()),
+                    ..registry("http://localhost:5000", "docker")
+                },
+            })
+            .await;
         assert_eq!(
             r["create_container_registry"]["container_registry"]["password"],
             "*****"
         );
         let listed = app
-            .admin(
-                "{ container_registries { hostname username password } }",
-                json!({}),
-            )
+            .admin_op::<ops::ContainerRegistries>(ops::container_registries::Variables)
             .await;
         assert_eq!(
             listed["container_registries"],
             json!([{"hostname": "localhost:5000", "username": "bob", "password": "*****"}])
         );
         assert!(!listed.to_string().contains("s3cret"));
-        for (m, code) in [
+        for (hostname, props, code) in [
             (
-                r#"mutation { create_container_registry(hostname: "localhost:7777", props: {url: "localhost:7777", type: "docker"}) { ok } }"#,
+                "localhost:7777",
+                registry("localhost:7777", "docker"),
                 "BAD_REQUEST",
             ),
             (
-                r#"mutation { create_container_registry(hostname: "localhost:7777", props: {url: "ftp://localhost:7777", type: "docker"}) { ok } }"#,
+                "localhost:7777",
+                registry("ftp://localhost:7777", "docker"),
                 "BAD_REQUEST",
             ),
             (
-                r#"mutation { create_container_registry(hostname: "localhost:7777", props: {url: "http://elsewhere:7777", type: "docker"}) { ok } }"#,
+                "localhost:7777",
+                registry("http://elsewhere:7777", "docker"),
                 "BAD_REQUEST",
             ),
             (
-                r#"mutation { create_container_registry(hostname: "localhost:7777", props: {url: "http://localhost:7777", type: "s3"}) { ok } }"#,
+                "localhost:7777",
+                registry("http://localhost:7777", "s3"),
                 "BAD_REQUEST",
             ),
             (
-                r#"mutation { create_container_registry(hostname: "localhost:5000", props: {url: "http://localhost:5000", type: "docker"}) { ok } }"#,
+                "localhost:5000",
+                registry("http://localhost:5000", "docker"),
                 "CONFLICT",
             ),
-            (
-                r#"mutation { delete_container_registry(hostname: "nope:1") { ok } }"#,
-                "NOT_FOUND",
-            ),
         ] {
-            assert_code(&app.gql(Some(&app.admin_token), m, json!({})).await, code);
+            let body = app
+                .op::<ops::CreateContainerRegistry>(
+                    admin,
+                    ops::create_container_registry::Variables {
+                        hostname: hostname.into(),
+                        props,
+                    },
+                )
+                .await;
+            assert_code(&body, code);
         }
-        app.admin(r#"mutation { modify_container_registry(hostname: "localhost:5000", props: {password: ""}) { container_registry { password } } }"#, json!({})).await;
-        app.admin(
-            r#"mutation { delete_container_registry(hostname: "localhost:5000") { ok } }"#,
-            json!({}),
-        )
+        let delete_registry = |hostname: &str| ops::delete_container_registry::Variables {
+            hostname: hostname.into(),
+        };
+        assert_code(
+            &app.op::<ops::DeleteContainerRegistry>(admin, delete_registry("nope:1"))
+                .await,
+            "NOT_FOUND",
+        );
+        app.admin_op::<ops::ModifyContainerRegistry>(ops::modify_container_registry::Variables {
+            hostname: "localhost:5000".into(),
+            props: ops::modify_container_registry::ModifyContainerRegistryInput {
+                password: Some(String::new()),
+                ..Default::default()
+            },
+        })
         .await;
+        app.admin_op::<ops::DeleteContainerRegistry>(delete_registry("localhost:5000"))
+            .await;
 
         // Images: the catalog holds the engine's environment images; edits of unknown images are NOT_FOUND.
-        let images = app.admin("{ images { name } }", json!({})).await;
+        let images = app.admin_op::<ops::Images>(ops::images::Variables).await;
         assert!(
             images["images"]
                 .as_array()
@@ -533,8 +812,32 @@ both_dbs!(
                 .all(|i| i["name"].as_str().unwrap().starts_with("bai.local/")),
             "{images}"
         );
-        assert_code(&app.gql(Some(&app.admin_token), r#"mutation { modify_image(target: "cr.local/x/python:3", props: {resource_limits: [{key: "cpu", min: "1"}]}) { ok } }"#, json!({})).await, "NOT_FOUND");
-        assert_code(&app.gql(Some(&app.admin_token), r#"mutation { alias_image(alias: "python", target: "cr.local/x/python:3") { ok } }"#, json!({})).await, "NOT_FOUND");
+        let unknown_image = app
+            .op::<ops::ModifyImage>(
+                admin,
+                ops::modify_image::Variables {
+                    target: "cr.local/x/python:3".into(),
+                    props: ops::modify_image::ModifyImageInput {
+                        resource_limits: Some(vec![ops::modify_image::ResourceLimitInput {
+                            key: "cpu".into(),
+                            min: Some("1".into()),
+                            max: None,
+                        }]),
+                    },
+                },
+            )
+            .await;
+        assert_code(&unknown_image, "NOT_FOUND");
+        let unknown_alias = app
+            .op::<ops::AliasImage>(
+                admin,
+                ops::alias_image::Variables {
+                    alias: "python".into(),
+                    target: "cr.local/x/python:3".into(),
+                },
+            )
+            .await;
+        assert_code(&unknown_alias, "NOT_FOUND");
     }
 );
 
@@ -544,10 +847,9 @@ both_dbs!(
         let app = spawn(db).await;
         app.user("owner@x.org", "user", "default").await;
         let info = app
-            .admin(
-                r#"{ user(email: "owner@x.org") { uuid groups { id } } }"#,
-                json!({}),
-            )
+            .admin_op::<ops::UserIds>(ops::user_ids::Variables {
+                email: "owner@x.org".into(),
+            })
             .await;
         let user: uuid::Uuid = info["user"]["uuid"].as_str().unwrap().parse().unwrap();
         let group: uuid::Uuid = info["user"]["groups"][0]["id"]
@@ -555,17 +857,27 @@ both_dbs!(
             .unwrap()
             .parse()
             .unwrap();
-        let kp = app.admin(r#"mutation { create_keypair(user_id: "owner@x.org", props: {resource_policy: "default", rate_limit: 100}) { keypair { access_key } } }"#, json!({})).await;
+        let kp = app
+            .admin_op::<ops::CreateKeypair>(ops::create_keypair::Variables {
+                user_id: "owner@x.org".into(),
+                props: ops::create_keypair::KeyPairInput {
+                    resource_policy: "default".into(),
+                    rate_limit: 100,
+                    ..Default::default()
+                },
+            })
+            .await;
         let ak = kp["create_keypair"]["keypair"]["access_key"]
             .as_str()
             .unwrap()
             .to_string();
         insert_session(&app, &ak, user, group).await;
         let refused = app
-            .gql(
+            .op::<ops::DeleteKeypair>(
                 Some(&app.admin_token),
-                "mutation($a: String!) { delete_keypair(access_key: $a) { ok } }",
-                json!({"a": ak}),
+                ops::delete_keypair::Variables {
+                    access_key: ak.clone(),
+                },
             )
             .await;
         assert_code(&refused, "CONFLICT");
@@ -574,12 +886,16 @@ both_dbs!(
             "{refused}"
         );
         // Still there, and deactivation remains possible.
-        app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {is_active: false}) { ok } }", json!({"a": ak})).await;
+        app.admin_op::<ops::ModifyKeypair>(ops::modify_keypair::Variables {
+            access_key: ak.clone(),
+            props: ops::modify_keypair::ModifyKeyPairInput {
+                is_active: Some(false),
+                ..Default::default()
+            },
+        })
+        .await;
         let still = app
-            .admin(
-                "query($a: String!) { keypair(access_key: $a) { is_active } }",
-                json!({"a": ak}),
-            )
+            .admin_op::<ops::KeypairIsActive>(ops::keypair_is_active::Variables { access_key: ak })
             .await;
         assert_eq!(still["keypair"]["is_active"], false);
     }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
-use crate::both_dbs;
 use crate::support::*;
+use crate::{both_dbs, gql};
 
 fn cli_path() -> PathBuf {
     installed_cli("BAI_TEST_CLI", "venv")
@@ -61,11 +61,7 @@ impl std::fmt::Display for Out {
 impl Cli {
     async fn for_user(app: &TestApp, token: &str) -> Cli {
         let kp = app
-            .ok(
-                Some(token),
-                "{ keypair { access_key secret_key } }",
-                json!({}),
-            )
+            .op_ok::<gql::ops::MyKeypair>(Some(token), Default::default())
             .await;
         let dir = app
             .dir
@@ -128,11 +124,10 @@ both_dbs!(official_cli_against_bai, |db| async move {
     require_docker();
     let app = spawn(db).await;
     // The seed's note: admins make `python` an alias of the full image reference.
-    app.ok(
-        Some(&app.admin_token),
-        "mutation($t: String!) { alias_image(alias: \"python\", target: $t) { ok } }",
-        json!({"t": PYTHON}),
-    )
+    app.admin_op::<gql::live::AliasImage>(gql::live::alias_image::Variables {
+        alias: "python".into(),
+        target: PYTHON.into(),
+    })
     .await;
     let user = app.user("cli@x.org", "user", "default").await;
     let cli = Cli::for_user(&app, &user).await;
@@ -222,15 +217,13 @@ both_dbs!(official_cli_against_bai, |db| async move {
         ])
         .await;
     assert!(out.ok, "{out}");
-    let mut logs = String::new();
-    for _ in 0..60 {
+    let logs = eventually("the batch job's output in its log", WAIT, || async {
         let out = cli.run(&["session", "logs", "cli-batch"]).await;
-        logs = out.to_string();
-        if out.stdout.contains("from-the-batch-job") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        out.stdout
+            .contains("from-the-batch-job")
+            .then(|| out.to_string())
+    })
+    .await;
     assert!(logs.contains("from-the-batch-job"), "{logs}");
 
     // --enqueue-only returns at once; --max-wait gives up on a session that cannot start.
@@ -272,15 +265,19 @@ both_dbs!(official_cli_against_bai, |db| async move {
         "{waited}"
     );
     let big = app
-        .ok(
+        .op_ok::<gql::sessions::SessionList>(
             Some(&user),
-            "{ compute_session_list(limit: 5, offset: 0, filter: \"name == \\\"cli-too-big\\\"\") { items { status } } }",
-            json!({}),
+            gql::sessions::session_list::Variables {
+                limit: 5,
+                filter: Some("name == \"cli-too-big\"".into()),
+                ..Default::default()
+            },
         )
         .await;
     assert_eq!(big["compute_session_list"]["items"][0]["status"], "PENDING");
 
     // events: a live stream of the session's lifecycle while it is removed.
+    let listeners = app.state().events.subscribers();
     let mut events = cli
         .command(&["events", &keep_id])
         .stdout(Stdio::piped())
@@ -288,7 +285,11 @@ both_dbs!(official_cli_against_bai, |db| async move {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(events.stdout.take().unwrap()).lines();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The client's event stream (Server-Sent Events) listens on the event bus.
+    eventually("the client's event stream to listen", WAIT, || async {
+        (app.state().events.subscribers() > listeners).then_some(())
+    })
+    .await;
     // rm with two ids: the kept session and the queued one (a pending session is cancelled).
     let out = cli.run(&["rm", &keep_id, "cli-too-big"]).await;
     assert!(out.ok, "{out}");
@@ -351,11 +352,7 @@ both_dbs!(rest_resources_and_authorize, |db| async move {
     let user = app.user("rest@x.org", "user", "default").await;
     // /auth/authorize: email + password → the main keypair; a wrong password is refused.
     let kp = app
-        .ok(
-            Some(&user),
-            "{ keypair { access_key secret_key } }",
-            json!({}),
-        )
+        .op_ok::<gql::ops::MyKeypair>(Some(&user), Default::default())
         .await;
     let ok = app
         .http
@@ -469,11 +466,10 @@ both_dbs!(official_clis_over_https, |db| async move {
         c.tls_key = Some(tls.key.clone());
     })
     .await;
-    app.ok(
-        Some(&app.admin_token),
-        "mutation($t: String!) { alias_image(alias: \"python\", target: $t) { ok } }",
-        json!({"t": PYTHON}),
-    )
+    app.admin_op::<gql::live::AliasImage>(gql::live::alias_image::Variables {
+        alias: "python".into(),
+        target: PYTHON.into(),
+    })
     .await;
     let user = app.user("tls-cli@x.org", "user", "default").await;
     for (bin, name) in [(cli_path(), "tls-sdk23"), (cli26_path(), "tls-sdk26")] {

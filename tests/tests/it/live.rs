@@ -1,13 +1,14 @@
 //! The server's surfaces: version document, GraphQL limits, the `/admin/gql` path,
 //! subscriptions over graphql-transport-ws, and image edits on a catalog entry.
 use futures_util::{SinkExt, StreamExt};
+use graphql_client::GraphQLQuery;
 use sea_orm::{ActiveModelTrait, Set};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::both_dbs;
 use crate::support::*;
+use crate::{both_dbs, gql};
 
 both_dbs!(version_document_and_paths, |db| async move {
     let app = spawn(db).await;
@@ -27,7 +28,7 @@ both_dbs!(version_document_and_paths, |db| async move {
         .http
         .post(app.url("/admin/gql"))
         .bearer_auth(&app.admin_token)
-        .json(&json!({"query": "{ keypair { access_key is_admin } }"}))
+        .json(&gql::live::KeypairIsAdmin::build_query(Default::default()))
         .send()
         .await
         .unwrap()
@@ -57,6 +58,8 @@ both_dbs!(version_document_and_paths, |db| async move {
     assert_eq!(ann, json!({"enabled": false, "message": ""}));
 });
 
+// Every request here is wrong on purpose (what the schema or the limits refuse), so they stay
+// inline text: a syntax error, an unknown field, an alias bomb, a depth bomb, an oversized body.
 both_dbs!(graphql_limits_and_error_codes, |db| async move {
     let app = spawn(db).await;
     let syntax = app
@@ -102,33 +105,28 @@ both_dbs!(graphql_limits_and_error_codes, |db| async move {
 both_dbs!(subscription_receives_preset_changes, |db| async move {
     let app = spawn(db).await;
     let user = app.user("watcher@x.org", "user", "default").await;
-    let mut presets = subscribe_ws(
-        &app,
-        &user,
-        "subscription { resource_preset_changes { kind action key } }",
-        json!({}),
-    )
+    // Each returns once the server listens on the event bus for it.
+    let mut presets =
+        subscribe_op::<gql::live::PresetChanges>(&app, &user, Default::default()).await;
+    let mut users =
+        subscribe_op::<gql::live::UserChanges>(&app, &app.admin_token, Default::default()).await;
+    app.admin_op::<gql::live::CreatePreset>(gql::live::create_preset::Variables {
+        name: "live".into(),
+        props: gql::live::create_preset::CreateResourcePresetInput {
+            resource_slots: json!("{\"cpu\": \"1\", \"mem\": \"1g\"}"),
+            ..Default::default()
+        },
+    })
     .await;
-    let mut users = subscribe_ws(
-        &app,
-        &app.admin_token,
-        "subscription { user_changes { action key } }",
-        json!({}),
-    )
-    .await;
-    // Give the server a moment to register the subscriptions.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    app.admin(r#"mutation { create_resource_preset(name: "live", props: {resource_slots: "{\"cpu\": \"1\", \"mem\": \"1g\"}"}) { ok } }"#, json!({})).await;
     let ev = next_json(&mut presets).await;
     assert_eq!(ev["type"], "next", "{ev}");
     assert_eq!(
         ev["payload"]["data"]["resource_preset_changes"],
         json!({"kind": "resource_preset", "action": "created", "key": "live"})
     );
-    app.admin(
-        r#"mutation { delete_resource_preset(name: "live") { ok } }"#,
-        json!({}),
-    )
+    app.admin_op::<gql::live::DeletePreset>(gql::live::delete_preset::Variables {
+        name: "live".into(),
+    })
     .await;
     let ev = next_json(&mut presets).await;
     assert_eq!(
@@ -143,13 +141,9 @@ both_dbs!(subscription_receives_preset_changes, |db| async move {
     );
 
     // A plain user may not watch users.
-    let mut denied = subscribe_ws(
-        &app,
-        &user,
-        "subscription { user_changes { key } }",
-        json!({}),
-    )
-    .await;
+    // Refused, it never listens on the bus: the answer is what is waited for.
+    let mut denied =
+        subscribe_op_sent::<gql::live::UserChanges>(&app, &user, Default::default()).await;
     let ev = next_json(&mut denied).await;
     // async-graphql reports a refused subscription as one `next` carrying the error.
     assert_eq!(ev["type"], "next", "{ev}");
@@ -209,14 +203,40 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
     .await
     .unwrap();
     let r = "cr.local/stable/python:3.11-bookworm";
-    app.admin(&format!(r#"mutation {{ modify_image(target: "{r}", props: {{resource_limits: [{{key: "mem", min: "256m"}}]}}) {{ ok }} }}"#), json!({})).await;
-    app.admin(
-        &format!(r#"mutation {{ alias_image(alias: "python", target: "{r}") {{ ok }} }}"#),
-        json!({}),
-    )
-    .await;
+    let limits = |limits: &[(&str, Option<&str>, Option<&str>)]| {
+        use gql::live::modify_image::{ModifyImageInput, ResourceLimitInput, Variables};
+        Variables {
+            target: r.into(),
+            props: ModifyImageInput {
+                resource_limits: Some(
+                    limits
+                        .iter()
+                        .map(|(key, min, max)| ResourceLimitInput {
+                            key: key.to_string(),
+                            min: min.map(str::to_string),
+                            max: max.map(str::to_string),
+                        })
+                        .collect(),
+                ),
+            },
+        }
+    };
+    let alias = || gql::live::alias_image::Variables {
+        alias: "python".into(),
+        target: r.into(),
+    };
+    app.admin_op::<gql::live::ModifyImage>(limits(&[("mem", Some("256m"), None)]))
+        .await;
+    app.admin_op::<gql::live::AliasImage>(alias()).await;
     let user = app.user("img@x.org", "user", "default").await;
-    let img = app.ok(Some(&user), r#"{ image(reference: "python") { name namespace base_image_name base_distro installed aliases resource_limits { key min max } } }"#, json!({})).await;
+    let img = app
+        .op_ok::<gql::live::Image>(
+            Some(&user),
+            gql::live::image::Variables {
+                reference: "python".into(),
+            },
+        )
+        .await;
     let i = &img["image"];
     assert_eq!(i["base_distro"], "debian12");
     assert_eq!(i["namespace"], "stable");
@@ -230,34 +250,39 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         "{i}"
     );
     assert_code(
-        &app.gql(
+        &app.op::<gql::live::ModifyImage>(
             Some(&user),
-            &format!(r#"mutation {{ modify_image(target: "{r}", props: {{}}) {{ ok }} }}"#),
-            json!({}),
+            gql::live::modify_image::Variables {
+                target: r.into(),
+                props: Default::default(),
+            },
         )
         .await,
         "FORBIDDEN",
     );
     assert_code(
-        &app.gql(
-            Some(&app.admin_token),
-            &format!(r#"mutation {{ alias_image(alias: "python", target: "{r}") {{ ok }} }}"#),
-            json!({}),
-        )
-        .await,
+        &app.op::<gql::live::AliasImage>(Some(&app.admin_token), alias())
+            .await,
         "CONFLICT",
     );
-    assert_code(&app.gql(Some(&app.admin_token), &format!(r#"mutation {{ modify_image(target: "{r}", props: {{resource_limits: [{{key: "cpu", min: "4", max: "2"}}]}}) {{ ok }} }}"#), json!({})).await, "BAD_REQUEST");
-    app.admin(
-        r#"mutation { dealias_image(alias: "python") { ok } }"#,
-        json!({}),
-    )
+    assert_code(
+        &app.op::<gql::live::ModifyImage>(
+            Some(&app.admin_token),
+            limits(&[("cpu", Some("4"), Some("2"))]),
+        )
+        .await,
+        "BAD_REQUEST",
+    );
+    app.admin_op::<gql::live::DealiasImage>(gql::live::dealias_image::Variables {
+        alias: "python".into(),
+    })
     .await;
-    app.admin(
-        &format!(r#"mutation {{ forget_image(reference: "{r}") {{ ok }} }}"#),
-        json!({}),
-    )
+    app.admin_op::<gql::live::ForgetImage>(gql::live::forget_image::Variables {
+        reference: r.into(),
+    })
     .await;
-    let left = app.admin("{ images { name } }", json!({})).await;
+    let left = app
+        .admin_op::<gql::sessions::Images>(Default::default())
+        .await;
     assert!(!left.to_string().contains(r), "{left}");
 });

@@ -2,13 +2,13 @@
 //! loopback port): rescan as a background task with progress, and a session whose image only
 //! the registry has goes through PULLING.
 use std::path::Path;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::both_dbs;
+use crate::gql;
 use crate::support::*;
 
 fn run(cmd: &str, args: &[&str], input: Option<&Path>) {
@@ -70,15 +70,13 @@ async fn registry_on(dir: &Path, extra: &str) -> (tokio::process::Child, u16) {
         .kill_on_drop(true)
         .spawn()
         .expect("docker-registry must be installed (Debian package docker-registry)");
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+    eventually("the registry to listen", WAIT, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
-            .is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .ok()
+            .map(drop)
+    })
+    .await;
     (proc, port)
 }
 
@@ -136,12 +134,21 @@ fn push_mini_image(reference: &str, labels: &[&str]) {
     let _ = std::fs::remove_file(&tar);
 }
 
+/// The task's last state, followed to its end. The subscription answers the current state
+/// first, so it needs no event-bus listener before the task moves on (and one of a finished
+/// task ends at once): its first message is what this waits for.
 async fn follow_task(app: &TestApp, task_id: &str) -> Value {
-    let q = "subscription($t: UUID!) { background_task_events(task_id: $t) { status event current_progress total_progress message } }";
-    let mut ws = subscribe_ws(app, &app.admin_token, q, json!({"t": task_id})).await;
+    let mut ws = subscribe_op_sent::<gql::registry::BackgroundTaskEvents>(
+        app,
+        &app.admin_token,
+        gql::registry::background_task_events::Variables {
+            task_id: task_id.into(),
+        },
+    )
+    .await;
     let mut last = Value::Null;
     loop {
-        let msg = tokio::time::timeout(Duration::from_secs(60), ws.next())
+        let msg = tokio::time::timeout(WAIT, ws.next())
             .await
             .expect("task event")
             .unwrap()
@@ -180,12 +187,15 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
     );
 
     let app = spawn(db).await;
-    app.admin("mutation($h: String!, $u: String!) { create_container_registry(hostname: $h, props: {url: $u, type: \"docker\"}) { ok } }", json!({"h": host, "u": format!("http://{host}")})).await;
+    app.admin_op::<gql::registry::CreateRegistry>(create_registry(
+        &host,
+        &format!("http://{host}"),
+    ))
+    .await;
     let started = app
-        .admin(
-            "mutation($r: String) { rescan_images(registry: $r) { ok task_id } }",
-            json!({"r": host}),
-        )
+        .admin_op::<gql::registry::RescanImages>(gql::registry::rescan_images::Variables {
+            registry: Some(host.clone()),
+        })
         .await;
     let task = started["rescan_images"]["task_id"]
         .as_str()
@@ -197,13 +207,12 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
     assert_eq!(done["message"], "1 environment image(s) found");
     assert_eq!(done["current_progress"], done["total_progress"]);
     let polled = app
-        .admin(
-            "query($t: UUID!) { background_task(task_id: $t) { status } }",
-            json!({"t": task}),
-        )
+        .admin_op::<gql::registry::BackgroundTask>(gql::registry::background_task::Variables {
+            task_id: task.clone(),
+        })
         .await;
     assert_eq!(polled["background_task"]["status"], "done");
-    let img = app.admin("query($r: String!) { image(reference: $r) { name registry namespace base_distro installed digest } }", json!({"r": env_ref})).await;
+    let img = image(&app, &env_ref).await;
     assert_eq!(img["image"]["registry"], host.as_str());
     assert_eq!(img["image"]["installed"], false);
     assert!(
@@ -212,7 +221,9 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
             .unwrap()
             .starts_with("sha256:")
     );
-    let all = app.admin("{ images { name } }", json!({})).await;
+    let all = app
+        .admin_op::<gql::registry::Images>(Default::default())
+        .await;
     assert!(
         !all.to_string().contains("testing/plain"),
         "images without Backend.AI labels are skipped"
@@ -224,10 +235,9 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
     let s = wait_status(&app, &user, &id, &["RUNNING", "ERROR"]).await;
     assert_eq!(s["status"], "RUNNING", "{s}");
     let hist = app
-        .ok(
+        .op_ok::<gql::registry::SessionHistory>(
             Some(&user),
-            "query($id: UUID!) { compute_session(id: $id) { status_history } }",
-            json!({"id": id}),
+            gql::registry::session_history::Variables { id: id.clone() },
         )
         .await;
     assert!(
@@ -237,12 +247,7 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
             .contains("PULLING"),
         "{hist}"
     );
-    let img = app
-        .admin(
-            "query($r: String!) { image(reference: $r) { installed } }",
-            json!({"r": env_ref}),
-        )
-        .await;
+    let img = image(&app, &env_ref).await;
     assert_eq!(img["image"]["installed"], true);
     destroy(&app, &user, &id).await;
     let _ = std::process::Command::new("docker")
@@ -250,12 +255,15 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
         .output();
 
     // An unreachable registry: the task fails and says why.
-    app.admin(r#"mutation { create_container_registry(hostname: "127.0.0.1:9", props: {url: "http://127.0.0.1:9", type: "docker"}) { ok } }"#, json!({})).await;
+    app.admin_op::<gql::registry::CreateRegistry>(create_registry(
+        "127.0.0.1:9",
+        "http://127.0.0.1:9",
+    ))
+    .await;
     let started = app
-        .admin(
-            r#"mutation { rescan_images(registry: "127.0.0.1:9") { task_id } }"#,
-            json!({}),
-        )
+        .admin_op::<gql::registry::RescanImages>(gql::registry::rescan_images::Variables {
+            registry: Some("127.0.0.1:9".into()),
+        })
         .await;
     let failed = follow_task(&app, started["rescan_images"]["task_id"].as_str().unwrap()).await;
     assert_eq!(failed["status"], "failed", "{failed}");
@@ -264,21 +272,18 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
         "{failed}"
     );
     assert_code(
-        &app.gql(
+        &app.op::<gql::registry::RescanImages>(
             Some(&app.admin_token),
-            r#"mutation { rescan_images(registry: "nope:1") { task_id } }"#,
-            json!({}),
+            gql::registry::rescan_images::Variables {
+                registry: Some("nope:1".into()),
+            },
         )
         .await,
         "NOT_FOUND",
     );
     assert_code(
-        &app.gql(
-            Some(&user),
-            "mutation { rescan_images { task_id } }",
-            json!({}),
-        )
-        .await,
+        &app.op::<gql::registry::RescanImages>(Some(&user), Default::default())
+            .await,
         "FORBIDDEN",
     );
 });
@@ -445,22 +450,45 @@ async fn token_issuer(dir: &Path) -> TokenIssuer {
     TokenIssuer { port, scopes, task }
 }
 
+/// A Docker registry at `url` as `create_container_registry` takes it.
+fn create_registry(host: &str, url: &str) -> gql::registry::create_registry::Variables {
+    gql::registry::create_registry::Variables {
+        hostname: host.into(),
+        props: gql::registry::create_registry::CreateContainerRegistryInput {
+            url: url.into(),
+            type_: "docker".into(),
+            ..Default::default()
+        },
+    }
+}
+
+/// The image `reference` (a tag or a digest) as the superadmin reads it.
+async fn image(app: &TestApp, reference: &str) -> Value {
+    app.admin_op::<gql::registry::Image>(gql::registry::image::Variables {
+        reference: Some(reference.into()),
+    })
+    .await
+}
+
 async fn set_password(app: &TestApp, host: &str, pass: &str) {
-    app.admin(
-        "mutation($h: String!, $p: String!) { modify_container_registry(hostname: $h, props: {password: $p}) { ok } }",
-        json!({"h": host, "p": pass}),
-    )
+    app.admin_op::<gql::registry::ModifyRegistry>(gql::registry::modify_registry::Variables {
+        hostname: host.into(),
+        props: gql::registry::modify_registry::ModifyContainerRegistryInput {
+            password: Some(pass.into()),
+            ..Default::default()
+        },
+    })
     .await;
 }
 
 /// Adds the registry with a wrong password (the scan fails with the reason), then sets the
 /// right one (the scan finds the two environment images).
 async fn refused_then_scanned(app: &TestApp, host: &str, url: &str) {
-    app.admin(
-        "mutation($h: String!, $p: CreateContainerRegistryInput!) { create_container_registry(hostname: $h, props: $p) { ok } }",
-        json!({"h": host, "p": {"url": url, "type": "docker", "username": "scanner", "password": "wrong"}}),
-    )
-    .await;
+    let mut registry = create_registry(host, url);
+    registry.props.username = Some("scanner".into());
+    registry.props.password = Some("wrong".into());
+    app.admin_op::<gql::registry::CreateRegistry>(registry)
+        .await;
     let failed = rescan(app, host).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     assert!(
@@ -478,10 +506,9 @@ async fn refused_then_scanned(app: &TestApp, host: &str, url: &str) {
 
 async fn rescan(app: &TestApp, host: &str) -> Value {
     let started = app
-        .admin(
-            "mutation($r: String) { rescan_images(registry: $r) { task_id } }",
-            json!({"r": host}),
-        )
+        .admin_op::<gql::registry::RescanImages>(gql::registry::rescan_images::Variables {
+            registry: Some(host.into()),
+        })
         .await;
     follow_task(app, started["rescan_images"]["task_id"].as_str().unwrap()).await
 }
@@ -563,20 +590,10 @@ both_dbs!(registry_basic_and_token_auth, |db| async move {
 
     // By tag and by digest.
     let reference = format!("{host}/bai/tok:2");
-    let img = app
-        .admin(
-            "query($r: String!) { image(reference: $r) { name digest } }",
-            json!({"r": reference}),
-        )
-        .await;
+    let img = image(&app, &reference).await;
     let digest = img["image"]["digest"].as_str().unwrap().to_string();
     assert!(digest.starts_with("sha256:"), "{img}");
-    let by_digest = app
-        .admin(
-            "query($r: String!) { image(reference: $r) { name } }",
-            json!({"r": format!("{host}/bai/tok@{digest}")}),
-        )
-        .await;
+    let by_digest = image(&app, &format!("{host}/bai/tok@{digest}")).await;
     assert_eq!(
         by_digest["image"]["name"],
         reference.as_str(),

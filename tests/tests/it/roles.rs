@@ -3,50 +3,72 @@
 use serde_json::json;
 
 use crate::both_dbs;
+use crate::gql;
 use crate::support::*;
+
+/// `modify_user(email, props)` as `token`: the whole answer.
+async fn modify_user(
+    app: &TestApp,
+    token: &str,
+    email: &str,
+    props: gql::roles::modify_user::ModifyUserInput,
+) -> serde_json::Value {
+    app.op::<gql::roles::ModifyUser>(
+        Some(token),
+        gql::roles::modify_user::Variables {
+            email: email.into(),
+            props,
+        },
+    )
+    .await
+}
+
+/// `user(email)` as `token`: the whole answer.
+async fn user_by_email(app: &TestApp, token: &str, email: &str) -> serde_json::Value {
+    app.op::<gql::roles::UserEmail>(
+        Some(token),
+        gql::roles::user_email::Variables {
+            email: Some(email.into()),
+        },
+    )
+    .await
+}
+
+/// The preset every non-superadmin is refused.
+fn preset_props() -> gql::roles::create_resource_preset::CreateResourcePresetInput {
+    gql::roles::create_resource_preset::CreateResourcePresetInput {
+        resource_slots: json!("{\"cpu\":\"1\",\"mem\":\"1g\"}"),
+        ..Default::default()
+    }
+}
 
 both_dbs!(users_see_only_their_own_things, |db| async move {
     let app = spawn(db).await;
     let alice = app.user("alice@x.org", "user", "default").await;
     let bob = app.user("bob@x.org", "user", "default").await;
-    let bob_key = app
-        .ok(Some(&bob), "{ keypair { access_key } }", json!({}))
-        .await["keypair"]["access_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let bob_key = app.access_key(&bob).await;
 
-    let me = app.ok(Some(&alice), "{ user { email } }", json!({})).await;
+    let me = app
+        .op_ok::<gql::roles::UserEmail>(Some(&alice), Default::default())
+        .await;
     assert_eq!(me["user"]["email"], "alice@x.org");
+    assert_code(&user_by_email(&app, &alice, "bob@x.org").await, "NOT_FOUND");
     assert_code(
-        &app.gql(
-            Some(&alice),
-            r#"{ user(email: "bob@x.org") { email } }"#,
-            json!({}),
-        )
-        .await,
+        &user_by_email(&app, &alice, "nobody@x.org").await,
         "NOT_FOUND",
     );
     assert_code(
-        &app.gql(
+        &app.op::<gql::roles::KeypairByKey>(
             Some(&alice),
-            r#"{ user(email: "nobody@x.org") { email } }"#,
-            json!({}),
-        )
-        .await,
-        "NOT_FOUND",
-    );
-    assert_code(
-        &app.gql(
-            Some(&alice),
-            "query($a: String!) { keypair(access_key: $a) { access_key } }",
-            json!({"a": bob_key}),
+            gql::roles::keypair_by_key::Variables {
+                access_key: bob_key,
+            },
         )
         .await,
         "NOT_FOUND",
     );
     let keys = app
-        .ok(Some(&alice), "{ keypairs { user_id } }", json!({}))
+        .op_ok::<gql::roles::KeypairUserIds>(Some(&alice), Default::default())
         .await;
     assert!(
         keys["keypairs"]
@@ -57,45 +79,99 @@ both_dbs!(users_see_only_their_own_things, |db| async move {
         "{keys}"
     );
 
-    for q in [
-        "{ users { email } }",
-        "{ user_list(limit: 10, offset: 0) { total_count } }",
-        "{ container_registries { hostname } }",
-        "{ system_settings { key } }",
+    // Administrators' reads: each refused.
+    for body in [
+        app.op::<gql::roles::Users>(Some(&alice), Default::default())
+            .await,
+        app.op::<gql::roles::UserList>(
+            Some(&alice),
+            gql::roles::user_list::Variables {
+                limit: 10,
+                offset: 0,
+                ..Default::default()
+            },
+        )
+        .await,
+        app.op::<gql::roles::ContainerRegistries>(Some(&alice), Default::default())
+            .await,
+        app.op::<gql::roles::SystemSettings>(Some(&alice), Default::default())
+            .await,
     ] {
-        assert_code(&app.gql(Some(&alice), q, json!({})).await, "FORBIDDEN");
+        assert_code(&body, "FORBIDDEN");
     }
-    for m in [
-        r#"mutation { create_user(email: "c@x.org", props: {username: "c", password: "Abcdef-12", need_password_change: false, domain_name: "default"}) { ok } }"#,
-        r#"mutation { create_resource_preset(name: "p", props: {resource_slots: "{\"cpu\":\"1\",\"mem\":\"1g\"}"}) { ok } }"#,
-        r#"mutation { create_domain(name: "d2", props: {}) { ok } }"#,
-        r#"mutation { modify_user(email: "bob@x.org", props: {full_name: "x"}) { ok } }"#,
-        r#"mutation { create_scaling_group(name: "sg", props: {driver: "static", scheduler: "fifo"}) { ok } }"#,
+    // Administrators' changes: each refused.
+    for body in [
+        app.op::<gql::CreateUser>(
+            Some(&alice),
+            gql::create_user::Variables {
+                email: "c@x.org".into(),
+                props: gql::create_user::UserInput {
+                    username: "c".into(),
+                    password: "Abcdef-12".into(),
+                    need_password_change: false,
+                    domain_name: "default".into(),
+                    ..Default::default()
+                },
+            },
+        )
+        .await,
+        app.op::<gql::roles::CreateResourcePreset>(
+            Some(&alice),
+            gql::roles::create_resource_preset::Variables {
+                name: "p".into(),
+                props: preset_props(),
+            },
+        )
+        .await,
+        app.op::<gql::CreateDomain>(
+            Some(&alice),
+            gql::create_domain::Variables { name: "d2".into() },
+        )
+        .await,
+        modify_user(
+            &app,
+            &alice,
+            "bob@x.org",
+            gql::roles::modify_user::ModifyUserInput {
+                full_name: Some("x".into()),
+                ..Default::default()
+            },
+        )
+        .await,
+        app.op::<gql::roles::CreateScalingGroup>(
+            Some(&alice),
+            gql::roles::create_scaling_group::Variables {
+                name: "sg".into(),
+                props: gql::roles::create_scaling_group::ScalingGroupInput {
+                    driver: "static".into(),
+                    scheduler: "fifo".into(),
+                    ..Default::default()
+                },
+            },
+        )
+        .await,
     ] {
-        assert_code(&app.gql(Some(&alice), m, json!({})).await, "FORBIDDEN");
+        assert_code(&body, "FORBIDDEN");
     }
     // Users read presets and the resource groups allowed to them.
     let presets = app
-        .ok(Some(&alice), "{ resource_presets { name } }", json!({}))
+        .op_ok::<gql::roles::ResourcePresets>(Some(&alice), Default::default())
         .await;
     assert_eq!(presets["resource_presets"].as_array().unwrap().len(), 6);
     let sgs = app
-        .ok(Some(&alice), "{ scaling_groups { name } }", json!({}))
+        .op_ok::<gql::roles::ScalingGroups>(Some(&alice), Default::default())
         .await;
     assert_eq!(sgs["scaling_groups"], json!([{"name": "default"}]));
     let groups = app
-        .ok(
-            Some(&alice),
-            "{ groups { name } domain { name } }",
-            json!({}),
-        )
+        .op_ok::<gql::roles::GroupsAndDomain>(Some(&alice), Default::default())
         .await;
     assert_eq!(groups["groups"], json!([{"name": "default"}]));
     assert_code(
-        &app.gql(
+        &app.op::<gql::roles::DomainName>(
             Some(&alice),
-            r#"{ domain(name: "other") { name } }"#,
-            json!({}),
+            gql::roles::domain_name::Variables {
+                name: Some("other".into()),
+            },
         )
         .await,
         "NOT_FOUND",
@@ -112,11 +188,7 @@ both_dbs!(
         app.user("outsider@x.org", "user", "default").await;
 
         let users = app
-            .ok(
-                Some(&lab_admin),
-                "{ users { email domain_name } }",
-                json!({}),
-            )
+            .op_ok::<gql::roles::UsersWithDomain>(Some(&lab_admin), Default::default())
             .await;
         let emails: Vec<&str> = users["users"]
             .as_array()
@@ -126,50 +198,87 @@ both_dbs!(
             .collect();
         assert_eq!(emails.len(), 2, "{users}");
         assert!(emails.contains(&"worker@lab.org") && emails.contains(&"boss@lab.org"));
-        let list = app.ok(Some(&lab_admin), r#"{ user_list(limit: 10, offset: 0, order: "-email") { total_count items { email } } }"#, json!({})).await;
+        let list = app
+            .op_ok::<gql::roles::UserList>(
+                Some(&lab_admin),
+                gql::roles::user_list::Variables {
+                    limit: 10,
+                    offset: 0,
+                    order: Some("-email".into()),
+                },
+            )
+            .await;
         assert_eq!(list["user_list"]["total_count"], 2);
         assert_eq!(list["user_list"]["items"][0]["email"], "worker@lab.org");
 
         assert_code(
-            &app.gql(
-                Some(&lab_admin),
-                r#"{ user(email: "outsider@x.org") { email } }"#,
-                json!({}),
-            )
-            .await,
+            &user_by_email(&app, &lab_admin, "outsider@x.org").await,
             "NOT_FOUND",
         );
+        let full_name = |name: &str| gql::roles::modify_user::ModifyUserInput {
+            full_name: Some(name.into()),
+            ..Default::default()
+        };
         assert_code(
-        &app.gql(Some(&lab_admin), r#"mutation { modify_user(email: "outsider@x.org", props: {full_name: "x"}) { ok } }"#, json!({})).await,
-        "NOT_FOUND",
-    );
-        let renamed = app.ok(Some(&lab_admin), r#"mutation { modify_user(email: "worker@lab.org", props: {full_name: "Worker"}) { user { full_name } } }"#, json!({})).await;
+            &modify_user(&app, &lab_admin, "outsider@x.org", full_name("x")).await,
+            "NOT_FOUND",
+        );
+        let renamed = app
+            .op_ok::<gql::roles::ModifyUserFullName>(
+                Some(&lab_admin),
+                gql::roles::modify_user_full_name::Variables {
+                    email: "worker@lab.org".into(),
+                    props: gql::roles::modify_user_full_name::ModifyUserInput {
+                        full_name: Some("Worker".into()),
+                        ..Default::default()
+                    },
+                },
+            )
+            .await;
         assert_eq!(renamed["modify_user"]["user"]["full_name"], "Worker");
         assert_code(
-        &app.gql(Some(&lab_admin), r#"mutation { modify_user(email: "worker@lab.org", props: {role: "superadmin"}) { ok } }"#, json!({})).await,
-        "FORBIDDEN",
-    );
-        assert_code(
-        &app.gql(Some(&lab_admin), r#"mutation { modify_user(email: "worker@lab.org", props: {is_active: false}) { ok } }"#, json!({})).await,
-        "FORBIDDEN",
-    );
-        // Groups: create in own domain, not in another.
-        app.ok(
-            Some(&lab_admin),
-            r#"mutation { create_group(name: "team", props: {domain_name: "lab"}) { ok } }"#,
-            json!({}),
-        )
-        .await;
-        assert_code(
-        &app.gql(Some(&lab_admin), r#"mutation { create_group(name: "team", props: {domain_name: "default"}) { ok } }"#, json!({})).await,
-        "NOT_FOUND",
-    );
-        let groups = app
-            .ok(
-                Some(&lab_admin),
-                "{ groups { name domain_name } }",
-                json!({}),
+            &modify_user(
+                &app,
+                &lab_admin,
+                "worker@lab.org",
+                gql::roles::modify_user::ModifyUserInput {
+                    role: Some("superadmin".into()),
+                    ..Default::default()
+                },
             )
+            .await,
+            "FORBIDDEN",
+        );
+        assert_code(
+            &modify_user(
+                &app,
+                &lab_admin,
+                "worker@lab.org",
+                gql::roles::modify_user::ModifyUserInput {
+                    is_active: Some(false),
+                    ..Default::default()
+                },
+            )
+            .await,
+            "FORBIDDEN",
+        );
+        // Groups: create in own domain, not in another.
+        let create_group = |domain: &str| gql::roles::create_group::Variables {
+            name: "team".into(),
+            props: gql::roles::create_group::GroupInput {
+                domain_name: domain.into(),
+                ..Default::default()
+            },
+        };
+        app.op_ok::<gql::roles::CreateGroup>(Some(&lab_admin), create_group("lab"))
+            .await;
+        assert_code(
+            &app.op::<gql::roles::CreateGroup>(Some(&lab_admin), create_group("default"))
+                .await,
+            "NOT_FOUND",
+        );
+        let groups = app
+            .op_ok::<gql::roles::GroupsWithDomain>(Some(&lab_admin), Default::default())
             .await;
         assert!(
             groups["groups"]
@@ -180,11 +289,7 @@ both_dbs!(
             "{groups}"
         );
         let keys = app
-            .ok(
-                Some(&lab_admin),
-                "{ keypairs { user_id secret_key } }",
-                json!({}),
-            )
+            .op_ok::<gql::roles::KeypairSecrets>(Some(&lab_admin), Default::default())
             .await;
         for k in keys["keypairs"].as_array().unwrap() {
             assert!(k["user_id"].as_str().unwrap().ends_with("@lab.org"));
@@ -196,21 +301,24 @@ both_dbs!(
             }
         }
         assert_code(
-            &app.gql(
+            &app.op::<gql::roles::ContainerRegistries>(Some(&lab_admin), Default::default())
+                .await,
+            "FORBIDDEN",
+        );
+        assert_code(
+            &app.op::<gql::roles::CreateResourcePreset>(
                 Some(&lab_admin),
-                "{ container_registries { hostname } }",
-                json!({}),
+                gql::roles::create_resource_preset::Variables {
+                    name: "p".into(),
+                    props: preset_props(),
+                },
             )
             .await,
             "FORBIDDEN",
         );
-        assert_code(
-        &app.gql(Some(&lab_admin), r#"mutation { create_resource_preset(name: "p", props: {resource_slots: "{\"cpu\":\"1\",\"mem\":\"1g\"}"}) { ok } }"#, json!({})).await,
-        "FORBIDDEN",
-    );
         // Superadmin sees every domain.
         let all = app
-            .admin("{ users { email } domains { name } }", json!({}))
+            .admin_op::<gql::roles::UsersAndDomains>(Default::default())
             .await;
         assert_eq!(all["users"].as_array().unwrap().len(), 4);
         assert_eq!(all["domains"].as_array().unwrap().len(), 2);

@@ -6,20 +6,15 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::both_dbs;
 use crate::support::*;
+use crate::{both_dbs, gql};
 
 both_dbs!(interactive_session_lifecycle, |db| async move {
     require_docker();
     let app = spawn(db).await;
     let user = app.user("researcher@x.org", "user", "default").await;
-    let mut events = subscribe_ws(
-        &app,
-        &user,
-        "subscription { session_status_changes { name status event } }",
-        json!({}),
-    )
-    .await;
+    let mut events =
+        subscribe_op::<gql::sessions::SessionStatusChanges>(&app, &user, Default::default()).await;
     let body = create_session(&app, &user, json!({"image": PYTHON, "name": "my-notebook", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}", "shmem": "128m", "environ": "{\"MY_VAR\": \"hi\"}"})).await;
     let id = session_ids(&body)[0].clone();
     // PENDING → … → RUNNING arrives live.
@@ -91,7 +86,7 @@ both_dbs!(interactive_session_lifecycle, |db| async move {
     ]);
 
     let agents = app
-        .admin("{ agents { id status occupied_slots } }", json!({}))
+        .admin_op::<gql::sessions::Agents>(Default::default())
         .await;
     let occupied: Value =
         serde_json::from_str(agents["agents"][0]["occupied_slots"].as_str().unwrap()).unwrap();
@@ -99,37 +94,36 @@ both_dbs!(interactive_session_lifecycle, |db| async move {
     // Another user cannot see or terminate it.
     let other = app.user("other@x.org", "user", "default").await;
     assert_code(
-        &app.gql(
+        &app.op::<gql::SessionState>(
             Some(&other),
-            "query($id: UUID!) { compute_session(id: $id) { name } }",
-            json!({"id": id}),
+            gql::session_state::Variables { id: id.clone() },
         )
         .await,
         "NOT_FOUND",
     );
     assert_code(
-        &app.gql(
+        &app.op::<gql::DestroySession>(
             Some(&other),
-            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-            json!({"id": id}),
+            gql::destroy_session::Variables { id: id.clone() },
         )
         .await,
         "NOT_FOUND",
     );
     let theirs = app
-        .ok(
+        .op_ok::<gql::sessions::SessionList>(
             Some(&other),
-            "{ compute_session_list(limit: 10, offset: 0) { total_count } }",
-            json!({}),
+            gql::sessions::session_list::Variables {
+                limit: 10,
+                ..Default::default()
+            },
         )
         .await;
     assert_eq!(theirs["compute_session_list"]["total_count"], 0);
 
     let done = app
-        .ok(
+        .op_ok::<gql::sessions::DestroySessionState>(
             Some(&user),
-            "mutation($id: UUID!) { destroy_session(id: $id) { session { status status_info } } }",
-            json!({"id": id}),
+            gql::sessions::destroy_session_state::Variables { id: id.clone() },
         )
         .await;
     assert_eq!(
@@ -150,7 +144,16 @@ both_dbs!(interactive_session_lifecycle, |db| async move {
         kernel_scratch.is_empty(),
         "scratch /home/work removed with the session"
     );
-    let finished = app.ok(Some(&user), r#"{ compute_session_list(limit: 10, offset: 0, status: "TERMINATED,CANCELLED") { items { name status status_history } } }"#, json!({})).await;
+    let finished = app
+        .op_ok::<gql::sessions::SessionList>(
+            Some(&user),
+            gql::sessions::session_list::Variables {
+                limit: 10,
+                status: Some("TERMINATED,CANCELLED".into()),
+                ..Default::default()
+            },
+        )
+        .await;
     let item = &finished["compute_session_list"]["items"][0];
     assert_eq!(item["name"], "my-notebook");
     let history: Value = serde_json::from_str(item["status_history"].as_str().unwrap()).unwrap();
@@ -164,13 +167,14 @@ both_dbs!(interactive_session_lifecycle, |db| async move {
     ] {
         assert!(history.get(st).is_some(), "{st} missing in {history}");
     }
-    let agents = app.admin("{ agents { occupied_slots } }", json!({})).await;
+    let agents = app
+        .admin_op::<gql::sessions::Agents>(Default::default())
+        .await;
     assert_eq!(agents["agents"][0]["occupied_slots"], "{}");
     assert_code(
-        &app.gql(
+        &app.op::<gql::DestroySession>(
             Some(&user),
-            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-            json!({"id": id}),
+            gql::destroy_session::Variables { id: id.clone() },
         )
         .await,
         "BAD_REQUEST",
@@ -209,10 +213,9 @@ both_dbs!(batch_sessions_report_limits_and_results, |db| async move {
         json!({"kernel": {"exit_code": 0}})
     );
     let logs = app
-        .ok(
+        .op_ok::<gql::sessions::SessionLogs>(
             Some(&user),
-            "query($id: UUID!) { session_logs(id: $id) }",
-            json!({"id": ok_id}),
+            gql::sessions::session_logs::Variables { id: ok_id.clone() },
         )
         .await;
     let lines: Vec<&str> = logs["session_logs"].as_str().unwrap().lines().collect();
@@ -225,19 +228,19 @@ both_dbs!(batch_sessions_report_limits_and_results, |db| async move {
     assert_eq!(f["result"], "failure");
     assert_eq!(f["containers"][0]["exit_code"], 3);
     let flogs = app
-        .ok(
+        .op_ok::<gql::sessions::SessionLogs>(
             Some(&user),
-            "query($id: UUID!) { session_logs(id: $id) }",
-            json!({"id": fail_id}),
+            gql::sessions::session_logs::Variables {
+                id: fail_id.clone(),
+            },
         )
         .await;
     assert!(flogs["session_logs"].as_str().unwrap().contains("failing"));
     // Unspecified cpu/mem follow the image: 1 core and 256m + 64m shared memory.
     let sized = app
-        .ok(
+        .op_ok::<gql::sessions::SessionDetail>(
             Some(&user),
-            "query($id: UUID!) { compute_session(id: $id) { requested_slots resource_opts } }",
-            json!({"id": fail_id}),
+            gql::sessions::session_detail::Variables { id: fail_id },
         )
         .await;
     let req: Value = serde_json::from_str(
@@ -265,14 +268,17 @@ both_dbs!(
         let count = |token: String, status: &'static str| {
             let app = &app;
             async move {
-                app.ok(
-                Some(&token),
-                "query($s: String) { compute_session_list(limit: 5, offset: 0, status: $s) { total_count items { id } } }",
-                json!({"s": status}),
-            )
-            .await["compute_session_list"]["total_count"]
-                .as_u64()
-                .unwrap()
+                app.op_ok::<gql::sessions::SessionList>(
+                    Some(&token),
+                    gql::sessions::session_list::Variables {
+                        limit: 5,
+                        status: Some(status.into()),
+                        ..Default::default()
+                    },
+                )
+                .await["compute_session_list"]["total_count"]
+                    .as_u64()
+                    .unwrap()
             }
         };
         let live = "PENDING,SCHEDULED,PREPARING,PULLING,RUNNING";
@@ -286,19 +292,15 @@ both_dbs!(
         assert_eq!(count(alice.clone(), live).await, 1);
         assert_eq!(count(bob.clone(), live).await, 0);
         let named = app
-        .admin(
-            "query($f: String!) { compute_session_list(limit: 5, offset: 0, filter: $f) { total_count } }",
-            json!({"f": "name == \"counted\""}),
-        )
-        .await;
+            .admin_op::<gql::sessions::SessionList>(gql::sessions::session_list::Variables {
+                limit: 5,
+                filter: Some("name == \"counted\"".into()),
+                ..Default::default()
+            })
+            .await;
         assert_eq!(named["compute_session_list"]["total_count"], 1, "{named}");
         wait_status(&app, &alice, &id, &["RUNNING"]).await;
-        app.ok(
-            Some(&alice),
-            "mutation($id: UUID!) { destroy_session(id: $id) { ok } }",
-            json!({"id": id}),
-        )
-        .await;
+        destroy(&app, &alice, &id).await;
         wait_status(&app, &alice, &id, &["TERMINATED"]).await;
         assert_eq!(count(alice.clone(), live).await, 0);
         assert_eq!(count(alice.clone(), "TERMINATED").await, 1);
@@ -309,19 +311,20 @@ both_dbs!(
 both_dbs!(pending_sessions_say_why, |db| async move {
     require_docker();
     let app = spawn(db).await;
-    app.admin(
-        r#"mutation { create_keypair_resource_policy(name: "one-at-a-time", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{\"cpu\": \"4\"}", max_concurrent_sessions: 1, max_containers_per_session: 1, idle_timeout: 0}) { ok } }"#,
-        json!({}),
+    let user = app.user("quota@x.org", "user", "default").await;
+    app.use_policy(
+        &user,
+        "one-at-a-time",
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            default_for_unspecified: "UNLIMITED".into(),
+            total_resource_slots: json!("{\"cpu\": \"4\"}"),
+            max_concurrent_sessions: 1,
+            max_containers_per_session: 1,
+            idle_timeout: 0,
+            ..Default::default()
+        },
     )
     .await;
-    let user = app.user("quota@x.org", "user", "default").await;
-    let ak = app
-        .ok(Some(&user), "{ keypair { access_key } }", json!({}))
-        .await["keypair"]["access_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: \"one-at-a-time\"}) { ok } }", json!({"a": ak})).await;
 
     // Beyond the policy's absolute limit: refused at once with a clear message.
     let refused = create_session(
@@ -345,21 +348,17 @@ both_dbs!(pending_sessions_say_why, |db| async move {
         session_ids(&create_session(&app, &user, json!({"image": PYTHON, "name": "second"})).await)
             [0]
         .clone();
-    let mut why = Value::Null;
-    for _ in 0..100 {
+    let why = eventually("the second session's failed predicates", WAIT, || async {
         let s = app
-            .ok(
+            .op_ok::<gql::SessionState>(
                 Some(&user),
-                "query($id: UUID!) { compute_session(id: $id) { status status_info status_data } }",
-                json!({"id": second}),
+                gql::session_state::Variables { id: second.clone() },
             )
             .await;
-        if s["compute_session"]["status_info"] == "predicate-checks-failed" {
-            why = s["compute_session"].clone();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        (s["compute_session"]["status_info"] == "predicate-checks-failed")
+            .then(|| s["compute_session"].clone())
+    })
+    .await;
     assert_eq!(why["status"], "PENDING", "{why}");
     let data: Value = serde_json::from_str(why["status_data"].as_str().unwrap()).unwrap();
     assert_eq!(
@@ -387,25 +386,21 @@ both_dbs!(pending_sessions_say_why, |db| async move {
         .await,
     )[0]
     .clone();
-    let mut reason = String::new();
-    for _ in 0..100 {
+    let reason = eventually("the big session's pending reason", WAIT, || async {
         let s = app
-            .admin(
-                "query($id: UUID!) { compute_session(id: $id) { status status_data } }",
-                json!({"id": admin_big}),
-            )
+            .admin_op::<gql::SessionState>(gql::session_state::Variables {
+                id: admin_big.clone(),
+            })
             .await;
-        if let Some(d) = s["compute_session"]["status_data"].as_str() {
-            reason = d.to_string();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        s["compute_session"]["status_data"]
+            .as_str()
+            .map(str::to_string)
+    })
+    .await;
     assert!(reason.contains("large enough"), "{reason}");
     let cancelled = app
-        .admin(
-            "mutation($id: UUID!) { destroy_session(id: $id) { session { status } } }",
-            json!({"id": admin_big}),
+        .admin_op::<gql::sessions::DestroySessionState>(
+            gql::sessions::destroy_session_state::Variables { id: admin_big },
         )
         .await;
     assert_eq!(
@@ -415,7 +410,9 @@ both_dbs!(pending_sessions_say_why, |db| async move {
     destroy(&app, &user, &second).await;
 
     // What is left, and which presets fit (2 CPUs on this agent: `large` does not).
-    let usage = app.ok(Some(&user), "{ resource_usage { concurrency_limit concurrency_used keypair_remaining scaling_group presets { name allocatable } } }", json!({})).await;
+    let usage = app
+        .op_ok::<gql::sessions::ResourceUsage>(Some(&user), Default::default())
+        .await;
     let u = &usage["resource_usage"];
     assert_eq!(u["concurrency_limit"], 1);
     assert_eq!(
@@ -523,10 +520,9 @@ both_dbs!(session_requests_are_validated, |db| async move {
         .chain(session_ids(&first))
         .collect();
     let res = app
-        .ok(
+        .op_ok::<gql::sessions::DestroySessions>(
             Some(&user),
-            "mutation($ids: [UUID!]!) { destroy_sessions(ids: $ids) { ok msg } }",
-            json!({"ids": ids}),
+            gql::sessions::destroy_sessions::Variables { ids },
         )
         .await;
     assert!(
@@ -553,9 +549,19 @@ both_dbs!(parallel_creates_never_overcommit, |db| async move {
     let bodies = futures_util::future::join_all(futures).await;
     let ids: Vec<String> = bodies.iter().flat_map(session_ids).collect();
     assert_eq!(ids.len(), 50);
-    // The agent offers 2 CPUs: never more than 2 sessions hold resources at once.
+    // The agent offers 2 CPUs: never more than 2 sessions hold resources at once. Sampled
+    // while the queue drains: the sleep spaces the samples over time, it waits for nothing.
     for _ in 0..30 {
-        let list = app.ok(Some(&user), r#"{ compute_session_list(limit: 100, offset: 0, status: "SCHEDULED,PREPARING,RUNNING,TERMINATING") { total_count } }"#, json!({})).await;
+        let list = app
+            .op_ok::<gql::sessions::SessionList>(
+                Some(&user),
+                gql::sessions::session_list::Variables {
+                    limit: 100,
+                    status: Some("SCHEDULED,PREPARING,RUNNING,TERMINATING".into()),
+                    ..Default::default()
+                },
+            )
+            .await;
         assert!(
             list["compute_session_list"]["total_count"]
                 .as_u64()
@@ -566,7 +572,7 @@ both_dbs!(parallel_creates_never_overcommit, |db| async move {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let agents = app
-        .admin("{ agents { occupied_slots available_slots } }", json!({}))
+        .admin_op::<gql::sessions::Agents>(Default::default())
         .await;
     let occ: Value =
         serde_json::from_str(agents["agents"][0]["occupied_slots"].as_str().unwrap()).unwrap();
@@ -575,10 +581,9 @@ both_dbs!(parallel_creates_never_overcommit, |db| async move {
         "{agents}"
     );
     let res = app
-        .ok(
+        .op_ok::<gql::sessions::DestroySessions>(
             Some(&user),
-            "mutation($ids: [UUID!]!) { destroy_sessions(ids: $ids) { ok } }",
-            json!({"ids": ids}),
+            gql::sessions::destroy_sessions::Variables { ids },
         )
         .await;
     assert!(
@@ -650,19 +655,24 @@ both_dbs!(restart_leaves_no_orphans, |db| async move {
     let k = wait_status(&app, &user, &keep, &["ERROR"]).await;
     assert_eq!(k["status_info"], "container-lost");
     let agents = app
-        .admin("{ agents { status occupied_slots } }", json!({}))
+        .admin_op::<gql::sessions::Agents>(Default::default())
         .await;
+    let agent = &agents["agents"][0];
     assert_eq!(
-        agents["agents"][0],
+        json!({"status": agent["status"], "occupied_slots": agent["occupied_slots"]}),
         json!({"status": "ALIVE", "occupied_slots": "{}"}),
-        "no leaked allocation"
+        "no leaked allocation: {agents}"
     );
 });
 
 both_dbs!(agents_are_listed_for_superadmins, |db| async move {
     require_docker();
     let app = spawn(db).await;
-    let list = app.admin(r#"{ agent_list(limit: 10, offset: 0, status: "ALIVE") { total_count items { id status region scaling_group available_slots addr architecture container_count } } }"#, json!({})).await;
+    let list = app
+        .admin_op::<gql::sessions::AgentList>(gql::sessions::agent_list::Variables {
+            status: Some("ALIVE".into()),
+        })
+        .await;
     let a = &list["agent_list"]["items"][0];
     assert_eq!(list["agent_list"]["total_count"], 1);
     assert_eq!(a["status"], "ALIVE");
@@ -676,10 +686,13 @@ both_dbs!(agents_are_listed_for_superadmins, |db| async move {
     );
     let user = app.user("peek@x.org", "user", "default").await;
     assert_code(
-        &app.gql(Some(&user), "{ agents { id } }", json!({})).await,
+        &app.op::<gql::sessions::Agents>(Some(&user), Default::default())
+            .await,
         "FORBIDDEN",
     );
-    let images = app.ok(Some(&user), "{ images { name base_distro installed resource_limits { key min } labels { key value } } }", json!({})).await;
+    let images = app
+        .op_ok::<gql::sessions::Images>(Some(&user), Default::default())
+        .await;
     let names: Vec<&str> = images["images"]
         .as_array()
         .unwrap()
@@ -691,7 +704,7 @@ both_dbs!(agents_are_listed_for_superadmins, |db| async move {
         "{names:?}"
     );
     let rescan = app
-        .admin("mutation { rescan_images { ok task_id } }", json!({}))
+        .admin_op::<gql::sessions::RescanImages>(Default::default())
         .await;
     assert_eq!(rescan["rescan_images"]["ok"], true);
 });
@@ -699,19 +712,20 @@ both_dbs!(agents_are_listed_for_superadmins, |db| async move {
 both_dbs!(idle_sessions_are_terminated, |db| async move {
     require_docker();
     let app = spawn(db).await;
-    app.admin(
-        r#"mutation { create_keypair_resource_policy(name: "impatient", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 0, max_containers_per_session: 1, idle_timeout: 2}) { ok } }"#,
-        json!({}),
+    let user = app.user("idle@x.org", "user", "default").await;
+    app.use_policy(
+        &user,
+        "impatient",
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            default_for_unspecified: "UNLIMITED".into(),
+            total_resource_slots: json!("{}"),
+            max_concurrent_sessions: 0,
+            max_containers_per_session: 1,
+            idle_timeout: 2,
+            ..Default::default()
+        },
     )
     .await;
-    let user = app.user("idle@x.org", "user", "default").await;
-    let ak = app
-        .ok(Some(&user), "{ keypair { access_key } }", json!({}))
-        .await["keypair"]["access_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: \"impatient\"}) { ok } }", json!({"a": ak})).await;
     let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
     wait_status(&app, &user, &id, &["RUNNING"]).await;
     let s = wait_status(&app, &user, &id, &["TERMINATED"]).await;
@@ -745,7 +759,17 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
         "-c",
         "x = bytearray(64 * 1024 * 1024)\nwhile True: pass",
     ]);
-    let mut stats = subscribe_ws(&app, &user, &format!("subscription {{ session_stats(session_id: \"{id}\", interval_secs: 1) {{ cpu_used_pct mem_bytes mem_limit_bytes }} }}"), json!({})).await;
+    // session_stats polls the engine (it does not listen on the event bus): the first
+    // sample is what it is waited for by.
+    let mut stats = subscribe_op_sent::<gql::sessions::SessionStats>(
+        &app,
+        &user,
+        gql::sessions::session_stats::Variables {
+            session_id: id.clone(),
+            interval_secs: Some(1),
+        },
+    )
+    .await;
     let mut best = (0.0f64, 0i64);
     for _ in 0..6 {
         let msg = tokio::time::timeout(std::time::Duration::from_secs(20), stats.next())
@@ -768,18 +792,15 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
         best.1 > 64 * 1024 * 1024,
         "the 64 MiB buffer shows as memory use: {best:?}"
     );
-    let mut agent_cpu = 0.0;
-    for _ in 0..50 {
+    let agent_cpu = eventually("the agent's live CPU and memory use", WAIT, || async {
         let a = app
-            .admin("{ agents { cpu_cur_pct mem_cur_bytes } }", json!({}))
+            .admin_op::<gql::sessions::Agents>(Default::default())
             .await;
-        agent_cpu = a["agents"][0]["cpu_cur_pct"].as_f64().unwrap();
-        if agent_cpu > 10.0 && a["agents"][0]["mem_cur_bytes"].as_i64().unwrap() > 64 * 1024 * 1024
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+        let cpu = a["agents"][0]["cpu_cur_pct"].as_f64().unwrap();
+        (cpu > 10.0 && a["agents"][0]["mem_cur_bytes"].as_i64().unwrap() > 64 * 1024 * 1024)
+            .then_some(cpu)
+    })
+    .await;
     assert!(agent_cpu > 10.0, "agent live CPU: {agent_cpu}");
     destroy(&app, &user, &id).await;
 });
@@ -798,10 +819,9 @@ both_dbs!(finished_sessions_never_change_again, |db| async move {
     )[0]
     .clone();
     let cancelled = app
-        .ok(
+        .op_ok::<gql::sessions::DestroySessionState>(
             Some(&user),
-            "mutation($id: UUID!) { destroy_session(id: $id) { session { status } } }",
-            json!({"id": id}),
+            gql::sessions::destroy_session_state::Variables { id: id.clone() },
         )
         .await;
     assert_eq!(
@@ -817,20 +837,41 @@ both_dbs!(finished_sessions_never_change_again, |db| async move {
     )
     .await;
     assert_eq!(late.unwrap_err().code, api::error::ErrorCode::Conflict);
-    app.state().scheduler.wake();
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // A whole scheduling pass, run here and finished before the session is read again.
+    api::scheduler::schedule_once(app.state())
+        .await
+        .expect("a scheduling pass");
     let s = app
-        .ok(
-            Some(&user),
-            "query($id: UUID!) { compute_session(id: $id) { status status_info } }",
-            json!({"id": id}),
-        )
+        .op_ok::<gql::SessionState>(Some(&user), gql::session_state::Variables { id })
         .await;
+    let s = &s["compute_session"];
     assert_eq!(
-        s["compute_session"],
-        json!({"status": "CANCELLED", "status_info": "user-requested"})
+        json!({"status": s["status"], "status_info": s["status_info"]}),
+        json!({"status": "CANCELLED", "status_info": "user-requested"}),
+        "{s}"
     );
 });
+
+/// Starts `code` in `session` (`execute_in_session`); the whole answer, errors included.
+async fn execute(
+    app: &TestApp,
+    token: &str,
+    session: &str,
+    mode: &str,
+    code: Option<&str>,
+    options: Option<Value>,
+) -> Value {
+    app.op::<gql::sessions::ExecuteInSession>(
+        Some(token),
+        gql::sessions::execute_in_session::Variables {
+            session_id: session.into(),
+            mode: mode.into(),
+            code: code.map(str::to_string),
+            options,
+        },
+    )
+    .await
+}
 
 async fn run_to_end(
     app: &TestApp,
@@ -840,21 +881,26 @@ async fn run_to_end(
     code: &str,
     options: Value,
 ) -> (String, String, i64) {
-    let started = app
-        .ok(Some(token), "mutation($s: UUID!, $m: String!, $c: String, $o: JSONString) { execute_in_session(session_id: $s, mode: $m, code: $c, options: $o) { run_id } }", json!({"s": session, "m": mode, "c": code, "o": options.to_string()}))
-        .await;
-    let run = started["execute_in_session"]["run_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    // Follow it live; chunks produced before the subscription are replayed first.
-    let mut ws = subscribe_ws(
+    let started = execute(
         app,
         token,
-        &format!(
-            "subscription {{ execution_output(run_id: \"{run}\") {{ seq stream data exit_code }} }}"
-        ),
-        json!({}),
+        session,
+        mode,
+        Some(code),
+        Some(json!(options.to_string())),
+    )
+    .await;
+    assert!(started.get("errors").is_none(), "{started}");
+    let run = started["data"]["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_string();
+    // Follow it live; chunks produced before the subscription are replayed first (so nothing
+    // is waited for before reading).
+    let mut ws = subscribe_op_sent::<gql::sessions::ExecutionOutput>(
+        app,
+        token,
+        gql::sessions::execution_output::Variables { run_id: run },
     )
     .await;
     let (mut out, mut err, mut seqs) = (String::new(), String::new(), Vec::new());
@@ -939,29 +985,46 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
     )
     .await;
     assert_eq!((out.as_str(), code), ("['arg1', 'arg2']\n", 0));
-    assert_code(&app.gql(Some(&user), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"batch\", options: \"{}\") { run_id } }", json!({"s": id})).await, "BAD_REQUEST");
+    assert_code(
+        &execute(&app, &user, &id, "batch", None, Some(json!("{}"))).await,
+        "BAD_REQUEST",
+    );
 
     // A program that waits for input gets it.
-    let started = app.ok(Some(&user), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"name = input()\\nprint('hi', name)\") { run_id } }", json!({"s": id})).await;
-    let run = started["execute_in_session"]["run_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    app.ok(
-        Some(&user),
-        "mutation($r: UUID!) { send_execution_input(run_id: $r, input: \"bai\\n\") { ok } }",
-        json!({"r": run}),
+    let started = execute(
+        &app,
+        &user,
+        &id,
+        "query",
+        Some("name = input()\nprint('hi', name)"),
+        None,
     )
     .await;
-    let mut done = Value::Null;
-    for _ in 0..100 {
-        let e = app.ok(Some(&user), "query($r: UUID!) { execution(run_id: $r) { status exit_code console { stream data } } }", json!({"r": run})).await;
-        if e["execution"]["status"] == "finished" {
-            done = e["execution"].clone();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    assert!(started.get("errors").is_none(), "{started}");
+    let run = started["data"]["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_string();
+    app.op_ok::<gql::sessions::SendExecutionInput>(
+        Some(&user),
+        gql::sessions::send_execution_input::Variables {
+            run_id: run.clone(),
+            input: "bai\n".into(),
+        },
+    )
+    .await;
+    let done = eventually("the execution to finish", WAIT, || async {
+        let e = app
+            .op_ok::<gql::sessions::Execution>(
+                Some(&user),
+                gql::sessions::execution::Variables {
+                    run_id: run.clone(),
+                },
+            )
+            .await;
+        (e["execution"]["status"] == "finished").then(|| e["execution"].clone())
+    })
+    .await;
     assert_eq!(done["exit_code"], 0, "{done}");
     assert_eq!(
         done["console"][0],
@@ -971,17 +1034,22 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
     // Others see nothing of it.
     let other = app.user("peeker@x.org", "user", "default").await;
     assert_code(
-        &app.gql(
+        &app.op::<gql::sessions::Execution>(
             Some(&other),
-            "query($r: UUID!) { execution(run_id: $r) { status } }",
-            json!({"r": run}),
+            gql::sessions::execution::Variables { run_id: run },
         )
         .await,
         "NOT_FOUND",
     );
-    assert_code(&app.gql(Some(&other), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"1\") { run_id } }", json!({"s": id})).await, "NOT_FOUND");
+    assert_code(
+        &execute(&app, &other, &id, "query", Some("1"), None).await,
+        "NOT_FOUND",
+    );
     destroy(&app, &user, &id).await;
-    assert_code(&app.gql(Some(&user), "mutation($s: UUID!) { execute_in_session(session_id: $s, mode: \"query\", code: \"1\") { run_id } }", json!({"s": id})).await, "BAD_REQUEST");
+    assert_code(
+        &execute(&app, &user, &id, "query", Some("1"), None).await,
+        "BAD_REQUEST",
+    );
 
     // The C++ environment compiles and runs a query.
     let cpp = session_ids(
@@ -1152,10 +1220,13 @@ both_dbs!(web_terminal_is_real_tmux, |db| async move {
         read_until(&mut ws, "100").await;
     }
     // Leave a mark in a second tmux window, disconnect, reconnect: the same tmux session.
-    ws.send(Message::binary(b"export MARK=still-here\r".to_vec()))
-        .await
-        .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // The shell's answer (computed, so not the echo of the line) says the mark is set.
+    ws.send(Message::binary(
+        b"export MARK=still-here; echo marked-$((40+2))\r".to_vec(),
+    ))
+    .await
+    .unwrap();
+    read_until(&mut ws, "marked-42").await;
     drop(ws);
     let mut again = terminal_ws(&app, &user, &id).await.unwrap();
     again
@@ -1179,24 +1250,34 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     let user = app.user("notebook@x.org", "user", "default").await;
     let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
     wait_status(&app, &user, &id, &["RUNNING"]).await;
-    let apps = app.ok(Some(&user), "query($id: UUID!) { compute_session(id: $id) { apps { name protocol container_port } } }", json!({"id": id})).await;
+    let apps = app
+        .op_ok::<gql::sessions::SessionDetail>(
+            Some(&user),
+            gql::sessions::session_detail::Variables { id: id.clone() },
+        )
+        .await;
     assert_eq!(
         apps["compute_session"]["apps"],
         json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "sshd", "protocol": "tcp", "container_port": 2200}, {"name": "terminal", "protocol": "pty", "container_port": null}])
     );
+    let service =
+        |app_name: &str, public: bool, port: Option<u16>| gql::sessions::start_service::Variables {
+            session_id: id.clone(),
+            app: app_name.into(),
+            open_to_public: public,
+            preferred_port: port.map(i64::from),
+        };
     assert_code(
-        &app.gql(
-            Some(&user),
-            "mutation($id: UUID!) { start_service(session_id: $id, app: \"vscode\") { url } }",
-            json!({"id": id}),
-        )
-        .await,
+        &app.op::<gql::sessions::StartService>(Some(&user), service("vscode", false, None))
+            .await,
         "NOT_FOUND",
     );
     // "Try preferred port" with the preferred port taken: another port of the pool. Every
     // app runs on a pool port of its own (its own origin).
     let busy = std::net::TcpListener::bind(("127.0.0.1", pool)).ok();
-    let started = app.ok(Some(&user), "mutation($id: UUID!, $p: Int) { start_service(session_id: $id, app: \"jupyter\", preferred_port: $p) { url token port } }", json!({"id": id, "p": pool})).await;
+    let started = app
+        .op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", false, Some(pool)))
+        .await;
     let port = started["start_service"]["port"].as_u64().unwrap() as u16;
     assert!(
         port > pool && port <= pool + 9,
@@ -1231,11 +1312,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     );
     assert!(moved.text().await.unwrap().is_empty());
     let again = app
-        .ok(
-            Some(&user),
-            "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { token } }",
-            json!({"id": id}),
-        )
+        .op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", false, None))
         .await;
     assert_eq!(
         again["start_service"]["token"],
@@ -1396,11 +1473,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
 
     // "Open app to public": on its port, anyone with the URL may use it.
     let public = app
-        .ok(
-            Some(&user),
-            "mutation($id: UUID!, $p: Int) { start_service(session_id: $id, app: \"jupyter\", open_to_public: true, preferred_port: $p) { url token port public protocol } }",
-            json!({"id": id, "p": pool}),
-        )
+        .op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", true, Some(pool)))
         .await;
     assert_eq!(
         public["start_service"]["port"], port,
@@ -1429,12 +1502,8 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         format!("/apps/{id}/jupyter/")
     );
     // Not public any more: strangers are out again, on the same port.
-    app.ok(
-        Some(&user),
-        "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { port } }",
-        json!({"id": id}),
-    )
-    .await;
+    app.op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", false, None))
+        .await;
     let closed = app
         .http
         .get(format!(
@@ -1446,25 +1515,22 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .unwrap();
     assert_eq!(closed.status(), 404);
     assert_code(
-        &app.gql(
-            Some(&other),
-            "mutation($id: UUID!) { start_service(session_id: $id, app: \"jupyter\") { url } }",
-            json!({"id": id}),
-        )
-        .await,
+        &app.op::<gql::sessions::StartService>(Some(&other), service("jupyter", false, None))
+            .await,
         "NOT_FOUND",
     );
     destroy(&app, &user, &id).await;
     wait_status(&app, &user, &id, &["TERMINATED"]).await;
-    let mut gone = false;
-    for _ in 0..50 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(gone, "the app's pool port closes with the session");
+    eventually(
+        "the app's pool port to close with the session",
+        WAIT,
+        || async {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await;
 });
 
 fn ssh(key: &std::path::Path, port: u16, command: &str) -> std::process::Output {
@@ -1505,10 +1571,11 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
         .unwrap();
     assert!(made.success());
     let folder = app
-        .ok(
+        .op_ok::<gql::sessions::CreateVfolder>(
             Some(&user),
-            "mutation { create_vfolder(props: {name: \".ssh\"}) { vfolder { id is_automount } } }",
-            json!({}),
+            gql::sessions::create_vfolder::Variables {
+                name: ".ssh".into(),
+            },
         )
         .await;
     assert_eq!(folder["create_vfolder"]["vfolder"]["is_automount"], true);
@@ -1532,20 +1599,25 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
     wait_status(&app, &user, &id, &["RUNNING"]).await;
     // "Try preferred port" with a free port of the pool: that very port.
     let started = app
-        .ok(
+        .op_ok::<gql::sessions::StartService>(
             Some(&user),
-            "mutation($id: UUID!, $p: Int) { start_service(session_id: $id, app: \"sshd\", preferred_port: $p) { port protocol url } }",
-            json!({"id": id, "p": pool + 3}),
+            gql::sessions::start_service::Variables {
+                session_id: id.clone(),
+                app: "sshd".into(),
+                open_to_public: false,
+                preferred_port: Some(i64::from(pool + 3)),
+            },
         )
         .await;
     assert_eq!(started["start_service"]["protocol"], "tcp");
     assert_eq!(started["start_service"]["port"], pool + 3);
     let port = pool + 3;
     let key = app
-        .ok(
+        .op_ok::<gql::sessions::SshPrivateKey>(
             Some(&user),
-            "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
-            json!({"id": id}),
+            gql::sessions::ssh_private_key::Variables {
+                session_id: id.clone(),
+            },
         )
         .await;
     let key_file = keys.join("id_container");
@@ -1554,19 +1626,12 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let mut out = ssh(&key_file, port, "echo hello-$((6*7)); whoami; pwd");
-    for _ in 0..20 {
-        if out.status.success() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        out = ssh(&key_file, port, "echo hello-$((6*7)); whoami; pwd");
-    }
-    assert!(
-        out.status.success(),
-        "ssh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // sshd may still be starting: until it answers.
+    let out = eventually("ssh into the session", WAIT, || async {
+        let out = ssh(&key_file, port, "echo hello-$((6*7)); whoami; pwd");
+        out.status.success().then_some(out)
+    })
+    .await;
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "hello-42\nwork\n/home/work\n"
@@ -1621,10 +1686,11 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
     // Nobody else gets the key.
     let other = app.user("nokey@x.org", "user", "default").await;
     assert_code(
-        &app.gql(
+        &app.op::<gql::sessions::SshPrivateKey>(
             Some(&other),
-            "query($id: UUID!) { session_ssh_private_key(session_id: $id) }",
-            json!({"id": id}),
+            gql::sessions::ssh_private_key::Variables {
+                session_id: id.clone(),
+            },
         )
         .await,
         "NOT_FOUND",

@@ -342,7 +342,11 @@ impl TestApp {
     }
 
     /// As `op`, and asserts there were no errors; returns `data`.
-    pub async fn op_ok<Q: GraphQLQuery>(&self, token: Option<&str>, variables: Q::Variables) -> Value {
+    pub async fn op_ok<Q: GraphQLQuery>(
+        &self,
+        token: Option<&str>,
+        variables: Q::Variables,
+    ) -> Value {
         let body = self.op::<Q>(token, variables).await;
         assert!(
             body.get("errors").is_none() && !body["data"].is_null(),
@@ -538,7 +542,10 @@ pub fn docker(args: &[&str]) -> String {
 pub async fn wait_status(app: &TestApp, token: &str, id: &str, want: &[&str]) -> Value {
     eventually(&format!("session {id} reaching {want:?}"), WAIT, || async {
         let s = app
-            .op_ok::<gql::SessionState>(Some(token), gql::session_state::Variables { id: id.into() })
+            .op_ok::<gql::SessionState>(
+                Some(token),
+                gql::session_state::Variables { id: id.into() },
+            )
             .await;
         let st = s["compute_session"]["status"].as_str().unwrap_or("");
         want.contains(&st).then(|| s["compute_session"].clone())
@@ -568,23 +575,44 @@ pub type Ws =
 /// graphql-transport-ws: connects with `token`, checks the ack, subscribes to the typed
 /// subscription `Q` as operation "1", and returns once the server listens on the event bus
 /// for it.
-pub async fn subscribe_op<Q: GraphQLQuery>(app: &TestApp, token: &str, variables: Q::Variables) -> Ws {
+pub async fn subscribe_op<Q: GraphQLQuery>(
+    app: &TestApp,
+    token: &str,
+    variables: Q::Variables,
+) -> Ws {
     let payload = serde_json::to_value(Q::build_query(variables)).unwrap();
     let before = app.state().events.subscribers();
     let ws = subscribe_payload(app, token, payload).await;
-    eventually("the subscription to listen on the event bus", WAIT, || async {
-        (app.state().events.subscribers() > before).then_some(())
-    })
+    eventually(
+        "the subscription to listen on the event bus",
+        WAIT,
+        || async { (app.state().events.subscribers() > before).then_some(()) },
+    )
     .await;
     ws
 }
 
-/// Connects and sends an inline request as operation "1", then waits a moment so the server
-/// has registered it. (Being replaced by `subscribe_op`, which waits for the listener.)
+/// As `subscribe_op`, for a subscription that never listens on the event bus: one that polls
+/// (`session_stats`), one that replays what was produced before it (`execution_output`), or
+/// one the server refuses. Returns once it is sent; its first message is what the test waits
+/// for.
+pub async fn subscribe_op_sent<Q: GraphQLQuery>(
+    app: &TestApp,
+    token: &str,
+    variables: Q::Variables,
+) -> Ws {
+    subscribe_payload(
+        app,
+        token,
+        serde_json::to_value(Q::build_query(variables)).unwrap(),
+    )
+    .await
+}
+
+/// Connects, and sends a request that is wrong on purpose (inline text) as operation "1";
+/// returns at once: what the server answers is the test's to read.
 pub async fn subscribe_ws(app: &TestApp, token: &str, query: &str, variables: Value) -> Ws {
-    let ws = subscribe_payload(app, token, json!({"query": query, "variables": variables})).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    ws
+    subscribe_payload(app, token, json!({"query": query, "variables": variables})).await
 }
 
 async fn subscribe_payload(app: &TestApp, token: &str, payload: Value) -> Ws {
@@ -663,8 +691,11 @@ fn rand_u16() -> u16 {
 
 /// Terminates a session as `token` (the call must succeed).
 pub async fn destroy(app: &TestApp, token: &str, id: &str) {
-    app.op_ok::<gql::DestroySession>(Some(token), gql::destroy_session::Variables { id: id.into() })
-        .await;
+    app.op_ok::<gql::DestroySession>(
+        Some(token),
+        gql::destroy_session::Variables { id: id.into() },
+    )
+    .await;
 }
 
 /// How long a test waits for something the server does in the background before it calls it

@@ -1,3 +1,23 @@
-//! Operations of the `auth` tests (documents in tests/graphql/auth/).
+//! Operations of the `auth` tests (documents in tests/graphql/auth/). Some are used by the
+//! `hostile` tests too.
 #[allow(unused_imports)]
 use super::*;
+
+operation!(Signup, "graphql/auth/signup.graphql");
+operation!(SignupConfig, "graphql/auth/signup_config.graphql");
+operation!(MeDetails, "graphql/auth/me_details.graphql");
+operation!(Logout, "graphql/auth/logout.graphql");
+operation!(ChangePassword, "graphql/auth/change_password.graphql");
+operation!(
+    UpdatePasswordNoAuth,
+    "graphql/auth/update_password_no_auth.graphql"
+);
+operation!(MyKeypair, "graphql/auth/my_keypair.graphql");
+operation!(KeypairUse, "graphql/auth/keypair_use.graphql");
+operation!(ModifyKeypair, "graphql/auth/modify_keypair.graphql");
+operation!(CreateKeypair, "graphql/auth/create_keypair.graphql");
+operation!(SshPublicKeys, "graphql/auth/ssh_public_keys.graphql");
+operation!(
+    RefreshSshKeypair,
+    "graphql/auth/refresh_ssh_keypair.graphql"
+);

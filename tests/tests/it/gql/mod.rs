@@ -11,7 +11,8 @@
 //!
 //! Every operation gets `Default` variables and leaves unset optional input fields out of the
 //! request (`skip_serializing_none`), so `..Default::default()` fills in what a test does not
-//! care about.
+//! care about. Variables (and input objects) also derive `Deserialize`, so that a test may
+//! write an input object as JSON (`support::create_session`).
 
 // The derive reads the schema unseen by Cargo: this makes a change to it rebuild the tests.
 const _: &str = include_str!("../../../../api/schema.graphql");
@@ -30,20 +31,25 @@ pub type JSONString = serde_json::Value;
 
 /// `operation!(Name, "graphql/<module>/<file>.graphql");` — the document holds one operation
 /// called `Name`; `gql::name::Variables` is what it takes.
+///
+/// A selection set of nothing but `__typename` (or only inline fragments) cannot be derived:
+/// graphql_client makes it an enum without serde's path, which then needs the `serde` crate
+/// this package does not depend on ("can't find crate for `serde`" at the derive below).
+/// Select a real field beside `__typename`, or send such a request inline.
 macro_rules! operation {
     ($name:ident, $path:tt) => {
         #[derive(graphql_client::GraphQLQuery)]
         #[graphql(
             schema_path = "../api/schema.graphql",
             query_path = $path,
-            variables_derives = "Debug, Default",
+            variables_derives = "Debug, Default, Deserialize",
             response_derives = "Debug",
             skip_serializing_none
         )]
         pub struct $name;
     };
 }
-pub(crate) use operation;
+// The modules below see it by textual scope (they are declared after it).
 
 // Used by the harness (support.rs) and every module.
 operation!(Login, "graphql/common/login.graphql");
@@ -63,6 +69,7 @@ pub mod browser;
 pub mod hostile;
 pub mod live;
 pub mod matrix;
+pub mod ops;
 pub mod registry;
 pub mod roles;
 pub mod sandbox;
