@@ -40,12 +40,12 @@ macro_rules! operation {
     ($name:ident, $path:tt) => {
         #[derive(graphql_client::GraphQLQuery)]
         #[graphql(
-            schema_path = "../api/schema.graphql",
-            query_path = $path,
-            variables_derives = "Debug, Default, Deserialize",
-            response_derives = "Debug",
-            skip_serializing_none
-        )]
+                    schema_path = "../api/schema.graphql",
+                    query_path = $path,
+                    variables_derives = "Debug, Default, Deserialize",
+                    response_derives = "Debug",
+                    skip_serializing_none
+                )]
         pub struct $name;
     };
 }
@@ -55,7 +55,10 @@ macro_rules! operation {
 operation!(Login, "graphql/common/login.graphql");
 operation!(CreateUser, "graphql/common/create_user.graphql");
 operation!(MyAccessKey, "graphql/common/my_access_key.graphql");
-operation!(SetKeypairPolicy, "graphql/common/set_keypair_policy.graphql");
+operation!(
+    SetKeypairPolicy,
+    "graphql/common/set_keypair_policy.graphql"
+);
 operation!(CreatePolicy, "graphql/common/create_policy.graphql");
 operation!(CreateDomain, "graphql/common/create_domain.graphql");
 operation!(SessionState, "graphql/common/session_state.graphql");
