@@ -21,7 +21,7 @@ async fn still_serving(app: &TestApp) {
 }
 
 /// Starts the typed operation `Q` as operation `id` on an open graphql-transport-ws
-/// connection (the harness's `ws_subscribe` sends inline text).
+/// connection.
 async fn ws_op<Q: GraphQLQuery>(ws: &mut Ws, id: impl std::fmt::Display, variables: Q::Variables) {
     use futures_util::SinkExt;
     let payload = serde_json::to_value(Q::build_query(variables)).unwrap();

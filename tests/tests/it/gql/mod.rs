@@ -40,12 +40,12 @@ macro_rules! operation {
     ($name:ident, $path:tt) => {
         #[derive(graphql_client::GraphQLQuery)]
         #[graphql(
-                    schema_path = "../api/schema.graphql",
-                    query_path = $path,
-                    variables_derives = "Debug, Default, Deserialize",
-                    response_derives = "Debug",
-                    skip_serializing_none
-                )]
+                            schema_path = "../api/schema.graphql",
+                            query_path = $path,
+                            variables_derives = "Debug, Default, Deserialize",
+                            response_derives = "Debug",
+                            skip_serializing_none
+                        )]
         pub struct $name;
     };
 }
