@@ -646,16 +646,6 @@ async fn subscribe_payload(app: &TestApp, token: &str, payload: Value) -> Ws {
     ws
 }
 
-/// Starts one more graphql-transport-ws operation `id` on an open connection.
-pub async fn ws_subscribe(ws: &mut Ws, id: impl std::fmt::Display, query: &str) {
-    use futures_util::SinkExt;
-    ws.send(tokio_tungstenite::tungstenite::Message::text(
-        json!({"id": id.to_string(), "type": "subscribe", "payload": {"query": query}}).to_string(),
-    ))
-    .await
-    .expect("the operation is sent");
-}
-
 /// The next text message as JSON (10 s at most).
 pub async fn next_json<S>(ws: &mut S) -> Value
 where
