@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 
+use crate::gql;
 use crate::support::*;
 
 pub fn web_dir() -> PathBuf {
@@ -75,25 +76,28 @@ pub async fn browser_with(extra: &[String]) -> Browser {
     });
     let caps = caps.as_object().unwrap().clone();
     let url = format!("http://127.0.0.1:{port}");
-    let mut last_err = None;
-    for _ in 0..50 {
-        match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+    eventually("chromedriver to listen", WAIT, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let client = eventually("chromedriver to start Chromium", WAIT, || async {
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(caps.clone())
             .connect(&url)
             .await
-        {
-            Ok(client) => {
-                return Browser {
-                    client,
-                    _driver: driver,
-                    _profile: profile,
-                };
-            }
-            Err(e) => last_err = Some(e),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+            // Shown with the test's output should it never start.
+            .inspect_err(|e| eprintln!("cannot start Chromium through chromedriver: {e:?}"))
+            .ok()
+    })
+    .await;
+    Browser {
+        client,
+        _driver: driver,
+        _profile: profile,
     }
-    panic!("cannot start Chromium through chromedriver: {last_err:?}");
 }
 
 async fn text_of(c: &Client, css: &str) -> String {
@@ -208,7 +212,14 @@ async fn console_forced_password_change() {
     let dir = web_dir();
     let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
     app.user("first@x.org", "user", "default").await;
-    app.admin(r#"mutation { modify_user(email: "first@x.org", props: {need_password_change: true}) { ok } }"#, serde_json::json!({})).await;
+    app.admin_op::<gql::browser::ModifyUser>(gql::browser::modify_user::Variables {
+        email: "first@x.org".into(),
+        props: gql::browser::modify_user::ModifyUserInput {
+            need_password_change: Some(true),
+            ..Default::default()
+        },
+    })
+    .await;
     let b = browser().await;
     let c = &b.client;
     let result: Result<(), String> = async {
@@ -300,26 +311,33 @@ async fn console_forced_password_change() {
     app.login("first@x.org", "Fresh-pass-9").await;
 }
 
-/// Clicks the element `css` finds. Live lists draw a row again when its session changes
-/// status, so an element found a moment earlier may be gone: it is found again (a few times).
+/// `eventually` for the steps of a browser test, up to `secs`: running out of time is an
+/// `Err` rather than a panic, so the test still closes the browser before it fails.
+async fn within<T, F, Fut>(secs: u64, what: &str, probe: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let limit = Duration::from_secs(secs);
+    // `eventually`'s own bound lies beyond this one: this one ends the wait.
+    tokio::time::timeout(limit, eventually(what, limit + WAIT, probe))
+        .await
+        .map_err(|_| format!("waited {limit:?} for {what}"))
+}
+
+/// Clicks the element `css` finds (waiting for it to appear). Live lists draw a row again
+/// when its session changes status, so an element found a moment earlier may be gone: it is
+/// found again.
 async fn click(c: &Client, css: &str) -> Result<(), String> {
-    let mut tries = 0;
-    loop {
-        let el = c
-            .wait()
-            .at_most(Duration::from_secs(15))
-            .for_element(Locator::Css(css))
-            .await
-            .map_err(|e| format!("{css}: {e}"))?;
+    within(15, &format!("{css} to take a click"), || async {
+        let el = c.find(Locator::Css(css)).await.ok()?;
         match el.click().await {
-            Ok(()) => return Ok(()),
-            Err(e) if tries < 5 && e.to_string().contains("stale element") => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => return Err(format!("click {css}: {e}")),
+            Ok(()) => Some(Ok(())),
+            Err(e) if e.to_string().contains("stale element") => None,
+            Err(e) => Some(Err(format!("click {css}: {e}"))),
         }
-    }
+    })
+    .await?
 }
 
 /// Clicks `opener` until `dialog` shows (a live list may redraw the row between finding the
@@ -349,36 +367,35 @@ async fn wait_for(c: &Client, css: &str, secs: u64) -> Result<(), String> {
         .map_err(|e| format!("{css} did not appear: {e}"))
 }
 
-/// Waits until the element's text contains `needle`.
+/// Waits until the element's text contains `needle`, up to `secs`.
 async fn wait_text(c: &Client, css: &str, needle: &str, secs: u64) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    let mut last = String::new();
-    while tokio::time::Instant::now() < deadline {
-        if let Ok(el) = c.find(Locator::Css(css)).await {
-            last = el.text().await.unwrap_or_default();
-            if last.contains(needle) {
-                return Ok(());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    Err(format!("{css} never showed {needle:?}; last: {last:?}"))
+    let last = std::sync::Mutex::new(String::new());
+    within(secs, &format!("{css} to show {needle:?}"), || async {
+        let text = c
+            .find(Locator::Css(css))
+            .await
+            .ok()?
+            .text()
+            .await
+            .unwrap_or_default();
+        let shown = text.contains(needle);
+        *last.lock().unwrap() = text;
+        shown.then_some(())
+    })
+    .await
+    .map_err(|e| format!("{e}; last: {:?}", last.lock().unwrap()))
 }
 
-/// Waits until nothing matches `css`.
+/// Waits until nothing matches `css`, up to `secs`.
 async fn wait_gone(c: &Client, css: &str, secs: u64) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if c.find_all(Locator::Css(css))
+    within(secs, &format!("{css} to go"), || async {
+        c.find_all(Locator::Css(css))
             .await
-            .map(|v| v.is_empty())
-            .unwrap_or(false)
-        {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    Err(format!("{css} is still there"))
+            .ok()
+            .filter(|v| v.is_empty())
+            .map(|_| ())
+    })
+    .await
 }
 
 /// The user's day in the console: log in, make a folder, launch a session with it through the
@@ -577,11 +594,7 @@ async fn console_session_with_folder_terminal_and_explorer() {
 
         // The web terminal writes into the mounted folder.
         let list = app
-            .ok(
-                Some(&token),
-                "{ compute_session_list(limit: 5, offset: 0) { items { id name } } }",
-                serde_json::json!({}),
-            )
+            .op_ok::<gql::browser::ComputeSessionList>(Some(&token), Default::default())
             .await;
         let id = list["compute_session_list"]["items"][0]["id"]
             .as_str()
@@ -591,7 +604,8 @@ async fn console_session_with_folder_terminal_and_explorer() {
             .await
             .map_err(e)?;
         wait_text(c, "#terminal-status", "connected", 20).await?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // The shell's prompt (bash in tmux): it reads what is typed from now on.
+        wait_text(c, "#terminal-screen", "$", 20).await?;
         let term = c.find(Locator::Css("#terminal-screen")).await.map_err(e)?;
         term.click().await.map_err(e)?;
         term.send_keys(
@@ -1095,11 +1109,7 @@ async fn console_administration_screens() {
     // The API refuses a user the admin data too.
     let user = app.login("member@x.org", USER_PASSWORD).await;
     let body = app
-        .gql(
-            Some(&user),
-            "{ user_list(limit: 5, offset: 0) { total_count } }",
-            serde_json::json!({}),
-        )
+        .op::<gql::browser::UserList>(Some(&user), Default::default())
         .await;
     assert!(body["errors"].is_array(), "{body}");
 }

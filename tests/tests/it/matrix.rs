@@ -930,11 +930,9 @@ async fn id_taking_fields(app: &TestApp) -> BTreeSet<(String, String, String)> {
 /// one that was let through and listens waits out the bound (a bound against hanging), and
 /// then answers "nothing", which differs from the missing object's error.
 async fn ws_answer<Q: GraphQLQuery>(app: &TestApp, token: &str, variables: Q::Variables) -> String {
-    let body = Q::build_query(variables);
-    // The typed document's text through `subscribe_ws`, not `subscribe_op`: that one waits for
-    // the server to listen on the event bus, which a refused subscription never does.
-    let variables = serde_json::to_value(&body.variables).unwrap();
-    let mut ws = subscribe_ws(app, token, body.query, variables).await;
+    // Not `subscribe_op`: that waits for the server to listen on the event bus, which a
+    // refused subscription never does.
+    let mut ws = subscribe_op_sent::<Q>(app, token, variables).await;
     use futures_util::StreamExt;
     match tokio::time::timeout(WAIT, ws.next()).await {
         Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t)))) => t.to_string(),

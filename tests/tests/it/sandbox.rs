@@ -5,14 +5,17 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::both_dbs;
+use crate::gql;
 use crate::support::*;
 
 /// Starts `code` (Python) in the session; returns the run id at once.
 async fn start_py(app: &TestApp, token: &str, session: &str, code: &str) -> String {
-    app.ok(
+    app.op_ok::<gql::sandbox::ExecuteInSession>(
         Some(token),
-        "mutation($s: UUID!, $c: String) { execute_in_session(session_id: $s, mode: \"query\", code: $c) { run_id } }",
-        json!({"s": session, "c": code}),
+        gql::sandbox::execute_in_session::Variables {
+            session_id: session.into(),
+            code: Some(code.into()),
+        },
     )
     .await["execute_in_session"]["run_id"]
         .as_str()
@@ -22,25 +25,40 @@ async fn start_py(app: &TestApp, token: &str, session: &str, code: &str) -> Stri
 
 /// Waits for a run to finish; returns its output.
 async fn finish(app: &TestApp, token: &str, run: &str) -> String {
-    for _ in 0..600 {
+    eventually(&format!("run {run} to finish"), WAIT, || async {
         let e = app
-            .ok(
+            .op_ok::<gql::sandbox::Execution>(
                 Some(token),
-                "query($r: UUID!) { execution(run_id: $r) { status console { stream data } } }",
-                json!({"r": run}),
+                gql::sandbox::execution::Variables { run_id: run.into() },
             )
             .await;
-        if e["execution"]["status"] == "finished" {
-            return e["execution"]["console"]
+        (e["execution"]["status"] == "finished").then(|| {
+            e["execution"]["console"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|c| c["data"].as_str().unwrap_or("").to_string())
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("run {run} did not finish");
+                .collect()
+        })
+    })
+    .await
+}
+
+/// A folder of the caller's called `name`; returns its id.
+async fn create_folder(app: &TestApp, token: &str, name: &str) -> String {
+    app.op_ok::<gql::storage::CreateVfolder>(
+        Some(token),
+        gql::storage::create_vfolder::Variables {
+            props: gql::storage::create_vfolder::CreateVFolderInput {
+                name: name.into(),
+                ..Default::default()
+            },
+        },
+    )
+    .await["create_vfolder"]["vfolder"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 async fn py(app: &TestApp, token: &str, session: &str, code: &str) -> String {
@@ -60,16 +78,7 @@ both_dbs!(
         // The race below sends thousands of requests in seconds: no rate limit for it.
         let app = spawn_with(db, |c| c.default_rate_limit = 0).await;
         let t = app.user("mallory@x.org", "user", "default").await;
-        let folder = app
-            .ok(
-                Some(&t),
-                r#"mutation { create_vfolder(props: {name: "data"}) { vfolder { id } } }"#,
-                json!({}),
-            )
-            .await["create_vfolder"]["vfolder"]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let folder = create_folder(&app, &t, "data").await;
         let created = create_session(&app, &t, json!({"image": PYTHON, "mounts": ["data"]})).await;
         let session = session_ids(&created)[0].clone();
         wait_status(&app, &t, &session, &["RUNNING"]).await;
@@ -143,17 +152,22 @@ both_dbs!(
             "import os; os.mkfifo('/home/work/data/pipe')",
         )
         .await;
-        let started = Instant::now();
-        let resp = app
-            .http
-            .get(url("download", "pipe"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 400);
-        assert!(resp.text().await.unwrap().contains("regular file"));
-        assert!(started.elapsed() < Duration::from_secs(2));
+        // Opening a FIFO to read would wait for a writer forever: the bound is against that
+        // hang (the refusal comes at once), not a claim about speed.
+        let (status, text) = tokio::time::timeout(WAIT, async {
+            let resp = app
+                .http
+                .get(url("download", "pipe"))
+                .bearer_auth(&t)
+                .send()
+                .await
+                .unwrap();
+            (resp.status(), resp.text().await.unwrap())
+        })
+        .await
+        .expect("the FIFO's download does not hang");
+        assert_eq!(status, 400);
+        assert!(text.contains("regular file"));
         let resp = app
             .http
             .get(url("download", ""))
@@ -176,6 +190,8 @@ both_dbs!(
             if i >= 20 {
                 return None;
             }
+            // Wall time is the point: the upload stays open (3 s) while the container swaps
+            // its temp file.
             tokio::time::sleep(Duration::from_millis(150)).await;
             Some((Ok::<_, std::io::Error>(vec![b'x'; 1024]), i + 1))
         });
@@ -199,6 +215,7 @@ both_dbs!(
         let swapper = start_py(&app, &t, &session,
         "import ctypes, os, time\nlibc = ctypes.CDLL(None, use_errno=True)\nos.chdir('/home/work/data')\nend = time.time() + 8\nn = 0\nwhile time.time() < end:\n    libc.renameat2(-100, b'd', -100, b'l', 2)\n    n += 1\nprint(n)\n",
     ).await;
+        // Wall time is the point: operations go on for as long as the container swaps (8 s).
         let deadline = Instant::now() + Duration::from_secs(7);
         let mut i = 0;
         while Instant::now() < deadline {
@@ -219,17 +236,28 @@ both_dbs!(
                 }
             }
             let listed = app
-                .gql(
+                .op::<gql::storage::VfolderFileDetails>(
                     Some(&t),
-                    "query($f: UUID!) { vfolder_files(id: $f, path: \"d\") { name size } }",
-                    json!({"f": folder}),
+                    gql::storage::vfolder_file_details::Variables {
+                        id: folder.clone(),
+                        path: Some("d".into()),
+                    },
                 )
                 .await;
             assert!(
                 !listed.to_string().contains("\"size\":3"),
                 "listed the canary: {listed}"
             );
-            let _ = app.gql(Some(&t), "mutation($f: UUID!, $p: String!) { create_vfolder_directory(id: $f, path: $p) { ok } }", json!({"f": folder, "p": format!("d/sub/m{i}")})).await;
+            let _ = app
+                .op::<gql::storage::CreateVfolderDirectory>(
+                    Some(&t),
+                    gql::storage::create_vfolder_directory::Variables {
+                        id: folder.clone(),
+                        path: format!("d/sub/m{i}"),
+                        parents: None,
+                    },
+                )
+                .await;
             let _ = app
                 .http
                 .post(url("upload", &format!("d/u{i}")))
@@ -237,9 +265,28 @@ both_dbs!(
                 .body("x")
                 .send()
                 .await;
-            let _ = app.gql(Some(&t), "mutation($f: UUID!, $p: String!, $n: String!) { rename_vfolder_file(id: $f, path: $p, new_name: $n) { ok } }", json!({"f": folder, "p": format!("d/u{i}"), "n": format!("r{i}")})).await;
-            let _ = app.gql(Some(&t), "mutation($f: UUID!, $p: String!) { delete_vfolder_files(id: $f, paths: [$p], recursive: true) { ok } }", json!({"f": folder, "p": format!("d/r{i}")})).await;
-            let _ = app.gql(Some(&t), "mutation($f: UUID!) { delete_vfolder_files(id: $f, paths: [\"d/sub\"], recursive: true) { ok } }", json!({"f": folder})).await;
+            let _ = app
+                .op::<gql::storage::RenameVfolderFile>(
+                    Some(&t),
+                    gql::storage::rename_vfolder_file::Variables {
+                        id: folder.clone(),
+                        path: format!("d/u{i}"),
+                        new_name: format!("r{i}"),
+                    },
+                )
+                .await;
+            for path in [format!("d/r{i}"), "d/sub".into()] {
+                let _ = app
+                    .op::<gql::storage::DeleteVfolderFiles>(
+                        Some(&t),
+                        gql::storage::delete_vfolder_files::Variables {
+                            id: folder.clone(),
+                            paths: vec![path],
+                            recursive: Some(true),
+                        },
+                    )
+                    .await;
+            }
         }
         let swaps: u64 = finish(&app, &t, &swapper).await.trim().parse().unwrap_or(0);
         assert!(swaps > 1000, "the container swapped only {swaps} times");
@@ -259,8 +306,14 @@ both_dbs!(
         let session = session_ids(&created)[0].clone();
         wait_status(&app, &t, &session, &["RUNNING"]).await;
         let started = app
-        .ok(Some(&t), "mutation($s: UUID!) { start_service(session_id: $s, app: \"jupyter\") { url token port } }", json!({"s": session}))
-        .await;
+            .op_ok::<gql::sandbox::StartService>(
+                Some(&t),
+                gql::sandbox::start_service::Variables {
+                    session_id: session.clone(),
+                    app: "jupyter".into(),
+                },
+            )
+            .await;
         let token = started["start_service"]["token"]
             .as_str()
             .unwrap()
@@ -311,9 +364,11 @@ while time.time() < end:
             .build()
             .unwrap();
         let page = format!("/apps/{session}/jupyter/x.html?token={token}");
-        let mut evil = None;
-        for _ in 0..100 {
-            if let Ok(r) = no_follow.get(format!("{pooled}{page}")).send().await {
+        let cookies = eventually(
+            "the planted server to answer on the app's own port",
+            WAIT,
+            || async {
+                let r = no_follow.get(format!("{pooled}{page}")).send().await.ok()?;
                 let cookies: Vec<String> = r
                     .headers()
                     .get_all("set-cookie")
@@ -321,14 +376,10 @@ while time.time() < end:
                     .map(|v| v.to_str().unwrap().to_string())
                     .collect();
                 let body = r.text().await.unwrap_or_default();
-                if body.contains("EVIL") {
-                    evil = Some(cookies);
-                    break;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let cookies = evil.expect("the planted server answers on the app's own port");
+                body.contains("EVIL").then_some(cookies)
+            },
+        )
+        .await;
         // On its own origin the app may set its own cookies, never bai's.
         assert!(
             cookies.iter().any(|c| c.starts_with("theirs=")),
@@ -368,6 +419,8 @@ while time.time() < end:
             .unwrap();
         assert_eq!(r.status(), 307);
         assert!(r.headers().get("location").is_none(), "{:?}", r.headers());
+        // Something that must not happen: the answer has come, so a followed redirect would
+        // already be knocking; the short wait only lets a connection in flight arrive.
         let followed = tokio::time::timeout(Duration::from_millis(800), trap.accept()).await;
         assert!(followed.is_err(), "the server followed the app's redirect");
         destroy(&app, &t, &session).await;
@@ -422,18 +475,13 @@ both_dbs!(
         assert!(!b_ip.is_empty() && !gateway.is_empty(), "{b_ip} {gateway}");
         // Bob serves something; the host reaches it (the control), Alice does not.
         let _server = start_py(&app, &b, &sb, "import http.server\nhttp.server.ThreadingHTTPServer(('0.0.0.0', 8000), http.server.SimpleHTTPRequestHandler).serve_forever()").await;
-        let mut up = false;
-        for _ in 0..50 {
-            if tokio::net::TcpStream::connect((b_ip.as_str(), 8000))
+        eventually("bob's server to listen", WAIT, || async {
+            tokio::net::TcpStream::connect((b_ip.as_str(), 8000))
                 .await
-                .is_ok()
-            {
-                up = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(up, "bob's server is not up");
+                .ok()
+                .map(|_| ())
+        })
+        .await;
         // A service of the host listening on the bridge's gateway address.
         let host_service = tokio::net::TcpListener::bind((gateway.as_str(), 0))
             .await
@@ -446,6 +494,8 @@ both_dbs!(
         assert!(out.contains("bob blocked"), "{out}");
         assert!(out.contains("host blocked"), "{out}");
         assert!(out.contains("metadata blocked"), "{out}");
+        // Something that must not happen: the probe has finished, so a connection that got
+        // through would be waiting; the short wait only lets one in flight arrive.
         let accepted =
             tokio::time::timeout(Duration::from_millis(300), host_service.accept()).await;
         assert!(
@@ -454,8 +504,14 @@ both_dbs!(
         );
         // The app proxy still reaches Alice's own ports.
         let started = app
-        .ok(Some(&a), "mutation($s: UUID!) { start_service(session_id: $s, app: \"jupyter\") { url port } }", json!({"s": sa}))
-        .await;
+            .op_ok::<gql::sandbox::StartService>(
+                Some(&a),
+                gql::sandbox::start_service::Variables {
+                    session_id: sa.clone(),
+                    app: "jupyter".into(),
+                },
+            )
+            .await;
         let port = started["start_service"]["port"].as_u64().unwrap();
         let url = started["start_service"]["url"].as_str().unwrap();
         let page = app
@@ -505,10 +561,9 @@ both_dbs!(
         let id = session_ids(&noisy)[0].clone();
         wait_status(&app, &t, &id, &["TERMINATED"]).await;
         let logs = app
-            .ok(
+            .op_ok::<gql::sandbox::SessionLogs>(
                 Some(&t),
-                "query($id: UUID!) { session_logs(id: $id) }",
-                json!({"id": id}),
+                gql::sandbox::session_logs::Variables { id: id.clone() },
             )
             .await["session_logs"]
             .as_str()
@@ -531,7 +586,7 @@ both_dbs!(
         app.use_policy(
             &t,
             "tiny",
-            crate::gql::create_policy::CreateKeyPairResourcePolicyInput {
+            gql::create_policy::CreateKeyPairResourcePolicyInput {
                 default_for_unspecified: "UNLIMITED".into(),
                 total_resource_slots: json!("{}"),
                 max_concurrent_sessions: 5,
@@ -544,16 +599,7 @@ both_dbs!(
             },
         )
         .await;
-        let folder = app
-            .ok(
-                Some(&t),
-                r#"mutation { create_vfolder(props: {name: "small"}) { vfolder { id } } }"#,
-                json!({}),
-            )
-            .await["create_vfolder"]["vfolder"]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let folder = create_folder(&app, &t, "small").await;
         let up = |path: &str, n: usize| {
             app.http
                 .post(app.url(&format!("/storage/folders/{folder}/upload?path={path}")))
@@ -566,10 +612,12 @@ both_dbs!(
         assert_eq!(over.status(), 400);
         assert!(over.text().await.unwrap().contains("size limit"));
         let listed = app
-            .ok(
+            .op_ok::<gql::storage::VfolderFileNames>(
                 Some(&t),
-                "query($f: UUID!) { vfolder_files(id: $f) { name } }",
-                json!({"f": folder}),
+                gql::storage::vfolder_file_names::Variables {
+                    id: folder.clone(),
+                    path: None,
+                },
             )
             .await;
         assert_eq!(

@@ -4,10 +4,24 @@
 use serde_json::{Value, json};
 
 use crate::both_dbs;
+use crate::gql;
+use crate::gql::storage::create_vfolder::CreateVFolderInput;
 use crate::support::*;
 
-async fn create_folder(app: &TestApp, token: &str, props: Value) -> Value {
-    app.gql(Some(token), "mutation($p: CreateVFolderInput!) { create_vfolder(props: $p) { vfolder { id name host ownership_type permission my_permission is_automount } } }", json!({"p": props})).await
+/// A folder called `name`, the defaults for the rest.
+fn named(name: &str) -> CreateVFolderInput {
+    CreateVFolderInput {
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+async fn create_folder(app: &TestApp, token: &str, props: CreateVFolderInput) -> Value {
+    app.op::<gql::storage::CreateVfolder>(
+        Some(token),
+        gql::storage::create_vfolder::Variables { props },
+    )
+    .await
 }
 
 fn folder_id(body: &Value) -> String {
@@ -17,14 +31,34 @@ fn folder_id(body: &Value) -> String {
         .to_string()
 }
 
+/// What `op_ok` checks, for an operation the test also sends expecting an error.
+#[track_caller]
+fn assert_ok(body: &Value) {
+    assert!(
+        body.get("errors").is_none() && !body["data"].is_null(),
+        "unexpected errors: {body}"
+    );
+}
+
+/// The id of the first group (project) the superadmin sees: `default`.
+async fn default_group(app: &TestApp) -> String {
+    app.admin_op::<gql::storage::Groups>(Default::default())
+        .await["groups"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 both_dbs!(
     folders_are_created_explored_renamed_and_deleted,
     |db| async move {
         let app = spawn(db).await;
         let user = app.user("user2@x.org", "user", "default").await;
-        let hosts = app.ok(Some(&user), "{ vfolder_hosts }", json!({})).await;
+        let hosts = app
+            .op_ok::<gql::storage::VfolderHosts>(Some(&user), Default::default())
+            .await;
         assert_eq!(hosts["vfolder_hosts"], json!(["local"]));
-        let made = create_folder(&app, &user, json!({"name": "user2-vfolder"})).await;
+        let made = create_folder(&app, &user, named("user2-vfolder")).await;
         let f = &made["data"]["create_vfolder"]["vfolder"];
         assert_eq!(f["host"], "local");
         assert_eq!(f["ownership_type"], "user");
@@ -32,105 +66,159 @@ both_dbs!(
         assert_eq!(f["my_permission"], "wd");
         assert_eq!(f["is_automount"], false);
         let id = folder_id(&made);
-        let auto = create_folder(&app, &user, json!({"name": ".local"})).await;
+        let auto = create_folder(&app, &user, named(".local")).await;
         assert_eq!(
             auto["data"]["create_vfolder"]["vfolder"]["is_automount"],
             true
         );
         assert_code(
-            &create_folder(&app, &user, json!({"name": "user2-vfolder"})).await,
+            &create_folder(&app, &user, named("user2-vfolder")).await,
             "CONFLICT",
         );
         for bad in ["", "a/b", "..", "has space", &"x".repeat(65)] {
-            assert_code(
-                &create_folder(&app, &user, json!({"name": bad})).await,
-                "BAD_REQUEST",
-            );
+            assert_code(&create_folder(&app, &user, named(bad)).await, "BAD_REQUEST");
         }
         assert_code(
-            &create_folder(&app, &user, json!({"name": "x1", "host": "nfs9"})).await,
+            &create_folder(
+                &app,
+                &user,
+                CreateVFolderInput {
+                    host: Some("nfs9".into()),
+                    ..named("x1")
+                },
+            )
+            .await,
             "NOT_FOUND",
         );
         assert_code(
-            &create_folder(&app, &user, json!({"name": "x1", "permission": "all"})).await,
+            &create_folder(
+                &app,
+                &user,
+                CreateVFolderInput {
+                    permission: Some("all".into()),
+                    ..named("x1")
+                },
+            )
+            .await,
             "BAD_REQUEST",
         );
 
         // Explorer: mkdir, list, rename, delete.
-        let ops = |q: &'static str| q;
-        app.ok(Some(&user), ops("mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"data/raw\", parents: true) { ok } }"), json!({"id": id})).await;
-        assert_code(
-            &app.gql(
+        let mkdir = |path: &str, parents: Option<bool>| {
+            app.op::<gql::storage::CreateVfolderDirectory>(
                 Some(&user),
-                "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"data\") { ok } }",
-                json!({"id": id}),
+                gql::storage::create_vfolder_directory::Variables {
+                    id: id.clone(),
+                    path: path.into(),
+                    parents,
+                },
             )
-            .await,
-            "CONFLICT",
-        );
-        assert_code(&app.gql(Some(&user), "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"no/such/parent\") { ok } }", json!({"id": id})).await, "NOT_FOUND");
+        };
+        let made = mkdir("data/raw", Some(true)).await;
+        assert_ok(&made);
+        assert_code(&mkdir("data", None).await, "CONFLICT");
+        assert_code(&mkdir("no/such/parent", None).await, "NOT_FOUND");
         let state = app.state();
         let root = api::storage::hosts(&state.config)["local"].join(id.replace('-', ""));
         std::fs::write(root.join("data/raw/sample.csv"), "a,b\n1,2\n").unwrap();
         let top = app
-            .ok(
+            .op_ok::<gql::storage::VfolderFileTypes>(
                 Some(&user),
-                "query($id: UUID!) { vfolder_files(id: $id) { name type } }",
-                json!({"id": id}),
+                gql::storage::vfolder_file_types::Variables {
+                    id: id.clone(),
+                    path: None,
+                },
             )
             .await;
         assert_eq!(
             top["vfolder_files"],
             json!([{"name": "data", "type": "DIRECTORY"}])
         );
-        let raw = app.ok(Some(&user), "query($id: UUID!) { vfolder_files(id: $id, path: \"data/raw\") { name type size modified } }", json!({"id": id})).await;
+        let raw = app
+            .op_ok::<gql::storage::VfolderFileDetails>(
+                Some(&user),
+                gql::storage::vfolder_file_details::Variables {
+                    id: id.clone(),
+                    path: Some("data/raw".into()),
+                },
+            )
+            .await;
         assert_eq!(raw["vfolder_files"][0]["name"], "sample.csv");
         assert_eq!(raw["vfolder_files"][0]["size"], 8);
-        app.ok(Some(&user), "mutation($id: UUID!) { rename_vfolder_file(id: $id, path: \"data/raw/sample.csv\", new_name: \"renamed.csv\") { ok } }", json!({"id": id})).await;
-        assert!(root.join("data/raw/renamed.csv").exists());
-        assert_code(&app.gql(Some(&user), "mutation($id: UUID!) { rename_vfolder_file(id: $id, path: \"data/raw/renamed.csv\", new_name: \"../../escape.csv\") { ok } }", json!({"id": id})).await, "BAD_REQUEST");
-        let usage = app
-            .ok(
+        let rename_file = |path: &str, new_name: &str| {
+            app.op::<gql::storage::RenameVfolderFile>(
                 Some(&user),
-                "query($id: UUID!) { vfolder(id: $id) { cur_size num_files } }",
-                json!({"id": id}),
+                gql::storage::rename_vfolder_file::Variables {
+                    id: id.clone(),
+                    path: path.into(),
+                    new_name: new_name.into(),
+                },
+            )
+        };
+        let renamed = rename_file("data/raw/sample.csv", "renamed.csv").await;
+        assert_ok(&renamed);
+        assert!(root.join("data/raw/renamed.csv").exists());
+        assert_code(
+            &rename_file("data/raw/renamed.csv", "../../escape.csv").await,
+            "BAD_REQUEST",
+        );
+        let usage = app
+            .op_ok::<gql::storage::VfolderUsage>(
+                Some(&user),
+                gql::storage::vfolder_usage::Variables { id: id.clone() },
             )
             .await;
         assert_eq!(usage["vfolder"], json!({"cur_size": 8, "num_files": 1}));
-        assert_code(
-            &app.gql(
+        let delete_files = |recursive: Option<bool>| {
+            app.op::<gql::storage::DeleteVfolderFiles>(
                 Some(&user),
-                "mutation($id: UUID!) { delete_vfolder_files(id: $id, paths: [\"data\"]) { ok } }",
-                json!({"id": id}),
+                gql::storage::delete_vfolder_files::Variables {
+                    id: id.clone(),
+                    paths: vec!["data".into()],
+                    recursive,
+                },
             )
-            .await,
-            "BAD_REQUEST",
-        );
-        app.ok(Some(&user), "mutation($id: UUID!) { delete_vfolder_files(id: $id, paths: [\"data\"], recursive: true) { ok } }", json!({"id": id})).await;
+        };
+        assert_code(&delete_files(None).await, "BAD_REQUEST");
+        let deleted = delete_files(Some(true)).await;
+        assert_ok(&deleted);
         assert!(!root.join("data").exists());
 
         // Rename, then delete only with the right name typed.
-        app.ok(Some(&user), "mutation($id: UUID!) { rename_vfolder(id: $id, new_name: \"user2-data\") { vfolder { name } } }", json!({"id": id})).await;
-        let wrong = app.gql(Some(&user), "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"user2-vfolder\") { ok } }", json!({"id": id})).await;
-        assert_code(&wrong, "BAD_REQUEST");
-        assert!(root.exists(), "nothing deleted without the confirmation");
-        app.ok(
+        app.op_ok::<gql::storage::RenameVfolder>(
             Some(&user),
-            "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"user2-data\") { ok } }",
-            json!({"id": id}),
+            gql::storage::rename_vfolder::Variables {
+                id: id.clone(),
+                new_name: "user2-data".into(),
+            },
         )
         .await;
+        let delete = |confirm_name: &str| {
+            app.op::<gql::storage::DeleteVfolder>(
+                Some(&user),
+                gql::storage::delete_vfolder::Variables {
+                    id: id.clone(),
+                    confirm_name: confirm_name.into(),
+                },
+            )
+        };
+        let wrong = delete("user2-vfolder").await;
+        assert_code(&wrong, "BAD_REQUEST");
+        assert!(root.exists(), "nothing deleted without the confirmation");
+        let right = delete("user2-data").await;
+        assert_ok(&right);
         assert!(!root.exists());
         assert_code(
-            &app.gql(
+            &app.op::<gql::storage::Vfolder>(
                 Some(&user),
-                "query($id: UUID!) { vfolder(id: $id) { name } }",
-                json!({"id": id}),
+                gql::storage::vfolder::Variables { id: id.clone() },
             )
             .await,
             "NOT_FOUND",
         );
-        let list = app.ok(Some(&user), "{ vfolder_list(limit: 10, offset: 0) { total_count items { name is_automount } } }", json!({})).await;
+        let list = app
+            .op_ok::<gql::storage::VfolderList>(Some(&user), Default::default())
+            .await;
         assert_eq!(
             list["vfolder_list"]["items"],
             json!([{"name": ".local", "is_automount": true}])
@@ -142,77 +230,94 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
     let app = spawn(db).await;
     let owner = app.user("owner@x.org", "user", "default").await;
     let stranger = app.user("stranger@x.org", "user", "default").await;
-    let id = folder_id(&create_folder(&app, &owner, json!({"name": "private"})).await);
-    for (q, vars) in [
-        (
-            "query($id: UUID!) { vfolder(id: $id) { name } }",
-            json!({"id": id}),
-        ),
-        (
-            "query($id: UUID!) { vfolder_files(id: $id) { name } }",
-            json!({"id": id}),
-        ),
-        (
-            "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"x\") { ok } }",
-            json!({"id": id}),
-        ),
-        (
-            "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"private\") { ok } }",
-            json!({"id": id}),
-        ),
-        (
-            "mutation($id: UUID!) { rename_vfolder(id: $id, new_name: \"mine\") { ok } }",
-            json!({"id": id}),
-        ),
+    let id = folder_id(&create_folder(&app, &owner, named("private")).await);
+    let s = Some(stranger.as_str());
+    for body in [
+        app.op::<gql::storage::Vfolder>(s, gql::storage::vfolder::Variables { id: id.clone() })
+            .await,
+        app.op::<gql::storage::VfolderFileNames>(
+            s,
+            gql::storage::vfolder_file_names::Variables {
+                id: id.clone(),
+                path: None,
+            },
+        )
+        .await,
+        app.op::<gql::storage::CreateVfolderDirectory>(
+            s,
+            gql::storage::create_vfolder_directory::Variables {
+                id: id.clone(),
+                path: "x".into(),
+                parents: None,
+            },
+        )
+        .await,
+        app.op::<gql::storage::DeleteVfolder>(
+            s,
+            gql::storage::delete_vfolder::Variables {
+                id: id.clone(),
+                confirm_name: "private".into(),
+            },
+        )
+        .await,
+        app.op::<gql::storage::RenameVfolder>(
+            s,
+            gql::storage::rename_vfolder::Variables {
+                id: id.clone(),
+                new_name: "mine".into(),
+            },
+        )
+        .await,
     ] {
-        assert_code(&app.gql(Some(&stranger), q, vars).await, "NOT_FOUND");
+        assert_code(&body, "NOT_FOUND");
     }
     let theirs = app
-        .ok(
-            Some(&stranger),
-            "{ vfolder_list(limit: 10, offset: 0) { total_count } }",
-            json!({}),
-        )
+        .op_ok::<gql::storage::VfolderList>(s, Default::default())
         .await;
     assert_eq!(theirs["vfolder_list"]["total_count"], 0);
 
     // Group folders: domain admins create them; project members see and use them with the
     // folder's permission; users cannot create them.
-    let gid = app.admin(r#"{ groups { id name } }"#, json!({})).await["groups"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let gid = default_group(&app).await;
+    let team_folder = |permission: Option<&str>| CreateVFolderInput {
+        group: Some(gid.clone()),
+        permission: permission.map(String::from),
+        ..named("team-data")
+    };
     assert_code(
-        &create_folder(&app, &owner, json!({"name": "team-data", "group": gid})).await,
+        &create_folder(&app, &owner, team_folder(None)).await,
         "FORBIDDEN",
     );
-    let team = folder_id(
-        &create_folder(
-            &app,
-            &app.admin_token,
-            json!({"name": "team-data", "group": gid, "permission": "ro"}),
+    let team = folder_id(&create_folder(&app, &app.admin_token, team_folder(Some("ro"))).await);
+    let seen = app
+        .op_ok::<gql::storage::Vfolder>(
+            Some(&owner),
+            gql::storage::vfolder::Variables { id: team.clone() },
         )
-        .await,
-    );
-    let seen = app.ok(Some(&owner), "query($id: UUID!) { vfolder(id: $id) { name ownership_type group_name my_permission is_owner } }", json!({"id": team})).await;
+        .await;
     assert_eq!(
         seen["vfolder"],
         json!({"name": "team-data", "ownership_type": "group", "group_name": "default", "my_permission": "ro", "is_owner": false})
     );
     assert_code(
-        &app.gql(
+        &app.op::<gql::storage::CreateVfolderDirectory>(
             Some(&owner),
-            "mutation($id: UUID!) { create_vfolder_directory(id: $id, path: \"x\") { ok } }",
-            json!({"id": team}),
+            gql::storage::create_vfolder_directory::Variables {
+                id: team.clone(),
+                path: "x".into(),
+                parents: None,
+            },
         )
         .await,
         "FORBIDDEN",
     );
     assert_code(
-        &app.gql(
+        &app.op::<gql::storage::DeleteVfolder>(
             Some(&owner),
-            "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"team-data\") { ok } }",
-            json!({"id": team}),
+            gql::storage::delete_vfolder::Variables {
+                id: team.clone(),
+                confirm_name: "team-data".into(),
+            },
         )
         .await,
         "FORBIDDEN",
@@ -220,24 +325,30 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
 
     // The policy's folder limit (default policy: 10), and allowed hosts.
     for i in 1..10 {
-        create_folder(&app, &owner, json!({"name": format!("f{i}")})).await;
+        create_folder(&app, &owner, named(&format!("f{i}"))).await;
     }
-    let over = create_folder(&app, &owner, json!({"name": "one-too-many"})).await;
+    let over = create_folder(&app, &owner, named("one-too-many")).await;
     assert_code(&over, "BAD_REQUEST");
     assert!(
         message(&over).contains("most your resource policy allows (10)"),
         "{over}"
     );
-    app.admin(r#"mutation { create_keypair_resource_policy(name: "no-storage", props: {default_for_unspecified: "UNLIMITED", total_resource_slots: "{}", max_concurrent_sessions: 1, max_containers_per_session: 1, idle_timeout: 0, allowed_vfolder_hosts: "{}"}) { ok } }"#, json!({})).await;
-    let ak = app
-        .ok(Some(&stranger), "{ keypair { access_key } }", json!({}))
-        .await["keypair"]["access_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    app.admin("mutation($a: String!) { modify_keypair(access_key: $a, props: {resource_policy: \"no-storage\"}) { ok } }", json!({"a": ak})).await;
+    app.use_policy(
+        &stranger,
+        "no-storage",
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            default_for_unspecified: "UNLIMITED".into(),
+            total_resource_slots: json!("{}"),
+            max_concurrent_sessions: 1,
+            max_containers_per_session: 1,
+            idle_timeout: 0,
+            allowed_vfolder_hosts: Some(json!("{}")),
+            ..Default::default()
+        },
+    )
+    .await;
     assert_code(
-        &create_folder(&app, &stranger, json!({"name": "nope"})).await,
+        &create_folder(&app, &stranger, named("nope")).await,
         "FORBIDDEN",
     );
 });
@@ -247,7 +358,7 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
 both_dbs!(hostile_paths_never_escape, |db| async move {
     let app = spawn(db).await;
     let user = app.user("fuzz@x.org", "user", "default").await;
-    let id = folder_id(&create_folder(&app, &user, json!({"name": "target"})).await);
+    let id = folder_id(&create_folder(&app, &user, named("target")).await);
     let state = app.state();
     let host_root = api::storage::hosts(&state.config)["local"].clone();
     let root = host_root.join(id.replace('-', ""));
@@ -278,12 +389,7 @@ both_dbs!(hostile_paths_never_escape, |db| async move {
             .wrapping_add(1442695040888963407);
         (seed >> 33) as usize
     };
-    let ops = [
-        "query($id: UUID!, $p: String!) { vfolder_files(id: $id, path: $p) { name } }",
-        "mutation($id: UUID!, $p: String!) { create_vfolder_directory(id: $id, path: $p, parents: true) { ok } }",
-        "mutation($id: UUID!, $p: String!) { rename_vfolder_file(id: $id, path: $p, new_name: \"moved\") { ok } }",
-        "mutation($id: UUID!, $p: String!) { delete_vfolder_files(id: $id, paths: [$p], recursive: true) { ok } }",
-    ];
+    let t = Some(user.as_str());
     for i in 0..1200 {
         let n = 1 + rand() % 4;
         let p: Vec<&str> = (0..n).map(|_| pieces[rand() % pieces.len()]).collect();
@@ -291,8 +397,50 @@ both_dbs!(hostile_paths_never_escape, |db| async move {
         if rand() % 5 == 0 {
             path.insert(0, '/');
         }
-        let op = ops[i % ops.len()];
-        let body = app.gql(Some(&user), op, json!({"id": id, "p": path})).await;
+        // Each file operation in turn: list, mkdir -p, rename, rm -r.
+        let (id, p) = (id.clone(), path.clone());
+        let body = match i % 4 {
+            0 => {
+                app.op::<gql::storage::VfolderFileNames>(
+                    t,
+                    gql::storage::vfolder_file_names::Variables { id, path: Some(p) },
+                )
+                .await
+            }
+            1 => {
+                app.op::<gql::storage::CreateVfolderDirectory>(
+                    t,
+                    gql::storage::create_vfolder_directory::Variables {
+                        id,
+                        path: p,
+                        parents: Some(true),
+                    },
+                )
+                .await
+            }
+            2 => {
+                app.op::<gql::storage::RenameVfolderFile>(
+                    t,
+                    gql::storage::rename_vfolder_file::Variables {
+                        id,
+                        path: p,
+                        new_name: "moved".into(),
+                    },
+                )
+                .await
+            }
+            _ => {
+                app.op::<gql::storage::DeleteVfolderFiles>(
+                    t,
+                    gql::storage::delete_vfolder_files::Variables {
+                        id,
+                        paths: vec![p],
+                        recursive: Some(true),
+                    },
+                )
+                .await
+            }
+        };
         if let Some(code) = body["errors"][0]["extensions"]["code"].as_str() {
             assert!(
                 matches!(code, "BAD_REQUEST" | "NOT_FOUND" | "CONFLICT"),
@@ -348,18 +496,19 @@ both_dbs!(
         require_docker();
         let app = spawn(db).await;
         let user = app.user("user2@x.org", "user", "default").await;
-        let _ml = folder_id(&create_folder(&app, &user, json!({"name": "user1-ml-test"})).await);
-        let v = folder_id(&create_folder(&app, &user, json!({"name": "user2-vfolder"})).await);
-        let local = folder_id(&create_folder(&app, &user, json!({"name": ".local"})).await);
-        let gid = app.admin("{ groups { id } }", json!({})).await["groups"][0]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let _ml = folder_id(&create_folder(&app, &user, named("user1-ml-test")).await);
+        let v = folder_id(&create_folder(&app, &user, named("user2-vfolder")).await);
+        let local = folder_id(&create_folder(&app, &user, named(".local")).await);
+        let gid = default_group(&app).await;
         let shared = folder_id(
             &create_folder(
                 &app,
                 &app.admin_token,
-                json!({"name": "shared-ro", "group": gid, "permission": "ro"}),
+                CreateVFolderInput {
+                    group: Some(gid),
+                    permission: Some("ro".into()),
+                    ..named("shared-ro")
+                },
             )
             .await,
         );
@@ -460,17 +609,25 @@ both_dbs!(
             "a read-only folder stays read-only inside the container"
         );
         let busy = app
-        .gql(Some(&user), "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"user2-vfolder\") { ok } }", json!({"id": v}))
-        .await;
+            .op::<gql::storage::DeleteVfolder>(
+                Some(&user),
+                gql::storage::delete_vfolder::Variables {
+                    id: v.clone(),
+                    confirm_name: "user2-vfolder".into(),
+                },
+            )
+            .await;
         assert_code(&busy, "CONFLICT");
         destroy(&app, &user, &id).await;
 
         // After the session: the file is in the folder, with the same contents.
         let files = app
-            .ok(
+            .op_ok::<gql::storage::VfolderFileNames>(
                 Some(&user),
-                "query($id: UUID!) { vfolder_files(id: $id) { name } }",
-                json!({"id": v}),
+                gql::storage::vfolder_file_names::Variables {
+                    id: v.clone(),
+                    path: None,
+                },
             )
             .await;
         assert!(files.to_string().contains("test_file"), "{files}");
@@ -550,38 +707,36 @@ both_dbs!(folder_list_changes_are_live_and_private, |db| async move {
     let owner = app.user("watch@x.org", "user", "default").await;
     let stranger = app.user("other@x.org", "user", "default").await;
     async fn watch(app: &TestApp, token: &str) -> Ws {
-        subscribe_ws(
-            app,
-            token,
-            "subscription { vfolder_changes { name action } }",
-            json!({}),
-        )
-        .await
+        subscribe_op::<gql::storage::VfolderChanges>(app, token, Default::default()).await
     }
     async fn next(ws: &mut Ws) -> Value {
         next_json(ws).await["payload"]["data"]["vfolder_changes"].clone()
     }
     let mut mine = watch(&app, &owner).await;
     let mut theirs = watch(&app, &stranger).await;
-    let id = folder_id(&create_folder(&app, &owner, json!({"name": "live-folder"})).await);
+    let id = folder_id(&create_folder(&app, &owner, named("live-folder")).await);
     assert_eq!(
         next(&mut mine).await,
         json!({"name": "live-folder", "action": "created"})
     );
-    app.ok(
+    app.op_ok::<gql::storage::RenameVfolder>(
         Some(&owner),
-        "mutation($id: UUID!) { rename_vfolder(id: $id, new_name: \"renamed\") { ok } }",
-        json!({"id": id}),
+        gql::storage::rename_vfolder::Variables {
+            id: id.clone(),
+            new_name: "renamed".into(),
+        },
     )
     .await;
     assert_eq!(
         next(&mut mine).await,
         json!({"name": "renamed", "action": "modified"})
     );
-    app.ok(
+    app.op_ok::<gql::storage::DeleteVfolder>(
         Some(&owner),
-        "mutation($id: UUID!) { delete_vfolder(id: $id, confirm_name: \"renamed\") { ok } }",
-        json!({"id": id}),
+        gql::storage::delete_vfolder::Variables {
+            id: id.clone(),
+            confirm_name: "renamed".into(),
+        },
     )
     .await;
     assert_eq!(
@@ -589,7 +744,7 @@ both_dbs!(folder_list_changes_are_live_and_private, |db| async move {
         json!({"name": "renamed", "action": "deleted"})
     );
     // The stranger heard none of that: its first event is its own folder.
-    create_folder(&app, &stranger, json!({"name": "theirs"})).await;
+    create_folder(&app, &stranger, named("theirs")).await;
     assert_eq!(
         next(&mut theirs).await,
         json!({"name": "theirs", "action": "created"})
