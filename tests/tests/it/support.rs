@@ -609,14 +609,6 @@ pub async fn subscribe_op_sent<Q: GraphQLQuery>(
     .await
 }
 
-/// Connects, and sends a request that is wrong on purpose (inline text) as operation "1";
-/// returns at once: what the server answers is the test's to read. (No test sends one this
-/// way at the moment; kept for the next that must.)
-#[allow(dead_code)]
-pub async fn subscribe_ws(app: &TestApp, token: &str, query: &str, variables: Value) -> Ws {
-    subscribe_payload(app, token, json!({"query": query, "variables": variables})).await
-}
-
 async fn subscribe_payload(app: &TestApp, token: &str, payload: Value) -> Ws {
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message;

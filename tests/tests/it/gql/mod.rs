@@ -36,16 +36,18 @@ pub type JSONString = serde_json::Value;
 /// graphql_client makes it an enum without serde's path, which then needs the `serde` crate
 /// this package does not depend on ("can't find crate for `serde`" at the derive below).
 /// Select a real field beside `__typename`, or send such a request inline.
+// rustfmt re-indents an attribute inside a macro on every run; kept as written.
+#[rustfmt::skip]
 macro_rules! operation {
     ($name:ident, $path:tt) => {
         #[derive(graphql_client::GraphQLQuery)]
         #[graphql(
-                            schema_path = "../api/schema.graphql",
-                            query_path = $path,
-                            variables_derives = "Debug, Default, Deserialize",
-                            response_derives = "Debug",
-                            skip_serializing_none
-                        )]
+            schema_path = "../api/schema.graphql",
+            query_path = $path,
+            variables_derives = "Debug, Default, Deserialize",
+            response_derives = "Debug",
+            skip_serializing_none
+        )]
         pub struct $name;
     };
 }
