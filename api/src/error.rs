@@ -21,9 +21,6 @@ impl From<ApiError> for Problem {
     }
 }
 
-/// A REST handler's result.
-pub type RestResult<T> = Result<T, Problem>;
-
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let e = self.0;

@@ -364,9 +364,13 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
 }
 
 async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> Value {
+    // The answer goes out without the ports rather than not at all; the error is logged.
     let ports = match crate::sessions::main_kernel(&state.db, s.id).await {
         Ok(k) => crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default()),
-        Err(_) => Vec::new(),
+        Err(e) => {
+            crate::error::leaving(e);
+            Vec::new()
+        }
     };
     let ports: Vec<Value> = ports
         .into_iter()
@@ -385,7 +389,10 @@ async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> V
 async fn info(State(state): State<AppState>, Named(s): Named) -> Response {
     reply(
         async {
-            let k = crate::sessions::main_kernel(&state.db, s.id).await.ok();
+            let k = crate::sessions::main_kernel(&state.db, s.id)
+                .await
+                .map_err(crate::error::leaving)
+                .ok();
             let age = (state.clock.now() - s.created_at).num_milliseconds().max(0);
             Ok(Json(json!({
                 "sessionId": s.id,

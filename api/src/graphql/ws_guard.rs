@@ -154,7 +154,11 @@ impl Extension for WsGuardExtension {
                         let before = started_as.lock().ok().and_then(|s| s.clone());
                         let ok = match middleware::reresolve(&state, &credential, false).await {
                             Ok(p) => identity(&p) == before,
-                            Err(_) => false,
+                            Err(e) => {
+                                // Revoked (logged at debug), or a failure worth the log.
+                                crate::error::leaving(e);
+                                false
+                            }
                         };
                         if !ok {
                             return Some((revoked(), (inner, slot, checked, true)));

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bai_core::clock::ManualClock;
+use bai_core::clock::{Clock, ManualClock};
 use bai_engine::memory::MemoryEngine;
 use entity::enums::{SessionResult, SessionStatus, SessionType, UserRole};
 use entity::slots::ResourceSlots;
@@ -384,4 +384,37 @@ async fn a_session_ends_at_its_maximum_lifetime_however_busy() {
     assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
     let s = session(&w, id).await;
     assert_eq!(s.status_info.as_deref(), Some("max-session-lifetime"));
+}
+
+#[tokio::test]
+async fn audit_records_settings_and_rate_windows_follow_the_states_clock() {
+    let w = world().await;
+    let then = chrono::DateTime::parse_from_rfc3339("2001-02-03T04:05:06Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    w.clock.advance(then - w.clock.now());
+    let scope = w.admin.require_superadmin().unwrap();
+    crate::settings::modify(&w.state, &scope, "announcement", serde_json::json!("hello"))
+        .await
+        .unwrap();
+    let row = entity::system_settings::Entity::find_by_id("announcement".to_string())
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.modified_at, then);
+    let audit = entity::audit_logs::Entity::find()
+        .filter(entity::audit_logs::Column::Action.eq("modify_system_setting"))
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(audit.created_at, then);
+    // One request allowed per window: the next is refused until the clock crosses into the
+    // next 15-minute window, however much wall time passes.
+    let limiter = &w.state.rate_limiter;
+    assert!(limiter.check("ak", 1, w.clock.now()).is_ok());
+    assert!(limiter.check("ak", 1, w.clock.now()).is_err());
+    w.clock.advance(chrono::Duration::minutes(15));
+    assert!(limiter.check("ak", 1, w.clock.now()).is_ok());
 }
