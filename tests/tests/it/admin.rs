@@ -62,7 +62,7 @@ both_dbs!(users_and_keypairs, |db| async move {
     for (email, props, code) in [
         (
             "ghost@lab.org",
-            ops::modify_user::ModifyUserInput {
+            gql::modify_user::ModifyUserInput {
                 full_name: Some("x".into()),
                 ..Default::default()
             },
@@ -70,7 +70,7 @@ both_dbs!(users_and_keypairs, |db| async move {
         ),
         (
             "admin@bai.local",
-            ops::modify_user::ModifyUserInput {
+            gql::modify_user::ModifyUserInput {
                 is_active: Some(false),
                 ..Default::default()
             },
@@ -78,9 +78,9 @@ both_dbs!(users_and_keypairs, |db| async move {
         ),
     ] {
         let body = app
-            .op::<ops::ModifyUser>(
+            .op::<gql::ModifyUser>(
                 admin,
-                ops::modify_user::Variables {
+                gql::modify_user::Variables {
                     email: email.into(),
                     props,
                 },
@@ -90,15 +90,15 @@ both_dbs!(users_and_keypairs, |db| async move {
     }
 
     // Keypairs: explicit keys, bad keys, policy checks, delete rules.
-    let keypair = |policy: &str, rate_limit: i64| ops::create_keypair::KeyPairInput {
+    let keypair = |policy: &str, rate_limit: i64| gql::create_keypair::KeyPairInput {
         resource_policy: policy.into(),
         rate_limit,
         ..Default::default()
     };
     let explicit = app
-        .admin_op::<ops::CreateKeypair>(ops::create_keypair::Variables {
+        .admin_op::<gql::CreateKeypair>(gql::create_keypair::Variables {
             user_id: "new@lab.org".into(),
-            props: ops::create_keypair::KeyPairInput {
+            props: gql::create_keypair::KeyPairInput {
                 access_key: Some("AKIAEXPLICIT00000001".into()),
                 secret_key: Some("abcdefghijabcdefghijabcdefghijabcdefghij".into()),
                 ..keypair("default", 500)
@@ -111,7 +111,7 @@ both_dbs!(users_and_keypairs, |db| async move {
     );
     for (props, code) in [
         (
-            ops::create_keypair::KeyPairInput {
+            gql::create_keypair::KeyPairInput {
                 access_key: Some("short".into()),
                 ..keypair("default", 1)
             },
@@ -120,7 +120,7 @@ both_dbs!(users_and_keypairs, |db| async move {
         (keypair("nope", 1), "NOT_FOUND"),
         (keypair("default", -1), "BAD_REQUEST"),
         (
-            ops::create_keypair::KeyPairInput {
+            gql::create_keypair::KeyPairInput {
                 access_key: Some("AKIAEXPLICIT00000001".into()),
                 ..keypair("default", 1)
             },
@@ -128,9 +128,9 @@ both_dbs!(users_and_keypairs, |db| async move {
         ),
     ] {
         let body = app
-            .op::<ops::CreateKeypair>(
+            .op::<gql::CreateKeypair>(
                 admin,
-                ops::create_keypair::Variables {
+                gql::create_keypair::Variables {
                     user_id: "new@lab.org".into(),
                     props,
                 },
@@ -139,11 +139,11 @@ both_dbs!(users_and_keypairs, |db| async move {
         assert_code(&body, code);
     }
     let bad_policy = app
-        .op::<ops::ModifyKeypair>(
+        .op::<gql::ModifyKeypair>(
             admin,
-            ops::modify_keypair::Variables {
+            gql::modify_keypair::Variables {
                 access_key: "AKIAEXPLICIT00000001".into(),
-                props: ops::modify_keypair::ModifyKeyPairInput {
+                props: gql::modify_keypair::ModifyKeyPairInput {
                     resource_policy: Some("nope".into()),
                     ..Default::default()
                 },
@@ -152,9 +152,9 @@ both_dbs!(users_and_keypairs, |db| async move {
         .await;
     assert_code(&bad_policy, "NOT_FOUND");
     let modified = app
-        .admin_op::<ops::ModifyKeypair>(ops::modify_keypair::Variables {
+        .admin_op::<gql::ModifyKeypair>(gql::modify_keypair::Variables {
             access_key: "AKIAEXPLICIT00000001".into(),
-            props: ops::modify_keypair::ModifyKeyPairInput {
+            props: gql::modify_keypair::ModifyKeyPairInput {
                 rate_limit: Some(2000),
                 is_active: Some(false),
                 ..Default::default()
@@ -166,9 +166,10 @@ both_dbs!(users_and_keypairs, |db| async move {
         json!({"rate_limit": 2000, "is_active": false})
     );
     let inactive = app
-        .admin_op::<ops::Keypairs>(ops::keypairs::Variables {
+        .admin_op::<gql::Keypairs>(gql::keypairs::Variables {
             email: Some("new@lab.org".into()),
             is_active: Some(false),
+            ..Default::default()
         })
         .await;
     assert_eq!(
@@ -193,10 +194,11 @@ both_dbs!(users_and_keypairs, |db| async move {
         "NOT_FOUND",
     );
     let page = app
-        .admin_op::<ops::KeypairList>(ops::keypair_list::Variables {
+        .admin_op::<gql::KeypairList>(gql::keypair_list::Variables {
             limit: 1,
             offset: 0,
             order: Some("+user_id".into()),
+            ..Default::default()
         })
         .await;
     assert_eq!(page["keypair_list"]["total_count"], 2);
@@ -205,24 +207,26 @@ both_dbs!(users_and_keypairs, |db| async move {
         "admin@bai.local"
     );
     assert_code(
-        &app.op::<ops::KeypairList>(
+        &app.op::<gql::KeypairList>(
             admin,
-            ops::keypair_list::Variables {
+            gql::keypair_list::Variables {
                 limit: 1000,
                 offset: 0,
                 order: None,
+                ..Default::default()
             },
         )
         .await,
         "BAD_REQUEST",
     );
     assert_code(
-        &app.op::<ops::KeypairList>(
+        &app.op::<gql::KeypairList>(
             admin,
-            ops::keypair_list::Variables {
+            gql::keypair_list::Variables {
                 limit: 1,
                 offset: 0,
                 order: Some("secret_key".into()),
+                ..Default::default()
             },
         )
         .await,
@@ -230,14 +234,14 @@ both_dbs!(users_and_keypairs, |db| async move {
     );
 
     // Deactivation: login refused, keypairs off, hidden from the active list; never deleted.
-    let set_active = |is_active: bool| ops::modify_user::Variables {
+    let set_active = |is_active: bool| gql::modify_user::Variables {
         email: "new@lab.org".into(),
-        props: ops::modify_user::ModifyUserInput {
+        props: gql::modify_user::ModifyUserInput {
             is_active: Some(is_active),
             ..Default::default()
         },
     };
-    app.admin_op::<ops::ModifyUser>(set_active(false)).await;
+    app.admin_op::<gql::ModifyUser>(set_active(false)).await;
     let login = app
         .op::<gql::Login>(
             None,
@@ -250,9 +254,10 @@ both_dbs!(users_and_keypairs, |db| async move {
     assert_code(&login, "UNAUTHENTICATED");
     assert!(message(&login).contains("deactivated"), "{login}");
     let active = app
-        .admin_op::<ops::Users>(ops::users::Variables {
+        .admin_op::<gql::Users>(gql::users::Variables {
             is_active: Some(true),
             group_id: None,
+            ..Default::default()
         })
         .await;
     assert!(
@@ -275,7 +280,7 @@ both_dbs!(users_and_keypairs, |db| async move {
             .iter()
             .all(|k| k["is_active"] == false)
     );
-    app.admin_op::<ops::ModifyUser>(set_active(true)).await;
+    app.admin_op::<gql::ModifyUser>(set_active(true)).await;
     app.login("new@lab.org", "Newbie-01").await;
 });
 
@@ -343,11 +348,11 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         );
     }
     let neg = app
-        .op::<ops::ModifyPolicy>(
+        .op::<gql::ModifyPolicy>(
             admin,
-            ops::modify_policy::Variables {
+            gql::modify_policy::Variables {
                 name: "gpu-team".into(),
-                props: ops::modify_policy::ModifyKeyPairResourcePolicyInput {
+                props: gql::modify_policy::ModifyKeyPairResourcePolicyInput {
                     max_concurrent_sessions: Some(-1),
                     ..Default::default()
                 },
@@ -367,9 +372,9 @@ both_dbs!(policies_presets_and_settings, |db| async move {
     assert_code(&dup, "CONFLICT");
     // A policy in use cannot be deleted; an unused one can.
     app.user("gpu@x.org", "user", "default").await;
-    app.admin_op::<ops::CreateKeypair>(ops::create_keypair::Variables {
+    app.admin_op::<gql::CreateKeypair>(gql::create_keypair::Variables {
         user_id: "gpu@x.org".into(),
-        props: ops::create_keypair::KeyPairInput {
+        props: gql::create_keypair::KeyPairInput {
             resource_policy: "gpu-team".into(),
             rate_limit: 100,
             ..Default::default()
@@ -398,7 +403,7 @@ both_dbs!(policies_presets_and_settings, |db| async move {
 
     // Presets: seeded table, create/modify/delete, bad input.
     let seeded = app
-        .admin_op::<ops::ResourcePresets>(ops::resource_presets::Variables)
+        .admin_op::<gql::ResourcePresets>(gql::resource_presets::Variables)
         .await;
     let names: Vec<&str> = seeded["resource_presets"]
         .as_array()
@@ -428,11 +433,11 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         json!({"cpu": "1", "cuda.shares": "0.3", "mem": "2147483648"})
     );
     let preset =
-        |slots: &str, shared_memory: Option<&str>| ops::create_preset::CreateResourcePresetInput {
+        |slots: &str, shared_memory: Option<&str>| gql::create_preset::CreateResourcePresetInput {
             resource_slots: json!(slots),
             shared_memory: shared_memory.map(Into::into),
         };
-    app.admin_op::<ops::CreatePreset>(ops::create_preset::Variables {
+    app.admin_op::<gql::CreatePreset>(gql::create_preset::Variables {
         name: "xl".into(),
         props: preset(r#"{"cpu": "8", "mem": "32g"}"#, Some("2g")),
     })
@@ -461,9 +466,9 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         ),
     ] {
         let body = app
-            .op::<ops::CreatePreset>(
+            .op::<gql::CreatePreset>(
                 admin,
-                ops::create_preset::Variables {
+                gql::create_preset::Variables {
                     name: name.into(),
                     props,
                 },
@@ -491,7 +496,7 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         modded["modify_resource_preset"]["resource_preset"]["shared_memory"],
         4i64 * 1024 * 1024 * 1024
     );
-    app.admin_op::<ops::DeletePreset>(ops::delete_preset::Variables { name: "xl".into() })
+    app.admin_op::<gql::DeletePreset>(gql::delete_preset::Variables { name: "xl".into() })
         .await;
     assert_code(
         &app.op::<ops::ResourcePreset>(
@@ -504,7 +509,7 @@ both_dbs!(policies_presets_and_settings, |db| async move {
 
     // System settings: read-only list + editable announcement.
     let settings = app
-        .admin_op::<ops::SystemSettings>(ops::system_settings::Variables)
+        .admin_op::<gql::SystemSettings>(gql::system_settings::Variables)
         .await;
     assert!(
         settings["system_settings"]
@@ -564,30 +569,30 @@ both_dbs!(
                 .await;
             assert_code(&body, code);
         }
-        app.admin_op::<ops::ModifyDomain>(ops::modify_domain::Variables {
+        app.admin_op::<gql::ModifyDomain>(gql::modify_domain::Variables {
             name: "lab".into(),
-            props: ops::modify_domain::DomainInput {
+            props: gql::modify_domain::DomainInput {
                 is_active: Some(false),
                 ..Default::default()
             },
         })
         .await;
 
-        let team_a = |description: Option<&str>| ops::create_group::Variables {
+        let team_a = |description: Option<&str>| gql::create_group::Variables {
             name: "team-a".into(),
-            props: ops::create_group::GroupInput {
+            props: gql::create_group::GroupInput {
                 domain_name: "default".into(),
                 description: description.map(Into::into),
                 ..Default::default()
             },
         };
-        let g = app.admin_op::<ops::CreateGroup>(team_a(Some("A"))).await;
+        let g = app.admin_op::<gql::CreateGroup>(team_a(Some("A"))).await;
         let gid = g["create_group"]["group"]["id"]
             .as_str()
             .unwrap()
             .to_string();
         assert_code(
-            &app.op::<ops::CreateGroup>(admin, team_a(None)).await,
+            &app.op::<gql::CreateGroup>(admin, team_a(None)).await,
             "CONFLICT",
         );
         app.user("member@x.org", "user", "default").await;
@@ -610,9 +615,10 @@ both_dbs!(
         app.admin_op::<ops::ModifyGroup>(members_update("add"))
             .await;
         let members = app
-            .admin_op::<ops::Users>(ops::users::Variables {
+            .admin_op::<gql::Users>(gql::users::Variables {
                 is_active: None,
                 group_id: Some(gid.clone()),
+                ..Default::default()
             })
             .await;
         assert_eq!(members["users"], json!([{"email": "member@x.org"}]));
@@ -622,14 +628,14 @@ both_dbs!(
         assert_code(&bad_mode, "BAD_REQUEST");
 
         // Resource groups.
-        let sgroup = |driver: &str, scheduler: &str| ops::create_scaling_group::ScalingGroupInput {
+        let sgroup = |driver: &str, scheduler: &str| gql::create_scaling_group::ScalingGroupInput {
             driver: driver.into(),
             scheduler: scheduler.into(),
             ..Default::default()
         };
-        app.admin_op::<ops::CreateScalingGroup>(ops::create_scaling_group::Variables {
+        app.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
             name: "gpu-nodes".into(),
-            props: ops::create_scaling_group::ScalingGroupInput {
+            props: gql::create_scaling_group::ScalingGroupInput {
                 description: Some("GPU".into()),
                 scheduler_opts: Some(json!(r#"{"pending_timeout": 60}"#)),
                 ..sgroup("static", "drf")
@@ -641,7 +647,7 @@ both_dbs!(
             ("x", sgroup("k8s", "fifo"), "BAD_REQUEST"),
             (
                 "x",
-                ops::create_scaling_group::ScalingGroupInput {
+                gql::create_scaling_group::ScalingGroupInput {
                     scheduler_opts: Some(json!(r#"{"colour": 1}"#)),
                     ..sgroup("static", "fifo")
                 },
@@ -650,9 +656,9 @@ both_dbs!(
             ("gpu-nodes", sgroup("static", "fifo"), "CONFLICT"),
         ] {
             let body = app
-                .op::<ops::CreateScalingGroup>(
+                .op::<gql::CreateScalingGroup>(
                     admin,
-                    ops::create_scaling_group::Variables {
+                    gql::create_scaling_group::Variables {
                         name: name.into(),
                         props,
                     },
@@ -685,7 +691,7 @@ both_dbs!(
         assert_code(&nowhere, "NOT_FOUND");
         let member = app.login("member@x.org", USER_PASSWORD).await;
         let member_groups =
-            || app.op_ok::<ops::ScalingGroups>(Some(&member), ops::scaling_groups::Variables);
+            || app.op_ok::<gql::ScalingGroups>(Some(&member), gql::scaling_groups::Variables);
         let before = member_groups().await;
         assert_eq!(before["scaling_groups"], json!([{"name": "default"}]));
         app.admin_op::<ops::AssociateScalingGroupWithUserGroup>(
@@ -738,7 +744,7 @@ both_dbs!(
             "*****"
         );
         let listed = app
-            .admin_op::<ops::ContainerRegistries>(ops::container_registries::Variables)
+            .admin_op::<gql::ContainerRegistries>(gql::container_registries::Variables)
             .await;
         assert_eq!(
             listed["container_registries"],
@@ -803,7 +809,7 @@ both_dbs!(
             .await;
 
         // Images: the catalog holds the engine's environment images; edits of unknown images are NOT_FOUND.
-        let images = app.admin_op::<ops::Images>(ops::images::Variables).await;
+        let images = app.admin_op::<gql::Images>(gql::images::Variables).await;
         assert!(
             images["images"]
                 .as_array()
@@ -813,12 +819,12 @@ both_dbs!(
             "{images}"
         );
         let unknown_image = app
-            .op::<ops::ModifyImage>(
+            .op::<gql::ModifyImage>(
                 admin,
-                ops::modify_image::Variables {
+                gql::modify_image::Variables {
                     target: "cr.local/x/python:3".into(),
-                    props: ops::modify_image::ModifyImageInput {
-                        resource_limits: Some(vec![ops::modify_image::ResourceLimitInput {
+                    props: gql::modify_image::ModifyImageInput {
+                        resource_limits: Some(vec![gql::modify_image::ResourceLimitInput {
                             key: "cpu".into(),
                             min: Some("1".into()),
                             max: None,
@@ -829,9 +835,9 @@ both_dbs!(
             .await;
         assert_code(&unknown_image, "NOT_FOUND");
         let unknown_alias = app
-            .op::<ops::AliasImage>(
+            .op::<gql::AliasImage>(
                 admin,
-                ops::alias_image::Variables {
+                gql::alias_image::Variables {
                     alias: "python".into(),
                     target: "cr.local/x/python:3".into(),
                 },
@@ -858,9 +864,9 @@ both_dbs!(
             .parse()
             .unwrap();
         let kp = app
-            .admin_op::<ops::CreateKeypair>(ops::create_keypair::Variables {
+            .admin_op::<gql::CreateKeypair>(gql::create_keypair::Variables {
                 user_id: "owner@x.org".into(),
-                props: ops::create_keypair::KeyPairInput {
+                props: gql::create_keypair::KeyPairInput {
                     resource_policy: "default".into(),
                     rate_limit: 100,
                     ..Default::default()
@@ -886,9 +892,9 @@ both_dbs!(
             "{refused}"
         );
         // Still there, and deactivation remains possible.
-        app.admin_op::<ops::ModifyKeypair>(ops::modify_keypair::Variables {
+        app.admin_op::<gql::ModifyKeypair>(gql::modify_keypair::Variables {
             access_key: ak.clone(),
-            props: ops::modify_keypair::ModifyKeyPairInput {
+            props: gql::modify_keypair::ModifyKeyPairInput {
                 is_active: Some(false),
                 ..Default::default()
             },

@@ -256,9 +256,9 @@ both_dbs!(password_rules_change_and_forced_change, |db| async move {
     app.login("u@x.org", "Better-pass2").await;
 
     // An admin flags the account: login is refused until the password is changed.
-    app.admin_op::<gql::roles::ModifyUser>(gql::roles::modify_user::Variables {
+    app.admin_op::<gql::ModifyUser>(gql::modify_user::Variables {
         email: "u@x.org".into(),
-        props: gql::roles::modify_user::ModifyUserInput {
+        props: gql::modify_user::ModifyUserInput {
             need_password_change: Some(true),
             ..Default::default()
         },
@@ -321,8 +321,7 @@ impl Signed<'_> {
         date: &str,
         secret: Option<&str>,
     ) -> reqwest::Response {
-        let body =
-            serde_json::to_value(gql::auth::MyKeypair::build_query(Default::default())).unwrap();
+        let body = serde_json::to_value(gql::MyKeypair::build_query(Default::default())).unwrap();
         self.post_body(path, signed_path, date, secret, body).await
     }
 
@@ -374,7 +373,7 @@ both_dbs!(hmac_signing, |db| async move {
     let app = spawn(db).await;
     let token = app.user("hmac@x.org", "user", "default").await;
     let kp = app
-        .op_ok::<gql::auth::MyKeypair>(Some(&token), Default::default())
+        .op_ok::<gql::MyKeypair>(Some(&token), Default::default())
         .await;
     let s = Signed {
         app: &app,
@@ -392,8 +391,8 @@ both_dbs!(hmac_signing, |db| async move {
     let problem: Value = replay.json().await.unwrap();
     assert!(problem.to_string().contains("already used"), "{problem}");
     // The filter bomb through the signed path: refused, and the server keeps serving.
-    let bomb = serde_json::to_value(gql::hostile::SessionList::build_query(
-        gql::hostile::session_list::Variables {
+    let bomb = serde_json::to_value(gql::SessionList::build_query(
+        gql::session_list::Variables {
             limit: 1,
             offset: 0,
             filter: Some("(".repeat(200_000)),
@@ -449,9 +448,9 @@ both_dbs!(hmac_signing, |db| async move {
     assert!(kp["keypair"]["last_used"].is_string());
 
     // A deactivated keypair stops working.
-    app.admin_op::<gql::auth::ModifyKeypair>(gql::auth::modify_keypair::Variables {
+    app.admin_op::<gql::ModifyKeypair>(gql::modify_keypair::Variables {
         access_key: s.ak.clone(),
-        props: gql::auth::modify_keypair::ModifyKeyPairInput {
+        props: gql::modify_keypair::ModifyKeyPairInput {
             is_active: Some(false),
             ..Default::default()
         },
@@ -465,9 +464,9 @@ both_dbs!(rate_limit_per_keypair, |db| async move {
     let app = spawn(db).await;
     app.user("rl@x.org", "user", "default").await;
     let created = app
-        .admin_op::<gql::auth::CreateKeypair>(gql::auth::create_keypair::Variables {
+        .admin_op::<gql::CreateKeypair>(gql::create_keypair::Variables {
             user_id: "rl@x.org".into(),
-            props: gql::auth::create_keypair::KeyPairInput {
+            props: gql::create_keypair::KeyPairInput {
                 resource_policy: "default".into(),
                 rate_limit: 3,
                 ..Default::default()

@@ -212,9 +212,9 @@ async fn console_forced_password_change() {
     let dir = web_dir();
     let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
     app.user("first@x.org", "user", "default").await;
-    app.admin_op::<gql::browser::ModifyUser>(gql::browser::modify_user::Variables {
+    app.admin_op::<gql::ModifyUser>(gql::modify_user::Variables {
         email: "first@x.org".into(),
-        props: gql::browser::modify_user::ModifyUserInput {
+        props: gql::modify_user::ModifyUserInput {
             need_password_change: Some(true),
             ..Default::default()
         },
@@ -594,7 +594,13 @@ async fn console_session_with_folder_terminal_and_explorer() {
 
         // The web terminal writes into the mounted folder.
         let list = app
-            .op_ok::<gql::browser::ComputeSessionList>(Some(&token), Default::default())
+            .op_ok::<gql::ComputeSessionList>(
+                Some(&token),
+                gql::compute_session_list::Variables {
+                    limit: 5,
+                    ..Default::default()
+                },
+            )
             .await;
         let id = list["compute_session_list"]["items"][0]["id"]
             .as_str()
@@ -1109,7 +1115,14 @@ async fn console_administration_screens() {
     // The API refuses a user the admin data too.
     let user = app.login("member@x.org", USER_PASSWORD).await;
     let body = app
-        .op::<gql::browser::UserList>(Some(&user), Default::default())
+        .op::<gql::UserList>(
+            Some(&user),
+            gql::user_list::Variables {
+                limit: 5,
+                offset: 0,
+                ..Default::default()
+            },
+        )
         .await;
     assert!(body["errors"].is_array(), "{body}");
 }

@@ -61,7 +61,7 @@ impl std::fmt::Display for Out {
 impl Cli {
     async fn for_user(app: &TestApp, token: &str) -> Cli {
         let kp = app
-            .op_ok::<gql::ops::MyKeypair>(Some(token), Default::default())
+            .op_ok::<gql::MyKeypair>(Some(token), Default::default())
             .await;
         let dir = app
             .dir
@@ -124,7 +124,7 @@ both_dbs!(official_cli_against_bai, |db| async move {
     require_docker();
     let app = spawn(db).await;
     // The seed's note: admins make `python` an alias of the full image reference.
-    app.admin_op::<gql::live::AliasImage>(gql::live::alias_image::Variables {
+    app.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
         alias: "python".into(),
         target: PYTHON.into(),
     })
@@ -265,9 +265,9 @@ both_dbs!(official_cli_against_bai, |db| async move {
         "{waited}"
     );
     let big = app
-        .op_ok::<gql::sessions::SessionList>(
+        .op_ok::<gql::SessionList>(
             Some(&user),
-            gql::sessions::session_list::Variables {
+            gql::session_list::Variables {
                 limit: 5,
                 filter: Some("name == \"cli-too-big\"".into()),
                 ..Default::default()
@@ -352,7 +352,7 @@ both_dbs!(rest_resources_and_authorize, |db| async move {
     let user = app.user("rest@x.org", "user", "default").await;
     // /auth/authorize: email + password → the main keypair; a wrong password is refused.
     let kp = app
-        .op_ok::<gql::ops::MyKeypair>(Some(&user), Default::default())
+        .op_ok::<gql::MyKeypair>(Some(&user), Default::default())
         .await;
     let ok = app
         .http
@@ -466,7 +466,7 @@ both_dbs!(official_clis_over_https, |db| async move {
         c.tls_key = Some(tls.key.clone());
     })
     .await;
-    app.admin_op::<gql::live::AliasImage>(gql::live::alias_image::Variables {
+    app.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
         alias: "python".into(),
         target: PYTHON.into(),
     })

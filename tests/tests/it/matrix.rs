@@ -139,7 +139,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "domain_name",
             Tenant(
                 Domain,
-                ask!(m::Users, |v| m::users::Variables {
+                ask!(gql::Users, |v| gql::users::Variables {
                     domain_name: Some(v),
                     ..Default::default()
                 }),
@@ -151,7 +151,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "group_id",
             Tenant(
                 Group,
-                ask!(m::Users, |v| m::users::Variables {
+                ask!(gql::Users, |v| gql::users::Variables {
                     group_id: Some(v),
                     ..Default::default()
                 }),
@@ -163,7 +163,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "domain_name",
             Tenant(
                 Domain,
-                ask!(m::UserList, |v| m::user_list::Variables {
+                ask!(gql::UserList, |v| gql::user_list::Variables {
+                    limit: 10,
+                    offset: 0,
                     domain_name: Some(v),
                     ..Default::default()
                 }),
@@ -175,7 +177,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "group_id",
             Tenant(
                 Group,
-                ask!(m::UserList, |v| m::user_list::Variables {
+                ask!(gql::UserList, |v| gql::user_list::Variables {
+                    limit: 10,
+                    offset: 0,
                     group_id: Some(v),
                     ..Default::default()
                 }),
@@ -211,7 +215,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "domain_name",
             Tenant(
                 Domain,
-                ask!(m::Keypairs, |v| m::keypairs::Variables {
+                ask!(gql::Keypairs, |v| gql::keypairs::Variables {
                     domain_name: Some(v),
                     ..Default::default()
                 }),
@@ -223,7 +227,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "email",
             Tenant(
                 User,
-                ask!(m::Keypairs, |v| m::keypairs::Variables {
+                ask!(gql::Keypairs, |v| gql::keypairs::Variables {
                     email: Some(v),
                     ..Default::default()
                 }),
@@ -235,7 +239,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "domain_name",
             Tenant(
                 Domain,
-                ask!(m::KeypairList, |v| m::keypair_list::Variables {
+                ask!(gql::KeypairList, |v| gql::keypair_list::Variables {
+                    limit: 10,
+                    offset: 0,
                     domain_name: Some(v),
                     ..Default::default()
                 }),
@@ -247,7 +253,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "email",
             Tenant(
                 User,
-                ask!(m::KeypairList, |v| m::keypair_list::Variables {
+                ask!(gql::KeypairList, |v| gql::keypair_list::Variables {
+                    limit: 10,
+                    offset: 0,
                     email: Some(v),
                     ..Default::default()
                 }),
@@ -260,7 +268,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "name",
             Tenant(
                 Domain,
-                ask!(m::Domain, |v| m::domain::Variables { name: Some(v) }),
+                ask!(gql::DomainName, |v| gql::domain_name::Variables {
+                    name: Some(v)
+                }),
             ),
         ),
         (
@@ -275,7 +285,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "domain_name",
             Tenant(
                 Domain,
-                ask!(m::Groups, |v| m::groups::Variables {
+                ask!(gql::Groups, |v| gql::groups::Variables {
                     domain_name: Some(v)
                 }),
             ),
@@ -303,9 +313,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Session,
-                ask!(m::ComputeSession, |v| m::compute_session::Variables {
-                    id: v
-                }),
+                ask!(gql::SessionId, |v| gql::session_id::Variables { id: v }),
             ),
         ),
         (
@@ -314,8 +322,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "domain_name",
             Tenant(
                 Domain,
-                ask!(m::ComputeSessionList, |v| {
-                    m::compute_session_list::Variables {
+                ask!(gql::ComputeSessionList, |v| {
+                    gql::compute_session_list::Variables {
+                        limit: 10,
                         domain_name: Some(v),
                         ..Default::default()
                     }
@@ -328,8 +337,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "group_id",
             Tenant(
                 Group,
-                ask!(m::ComputeSessionList, |v| {
-                    m::compute_session_list::Variables {
+                ask!(gql::ComputeSessionList, |v| {
+                    gql::compute_session_list::Variables {
+                        limit: 10,
                         group_id: Some(v),
                         ..Default::default()
                     }
@@ -342,8 +352,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "access_key",
             Tenant(
                 Keypair,
-                ask!(m::ComputeSessionList, |v| {
-                    m::compute_session_list::Variables {
+                ask!(gql::ComputeSessionList, |v| {
+                    gql::compute_session_list::Variables {
+                        limit: 10,
                         access_key: Some(v),
                         ..Default::default()
                     }
@@ -356,8 +367,8 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "session_id",
             Tenant(
                 Session,
-                ask!(m::SessionSshPrivateKey, |v| {
-                    m::session_ssh_private_key::Variables { session_id: v }
+                ask!(gql::SessionSshPrivateKey, |v| {
+                    gql::session_ssh_private_key::Variables { session_id: v }
                 }),
             ),
         ),
@@ -367,7 +378,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Session,
-                ask!(m::SessionLogs, |v| m::session_logs::Variables { id: v }),
+                ask!(gql::SessionLogs, |v| gql::session_logs::Variables { id: v }),
             ),
         ),
         (
@@ -376,7 +387,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "run_id",
             Tenant(
                 Run,
-                ask!(m::Execution, |v| m::execution::Variables { run_id: v }),
+                ask!(gql::Execution, |v| gql::execution::Variables { run_id: v }),
             ),
         ),
         (
@@ -385,7 +396,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "group_id",
             Tenant(
                 Group,
-                ask!(m::ResourceUsage, |v| m::resource_usage::Variables {
+                ask!(gql::ResourceUsage, |v| gql::resource_usage::Variables {
                     group_id: Some(v)
                 }),
             ),
@@ -405,7 +416,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "task_id",
             Tenant(
                 Task,
-                ask!(m::BackgroundTask, |v| m::background_task::Variables {
+                ask!(gql::BackgroundTask, |v| gql::background_task::Variables {
                     task_id: v
                 }),
             ),
@@ -416,7 +427,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Folder,
-                ask!(m::Vfolder, |v| m::vfolder::Variables { id: v }),
+                ask!(gql::Vfolder, |v| gql::vfolder::Variables { id: v }),
             ),
         ),
         (
@@ -443,9 +454,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "email",
             Tenant(
                 User,
-                ask!(admin::ModifyUser, |v| admin::modify_user::Variables {
+                ask!(gql::ModifyUser, |v| gql::modify_user::Variables {
                     email: v,
-                    props: admin::modify_user::ModifyUserInput {
+                    props: gql::modify_user::ModifyUserInput {
                         full_name: Some("pwned".into()),
                         ..Default::default()
                     },
@@ -458,9 +469,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "user_id",
             Tenant(
                 User,
-                ask!(admin::CreateKeypair, |v| admin::create_keypair::Variables {
+                ask!(gql::CreateKeypair, |v| gql::create_keypair::Variables {
                     user_id: v,
-                    props: admin::create_keypair::KeyPairInput {
+                    props: gql::create_keypair::KeyPairInput {
                         resource_policy: "default".into(),
                         rate_limit: 1,
                         ..Default::default()
@@ -474,9 +485,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "access_key",
             Tenant(
                 Keypair,
-                ask!(admin::ModifyKeypair, |v| admin::modify_keypair::Variables {
+                ask!(gql::ModifyKeypair, |v| gql::modify_keypair::Variables {
                     access_key: v,
-                    props: admin::modify_keypair::ModifyKeyPairInput {
+                    props: gql::modify_keypair::ModifyKeyPairInput {
                         rate_limit: Some(1),
                         is_active: Some(false),
                         ..Default::default()
@@ -525,9 +536,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "name",
             Tenant(
                 Domain,
-                ask!(admin::ModifyDomain, |v| admin::modify_domain::Variables {
+                ask!(gql::ModifyDomain, |v| gql::modify_domain::Variables {
                     name: v,
-                    props: admin::modify_domain::DomainInput {
+                    props: gql::modify_domain::DomainInput {
                         description: Some("pwned".into()),
                         is_active: Some(false),
                         ..Default::default()
@@ -737,10 +748,13 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "session_id",
             Tenant(
                 Session,
-                ask!(m::ExecuteInSession, |v| m::execute_in_session::Variables {
-                    session_id: v,
-                    mode: "query".into(),
-                    code: Some("print(1)".into()),
+                ask!(gql::ExecuteInSession, |v| {
+                    gql::execute_in_session::Variables {
+                        session_id: v,
+                        mode: "query".into(),
+                        code: Some("print(1)".into()),
+                        options: None,
+                    }
                 }),
             ),
         ),
@@ -750,9 +764,11 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "session_id",
             Tenant(
                 Session,
-                ask!(m::StartService, |v| m::start_service::Variables {
+                ask!(gql::StartService, |v| gql::start_service::Variables {
                     session_id: v,
                     app: "jupyter".into(),
+                    open_to_public: false,
+                    preferred_port: None,
                 }),
             ),
         ),
@@ -762,8 +778,8 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "run_id",
             Tenant(
                 Run,
-                ask!(m::SendExecutionInput, |v| {
-                    m::send_execution_input::Variables {
+                ask!(gql::SendExecutionInput, |v| {
+                    gql::send_execution_input::Variables {
                         run_id: v,
                         input: "x".into(),
                     }
@@ -776,7 +792,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "ids",
             Tenant(
                 Session,
-                ask!(m::DestroySessions, |v| m::destroy_sessions::Variables {
+                ask!(gql::DestroySessions, |v| gql::destroy_sessions::Variables {
                     ids: vec![v]
                 }),
             ),
@@ -787,7 +803,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Folder,
-                ask!(m::RenameVfolder, |v| m::rename_vfolder::Variables {
+                ask!(gql::RenameVfolder, |v| gql::rename_vfolder::Variables {
                     id: v,
                     new_name: "pwned".into(),
                 }),
@@ -799,7 +815,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Folder,
-                ask!(m::DeleteVfolder, |v| m::delete_vfolder::Variables {
+                ask!(gql::DeleteVfolder, |v| gql::delete_vfolder::Variables {
                     id: v,
                     confirm_name: "secret-folder".into(),
                 }),
@@ -811,10 +827,11 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Folder,
-                ask!(m::CreateVfolderDirectory, |v| {
-                    m::create_vfolder_directory::Variables {
+                ask!(gql::CreateVfolderDirectory, |v| {
+                    gql::create_vfolder_directory::Variables {
                         id: v,
                         path: "x".into(),
+                        parents: None,
                     }
                 }),
             ),
@@ -825,8 +842,8 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Folder,
-                ask!(m::RenameVfolderFile, |v| {
-                    m::rename_vfolder_file::Variables {
+                ask!(gql::RenameVfolderFile, |v| {
+                    gql::rename_vfolder_file::Variables {
                         id: v,
                         path: "keep.txt".into(),
                         new_name: "pwned.txt".into(),
@@ -840,10 +857,11 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "id",
             Tenant(
                 Folder,
-                ask!(m::DeleteVfolderFiles, |v| {
-                    m::delete_vfolder_files::Variables {
+                ask!(gql::DeleteVfolderFiles, |v| {
+                    gql::delete_vfolder_files::Variables {
                         id: v,
                         paths: vec!["keep.txt".into()],
+                        recursive: None,
                     }
                 }),
             ),
@@ -854,8 +872,8 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "session_id",
             Tenant(
                 Session,
-                watch!(m::SessionStatusChanges, |v| {
-                    m::session_status_changes::Variables {
+                watch!(gql::SessionStatusChanges, |v| {
+                    gql::session_status_changes::Variables {
                         session_id: Some(v),
                     }
                 }),
@@ -867,7 +885,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "run_id",
             Tenant(
                 Run,
-                watch!(m::ExecutionOutput, |v| m::execution_output::Variables {
+                watch!(gql::ExecutionOutput, |v| gql::execution_output::Variables {
                     run_id: v
                 }),
             ),
@@ -878,8 +896,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "session_id",
             Tenant(
                 Session,
-                watch!(m::SessionStats, |v| m::session_stats::Variables {
-                    session_id: v
+                watch!(gql::SessionStats, |v| gql::session_stats::Variables {
+                    session_id: v,
+                    interval_secs: None,
                 }),
             ),
         ),
@@ -889,8 +908,8 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "task_id",
             Tenant(
                 Task,
-                watch!(m::BackgroundTaskEvents, |v| {
-                    m::background_task_events::Variables { task_id: v }
+                watch!(gql::BackgroundTaskEvents, |v| {
+                    gql::background_task_events::Variables { task_id: v }
                 }),
             ),
         ),
@@ -1000,9 +1019,9 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
     app.create_domain("secret").await;
     app.create_domain("lab").await;
     let hidden = app
-        .admin_op::<admin::CreateGroup>(admin::create_group::Variables {
+        .admin_op::<gql::CreateGroup>(gql::create_group::Variables {
             name: "hidden".into(),
-            props: admin::create_group::GroupInput {
+            props: gql::create_group::GroupInput {
                 domain_name: "secret".into(),
                 ..Default::default()
             },
@@ -1012,8 +1031,8 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
         .unwrap()
         .to_string();
     let folder = app
-        .admin_op::<m::CreateVfolder>(m::create_vfolder::Variables {
-            props: m::create_vfolder::CreateVFolderInput {
+        .admin_op::<gql::CreateVfolder>(gql::create_vfolder::Variables {
+            props: gql::create_vfolder::CreateVFolderInput {
                 name: "secret-folder".into(),
                 ..Default::default()
             },
@@ -1031,21 +1050,21 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
     let session = session_ids(&created)[0].clone();
     wait_status(&app, &app.admin_token, &session, &["RUNNING"]).await;
     let run = app
-        .admin_op::<m::ExecuteInSession>(m::execute_in_session::Variables {
+        .admin_op::<gql::ExecuteInSession>(gql::execute_in_session::Variables {
             session_id: session.clone(),
             mode: "query".into(),
             code: Some("print(1)".into()),
+            options: None,
         })
         .await["execute_in_session"]["run_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let task = app
-        .admin_op::<m::RescanImages>(m::rescan_images::Variables)
-        .await["rescan_images"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task =
+        app.admin_op::<gql::RescanImages>(Default::default()).await["rescan_images"]["task_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let victim = |k: Kind| -> String {
         match k {
             User => super_email.clone(),

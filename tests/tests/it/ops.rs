@@ -185,10 +185,13 @@ both_dbs!(backup_while_running_and_restore, |db| async move {
     let ak = me["keypair"]["access_key"].as_str().unwrap().to_string();
     let user: uuid::Uuid = me["user"]["uuid"].as_str().unwrap().parse().unwrap();
     let group: uuid::Uuid = me["groups"][0]["id"].as_str().unwrap().parse().unwrap();
-    app.op_ok::<gql::sessions::CreateVfolder>(
+    app.op_ok::<gql::CreateVfolder>(
         Some(&t),
-        gql::sessions::create_vfolder::Variables {
-            name: "kept".into(),
+        gql::create_vfolder::Variables {
+            props: gql::create_vfolder::CreateVFolderInput {
+                name: "kept".into(),
+                ..Default::default()
+            },
         },
     )
     .await;
@@ -410,8 +413,7 @@ both_dbs!(
 both_dbs!(shutdown_closes_streams_with_a_reason, |db| async move {
     let mut app = spawn_with(db, |c| c.shutdown_grace_secs = 2).await;
     let t = app.user("bye@x.org", "user", "default").await;
-    let mut ws =
-        subscribe_op::<gql::sessions::SessionStatusChanges>(&app, &t, Default::default()).await;
+    let mut ws = subscribe_op::<gql::SessionStatusChanges>(&app, &t, Default::default()).await;
     let sse = app.session_events(&t).await;
     assert_eq!(sse.status(), 200);
     let server = app.server.take().unwrap();

@@ -11,11 +11,11 @@ async fn modify_user(
     app: &TestApp,
     token: &str,
     email: &str,
-    props: gql::roles::modify_user::ModifyUserInput,
+    props: gql::modify_user::ModifyUserInput,
 ) -> serde_json::Value {
-    app.op::<gql::roles::ModifyUser>(
+    app.op::<gql::ModifyUser>(
         Some(token),
-        gql::roles::modify_user::Variables {
+        gql::modify_user::Variables {
             email: email.into(),
             props,
         },
@@ -35,8 +35,8 @@ async fn user_by_email(app: &TestApp, token: &str, email: &str) -> serde_json::V
 }
 
 /// The preset every non-superadmin is refused.
-fn preset_props() -> gql::roles::create_resource_preset::CreateResourcePresetInput {
-    gql::roles::create_resource_preset::CreateResourcePresetInput {
+fn preset_props() -> gql::create_preset::CreateResourcePresetInput {
+    gql::create_preset::CreateResourcePresetInput {
         resource_slots: json!("{\"cpu\":\"1\",\"mem\":\"1g\"}"),
         ..Default::default()
     }
@@ -81,20 +81,19 @@ both_dbs!(users_see_only_their_own_things, |db| async move {
 
     // Administrators' reads: each refused.
     for body in [
-        app.op::<gql::roles::Users>(Some(&alice), Default::default())
-            .await,
-        app.op::<gql::roles::UserList>(
+        app.op::<gql::Users>(Some(&alice), Default::default()).await,
+        app.op::<gql::UserList>(
             Some(&alice),
-            gql::roles::user_list::Variables {
+            gql::user_list::Variables {
                 limit: 10,
                 offset: 0,
                 ..Default::default()
             },
         )
         .await,
-        app.op::<gql::roles::ContainerRegistries>(Some(&alice), Default::default())
+        app.op::<gql::ContainerRegistries>(Some(&alice), Default::default())
             .await,
-        app.op::<gql::roles::SystemSettings>(Some(&alice), Default::default())
+        app.op::<gql::SystemSettings>(Some(&alice), Default::default())
             .await,
     ] {
         assert_code(&body, "FORBIDDEN");
@@ -115,9 +114,9 @@ both_dbs!(users_see_only_their_own_things, |db| async move {
             },
         )
         .await,
-        app.op::<gql::roles::CreateResourcePreset>(
+        app.op::<gql::CreatePreset>(
             Some(&alice),
-            gql::roles::create_resource_preset::Variables {
+            gql::create_preset::Variables {
                 name: "p".into(),
                 props: preset_props(),
             },
@@ -132,17 +131,17 @@ both_dbs!(users_see_only_their_own_things, |db| async move {
             &app,
             &alice,
             "bob@x.org",
-            gql::roles::modify_user::ModifyUserInput {
+            gql::modify_user::ModifyUserInput {
                 full_name: Some("x".into()),
                 ..Default::default()
             },
         )
         .await,
-        app.op::<gql::roles::CreateScalingGroup>(
+        app.op::<gql::CreateScalingGroup>(
             Some(&alice),
-            gql::roles::create_scaling_group::Variables {
+            gql::create_scaling_group::Variables {
                 name: "sg".into(),
-                props: gql::roles::create_scaling_group::ScalingGroupInput {
+                props: gql::create_scaling_group::ScalingGroupInput {
                     driver: "static".into(),
                     scheduler: "fifo".into(),
                     ..Default::default()
@@ -155,11 +154,11 @@ both_dbs!(users_see_only_their_own_things, |db| async move {
     }
     // Users read presets and the resource groups allowed to them.
     let presets = app
-        .op_ok::<gql::roles::ResourcePresets>(Some(&alice), Default::default())
+        .op_ok::<gql::ResourcePresets>(Some(&alice), Default::default())
         .await;
     assert_eq!(presets["resource_presets"].as_array().unwrap().len(), 6);
     let sgs = app
-        .op_ok::<gql::roles::ScalingGroups>(Some(&alice), Default::default())
+        .op_ok::<gql::ScalingGroups>(Some(&alice), Default::default())
         .await;
     assert_eq!(sgs["scaling_groups"], json!([{"name": "default"}]));
     let groups = app
@@ -167,9 +166,9 @@ both_dbs!(users_see_only_their_own_things, |db| async move {
         .await;
     assert_eq!(groups["groups"], json!([{"name": "default"}]));
     assert_code(
-        &app.op::<gql::roles::DomainName>(
+        &app.op::<gql::DomainName>(
             Some(&alice),
-            gql::roles::domain_name::Variables {
+            gql::domain_name::Variables {
                 name: Some("other".into()),
             },
         )
@@ -199,12 +198,13 @@ both_dbs!(
         assert_eq!(emails.len(), 2, "{users}");
         assert!(emails.contains(&"worker@lab.org") && emails.contains(&"boss@lab.org"));
         let list = app
-            .op_ok::<gql::roles::UserList>(
+            .op_ok::<gql::UserList>(
                 Some(&lab_admin),
-                gql::roles::user_list::Variables {
+                gql::user_list::Variables {
                     limit: 10,
                     offset: 0,
                     order: Some("-email".into()),
+                    ..Default::default()
                 },
             )
             .await;
@@ -215,7 +215,7 @@ both_dbs!(
             &user_by_email(&app, &lab_admin, "outsider@x.org").await,
             "NOT_FOUND",
         );
-        let full_name = |name: &str| gql::roles::modify_user::ModifyUserInput {
+        let full_name = |name: &str| gql::modify_user::ModifyUserInput {
             full_name: Some(name.into()),
             ..Default::default()
         };
@@ -241,7 +241,7 @@ both_dbs!(
                 &app,
                 &lab_admin,
                 "worker@lab.org",
-                gql::roles::modify_user::ModifyUserInput {
+                gql::modify_user::ModifyUserInput {
                     role: Some("superadmin".into()),
                     ..Default::default()
                 },
@@ -254,7 +254,7 @@ both_dbs!(
                 &app,
                 &lab_admin,
                 "worker@lab.org",
-                gql::roles::modify_user::ModifyUserInput {
+                gql::modify_user::ModifyUserInput {
                     is_active: Some(false),
                     ..Default::default()
                 },
@@ -263,17 +263,17 @@ both_dbs!(
             "FORBIDDEN",
         );
         // Groups: create in own domain, not in another.
-        let create_group = |domain: &str| gql::roles::create_group::Variables {
+        let create_group = |domain: &str| gql::create_group::Variables {
             name: "team".into(),
-            props: gql::roles::create_group::GroupInput {
+            props: gql::create_group::GroupInput {
                 domain_name: domain.into(),
                 ..Default::default()
             },
         };
-        app.op_ok::<gql::roles::CreateGroup>(Some(&lab_admin), create_group("lab"))
+        app.op_ok::<gql::CreateGroup>(Some(&lab_admin), create_group("lab"))
             .await;
         assert_code(
-            &app.op::<gql::roles::CreateGroup>(Some(&lab_admin), create_group("default"))
+            &app.op::<gql::CreateGroup>(Some(&lab_admin), create_group("default"))
                 .await,
             "NOT_FOUND",
         );
@@ -301,14 +301,14 @@ both_dbs!(
             }
         }
         assert_code(
-            &app.op::<gql::roles::ContainerRegistries>(Some(&lab_admin), Default::default())
+            &app.op::<gql::ContainerRegistries>(Some(&lab_admin), Default::default())
                 .await,
             "FORBIDDEN",
         );
         assert_code(
-            &app.op::<gql::roles::CreateResourcePreset>(
+            &app.op::<gql::CreatePreset>(
                 Some(&lab_admin),
-                gql::roles::create_resource_preset::Variables {
+                gql::create_preset::Variables {
                     name: "p".into(),
                     props: preset_props(),
                 },

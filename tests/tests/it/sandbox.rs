@@ -10,11 +10,13 @@ use crate::support::*;
 
 /// Starts `code` (Python) in the session; returns the run id at once.
 async fn start_py(app: &TestApp, token: &str, session: &str, code: &str) -> String {
-    app.op_ok::<gql::sandbox::ExecuteInSession>(
+    app.op_ok::<gql::ExecuteInSession>(
         Some(token),
-        gql::sandbox::execute_in_session::Variables {
+        gql::execute_in_session::Variables {
             session_id: session.into(),
+            mode: "query".into(),
             code: Some(code.into()),
+            options: None,
         },
     )
     .await["execute_in_session"]["run_id"]
@@ -27,9 +29,9 @@ async fn start_py(app: &TestApp, token: &str, session: &str, code: &str) -> Stri
 async fn finish(app: &TestApp, token: &str, run: &str) -> String {
     eventually(&format!("run {run} to finish"), WAIT, || async {
         let e = app
-            .op_ok::<gql::sandbox::Execution>(
+            .op_ok::<gql::Execution>(
                 Some(token),
-                gql::sandbox::execution::Variables { run_id: run.into() },
+                gql::execution::Variables { run_id: run.into() },
             )
             .await;
         (e["execution"]["status"] == "finished").then(|| {
@@ -46,10 +48,10 @@ async fn finish(app: &TestApp, token: &str, run: &str) -> String {
 
 /// A folder of the caller's called `name`; returns its id.
 async fn create_folder(app: &TestApp, token: &str, name: &str) -> String {
-    app.op_ok::<gql::storage::CreateVfolder>(
+    app.op_ok::<gql::CreateVfolder>(
         Some(token),
-        gql::storage::create_vfolder::Variables {
-            props: gql::storage::create_vfolder::CreateVFolderInput {
+        gql::create_vfolder::Variables {
+            props: gql::create_vfolder::CreateVFolderInput {
                 name: name.into(),
                 ..Default::default()
             },
@@ -249,9 +251,9 @@ both_dbs!(
                 "listed the canary: {listed}"
             );
             let _ = app
-                .op::<gql::storage::CreateVfolderDirectory>(
+                .op::<gql::CreateVfolderDirectory>(
                     Some(&t),
-                    gql::storage::create_vfolder_directory::Variables {
+                    gql::create_vfolder_directory::Variables {
                         id: folder.clone(),
                         path: format!("d/sub/m{i}"),
                         parents: None,
@@ -266,9 +268,9 @@ both_dbs!(
                 .send()
                 .await;
             let _ = app
-                .op::<gql::storage::RenameVfolderFile>(
+                .op::<gql::RenameVfolderFile>(
                     Some(&t),
-                    gql::storage::rename_vfolder_file::Variables {
+                    gql::rename_vfolder_file::Variables {
                         id: folder.clone(),
                         path: format!("d/u{i}"),
                         new_name: format!("r{i}"),
@@ -277,9 +279,9 @@ both_dbs!(
                 .await;
             for path in [format!("d/r{i}"), "d/sub".into()] {
                 let _ = app
-                    .op::<gql::storage::DeleteVfolderFiles>(
+                    .op::<gql::DeleteVfolderFiles>(
                         Some(&t),
-                        gql::storage::delete_vfolder_files::Variables {
+                        gql::delete_vfolder_files::Variables {
                             id: folder.clone(),
                             paths: vec![path],
                             recursive: Some(true),
@@ -306,11 +308,13 @@ both_dbs!(
         let session = session_ids(&created)[0].clone();
         wait_status(&app, &t, &session, &["RUNNING"]).await;
         let started = app
-            .op_ok::<gql::sandbox::StartService>(
+            .op_ok::<gql::StartService>(
                 Some(&t),
-                gql::sandbox::start_service::Variables {
+                gql::start_service::Variables {
                     session_id: session.clone(),
                     app: "jupyter".into(),
+                    open_to_public: false,
+                    preferred_port: None,
                 },
             )
             .await;
@@ -504,11 +508,13 @@ both_dbs!(
         );
         // The app proxy still reaches Alice's own ports.
         let started = app
-            .op_ok::<gql::sandbox::StartService>(
+            .op_ok::<gql::StartService>(
                 Some(&a),
-                gql::sandbox::start_service::Variables {
+                gql::start_service::Variables {
                     session_id: sa.clone(),
                     app: "jupyter".into(),
+                    open_to_public: false,
+                    preferred_port: None,
                 },
             )
             .await;
@@ -561,10 +567,7 @@ both_dbs!(
         let id = session_ids(&noisy)[0].clone();
         wait_status(&app, &t, &id, &["TERMINATED"]).await;
         let logs = app
-            .op_ok::<gql::sandbox::SessionLogs>(
-                Some(&t),
-                gql::sandbox::session_logs::Variables { id: id.clone() },
-            )
+            .op_ok::<gql::SessionLogs>(Some(&t), gql::session_logs::Variables { id: id.clone() })
             .await["session_logs"]
             .as_str()
             .unwrap()

@@ -14,7 +14,7 @@ both_dbs!(interactive_session_lifecycle, |db| async move {
     let app = spawn(db).await;
     let user = app.user("researcher@x.org", "user", "default").await;
     let mut events =
-        subscribe_op::<gql::sessions::SessionStatusChanges>(&app, &user, Default::default()).await;
+        subscribe_op::<gql::SessionStatusChanges>(&app, &user, Default::default()).await;
     let body = create_session(&app, &user, json!({"image": PYTHON, "name": "my-notebook", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}", "shmem": "128m", "environ": "{\"MY_VAR\": \"hi\"}"})).await;
     let id = session_ids(&body)[0].clone();
     // PENDING → … → RUNNING arrives live.
@@ -110,9 +110,9 @@ both_dbs!(interactive_session_lifecycle, |db| async move {
         "NOT_FOUND",
     );
     let theirs = app
-        .op_ok::<gql::sessions::SessionList>(
+        .op_ok::<gql::SessionList>(
             Some(&other),
-            gql::sessions::session_list::Variables {
+            gql::session_list::Variables {
                 limit: 10,
                 ..Default::default()
             },
@@ -145,9 +145,9 @@ both_dbs!(interactive_session_lifecycle, |db| async move {
         "scratch /home/work removed with the session"
     );
     let finished = app
-        .op_ok::<gql::sessions::SessionList>(
+        .op_ok::<gql::SessionList>(
             Some(&user),
-            gql::sessions::session_list::Variables {
+            gql::session_list::Variables {
                 limit: 10,
                 status: Some("TERMINATED,CANCELLED".into()),
                 ..Default::default()
@@ -213,9 +213,9 @@ both_dbs!(batch_sessions_report_limits_and_results, |db| async move {
         json!({"kernel": {"exit_code": 0}})
     );
     let logs = app
-        .op_ok::<gql::sessions::SessionLogs>(
+        .op_ok::<gql::SessionLogs>(
             Some(&user),
-            gql::sessions::session_logs::Variables { id: ok_id.clone() },
+            gql::session_logs::Variables { id: ok_id.clone() },
         )
         .await;
     let lines: Vec<&str> = logs["session_logs"].as_str().unwrap().lines().collect();
@@ -228,9 +228,9 @@ both_dbs!(batch_sessions_report_limits_and_results, |db| async move {
     assert_eq!(f["result"], "failure");
     assert_eq!(f["containers"][0]["exit_code"], 3);
     let flogs = app
-        .op_ok::<gql::sessions::SessionLogs>(
+        .op_ok::<gql::SessionLogs>(
             Some(&user),
-            gql::sessions::session_logs::Variables {
+            gql::session_logs::Variables {
                 id: fail_id.clone(),
             },
         )
@@ -268,9 +268,9 @@ both_dbs!(
         let count = |token: String, status: &'static str| {
             let app = &app;
             async move {
-                app.op_ok::<gql::sessions::SessionList>(
+                app.op_ok::<gql::SessionList>(
                     Some(&token),
-                    gql::sessions::session_list::Variables {
+                    gql::session_list::Variables {
                         limit: 5,
                         status: Some(status.into()),
                         ..Default::default()
@@ -292,7 +292,7 @@ both_dbs!(
         assert_eq!(count(alice.clone(), live).await, 1);
         assert_eq!(count(bob.clone(), live).await, 0);
         let named = app
-            .admin_op::<gql::sessions::SessionList>(gql::sessions::session_list::Variables {
+            .admin_op::<gql::SessionList>(gql::session_list::Variables {
                 limit: 5,
                 filter: Some("name == \"counted\"".into()),
                 ..Default::default()
@@ -411,7 +411,7 @@ both_dbs!(pending_sessions_say_why, |db| async move {
 
     // What is left, and which presets fit (2 CPUs on this agent: `large` does not).
     let usage = app
-        .op_ok::<gql::sessions::ResourceUsage>(Some(&user), Default::default())
+        .op_ok::<gql::ResourceUsage>(Some(&user), Default::default())
         .await;
     let u = &usage["resource_usage"];
     assert_eq!(u["concurrency_limit"], 1);
@@ -520,10 +520,7 @@ both_dbs!(session_requests_are_validated, |db| async move {
         .chain(session_ids(&first))
         .collect();
     let res = app
-        .op_ok::<gql::sessions::DestroySessions>(
-            Some(&user),
-            gql::sessions::destroy_sessions::Variables { ids },
-        )
+        .op_ok::<gql::DestroySessions>(Some(&user), gql::destroy_sessions::Variables { ids })
         .await;
     assert!(
         res["destroy_sessions"]
@@ -553,9 +550,9 @@ both_dbs!(parallel_creates_never_overcommit, |db| async move {
     // while the queue drains: the sleep spaces the samples over time, it waits for nothing.
     for _ in 0..30 {
         let list = app
-            .op_ok::<gql::sessions::SessionList>(
+            .op_ok::<gql::SessionList>(
                 Some(&user),
-                gql::sessions::session_list::Variables {
+                gql::session_list::Variables {
                     limit: 100,
                     status: Some("SCHEDULED,PREPARING,RUNNING,TERMINATING".into()),
                     ..Default::default()
@@ -581,10 +578,7 @@ both_dbs!(parallel_creates_never_overcommit, |db| async move {
         "{agents}"
     );
     let res = app
-        .op_ok::<gql::sessions::DestroySessions>(
-            Some(&user),
-            gql::sessions::destroy_sessions::Variables { ids },
-        )
+        .op_ok::<gql::DestroySessions>(Some(&user), gql::destroy_sessions::Variables { ids })
         .await;
     assert!(
         res["destroy_sessions"]
@@ -691,7 +685,7 @@ both_dbs!(agents_are_listed_for_superadmins, |db| async move {
         "FORBIDDEN",
     );
     let images = app
-        .op_ok::<gql::sessions::Images>(Some(&user), Default::default())
+        .op_ok::<gql::Images>(Some(&user), Default::default())
         .await;
     let names: Vec<&str> = images["images"]
         .as_array()
@@ -703,9 +697,7 @@ both_dbs!(agents_are_listed_for_superadmins, |db| async move {
         names.contains(&PYTHON) && names.contains(&"bai.local/stable/cpp:12-debian12"),
         "{names:?}"
     );
-    let rescan = app
-        .admin_op::<gql::sessions::RescanImages>(Default::default())
-        .await;
+    let rescan = app.admin_op::<gql::RescanImages>(Default::default()).await;
     assert_eq!(rescan["rescan_images"]["ok"], true);
 });
 
@@ -761,10 +753,10 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
     ]);
     // session_stats polls the engine (it does not listen on the event bus): the first
     // sample is what it is waited for by.
-    let mut stats = subscribe_op_sent::<gql::sessions::SessionStats>(
+    let mut stats = subscribe_op_sent::<gql::SessionStats>(
         &app,
         &user,
-        gql::sessions::session_stats::Variables {
+        gql::session_stats::Variables {
             session_id: id.clone(),
             interval_secs: Some(1),
         },
@@ -861,9 +853,9 @@ async fn execute(
     code: Option<&str>,
     options: Option<Value>,
 ) -> Value {
-    app.op::<gql::sessions::ExecuteInSession>(
+    app.op::<gql::ExecuteInSession>(
         Some(token),
-        gql::sessions::execute_in_session::Variables {
+        gql::execute_in_session::Variables {
             session_id: session.into(),
             mode: mode.into(),
             code: code.map(str::to_string),
@@ -897,10 +889,10 @@ async fn run_to_end(
         .to_string();
     // Follow it live; chunks produced before the subscription are replayed first (so nothing
     // is waited for before reading).
-    let mut ws = subscribe_op_sent::<gql::sessions::ExecutionOutput>(
+    let mut ws = subscribe_op_sent::<gql::ExecutionOutput>(
         app,
         token,
-        gql::sessions::execution_output::Variables { run_id: run },
+        gql::execution_output::Variables { run_id: run },
     )
     .await;
     let (mut out, mut err, mut seqs) = (String::new(), String::new(), Vec::new());
@@ -1005,9 +997,9 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
         .as_str()
         .unwrap_or_else(|| panic!("{started}"))
         .to_string();
-    app.op_ok::<gql::sessions::SendExecutionInput>(
+    app.op_ok::<gql::SendExecutionInput>(
         Some(&user),
-        gql::sessions::send_execution_input::Variables {
+        gql::send_execution_input::Variables {
             run_id: run.clone(),
             input: "bai\n".into(),
         },
@@ -1015,9 +1007,9 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
     .await;
     let done = eventually("the execution to finish", WAIT, || async {
         let e = app
-            .op_ok::<gql::sessions::Execution>(
+            .op_ok::<gql::Execution>(
                 Some(&user),
-                gql::sessions::execution::Variables {
+                gql::execution::Variables {
                     run_id: run.clone(),
                 },
             )
@@ -1034,11 +1026,8 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
     // Others see nothing of it.
     let other = app.user("peeker@x.org", "user", "default").await;
     assert_code(
-        &app.op::<gql::sessions::Execution>(
-            Some(&other),
-            gql::sessions::execution::Variables { run_id: run },
-        )
-        .await,
+        &app.op::<gql::Execution>(Some(&other), gql::execution::Variables { run_id: run })
+            .await,
         "NOT_FOUND",
     );
     assert_code(
@@ -1260,15 +1249,14 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         apps["compute_session"]["apps"],
         json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "sshd", "protocol": "tcp", "container_port": 2200}, {"name": "terminal", "protocol": "pty", "container_port": null}])
     );
-    let service =
-        |app_name: &str, public: bool, port: Option<u16>| gql::sessions::start_service::Variables {
-            session_id: id.clone(),
-            app: app_name.into(),
-            open_to_public: public,
-            preferred_port: port.map(i64::from),
-        };
+    let service = |app_name: &str, public: bool, port: Option<u16>| gql::start_service::Variables {
+        session_id: id.clone(),
+        app: app_name.into(),
+        open_to_public: public,
+        preferred_port: port.map(i64::from),
+    };
     assert_code(
-        &app.op::<gql::sessions::StartService>(Some(&user), service("vscode", false, None))
+        &app.op::<gql::StartService>(Some(&user), service("vscode", false, None))
             .await,
         "NOT_FOUND",
     );
@@ -1276,7 +1264,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     // app runs on a pool port of its own (its own origin).
     let busy = std::net::TcpListener::bind(("127.0.0.1", pool)).ok();
     let started = app
-        .op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", false, Some(pool)))
+        .op_ok::<gql::StartService>(Some(&user), service("jupyter", false, Some(pool)))
         .await;
     let port = started["start_service"]["port"].as_u64().unwrap() as u16;
     assert!(
@@ -1312,7 +1300,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     );
     assert!(moved.text().await.unwrap().is_empty());
     let again = app
-        .op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", false, None))
+        .op_ok::<gql::StartService>(Some(&user), service("jupyter", false, None))
         .await;
     assert_eq!(
         again["start_service"]["token"],
@@ -1473,7 +1461,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
 
     // "Open app to public": on its port, anyone with the URL may use it.
     let public = app
-        .op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", true, Some(pool)))
+        .op_ok::<gql::StartService>(Some(&user), service("jupyter", true, Some(pool)))
         .await;
     assert_eq!(
         public["start_service"]["port"], port,
@@ -1502,7 +1490,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         format!("/apps/{id}/jupyter/")
     );
     // Not public any more: strangers are out again, on the same port.
-    app.op_ok::<gql::sessions::StartService>(Some(&user), service("jupyter", false, None))
+    app.op_ok::<gql::StartService>(Some(&user), service("jupyter", false, None))
         .await;
     let closed = app
         .http
@@ -1515,7 +1503,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .unwrap();
     assert_eq!(closed.status(), 404);
     assert_code(
-        &app.op::<gql::sessions::StartService>(Some(&other), service("jupyter", false, None))
+        &app.op::<gql::StartService>(Some(&other), service("jupyter", false, None))
             .await,
         "NOT_FOUND",
     );
@@ -1571,10 +1559,13 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
         .unwrap();
     assert!(made.success());
     let folder = app
-        .op_ok::<gql::sessions::CreateVfolder>(
+        .op_ok::<gql::CreateVfolder>(
             Some(&user),
-            gql::sessions::create_vfolder::Variables {
-                name: ".ssh".into(),
+            gql::create_vfolder::Variables {
+                props: gql::create_vfolder::CreateVFolderInput {
+                    name: ".ssh".into(),
+                    ..Default::default()
+                },
             },
         )
         .await;
@@ -1599,9 +1590,9 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
     wait_status(&app, &user, &id, &["RUNNING"]).await;
     // "Try preferred port" with a free port of the pool: that very port.
     let started = app
-        .op_ok::<gql::sessions::StartService>(
+        .op_ok::<gql::StartService>(
             Some(&user),
-            gql::sessions::start_service::Variables {
+            gql::start_service::Variables {
                 session_id: id.clone(),
                 app: "sshd".into(),
                 open_to_public: false,
@@ -1613,9 +1604,9 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
     assert_eq!(started["start_service"]["port"], pool + 3);
     let port = pool + 3;
     let key = app
-        .op_ok::<gql::sessions::SshPrivateKey>(
+        .op_ok::<gql::SessionSshPrivateKey>(
             Some(&user),
-            gql::sessions::ssh_private_key::Variables {
+            gql::session_ssh_private_key::Variables {
                 session_id: id.clone(),
             },
         )
@@ -1686,9 +1677,9 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
     // Nobody else gets the key.
     let other = app.user("nokey@x.org", "user", "default").await;
     assert_code(
-        &app.op::<gql::sessions::SshPrivateKey>(
+        &app.op::<gql::SessionSshPrivateKey>(
             Some(&other),
-            gql::sessions::ssh_private_key::Variables {
+            gql::session_ssh_private_key::Variables {
                 session_id: id.clone(),
             },
         )

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::both_dbs;
 use crate::gql;
-use crate::gql::storage::create_vfolder::CreateVFolderInput;
+use crate::gql::create_vfolder::CreateVFolderInput;
 use crate::support::*;
 
 /// A folder called `name`, the defaults for the rest.
@@ -17,11 +17,8 @@ fn named(name: &str) -> CreateVFolderInput {
 }
 
 async fn create_folder(app: &TestApp, token: &str, props: CreateVFolderInput) -> Value {
-    app.op::<gql::storage::CreateVfolder>(
-        Some(token),
-        gql::storage::create_vfolder::Variables { props },
-    )
-    .await
+    app.op::<gql::CreateVfolder>(Some(token), gql::create_vfolder::Variables { props })
+        .await
 }
 
 fn folder_id(body: &Value) -> String {
@@ -42,8 +39,7 @@ fn assert_ok(body: &Value) {
 
 /// The id of the first group (project) the superadmin sees: `default`.
 async fn default_group(app: &TestApp) -> String {
-    app.admin_op::<gql::storage::Groups>(Default::default())
-        .await["groups"][0]["id"]
+    app.admin_op::<gql::Groups>(Default::default()).await["groups"][0]["id"]
         .as_str()
         .unwrap()
         .to_string()
@@ -105,9 +101,9 @@ both_dbs!(
 
         // Explorer: mkdir, list, rename, delete.
         let mkdir = |path: &str, parents: Option<bool>| {
-            app.op::<gql::storage::CreateVfolderDirectory>(
+            app.op::<gql::CreateVfolderDirectory>(
                 Some(&user),
-                gql::storage::create_vfolder_directory::Variables {
+                gql::create_vfolder_directory::Variables {
                     id: id.clone(),
                     path: path.into(),
                     parents,
@@ -146,9 +142,9 @@ both_dbs!(
         assert_eq!(raw["vfolder_files"][0]["name"], "sample.csv");
         assert_eq!(raw["vfolder_files"][0]["size"], 8);
         let rename_file = |path: &str, new_name: &str| {
-            app.op::<gql::storage::RenameVfolderFile>(
+            app.op::<gql::RenameVfolderFile>(
                 Some(&user),
-                gql::storage::rename_vfolder_file::Variables {
+                gql::rename_vfolder_file::Variables {
                     id: id.clone(),
                     path: path.into(),
                     new_name: new_name.into(),
@@ -170,9 +166,9 @@ both_dbs!(
             .await;
         assert_eq!(usage["vfolder"], json!({"cur_size": 8, "num_files": 1}));
         let delete_files = |recursive: Option<bool>| {
-            app.op::<gql::storage::DeleteVfolderFiles>(
+            app.op::<gql::DeleteVfolderFiles>(
                 Some(&user),
-                gql::storage::delete_vfolder_files::Variables {
+                gql::delete_vfolder_files::Variables {
                     id: id.clone(),
                     paths: vec!["data".into()],
                     recursive,
@@ -185,18 +181,18 @@ both_dbs!(
         assert!(!root.join("data").exists());
 
         // Rename, then delete only with the right name typed.
-        app.op_ok::<gql::storage::RenameVfolder>(
+        app.op_ok::<gql::RenameVfolder>(
             Some(&user),
-            gql::storage::rename_vfolder::Variables {
+            gql::rename_vfolder::Variables {
                 id: id.clone(),
                 new_name: "user2-data".into(),
             },
         )
         .await;
         let delete = |confirm_name: &str| {
-            app.op::<gql::storage::DeleteVfolder>(
+            app.op::<gql::DeleteVfolder>(
                 Some(&user),
-                gql::storage::delete_vfolder::Variables {
+                gql::delete_vfolder::Variables {
                     id: id.clone(),
                     confirm_name: confirm_name.into(),
                 },
@@ -209,11 +205,8 @@ both_dbs!(
         assert_ok(&right);
         assert!(!root.exists());
         assert_code(
-            &app.op::<gql::storage::Vfolder>(
-                Some(&user),
-                gql::storage::vfolder::Variables { id: id.clone() },
-            )
-            .await,
+            &app.op::<gql::Vfolder>(Some(&user), gql::vfolder::Variables { id: id.clone() })
+                .await,
             "NOT_FOUND",
         );
         let list = app
@@ -233,7 +226,7 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
     let id = folder_id(&create_folder(&app, &owner, named("private")).await);
     let s = Some(stranger.as_str());
     for body in [
-        app.op::<gql::storage::Vfolder>(s, gql::storage::vfolder::Variables { id: id.clone() })
+        app.op::<gql::Vfolder>(s, gql::vfolder::Variables { id: id.clone() })
             .await,
         app.op::<gql::storage::VfolderFileNames>(
             s,
@@ -243,26 +236,26 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
             },
         )
         .await,
-        app.op::<gql::storage::CreateVfolderDirectory>(
+        app.op::<gql::CreateVfolderDirectory>(
             s,
-            gql::storage::create_vfolder_directory::Variables {
+            gql::create_vfolder_directory::Variables {
                 id: id.clone(),
                 path: "x".into(),
                 parents: None,
             },
         )
         .await,
-        app.op::<gql::storage::DeleteVfolder>(
+        app.op::<gql::DeleteVfolder>(
             s,
-            gql::storage::delete_vfolder::Variables {
+            gql::delete_vfolder::Variables {
                 id: id.clone(),
                 confirm_name: "private".into(),
             },
         )
         .await,
-        app.op::<gql::storage::RenameVfolder>(
+        app.op::<gql::RenameVfolder>(
             s,
-            gql::storage::rename_vfolder::Variables {
+            gql::rename_vfolder::Variables {
                 id: id.clone(),
                 new_name: "mine".into(),
             },
@@ -290,19 +283,16 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
     );
     let team = folder_id(&create_folder(&app, &app.admin_token, team_folder(Some("ro"))).await);
     let seen = app
-        .op_ok::<gql::storage::Vfolder>(
-            Some(&owner),
-            gql::storage::vfolder::Variables { id: team.clone() },
-        )
+        .op_ok::<gql::Vfolder>(Some(&owner), gql::vfolder::Variables { id: team.clone() })
         .await;
     assert_eq!(
         seen["vfolder"],
         json!({"name": "team-data", "ownership_type": "group", "group_name": "default", "my_permission": "ro", "is_owner": false})
     );
     assert_code(
-        &app.op::<gql::storage::CreateVfolderDirectory>(
+        &app.op::<gql::CreateVfolderDirectory>(
             Some(&owner),
-            gql::storage::create_vfolder_directory::Variables {
+            gql::create_vfolder_directory::Variables {
                 id: team.clone(),
                 path: "x".into(),
                 parents: None,
@@ -312,9 +302,9 @@ both_dbs!(folders_are_isolated_and_limited, |db| async move {
         "FORBIDDEN",
     );
     assert_code(
-        &app.op::<gql::storage::DeleteVfolder>(
+        &app.op::<gql::DeleteVfolder>(
             Some(&owner),
-            gql::storage::delete_vfolder::Variables {
+            gql::delete_vfolder::Variables {
                 id: team.clone(),
                 confirm_name: "team-data".into(),
             },
@@ -408,9 +398,9 @@ both_dbs!(hostile_paths_never_escape, |db| async move {
                 .await
             }
             1 => {
-                app.op::<gql::storage::CreateVfolderDirectory>(
+                app.op::<gql::CreateVfolderDirectory>(
                     t,
-                    gql::storage::create_vfolder_directory::Variables {
+                    gql::create_vfolder_directory::Variables {
                         id,
                         path: p,
                         parents: Some(true),
@@ -419,9 +409,9 @@ both_dbs!(hostile_paths_never_escape, |db| async move {
                 .await
             }
             2 => {
-                app.op::<gql::storage::RenameVfolderFile>(
+                app.op::<gql::RenameVfolderFile>(
                     t,
-                    gql::storage::rename_vfolder_file::Variables {
+                    gql::rename_vfolder_file::Variables {
                         id,
                         path: p,
                         new_name: "moved".into(),
@@ -430,9 +420,9 @@ both_dbs!(hostile_paths_never_escape, |db| async move {
                 .await
             }
             _ => {
-                app.op::<gql::storage::DeleteVfolderFiles>(
+                app.op::<gql::DeleteVfolderFiles>(
                     t,
-                    gql::storage::delete_vfolder_files::Variables {
+                    gql::delete_vfolder_files::Variables {
                         id,
                         paths: vec![p],
                         recursive: Some(true),
@@ -609,9 +599,9 @@ both_dbs!(
             "a read-only folder stays read-only inside the container"
         );
         let busy = app
-            .op::<gql::storage::DeleteVfolder>(
+            .op::<gql::DeleteVfolder>(
                 Some(&user),
-                gql::storage::delete_vfolder::Variables {
+                gql::delete_vfolder::Variables {
                     id: v.clone(),
                     confirm_name: "user2-vfolder".into(),
                 },
@@ -719,9 +709,9 @@ both_dbs!(folder_list_changes_are_live_and_private, |db| async move {
         next(&mut mine).await,
         json!({"name": "live-folder", "action": "created"})
     );
-    app.op_ok::<gql::storage::RenameVfolder>(
+    app.op_ok::<gql::RenameVfolder>(
         Some(&owner),
-        gql::storage::rename_vfolder::Variables {
+        gql::rename_vfolder::Variables {
             id: id.clone(),
             new_name: "renamed".into(),
         },
@@ -731,9 +721,9 @@ both_dbs!(folder_list_changes_are_live_and_private, |db| async move {
         next(&mut mine).await,
         json!({"name": "renamed", "action": "modified"})
     );
-    app.op_ok::<gql::storage::DeleteVfolder>(
+    app.op_ok::<gql::DeleteVfolder>(
         Some(&owner),
-        gql::storage::delete_vfolder::Variables {
+        gql::delete_vfolder::Variables {
             id: id.clone(),
             confirm_name: "renamed".into(),
         },

@@ -12,10 +12,7 @@ operation!(
     UpdatePasswordNoAuth,
     "graphql/auth/update_password_no_auth.graphql"
 );
-operation!(MyKeypair, "graphql/auth/my_keypair.graphql");
 operation!(KeypairUse, "graphql/auth/keypair_use.graphql");
-operation!(ModifyKeypair, "graphql/auth/modify_keypair.graphql");
-operation!(CreateKeypair, "graphql/auth/create_keypair.graphql");
 operation!(SshPublicKeys, "graphql/auth/ssh_public_keys.graphql");
 operation!(
     RefreshSshKeypair,

@@ -1,9 +1,11 @@
-//! The tests' GraphQL operations: one document each under `tests/graphql/<module>/`, read
-//! against the server's schema (`api/schema.graphql`) when the tests are compiled, as the
-//! console's are (`web/src/ops.rs`). A selected field, an input field, an input type or a
-//! variable type the schema lacks fails the build, and so does a variable the test does not
-//! set. Run them with `TestApp::op` / `op_ok` / `admin_op` (the answer as JSON, so a test can
-//! also assert what must be absent) or `subscribe_op`.
+//! The tests' GraphQL operations: one document per operation. The harness's and those several
+//! test modules share are under `tests/graphql/common/` (registered below: `gql::Name`), a
+//! module's own under `tests/graphql/<module>/` (`gql::<module>::Name`, which another module
+//! may borrow). They are read against the server's schema (`api/schema.graphql`) when the
+//! tests are compiled, as the console's are (`web/src/ops.rs`). A selected field, an input
+//! field, an input type or a variable type the schema lacks fails the build, and so does a
+//! variable the test does not set. Run them with `TestApp::op` / `op_ok` / `admin_op` (the
+//! answer as JSON, so a test can also assert what must be absent) or `subscribe_op`.
 //!
 //! Only requests that are wrong on purpose stay inline (`TestApp::gql` with a string): a
 //! syntax error, an unknown field, a depth or alias bomb — the schema refuses them, which is
@@ -67,16 +69,99 @@ operation!(SessionState, "graphql/common/session_state.graphql");
 operation!(CreateSession, "graphql/common/create_session.graphql");
 operation!(DestroySession, "graphql/common/destroy_session.graphql");
 
+// Used by more than one test module: one document each, selecting what all of them read
+// (a test reads fields out of the answer, so a field another test needs costs it nothing).
+operation!(AliasImage, "graphql/common/alias_image.graphql");
+operation!(BackgroundTask, "graphql/common/background_task.graphql");
+operation!(
+    BackgroundTaskEvents,
+    "graphql/common/background_task_events.graphql"
+);
+operation!(
+    ComputeSessionList,
+    "graphql/common/compute_session_list.graphql"
+);
+operation!(
+    ContainerRegistries,
+    "graphql/common/container_registries.graphql"
+);
+operation!(CreateGroup, "graphql/common/create_group.graphql");
+operation!(CreateKeypair, "graphql/common/create_keypair.graphql");
+operation!(CreatePreset, "graphql/common/create_preset.graphql");
+operation!(
+    CreateScalingGroup,
+    "graphql/common/create_scaling_group.graphql"
+);
+operation!(CreateVfolder, "graphql/common/create_vfolder.graphql");
+operation!(
+    CreateVfolderDirectory,
+    "graphql/common/create_vfolder_directory.graphql"
+);
+operation!(DeletePreset, "graphql/common/delete_preset.graphql");
+operation!(DeleteVfolder, "graphql/common/delete_vfolder.graphql");
+operation!(
+    DeleteVfolderFiles,
+    "graphql/common/delete_vfolder_files.graphql"
+);
+operation!(DestroySessions, "graphql/common/destroy_sessions.graphql");
+operation!(DomainName, "graphql/common/domain_name.graphql");
+operation!(
+    ExecuteInSession,
+    "graphql/common/execute_in_session.graphql"
+);
+operation!(Execution, "graphql/common/execution.graphql");
+operation!(ExecutionOutput, "graphql/common/execution_output.graphql");
+operation!(Groups, "graphql/common/groups.graphql");
+operation!(Image, "graphql/common/image.graphql");
+operation!(Images, "graphql/common/images.graphql");
+operation!(KeypairList, "graphql/common/keypair_list.graphql");
+operation!(Keypairs, "graphql/common/keypairs.graphql");
+operation!(ModifyDomain, "graphql/common/modify_domain.graphql");
+operation!(ModifyImage, "graphql/common/modify_image.graphql");
+operation!(ModifyKeypair, "graphql/common/modify_keypair.graphql");
+operation!(ModifyPolicy, "graphql/common/modify_policy.graphql");
+operation!(ModifyUser, "graphql/common/modify_user.graphql");
+operation!(MyKeypair, "graphql/common/my_keypair.graphql");
+operation!(RenameVfolder, "graphql/common/rename_vfolder.graphql");
+operation!(
+    RenameVfolderFile,
+    "graphql/common/rename_vfolder_file.graphql"
+);
+operation!(RescanImages, "graphql/common/rescan_images.graphql");
+operation!(ResourcePresets, "graphql/common/resource_presets.graphql");
+operation!(ResourceUsage, "graphql/common/resource_usage.graphql");
+operation!(ScalingGroups, "graphql/common/scaling_groups.graphql");
+operation!(
+    SendExecutionInput,
+    "graphql/common/send_execution_input.graphql"
+);
+operation!(SessionId, "graphql/common/session_id.graphql");
+operation!(SessionList, "graphql/common/session_list.graphql");
+operation!(SessionLogs, "graphql/common/session_logs.graphql");
+operation!(
+    SessionSshPrivateKey,
+    "graphql/common/session_ssh_private_key.graphql"
+);
+operation!(SessionStats, "graphql/common/session_stats.graphql");
+operation!(
+    SessionStatusChanges,
+    "graphql/common/session_status_changes.graphql"
+);
+operation!(StartService, "graphql/common/start_service.graphql");
+operation!(SystemSettings, "graphql/common/system_settings.graphql");
+operation!(UserChanges, "graphql/common/user_changes.graphql");
+operation!(UserList, "graphql/common/user_list.graphql");
+operation!(Users, "graphql/common/users.graphql");
+operation!(Vfolder, "graphql/common/vfolder.graphql");
+
 // One module of operations per test module.
 pub mod admin;
 pub mod auth;
-pub mod browser;
 pub mod hostile;
 pub mod live;
 pub mod matrix;
 pub mod ops;
 pub mod registry;
 pub mod roles;
-pub mod sandbox;
 pub mod sessions;
 pub mod storage;

@@ -1,7 +1,6 @@
-//! Operations of the `ops` and `cli` tests (documents in tests/graphql/ops/).
+//! Operations of the `ops` tests (documents in tests/graphql/ops/).
 use super::*;
 
 operation!(MyIds, "graphql/ops/my_ids.graphql");
-operation!(MyKeypair, "graphql/ops/my_keypair.graphql");
 operation!(RestoredView, "graphql/ops/restored_view.graphql");
 operation!(WhoAmI, "graphql/ops/who_am_i.graphql");

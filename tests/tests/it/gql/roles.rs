@@ -7,31 +7,11 @@ operation!(UserEmail, "graphql/roles/user_email.graphql");
 operation!(KeypairByKey, "graphql/roles/keypair_by_key.graphql");
 operation!(KeypairUserIds, "graphql/roles/keypair_user_ids.graphql");
 operation!(KeypairSecrets, "graphql/roles/keypair_secrets.graphql");
-operation!(Users, "graphql/roles/users.graphql");
 operation!(UsersWithDomain, "graphql/roles/users_with_domain.graphql");
 operation!(UsersAndDomains, "graphql/roles/users_and_domains.graphql");
-operation!(UserList, "graphql/roles/user_list.graphql");
-operation!(
-    ContainerRegistries,
-    "graphql/roles/container_registries.graphql"
-);
-operation!(SystemSettings, "graphql/roles/system_settings.graphql");
-operation!(
-    CreateResourcePreset,
-    "graphql/roles/create_resource_preset.graphql"
-);
-operation!(ModifyUser, "graphql/roles/modify_user.graphql");
 operation!(
     ModifyUserFullName,
     "graphql/roles/modify_user_full_name.graphql"
 );
-operation!(
-    CreateScalingGroup,
-    "graphql/roles/create_scaling_group.graphql"
-);
-operation!(ResourcePresets, "graphql/roles/resource_presets.graphql");
-operation!(ScalingGroups, "graphql/roles/scaling_groups.graphql");
 operation!(GroupsAndDomain, "graphql/roles/groups_and_domain.graphql");
 operation!(GroupsWithDomain, "graphql/roles/groups_with_domain.graphql");
-operation!(DomainName, "graphql/roles/domain_name.graphql");
-operation!(CreateGroup, "graphql/roles/create_group.graphql");
