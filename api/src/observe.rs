@@ -2,7 +2,9 @@
 //! every response and carried in problem+json and GraphQL errors, one access-log line per
 //! request, routing that tells the truth (404/405 as problem+json; the console only for
 //! browsers), and health endpoints.
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -22,14 +24,10 @@ pub struct Seen(Arc<Mutex<(Option<String>, Option<String>)>>);
 
 impl Seen {
     pub fn route(&self, route: &str) {
-        if let Ok(mut s) = self.0.lock() {
-            s.0 = Some(route.to_string());
-        }
+        self.0.lock().0 = Some(route.to_string());
     }
     pub fn who(&self, who: String) {
-        if let Ok(mut s) = self.0.lock() {
-            s.1 = Some(who);
-        }
+        self.0.lock().1 = Some(who);
     }
 }
 
@@ -82,7 +80,7 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
     }
     let status = resp.status().as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    let (route, who) = seen.0.lock().map(|s| s.clone()).unwrap_or_default();
+    let (route, who) = seen.0.lock().clone();
     let route = route.unwrap_or_else(|| "-".into());
     let who = who.unwrap_or_else(|| "-".into());
     let labels = [

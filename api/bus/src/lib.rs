@@ -57,7 +57,7 @@ impl dyn EventBus {
 /// The in-process bus: one broadcast channel for the whole stream and one per topic.
 pub struct LocalBus {
     tx: broadcast::Sender<Arc<Event>>,
-    topics: std::sync::Mutex<HashMap<Topic, broadcast::Sender<Arc<Event>>>>,
+    topics: parking_lot::Mutex<HashMap<Topic, broadcast::Sender<Arc<Event>>>>,
 }
 
 impl Default for LocalBus {
@@ -71,14 +71,7 @@ impl LocalBus {
         let (tx, _) = broadcast::channel(1024);
         Self {
             tx,
-            topics: std::sync::Mutex::default(),
-        }
-    }
-
-    fn topics(&self) -> std::sync::MutexGuard<'_, HashMap<Topic, broadcast::Sender<Arc<Event>>>> {
-        match self.topics.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
+            topics: parking_lot::Mutex::default(),
         }
     }
 }
@@ -96,7 +89,7 @@ impl EventBus for LocalBus {
             _ => Vec::new(),
         };
         if !topics.is_empty() {
-            let mut map = self.topics();
+            let mut map = self.topics.lock();
             for topic in topics {
                 if let Some(tx) = map.get(&topic) {
                     // A topic nobody listens to any more goes.
@@ -112,7 +105,7 @@ impl EventBus for LocalBus {
 
     fn stream_topic(&self, topic: Topic) -> EventStream {
         let rx = {
-            let mut map = self.topics();
+            let mut map = self.topics.lock();
             if map.len() > 10_000 {
                 map.retain(|_, tx| tx.receiver_count() > 0);
             }
@@ -126,7 +119,8 @@ impl EventBus for LocalBus {
     fn subscribers(&self) -> usize {
         self.tx.receiver_count()
             + self
-                .topics()
+                .topics
+                .lock()
                 .values()
                 .map(broadcast::Sender::receiver_count)
                 .sum::<usize>()

@@ -1,7 +1,7 @@
 //! Time as a handle: the services ask `state.clock.now()` instead of reading the system clock,
 //! so what depends on time (idle timeouts, lifetimes, retries, token expiry, signature skew)
 //! is tested by moving a [`ManualClock`] instead of sleeping.
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -29,10 +29,7 @@ impl ManualClock {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut DateTime<Utc>) -> T) -> T {
-        match self.0.lock() {
-            Ok(mut g) => f(&mut g),
-            Err(poisoned) => f(&mut poisoned.into_inner()),
-        }
+        f(&mut self.0.lock())
     }
 
     /// Moves the clock forward (or back, with a negative duration).

@@ -4,9 +4,9 @@
 //! with what code, that the next create fails, what a container logged.
 //!
 //! It runs no processes: `attach_exec` is refused, `spawn_detached` only records the command.
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Mutex;
 
 use bai_types::slots::ResourceSlots;
 use tokio::sync::watch;
@@ -69,10 +69,7 @@ impl MemoryEngine {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        let mut guard = match self.inner.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = self.inner.lock();
         let out = f(&mut guard);
         drop(guard);
         self.changes.send_modify(|n| *n += 1);

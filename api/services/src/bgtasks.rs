@@ -1,8 +1,8 @@
 //! Background tasks with progress (image rescans, later maintenance jobs), as Backend.AI's
 //! `task_id` + `bgtask_updated/done/failed` events. The latest state of each task is kept so
 //! a late subscriber still sees where it is.
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use uuid::Uuid;
 
@@ -22,11 +22,8 @@ impl BgTasks {
         self.lock().get(&id).cloned()
     }
 
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, TaskState>> {
-        match self.tasks.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<Uuid, TaskState>> {
+        self.tasks.lock()
     }
 }
 

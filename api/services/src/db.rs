@@ -494,19 +494,21 @@ pub async fn restore(config: &Config, backup: &std::path::Path, force: bool) -> 
 /// values, so callers with other visibility filters never share an entry.
 pub struct CountCache {
     generation: std::sync::atomic::AtomicU64,
-    ttl: Duration,
-    entries: std::sync::Mutex<std::collections::HashMap<String, (u64, std::time::Instant, u64)>>,
+    /// Count SQL → (generation it was counted under, rows).
+    entries: moka::sync::Cache<String, (u64, u64)>,
 }
 
-/// Distinct count queries kept at most (the whole map is dropped when it is full).
-const COUNT_CACHE_MAX: usize = 4096;
+/// Distinct count queries kept at most.
+const COUNT_CACHE_MAX: u64 = 4096;
 
 impl CountCache {
     pub fn new(ttl: Duration) -> Self {
         Self {
             generation: std::sync::atomic::AtomicU64::new(0),
-            ttl,
-            entries: std::sync::Mutex::new(std::collections::HashMap::new()),
+            entries: moka::sync::Cache::builder()
+                .max_capacity(COUNT_CACHE_MAX)
+                .time_to_live(ttl)
+                .build(),
         }
     }
 
@@ -514,16 +516,6 @@ impl CountCache {
     pub fn changed(&self) {
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    fn entries(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (u64, std::time::Instant, u64)>>
-    {
-        match self.entries.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
     }
 
     /// The number of rows `select` finds, from the cache when it is still good.
@@ -542,18 +534,13 @@ impl CountCache {
             .to_string();
         // Read before counting: a write that commits meanwhile makes this entry stale.
         let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
-        if let Some((g, at, n)) = self.entries().get(&key)
-            && *g == generation
-            && at.elapsed() < self.ttl
+        if let Some((g, n)) = self.entries.get(&key)
+            && g == generation
         {
-            return Ok(*n);
+            return Ok(n);
         }
         let n = select.count(db).await?;
-        let mut entries = self.entries();
-        if entries.len() >= COUNT_CACHE_MAX {
-            entries.clear();
-        }
-        entries.insert(key, (generation, std::time::Instant::now(), n));
+        self.entries.insert(key, (generation, n));
         Ok(n)
     }
 }

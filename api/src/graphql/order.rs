@@ -1,7 +1,9 @@
 //! Keeps each result object's keys in the order the query selected them. async-graphql
 //! resolves sibling fields concurrently and emits them as they finish; Backend.AI's client
 //! prints tables column by column in the order of the keys it gets back.
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery,
@@ -35,9 +37,7 @@ impl Extension for SelectionOrderExtension {
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
         let doc = next.run(ctx, query, variables).await?;
-        if let Ok(mut slot) = self.doc.lock() {
-            *slot = Some(doc.clone());
-        }
+        *self.doc.lock() = Some(doc.clone());
         Ok(doc)
     }
 
@@ -48,7 +48,7 @@ impl Extension for SelectionOrderExtension {
         next: NextExecute<'_>,
     ) -> Response {
         let mut resp = next.run(ctx, operation_name).await;
-        let doc = self.doc.lock().ok().and_then(|mut d| d.take());
+        let doc = self.doc.lock().take();
         if let Some(doc) = doc {
             let op = match &doc.operations {
                 DocumentOperations::Single(op) => Some(op),

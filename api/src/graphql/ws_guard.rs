@@ -3,8 +3,10 @@
 //! deactivation, demotion and password changes take effect at once; running subscriptions end
 //! when a revocation changes their caller's rights. Connections per owner are counted by
 //! `auth::ws::Connections`.
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest, NextSubscribe,
@@ -89,9 +91,7 @@ impl Extension for WsGuardExtension {
             let principal = middleware::reresolve(state, &conn.credential, true)
                 .await
                 .map_err(crate::graphql::server_error)?;
-            if let Ok(mut s) = self.started_as.lock() {
-                *s = identity(&principal);
-            }
+            *self.started_as.lock() = identity(&principal);
             request.data.insert(principal);
         }
         next.run(ctx, request).await
@@ -151,7 +151,7 @@ impl Extension for WsGuardExtension {
                     let now = state.revocations.current();
                     if now != checked {
                         checked = now;
-                        let before = started_as.lock().ok().and_then(|s| s.clone());
+                        let before = started_as.lock().clone();
                         let ok = match middleware::reresolve(&state, &credential, false).await {
                             Ok(p) => identity(&p) == before,
                             Err(e) => {

@@ -7,10 +7,8 @@
 //! after its change is committed, so no entry fetched before the change survives it. Entries
 //! also expire after [`TTL`]; misses are never cached (a guessed token cannot fill the cache),
 //! and each map holds at most [`MAX_ENTRIES`].
-use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use entity::{keypairs, login_sessions, users};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -19,44 +17,46 @@ use crate::error::ApiResult;
 use crate::state::AppState;
 
 pub const TTL: Duration = Duration::from_secs(5);
-pub const MAX_ENTRIES: usize = 20_000;
+pub const MAX_ENTRIES: u64 = 20_000;
 
+/// Rows with the revocation count they were read under, kept for [`TTL`] at most.
 struct Memo<K, V> {
-    map: Mutex<HashMap<K, (V, u64, Instant)>>,
+    map: moka::sync::Cache<K, (V, u64)>,
 }
 
-impl<K, V> Default for Memo<K, V> {
+impl<K, V> Default for Memo<K, V>
+where
+    K: Eq + Hash + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
     fn default() -> Self {
         Self {
-            map: Mutex::new(HashMap::new()),
+            map: moka::sync::Cache::builder()
+                .max_capacity(MAX_ENTRIES)
+                .time_to_live(TTL)
+                .build(),
         }
     }
 }
 
-impl<K: Eq + Hash, V: Clone> Memo<K, V> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, (V, u64, Instant)>> {
-        match self.map.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    fn get(&self, key: &K, generation: u64) -> Option<V> {
-        match self.lock().get(key) {
-            Some((v, g, at)) if *g == generation && at.elapsed() < TTL => Some(v.clone()),
+impl<K, V> Memo<K, V>
+where
+    K: Eq + Hash + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    fn get<Q>(&self, key: &Q, generation: u64) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        match self.map.get(key) {
+            Some((v, g)) if g == generation => Some(v),
             _ => None,
         }
     }
 
     fn put(&self, key: K, value: V, generation: u64) {
-        let mut map = self.lock();
-        if map.len() >= MAX_ENTRIES {
-            map.retain(|_, (_, g, at)| *g == generation && at.elapsed() < TTL);
-            if map.len() >= MAX_ENTRIES {
-                map.clear();
-            }
-        }
-        map.insert(key, (value, generation, Instant::now()));
+        self.map.insert(key, (value, generation));
     }
 }
 
@@ -74,7 +74,7 @@ pub async fn login_session(
     hash: &str,
 ) -> ApiResult<Option<login_sessions::Model>> {
     let generation = state.revocations.current();
-    if let Some(s) = state.auth_cache.sessions.get(&hash.to_string(), generation) {
+    if let Some(s) = state.auth_cache.sessions.get(hash, generation) {
         return Ok(Some(s));
     }
     let found = login_sessions::Entity::find()
@@ -104,11 +104,7 @@ pub async fn user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users:
 
 pub async fn keypair(state: &AppState, access_key: &str) -> ApiResult<Option<keypairs::Model>> {
     let generation = state.revocations.current();
-    if let Some(k) = state
-        .auth_cache
-        .keypairs
-        .get(&access_key.to_string(), generation)
-    {
+    if let Some(k) = state.auth_cache.keypairs.get(access_key, generation) {
         return Ok(Some(k));
     }
     let found = keypairs::Entity::find_by_id(access_key.to_string())
@@ -129,19 +125,20 @@ mod tests {
 
     #[test]
     fn a_revocation_ends_every_entry() {
-        let m: Memo<&str, u32> = Memo::default();
-        m.put("a", 1, 7);
-        assert_eq!(m.get(&"a", 7), Some(1));
-        assert_eq!(m.get(&"a", 8), None, "the count moved: stale");
-        assert_eq!(m.get(&"b", 7), None);
+        let m: Memo<String, u32> = Memo::default();
+        m.put("a".into(), 1, 7);
+        assert_eq!(m.get("a", 7), Some(1));
+        assert_eq!(m.get("a", 8), None, "the count moved: stale");
+        assert_eq!(m.get("b", 7), None);
     }
 
     #[test]
     fn bounded() {
         let m: Memo<u32, u32> = Memo::default();
-        for i in 0..(super::MAX_ENTRIES as u32 + 10) {
+        for i in 0..(super::MAX_ENTRIES as u32 + 1000) {
             m.put(i, i, 1);
         }
-        assert!(m.lock().len() <= super::MAX_ENTRIES);
+        m.map.run_pending_tasks();
+        assert!(m.map.entry_count() <= super::MAX_ENTRIES);
     }
 }

@@ -130,9 +130,12 @@ pub fn verify(secret: &str, input: &SignInput<'_>, signature_hex: &str) -> bool 
 
 /// Signatures already accepted, each kept until it could no longer pass the clock-skew check,
 /// so a captured request cannot be replayed (Backend.AI's signature does not cover the body).
+/// Not a cache (moka or any evicting map would be wrong here): forgetting a signature before
+/// it expires would let its request be replayed, so at the bound new requests are refused
+/// instead ([`Replay::Full`]), and entries leave only in order of expiry.
 pub struct SeenSignatures {
     keep: std::time::Duration,
-    inner: std::sync::Mutex<Seen>,
+    inner: parking_lot::Mutex<Seen>,
 }
 
 #[derive(Default)]
@@ -158,7 +161,7 @@ impl SeenSignatures {
     pub fn new(skew: std::time::Duration) -> Self {
         Self {
             keep: skew.saturating_mul(2),
-            inner: std::sync::Mutex::new(Seen::default()),
+            inner: parking_lot::Mutex::new(Seen::default()),
         }
     }
 
@@ -172,10 +175,7 @@ impl SeenSignatures {
         if hex::decode_to_slice(signature_hex, &mut key).is_err() {
             return Replay::Seen;
         }
-        let mut seen = match self.inner.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut seen = self.inner.lock();
         while let Some((expiry, sig)) = seen.queue.front().copied() {
             if expiry > now {
                 break;

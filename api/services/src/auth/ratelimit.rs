@@ -4,8 +4,8 @@
 //! `(access key, window number) → requests`: a form several bai processes can share (an
 //! atomic increment in a shared store) when there are several managers. Here it lives in
 //! this process.
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
@@ -38,10 +38,7 @@ impl RateLimiter {
             return Ok(u32::MAX);
         }
         let window = unix_secs / WINDOW.as_secs();
-        let mut windows = match self.windows.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut windows = self.windows.lock();
         if windows.len() > 100_000 {
             windows.retain(|_, (w, _)| *w == window);
         }

@@ -4,10 +4,10 @@
 //! is taken back when it succeeds, so a burst of parallel guesses is refused at once instead
 //! of queueing hundreds of argon2 computations. Blocked attempts are answered before any
 //! password is hashed.
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::IpAddr;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::error::{ApiError, ApiResult, ErrorCode};
@@ -47,13 +47,6 @@ impl<K: Eq + Hash + Clone> Book<K> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, Tally>> {
-        match self.tallies.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
     /// Counts the start of an attempt; `Err(retry_after)` when refused.
     fn start(
         &self,
@@ -63,7 +56,7 @@ impl<K: Eq + Hash + Clone> Book<K> {
         window: Duration,
         now: Instant,
     ) -> Result<(), Duration> {
-        let mut map = self.lock();
+        let mut map = self.tallies.lock();
         if map.len() >= MAX_KEYS && !map.contains_key(key) {
             map.retain(|_, t| t.running > 0 || now.duration_since(t.since) < window);
             if map.len() >= MAX_KEYS {
@@ -89,7 +82,7 @@ impl<K: Eq + Hash + Clone> Book<K> {
     }
 
     fn finish(&self, key: &K, ok: bool) {
-        let mut map = self.lock();
+        let mut map = self.tallies.lock();
         if let Some(t) = map.get_mut(key) {
             t.running = t.running.saturating_sub(1);
             if ok {

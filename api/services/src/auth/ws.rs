@@ -2,7 +2,9 @@
 //! guard that proves a connection's rights again before each operation is the GraphQL
 //! surface's (`api/src/graphql/ws_guard.rs`).
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 /// Who a connection counts against: a user, or an address for anonymous connections.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -25,10 +27,7 @@ pub struct ConnectionSlot {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        let mut open = match self.conns.open.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut open = self.conns.open.lock();
         if let Some(n) = open.get_mut(&self.owner) {
             *n -= 1;
             if *n == 0 {
@@ -41,10 +40,7 @@ impl Drop for ConnectionSlot {
 impl Connections {
     /// A slot for one more connection of `owner`, or None at `max`.
     pub fn acquire(self: &Arc<Self>, owner: Owner, max: usize) -> Option<ConnectionSlot> {
-        let mut open = match self.open.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut open = self.open.lock();
         let n = open.entry(owner.clone()).or_insert(0);
         if *n >= max {
             return None;

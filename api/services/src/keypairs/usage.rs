@@ -1,8 +1,8 @@
 //! A keypair's use (`num_queries`, `last_used`), counted in memory and written in batches:
 //! no request waits for a database write to account for it. Admin lists see the counts
 //! within [`FLUSH_EVERY`]; a clean shutdown writes what is left.
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -19,17 +19,10 @@ pub struct Usage {
 }
 
 impl Usage {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (i64, DateTime<Utc>)>> {
-        match self.pending.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     /// One request by `access_key` at `now` (the state's clock). (Keys come from
     /// authenticated callers only, so the map holds at most one entry per keypair.)
     pub fn record(&self, access_key: &str, now: DateTime<Utc>) {
-        let mut pending = self.lock();
+        let mut pending = self.pending.lock();
         match pending.get_mut(access_key) {
             Some(e) => {
                 e.0 += 1;
@@ -43,7 +36,7 @@ impl Usage {
 
     /// Writes the counts gathered so far; what fails to be written is kept for next time.
     pub async fn flush(&self, db: &DatabaseConnection) {
-        let batch = std::mem::take(&mut *self.lock());
+        let batch = std::mem::take(&mut *self.pending.lock());
         for (key, (count, last)) in batch {
             let written = keypairs::Entity::update_many()
                 .col_expr(
@@ -56,7 +49,7 @@ impl Usage {
                 .await;
             if let Err(e) = written {
                 tracing::warn!(access_key = %key, error = %e, "recording keypair use failed; kept for the next flush");
-                let mut pending = self.lock();
+                let mut pending = self.pending.lock();
                 let e = pending.entry(key).or_insert((0, last));
                 e.0 += count;
                 e.1 = e.1.max(last);

@@ -38,7 +38,7 @@ pub struct Scheduler {
     dirty: std::sync::atomic::AtomicBool,
     /// Passes each pending session waited through, kept here rather than written on every
     /// pass (the database gets them with the next change of reason).
-    retries: std::sync::Mutex<HashMap<Uuid, u32>>,
+    retries: parking_lot::Mutex<HashMap<Uuid, u32>>,
 }
 
 impl Scheduler {
@@ -47,16 +47,10 @@ impl Scheduler {
         self.notify.notify_one();
     }
 
-    fn retries(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, u32>> {
-        match self.retries.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
     /// Waited passes of `s`: the count kept here, else the one last written.
     fn retries_of(&self, s: &sessions::Model) -> u32 {
-        self.retries()
+        self.retries
+            .lock()
             .get(&s.id)
             .copied()
             .unwrap_or_else(|| retries_of(s))
@@ -143,7 +137,11 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
         .await?;
     {
         let ids: std::collections::HashSet<Uuid> = pending.iter().map(|s| s.id).collect();
-        state.scheduler.retries().retain(|id, _| ids.contains(id));
+        state
+            .scheduler
+            .retries
+            .lock()
+            .retain(|id, _| ids.contains(id));
     }
     if pending.is_empty() {
         return Ok(0);
@@ -401,7 +399,7 @@ async fn apply(
                 };
                 let retries = state.scheduler.retries_of(s)
                     + u32::from(status_info == "no-available-instances");
-                state.scheduler.retries().insert(session, retries);
+                state.scheduler.retries.lock().insert(session, retries);
                 // Only write (and notify) when the reason changed, not on every pass.
                 let old = s
                     .status_data

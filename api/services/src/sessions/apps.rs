@@ -4,8 +4,8 @@
 //! `/apps/{session}/{app}/…`, which only the session's owner (or a superadmin) may use.
 //! Container ports are not published on the host: the proxy reaches each container at its
 //! address on the session network (the host may; the containers may not reach the host).
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use uuid::Uuid;
 
 use crate::auth::Principal;
@@ -184,16 +184,9 @@ pub struct AppEntry {
 }
 
 impl StartedApps {
-    fn lock(&self) -> std::sync::MutexGuard<'_, AppsInner> {
-        match self.inner.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
     /// Drops everything known about a session's apps (it ended) and closes their listeners.
     pub fn forget(&self, session: Uuid) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         inner.apps.retain(|(s, _), e| {
             if *s == session
                 && let Some(l) = &e.listener
@@ -209,13 +202,13 @@ impl StartedApps {
     /// A session's SSH setup starts: until `ssh_setup_ends`, `ssh_setup_done` waits.
     pub fn ssh_setup_begins(&self, session: Uuid) -> tokio::sync::watch::Sender<()> {
         let (tx, rx) = tokio::sync::watch::channel(());
-        self.lock().ssh_setups.insert(session, rx);
+        self.inner.lock().ssh_setups.insert(session, rx);
         tx
     }
 
     /// The setup is over (done or failed): the waiters go on.
     pub fn ssh_setup_ends(&self, session: Uuid, setup: tokio::sync::watch::Sender<()>) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if inner
             .ssh_setups
             .get(&session)
@@ -228,7 +221,7 @@ impl StartedApps {
 
     /// Waits (bounded) until the session's SSH keys and daemon are in place.
     pub async fn ssh_setup_done(&self, session: Uuid) {
-        let pending = self.lock().ssh_setups.get(&session).cloned();
+        let pending = self.inner.lock().ssh_setups.get(&session).cloned();
         if let Some(mut rx) = pending {
             // The sender is dropped when the setup ends: `changed` then returns an error.
             let _ = tokio::time::timeout(SSH_SETUP_WAIT, async {
@@ -240,12 +233,19 @@ impl StartedApps {
 
     /// What is known of an app started in a session.
     pub fn entry(&self, session: Uuid, app: &str) -> Option<AppEntry> {
-        self.lock().apps.get(&(session, app.to_string())).cloned()
+        self.inner
+            .lock()
+            .apps
+            .get(&(session, app.to_string()))
+            .cloned()
     }
 
     /// Records an app started in a session (the proxy serves it from now on).
     pub fn insert(&self, session: Uuid, app: &str, entry: AppEntry) {
-        self.lock().apps.insert((session, app.to_string()), entry);
+        self.inner
+            .lock()
+            .apps
+            .insert((session, app.to_string()), entry);
     }
 }
 
@@ -257,7 +257,7 @@ pub async fn upstream(
     k: &entity::kernels::Model,
     port: u16,
 ) -> ApiResult<Option<std::net::SocketAddr>> {
-    if let Some(p) = state.started_apps.lock().ports.get(&(session, port)) {
+    if let Some(p) = state.started_apps.inner.lock().ports.get(&(session, port)) {
         return Ok(Some(*p));
     }
     let (agent, container) = super::container_of(state, k).await?;
@@ -266,7 +266,12 @@ pub async fn upstream(
         .await
         .map(|ip| std::net::SocketAddr::new(ip, port));
     if let Some(p) = found {
-        state.started_apps.lock().ports.insert((session, port), p);
+        state
+            .started_apps
+            .inner
+            .lock()
+            .ports
+            .insert((session, port), p);
     }
     Ok(found)
 }

@@ -11,7 +11,9 @@
 //! [`FINISHED_TTL`], and at most [`MAX_RUNS`] runs ([`MAX_RUNS_PER_USER`] per user) are kept.
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use entity::enums::SessionStatus;
 use entity::sessions;
@@ -63,11 +65,8 @@ pub struct Run {
 }
 
 impl Run {
-    fn lock(&self) -> std::sync::MutexGuard<'_, RunState> {
-        match self.state.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+    fn lock(&self) -> parking_lot::MutexGuard<'_, RunState> {
+        self.state.lock()
     }
 
     fn new(
@@ -201,11 +200,8 @@ impl Runs {
         self.lock().get(&id).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<Run>>> {
-        match self.runs.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<Uuid, Arc<Run>>> {
+        self.runs.lock()
     }
 
     /// Keeps `run`, after dropping expired finished runs; refused (RATE_LIMITED) when the

@@ -8,15 +8,12 @@ use uuid::Uuid;
 
 #[derive(Default)]
 pub struct SessionLocks {
-    locks: std::sync::Mutex<HashMap<Uuid, Arc<Mutex<()>>>>,
+    locks: parking_lot::Mutex<HashMap<Uuid, Arc<Mutex<()>>>>,
 }
 
 impl SessionLocks {
     pub async fn get(&self, id: Uuid) -> Arc<Mutex<()>> {
-        let mut map = match self.locks.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut map = self.locks.lock();
         // Forget locks nobody holds or waits for, so the map stays small.
         if map.len() > 1024 {
             map.retain(|_, l| Arc::strong_count(l) > 1);
