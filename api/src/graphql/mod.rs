@@ -105,6 +105,8 @@ pub struct Query(
     crate::graphql::images::ImageQuery,
     crate::graphql::settings::SettingQuery,
     crate::graphql::sessions::SessionQuery,
+    crate::graphql::sessions::ExecutionQuery,
+    crate::graphql::sessions::UsageQuery,
     crate::graphql::agents::AgentQuery,
     crate::graphql::bgtasks::BgTaskQuery,
     crate::graphql::storage::StorageQuery,
@@ -124,6 +126,7 @@ pub struct Mutation(
     crate::graphql::images::ImageMutation,
     crate::graphql::settings::SettingMutation,
     crate::graphql::sessions::SessionMutation,
+    crate::graphql::sessions::ExecutionMutation,
     crate::graphql::agents::AgentMutation,
     crate::graphql::storage::StorageMutation,
 );
@@ -132,6 +135,7 @@ pub struct Mutation(
 pub struct Subscription(
     crate::changes::ChangeSubscription,
     crate::graphql::sessions::SessionSubscription,
+    crate::graphql::sessions::ExecutionSubscription,
     crate::graphql::bgtasks::BgTaskSubscription,
     crate::graphql::storage::StorageSubscription,
 );

@@ -1,0 +1,484 @@
+//! `/session…`: create (Backend.AI's body and its aliases, waiting like the manager does),
+//! info, destroy, logs and uploads; sessions named by UUID or by name.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::{Multipart, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use entity::enums::{SessionStatus, SessionType, UserRole};
+use entity::sessions;
+use futures_util::StreamExt;
+use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::auth::{Caller, Principal};
+use crate::error::IntoProblem as _;
+use crate::error::{ApiError, ApiResult};
+use crate::graphql::JsonString;
+use crate::state::AppState;
+
+use super::{caller, reply};
+
+/// Statuses a session no longer leaves.
+fn is_final(s: SessionStatus) -> bool {
+    matches!(
+        s,
+        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
+    )
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct OwnerQuery {
+    owner_access_key: Option<String>,
+}
+
+/// `{id}` is a session's UUID or its name; names pick the caller's (or, for admins with
+/// `owner_access_key`, that keypair's) most recent session, live ones first.
+pub(crate) async fn find_session(
+    state: &AppState,
+    caller: &Caller,
+    key: &str,
+    owner_access_key: Option<&str>,
+) -> ApiResult<sessions::Model> {
+    if let Ok(id) = key.parse::<Uuid>() {
+        return crate::sessions::find_visible(state, caller, id).await;
+    }
+    let access_key = match owner_access_key {
+        Some(ak) if Some(ak) != caller.access_key.as_deref() => {
+            if !matches!(caller.role, UserRole::Admin | UserRole::Superadmin) {
+                return Err(ApiError::forbidden(
+                    "Only administrators may act on another keypair's sessions",
+                ));
+            }
+            ak.to_string()
+        }
+        _ => caller
+            .access_key
+            .clone()
+            .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?,
+    };
+    let found = crate::sessions::visible(caller)
+        .filter(sessions::Column::Name.eq(key))
+        .filter(sessions::Column::AccessKey.eq(access_key))
+        .order_by_desc(sessions::Column::CreatedAt)
+        .all(&state.db)
+        .await?;
+    found
+        .iter()
+        .find(|s| !is_final(s.status))
+        .or(found.first())
+        .cloned()
+        .ok_or_else(|| ApiError::not_found("session", key))
+}
+
+fn principal_of(parts: &axum::http::request::Parts) -> Principal {
+    parts
+        .extensions
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or(Principal::Anonymous)
+}
+
+/// The session a `/session/{id}/…` request names (UUID or name, `owner_access_key` for
+/// admins), resolved for the request's caller.
+pub(crate) struct Named(pub sessions::Model);
+
+impl axum::extract::FromRequestParts<AppState> for Named {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Response> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Query(q) = Query::<OwnerQuery>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let principal = principal_of(parts);
+        let caller = caller(&principal).map_err(crate::error::IntoProblem::into_response)?;
+        find_session(state, caller, &id, q.owner_access_key.as_deref())
+            .await
+            .map(Named)
+            .map_err(crate::error::IntoProblem::into_response)
+    }
+}
+
+/// As [`Named`], for what only the owner (or a superadmin) may do inside a session:
+/// uploads and code execution. Others get the same NOT_FOUND as for no session at all.
+pub(crate) struct OwnNamed(pub sessions::Model);
+
+impl axum::extract::FromRequestParts<AppState> for OwnNamed {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Response> {
+        let Named(s) = Named::from_request_parts(parts, state).await?;
+        let principal = principal_of(parts);
+        let caller = caller(&principal).map_err(crate::error::IntoProblem::into_response)?;
+        if !crate::sessions::works_inside(caller, &s) {
+            return Err(ApiError::not_found("session", s.id).into_response());
+        }
+        Ok(OwnNamed(s))
+    }
+}
+
+fn image_of(s: &sessions::Model) -> String {
+    s.images
+        .as_array()
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn string_map(v: Option<&Value>, what: &str) -> ApiResult<BTreeMap<String, String>> {
+    match v {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(v) => crate::graphql::sessions::string_map(Some(JsonString(v.clone())), what),
+    }
+}
+
+/// `POST /session`: creates a session (Backend.AI's body, camelCase and its aliases) and,
+/// unless `enqueueOnly`, waits until it runs, ends, or `maxWaitSeconds` pass (`TIMEOUT`).
+pub(super) async fn create(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Json(body): Json<Value>,
+) -> Response {
+    reply(create_inner(&state, &principal, body).await)
+}
+
+async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
+    let caller = caller(principal)?;
+    let empty = json!({});
+    let config = body.get("config").unwrap_or(&empty);
+    let name = text(body.get("name")).or_else(|| text(body.get("clientSessionToken")));
+    let image = text(body.get("image"))
+        .or_else(|| text(body.get("lang")))
+        .ok_or_else(|| ApiError::bad_request("'image' is required"))?;
+    if let Some(owner) = text(body.get("owner_access_key"))
+        && Some(owner.as_str()) != caller.access_key.as_deref()
+    {
+        return Err(ApiError::bad_request(
+            "Creating sessions for another keypair (owner_access_key) is not supported",
+        ));
+    }
+    let session_type = match text(body.get("type")).as_deref() {
+        None | Some("interactive") => SessionType::Interactive,
+        Some("batch") => SessionType::Batch,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid session type '{other}' (interactive or batch)"
+            )));
+        }
+    };
+    let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
+    let enqueue_only = flag("enqueueOnly", false);
+    let reuse = flag("reuseIfExists", true);
+    let max_wait = body
+        .get("maxWaitSeconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    // An existing live session of the same name: reused when it runs the same image.
+    if let Some(n) = &name {
+        let live = crate::sessions::visible(caller)
+            .filter(sessions::Column::Name.eq(n.as_str()))
+            .filter(sessions::Column::AccessKey.eq(caller.access_key.clone().unwrap_or_default()))
+            .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+            .one(&state.db)
+            .await?;
+        if let Some(s) = live {
+            let wanted = crate::images::resolve(&state.db, &image, None).await?;
+            if reuse && image_of(&s) == wanted.name {
+                return Ok((
+                    StatusCode::CREATED,
+                    Json(created_body(state, &s, false).await),
+                )
+                    .into_response());
+            }
+            return Err(ApiError::conflict(format!(
+                "A session named '{n}' already exists (id {}); choose another name",
+                s.id
+            )));
+        }
+    }
+    let mounts: Vec<String> = match config.get("mounts") {
+        Some(Value::Array(a)) => a.iter().filter_map(|v| text(Some(v))).collect(),
+        _ => Vec::new(),
+    };
+    let shmem = config
+        .get("resource_opts")
+        .and_then(|o| text(o.get("shmem")));
+    let req = crate::sessions::CreateRequest {
+        image,
+        name,
+        session_type,
+        group: text(body.get("group")).or_else(|| text(body.get("group_name"))),
+        scaling_group: text(config.get("scalingGroup"))
+            .or_else(|| text(config.get("scaling_group"))),
+        preset: None,
+        resources: string_map(config.get("resources"), "resources")?,
+        shmem,
+        environ: string_map(config.get("environ"), "environ")?,
+        startup_command: text(body.get("startupCommand"))
+            .or_else(|| text(body.get("startup_command"))),
+        count: 1,
+        tag: text(body.get("tag")),
+        mounts,
+        mount_map: string_map(config.get("mount_map"), "mount_map")?,
+    };
+    // Listen before creating, so no status change slips by.
+    let events = state.events.stream();
+    let created = crate::sessions::create(state, caller, req).await?;
+    let s = created
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::internal("creating a session", "nothing created"))?;
+    if enqueue_only {
+        return Ok((
+            StatusCode::CREATED,
+            Json(created_body(state, &s, true).await),
+        )
+            .into_response());
+    }
+    // Only this session's status events wake the wait (a safety recheck every few seconds).
+    let id = s.id;
+    let mut mine = std::pin::pin!(events.filter(move |ev| std::future::ready(
+        matches!(&**ev, crate::events::Event::Session(e) if e.session_id == id)
+    )));
+    let deadline =
+        (max_wait > 0).then(|| tokio::time::Instant::now() + Duration::from_secs(max_wait));
+    loop {
+        let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+        if now.status == SessionStatus::Running || is_final(now.status) {
+            return Ok((
+                StatusCode::CREATED,
+                Json(created_body(state, &now, true).await),
+            )
+                .into_response());
+        }
+        let wait = async {
+            // Waiting is a courtesy: after 5 s the caller gets the state as it is (timing out is fine).
+            let _ = tokio::time::timeout(Duration::from_secs(5), mine.next()).await;
+        };
+        match deadline {
+            Some(d) => {
+                if tokio::time::timeout_at(d, wait).await.is_err() {
+                    let mut b = created_body(state, &now, true).await;
+                    b["status"] = json!("TIMEOUT");
+                    return Ok((StatusCode::CREATED, Json(b)).into_response());
+                }
+            }
+            None => wait.await,
+        }
+    }
+}
+
+async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> Value {
+    // The answer goes out without the ports rather than not at all; the error is logged.
+    let ports = match crate::sessions::main_kernel(&state.db, s.id).await {
+        Ok(k) => crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default()),
+        Err(e) => {
+            crate::error::leaving(e);
+            Vec::new()
+        }
+    };
+    let ports: Vec<Value> = ports
+        .into_iter()
+        .map(|p| json!({"name": p.name, "protocol": p.protocol, "ports": p.container_port.into_iter().collect::<Vec<_>>()}))
+        .collect();
+    json!({
+        "sessionId": s.id,
+        "sessionName": s.name,
+        "status": s.status.as_str(),
+        "servicePorts": ports,
+        "created": created,
+    })
+}
+
+/// `GET /session/{id}`: the session's details, Backend.AI's camelCase keys.
+pub(super) async fn info(State(state): State<AppState>, Named(s): Named) -> Response {
+    reply(
+        async {
+            let k = crate::sessions::main_kernel(&state.db, s.id)
+                .await
+                .map_err(crate::error::leaving)
+                .ok();
+            let age = (state.clock.now() - s.created_at).num_milliseconds().max(0);
+            Ok(Json(json!({
+                "sessionId": s.id,
+                "sessionName": s.name,
+                "domainName": s.domain_name,
+                "groupId": s.group_id,
+                "userId": s.user_uuid,
+                "image": image_of(&s),
+                "lang": image_of(&s),
+                "type": s.session_type.as_str(),
+                "tag": s.tag,
+                "containerId": k.as_ref().and_then(|k| k.container_id.clone()),
+                "occupiedSlots": s.occupying_slots,
+                "occupyingSlots": s.occupying_slots,
+                "requestedSlots": s.requested_slots,
+                "environ": s.environ,
+                "resourceOpts": s.resource_opts,
+                "status": s.status.as_str(),
+                "statusInfo": s.status_info,
+                "statusData": s.status_data,
+                "age": age,
+                "creationTime": s.created_at.to_rfc3339(),
+                "terminationTime": s.terminated_at.map(|t| t.to_rfc3339()),
+                "numQueriesExecuted": s.num_queries,
+                "lastStat": s.last_stat,
+                "result": s.result.as_str(),
+            }))
+            .into_response())
+        }
+        .await,
+    )
+}
+
+/// `DELETE /session/{id}`: terminates it (a pending one is cancelled).
+pub(super) async fn destroy(State(state): State<AppState>, Named(s): Named) -> Response {
+    reply(
+        async {
+            let done = crate::sessions::terminate(&state, s.id, "user-requested").await?;
+            Ok(Json(json!({"stats": done.last_stat.unwrap_or_else(|| json!({}))})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /session/{id}/logs` → `{"result": {"logs": …}}`.
+pub(super) async fn logs(State(state): State<AppState>, Named(s): Named) -> Response {
+    reply(
+        async {
+            let logs = crate::sessions::logs(&state, s.id).await?;
+            Ok(Json(json!({"result": {"logs": logs}})).into_response())
+        }
+        .await,
+    )
+}
+
+/// A path under /home/work from an upload's file name: relative, no `..`.
+/// aiohttp (the official client) percent-encodes the file name of a multipart part
+/// (`data%2Finput.csv`), as aiohttp's server decodes it; decoded first, then checked.
+fn upload_path(name: &str) -> ApiResult<String> {
+    let name = percent_encoding::percent_decode_str(name)
+        .decode_utf8_lossy()
+        .into_owned();
+    let name = name.as_str();
+    let parts: Vec<&str> = name
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let bad = name.starts_with('/')
+        || parts.is_empty()
+        || parts
+            .iter()
+            .any(|p| *p == ".." || p.contains('\\') || p.chars().any(char::is_control));
+    if bad {
+        return Err(ApiError::bad_request(format!(
+            "Invalid upload path '{name}': use a relative path under /home/work"
+        )));
+    }
+    Ok(parts.join("/"))
+}
+
+/// Largest upload through `/session/{id}/upload` (files go into the container in one piece).
+pub(super) const MAX_UPLOAD: usize = 64 * 1024 * 1024;
+
+/// `POST /session/{id}/upload`: multipart parts named `src`, file name = path under
+/// /home/work.
+pub(super) async fn upload(
+    State(state): State<AppState>,
+    OwnNamed(s): OwnNamed,
+    mut form: Multipart,
+) -> Response {
+    reply(
+        async {
+            if s.status != SessionStatus::Running {
+                return Err(ApiError::bad_request(format!(
+                    "Session '{}' is not running ({})",
+                    s.name, s.status
+                )));
+            }
+            let k = crate::sessions::main_kernel(&state.db, s.id).await?;
+            let (agent, container) = crate::sessions::container_of(&state, &k).await?;
+            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+            let mut total = 0usize;
+            while let Some(field) = form
+                .next_field()
+                .await
+                .map_err(|e| ApiError::bad_request(format!("malformed upload: {e}")))?
+            {
+                let Some(name) = field.file_name().map(str::to_string) else {
+                    continue;
+                };
+                let path = upload_path(&name)?;
+                let data = field
+                    .bytes()
+                    .await
+                    .map_err(|e| ApiError::bad_request(format!("malformed upload: {e}")))?;
+                total += data.len();
+                if total > MAX_UPLOAD {
+                    return Err(ApiError::bad_request(
+                        "Uploads through a session are limited to 64 MiB; use a storage folder",
+                    ));
+                }
+                files.push((path, data.to_vec()));
+            }
+            if files.is_empty() {
+                return Err(ApiError::bad_request("No file in the upload (part 'src')"));
+            }
+            let entries: Vec<(&str, u32, &[u8])> = files
+                .iter()
+                .map(|(p, d)| (p.as_str(), 0o644, d.as_slice()))
+                .collect();
+            agent
+                .put_files(&container, "/home/work", "", &entries)
+                .await?;
+            crate::sessions::exec::touch(&state, s.id).await;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn upload_paths() {
+        assert_eq!(super::upload_path("./myscript.py").unwrap(), "myscript.py");
+        assert_eq!(super::upload_path("src/a.py").unwrap(), "src/a.py");
+        assert!(super::upload_path("../x").is_err());
+        assert!(super::upload_path("/etc/passwd").is_err());
+        assert!(super::upload_path("a/../../b").is_err());
+        assert!(super::upload_path("").is_err());
+        assert_eq!(
+            super::upload_path("data%2Fin%20put.csv").unwrap(),
+            "data/in put.csv"
+        );
+        assert!(
+            super::upload_path("%2E%2E%2Fx").is_err(),
+            "decoded before it is checked"
+        );
+        assert!(super::upload_path("%2Fetc%2Fpasswd").is_err());
+    }
+}
