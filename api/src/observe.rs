@@ -271,10 +271,10 @@ pub async fn ready(State(state): State<AppState>) -> Response {
     let mut engines = Vec::new();
     for agent in state.agents.all().await {
         engines.push(
-            json!({"agent": agent.info().id, "endpoint": agent.info().endpoint, "alive": agent.ping().await}),
+            json!({"agent": agent.info().id, "endpoint": agent.info().endpoint, "alive": agent.ping().await.is_ok()}),
         );
     }
-    let configured = state.config.docker_endpoints.len();
+    let configured = state.config.docker_endpoints.len() + state.config.engines.len();
     let engines_ok = configured == 0 || engines.iter().any(|e| e["alive"] == true);
     let ready = db_ok && pending == Some(0) && engines_ok;
     let body = json!({

@@ -23,6 +23,96 @@ use crate::{
     SESSION_LABEL,
 };
 
+/// Where a Docker engine listens and how to prove who we are to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `unix:///path` or `tcp://host:port`.
+    pub url: String,
+    /// Docker's own TLS scheme (`--tlsverify`): the engine's certificate must chain to `ca`
+    /// (and only to it), and bai presents `cert`/`key`.
+    pub tls: Option<TlsFiles>,
+    /// Plain `tcp://` without TLS, allowed only when the operator names the endpoint so.
+    pub insecure: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
+impl Endpoint {
+    /// A local socket or an endpoint without TLS settings.
+    pub fn plain(url: &str) -> Self {
+        Endpoint {
+            url: url.to_string(),
+            tls: None,
+            insecure: false,
+        }
+    }
+
+    /// Whether bai may speak to it: a unix socket, TLS, or an explicit `insecure`. A plain TCP
+    /// Docker socket is root on its host for anyone who reaches it.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.url.starts_with("unix://") {
+            anyhow::ensure!(
+                self.tls.is_none(),
+                "{}: TLS settings are for tcp:// endpoints",
+                self.url
+            );
+            return Ok(());
+        }
+        anyhow::ensure!(
+            self.url.starts_with("tcp://"),
+            "{}: a container engine endpoint is unix:///path or tcp://host:port",
+            self.url
+        );
+        anyhow::ensure!(
+            self.tls.is_some() || self.insecure,
+            "{}: plain tcp:// gives root on that host to anyone who reaches it; give tls_ca, tls_cert and tls_key (Docker's --tlsverify), or name the endpoint insecure",
+            self.url
+        );
+        Ok(())
+    }
+}
+
+type HttpsConnector =
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
+
+/// HTTPS with mutual TLS that trusts `files.ca` alone (bollard's own TLS connector also
+/// trusts the system's public roots).
+fn tls_connector(files: &TlsFiles) -> anyhow::Result<HttpsConnector> {
+    use anyhow::Context;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let read_certs = |path: &std::path::Path| -> anyhow::Result<Vec<CertificateDer<'static>>> {
+        let certs = CertificateDer::pem_file_iter(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("parsing the certificates in {}", path.display()))?;
+        anyhow::ensure!(!certs.is_empty(), "{} holds no certificate", path.display());
+        Ok(certs)
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in read_certs(&files.ca)? {
+        roots
+            .add(ca)
+            .with_context(|| format!("the CA in {}", files.ca.display()))?;
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .with_context(|| format!("reading the private key {}", files.key.display()))?;
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(read_certs(&files.cert)?, key)
+        .context("the client certificate and key do not belong together")?;
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_only()
+        .enable_http1()
+        .build())
+}
+
 /// How a Docker engine is set up (from the server's configuration).
 #[derive(Debug, Clone)]
 pub struct DockerSettings {
@@ -38,6 +128,9 @@ pub struct DockerSettings {
     pub log_max_size: String,
     /// Writable-layer size limit (`storage_opt size`), where the storage driver has one.
     pub disk_size: Option<String>,
+    /// Seconds an engine call may take to answer (streams — a wait, a pull, logs — then run
+    /// as long as they need).
+    pub timeout_secs: u64,
 }
 
 /// Capabilities a session container keeps (Docker's defaults minus the risky ones;
@@ -68,8 +161,19 @@ pub struct DockerEngine {
     pub disk_size: Option<String>,
 }
 
+/// An engine's answer is a failure (or a refusal the caller maps itself); anything that kept
+/// the answer from arriving — a connection refused or reset, TLS, a timeout — is `Unreachable`,
+/// from which nothing about the container may be concluded.
 fn engine_err(context: &'static str, e: bollard::errors::Error) -> EngineError {
-    EngineError::failed(context, e)
+    use bollard::errors::Error as E;
+    match e {
+        E::DockerResponseServerError { .. }
+        | E::DockerContainerWaitError { .. }
+        | E::DockerStreamError { .. }
+        | E::JsonDataError { .. }
+        | E::JsonSerdeError { .. } => EngineError::failed(context, e),
+        _ => EngineError::unreachable(context, e),
+    }
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
@@ -82,6 +186,33 @@ fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
+/// An agent's id, the same whatever the order of the configuration: `i-<host>` for the host's
+/// own engine at Docker's default socket, `i-<host>-<engine id>` for any other (engines in
+/// network namespaces share their host's name; the engine id is Docker's own, kept in its
+/// data root).
+pub fn agent_id(host: &str, engine_id: &str, endpoint: &str) -> String {
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if endpoint == "unix:///var/run/docker.sock" || endpoint == "unix:///run/docker.sock" {
+        return format!("i-{host}");
+    }
+    let short: String = engine_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(12)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    format!("i-{host}-{short}")
+}
+
 pub fn scratch_volume(kernel_id: Uuid) -> String {
     format!("bai-scratch-{kernel_id}")
 }
@@ -89,17 +220,45 @@ pub fn scratch_volume(kernel_id: Uuid) -> String {
 impl DockerEngine {
     /// Connects to `endpoint`, negotiates the API version and measures capacity.
     pub async fn connect(
-        endpoint: &str,
-        index: usize,
+        target: &Endpoint,
         config: &DockerSettings,
         instance: &str,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
+        target.check()?;
+        let endpoint = target.url.as_str();
+        let timeout = config.timeout_secs.max(1);
         let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
-            Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)
+            Docker::connect_with_unix(path, timeout, bollard::API_DEFAULT_VERSION)
+        } else if let Some(files) = &target.tls {
+            let connector =
+                tls_connector(files).with_context(|| format!("TLS settings of {endpoint}"))?;
+            let client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .pool_max_idle_per_host(0)
+                    .build(connector);
+            let transport = move |req: bollard::BollardRequest| {
+                let response = client.request(req);
+                async move {
+                    response
+                        .await
+                        .map_err(|err| bollard::errors::Error::HyperLegacyError { err })
+                }
+            };
+            let addr = endpoint.replacen("tcp://", "https://", 1);
+            Docker::connect_with_custom_transport(
+                transport,
+                Some(addr),
+                timeout,
+                bollard::API_DEFAULT_VERSION,
+            )
         } else {
+            tracing::warn!(
+                endpoint,
+                "speaking to a container engine over plain TCP, without authentication (insecure)"
+            );
             let addr = endpoint.replacen("tcp://", "http://", 1);
-            Docker::connect_with_http(&addr, 120, bollard::API_DEFAULT_VERSION)
+            Docker::connect_with_http(&addr, timeout, bollard::API_DEFAULT_VERSION)
         }
         .with_context(|| format!("connecting to the container engine at {endpoint}"))?;
         let docker = docker
@@ -110,12 +269,11 @@ impl DockerEngine {
             .info()
             .await
             .with_context(|| format!("reading engine info from {endpoint}"))?;
-        let host = info.name.clone().unwrap_or_else(|| "localhost".into());
-        let id = if index == 0 {
-            format!("i-{host}")
-        } else {
-            format!("i-{host}-{index}")
-        };
+        let id = agent_id(
+            info.name.as_deref().unwrap_or("localhost"),
+            info.id.as_deref().unwrap_or(""),
+            endpoint,
+        );
         let reserved_mem = parse_binary_size(&config.reserved_mem)
             .with_context(|| format!("invalid BAI_AGENT_RESERVED_MEM '{}'", config.reserved_mem))?;
         let ncpu = Decimal::from(info.ncpu.unwrap_or(1));
@@ -132,7 +290,13 @@ impl DockerEngine {
         } else {
             None
         };
-        let gpus = gpu::detect();
+        // The manager's own GPUs are those of the local engine only; a remote host's are its
+        // own (not discovered yet: none are offered there).
+        let gpus = if endpoint.starts_with("unix://") {
+            gpu::detect()
+        } else {
+            Vec::new()
+        };
         let mut capacity = ResourceSlots::new().with("cpu", cpu).with("mem", mem);
         if !gpus.is_empty() {
             let n = Decimal::from(gpus.len());
@@ -207,8 +371,12 @@ impl crate::Engine for DockerEngine {
         &self.info
     }
 
-    async fn ping(&self) -> bool {
-        self.docker.ping().await.is_ok()
+    async fn ping(&self) -> EngineResult<()> {
+        self.docker
+            .ping()
+            .await
+            .map(drop)
+            .map_err(|e| engine_err("pinging the container engine", e))
     }
 
     /// Creates and starts the container of one kernel; returns its id.
@@ -343,7 +511,10 @@ impl crate::Engine for DockerEngine {
                 _ => engine_err("creating a container", e),
             })?;
         if let Err(e) = self.docker.start_container(&created.id, None).await {
-            self.remove(&created.id, spec.kernel_id).await;
+            if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
+                // The reconciliation removes a container of no live session.
+                tracing::warn!(container = %created.id, error = ?cleanup, "removing a container that failed to start failed");
+            }
             return Err(engine_err("starting a container", e));
         }
         Ok(created.id)
@@ -579,29 +750,37 @@ impl crate::Engine for DockerEngine {
         })
     }
 
-    /// Waits for the container to exit; returns its exit code (None if it vanished).
-    async fn wait(&self, container_id: &str) -> Option<i64> {
+    /// Waits for the container to exit; returns its exit code.
+    async fn wait(&self, container_id: &str) -> EngineResult<i64> {
         let mut stream = self.docker.wait_container(container_id, None);
         match stream.next().await {
-            Some(Ok(r)) => Some(r.status_code),
+            Some(Ok(r)) => Ok(r.status_code),
             // bollard reports a non-zero exit as an error carrying the code.
-            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Some(code),
-            _ => None,
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(e)) if is_not_found(&e) => Err(EngineError::NotFound {
+                what: "container",
+                key: container_id.to_string(),
+            }),
+            Some(Err(e)) => Err(engine_err("waiting for a container", e)),
+            // The answer ended without a status: the connection dropped.
+            None => Err(EngineError::unreachable(
+                "waiting for a container",
+                "the engine closed the wait without an exit status",
+            )),
         }
     }
 
     /// Stops (SIGTERM, then SIGKILL after a grace period) without removing.
-    async fn stop(&self, container_id: &str, grace_secs: i32) {
+    async fn stop(&self, container_id: &str, grace_secs: i32) -> EngineResult<()> {
         let opts = StopContainerOptionsBuilder::default().t(grace_secs).build();
-        if let Err(e) = self.docker.stop_container(container_id, Some(opts)).await
-            && !is_not_found(&e)
-        {
-            tracing::warn!(container = container_id, error = %e, "stopping a container failed");
+        match self.docker.stop_container(container_id, Some(opts)).await {
+            Err(e) if !is_not_found(&e) => Err(engine_err("stopping a container", e)),
+            _ => Ok(()),
         }
     }
 
     /// Removes the container and its scratch volume (`/home/work`); already gone is fine.
-    async fn remove(&self, container_id: &str, kernel_id: Uuid) {
+    async fn remove(&self, container_id: &str, kernel_id: Uuid) -> EngineResult<()> {
         let opts = RemoveContainerOptionsBuilder::default()
             .force(true)
             .v(true)
@@ -609,9 +788,10 @@ impl crate::Engine for DockerEngine {
         if let Err(e) = self.docker.remove_container(container_id, Some(opts)).await
             && !is_not_found(&e)
         {
-            tracing::warn!(container = container_id, error = %e, "removing a container failed");
+            return Err(engine_err("removing a container", e));
         }
         self.remove_scratch(kernel_id).await;
+        Ok(())
     }
 
     /// Every container this server manages on this engine, running or not.

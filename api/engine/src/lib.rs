@@ -38,6 +38,13 @@ pub enum EngineError {
     /// The engine refused the request for a reason the user can act on (a bad image name,
     /// a file too large); the message is safe to show.
     Refused(String),
+    /// The engine could not be reached or did not answer in time (a network, a restart, a
+    /// hang): nothing about the object is known, so nothing may be concluded from it — no
+    /// container is taken for gone, no session for finished. `cause` is logged, never shown.
+    Unreachable {
+        context: &'static str,
+        cause: String,
+    },
     /// The engine failed; `cause` is logged, never shown.
     Failed {
         context: &'static str,
@@ -52,6 +59,21 @@ impl EngineError {
             cause: cause.to_string(),
         }
     }
+
+    pub fn unreachable(context: &'static str, cause: impl std::fmt::Display) -> Self {
+        EngineError::Unreachable {
+            context,
+            cause: cause.to_string(),
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, EngineError::NotFound { .. })
+    }
+
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, EngineError::Unreachable { .. })
+    }
 }
 
 pub type EngineResult<T> = Result<T, EngineError>;
@@ -63,6 +85,11 @@ impl From<EngineError> for bai_core::error::ApiError {
         match e {
             EngineError::NotFound { what, key } => bai_core::error::ApiError::not_found(what, key),
             EngineError::Refused(m) => bai_core::error::ApiError::bad_request(m),
+            EngineError::Unreachable { context, cause } => bai_core::error::ApiError::new(
+                bai_types::error::ErrorCode::Unavailable,
+                "The agent's container engine does not answer; try again when it is back",
+            )
+            .with_source(format!("{context}: {cause}")),
             EngineError::Failed { context, cause } => {
                 bai_core::error::ApiError::internal(context, cause)
             }
@@ -160,8 +187,8 @@ pub struct EngineInfo {
 #[async_trait::async_trait]
 pub trait Engine: Send + Sync {
     fn info(&self) -> &EngineInfo;
-    /// Whether the engine answers.
-    async fn ping(&self) -> bool;
+    /// Whether the engine answers (within the call timeout).
+    async fn ping(&self) -> EngineResult<()>;
     /// Creates and starts the container of one kernel; returns its id.
     async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String>;
     /// Pulls `reference` (`registry/repo:tag`) with optional credentials.
@@ -206,12 +233,14 @@ pub trait Engine: Send + Sync {
     async fn address(&self, container_id: &str) -> Option<IpAddr>;
     /// The container's output so far (stdout and stderr, the newest [`MAX_LOG_BYTES`]).
     async fn logs(&self, container_id: &str) -> EngineResult<String>;
-    /// Waits for the container to exit; its exit code (None if it vanished).
-    async fn wait(&self, container_id: &str) -> Option<i64>;
-    /// Stops (SIGTERM, then SIGKILL after the grace period) without removing.
-    async fn stop(&self, container_id: &str, grace_secs: i32);
+    /// Waits for the container to exit: its exit code; `NotFound` when it is gone,
+    /// `Unreachable` when the engine stopped answering (the container may well be running).
+    async fn wait(&self, container_id: &str) -> EngineResult<i64>;
+    /// Stops (SIGTERM, then SIGKILL after the grace period) without removing; already gone
+    /// is fine.
+    async fn stop(&self, container_id: &str, grace_secs: i32) -> EngineResult<()>;
     /// Removes the container and its scratch volume; already gone is fine.
-    async fn remove(&self, container_id: &str, kernel_id: Uuid);
+    async fn remove(&self, container_id: &str, kernel_id: Uuid) -> EngineResult<()>;
     /// Every container this installation manages on this engine, running or not.
     async fn managed_containers(&self) -> EngineResult<Vec<ManagedContainer>>;
     /// The environment images the engine holds.

@@ -38,6 +38,12 @@ struct Inner {
     fail_next_create: Option<String>,
     /// Every call, in order (`create <kernel>`, `stop <id>`, …), for assertions.
     calls: Vec<String>,
+    /// The engine does not answer (a network down): every call fails `Unreachable`.
+    unreachable: bool,
+}
+
+fn unreachable(context: &'static str) -> EngineError {
+    EngineError::unreachable(context, "the in-memory engine was told not to answer")
 }
 
 /// The in-memory engine. `changes` ticks on every container change so waiters wake.
@@ -109,6 +115,11 @@ impl MemoryEngine {
         })
     }
 
+    /// The engine stops (true) or starts again (false) answering; containers keep running.
+    pub fn set_unreachable(&self, down: bool) {
+        self.with(|i| i.unreachable = down);
+    }
+
     /// Every call made so far, in order.
     pub fn calls(&self) -> Vec<String> {
         self.with(|i| i.calls.clone())
@@ -121,12 +132,18 @@ impl crate::Engine for MemoryEngine {
         &self.info
     }
 
-    async fn ping(&self) -> bool {
-        true
+    async fn ping(&self) -> EngineResult<()> {
+        if self.with(|i| i.unreachable) {
+            return Err(unreachable("pinging"));
+        }
+        Ok(())
     }
 
     async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String> {
         self.with(|i| {
+            if i.unreachable {
+                return Err(unreachable("creating a container"));
+            }
             i.calls.push(format!("create {}", spec.kernel_id));
             if let Some(reason) = i.fail_next_create.take() {
                 return Err(EngineError::Refused(format!(
@@ -266,27 +283,38 @@ impl crate::Engine for MemoryEngine {
         }))
     }
 
-    async fn wait(&self, container_id: &str) -> Option<i64> {
+    async fn wait(&self, container_id: &str) -> EngineResult<i64> {
         let mut changes = self.changes.subscribe();
         loop {
             let state = self.with(|i| {
-                i.containers
+                if i.unreachable {
+                    i.calls.push(format!("wait {container_id}: unreachable"));
+                    return Err(unreachable("waiting for a container"));
+                }
+                Ok(i.containers
                     .get(container_id)
-                    .map(|c| (c.running, c.exit_code))
-            });
+                    .map(|c| (c.running, c.exit_code)))
+            })?;
+            let gone = || EngineError::NotFound {
+                what: "container",
+                key: container_id.to_string(),
+            };
             match state {
-                None => return None,
-                Some((false, code)) => return code,
+                None => return Err(gone()),
+                Some((false, code)) => return code.ok_or_else(gone),
                 Some((true, _)) => {}
             }
             if changes.changed().await.is_err() {
-                return None;
+                return Err(unreachable("waiting for a container"));
             }
         }
     }
 
-    async fn stop(&self, container_id: &str, _grace_secs: i32) {
+    async fn stop(&self, container_id: &str, _grace_secs: i32) -> EngineResult<()> {
         self.with(|i| {
+            if i.unreachable {
+                return Err(unreachable("stopping a container"));
+            }
             i.calls.push(format!("stop {container_id}"));
             if let Some(c) = i.containers.get_mut(container_id)
                 && c.running
@@ -295,17 +323,25 @@ impl crate::Engine for MemoryEngine {
                 // SIGTERM's exit code, as Docker reports it.
                 c.exit_code = Some(143);
             }
-        });
+            Ok(())
+        })
     }
 
-    async fn remove(&self, container_id: &str, _kernel_id: Uuid) {
+    async fn remove(&self, container_id: &str, _kernel_id: Uuid) -> EngineResult<()> {
         self.with(|i| {
+            if i.unreachable {
+                return Err(unreachable("removing a container"));
+            }
             i.calls.push(format!("remove {container_id}"));
             i.containers.remove(container_id);
-        });
+            Ok(())
+        })
     }
 
     async fn managed_containers(&self) -> EngineResult<Vec<ManagedContainer>> {
+        if self.with(|i| i.unreachable) {
+            return Err(unreachable("listing containers"));
+        }
         Ok(self.with(|i| {
             i.containers
                 .iter()
@@ -386,12 +422,8 @@ mod tests {
         assert!(matches!(refused, Err(EngineError::Refused(m)) if m.contains("No such image")));
         let id = e.create_and_start(&spec("python:3.11")).await.unwrap();
         assert_eq!(e.managed_containers().await.unwrap().len(), 1);
-        e.stop(&id, 10).await;
-        assert_eq!(
-            e.wait(&id).await,
-            Some(143),
-            "a stopped container has ended"
-        );
+        e.stop(&id, 10).await.unwrap();
+        assert_eq!(e.wait(&id).await, Ok(143), "a stopped container has ended");
         // `wait` wakes when the container exits.
         let e2 = std::sync::Arc::new(MemoryEngine::new(
             "i-mem2",
@@ -405,13 +437,44 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(e2.exit(&id2, 3, "bye\n"));
-        assert_eq!(w.await.unwrap(), Some(3));
+        assert_eq!(w.await.unwrap(), Ok(3));
         assert_eq!(e2.logs(&id2).await.unwrap(), "bye\n");
-        e2.remove(&id2, Uuid::nil()).await;
+        e2.remove(&id2, Uuid::nil()).await.unwrap();
         assert!(e2.managed_containers().await.unwrap().is_empty());
-        assert_eq!(e2.wait(&id2).await, None);
+        assert!(e2.wait(&id2).await.unwrap_err().is_not_found());
         e2.fail_next_create("out of disk");
         assert!(e2.create_and_start(&spec("python:3.11")).await.is_err());
         assert!(e2.create_and_start(&spec("python:3.11")).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_does_not_answer_says_so_and_concludes_nothing() {
+        let e = std::sync::Arc::new(MemoryEngine::new(
+            "i-mem",
+            ResourceSlots::new(),
+            &["python:3.11"],
+        ));
+        let id = e.create_and_start(&spec("python:3.11")).await.unwrap();
+        let w = tokio::spawn({
+            let (e, id) = (e.clone(), id.clone());
+            async move { e.wait(&id).await }
+        });
+        tokio::task::yield_now().await;
+        e.set_unreachable(true);
+        let waited = w.await.unwrap().unwrap_err();
+        assert!(waited.is_unreachable(), "{waited:?}");
+        assert!(e.ping().await.unwrap_err().is_unreachable());
+        assert!(e.stop(&id, 1).await.unwrap_err().is_unreachable());
+        assert!(
+            e.remove(&id, Uuid::nil())
+                .await
+                .unwrap_err()
+                .is_unreachable()
+        );
+        e.set_unreachable(false);
+        assert!(
+            e.containers()[&id].running,
+            "nothing was done to the container"
+        );
     }
 }

@@ -44,6 +44,60 @@ impl EnvValue for Vec<String> {
     }
 }
 
+/// A container engine on another host (`[[engines]]` in the TOML file; `BAI_ENGINES` holds
+/// the same list as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// `tcp://host:2376` (or `unix:///path`).
+    pub endpoint: String,
+    /// Docker's `--tlsverify` scheme: the CA the engine's certificate must chain to (and the
+    /// only one trusted for it), and the client certificate and key bai presents.
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Plain TCP without TLS: anyone who reaches the port is root on that host. Refused
+    /// unless set here, and logged as a warning each start.
+    #[serde(default)]
+    pub insecure: bool,
+    /// The resource group this agent joins (default: `agent_scaling_group`).
+    pub scaling_group: Option<String>,
+}
+
+impl EngineConfig {
+    /// The engine port's endpoint; TLS needs all three files.
+    pub fn endpoint(&self) -> anyhow::Result<bai_engine::docker::Endpoint> {
+        let tls = match (&self.tls_ca, &self.tls_cert, &self.tls_key) {
+            (Some(ca), Some(cert), Some(key)) => Some(bai_engine::docker::TlsFiles {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None, None) => None,
+            _ => anyhow::bail!(
+                "{}: tls_ca, tls_cert and tls_key go together",
+                self.endpoint
+            ),
+        };
+        let e = bai_engine::docker::Endpoint {
+            url: self.endpoint.clone(),
+            tls,
+            insecure: self.insecure,
+        };
+        e.check()?;
+        Ok(e)
+    }
+}
+
+impl EnvValue for Vec<EngineConfig> {
+    fn from_env(raw: &str) -> anyhow::Result<Self> {
+        if raw.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        serde_json::from_str(raw).map_err(|e| anyhow::anyhow!("a JSON list of engines: {e}"))
+    }
+}
+
 impl<T: EnvValue> EnvValue for Option<T> {
     fn from_env(raw: &str) -> anyhow::Result<Self> {
         if raw.trim().is_empty() {
@@ -158,8 +212,16 @@ settings! {
     graphql_max_fields: usize = 2000, env = "BAI_GRAPHQL_MAX_FIELDS";
     /// Maximum request body size for GraphQL and JSON endpoints, in bytes.
     max_body_bytes: usize = 1024 * 1024, env = "BAI_MAX_BODY_BYTES";
-    /// Container engines, one agent each: `unix:///var/run/docker.sock`, `tcp://host:2375`.
+    /// Container engines on this host, one agent each (`unix:///var/run/docker.sock`). Engines
+    /// on other hosts go in `engines` (plain `tcp://` here is refused).
     docker_endpoints: Vec<String> = vec!["unix:///var/run/docker.sock".to_string()], env = "BAI_DOCKER_ENDPOINTS";
+    /// Container engines on other hosts, over mutual TLS (`[[engines]]`: endpoint, tls_ca,
+    /// tls_cert, tls_key, insecure, scaling_group).
+    engines: Vec<EngineConfig> = Vec::new(), env = "BAI_ENGINES";
+    /// Seconds an engine call may take to answer before the engine counts as unreachable.
+    engine_timeout_secs: u64 = 30, env = "BAI_ENGINE_TIMEOUT_SECS";
+    /// Heartbeats an engine may miss in a row before its agent is LOST.
+    agent_lost_after_misses: u32 = 3, env = "BAI_AGENT_LOST_AFTER_MISSES";
     /// Region reported by the agents.
     agent_region: String = "local".to_string(), env = "BAI_AGENT_REGION";
     /// Resource group the agents join.
@@ -170,7 +232,7 @@ settings! {
     agent_reserved_mem: String = "1g".to_string(), env = "BAI_AGENT_RESERVED_MEM";
     /// `cuda.shares` offered per physical GPU (fractional GPU).
     cuda_shares_per_gpu: u32 = 1, env = "BAI_CUDA_SHARES_PER_GPU";
-    /// Seconds between agent heartbeats; an agent silent for three is LOST.
+    /// Seconds between agent heartbeats (see `agent_lost_after_misses`).
     heartbeat_secs: u64 = 5, env = "BAI_HEARTBEAT_SECS";
     /// Seconds between the scheduler's safety ticks (it also wakes on every change).
     scheduler_tick_secs: u64 = 10, env = "BAI_SCHEDULER_TICK_SECS";
@@ -215,7 +277,32 @@ impl Config {
             None => Config::default(),
         };
         cfg.apply_env(env)?;
+        for e in &cfg.engines {
+            e.endpoint()?;
+        }
+        for url in &cfg.docker_endpoints {
+            bai_engine::docker::Endpoint::plain(url).check()?;
+        }
         Ok(cfg)
+    }
+
+    /// Every configured engine: the local ones, then those on other hosts, each with the
+    /// resource group its agent joins.
+    pub fn all_engines(&self) -> anyhow::Result<Vec<(bai_engine::docker::Endpoint, String)>> {
+        let local = self.docker_endpoints.iter().map(|url| {
+            let e = bai_engine::docker::Endpoint::plain(url);
+            e.check()?;
+            Ok((e, self.agent_scaling_group.clone()))
+        });
+        let remote = self.engines.iter().map(|c| {
+            Ok((
+                c.endpoint()?,
+                c.scaling_group
+                    .clone()
+                    .unwrap_or_else(|| self.agent_scaling_group.clone()),
+            ))
+        });
+        local.chain(remote).collect()
     }
 
     /// The database URL in effect: `DATABASE_URL`, else an SQLite file in the data directory.
@@ -251,5 +338,41 @@ mod tests {
         assert!(format!("{:#}", bad.unwrap_err()).contains("BAI_LISTEN"));
         std::fs::write(&file, "no_such_setting = 1\n").unwrap();
         assert!(Config::load_with(Some(&file), &|_| None).is_err());
+    }
+
+    #[test]
+    fn remote_engines_need_tls_or_an_explicit_insecure() {
+        let dir = std::env::temp_dir().join(format!("bai-cfg-eng-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("bai.toml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Config::load_with(Some(&file), &|_| None).map_err(|e| format!("{e:#}"))
+        };
+        let plain = load("[[engines]]\nendpoint = \"tcp://10.0.0.2:2375\"\n").unwrap_err();
+        assert!(plain.contains("root on that host"), "{plain}");
+        let half = load("[[engines]]\nendpoint = \"tcp://10.0.0.2:2376\"\ntls_ca = \"/ca.pem\"\n")
+            .unwrap_err();
+        assert!(half.contains("go together"), "{half}");
+        let env_plain = Config::load_with(None, &|k| {
+            (k == "BAI_DOCKER_ENDPOINTS").then(|| "tcp://10.0.0.2:2375".to_string())
+        })
+        .map_err(|e| format!("{e:#}"))
+        .unwrap_err();
+        assert!(env_plain.contains("root on that host"), "{env_plain}");
+        let ok = load(
+            "[[engines]]\nendpoint = \"tcp://10.0.0.2:2376\"\ntls_ca = \"/ca.pem\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\nscaling_group = \"gpu\"\n\n[[engines]]\nendpoint = \"tcp://10.0.0.3:2375\"\ninsecure = true\n",
+        )
+        .unwrap();
+        let all = ok.all_engines().unwrap();
+        assert_eq!(all.len(), 3, "the local engine and two remote ones");
+        assert_eq!(all[1].1, "gpu");
+        assert_eq!(all[2].1, "default");
+        let json = Config::load_with(None, &|k| {
+            (k == "BAI_ENGINES")
+                .then(|| r#"[{"endpoint":"tcp://10.0.0.2:2375","insecure":true}]"#.to_string())
+        })
+        .unwrap();
+        assert!(json.engines[0].insecure);
     }
 }

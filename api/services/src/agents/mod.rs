@@ -55,12 +55,19 @@ fn docker_settings(config: &crate::config::Config) -> DockerSettings {
         cuda_shares_per_gpu: config.cuda_shares_per_gpu,
         log_max_size: config.container_log_max_size.clone(),
         disk_size: config.container_disk_size.clone(),
+        timeout_secs: config.engine_timeout_secs,
     }
 }
 
-/// Registers an engine as an ALIVE agent of this process and scans its images.
+/// Registers an engine as an ALIVE agent of this process (in the default resource group)
+/// and scans its images.
 pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
-    register(state, agent.info()).await?;
+    add_to(state, agent, &state.config.agent_scaling_group.clone()).await
+}
+
+/// Registers an engine as an ALIVE agent in `scaling_group` and scans its images.
+pub async fn add_to(state: &AppState, agent: Arc<Agent>, scaling_group: &str) -> ApiResult<()> {
+    register(state, agent.info(), scaling_group).await?;
     state.agents.insert(agent.clone()).await;
     if let Err(e) = scan_local_images(state, agent.as_ref()).await {
         tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "scanning local images failed");
@@ -69,25 +76,42 @@ pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
 }
 
 /// Connects every configured engine and registers it as an ALIVE agent. An engine that cannot
-/// be reached is logged and skipped (its agent row, if any, stays LOST).
+/// be reached is logged and skipped (its agent row, if any, stays LOST); one whose settings
+/// are unsafe (plain TCP not named insecure) was refused when the configuration was loaded.
 pub async fn start_all(state: &AppState) -> ApiResult<()> {
     let settings = docker_settings(&state.config);
-    for (i, endpoint) in state.config.docker_endpoints.iter().enumerate() {
-        match DockerEngine::connect(endpoint, i, &settings, &state.instance_id).await {
+    let engines = state
+        .config
+        .all_engines()
+        .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+    let connects = engines.iter().map(|(endpoint, group)| {
+        let settings = &settings;
+        async move {
+            let connected = DockerEngine::connect(endpoint, settings, &state.instance_id).await;
+            (endpoint, group, connected)
+        }
+    });
+    // Side by side: an engine that hangs holds up no other.
+    for (endpoint, group, connected) in futures_util::future::join_all(connects).await {
+        match connected {
             Ok(engine) => {
                 let info = engine.info().clone();
-                add(state, Arc::new(engine)).await?;
-                tracing::info!(agent = %info.id, endpoint = %endpoint, capacity = %info.capacity, "agent started");
+                add_to(state, Arc::new(engine), group).await?;
+                tracing::info!(agent = %info.id, endpoint = %endpoint.url, scaling_group = %group, capacity = %info.capacity, "agent started");
             }
             Err(e) => {
-                tracing::error!(endpoint = %endpoint, error = format!("{e:#}"), "container engine unavailable; no agent for it")
+                tracing::error!(endpoint = %endpoint.url, error = format!("{e:#}"), "container engine unavailable; no agent for it")
             }
         }
     }
     Ok(())
 }
 
-async fn register(state: &AppState, agent: &bai_engine::EngineInfo) -> ApiResult<()> {
+async fn register(
+    state: &AppState,
+    agent: &bai_engine::EngineInfo,
+    scaling_group: &str,
+) -> ApiResult<()> {
     let now = state.clock.now();
     let existing = agents::Entity::find_by_id(agent.id.clone())
         .one(&state.db)
@@ -103,7 +127,7 @@ async fn register(state: &AppState, agent: &bai_engine::EngineInfo) -> ApiResult
             m.status = Set(AgentStatus::Alive);
             m.status_changed = Set(Some(now));
             m.region = Set(state.config.agent_region.clone());
-            m.scaling_group = Set(state.config.agent_scaling_group.clone());
+            m.scaling_group = Set(scaling_group.to_string());
             m.available_slots = Set(agent.capacity.clone());
             m.addr = Set(agent.endpoint.clone());
             m.lost_at = Set(None);
@@ -119,7 +143,7 @@ async fn register(state: &AppState, agent: &bai_engine::EngineInfo) -> ApiResult
                 status: Set(AgentStatus::Alive),
                 status_changed: Set(Some(now)),
                 region: Set(state.config.agent_region.clone()),
-                scaling_group: Set(state.config.agent_scaling_group.clone()),
+                scaling_group: Set(scaling_group.to_string()),
                 schedulable: Set(true),
                 available_slots: Set(agent.capacity.clone()),
                 occupied_slots: Set(Default::default()),
@@ -175,39 +199,73 @@ async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResul
     Ok(())
 }
 
-/// Heartbeats: every `heartbeat_secs`, each agent pings its engine; ALIVE on success, LOST on
-/// failure. Agents of other processes that stopped beating for three periods become LOST.
+/// One heartbeat of one agent: ALIVE when its engine answers; LOST once it has missed
+/// `agent_lost_after_misses` in a row (`misses` counts them). An agent coming back is
+/// reconciled at once: containers of sessions that ended meanwhile are removed.
+pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> AgentStatus {
+    let id = &agent.info().id;
+    let status = match agent.ping().await {
+        Ok(()) => {
+            *misses = 0;
+            AgentStatus::Alive
+        }
+        Err(e) => {
+            *misses = misses.saturating_add(1);
+            tracing::warn!(agent = %id, misses = *misses, error = ?e, "the agent's container engine does not answer");
+            if *misses < state.config.agent_lost_after_misses.max(1) {
+                return AgentStatus::Alive;
+            }
+            AgentStatus::Lost
+        }
+    };
+    let was_lost = matches!(
+        agents::Entity::find_by_id(id.clone()).one(&state.db).await,
+        Ok(Some(row)) if row.status == AgentStatus::Lost
+    );
+    if let Err(e) = set_status(state, id, status).await {
+        tracing::warn!(agent = %id, error = %e.message, cause = %e.chain(), "heartbeat update failed");
+    }
+    if was_lost && status == AgentStatus::Alive {
+        tracing::info!(agent = %id, "the agent is back; reconciling its containers");
+        if let Err(e) = crate::sessions::reconcile::sweep(state).await {
+            tracing::warn!(agent = %id, error = %e.message, cause = %e.chain(), "reconciling a returning agent failed; the periodic sweep retries");
+        }
+    }
+    status
+}
+
+/// Heartbeats: every `heartbeat_secs`, each agent pings its engine (see [`beat`]). Agents of
+/// other processes that stopped beating for `agent_lost_after_misses` periods become LOST.
 pub async fn heartbeat_loop(state: AppState) {
     let period = Duration::from_secs(state.config.heartbeat_secs.max(1));
     // Previous cumulative CPU time per agent, to turn it into a rate.
     let mut previous: HashMap<String, (std::time::Instant, u64)> = HashMap::new();
+    let mut misses: HashMap<String, u32> = HashMap::new();
     loop {
         tokio::time::sleep(period).await;
-        for agent in state.agents.all().await {
-            let status = if agent.ping().await {
-                AgentStatus::Alive
-            } else {
-                AgentStatus::Lost
-            };
-            if let Err(e) = set_status(&state, &agent.info().id, status).await {
-                tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "heartbeat update failed");
+        // Side by side: an engine that hangs (until the call timeout) delays no other agent.
+        let agents = state.agents.all().await;
+        let beats = agents.iter().map(|agent| {
+            let mut missed = misses.get(&agent.info().id).copied().unwrap_or(0);
+            let state = &state;
+            async move {
+                let status = beat(state, agent, &mut missed).await;
+                let sample = if status == AgentStatus::Alive {
+                    agent.usage_sample().await
+                } else {
+                    None
+                };
+                (agent.info().id.clone(), missed, sample)
             }
-            if status == AgentStatus::Alive
-                && let Some((cpu_ns, mem, containers)) = agent.usage_sample().await
-            {
-                record_live_use(
-                    &state,
-                    &agent.info().id,
-                    &mut previous,
-                    cpu_ns,
-                    mem,
-                    containers,
-                )
-                .await;
+        });
+        for (id, missed, sample) in futures_util::future::join_all(beats).await {
+            misses.insert(id.clone(), missed);
+            if let Some((cpu_ns, mem, containers)) = sample {
+                record_live_use(&state, &id, &mut previous, cpu_ns, mem, containers).await;
             }
         }
-        let deadline =
-            state.clock.now() - chrono::Duration::from_std(period * 3).unwrap_or_default();
+        let silent = period * state.config.agent_lost_after_misses.max(1);
+        let deadline = state.clock.now() - chrono::Duration::from_std(silent).unwrap_or_default();
         let stale = agents::Entity::find()
             .filter(agents::Column::Status.eq(AgentStatus::Alive))
             .filter(agents::Column::LastHeartbeat.lt(deadline))

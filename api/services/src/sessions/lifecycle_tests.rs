@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bai_core::clock::{Clock, ManualClock};
 use bai_engine::memory::MemoryEngine;
-use entity::enums::{SessionResult, SessionStatus, SessionType, UserRole};
+use entity::enums::{AgentStatus, SessionResult, SessionStatus, SessionType, UserRole};
 use entity::slots::ResourceSlots;
 use entity::{agents, keypairs, sessions, users};
 use rust_decimal::Decimal;
@@ -260,6 +260,59 @@ async fn a_batch_session_ends_with_its_command() {
         assert!(w.engine.container_of(kernel.id).is_none());
     }
     occupied_cpu_becomes(&w, 0).await;
+}
+
+#[tokio::test]
+async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
+    let w = world().await;
+    let created = crate::sessions::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Batch, Some("sleep 1000")),
+    )
+    .await
+    .unwrap();
+    let id = created[0].id;
+    until(&w, id, SessionStatus::Running).await;
+    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let (container, _) = w.engine.container_of(kernel.id).expect("a container");
+    w.engine.set_unreachable(true);
+    // The job's watcher hears "unreachable" from its wait …
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    let heard = format!("wait {container}: unreachable");
+    while !w.engine.calls().contains(&heard) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the watcher never waited"
+        );
+        tokio::task::yield_now().await;
+    }
+    // … and concludes nothing: the session runs on, nothing is removed.
+    let agent = w.state.agents.get("i-memory").await.unwrap();
+    let mut misses = 0;
+    for beat in 1..=3 {
+        let status = crate::agents::beat(&w.state, &agent, &mut misses).await;
+        let want = if beat < 3 {
+            AgentStatus::Alive
+        } else {
+            AgentStatus::Lost
+        };
+        assert_eq!(status, want, "after {beat} missed heartbeat(s)");
+    }
+    crate::sessions::reconcile::sweep(&w.state).await.unwrap();
+    assert_eq!(session(&w, id).await.status, SessionStatus::Running);
+    assert!(w.engine.containers()[&container].running);
+    assert!(!w.engine.calls().iter().any(|c| c.starts_with("remove")));
+    // The engine answers again: the agent is ALIVE, and the job ends when it really ends.
+    w.engine.set_unreachable(false);
+    assert_eq!(
+        crate::agents::beat(&w.state, &agent, &mut misses).await,
+        AgentStatus::Alive
+    );
+    assert!(w.engine.exit(&container, 0, "done\n"));
+    let s = until(&w, id, SessionStatus::Terminated).await;
+    assert_eq!(s.status_info.as_deref(), Some("task-finished"));
+    assert_eq!(s.result, SessionResult::Success);
 }
 
 #[tokio::test]

@@ -414,7 +414,26 @@ pub async fn watch_batch(
     let Some(agent) = state.agents.get(&agent_id).await else {
         return;
     };
-    let code = agent.wait(&container_id).await;
+    // An engine that does not answer says nothing about the job: keep waiting (the job may
+    // be running), until it answers or the session ends some other way.
+    let mut backoff = std::time::Duration::from_secs(1);
+    let code = loop {
+        match agent.wait(&container_id).await {
+            Ok(code) => break Some(code),
+            Err(e) if e.is_not_found() => break None,
+            Err(e) => {
+                tracing::warn!(session = %id, agent = %agent_id, error = ?e, "waiting for a batch job: the engine does not answer; waiting on");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
+                match crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await {
+                    Ok(s) if s.status == SessionStatus::Running => continue,
+                    Ok(_) => return,
+                    Err(e) if e.code == crate::error::ErrorCode::NotFound => return,
+                    Err(_) => continue,
+                }
+            }
+        }
+    };
     let lock = state.session_locks.get(id).await;
     let _guard = lock.lock().await;
     let Ok(s) = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await else {
@@ -424,7 +443,10 @@ pub async fn watch_batch(
         return; // terminated by someone else, who cleaned up
     }
     let log = agent.logs(&container_id).await.unwrap_or_default();
-    agent.remove(&container_id, kernel_id).await;
+    if let Err(e) = agent.remove(&container_id, kernel_id).await {
+        // The job has ended; its container goes with the next reconciliation.
+        tracing::warn!(session = %id, container = %container_id, error = ?e, "removing a finished batch container failed");
+    }
     let exit = code.unwrap_or(-1);
     let change = Change {
         info: Some(if code.is_some() {
@@ -489,9 +511,15 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
             if let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
                 && let Some(agent) = state.agents.get(agent_id).await
             {
-                agent.stop(container, 3).await;
+                // A user may end a session whose agent does not answer; its container is
+                // removed by the reconciliation when the agent is back.
+                if let Err(e) = agent.stop(container, 3).await {
+                    tracing::warn!(session = %id, container = %container, error = ?e, "stopping a container failed; the reconciliation removes it");
+                }
                 log = agent.logs(container).await.ok();
-                agent.remove(container, k.id).await;
+                if let Err(e) = agent.remove(container, k.id).await {
+                    tracing::warn!(session = %id, container = %container, error = ?e, "removing a container failed; the reconciliation removes it");
+                }
             }
             apply(
                 state,

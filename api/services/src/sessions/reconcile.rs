@@ -27,7 +27,10 @@ async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option
     };
     let agent = state.agents.get(agent_id).await?;
     let log = agent.logs(container).await.ok();
-    agent.remove(container, k.id).await;
+    if let Err(e) = agent.remove(container, k.id).await {
+        // Left to the next sweep: the session no longer holds the container.
+        tracing::warn!(container = %container, error = ?e, "removing a container failed; the next sweep retries");
+    }
     log
 }
 
@@ -114,9 +117,12 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
             });
             if !keep {
                 tracing::warn!(agent = %agent.info().id, container = %c.container_id, "removing a container that belongs to no live session");
-                agent
+                if let Err(e) = agent
                     .remove(&c.container_id, c.kernel_id.unwrap_or_default())
-                    .await;
+                    .await
+                {
+                    tracing::warn!(agent = %agent.info().id, container = %c.container_id, error = ?e, "removing a container failed; the next sweep retries");
+                }
             }
         }
         // Interactive sessions whose container is gone or stopped. (Batch sessions end
