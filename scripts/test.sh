@@ -13,6 +13,8 @@ docker info >/dev/null || { echo "Docker engine unavailable: session tests need 
 scripts/images.sh
 scripts/build-web.sh
 scripts/cli.sh
+# Two extra Docker engines as separate hosts over mutual TLS (several-hosts tests).
+scripts/hosts.sh up 2
 export BAI_TEST_WEB_DIR="$PWD/web/dist"
 cargo fmt --all -- --check
 # Licenses, bans and sources of the dependency graph (deny.toml).

@@ -102,9 +102,28 @@ fn tls_connector(files: &TlsFiles) -> anyhow::Result<HttpsConnector> {
     }
     let key = PrivateKeyDer::from_pem_file(&files.key)
         .with_context(|| format!("reading the private key {}", files.key.display()))?;
+    let chain = read_certs(&files.cert)?;
+    // Docker's scheme: one CA signs the engine's certificate and bai's. A client certificate
+    // of another CA would only be refused at the handshake, as an engine "unreachable".
+    let roots = std::sync::Arc::new(roots);
+    let verifier = rustls::server::WebPkiClientVerifier::builder(roots.clone())
+        .build()
+        .context("the CA cannot verify client certificates")?;
+    let now = rustls::pki_types::UnixTime::now();
+    if let Some((leaf, intermediates)) = chain.split_first() {
+        verifier
+            .verify_client_cert(leaf, intermediates, now)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the client certificate {} is not signed by the CA {}: {e}",
+                    files.cert.display(),
+                    files.ca.display()
+                )
+            })?;
+    }
     let config = rustls::ClientConfig::builder()
         .with_root_certificates(roots)
-        .with_client_auth_cert(read_certs(&files.cert)?, key)
+        .with_client_auth_cert(chain, key)
         .context("the client certificate and key do not belong together")?;
     Ok(hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(config)

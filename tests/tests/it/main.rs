@@ -10,6 +10,7 @@ mod auth;
 mod browser;
 mod cli;
 mod hostile;
+mod hosts;
 mod i18n;
 mod live;
 mod matrix;
