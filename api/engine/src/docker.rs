@@ -982,6 +982,103 @@ fn first_file_of_tar(archive: &[u8]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    /// `openssl` in `dir`, failing the test when it fails.
+    fn openssl(dir: &std::path::Path, args: &[&str]) {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl must be installed");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A CA `name`.pem and a client certificate `name`-client.pem (key: -client-key.pem).
+    fn ca_with_client(dir: &std::path::Path, name: &str) {
+        let (ca, ca_key) = (format!("{name}.pem"), format!("{name}-key.pem"));
+        let (cert, key, csr) = (
+            format!("{name}-client.pem"),
+            format!("{name}-client-key.pem"),
+            format!("{name}.csr"),
+        );
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        let subject = format!("/CN={name} CA");
+        openssl(
+            dir,
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-days", "2", "-subj", &subject, "-keyout", &ca_key, "-out", &ca,
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            dir,
+            &[
+                &["req"][..],
+                &ec,
+                &["-subj", "/CN=bai", "-keyout", &key, "-out", &csr],
+            ]
+            .concat(),
+        );
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                &ca,
+                "-CAkey",
+                &ca_key,
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "client.ext",
+                "-out",
+                &cert,
+            ],
+        );
+    }
+
+    #[test]
+    fn a_client_certificate_of_another_ca_is_refused_before_any_connection() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = std::env::temp_dir().join(format!("bai-engine-tls-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        ca_with_client(&dir, "hosts");
+        ca_with_client(&dir, "rogue");
+        let files = |client: &str| super::TlsFiles {
+            ca: dir.join("hosts.pem"),
+            cert: dir.join(format!("{client}-client.pem")),
+            key: dir.join(format!("{client}-client-key.pem")),
+        };
+        assert!(super::tls_connector(&files("hosts")).is_ok());
+        let refused = format!("{:#}", super::tls_connector(&files("rogue")).err().unwrap());
+        assert!(refused.contains("is not signed by the CA"), "{refused}");
+        // A key that is not the certificate's.
+        let mixed = super::TlsFiles {
+            key: dir.join("rogue-client-key.pem"),
+            ..files("hosts")
+        };
+        assert!(super::tls_connector(&mixed).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn tar_archive_lists_with_owner_and_mode() {
         let data =

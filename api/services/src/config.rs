@@ -277,12 +277,7 @@ impl Config {
             None => Config::default(),
         };
         cfg.apply_env(env)?;
-        for e in &cfg.engines {
-            e.endpoint()?;
-        }
-        for url in &cfg.docker_endpoints {
-            bai_engine::docker::Endpoint::plain(url).check()?;
-        }
+        cfg.all_engines()?;
         Ok(cfg)
     }
 

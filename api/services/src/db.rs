@@ -492,6 +492,8 @@ pub async fn restore(config: &Config, backup: &std::path::Path, force: bool) -> 
 /// table calls `changed` after every committed write — and for at most `ttl` (writes this
 /// process does not see: another manager's, a cascade). The key is the count's SQL with its
 /// values, so callers with other visibility filters never share an entry.
+///
+/// A bounded cache of this process (another manager's writes show within `ttl`).
 pub struct CountCache {
     generation: std::sync::atomic::AtomicU64,
     /// Count SQL → (generation it was counted under, rows).

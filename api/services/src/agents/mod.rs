@@ -169,12 +169,19 @@ async fn register(
 
 /// Sets an agent's status (and publishes the change) when it differs.
 async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResult<()> {
-    let Some(row) = agents::Entity::find_by_id(id.to_string())
+    match agents::Entity::find_by_id(id.to_string())
         .one(&state.db)
         .await?
-    else {
-        return Ok(());
-    };
+    {
+        Some(row) => apply_status(state, row, status).await,
+        None => Ok(()),
+    }
+}
+
+/// [`set_status`] on a row already read.
+async fn apply_status(state: &AppState, row: agents::Model, status: AgentStatus) -> ApiResult<()> {
+    let id = row.id.clone();
+    let id = id.as_str();
     let now = state.clock.now();
     let changed = row.status != status;
     let mut m = row.into_active_model();
@@ -200,8 +207,11 @@ async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResul
 }
 
 /// One heartbeat of one agent: ALIVE when its engine answers; LOST once it has missed
-/// `agent_lost_after_misses` in a row (`misses` counts them). An agent coming back is
-/// reconciled at once: containers of sessions that ended meanwhile are removed.
+/// `agent_lost_after_misses` in a row (`misses` counts them; 0 = it answered this time). An
+/// agent coming back is reconciled before it is ALIVE again, so nothing is scheduled onto it
+/// while containers of sessions that ended meanwhile still hold its resources.
+///
+/// `misses` is owned by the process that drives the agent (agents live in their process).
 pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> AgentStatus {
     let id = &agent.info().id;
     let status = match agent.ping().await {
@@ -218,18 +228,21 @@ pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> Age
             AgentStatus::Lost
         }
     };
-    let was_lost = matches!(
-        agents::Entity::find_by_id(id.clone()).one(&state.db).await,
-        Ok(Some(row)) if row.status == AgentStatus::Lost
-    );
-    if let Err(e) = set_status(state, id, status).await {
-        tracing::warn!(agent = %id, error = %e.message, cause = %e.chain(), "heartbeat update failed");
-    }
-    if was_lost && status == AgentStatus::Alive {
-        tracing::info!(agent = %id, "the agent is back; reconciling its containers");
-        if let Err(e) = crate::sessions::reconcile::sweep(state).await {
-            tracing::warn!(agent = %id, error = %e.message, cause = %e.chain(), "reconciling a returning agent failed; the periodic sweep retries");
+    let updated = async {
+        let Some(row) = agents::Entity::find_by_id(id.clone())
+            .one(&state.db)
+            .await?
+        else {
+            return Ok(());
+        };
+        if row.status == AgentStatus::Lost && status == AgentStatus::Alive {
+            tracing::info!(agent = %id, "the agent is back; reconciling its containers");
+            crate::sessions::reconcile::sweep_agent(state, agent.as_ref()).await?;
         }
+        apply_status(state, row, status).await
+    };
+    if let Err(e) = updated.await {
+        tracing::warn!(agent = %id, error = %e.message, cause = %e.chain(), "heartbeat update failed; the next heartbeat retries");
     }
     status
 }
@@ -249,8 +262,9 @@ pub async fn heartbeat_loop(state: AppState) {
             let mut missed = misses.get(&agent.info().id).copied().unwrap_or(0);
             let state = &state;
             async move {
-                let status = beat(state, agent, &mut missed).await;
-                let sample = if status == AgentStatus::Alive {
+                beat(state, agent, &mut missed).await;
+                // Sampled only from an engine that just answered.
+                let sample = if missed == 0 {
                     agent.usage_sample().await
                 } else {
                     None

@@ -19,7 +19,9 @@ use crate::state::AppState;
 pub const TTL: Duration = Duration::from_secs(5);
 pub const MAX_ENTRIES: u64 = 20_000;
 
-/// Rows with the revocation count they were read under, kept for [`TTL`] at most.
+/// Rows with the revocation count they were read under, kept for [`TTL`] at most. A bounded
+/// cache of this process: another `bai serve` keeps its own, and a change it makes reaches
+/// this one within [`TTL`] unless the revocation count carries it sooner.
 struct Memo<K, V> {
     map: moka::sync::Cache<K, (V, u64)>,
 }

@@ -99,75 +99,81 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
 /// is gone.
 pub async fn sweep(state: &AppState) -> ApiResult<()> {
     for agent in state.agents.all().await {
-        let Ok(containers) = agent.managed_containers().await else {
+        sweep_agent(state, agent.as_ref()).await?;
+    }
+    Ok(())
+}
+
+/// [`sweep`] for one agent (also when it answers again after being LOST).
+pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiResult<()> {
+    let Ok(containers) = agent.managed_containers().await else {
+        // Not answering: nothing is concluded about its containers.
+        return Ok(());
+    };
+    let kernel_ids: Vec<Uuid> = containers.iter().filter_map(|c| c.kernel_id).collect();
+    let known: HashMap<Uuid, kernels::Model> = kernels::Entity::find()
+        .filter(kernels::Column::Id.is_in(kernel_ids))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|k| (k.id, k))
+        .collect();
+    for c in &containers {
+        let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| {
+            SessionStatus::ALLOCATED.contains(&k.status)
+                && k.agent.as_deref() == Some(&agent.info().id)
+        });
+        if !keep {
+            tracing::warn!(agent = %agent.info().id, container = %c.container_id, "removing a container that belongs to no live session");
+            if let Err(e) = agent
+                .remove(&c.container_id, c.kernel_id.unwrap_or_default())
+                .await
+            {
+                tracing::warn!(agent = %agent.info().id, container = %c.container_id, error = ?e, "removing a container failed; the next sweep retries");
+            }
+        }
+    }
+    // Interactive sessions whose container is gone or stopped. (Batch sessions end
+    // through their watcher, which records the exit code.)
+    let running = kernels::Entity::find()
+        .filter(kernels::Column::Agent.eq(&agent.info().id))
+        .filter(kernels::Column::Status.eq(SessionStatus::Running))
+        .all(&state.db)
+        .await?;
+    for k in running {
+        let alive = containers
+            .iter()
+            .any(|c| Some(&c.container_id) == k.container_id.as_ref() && c.running);
+        if alive {
+            continue;
+        }
+        let Ok(s) =
+            crate::lookup::get::<sessions::Entity>(&state.db, "session", k.session_id).await
+        else {
             continue;
         };
-        let kernel_ids: Vec<Uuid> = containers.iter().filter_map(|c| c.kernel_id).collect();
-        let known: HashMap<Uuid, kernels::Model> = kernels::Entity::find()
-            .filter(kernels::Column::Id.is_in(kernel_ids))
-            .all(&state.db)
-            .await?
-            .into_iter()
-            .map(|k| (k.id, k))
-            .collect();
-        for c in &containers {
-            let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| {
-                SessionStatus::ALLOCATED.contains(&k.status)
-                    && k.agent.as_deref() == Some(&agent.info().id)
-            });
-            if !keep {
-                tracing::warn!(agent = %agent.info().id, container = %c.container_id, "removing a container that belongs to no live session");
-                if let Err(e) = agent
-                    .remove(&c.container_id, c.kernel_id.unwrap_or_default())
-                    .await
-                {
-                    tracing::warn!(agent = %agent.info().id, container = %c.container_id, error = ?e, "removing a container failed; the next sweep retries");
-                }
-            }
+        if s.session_type == SessionType::Batch {
+            continue;
         }
-        // Interactive sessions whose container is gone or stopped. (Batch sessions end
-        // through their watcher, which records the exit code.)
-        let running = kernels::Entity::find()
-            .filter(kernels::Column::Agent.eq(&agent.info().id))
-            .filter(kernels::Column::Status.eq(SessionStatus::Running))
-            .all(&state.db)
-            .await?;
-        for k in running {
-            let alive = containers
-                .iter()
-                .any(|c| Some(&c.container_id) == k.container_id.as_ref() && c.running);
-            if alive {
-                continue;
-            }
-            let Ok(s) =
-                crate::lookup::get::<sessions::Entity>(&state.db, "session", k.session_id).await
-            else {
-                continue;
-            };
-            if s.session_type == SessionType::Batch {
-                continue;
-            }
-            let lock = state.session_locks.get(s.id).await;
-            let _guard = lock.lock().await;
-            let current =
-                crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
-            if current.status != SessionStatus::Running {
-                continue;
-            }
-            let log = remove_kernel_container(state, &k).await;
-            tracing::warn!(session = %s.id, "the session's container is gone");
-            apply(
-                state,
-                s.id,
-                SessionStatus::Error,
-                Change {
-                    info: Some("container-lost".into()),
-                    log,
-                    ..Default::default()
-                },
-            )
-            .await?;
+        let lock = state.session_locks.get(s.id).await;
+        let _guard = lock.lock().await;
+        let current = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+        if current.status != SessionStatus::Running {
+            continue;
         }
+        let log = remove_kernel_container(state, &k).await;
+        tracing::warn!(session = %s.id, "the session's container is gone");
+        apply(
+            state,
+            s.id,
+            SessionStatus::Error,
+            Change {
+                info: Some("container-lost".into()),
+                log,
+                ..Default::default()
+            },
+        )
+        .await?;
     }
     Ok(())
 }
