@@ -27,8 +27,8 @@ operation!(
     DeleteContainerRegistry,
     "graphql/admin/delete_container_registry.graphql"
 );
-operation!(DeleteKeypair, "graphql/admin/delete_keypair.graphql");
-operation!(DeletePolicy, "graphql/admin/delete_policy.graphql");
+operation!(DeleteKeypair, "../web/graphql/admin/delete_keypair.graphql");
+operation!(DeletePolicy, "../web/graphql/admin/delete_policy.graphql");
 operation!(
     DeleteScalingGroup,
     "graphql/admin/delete_scaling_group.graphql"

@@ -6,7 +6,7 @@ use super::*;
 operation!(Signup, "graphql/auth/signup.graphql");
 operation!(SignupConfig, "graphql/auth/signup_config.graphql");
 operation!(MeDetails, "graphql/auth/me_details.graphql");
-operation!(Logout, "graphql/auth/logout.graphql");
+operation!(Logout, "../web/graphql/login/logout.graphql");
 operation!(ChangePassword, "graphql/auth/change_password.graphql");
 operation!(
     UpdatePasswordNoAuth,
@@ -16,5 +16,5 @@ operation!(KeypairUse, "graphql/auth/keypair_use.graphql");
 operation!(SshPublicKeys, "graphql/auth/ssh_public_keys.graphql");
 operation!(
     RefreshSshKeypair,
-    "graphql/auth/refresh_ssh_keypair.graphql"
+    "../web/graphql/account/refresh_ssh_keypair.graphql"
 );

@@ -1,7 +1,9 @@
 //! The tests' GraphQL operations: one document per operation. The harness's and those several
 //! test modules share are under `tests/graphql/common/` (registered below: `gql::Name`), a
 //! module's own under `tests/graphql/<module>/` (`gql::<module>::Name`, which another module
-//! may borrow). They are read against the server's schema (`api/schema.graphql`) when the
+//! may borrow). Where a test sends exactly what the console sends, it uses the console's own
+//! document under `web/graphql/` (`../web/graphql/…`), so the two cannot drift apart. They
+//! are read against the server's schema (`api/schema.graphql`) when the
 //! tests are compiled, as the console's are (`web/src/ops.rs`). A selected field, an input
 //! field, an input type or a variable type the schema lacks fails the build, and so does a
 //! variable the test does not set. Run them with `TestApp::op` / `op_ok` / `admin_op` (the
@@ -57,17 +59,20 @@ macro_rules! operation {
 
 // Used by the harness (support.rs) and every module.
 operation!(Login, "graphql/common/login.graphql");
-operation!(CreateUser, "graphql/common/create_user.graphql");
+operation!(CreateUser, "../web/graphql/admin/create_user.graphql");
 operation!(MyAccessKey, "graphql/common/my_access_key.graphql");
 operation!(
     SetKeypairPolicy,
     "graphql/common/set_keypair_policy.graphql"
 );
-operation!(CreatePolicy, "graphql/common/create_policy.graphql");
+operation!(CreatePolicy, "../web/graphql/admin/create_policy.graphql");
 operation!(CreateDomain, "graphql/common/create_domain.graphql");
 operation!(SessionState, "graphql/common/session_state.graphql");
 operation!(CreateSession, "graphql/common/create_session.graphql");
-operation!(DestroySession, "graphql/common/destroy_session.graphql");
+operation!(
+    DestroySession,
+    "../web/graphql/sessions/destroy_session.graphql"
+);
 
 // Used by more than one test module: one document each, selecting what all of them read
 // (a test reads fields out of the answer, so a field another test needs costs it nothing).
@@ -97,7 +102,7 @@ operation!(
     CreateVfolderDirectory,
     "graphql/common/create_vfolder_directory.graphql"
 );
-operation!(DeletePreset, "graphql/common/delete_preset.graphql");
+operation!(DeletePreset, "../web/graphql/admin/delete_preset.graphql");
 operation!(DeleteVfolder, "graphql/common/delete_vfolder.graphql");
 operation!(
     DeleteVfolderFiles,
@@ -119,7 +124,7 @@ operation!(Keypairs, "graphql/common/keypairs.graphql");
 operation!(ModifyDomain, "graphql/common/modify_domain.graphql");
 operation!(ModifyImage, "graphql/common/modify_image.graphql");
 operation!(ModifyKeypair, "graphql/common/modify_keypair.graphql");
-operation!(ModifyPolicy, "graphql/common/modify_policy.graphql");
+operation!(ModifyPolicy, "../web/graphql/admin/modify_policy.graphql");
 operation!(ModifyUser, "graphql/common/modify_user.graphql");
 operation!(MyKeypair, "graphql/common/my_keypair.graphql");
 operation!(RenameVfolder, "graphql/common/rename_vfolder.graphql");
@@ -137,7 +142,7 @@ operation!(
 );
 operation!(SessionId, "graphql/common/session_id.graphql");
 operation!(SessionList, "graphql/common/session_list.graphql");
-operation!(SessionLogs, "graphql/common/session_logs.graphql");
+operation!(SessionLogs, "../web/graphql/sessions/session_logs.graphql");
 operation!(
     SessionSshPrivateKey,
     "graphql/common/session_ssh_private_key.graphql"

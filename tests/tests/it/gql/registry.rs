@@ -2,6 +2,9 @@
 #[allow(unused_imports)]
 use super::*;
 
-operation!(CreateRegistry, "graphql/registry/create_registry.graphql");
+operation!(
+    CreateRegistry,
+    "../web/graphql/admin/create_registry.graphql"
+);
 operation!(ModifyRegistry, "graphql/registry/modify_registry.graphql");
 operation!(SessionHistory, "graphql/registry/session_history.graphql");
