@@ -136,3 +136,59 @@ both_dbs!(
         );
     }
 );
+
+/// An address where something accepts connections and then never answers (`garbage` false)
+/// or answers with bytes that are not HTTP (`garbage` true).
+async fn bad_engine(garbage: bool) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut conn, _)) = listener.accept().await {
+            if garbage {
+                use tokio::io::AsyncWriteExt;
+                let _ = conn.write_all(b"\x00\xffnot http at all\r\n\r\n").await;
+            } else {
+                held.push(conn);
+            }
+        }
+    });
+    format!("tcp://{addr}")
+}
+
+both_dbs!(
+    a_hanging_or_babbling_engine_holds_up_no_other,
+    |db| async move {
+        let insecure = |endpoint: String| EngineConfig {
+            endpoint,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            insecure: true,
+            scaling_group: None,
+        };
+        let (hangs, babbles) = (bad_engine(false).await, bad_engine(true).await);
+        let app = tokio::time::timeout(
+            WAIT,
+            spawn_with(db, |c| {
+                c.docker_endpoints = Vec::new();
+                c.engine_timeout_secs = 2;
+                c.engines = vec![insecure(hangs), insecure(babbles), engine(1, "cert")];
+            }),
+        )
+        .await
+        .expect("the server starts although one engine never answers");
+        let agents = alive_agents(&app).await;
+        let addrs: Vec<&str> = agents
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["addr"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            addrs,
+            vec!["tcp://10.231.1.2:2376"],
+            "the good engine is an agent, the bad ones are not"
+        );
+    }
+);
