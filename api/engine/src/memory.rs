@@ -46,6 +46,18 @@ fn unreachable(context: &'static str) -> EngineError {
     EngineError::unreachable(context, "the in-memory engine was told not to answer")
 }
 
+impl Inner {
+    /// Whether the engine answers `call` (e.g. `stop <id>`); a call it does not answer is
+    /// recorded as `<call>: unreachable`.
+    fn answers(&mut self, call: String, context: &'static str) -> EngineResult<()> {
+        if self.unreachable {
+            self.calls.push(format!("{call}: unreachable"));
+            return Err(unreachable(context));
+        }
+        Ok(())
+    }
+}
+
 /// The in-memory engine. `changes` ticks on every container change so waiters wake.
 pub struct MemoryEngine {
     info: EngineInfo,
@@ -275,22 +287,20 @@ impl crate::Engine for MemoryEngine {
     }
 
     async fn logs(&self, container_id: &str) -> EngineResult<String> {
-        Ok(self.with(|i| {
-            i.containers
+        self.with(|i| {
+            i.answers(format!("logs {container_id}"), "reading container logs")?;
+            Ok(i.containers
                 .get(container_id)
                 .map(|c| c.logs.clone())
-                .unwrap_or_default()
-        }))
+                .unwrap_or_default())
+        })
     }
 
     async fn wait(&self, container_id: &str) -> EngineResult<i64> {
         let mut changes = self.changes.subscribe();
         loop {
             let state = self.with(|i| {
-                if i.unreachable {
-                    i.calls.push(format!("wait {container_id}: unreachable"));
-                    return Err(unreachable("waiting for a container"));
-                }
+                i.answers(format!("wait {container_id}"), "waiting for a container")?;
                 Ok(i.containers
                     .get(container_id)
                     .map(|c| (c.running, c.exit_code)))
@@ -312,9 +322,7 @@ impl crate::Engine for MemoryEngine {
 
     async fn stop(&self, container_id: &str, _grace_secs: i32) -> EngineResult<()> {
         self.with(|i| {
-            if i.unreachable {
-                return Err(unreachable("stopping a container"));
-            }
+            i.answers(format!("stop {container_id}"), "stopping a container")?;
             i.calls.push(format!("stop {container_id}"));
             if let Some(c) = i.containers.get_mut(container_id)
                 && c.running
@@ -329,9 +337,7 @@ impl crate::Engine for MemoryEngine {
 
     async fn remove(&self, container_id: &str, _kernel_id: Uuid) -> EngineResult<()> {
         self.with(|i| {
-            if i.unreachable {
-                return Err(unreachable("removing a container"));
-            }
+            i.answers(format!("remove {container_id}"), "removing a container")?;
             i.calls.push(format!("remove {container_id}"));
             i.containers.remove(container_id);
             Ok(())

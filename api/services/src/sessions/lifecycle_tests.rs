@@ -316,6 +316,57 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
 }
 
 #[tokio::test]
+async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_the_agent_is_back() {
+    let w = world().await;
+    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+        .await
+        .unwrap()[0]
+        .id;
+    until(&w, id, SessionStatus::Running).await;
+    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let (container, _) = w.engine.container_of(kernel.id).expect("a container");
+    w.engine.set_unreachable(true);
+    let agent = w.state.agents.get("i-memory").await.unwrap();
+    let mut misses = 0;
+    for _ in 0..3 {
+        crate::agents::beat(&w.state, &agent, &mut misses).await;
+    }
+    let ended = crate::sessions::terminate(&w.state, id, "user-requested")
+        .await
+        .unwrap();
+    assert_eq!(
+        ended.status,
+        SessionStatus::Terminated,
+        "the user is not held up"
+    );
+    assert!(
+        w.engine.containers()[&container].running,
+        "the silent engine was not touched"
+    );
+    let unanswered: Vec<String> = w
+        .engine
+        .calls()
+        .into_iter()
+        .filter(|c| c.contains(&container) && c.ends_with(": unreachable"))
+        .collect();
+    assert_eq!(
+        unanswered,
+        vec![format!("stop {container}: unreachable")],
+        "asked once, not once per step (each would wait for the timeout)"
+    );
+    occupied_cpu_becomes(&w, 0).await;
+    w.engine.set_unreachable(false);
+    assert_eq!(
+        crate::agents::beat(&w.state, &agent, &mut misses).await,
+        AgentStatus::Alive
+    );
+    assert!(
+        w.engine.container_of(kernel.id).is_none(),
+        "reconciled when the agent is back"
+    );
+}
+
+#[tokio::test]
 async fn a_refused_container_puts_the_session_in_error_and_frees_its_resources() {
     let w = world().await;
     w.engine.fail_next_create("no space left on device");

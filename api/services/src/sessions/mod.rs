@@ -513,12 +513,21 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
             {
                 // A user may end a session whose agent does not answer; its container is
                 // removed by the reconciliation when the agent is back.
-                if let Err(e) = agent.stop(container, 3).await {
-                    tracing::warn!(session = %id, container = %container, error = ?e, "stopping a container failed; the reconciliation removes it");
-                }
-                log = agent.logs(container).await.ok();
-                if let Err(e) = agent.remove(container, k.id).await {
-                    tracing::warn!(session = %id, container = %container, error = ?e, "removing a container failed; the reconciliation removes it");
+                // An engine that does not answer is asked once, not three times (each
+                // call would wait for the timeout).
+                match agent.stop(container, 3).await {
+                    Err(e) if e.is_unreachable() => {
+                        tracing::warn!(session = %id, container = %container, error = ?e, "the agent does not answer; the reconciliation removes the container when it is back");
+                    }
+                    stopped => {
+                        if let Err(e) = stopped {
+                            tracing::warn!(session = %id, container = %container, error = ?e, "stopping a container failed; removing it anyway");
+                        }
+                        log = agent.logs(container).await.ok();
+                        if let Err(e) = agent.remove(container, k.id).await {
+                            tracing::warn!(session = %id, container = %container, error = ?e, "removing a container failed; the reconciliation removes it");
+                        }
+                    }
                 }
             }
             apply(
