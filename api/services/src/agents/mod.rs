@@ -112,6 +112,15 @@ async fn register(
     agent: &bai_engine::EngineInfo,
     scaling_group: &str,
 ) -> ApiResult<()> {
+    if entity::scaling_groups::Entity::find_by_id(scaling_group.to_string())
+        .one(&state.db)
+        .await?
+        .is_none()
+    {
+        // As Backend.AI's agents, it joins the group by name; until an admin creates it,
+        // nobody may schedule there (`--scaling-group` answers NOT_FOUND).
+        tracing::warn!(agent = %agent.id, scaling_group, "the agent joins a resource group that does not exist yet; create it (Admin → Resource groups) to run sessions there");
+    }
     let now = state.clock.now();
     let existing = agents::Entity::find_by_id(agent.id.clone())
         .one(&state.db)
