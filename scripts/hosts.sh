@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Extra Docker engines as separate hosts, for the several-hosts tests (and to try bai with
 # more than one agent on one machine). Each host is its own network namespace with a veth
-# pair and address (10.231.N.2), its own bridge subnet (10.232.N.0/24, routed from here),
-# data-root, exec-root and pidfile, and a dockerd listening only on its address with mutual
-# TLS (Docker's --tlsverify). Certificates are made here with openssl: a CA, a server
+# pair and address (10.231.N.2), its own bridge subnet (10.232.N.0/24) and session subnet
+# for bai's session network (10.233.N.0/24, routed from here through the host, as an
+# operator routes each node's session subnet), data-root, exec-root and pidfile, and a
+# dockerd listening only on its address with mutual TLS (Docker's --tlsverify). The host's
+# firewall rules are bai's to check and install (through the engine, at agent start). Certificates are made here with openssl: a CA, a server
 # certificate per host, bai's client certificate, and a second CA with a client certificate
 # of its own (which every engine must refuse).
 #
@@ -21,6 +23,7 @@ host_addr() { echo "10.231.$1.2"; }
 peer_addr() { echo "10.231.$1.1"; }
 bridge_net() { echo "10.232.$1.0/24"; }
 bridge_ip() { echo "10.232.$1.1/24"; }
+session_net() { echo "10.233.$1.0/24"; }
 
 certs() {
   mkdir -p "$TLS"
@@ -79,8 +82,9 @@ up_one() {
     ip link set "${ns}a" up
     ip netns exec "$ns" sh -c "ip addr add $(host_addr "$n")/24 dev ${ns}b; ip link set ${ns}b up; ip link set lo up; ip route add default via $(peer_addr "$n")"
   fi
-  # The manager reaches that host's containers through it.
+  # The manager reaches that host's sessions through it.
   ip route replace "$(bridge_net "$n")" via "$(host_addr "$n")"
+  ip route replace "$(session_net "$n")" via "$(host_addr "$n")"
   if ! running "$n"; then
     local driver
     driver=$(docker info -f '{{.Driver}}' 2>/dev/null || echo overlay2)
@@ -116,6 +120,7 @@ down_one() {
     kill -9 "$pid" 2>/dev/null || true
   fi
   ip route del "$(bridge_net "$n")" 2>/dev/null || true
+  ip route del "$(session_net "$n")" 2>/dev/null || true
   ip link del "${ns}a" 2>/dev/null || true
   ip netns del "$ns" 2>/dev/null || true
 }
@@ -126,7 +131,7 @@ engines_json() {
     [ -d "$d" ] || continue
     n=${d##*/h}
     running "$n" || continue
-    out+="$sep{\"endpoint\":\"tcp://$(host_addr "$n"):2376\",\"tls_ca\":\"$TLS/ca.pem\",\"tls_cert\":\"$TLS/cert.pem\",\"tls_key\":\"$TLS/key.pem\",\"scaling_group\":\"h$n\"}"
+    out+="$sep{\"endpoint\":\"tcp://$(host_addr "$n"):2376\",\"tls_ca\":\"$TLS/ca.pem\",\"tls_cert\":\"$TLS/cert.pem\",\"tls_key\":\"$TLS/key.pem\",\"scaling_group\":\"h$n\",\"session_subnet\":\"$(session_net "$n")\"}"
     sep=","
   done
   echo "$out]"

@@ -52,6 +52,7 @@ pub fn synthetic_snapshot(kind: SchedulerKind, agents: usize, pending: usize) ->
                 id: format!("i-agent-{i}"),
                 available: dense(64, 256),
                 occupied: Dense::default(),
+                storage_hosts: None,
             })
             .collect(),
         pending: (0..pending)
@@ -63,6 +64,7 @@ pub fn synthetic_snapshot(kind: SchedulerKind, agents: usize, pending: usize) ->
                 requested: dense(1 + (i % 4) as u32, 1 + (i % 8) as u32),
                 order: i as i64,
                 retries: 0,
+                storage_hosts: Vec::new(),
             })
             .collect(),
         keypairs,

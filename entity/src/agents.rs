@@ -3,6 +3,7 @@
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::columns::StringList;
 use crate::enums::AgentStatus;
 use crate::slots::ResourceSlots;
 
@@ -30,6 +31,9 @@ pub struct Model {
     pub compute_plugins: Json,
     /// Latest measured CPU/memory use, from the engine.
     pub live_stat: Option<Json>,
+    /// The storage hosts this agent's host sees (None: every one, the manager's own host).
+    #[sea_orm(column_type = "Json", nullable)]
+    pub storage_hosts: Option<StringList>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

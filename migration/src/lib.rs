@@ -3,6 +3,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_init;
 mod m20261123_000001_session_list_indexes;
+mod m20261125_000001_agent_storage_hosts;
 
 pub struct Migrator;
 
@@ -12,6 +13,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261121_000001_init::Migration),
             Box::new(m20261123_000001_session_list_indexes::Migration),
+            Box::new(m20261125_000001_agent_storage_hosts::Migration),
         ]
     }
 }

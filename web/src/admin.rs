@@ -748,7 +748,8 @@ fn Images() -> impl IntoView {
                     i.environment.clone(), i.version.clone(),
                     i.registry.clone(), format!("{}/{}:{}", i.namespace, i.base_image_name, i.tag), label("ai.backend.base-distro"),
                     i.digest.chars().take(19).collect(), limits,
-                    if i.installed { "✔".into() } else { String::new() },
+                    // Which agents hold it (several hosts): a check mark and their ids.
+                    if i.installed { format!("✔ {}", i.installed_agents.join(", ")) } else { String::new() },
                 ])
             }).collect();
             table("images-table", &[key("Environment"), key("Version"), key("Registry"), key("Repository"), key("Base"), key("Digest"), key("Minimum resources"), key("Installed")], list, move |r| {

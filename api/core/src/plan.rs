@@ -126,6 +126,17 @@ pub struct AgentState {
     pub id: String,
     pub available: Dense,
     pub occupied: Dense,
+    /// The storage hosts this agent's host sees (None: every one, as the manager's own host).
+    pub storage_hosts: Option<Vec<String>>,
+}
+
+impl AgentState {
+    /// Whether the agent's host sees every storage host in `hosts`.
+    fn sees(&self, hosts: &[String]) -> bool {
+        self.storage_hosts
+            .as_ref()
+            .is_none_or(|mine| hosts.iter().all(|h| mine.contains(h)))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -139,6 +150,8 @@ pub struct PendingSession {
     pub order: i64,
     /// Scheduling attempts that found no agent.
     pub retries: u32,
+    /// The storage hosts of the session's folders: only an agent that sees them all may run it.
+    pub storage_hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,10 +243,15 @@ fn predicates(s: &PendingSession, snap: &Snapshot) -> (Vec<Predicate>, Vec<&'sta
 }
 
 /// The agent to place `want` on, following the strategy; None when none has room.
-fn select_agent(agents: &[AgentState], want: &Dense, strategy: Strategy) -> Option<usize> {
+fn select_agent(
+    agents: &[AgentState],
+    want: &Dense,
+    storage: &[String],
+    strategy: Strategy,
+) -> Option<usize> {
     let mut best: Option<(usize, [i64; N])> = None;
     for (i, a) in agents.iter().enumerate() {
-        if !a.occupied.fits(want, &a.available) {
+        if !a.sees(storage) || !a.occupied.fits(want, &a.available) {
             continue;
         }
         // Rank: prefer agents without accelerators the request does not use, then by
@@ -313,7 +331,33 @@ pub fn plan(mut snap: Snapshot) -> Vec<Decision> {
             });
             continue;
         }
-        match select_agent(&snap.agents, &s.requested, snap.strategy) {
+        // Folders on a storage host no agent here sees: a predicate, never a failed start.
+        if !snap.agents.is_empty() && !snap.agents.iter().any(|a| a.sees(&s.storage_hosts)) {
+            let missing: Vec<&str> = s
+                .storage_hosts
+                .iter()
+                .filter(|h| !snap.agents.iter().any(|a| a.sees(std::slice::from_ref(h))))
+                .map(String::as_str)
+                .collect();
+            out.push(Decision::Wait {
+                session: s.id,
+                status_info: "no-available-instances",
+                failed: vec![Predicate {
+                    name: "storage_host",
+                    msg: format!(
+                        "No agent of this resource group sees every storage host of this session's folders ({}): the storage host is not available on these agents.",
+                        if missing.is_empty() {
+                            s.storage_hosts.join(", ")
+                        } else {
+                            missing.join(", ")
+                        }
+                    ),
+                }],
+                passed,
+            });
+            continue;
+        }
+        match select_agent(&snap.agents, &s.requested, &s.storage_hosts, snap.strategy) {
             Some(i) => {
                 let agent = &mut snap.agents[i];
                 agent.occupied.add(&s.requested);
@@ -430,6 +474,7 @@ mod tests {
             id: id.into(),
             available: slots(cpu, mem),
             occupied: Dense::default(),
+            storage_hosts: None,
         }
     }
 
@@ -442,6 +487,7 @@ mod tests {
             requested: slots(cpu, mem),
             order: n,
             retries: 0,
+            storage_hosts: Vec::new(),
         }
     }
 
@@ -546,6 +592,40 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn folders_go_only_where_their_storage_host_is_seen() {
+        let mut nfs_only = agent("nfs", "8", "32g");
+        nfs_only.storage_hosts = Some(vec!["nfs".into()]);
+        let mut bare = agent("bare", "64", "256g");
+        bare.storage_hosts = Some(Vec::new());
+        let mut wants_nfs = session(1, "a", "1", "1g");
+        wants_nfs.storage_hosts = vec!["nfs".into()];
+        let mut wants_other = session(2, "a", "1", "1g");
+        wants_other.storage_hosts = vec!["local".into()];
+        // Dispersed would pick the larger agent; it cannot see the folder.
+        let d = plan(snap(
+            SchedulerKind::Fifo,
+            vec![bare.clone(), nfs_only.clone()],
+            vec![wants_nfs, wants_other, session(3, "a", "1", "1g")],
+        ));
+        assert_eq!(
+            d[0],
+            Decision::Place {
+                session: Uuid::from_u128(1),
+                agent: "nfs".into()
+            }
+        );
+        match &d[1] {
+            Decision::Wait { failed, .. } => {
+                assert_eq!(failed[0].name, "storage_host");
+                assert!(failed[0].msg.contains("(local)"), "{}", failed[0].msg);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A session that sees nothing it cannot reach is not held up behind it.
+        assert!(matches!(&d[2], Decision::Place { agent, .. } if agent == "bare"));
     }
 
     #[test]

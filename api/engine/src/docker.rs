@@ -242,6 +242,7 @@ impl DockerEngine {
         target: &Endpoint,
         config: &DockerSettings,
         instance: &str,
+        net: &crate::network::HostNetwork,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
         target.check()?;
@@ -299,10 +300,12 @@ impl DockerEngine {
         let cpu = (ncpu - Decimal::from(config.reserved_cpu)).max(Decimal::ONE);
         let mem = (Decimal::from(info.mem_total.unwrap_or(0)) - reserved_mem).max(Decimal::ZERO);
         // Sessions are isolated on a network of this installation; an engine where that
-        // cannot be set up runs no sessions (fail closed).
-        let network = if config.network_isolation {
+        // cannot be set up runs no sessions (fail closed). A remote engine's host is checked
+        // through the engine: its rules, the manager reaching its sessions.
+        let remote = endpoint.strip_prefix("tcp://");
+        let network = if config.network_isolation || remote.is_some() {
             Some(
-                crate::network::ensure(&docker, endpoint.starts_with("unix://"))
+                crate::network::ensure(&docker, remote, net)
                     .await
                     .with_context(|| format!("isolating sessions on {endpoint}"))?,
             )
@@ -544,6 +547,7 @@ impl crate::Engine for DockerEngine {
         &self,
         reference: &str,
         credentials: Option<(String, String)>,
+        progress: crate::Progress<'_>,
     ) -> EngineResult<()> {
         let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
             .from_image(reference)
@@ -553,18 +557,85 @@ impl crate::Engine for DockerEngine {
             password: Some(password),
             ..Default::default()
         });
+        let refused = |message: String| {
+            EngineError::Refused(format!("pulling {reference} failed: {message}"))
+        };
         let mut stream = self.docker.create_image(Some(opts), None, creds);
+        // Each layer's (done, size) as the engine reports it.
+        let mut layers: HashMap<String, (u64, u64)> = HashMap::new();
         while let Some(step) = stream.next().await {
-            if let Err(e) = step {
-                return Err(match e {
-                    bollard::errors::Error::DockerResponseServerError { message, .. } => {
-                        EngineError::Refused(format!("pulling {reference} failed: {message}"))
-                    }
-                    bollard::errors::Error::DockerStreamError { error } => {
-                        EngineError::Refused(format!("pulling {reference} failed: {error}"))
-                    }
-                    other => engine_err("pulling an image", other),
-                });
+            let info = step.map_err(|e| match e {
+                bollard::errors::Error::DockerResponseServerError { message, .. } => {
+                    refused(message)
+                }
+                bollard::errors::Error::DockerStreamError { error } => refused(error),
+                other => engine_err("pulling an image", other),
+            })?;
+            if let Some(detail) = info.error_detail {
+                return Err(refused(detail.message.unwrap_or_default()));
+            }
+            let (Some(layer), Some(status)) = (info.id, info.status) else {
+                continue;
+            };
+            let entry = layers.entry(layer).or_default();
+            let detail = info.progress_detail.unwrap_or_default();
+            match status.as_str() {
+                "Downloading" => {
+                    let total = u64::try_from(detail.total.unwrap_or(0)).unwrap_or(0);
+                    let current = u64::try_from(detail.current.unwrap_or(0)).unwrap_or(0);
+                    *entry = (current.min(total), total.max(entry.1));
+                }
+                "Download complete" | "Pull complete" | "Already exists" => entry.0 = entry.1,
+                _ => continue,
+            }
+            let (done, total) = layers
+                .values()
+                .fold((0, 0), |(d, t), (ld, lt)| (d + ld, t + lt));
+            progress(done, total);
+        }
+        Ok(())
+    }
+
+    async fn export_image(&self, reference: &str) -> EngineResult<(u64, crate::ByteStream)> {
+        let inspected = self.docker.inspect_image(reference).await.map_err(|e| {
+            if is_not_found(&e) {
+                EngineError::NotFound {
+                    what: "image",
+                    key: reference.to_string(),
+                }
+            } else {
+                engine_err("reading an image", e)
+            }
+        })?;
+        let size = u64::try_from(inspected.size.unwrap_or(0)).unwrap_or(0);
+        let stream = self
+            .docker
+            .export_image(reference)
+            .map(|chunk| chunk.map_err(|e| engine_err("exporting an image", e)));
+        Ok((size, Box::pin(stream)))
+    }
+
+    async fn load_image(&self, archive: crate::ByteStream) -> EngineResult<()> {
+        let opts = bollard::query_parameters::ImportImageOptionsBuilder::default()
+            .quiet(true)
+            .build();
+        // What fails on the way in (the exporting engine went away) fails the load.
+        let archive =
+            archive.map(|chunk| chunk.map_err(|e| std::io::Error::other(format!("{e:?}"))));
+        let mut answers = self.docker.import_image_stream(opts, archive, None);
+        while let Some(answer) = answers.next().await {
+            let info = answer.map_err(|e| match e {
+                bollard::errors::Error::DockerResponseServerError { message, .. }
+                | bollard::errors::Error::DockerStreamError { error: message } => {
+                    EngineError::Refused(format!("loading an image failed: {message}"))
+                }
+                other => engine_err("loading an image", other),
+            })?;
+            if let Some(detail) = info.error_detail {
+                return Err(EngineError::Refused(format!(
+                    "loading an image failed: {}",
+                    detail.message.unwrap_or_default()
+                )));
             }
         }
         Ok(())

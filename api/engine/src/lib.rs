@@ -164,6 +164,12 @@ impl ExecOutput {
 
 pub type OutputStream = Pin<Box<dyn futures_util::Stream<Item = EngineResult<ExecOutput>> + Send>>;
 
+/// An image archive (`docker save`) on its way from one engine to another.
+pub type ByteStream = Pin<Box<dyn futures_util::Stream<Item = EngineResult<bytes::Bytes>> + Send>>;
+
+/// How far an image's arrival has come: bytes done and bytes in all (0 while unknown).
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Send + Sync);
+
 /// A process running in a container with its streams attached.
 pub struct AttachedExec {
     pub id: String,
@@ -191,12 +197,19 @@ pub trait Engine: Send + Sync {
     async fn ping(&self) -> EngineResult<()>;
     /// Creates and starts the container of one kernel; returns its id.
     async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String>;
-    /// Pulls `reference` (`registry/repo:tag`) with optional credentials.
+    /// Pulls `reference` (`registry/repo:tag`) with optional credentials, telling `progress`
+    /// the layers' bytes as they arrive.
     async fn pull(
         &self,
         reference: &str,
         credentials: Option<(String, String)>,
+        progress: Progress<'_>,
     ) -> EngineResult<()>;
+    /// The image `reference` as a `docker save` archive, streamed, with the image's size (the
+    /// archive is about as large).
+    async fn export_image(&self, reference: &str) -> EngineResult<(u64, ByteStream)>;
+    /// Loads a `docker save` archive (the image keeps its name and labels).
+    async fn load_image(&self, archive: ByteStream) -> EngineResult<()>;
     /// Writes small files into a running container (owned by uid/gid 1000, `work`) under
     /// `parent`, creating `dir` if needed. Each entry is `(name inside dir, mode, contents)`.
     async fn put_files(

@@ -1,23 +1,56 @@
 //! Network isolation of sessions. Every session container joins one bridge network per
 //! engine (`bai-sessions`, shared by the installations on that engine) with inter-container
-//! traffic off, and firewall rules on the host keep
-//! containers away from the host itself (services on the bridge gateway included) and from
-//! link-local addresses (cloud metadata at 169.254.169.254). The server still reaches the
-//! session's ports at the containers' addresses on the bridge (connections the host opens).
+//! traffic off, and firewall rules on the engine's host keep containers away from the host
+//! itself (services on the bridge gateway included), from link-local addresses (cloud
+//! metadata at 169.254.169.254) and from the other hosts' engines and sessions. The server
+//! reaches the session's ports at the containers' addresses on the bridge: on its own host
+//! directly, on a remote host through a route to that host's session subnet, where the rules
+//! let in the manager's address alone.
+//!
+//! On the manager's host bai runs `iptables` itself. On a remote host it has no program of
+//! its own: it runs a short-lived container of its probe image (a static busybox) through the
+//! engine — not privileged, but in the host's network and PID namespaces with the capabilities
+//! to enter the engine process's mount namespace and run the host's own `iptables` — to check
+//! the rules and insert what is missing,
+//! then a second, unprivileged probe on the session network proves what a session sees: the
+//! manager reaches it, it does not reach its host. An engine whose host fails either is refused.
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 use anyhow::Context;
 use bollard::Docker;
-use bollard::models::NetworkCreateRequest;
+use bollard::models::{ContainerCreateBody, HostConfig, Ipam, IpamConfig, NetworkCreateRequest};
+use futures_util::StreamExt;
 
 /// The session network and its bridge (a bridge name has at most 15 bytes).
 pub const NETWORK: &str = "bai-sessions";
 pub const BRIDGE: &str = "bai-sessions";
 
-/// The rules, as `iptables` arguments after `-C`/`-I`: (chain, rule).
-pub fn rules(bridge: &str) -> Vec<(&'static str, Vec<String>)> {
+/// The probe image bai makes on each remote engine from a static busybox.
+pub const PROBE_IMAGE: &str = "bai.local/probe:busybox-1";
+
+/// Where the session network of one engine's host sits among the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostNetwork {
+    /// The session network's subnet (`10.233.1.0/24`); required on a remote host, whose
+    /// sessions the manager reaches through a route to it. None: Docker picks one.
+    pub subnet: Option<String>,
+    /// The manager's address as this host sees it: the one source let into its sessions
+    /// (remote hosts; None: found from the route to the engine).
+    pub manager: Option<IpAddr>,
+    /// Addresses and subnets this host's sessions must never reach: the other hosts' engines
+    /// and session networks (through the manager's host, a session would otherwise arrive
+    /// there masqueraded as the manager).
+    pub forbidden: Vec<String>,
+    /// A static busybox binary (`/bin/busybox` of Debian's busybox-static) for the probe image.
+    pub busybox: std::path::PathBuf,
+}
+
+/// The rules, as `iptables` arguments after `-C`/`-I`: (chain, rule). Each is inserted at the
+/// top, so a rule listed later sits above the earlier ones.
+pub fn rules(bridge: &str, net: &HostNetwork) -> Vec<(&'static str, Vec<String>)> {
     let r = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<String>>();
-    vec![
+    let mut out = vec![
         // Forwarded traffic: not to another container, not to link-local addresses.
         (
             "DOCKER-USER",
@@ -27,6 +60,23 @@ pub fn rules(bridge: &str) -> Vec<(&'static str, Vec<String>)> {
             "DOCKER-USER",
             r(&["-i", bridge, "-d", "169.254.0.0/16", "-j", "DROP"]),
         ),
+    ];
+    for target in &net.forbidden {
+        out.push((
+            "DOCKER-USER",
+            r(&["-i", bridge, "-d", target, "-j", "DROP"]),
+        ));
+    }
+    if let Some(manager) = net.manager {
+        // Into the sessions: the manager's connections (the app proxy, the port pool), and
+        // nothing else from outside (Docker's own chain drops the rest).
+        let source = manager.to_string();
+        out.push((
+            "DOCKER-USER",
+            r(&["-s", &source, "-o", bridge, "-j", "ACCEPT"]),
+        ));
+    }
+    out.extend([
         // To the host itself: only answers to connections the host opened (the app proxy).
         ("INPUT", r(&["-i", bridge, "-j", "DROP"])),
         (
@@ -42,7 +92,8 @@ pub fn rules(bridge: &str) -> Vec<(&'static str, Vec<String>)> {
                 "ACCEPT",
             ]),
         ),
-    ]
+    ]);
+    out
 }
 
 async fn iptables(args: &[String]) -> anyhow::Result<bool> {
@@ -55,10 +106,9 @@ async fn iptables(args: &[String]) -> anyhow::Result<bool> {
     Ok(out.status.success())
 }
 
-/// Installs each rule once (checked with `-C`, inserted at the top with `-I`; the rules are
-/// listed so that inserting each at the top leaves ACCEPT above DROP).
-async fn install_rules(bridge: &str) -> anyhow::Result<()> {
-    for (chain, rule) in rules(bridge) {
+/// Installs each rule once on this host (checked with `-C`, inserted at the top with `-I`).
+async fn install_rules(bridge: &str, net: &HostNetwork) -> anyhow::Result<()> {
+    for (chain, rule) in rules(bridge, net) {
         let mut check = vec!["-C".to_string(), chain.to_string()];
         check.extend(rule.iter().cloned());
         if iptables(&check).await? {
@@ -73,9 +123,53 @@ async fn install_rules(bridge: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Makes sure the installation's network exists (and, for the local engine, the host's
-/// firewall rules); returns the network's name.
-pub async fn ensure(docker: &Docker, local: bool) -> anyhow::Result<String> {
+/// A shell word in single quotes.
+fn quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The script the rules probe runs on a remote host: the same check-then-insert as
+/// [`install_rules`], with the host's own iptables, then every rule checked again.
+pub fn remote_rules_script(bridge: &str, net: &HostNetwork) -> String {
+    // The engine's own process in this network namespace (the probe shares the host's):
+    // its mount namespace holds the host's iptables.
+    let mut script = String::from(
+        "B=/bin/busybox; self=$($B readlink /proc/self/ns/net); engine=\n\
+         for p in $($B pidof dockerd); do [ \"$($B readlink /proc/$p/ns/net)\" = \"$self\" ] && engine=$p; done\n\
+         [ -n \"$engine\" ] || { echo 'no dockerd process in the host network namespace'; exit 2; }\n\
+         ipt() { $B nsenter -t \"$engine\" -m -- env PATH=/usr/sbin:/sbin:/usr/bin:/bin iptables -w \"$@\"; }\n",
+    );
+    let all = rules(bridge, net);
+    for (chain, rule) in &all {
+        let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
+        let words = words.join(" ");
+        script.push_str(&format!(
+            "ipt -C {chain} {words} 2>/dev/null || ipt -I {chain} 1 {words} || echo 'cannot insert: {chain} {plain}'\n",
+            plain = rule.join(" ").replace('\'', "")
+        ));
+    }
+    script.push_str("missing=0\n");
+    for (chain, rule) in &all {
+        let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
+        script.push_str(&format!(
+            "ipt -C {chain} {} 2>/dev/null || {{ echo 'missing: {chain} {}'; missing=1; }}\n",
+            words.join(" "),
+            rule.join(" ").replace('\'', "")
+        ));
+    }
+    script.push_str("exit $missing\n");
+    script
+}
+
+/// Makes sure the installation's network exists (with `net.subnet` when given) and that the
+/// host's firewall rules are in place — on this host with iptables, on a remote one through
+/// the probe containers; returns the network's name. `engine_addr` is the remote engine's
+/// `host:port` (None for a local socket).
+pub async fn ensure(
+    docker: &Docker,
+    engine_addr: Option<&str>,
+    net: &HostNetwork,
+) -> anyhow::Result<String> {
     let (name, bridge) = (NETWORK.to_string(), BRIDGE.to_string());
     if let Ok(existing) = docker.inspect_network(&name, None).await {
         let icc = existing
@@ -86,6 +180,20 @@ pub async fn ensure(docker: &Docker, local: bool) -> anyhow::Result<String> {
         if icc != Some("false") {
             anyhow::bail!(
                 "the network {name} exists but lets containers talk to each other; remove it (docker network rm {name})"
+            );
+        }
+        if let Some(want) = &net.subnet {
+            let has: Vec<String> = existing
+                .ipam
+                .and_then(|i| i.config)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|c| c.subnet)
+                .collect();
+            anyhow::ensure!(
+                has.iter().any(|s| s == want),
+                "the network {name} exists with the subnet {} instead of the configured session_subnet {want}; remove it (docker network rm {name}) or change the setting",
+                has.join(", ")
             );
         }
     } else {
@@ -102,12 +210,20 @@ pub async fn ensure(docker: &Docker, local: bool) -> anyhow::Result<String> {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        let ipam = net.subnet.as_ref().map(|subnet| Ipam {
+            config: Some(vec![IpamConfig {
+                subnet: Some(subnet.clone()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
         let created = docker
             .create_network(NetworkCreateRequest {
                 name: name.clone(),
                 driver: Some("bridge".into()),
                 options: Some(options),
                 labels: Some(labels),
+                ipam,
                 ..Default::default()
             })
             .await;
@@ -118,21 +234,337 @@ pub async fn ensure(docker: &Docker, local: bool) -> anyhow::Result<String> {
             return Err(e).with_context(|| format!("creating the session network {name}"));
         }
     }
-    if local {
-        install_rules(&bridge)
+    match engine_addr {
+        None => install_rules(&bridge, net)
             .await
-            .with_context(|| format!("isolating the session network {name} (bridge {bridge})"))?;
+            .with_context(|| format!("isolating the session network {name} (bridge {bridge})"))?,
+        Some(addr) => {
+            anyhow::ensure!(
+                net.subnet.is_some(),
+                "a remote engine needs session_subnet: the manager reaches its sessions through a route to that subnet"
+            );
+            let manager = match net.manager {
+                Some(m) => m,
+                None => manager_address(addr).await?,
+            };
+            let net = HostNetwork {
+                manager: Some(manager),
+                ..net.clone()
+            };
+            ensure_probe_image(docker, &net.busybox).await?;
+            remote_rules(docker, &bridge, &net).await?;
+            prove(docker, &name, addr).await?;
+        }
     }
     Ok(name)
 }
 
+/// The address this process sends from towards `addr` (`host:port`): what the remote host
+/// sees as the manager (no packet is sent: a UDP socket only picks its route).
+pub async fn manager_address(addr: &str) -> anyhow::Result<IpAddr> {
+    let target = tokio::net::lookup_host(addr)
+        .await
+        .with_context(|| format!("resolving {addr}"))?
+        .next()
+        .with_context(|| format!("{addr} has no address"))?;
+    let any: std::net::SocketAddr = if target.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }
+    .parse()?;
+    let socket = tokio::net::UdpSocket::bind(any).await?;
+    socket
+        .connect(target)
+        .await
+        .with_context(|| format!("no route to {addr}"))?;
+    Ok(socket.local_addr()?.ip())
+}
+
+/// The probe image (a static busybox, nothing else) on this engine.
+async fn ensure_probe_image(docker: &Docker, busybox: &std::path::Path) -> anyhow::Result<()> {
+    if docker.inspect_image(PROBE_IMAGE).await.is_ok() {
+        return Ok(());
+    }
+    let binary = tokio::fs::read(busybox).await.with_context(|| {
+        format!(
+            "reading {} for the probe image that checks remote hosts (Debian: apt install busybox-static; setting probe_busybox)",
+            busybox.display()
+        )
+    })?;
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_mode(0o755);
+    h.set_size(0);
+    b.append_data(&mut h, "bin/", std::io::empty())?;
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(0o755);
+    h.set_size(binary.len() as u64);
+    b.append_data(&mut h, "bin/busybox", binary.as_slice())?;
+    let archive = b.into_inner()?;
+    let (repo, tag) = PROBE_IMAGE
+        .rsplit_once(':')
+        .unwrap_or((PROBE_IMAGE, "latest"));
+    let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
+        .from_src("-")
+        .repo(repo)
+        .tag(tag)
+        .changes(vec![format!(
+            "LABEL {}={}",
+            crate::MANAGED_LABEL,
+            crate::MANAGED_VALUE
+        )])
+        .build();
+    let mut answers =
+        docker.create_image(Some(opts), Some(bollard::body_full(archive.into())), None);
+    while let Some(answer) = answers.next().await {
+        let answer = answer.context("importing the probe image")?;
+        if let Some(e) = answer.error_detail {
+            anyhow::bail!(
+                "importing the probe image: {}",
+                e.message.unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs `cmd` in a probe container with `host` settings to its end (at most `limit`);
+/// returns its exit code and output, and removes it.
+async fn run_probe(
+    docker: &Docker,
+    host: HostConfig,
+    cmd: Vec<String>,
+    limit: std::time::Duration,
+    during: impl AsyncFnOnce(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<(i64, String)> {
+    let labels: HashMap<String, String> = [(crate::MANAGED_LABEL, crate::MANAGED_VALUE)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let created = docker
+        .create_container(
+            None::<bollard::query_parameters::CreateContainerOptions>,
+            ContainerCreateBody {
+                image: Some(PROBE_IMAGE.to_string()),
+                cmd: Some(cmd),
+                labels: Some(labels),
+                host_config: Some(host),
+                ..Default::default()
+            },
+        )
+        .await
+        .context("creating a probe container")?;
+    let id = created.id;
+    let outcome = async {
+        docker
+            .start_container(
+                &id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+            .context("starting a probe container")?;
+        during(&id).await?;
+        let mut wait =
+            docker.wait_container(&id, None::<bollard::query_parameters::WaitContainerOptions>);
+        let code = match tokio::time::timeout(limit, wait.next()).await {
+            Ok(Some(Ok(r))) => r.status_code,
+            Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => code,
+            Ok(Some(Err(e))) => return Err(e).context("waiting for a probe container"),
+            Ok(None) => anyhow::bail!("a probe container vanished"),
+            Err(_) => anyhow::bail!("a probe container did not end in {limit:?}"),
+        };
+        let mut logs = docker.logs(
+            &id,
+            Some(
+                bollard::query_parameters::LogsOptionsBuilder::default()
+                    .stdout(true)
+                    .stderr(true)
+                    .build(),
+            ),
+        );
+        let mut out = String::new();
+        while let Some(Ok(chunk)) = logs.next().await {
+            out.push_str(&chunk.to_string());
+            if out.len() > 64 * 1024 {
+                break;
+            }
+        }
+        Ok((code, out))
+    }
+    .await;
+    let remove = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .build();
+    if let Err(e) = docker.remove_container(&id, Some(remove)).await {
+        tracing::warn!(container = %id, error = %e, "removing a probe container failed");
+    }
+    outcome
+}
+
+/// Checks and inserts the rules on a remote host (the rules probe).
+async fn remote_rules(docker: &Docker, bridge: &str, net: &HostNetwork) -> anyhow::Result<()> {
+    // Not privileged: the host's network namespace, its processes to find the engine's,
+    // and the capabilities to enter that process's mount namespace and change the rules.
+    let host = HostConfig {
+        pid_mode: Some("host".into()),
+        network_mode: Some("host".into()),
+        cap_drop: Some(vec!["ALL".into()]),
+        cap_add: Some(
+            [
+                "NET_ADMIN",
+                "NET_RAW",
+                "SYS_ADMIN",
+                "SYS_PTRACE",
+                "SYS_CHROOT",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        ..Default::default()
+    };
+    let script = remote_rules_script(bridge, net);
+    let cmd = vec!["/bin/busybox".into(), "sh".into(), "-c".into(), script];
+    let (code, out) = run_probe(
+        docker,
+        host,
+        cmd,
+        std::time::Duration::from_secs(30),
+        async |_| Ok(()),
+    )
+    .await
+    .context("checking the host's firewall rules")?;
+    anyhow::ensure!(
+        code == 0,
+        "the host's firewall rules for the session network are not in place (exit {code}): {}",
+        out.trim()
+    );
+    Ok(())
+}
+
+/// What a session on this host sees: the manager reaches it on the session network, and it
+/// does not reach its own host (the engine's own port there).
+async fn prove(docker: &Docker, network: &str, engine_addr: &str) -> anyhow::Result<()> {
+    let (host, port) = engine_addr
+        .rsplit_once(':')
+        .with_context(|| format!("{engine_addr} is not host:port"))?;
+    let script = format!(
+        "/bin/busybox timeout 20 /bin/busybox nc -l -p 2000 -e /bin/busybox echo bai-probe & \
+         if /bin/busybox nc -w 3 {} {} -e /bin/busybox true; then echo HOST-REACHABLE; fi; wait",
+        quoted(host.trim_start_matches('[').trim_end_matches(']')),
+        quoted(port)
+    );
+    let host_config = HostConfig {
+        network_mode: Some(network.to_string()),
+        cap_drop: Some(vec!["ALL".into()]),
+        ..Default::default()
+    };
+    let cmd = vec!["/bin/busybox".into(), "sh".into(), "-c".into(), script];
+    let reach = async |id: &str| -> anyhow::Result<()> {
+        let info = docker
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await?;
+        let ip: IpAddr = info
+            .network_settings
+            .and_then(|n| n.networks)
+            .and_then(|n| n.get(network).and_then(|e| e.ip_address.clone()))
+            .and_then(|ip| ip.parse().ok())
+            .with_context(|| format!("the probe has no address on {network}"))?;
+        let target = std::net::SocketAddr::new(ip, 2000);
+        let mut last = None;
+        // The listener takes a moment to start; a route that is missing or dropped times out.
+        for _ in 0..10 {
+            match tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                tokio::net::TcpStream::connect(target),
+            )
+            .await
+            {
+                Ok(Ok(mut conn)) => {
+                    use tokio::io::AsyncReadExt;
+                    let mut buf = [0u8; 16];
+                    let n = tokio::time::timeout(
+                        std::time::Duration::from_secs(2),
+                        conn.read(&mut buf),
+                    )
+                    .await
+                    .unwrap_or(Ok(0))
+                    .unwrap_or(0);
+                    if buf[..n].starts_with(b"bai-probe") {
+                        return Ok(());
+                    }
+                    last = Some(format!(
+                        "{target} answered {:?}",
+                        String::from_utf8_lossy(&buf[..n])
+                    ));
+                }
+                Ok(Err(e)) => last = Some(format!("{target}: {e}")),
+                Err(_) => last = Some(format!("{target}: no answer in 2 s")),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        anyhow::bail!(
+            "the manager cannot reach a session on this host ({}): route the session subnet through the host and let the manager's address in (see the README, several hosts)",
+            last.unwrap_or_default()
+        )
+    };
+    let (_, out) = run_probe(
+        docker,
+        host_config,
+        cmd,
+        std::time::Duration::from_secs(30),
+        reach,
+    )
+    .await
+    .context("probing the session network")?;
+    anyhow::ensure!(
+        !out.contains("HOST-REACHABLE"),
+        "a session on this host reaches the host itself ({engine_addr}): its firewall rules are not in effect"
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn names_fit_a_bridge() {
         assert!(super::BRIDGE.len() <= 15);
-        let rules = super::rules(super::BRIDGE);
+        let rules = super::rules(super::BRIDGE, &HostNetwork::default());
         // ACCEPT is inserted last, so it ends up above the DROP in INPUT.
         assert_eq!(rules.last().unwrap().1.last().unwrap(), "ACCEPT");
+    }
+
+    #[test]
+    fn remote_rules_let_in_the_manager_and_keep_out_the_others() {
+        let net = HostNetwork {
+            subnet: Some("10.233.1.0/24".into()),
+            manager: Some("10.231.1.1".parse().unwrap()),
+            forbidden: vec!["10.233.2.0/24".into(), "10.231.2.2".into()],
+            busybox: "/bin/busybox".into(),
+        };
+        let rules = rules(BRIDGE, &net);
+        let has = |want: &[&str]| {
+            rules
+                .iter()
+                .any(|(_, r)| r.iter().map(String::as_str).eq(want.iter().copied()))
+        };
+        assert!(has(&["-s", "10.231.1.1", "-o", BRIDGE, "-j", "ACCEPT"]));
+        assert!(has(&["-i", BRIDGE, "-d", "10.233.2.0/24", "-j", "DROP"]));
+        assert!(has(&["-i", BRIDGE, "-d", "10.231.2.2", "-j", "DROP"]));
+        let script = remote_rules_script(BRIDGE, &net);
+        assert!(
+            script.contains("ipt -C DOCKER-USER '-s' '10.231.1.1'"),
+            "{script}"
+        );
+        assert!(script.ends_with("exit $missing\n"));
+        // A word with a quote cannot leave its quotes.
+        assert_eq!(quoted("a'b"), "'a'\\''b'");
     }
 }

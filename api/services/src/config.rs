@@ -62,6 +62,57 @@ pub struct EngineConfig {
     pub insecure: bool,
     /// The resource group this agent joins (default: `agent_scaling_group`).
     pub scaling_group: Option<String>,
+    /// The subnet of this host's session network (`10.233.1.0/24`), routed from the manager
+    /// through the host (required: the manager reaches the host's sessions there).
+    pub session_subnet: Option<String>,
+    /// The manager's address as the host sees it, when a NAT is in between (default: the
+    /// address this process sends from towards the engine).
+    pub manager_address: Option<std::net::IpAddr>,
+    /// Where this host sees each storage host (`name = "/mnt/nfs/bai"`): the same export
+    /// mounted on every node. A folder on a storage host not listed here is out of reach
+    /// for this agent, and the scheduler places its sessions elsewhere.
+    #[serde(default)]
+    pub storage: std::collections::BTreeMap<String, PathBuf>,
+}
+
+/// One engine as the agents start it: where, in which group, its host's network, and where
+/// it sees each storage host.
+#[derive(Debug, Clone)]
+pub struct PlannedEngine {
+    pub endpoint: bai_engine::docker::Endpoint,
+    pub scaling_group: String,
+    pub network: bai_engine::network::HostNetwork,
+    /// Storage host name → path on that host; None: this host's own paths (the local engine
+    /// sees every storage host where the manager does).
+    pub storage: Option<std::collections::BTreeMap<String, PathBuf>>,
+}
+
+/// `a.b.c.d/n` (IPv4) or an IPv6 prefix: a subnet as Docker takes it.
+fn check_subnet(subnet: &str) -> anyhow::Result<()> {
+    let (ip, len) = subnet
+        .split_once('/')
+        .with_context(|| format!("session_subnet {subnet}: a subnet is address/prefix"))?;
+    let ip: std::net::IpAddr = ip
+        .parse()
+        .with_context(|| format!("session_subnet {subnet}: not an address"))?;
+    let len: u8 = len
+        .parse()
+        .with_context(|| format!("session_subnet {subnet}: not a prefix length"))?;
+    let max = if ip.is_ipv4() { 30 } else { 126 };
+    anyhow::ensure!(
+        (8..=max).contains(&len),
+        "session_subnet {subnet}: the prefix length must be 8 to {max}"
+    );
+    Ok(())
+}
+
+/// The host part of `tcp://host:port`.
+fn endpoint_host(url: &str) -> String {
+    let rest = url.trim_start_matches("tcp://");
+    let host = rest.rsplit_once(':').map_or(rest, |(h, _)| h);
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
 }
 
 impl EngineConfig {
@@ -216,10 +267,13 @@ settings! {
     /// on other hosts go in `engines` (plain `tcp://` here is refused).
     docker_endpoints: Vec<String> = vec!["unix:///var/run/docker.sock".to_string()], env = "BAI_DOCKER_ENDPOINTS";
     /// Container engines on other hosts, over mutual TLS (`[[engines]]`: endpoint, tls_ca,
-    /// tls_cert, tls_key, insecure, scaling_group).
+    /// tls_cert, tls_key, insecure, scaling_group, session_subnet, manager_address, storage).
     engines: Vec<EngineConfig> = Vec::new(), env = "BAI_ENGINES";
     /// Seconds an engine call may take to answer before the engine counts as unreachable.
     engine_timeout_secs: u64 = 30, env = "BAI_ENGINE_TIMEOUT_SECS";
+    /// A static busybox (Debian's busybox-static): bai makes its probe image of it on each
+    /// remote engine, to check and install that host's firewall rules.
+    probe_busybox: PathBuf = PathBuf::from("/bin/busybox"), env = "BAI_PROBE_BUSYBOX";
     /// Heartbeats an engine may miss in a row before its agent is LOST.
     agent_lost_after_misses: u32 = 3, env = "BAI_AGENT_LOST_AFTER_MISSES";
     /// Region reported by the agents.
@@ -283,21 +337,67 @@ impl Config {
 
     /// Every configured engine: the local ones, then those on other hosts, each with the
     /// resource group its agent joins.
-    pub fn all_engines(&self) -> anyhow::Result<Vec<(bai_engine::docker::Endpoint, String)>> {
-        let local = self.docker_endpoints.iter().map(|url| {
+    pub fn all_engines(&self) -> anyhow::Result<Vec<PlannedEngine>> {
+        // What sessions must never reach: every remote host's engine and session network
+        // (each host's own excepted).
+        let mut remote_targets: Vec<(usize, String)> = Vec::new();
+        for (i, c) in self.engines.iter().enumerate() {
+            c.endpoint()?;
+            let subnet = c.session_subnet.as_deref().with_context(|| {
+                format!(
+                    "{}: session_subnet is required (the subnet of that host's session network, routed from the manager through the host)",
+                    c.endpoint
+                )
+            })?;
+            check_subnet(subnet)?;
+            anyhow::ensure!(
+                self.network_isolation,
+                "{}: remote engines need network_isolation (their sessions are reached through the isolated session network)",
+                c.endpoint
+            );
+            remote_targets.push((i, endpoint_host(&c.endpoint)));
+            remote_targets.push((i, subnet.to_string()));
+        }
+        let forbidden_for = |me: Option<usize>| -> Vec<String> {
+            remote_targets
+                .iter()
+                .filter(|(i, _)| Some(*i) != me)
+                .map(|(_, t)| t.clone())
+                .collect()
+        };
+        let mut out = Vec::new();
+        for url in &self.docker_endpoints {
             let e = bai_engine::docker::Endpoint::plain(url);
             e.check()?;
-            Ok((e, self.agent_scaling_group.clone()))
-        });
-        let remote = self.engines.iter().map(|c| {
-            Ok((
-                c.endpoint()?,
-                c.scaling_group
+            out.push(PlannedEngine {
+                endpoint: e,
+                scaling_group: self.agent_scaling_group.clone(),
+                network: bai_engine::network::HostNetwork {
+                    subnet: None,
+                    manager: None,
+                    forbidden: forbidden_for(None),
+                    busybox: self.probe_busybox.clone(),
+                },
+                storage: None,
+            });
+        }
+        for (i, c) in self.engines.iter().enumerate() {
+            out.push(PlannedEngine {
+                endpoint: c.endpoint()?,
+                scaling_group: c
+                    .scaling_group
                     .clone()
                     .unwrap_or_else(|| self.agent_scaling_group.clone()),
-            ))
-        });
-        local.chain(remote).collect()
+                network: bai_engine::network::HostNetwork {
+                    subnet: c.session_subnet.clone(),
+                    manager: c.manager_address,
+                    forbidden: forbidden_for(Some(i)),
+                    busybox: self.probe_busybox.clone(),
+                },
+                storage: Some(c.storage.clone()),
+            });
+        }
+        Ok(out)
     }
 
     /// The database URL in effect: `DATABASE_URL`, else an SQLite file in the data directory.
@@ -356,16 +456,39 @@ mod tests {
         .unwrap_err();
         assert!(env_plain.contains("root on that host"), "{env_plain}");
         let ok = load(
-            "[[engines]]\nendpoint = \"tcp://10.0.0.2:2376\"\ntls_ca = \"/ca.pem\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\nscaling_group = \"gpu\"\n\n[[engines]]\nendpoint = \"tcp://10.0.0.3:2375\"\ninsecure = true\n",
+            "[[engines]]\nendpoint = \"tcp://10.0.0.2:2376\"\ntls_ca = \"/ca.pem\"\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\nscaling_group = \"gpu\"\nsession_subnet = \"10.233.2.0/24\"\n\n[[engines]]\nendpoint = \"tcp://10.0.0.3:2375\"\ninsecure = true\nsession_subnet = \"10.233.3.0/24\"\nstorage = { local = \"/mnt/nfs\" }\n",
         )
         .unwrap();
         let all = ok.all_engines().unwrap();
         assert_eq!(all.len(), 3, "the local engine and two remote ones");
-        assert_eq!(all[1].1, "gpu");
-        assert_eq!(all[2].1, "default");
+        assert_eq!(all[1].scaling_group, "gpu");
+        assert_eq!(all[2].scaling_group, "default");
+        // Sessions here reach neither remote host; each remote host's, not the other's.
+        assert_eq!(
+            all[0].network.forbidden,
+            ["10.0.0.2", "10.233.2.0/24", "10.0.0.3", "10.233.3.0/24"]
+        );
+        assert_eq!(all[1].network.forbidden, ["10.0.0.3", "10.233.3.0/24"]);
+        assert_eq!(all[2].network.subnet.as_deref(), Some("10.233.3.0/24"));
+        assert_eq!(
+            all[2].storage.as_ref().unwrap()["local"],
+            PathBuf::from("/mnt/nfs")
+        );
+        assert!(all[1].storage.as_ref().unwrap().is_empty());
+        let no_subnet =
+            load("[[engines]]\nendpoint = \"tcp://10.0.0.3:2375\"\ninsecure = true\n").unwrap_err();
+        assert!(
+            no_subnet.contains("session_subnet is required"),
+            "{no_subnet}"
+        );
+        let bad_subnet = load(
+            "[[engines]]\nendpoint = \"tcp://10.0.0.3:2375\"\ninsecure = true\nsession_subnet = \"10.0.0.0\"\n",
+        )
+        .unwrap_err();
+        assert!(bad_subnet.contains("address/prefix"), "{bad_subnet}");
         let json = Config::load_with(None, &|k| {
             (k == "BAI_ENGINES")
-                .then(|| r#"[{"endpoint":"tcp://10.0.0.2:2375","insecure":true}]"#.to_string())
+                .then(|| r#"[{"endpoint":"tcp://10.0.0.2:2375","insecure":true,"session_subnet":"10.233.2.0/24"}]"#.to_string())
         })
         .unwrap();
         assert!(json.engines[0].insecure);

@@ -29,6 +29,10 @@ impl From<Vec<String>> for StringList {
 pub struct MountSpec {
     pub id: uuid::Uuid,
     pub name: String,
+    /// The storage host the folder lives on (rows written before it was recorded: None, and
+    /// `host_path` holds wherever the manager's host sees it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_host: Option<String>,
     pub host_path: String,
     pub target: String,
     pub read_only: bool,

@@ -6,9 +6,21 @@ use std::sync::OnceLock;
 
 use api::config::EngineConfig;
 
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
 use crate::both_dbs;
 use crate::gql;
+use crate::sessions::{read_until, run_to_end, ssh, terminal_ws};
 use crate::support::*;
+
+/// The hosts tests take turns: one of them stops and restarts an engine, and every one of
+/// them drives the same two engines.
+async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
 
 /// The hosts' state directory, once `scripts/hosts.sh up 2` has them answering.
 fn hosts() -> PathBuf {
@@ -44,7 +56,27 @@ fn engine(n: u8, client: &str) -> EngineConfig {
         tls_key: Some(tls.join(format!("{key}.pem"))),
         insecure: false,
         scaling_group: Some(format!("h{n}")),
+        session_subnet: Some(format!("10.233.{n}.0/24")),
+        manager_address: None,
+        storage: Default::default(),
     }
+}
+
+/// `docker` against host `n`'s engine, over its mutual TLS.
+fn docker_on(n: u8, args: &[&str]) -> std::process::Output {
+    let tls = hosts().join("tls");
+    std::process::Command::new("docker")
+        .arg("--tlsverify")
+        .arg("--tlscacert")
+        .arg(tls.join("ca.pem"))
+        .arg("--tlscert")
+        .arg(tls.join("cert.pem"))
+        .arg("--tlskey")
+        .arg(tls.join("key.pem"))
+        .args(["-H", &format!("tcp://10.231.{n}.2:2376")])
+        .args(args)
+        .output()
+        .expect("docker CLI")
 }
 
 async fn alive_agents(app: &TestApp) -> serde_json::Value {
@@ -56,6 +88,7 @@ async fn alive_agents(app: &TestApp) -> serde_json::Value {
 }
 
 both_dbs!(remote_engines_are_agents_of_their_groups, |db| async move {
+    let _turn = turn().await;
     let app = spawn_with(db, |c| {
         c.docker_endpoints = Vec::new();
         c.engines = vec![engine(1, "cert"), engine(2, "cert")];
@@ -105,6 +138,7 @@ both_dbs!(remote_engines_are_agents_of_their_groups, |db| async move {
 both_dbs!(
     unsafe_or_foreign_engine_settings_are_refused,
     |db| async move {
+        let _turn = turn().await;
         hosts();
         // Plain TCP: root on that host for anyone who reaches it.
         let mut config = api::Config {
@@ -159,6 +193,7 @@ async fn bad_engine(garbage: bool) -> String {
 both_dbs!(
     a_hanging_or_babbling_engine_holds_up_no_other,
     |db| async move {
+        let _turn = turn().await;
         let insecure = |endpoint: String| EngineConfig {
             endpoint,
             tls_ca: None,
@@ -166,6 +201,9 @@ both_dbs!(
             tls_key: None,
             insecure: true,
             scaling_group: None,
+            session_subnet: Some("10.233.99.0/24".into()),
+            manager_address: None,
+            storage: Default::default(),
         };
         let (hangs, babbles) = (bad_engine(false).await, bad_engine(true).await);
         let app = tokio::time::timeout(
@@ -192,3 +230,402 @@ both_dbs!(
         );
     }
 );
+
+/// Runs Python in a session and returns what it printed (exit code 0 asserted).
+async fn python(app: &TestApp, token: &str, session: &str, code: &str) -> String {
+    let (out, err, exit) = run_to_end(app, token, session, "query", code, json!({})).await;
+    assert_eq!(exit, 0, "{code}: {out}{err}");
+    out
+}
+
+/// What a session's connection to each `host:port` meets: open, refused, or timeout.
+const REACH: &str = r#"
+import socket
+def reach(host, port):
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((host, port))
+        return "open"
+    except socket.timeout:
+        return "timeout"
+    except OSError as e:
+        return "refused" if e.errno == 111 else "error%d" % e.errno
+"#;
+
+/// The address of a remote session's container on host `n`'s session network.
+fn remote_ip(n: u8, container: &str) -> String {
+    let out = docker_on(
+        n,
+        &[
+            "inspect",
+            "-f",
+            "{{(index .NetworkSettings.Networks \"bai-sessions\").IPAddress}}",
+            container,
+        ],
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn pid_of(n: u8) -> String {
+    std::fs::read_to_string(hosts().join(format!("h{n}/docker.pid")))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+both_dbs!(sessions_run_on_remote_hosts, |db| async move {
+    require_docker();
+    let _turn = turn().await;
+    hosts();
+    // Host 1 has no environment image: bai brings it there from the engine that has it.
+    docker_on(1, &["image", "rm", "-f", PYTHON]);
+    let pool = port_block();
+    let app = spawn_with(db, |c| {
+        c.app_port_pool = format!("{pool}-{}", pool + 9);
+        c.heartbeat_secs = 1;
+        c.agent_lost_after_misses = 2;
+        c.engine_timeout_secs = 3;
+        // Two storage hosts; both engines see `local` (one export on every node: here the
+        // same disk), only host 1 sees `scratch`.
+        let root = std::path::absolute(&c.data_dir).unwrap().join("vfolders");
+        c.storage_hosts = vec!["local".into(), "scratch".into()];
+        let mut h1 = engine(1, "cert");
+        h1.storage = [
+            ("local".to_string(), root.join("local")),
+            ("scratch".to_string(), root.join("scratch")),
+        ]
+        .into();
+        let mut h2 = engine(2, "cert");
+        h2.storage = [("local".to_string(), root.join("local"))].into();
+        c.engines = vec![h1, h2];
+    })
+    .await;
+    let agents = alive_agents(&app).await;
+    let agent_of = |n: u8| {
+        agents
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["addr"] == format!("tcp://10.231.{n}.2:2376"))
+            .unwrap_or_else(|| panic!("host {n} is an agent: {agents}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (a1, a2) = (agent_of(1), agent_of(2));
+    for group in ["h1", "h2"] {
+        app.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
+            name: group.into(),
+            props: gql::create_scaling_group::ScalingGroupInput {
+                driver: "static".into(),
+                scheduler: "fifo".into(),
+                ..Default::default()
+            },
+        })
+        .await;
+        app.admin_op::<gql::admin::AssociateScalingGroupWithDomain>(
+            gql::admin::associate_scaling_group_with_domain::Variables {
+                scaling_group: group.into(),
+                domain: "default".into(),
+            },
+        )
+        .await;
+    }
+    let user = app.user("far@x.org", "user", "default").await;
+    let folder = |name: &str, host: &str| gql::create_vfolder::Variables {
+        props: gql::create_vfolder::CreateVFolderInput {
+            name: name.into(),
+            host: Some(host.into()),
+            ..Default::default()
+        },
+    };
+    app.op_ok::<gql::CreateVfolder>(Some(&user), folder("shared", "local"))
+        .await;
+    app.op_ok::<gql::CreateVfolder>(Some(&user), folder("fast", "scratch"))
+        .await;
+
+    // A session on host 1: PULLING with its progress, live, then RUNNING there.
+    let one = session_ids(
+        &create_session(
+            &app,
+            &user,
+            json!({"image": PYTHON, "scaling_group": "h1", "mounts": ["shared"]}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let mut events = subscribe_op::<gql::hosts::SessionProgress>(
+        &app,
+        &user,
+        gql::hosts::session_progress::Variables {
+            session_id: Some(one.clone()),
+        },
+    )
+    .await;
+    let mut progress = Vec::new();
+    loop {
+        let msg = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("events until RUNNING")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        let e = &v["payload"]["data"]["session_status_changes"];
+        if e["status"] == "PULLING"
+            && let Some(reason) = e["reason"].as_str()
+        {
+            progress.push(reason.to_string());
+        }
+        if e["status"] == "RUNNING" || e["status"] == "ERROR" {
+            break;
+        }
+    }
+    let s1 = wait_status(&app, &user, &one, &["RUNNING"]).await;
+    assert_eq!(s1["containers"][0]["agent"], a1.as_str());
+    assert!(
+        progress
+            .iter()
+            .any(|p| p.starts_with(&format!("pulling {PYTHON}: ")) && p.ends_with('%')),
+        "the image's arrival is shown with its per-cent: {progress:?}"
+    );
+    assert!(
+        docker_on(1, &["image", "inspect", PYTHON]).status.success(),
+        "host 1 holds the image now"
+    );
+    let images = app
+        .admin_op::<gql::hosts::ImageAgents>(gql::hosts::image_agents::Variables)
+        .await;
+    assert!(
+        images.to_string().contains(&a1),
+        "the image list says host 1's agent has it: {images}"
+    );
+    // The engine on host 1 runs it with its limits, on the session network, labelled.
+    let c1 = s1["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let inspect: Value = serde_json::from_slice(&docker_on(1, &["inspect", &c1]).stdout).unwrap();
+    let hc = &inspect[0]["HostConfig"];
+    assert_eq!(hc["NetworkMode"], "bai-sessions");
+    assert_eq!(hc["Privileged"], false);
+    assert_eq!(hc["CapDrop"], json!(["ALL"]));
+    assert!(hc["Memory"].as_i64().unwrap() > 0 && hc["NanoCpus"].as_i64().unwrap() > 0);
+    assert_eq!(
+        inspect[0]["Config"]["Labels"]["ai.backend.session-id"],
+        one.as_str()
+    );
+    assert!(
+        remote_ip(1, &c1).starts_with("10.233.1."),
+        "the session sits on host 1's routed session subnet"
+    );
+
+    // A session on host 2 with the same folder: what one writes, the other reads.
+    let two = session_ids(
+        &create_session(
+            &app,
+            &user,
+            json!({"image": PYTHON, "scaling_group": "h2", "mounts": ["shared"]}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let s2 = wait_status(&app, &user, &two, &["RUNNING"]).await;
+    assert_eq!(s2["containers"][0]["agent"], a2.as_str());
+    python(
+        &app,
+        &user,
+        &one,
+        "open('/home/work/shared/note.txt', 'w').write('written on host 1')",
+    )
+    .await;
+    let read = python(
+        &app,
+        &user,
+        &two,
+        "print(open('/home/work/shared/note.txt').read())",
+    )
+    .await;
+    assert_eq!(read.trim(), "written on host 1");
+
+    // A folder whose storage host host 2 does not see: its session waits and says why.
+    let far = session_ids(
+        &create_session(
+            &app,
+            &user,
+            json!({"image": PYTHON, "scaling_group": "h2", "mounts": ["fast"]}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let waiting = eventually("the storage-host predicate", WAIT, || async {
+        let s = app
+            .op_ok::<gql::SessionState>(
+                Some(&user),
+                gql::session_state::Variables { id: far.clone() },
+            )
+            .await;
+        let data = s["compute_session"]["status_data"].to_string();
+        data.contains("storage_host").then_some(s)
+    })
+    .await;
+    assert_eq!(waiting["compute_session"]["status"], "PENDING", "{waiting}");
+    destroy(&app, &user, &far).await;
+
+    // Jupyter through the proxy, the terminal and SSH, on host 1.
+    let started = app
+        .op_ok::<gql::StartService>(
+            Some(&user),
+            gql::start_service::Variables {
+                session_id: one.clone(),
+                app: "jupyter".into(),
+                open_to_public: false,
+                preferred_port: None,
+            },
+        )
+        .await;
+    let token = started["start_service"]["token"].as_str().unwrap();
+    let status = eventually("Jupyter on host 1 through the proxy", WAIT, || async {
+        let r = app
+            .http
+            .get(app.url(&format!("/apps/{one}/jupyter/api/status?token={token}")))
+            .bearer_auth(&user)
+            .send()
+            .await
+            .ok()?;
+        (r.status() == 200).then_some(r)
+    })
+    .await;
+    assert!(
+        status
+            .json::<Value>()
+            .await
+            .unwrap()
+            .get("started")
+            .is_some()
+    );
+    let mut ws = terminal_ws(&app, &user, &one).await.expect("terminal");
+    ws.send(Message::binary(
+        b"echo remote-$((6*7)) $(hostname -I)\r".to_vec(),
+    ))
+    .await
+    .unwrap();
+    let screen = read_until(&mut ws, "remote-42").await;
+    drop(ws);
+    assert!(!screen.is_empty());
+    app.op_ok::<gql::StartService>(
+        Some(&user),
+        gql::start_service::Variables {
+            session_id: one.clone(),
+            app: "sshd".into(),
+            open_to_public: false,
+            preferred_port: Some(i64::from(pool + 2)),
+        },
+    )
+    .await;
+    let key = app
+        .op_ok::<gql::SessionSshPrivateKey>(
+            Some(&user),
+            gql::session_ssh_private_key::Variables {
+                session_id: one.clone(),
+            },
+        )
+        .await;
+    let key_file = app.dir.join("id_container");
+    std::fs::write(&key_file, key["session_ssh_private_key"].as_str().unwrap()).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let out = eventually("ssh into the session on host 1", WAIT, || async {
+        let out = ssh(&key_file, pool + 2, "cat /home/work/shared/note.txt");
+        out.status.success().then_some(out)
+    })
+    .await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "written on host 1");
+
+    // Isolation across hosts: the manager reaches host 2's session (its sshd); a session on
+    // host 1 reaches neither it, nor either host, nor cloud metadata; nor does a session on
+    // the manager's own host (which would otherwise arrive masqueraded as the manager).
+    let c2 = s2["containers"][0]["container_id"].as_str().unwrap();
+    let ip2 = remote_ip(2, c2);
+    let ip1 = remote_ip(1, &c1);
+    // sshd in the session on host 2 is up once its SSH setup is done (the key waits for it).
+    app.op_ok::<gql::SessionSshPrivateKey>(
+        Some(&user),
+        gql::session_ssh_private_key::Variables {
+            session_id: two.clone(),
+        },
+    )
+    .await;
+    eventually("the manager reaching host 2's session", WAIT, || async {
+        tokio::net::TcpStream::connect((ip2.as_str(), 2200))
+            .await
+            .ok()
+    })
+    .await;
+    let probe = format!(
+        "{REACH}\nprint(reach('{ip2}', 2200), reach('10.231.2.2', 2376), reach('10.231.1.2', 2376), reach('169.254.169.254', 80))"
+    );
+    let seen = python(&app, &user, &one, &probe).await;
+    assert!(
+        !seen.contains("open"),
+        "a session on host 1 reaches nothing of host 2, its own host or metadata: {seen}"
+    );
+    let local =
+        session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &user, &local, &["RUNNING"]).await;
+    let probe = format!(
+        "{REACH}\nprint(reach('{ip1}', 8080), reach('{ip2}', 2200), reach('10.231.1.2', 2376))"
+    );
+    let seen = python(&app, &user, &local, &probe).await;
+    assert!(
+        !seen.contains("open"),
+        "a session on the manager's host reaches no remote session or engine: {seen}"
+    );
+    destroy(&app, &user, &local).await;
+
+    // Host 2's engine dies: its agent turns LOST and its session says so; back, it is
+    // reconciled (the container that died with the engine is gone, its resources freed).
+    let killed = std::process::Command::new("kill")
+        .arg(pid_of(2))
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    eventually("host 2's agent LOST", WAIT, || async {
+        let lost = app
+            .admin_op::<gql::sessions::AgentList>(gql::sessions::agent_list::Variables {
+                status: Some("LOST".into()),
+            })
+            .await;
+        lost.to_string().contains(&a2).then_some(())
+    })
+    .await;
+    let lost = wait_status(&app, &user, &two, &["RUNNING"]).await;
+    assert_eq!(lost["status_info"], "agent-lost", "{lost}");
+    let restarted = std::process::Command::new(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/hosts.sh"),
+    )
+    .args(["up", "2"])
+    .output()
+    .unwrap();
+    assert!(restarted.status.success(), "{restarted:?}");
+    let ended = wait_status(&app, &user, &two, &["ERROR", "TERMINATED"]).await;
+    assert_eq!(ended["status_info"], "container-lost", "{ended}");
+    assert_eq!(alive_agents(&app).await.to_string().contains(&a2), true);
+    let leftovers = docker_on(
+        2,
+        &[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=ai.backend.session-id={two}"),
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&leftovers.stdout).trim().is_empty(),
+        "no orphan container on host 2"
+    );
+    destroy(&app, &user, &one).await;
+});

@@ -845,7 +845,7 @@ both_dbs!(finished_sessions_never_change_again, |db| async move {
 });
 
 /// Starts `code` in `session` (`execute_in_session`); the whole answer, errors included.
-async fn execute(
+pub(crate) async fn execute(
     app: &TestApp,
     token: &str,
     session: &str,
@@ -865,7 +865,7 @@ async fn execute(
     .await
 }
 
-async fn run_to_end(
+pub(crate) async fn run_to_end(
     app: &TestApp,
     token: &str,
     session: &str,
@@ -1064,7 +1064,7 @@ both_dbs!(code_runs_inside_sessions, |db| async move {
     destroy(&app, &user, &cpp).await;
 });
 
-async fn terminal_ws(
+pub(crate) async fn terminal_ws(
     app: &TestApp,
     token: &str,
     id: &str,
@@ -1085,7 +1085,7 @@ async fn terminal_ws(
 }
 
 /// Reads terminal output until `needle` appears (15 s at most).
-async fn read_until<S>(ws: &mut S, needle: &str) -> String
+pub(crate) async fn read_until<S>(ws: &mut S, needle: &str) -> String
 where
     S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
 {
@@ -1521,7 +1521,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     .await;
 });
 
-fn ssh(key: &std::path::Path, port: u16, command: &str) -> std::process::Output {
+pub(crate) fn ssh(key: &std::path::Path, port: u16, command: &str) -> std::process::Output {
     std::process::Command::new("ssh")
         .args(["-i", key.to_str().unwrap(), "-p", &port.to_string()])
         .args([

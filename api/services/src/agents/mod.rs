@@ -20,6 +20,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::state::AppState;
 
+pub mod delivery;
+
 /// An agent: the engine it drives (`bai_engine`), by the port's interface.
 pub type Agent = dyn Engine;
 
@@ -27,11 +29,21 @@ pub type Agent = dyn Engine;
 #[derive(Default)]
 pub struct AgentRegistry {
     agents: RwLock<HashMap<String, Arc<Agent>>>,
+    /// Where each remote agent's host sees each storage host (absent: the manager's paths).
+    storage: parking_lot::RwLock<HashMap<String, StoragePaths>>,
 }
+
+/// Storage host name → the path where an agent's host sees it.
+pub type StoragePaths = std::collections::BTreeMap<String, std::path::PathBuf>;
 
 impl AgentRegistry {
     pub async fn get(&self, id: &str) -> Option<Arc<Agent>> {
         self.agents.read().await.get(id).cloned()
+    }
+
+    /// Where `agent`'s host sees each storage host; None: where the manager does.
+    pub fn storage_of(&self, agent: &str) -> Option<StoragePaths> {
+        self.storage.read().get(agent).cloned()
     }
 
     pub async fn all(&self) -> Vec<Arc<Agent>> {
@@ -62,12 +74,42 @@ fn docker_settings(config: &crate::config::Config) -> DockerSettings {
 /// Registers an engine as an ALIVE agent of this process (in the default resource group)
 /// and scans its images.
 pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
-    add_to(state, agent, &state.config.agent_scaling_group.clone()).await
+    add_to(
+        state,
+        agent,
+        &state.config.agent_scaling_group.clone(),
+        None,
+    )
+    .await
 }
 
-/// Registers an engine as an ALIVE agent in `scaling_group` and scans its images.
-pub async fn add_to(state: &AppState, agent: Arc<Agent>, scaling_group: &str) -> ApiResult<()> {
-    register(state, agent.info(), scaling_group).await?;
+/// Registers an engine as an ALIVE agent in `scaling_group` and scans its images. `storage`:
+/// where its host sees each storage host (None: where the manager does, every one).
+pub async fn add_to(
+    state: &AppState,
+    agent: Arc<Agent>,
+    scaling_group: &str,
+    storage: Option<StoragePaths>,
+) -> ApiResult<()> {
+    let id = agent.info().id.clone();
+    // Only storage hosts that exist here count.
+    let storage = storage.map(|paths| {
+        let known = crate::storage::hosts(&state.config);
+        let (kept, unknown): (StoragePaths, StoragePaths) =
+            paths.into_iter().partition(|(name, _)| known.contains_key(name));
+        for name in unknown.keys() {
+            tracing::warn!(agent = %id, storage_host = %name, "the agent's storage setting names a storage host that is not configured (storage_hosts); ignored");
+        }
+        kept
+    });
+    let hosts = storage
+        .as_ref()
+        .map(|s| s.keys().cloned().collect::<Vec<_>>());
+    register(state, agent.info(), scaling_group, hosts).await?;
+    match storage {
+        Some(paths) => state.agents.storage.write().insert(id, paths),
+        None => state.agents.storage.write().remove(&id),
+    };
     state.agents.insert(agent.clone()).await;
     if let Err(e) = scan_local_images(state, agent.as_ref()).await {
         tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "scanning local images failed");
@@ -84,23 +126,30 @@ pub async fn start_all(state: &AppState) -> ApiResult<()> {
         .config
         .all_engines()
         .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
-    let connects = engines.iter().map(|(endpoint, group)| {
+    let connects = engines.into_iter().map(|planned| {
         let settings = &settings;
         async move {
-            let connected = DockerEngine::connect(endpoint, settings, &state.instance_id).await;
-            (endpoint, group, connected)
+            let connected = DockerEngine::connect(
+                &planned.endpoint,
+                settings,
+                &state.instance_id,
+                &planned.network,
+            )
+            .await;
+            (planned, connected)
         }
     });
     // Side by side: an engine that hangs holds up no other.
-    for (endpoint, group, connected) in futures_util::future::join_all(connects).await {
+    for (planned, connected) in futures_util::future::join_all(connects).await {
+        let (url, group) = (&planned.endpoint.url, &planned.scaling_group);
         match connected {
             Ok(engine) => {
                 let info = engine.info().clone();
-                add_to(state, Arc::new(engine), group).await?;
-                tracing::info!(agent = %info.id, endpoint = %endpoint.url, scaling_group = %group, capacity = %info.capacity, "agent started");
+                add_to(state, Arc::new(engine), group, planned.storage).await?;
+                tracing::info!(agent = %info.id, endpoint = %url, scaling_group = %group, capacity = %info.capacity, "agent started");
             }
             Err(e) => {
-                tracing::error!(endpoint = %endpoint.url, error = format!("{e:#}"), "container engine unavailable; no agent for it")
+                tracing::error!(endpoint = %url, error = format!("{e:#}"), "container engine unavailable; no agent for it")
             }
         }
     }
@@ -111,7 +160,9 @@ async fn register(
     state: &AppState,
     agent: &bai_engine::EngineInfo,
     scaling_group: &str,
+    storage_hosts: Option<Vec<String>>,
 ) -> ApiResult<()> {
+    let storage_hosts = storage_hosts.map(entity::columns::StringList);
     if entity::scaling_groups::Entity::find_by_id(scaling_group.to_string())
         .one(&state.db)
         .await?
@@ -144,6 +195,7 @@ async fn register(
             m.version = Set(agent.version.clone());
             m.architecture = Set(agent.architecture.clone());
             m.compute_plugins = Set(plugins);
+            m.storage_hosts = Set(storage_hosts);
             m.update(&state.db).await?;
         }
         None => {
@@ -165,6 +217,7 @@ async fn register(
                 architecture: Set(agent.architecture.clone()),
                 compute_plugins: Set(plugins),
                 live_stat: Set(None),
+                storage_hosts: Set(storage_hosts),
             }
             .insert(&state.db)
             .await?;
@@ -244,11 +297,16 @@ pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> Age
         else {
             return Ok(());
         };
-        if row.status == AgentStatus::Lost && status == AgentStatus::Alive {
+        let was = row.status;
+        if was == AgentStatus::Lost && status == AgentStatus::Alive {
             tracing::info!(agent = %id, "the agent is back; reconciling its containers");
             crate::sessions::reconcile::sweep_agent(state, agent.as_ref()).await?;
         }
-        apply_status(state, row, status).await
+        apply_status(state, row, status).await?;
+        if was != status && matches!(status, AgentStatus::Lost | AgentStatus::Alive) {
+            crate::sessions::agent_lost(state, id, status == AgentStatus::Lost).await?;
+        }
+        Ok::<(), ApiError>(())
     };
     if let Err(e) = updated.await {
         tracing::warn!(agent = %id, error = %e.message, cause = %e.chain(), "heartbeat update failed; the next heartbeat retries");

@@ -303,6 +303,7 @@ async fn load_snapshot(
                 id: a.id.clone(),
                 available: Dense::from_slots(&a.available_slots),
                 occupied: agent_use.get(&a.id).copied().unwrap_or_default(),
+                storage_hosts: a.storage_hosts.as_ref().map(|h| h.0.clone()),
             })
             .collect(),
         pending: pending
@@ -315,6 +316,17 @@ async fn load_snapshot(
                 requested: Dense::from_slots(&s.requested_slots),
                 order: s.created_at.timestamp_micros(),
                 retries: state.scheduler.retries_of(s),
+                storage_hosts: {
+                    let mut hosts: Vec<String> = s
+                        .vfolder_mounts
+                        .0
+                        .iter()
+                        .filter_map(|m| m.storage_host.clone())
+                        .collect();
+                    hosts.sort();
+                    hosts.dedup();
+                    hosts
+                },
             })
             .collect(),
         keypairs: keypairs_state,

@@ -299,6 +299,11 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
         };
         assert_eq!(status, want, "after {beat} missed heartbeat(s)");
     }
+    // Its session says why it is not heard from; nothing else changes.
+    assert_eq!(
+        session(&w, id).await.status_info.as_deref(),
+        Some("agent-lost")
+    );
     crate::sessions::reconcile::sweep(&w.state).await.unwrap();
     assert_eq!(session(&w, id).await.status, SessionStatus::Running);
     assert!(w.engine.containers()[&container].running);
@@ -308,6 +313,11 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
     assert_eq!(
         crate::agents::beat(&w.state, &agent, &mut misses).await,
         AgentStatus::Alive
+    );
+    assert_eq!(
+        session(&w, id).await.status_info,
+        None,
+        "back: no longer lost"
     );
     assert!(w.engine.exit(&container, 0, "done\n"));
     let s = until(&w, id, SessionStatus::Terminated).await;
@@ -364,6 +374,70 @@ async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_th
         w.engine.container_of(kernel.id).is_none(),
         "reconciled when the agent is back"
     );
+}
+
+#[tokio::test]
+async fn an_agent_without_the_image_gets_a_copy_from_one_that_has_it_with_progress() {
+    let w = world().await;
+    let capacity = ResourceSlots::new()
+        .with("cpu", Decimal::from(8))
+        .with("mem", Decimal::from(8i64 << 30));
+    let bare = Arc::new(MemoryEngine::new("i-bare", capacity, &[]));
+    crate::agents::add(&w.state, bare.clone()).await.unwrap();
+    let mut events = w.state.events.subscribe();
+    // Larger than the first agent: only the bare one can run it.
+    let mut big = request(SessionType::Interactive, None);
+    big.resources.insert("cpu".into(), "6".into());
+    let id = crate::sessions::create(&w.state, &w.admin, big)
+        .await
+        .unwrap()[0]
+        .id;
+    let s = until(&w, id, SessionStatus::Running).await;
+    assert_eq!(s.agent_ids.0, ["i-bare"]);
+    assert!(w.engine.calls().contains(&format!("export {IMAGE}")));
+    assert!(bare.calls().contains(&format!("load {IMAGE}")));
+    // PULLING, with the per-cent done as Backend.AI's kernel_pulling.
+    let mut seen = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let bai_types::events::Event::Session(e) = e.as_ref()
+            && e.session_id == id
+        {
+            seen.push((e.status, e.event, e.reason.clone()));
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|(st, ev, reason)| *st == SessionStatus::Pulling
+                && *ev == "kernel_pulling"
+                && reason.as_deref().is_some_and(
+                    |r| r.starts_with(&format!("pulling {IMAGE}: ")) && r.ends_with('%')
+                )),
+        "{seen:?}"
+    );
+    let image = crate::images::resolve(&w.state.db, IMAGE, None)
+        .await
+        .unwrap();
+    assert!(
+        image.installed_agents.contains("i-bare"),
+        "the catalog knows"
+    );
+    // The next session there starts without a copy.
+    crate::sessions::terminate(&w.state, id, "done")
+        .await
+        .unwrap();
+    let mut big = request(SessionType::Interactive, None);
+    big.resources.insert("cpu".into(), "6".into());
+    let again = crate::sessions::create(&w.state, &w.admin, big)
+        .await
+        .unwrap()[0]
+        .id;
+    until(&w, again, SessionStatus::Running).await;
+    let loads = bare
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("load "))
+        .count();
+    assert_eq!(loads, 1, "{:?}", bare.calls());
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ use entity::enums::{ClusterRole, SessionResult, SessionStatus, SessionType};
 use entity::slots::ResourceSlots;
 use entity::{kernels, keypair_resource_policies, sessions};
 use rust_decimal::prelude::ToPrimitive;
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter, Set,
     TransactionTrait,
@@ -201,6 +202,65 @@ pub async fn apply(
     Ok(s)
 }
 
+/// How far the session's image has come to its agent ("pulling <image>: 42%"): written on
+/// the session (not its status history) and announced as Backend.AI's `kernel_pulling`.
+pub async fn pulling(state: &AppState, id: Uuid, image: &str, percent: u8) -> ApiResult<()> {
+    let info = format!("pulling {image}: {percent}%");
+    let updated = sessions::Entity::update_many()
+        .col_expr(sessions::Column::StatusInfo, Expr::value(info.clone()))
+        .filter(sessions::Column::Id.eq(id))
+        .filter(sessions::Column::Status.eq(SessionStatus::Pulling))
+        .exec(&state.db)
+        .await?;
+    if updated.rows_affected == 0 {
+        return Ok(()); // no longer pulling: nothing to say
+    }
+    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
+    publish(state, &s, "kernel_pulling", Some(info));
+    Ok(())
+}
+
+/// The sessions on an agent that stopped answering say so (`status_info` "agent-lost": the
+/// session may well still run, nothing is concluded); when it answers again and its
+/// reconciliation kept them, they stop saying it.
+pub async fn agent_lost(state: &AppState, agent_id: &str, lost: bool) -> ApiResult<()> {
+    const LOST: &str = "agent-lost";
+    let on_agent = kernels::Entity::find()
+        .filter(kernels::Column::Agent.eq(agent_id))
+        .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
+        .all(&state.db)
+        .await?;
+    for k in on_agent {
+        let (from, to) = if lost {
+            (None, Some(LOST))
+        } else {
+            (Some(LOST), None)
+        };
+        let mut update = sessions::Entity::update_many()
+            .col_expr(
+                sessions::Column::StatusInfo,
+                Expr::value(to.map(str::to_string)),
+            )
+            .filter(sessions::Column::Id.eq(k.session_id))
+            .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()));
+        update = match from {
+            Some(old) => update.filter(sessions::Column::StatusInfo.eq(old)),
+            None => update,
+        };
+        if update.exec(&state.db).await?.rows_affected == 0 {
+            continue;
+        }
+        let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", k.session_id).await?;
+        let event = if lost {
+            "session_agent_lost"
+        } else {
+            "session_agent_returned"
+        };
+        publish(state, &s, event, to.map(str::to_string));
+    }
+    Ok(())
+}
+
 /// The agent and container of a kernel that is running now.
 pub async fn container_of(
     state: &AppState,
@@ -328,7 +388,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         ports: crate::sessions::apps::container_ports(&service_ports),
         service_ports,
         pids_limit: i64::from(state.config.container_pids_limit),
-        mounts: mounts
+        mounts: crate::storage::mounts_on(state.agents.storage_of(&agent_id), &agent_id, mounts)?
             .into_iter()
             .map(|m| BindMount {
                 host_path: m.host_path,
@@ -339,13 +399,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     };
     if !image.installed_agents.contains(&agent_id) {
         apply(state, id, SessionStatus::Pulling, Change::default()).await?;
-        let creds = entity::container_registries::Entity::find()
-            .filter(entity::container_registries::Column::Hostname.eq(&image.registry))
-            .one(&state.db)
-            .await?
-            .and_then(|r| r.username.map(|u| (u, r.password.unwrap_or_default())));
-        agent.pull(&spec.image, creds).await?;
-        crate::agents::mark_installed(state, &image, &agent_id).await?;
+        crate::agents::delivery::bring(state, id, &image, &agent_id, &agent, &spec.image).await?;
         apply(state, id, SessionStatus::Preparing, Change::default()).await?;
     }
     let started = std::time::Instant::now();

@@ -55,6 +55,35 @@ pub fn folder_root(config: &Config, folder: &vfolders::Model) -> ApiResult<PathB
     Ok(root.join(folder.id.simple().to_string()))
 }
 
+/// The session's folders as `agent` sees them: where its host mounts each storage host
+/// (`paths`; None: the manager's own paths, as resolved at creation). The scheduler places a
+/// session only where every storage host is seen, so a miss here is a refusal, not a guess.
+pub fn mounts_on(
+    paths: Option<crate::agents::StoragePaths>,
+    agent: &str,
+    mounts: Vec<MountSpec>,
+) -> ApiResult<Vec<MountSpec>> {
+    let Some(paths) = paths else {
+        return Ok(mounts);
+    };
+    mounts
+        .into_iter()
+        .map(|mut m| {
+            let Some(host) = &m.storage_host else {
+                return Ok(m);
+            };
+            let root = paths.get(host).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "The storage host {host} of the folder '{}' is not available on the agent {agent}",
+                    m.name
+                ))
+            })?;
+            m.host_path = root.join(m.id.simple().to_string()).display().to_string();
+            Ok(m)
+        })
+        .collect()
+}
+
 /// Folder names: 1–64 characters of letters, digits, `-`, `_`, `.`; a leading dot makes an
 /// automount folder.
 pub fn validate_name(name: &str) -> ApiResult<String> {
@@ -575,6 +604,7 @@ pub async fn session_mounts(
         out.push(MountSpec {
             id: folder.id,
             name: folder.name.clone(),
+            storage_host: Some(folder.host.clone()),
             host_path: folder_root(&state.config, &folder)?.display().to_string(),
             target: mount_target(&folder.name, alias)?,
             read_only: access < Access::ReadWrite,
@@ -590,6 +620,7 @@ pub async fn session_mounts(
         out.push(MountSpec {
             id: f.id,
             name: f.name.clone(),
+            storage_host: Some(f.host.clone()),
             host_path: folder_root(&state.config, f)?.display().to_string(),
             target: mount_target(&f.name, None)?,
             read_only: false,

@@ -163,6 +163,7 @@ operation!(Vfolder, "graphql/common/vfolder.graphql");
 pub mod admin;
 pub mod auth;
 pub mod hostile;
+pub mod hosts;
 pub mod live;
 pub mod matrix;
 pub mod ops;
