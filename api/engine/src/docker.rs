@@ -132,6 +132,9 @@ fn tls_connector(files: &TlsFiles) -> anyhow::Result<HttpsConnector> {
         .build())
 }
 
+/// The longest an image may take to arrive on an engine (a load of a copied image).
+const IMAGE_TRANSFER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 /// How a Docker engine is set up (from the server's configuration).
 #[derive(Debug, Clone)]
 pub struct DockerSettings {
@@ -622,7 +625,13 @@ impl crate::Engine for DockerEngine {
         // What fails on the way in (the exporting engine went away) fails the load.
         let archive =
             archive.map(|chunk| chunk.map_err(|e| std::io::Error::other(format!("{e:?}"))));
-        let mut answers = self.docker.import_image_stream(opts, archive, None);
+        // The engine answers once the whole archive is in: the call timeout is for answers,
+        // not for moving an image, which gets its own bound.
+        let mut answers = self
+            .docker
+            .clone()
+            .with_timeout(IMAGE_TRANSFER_TIMEOUT)
+            .import_image_stream(opts, archive, None);
         while let Some(answer) = answers.next().await {
             let info = answer.map_err(|e| match e {
                 bollard::errors::Error::DockerResponseServerError { message, .. }

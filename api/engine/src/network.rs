@@ -61,19 +61,19 @@ pub fn rules(bridge: &str, net: &HostNetwork) -> Vec<(&'static str, Vec<String>)
             r(&["-i", bridge, "-d", "169.254.0.0/16", "-j", "DROP"]),
         ),
     ];
+    // Into the sessions from outside: nothing new, whatever the host's FORWARD policy, but
+    // the manager's connections (the app proxy, the port pool) on a remote host. One rule,
+    // so that its place among rules already there does not matter.
+    let mut inbound = r(&["-o", bridge]);
+    if let Some(manager) = net.manager {
+        inbound.extend(r(&["!", "-s", &manager.to_string()]));
+    }
+    inbound.extend(r(&["-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"]));
+    out.push(("DOCKER-USER", inbound));
     for target in &net.forbidden {
         out.push((
             "DOCKER-USER",
             r(&["-i", bridge, "-d", target, "-j", "DROP"]),
-        ));
-    }
-    if let Some(manager) = net.manager {
-        // Into the sessions: the manager's connections (the app proxy, the port pool), and
-        // nothing else from outside (Docker's own chain drops the rest).
-        let source = manager.to_string();
-        out.push((
-            "DOCKER-USER",
-            r(&["-s", &source, "-o", bridge, "-j", "ACCEPT"]),
         ));
     }
     out.extend([
@@ -478,7 +478,7 @@ async fn prove(docker: &Docker, network: &str, engine_addr: &str) -> anyhow::Res
         let target = std::net::SocketAddr::new(ip, 2000);
         let mut last = None;
         // The listener takes a moment to start; a route that is missing or dropped times out.
-        for _ in 0..10 {
+        for _ in 0..5 {
             match tokio::time::timeout(
                 std::time::Duration::from_secs(2),
                 tokio::net::TcpStream::connect(target),
@@ -555,12 +555,19 @@ mod tests {
                 .iter()
                 .any(|(_, r)| r.iter().map(String::as_str).eq(want.iter().copied()))
         };
-        assert!(has(&["-s", "10.231.1.1", "-o", BRIDGE, "-j", "ACCEPT"]));
+        assert!(has(&[
+            "-o", BRIDGE, "!", "-s", "10.231.1.1", "-m", "conntrack", "--ctstate", "NEW", "-j",
+            "DROP"
+        ]));
         assert!(has(&["-i", BRIDGE, "-d", "10.233.2.0/24", "-j", "DROP"]));
         assert!(has(&["-i", BRIDGE, "-d", "10.231.2.2", "-j", "DROP"]));
+        // The manager's own host: nothing new from outside at all.
+        let local = super::rules(BRIDGE, &HostNetwork::default());
+        assert!(local.iter().any(|(_, r)| r.join(" ")
+            == format!("-o {BRIDGE} -m conntrack --ctstate NEW -j DROP")));
         let script = remote_rules_script(BRIDGE, &net);
         assert!(
-            script.contains("ipt -C DOCKER-USER '-s' '10.231.1.1'"),
+            script.contains("'!' '-s' '10.231.1.1'"),
             "{script}"
         );
         assert!(script.ends_with("exit $missing\n"));

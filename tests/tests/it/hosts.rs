@@ -171,6 +171,42 @@ both_dbs!(
     }
 );
 
+// A host whose sessions the manager could not reach, or whose session network is not the one
+// configured, is no agent: never one that starts sessions nobody can use or that sit on a
+// subnet nobody routes.
+both_dbs!(
+    a_host_whose_sessions_would_be_out_of_reach_is_refused,
+    |db| async move {
+        let _turn = turn().await;
+        hosts();
+        let app = spawn_with(db, |c| {
+            c.docker_endpoints = Vec::new();
+            c.engines = vec![
+                // The rules let in another address than the manager's.
+                EngineConfig {
+                    manager_address: Some("10.231.1.99".parse().unwrap()),
+                    ..engine(1, "cert")
+                },
+                // Host 2's session network exists on another subnet than this one.
+                EngineConfig {
+                    session_subnet: Some("10.233.50.0/24".into()),
+                    ..engine(2, "cert")
+                },
+            ];
+        })
+        .await;
+        assert_eq!(alive_agents(&app).await, json!([]));
+        // The wrong address's rule goes, or it would keep the manager out of host 1.
+        let removed = std::process::Command::new("nsenter")
+            .args(["--net=/var/run/netns/h1", "iptables", "-w", "-D", "DOCKER-USER"])
+            .args(["-o", "bai-sessions", "!", "-s", "10.231.1.99/32"])
+            .args(["-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"])
+            .output()
+            .unwrap();
+        assert!(removed.status.success(), "{removed:?}");
+    }
+);
+
 /// An address where something accepts connections and then never answers (`garbage` false)
 /// or answers with bytes that are not HTTP (`garbage` true).
 async fn bad_engine(garbage: bool) -> String {
@@ -285,7 +321,7 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         c.app_port_pool = format!("{pool}-{}", pool + 9);
         c.heartbeat_secs = 1;
         c.agent_lost_after_misses = 2;
-        c.engine_timeout_secs = 3;
+        c.engine_timeout_secs = 10;
         // Two storage hosts; both engines see `local` (one export on every node: here the
         // same disk), only host 1 sees `scratch`.
         let root = std::path::absolute(&c.data_dir).unwrap().join("vfolders");
@@ -333,6 +369,23 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         .await;
     }
     let user = app.user("far@x.org", "user", "default").await;
+    let perms = json!(["create-vfolder", "mount-in-session", "upload-file", "download-file"]);
+    app.use_policy(
+        &user,
+        "two-storage-hosts",
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            default_for_unspecified: "UNLIMITED".into(),
+            total_resource_slots: json!("{}"),
+            max_concurrent_sessions: 10,
+            max_containers_per_session: 1,
+            idle_timeout: 0,
+            allowed_vfolder_hosts: Some(json!(
+                json!({"local": perms, "scratch": perms}).to_string()
+            )),
+            ..Default::default()
+        },
+    )
+    .await;
     let folder = |name: &str, host: &str| gql::create_vfolder::Variables {
         props: gql::create_vfolder::CreateVFolderInput {
             name: name.into(),
@@ -382,7 +435,8 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
             break;
         }
     }
-    let s1 = wait_status(&app, &user, &one, &["RUNNING"]).await;
+    let s1 = wait_status(&app, &user, &one, &["RUNNING", "ERROR"]).await;
+    assert_eq!(s1["status"], "RUNNING", "{s1}");
     assert_eq!(s1["containers"][0]["agent"], a1.as_str());
     assert!(
         progress
@@ -431,7 +485,8 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         .await,
     )[0]
     .clone();
-    let s2 = wait_status(&app, &user, &two, &["RUNNING"]).await;
+    let s2 = wait_status(&app, &user, &two, &["RUNNING", "ERROR"]).await;
+    assert_eq!(s2["status"], "RUNNING", "{s2}");
     assert_eq!(s2["containers"][0]["agent"], a2.as_str());
     python(
         &app,
