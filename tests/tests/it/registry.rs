@@ -233,9 +233,41 @@ both_dbs!(registry_rescan_and_pull, |db| async move {
 
     // A session on it: the agent pulls (PULLING), then runs it.
     let user = app.user("puller@x.org", "user", "default").await;
+    let mut events = subscribe_op::<gql::hosts::SessionProgress>(
+        &app,
+        &user,
+        gql::hosts::session_progress::Variables { session_id: None },
+    )
+    .await;
     let id = session_ids(&create_session(&app, &user, json!({"image": env_ref})).await)[0].clone();
     let s = wait_status(&app, &user, &id, &["RUNNING", "ERROR"]).await;
     assert_eq!(s["status"], "RUNNING", "{s}");
+    // The pull's progress came live (Backend.AI's kernel_pulling, with the per-cent done).
+    let mut pulling = Vec::new();
+    loop {
+        let msg = tokio::time::timeout(WAIT, futures_util::StreamExt::next(&mut events))
+            .await
+            .expect("events until RUNNING")
+            .unwrap()
+            .unwrap();
+        let tokio_tungstenite::tungstenite::Message::Text(t) = msg else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+        let e = v["payload"]["data"]["session_status_changes"].clone();
+        if e["event"] == "kernel_pulling" {
+            pulling.push(e["reason"].as_str().unwrap_or_default().to_string());
+        }
+        if e["status"] == "RUNNING" {
+            break;
+        }
+    }
+    assert!(
+        pulling
+            .iter()
+            .any(|r| r.starts_with(&format!("pulling {env_ref}: ")) && r.ends_with('%')),
+        "{pulling:?}"
+    );
     let hist = app
         .op_ok::<gql::registry::SessionHistory>(
             Some(&user),

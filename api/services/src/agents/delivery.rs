@@ -38,12 +38,14 @@ pub async fn bring(
     agent: &Arc<Agent>,
     reference: &str,
 ) -> ApiResult<()> {
-    let (tx, rx) = tokio::sync::watch::channel(0u8);
+    let (tx, rx) = tokio::sync::watch::channel(None::<u8>);
     let reporter = tokio::spawn(report(state.clone(), session, reference.to_string(), rx));
     let progress = move |done: u64, total: u64| {
-        let p = percent(done, total);
+        let p = Some(percent(done, total));
         tx.send_if_modified(|old| std::mem::replace(old, p) != p);
     };
+    // Said at once, however the transfer goes (layers the engine has need no bytes).
+    progress(0, 0);
     let outcome = arrive(state, image, agent_id, agent, reference, &progress).await;
     drop(progress); // ends the reporter
     if let Err(e) = reporter.await {
@@ -155,10 +157,12 @@ async fn report(
     state: AppState,
     session: Uuid,
     reference: String,
-    mut rx: tokio::sync::watch::Receiver<u8>,
+    mut rx: tokio::sync::watch::Receiver<Option<u8>>,
 ) {
     while rx.changed().await.is_ok() {
-        let p = *rx.borrow_and_update();
+        let Some(p) = *rx.borrow_and_update() else {
+            continue;
+        };
         if let Err(e) = crate::sessions::pulling(&state, session, &reference, p).await {
             tracing::warn!(session = %session, error = %e.message, "recording an image transfer's progress failed");
         }
