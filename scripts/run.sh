@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
+# Remote engines (several hosts) get bai's probe image, made of a static busybox.
+ensure_debs busybox-static
 scripts/images.sh
 scripts/build-web.sh
 cargo build --release -p api --bin bai

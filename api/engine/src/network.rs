@@ -556,20 +556,30 @@ mod tests {
                 .any(|(_, r)| r.iter().map(String::as_str).eq(want.iter().copied()))
         };
         assert!(has(&[
-            "-o", BRIDGE, "!", "-s", "10.231.1.1", "-m", "conntrack", "--ctstate", "NEW", "-j",
+            "-o",
+            BRIDGE,
+            "!",
+            "-s",
+            "10.231.1.1",
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "NEW",
+            "-j",
             "DROP"
         ]));
         assert!(has(&["-i", BRIDGE, "-d", "10.233.2.0/24", "-j", "DROP"]));
         assert!(has(&["-i", BRIDGE, "-d", "10.231.2.2", "-j", "DROP"]));
         // The manager's own host: nothing new from outside at all.
         let local = super::rules(BRIDGE, &HostNetwork::default());
-        assert!(local.iter().any(|(_, r)| r.join(" ")
-            == format!("-o {BRIDGE} -m conntrack --ctstate NEW -j DROP")));
-        let script = remote_rules_script(BRIDGE, &net);
         assert!(
-            script.contains("'!' '-s' '10.231.1.1'"),
-            "{script}"
+            local
+                .iter()
+                .any(|(_, r)| r.join(" ")
+                    == format!("-o {BRIDGE} -m conntrack --ctstate NEW -j DROP"))
         );
+        let script = remote_rules_script(BRIDGE, &net);
+        assert!(script.contains("'!' '-s' '10.231.1.1'"), "{script}");
         assert!(script.ends_with("exit $missing\n"));
         // A word with a quote cannot leave its quotes.
         assert_eq!(quoted("a'b"), "'a'\\''b'");

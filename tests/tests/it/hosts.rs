@@ -198,7 +198,13 @@ both_dbs!(
         assert_eq!(alive_agents(&app).await, json!([]));
         // The wrong address's rule goes, or it would keep the manager out of host 1.
         let removed = std::process::Command::new("nsenter")
-            .args(["--net=/var/run/netns/h1", "iptables", "-w", "-D", "DOCKER-USER"])
+            .args([
+                "--net=/var/run/netns/h1",
+                "iptables",
+                "-w",
+                "-D",
+                "DOCKER-USER",
+            ])
             .args(["-o", "bai-sessions", "!", "-s", "10.231.1.99/32"])
             .args(["-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"])
             .output()
@@ -369,7 +375,12 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         .await;
     }
     let user = app.user("far@x.org", "user", "default").await;
-    let perms = json!(["create-vfolder", "mount-in-session", "upload-file", "download-file"]);
+    let perms = json!([
+        "create-vfolder",
+        "mount-in-session",
+        "upload-file",
+        "download-file"
+    ]);
     app.use_policy(
         &user,
         "two-storage-hosts",
@@ -668,7 +679,10 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
     assert!(restarted.status.success(), "{restarted:?}");
     let ended = wait_status(&app, &user, &two, &["ERROR", "TERMINATED"]).await;
     assert_eq!(ended["status_info"], "container-lost", "{ended}");
-    assert_eq!(alive_agents(&app).await.to_string().contains(&a2), true);
+    assert!(
+        alive_agents(&app).await.to_string().contains(&a2),
+        "host 2 is ALIVE again"
+    );
     let leftovers = docker_on(
         2,
         &[
