@@ -38,6 +38,15 @@ pub async fn bring(
     agent: &Arc<Agent>,
     reference: &str,
 ) -> ApiResult<()> {
+    // One transfer of an image to an agent at a time; whoever waited finds it there.
+    let _turn = state
+        .agents
+        .turn(format!("image-transfer:{agent_id}:{}", image.id))
+        .await;
+    let fresh = crate::lookup::get::<images::Entity>(&state.db, "image", image.id).await?;
+    if fresh.installed_agents.contains(agent_id) {
+        return Ok(());
+    }
     let (tx, rx) = tokio::sync::watch::channel(None::<u8>);
     let reporter = tokio::spawn(report(state.clone(), session, reference.to_string(), rx));
     let progress = move |done: u64, total: u64| {

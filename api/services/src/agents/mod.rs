@@ -31,6 +31,8 @@ pub struct AgentRegistry {
     agents: RwLock<HashMap<String, Arc<Agent>>>,
     /// Where each remote agent's host sees each storage host (absent: the manager's paths).
     storage: parking_lot::RwLock<HashMap<String, StoragePaths>>,
+    /// One at a time per key: an image's transfer to one agent, the image's row.
+    turns: parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// Storage host name → the path where an agent's host sees it.
@@ -48,6 +50,12 @@ impl AgentRegistry {
 
     pub async fn all(&self) -> Vec<Arc<Agent>> {
         self.agents.read().await.values().cloned().collect()
+    }
+
+    /// Waits for the turn of `key` (bounded by the keys in use: one per image and agent).
+    pub async fn turn(&self, key: String) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self.turns.lock().entry(key).or_default().clone();
+        lock.lock_owned().await
     }
 
     async fn insert(&self, agent: Arc<Agent>) {
@@ -532,10 +540,14 @@ pub async fn mark_installed(
     image: &images::Model,
     agent_id: &str,
 ) -> ApiResult<()> {
+    // Read again under the image's turn: two agents marked at once must not undo each other.
+    let _turn = state.agents.turn(format!("image-row:{}", image.id)).await;
+    let image = crate::lookup::get::<images::Entity>(&state.db, "image", image.id).await?;
     let mut agents = image.installed_agents.clone();
-    if !agents.contains(agent_id) {
-        agents.0.push(agent_id.to_string());
+    if agents.contains(agent_id) {
+        return Ok(());
     }
+    agents.0.push(agent_id.to_string());
     let mut m = image.clone().into_active_model();
     m.installed_agents = Set(agents);
     m.update(&state.db).await?;
