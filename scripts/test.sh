@@ -27,4 +27,13 @@ cargo machete
 scripts/check-layers.sh
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p web --target wasm32-unknown-unknown -- -D warnings
+# The slowest integration tests, printed at the end whatever the outcome.
+export BAI_TEST_TIMES="${TMPDIR:-/tmp}/bai-test-times.$$"
+: > "$BAI_TEST_TIMES"
+slowest() {
+  echo "slowest integration tests (seconds):"
+  sort -rn "$BAI_TEST_TIMES" | head -15
+  rm -f "$BAI_TEST_TIMES"
+}
+trap slowest EXIT
 cargo test --workspace --exclude web

@@ -580,16 +580,19 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
     let screen = read_until(&mut ws, "remote-42").await;
     drop(ws);
     assert!(!screen.is_empty());
-    app.op_ok::<gql::StartService>(
-        Some(&user),
-        gql::start_service::Variables {
-            session_id: one.clone(),
-            app: "sshd".into(),
-            open_to_public: false,
-            preferred_port: Some(i64::from(pool + 2)),
-        },
-    )
-    .await;
+    let sshd = app
+        .op_ok::<gql::StartService>(
+            Some(&user),
+            gql::start_service::Variables {
+                session_id: one.clone(),
+                app: "sshd".into(),
+                open_to_public: false,
+                preferred_port: Some(i64::from(pool + 2)),
+            },
+        )
+        .await;
+    // The preferred port, or another of the pool when something else holds it.
+    let ssh_port = sshd["start_service"]["port"].as_u64().unwrap() as u16;
     let key = app
         .op_ok::<gql::SessionSshPrivateKey>(
             Some(&user),
@@ -604,11 +607,17 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let out = eventually("ssh into the session on host 1", WAIT, || async {
-        let out = ssh(&key_file, pool + 2, "cat /home/work/shared/note.txt");
-        out.status.success().then_some(out)
-    })
-    .await;
+    let last = std::sync::Mutex::new(String::new());
+    let out = tokio::time::timeout(
+        WAIT,
+        eventually("ssh into the session on host 1", WAIT, || async {
+            let out = ssh(&key_file, ssh_port, "cat /home/work/shared/note.txt");
+            *last.lock().unwrap() = String::from_utf8_lossy(&out.stderr).to_string();
+            out.status.success().then_some(out)
+        }),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("ssh on port {ssh_port}: {}", last.lock().unwrap()));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "written on host 1");
 
     // Isolation across hosts: the manager reaches host 2's session (its sshd); a session on

@@ -26,14 +26,33 @@ macro_rules! both_dbs {
             use super::*;
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
+                let started = std::time::Instant::now();
                 ($body)($crate::support::Db::Sqlite).await;
+                $crate::support::took(concat!(module_path!(), "::sqlite"), started);
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
+                let started = std::time::Instant::now();
                 ($body)($crate::support::Db::Postgres).await;
+                $crate::support::took(concat!(module_path!(), "::postgres"), started);
             }
         }
     };
+}
+
+/// Records how long a passing test took, as `seconds name` lines in `$BAI_TEST_TIMES` (the
+/// test command prints the slowest).
+pub fn took(name: &str, started: std::time::Instant) {
+    use std::io::Write;
+    if let Some(path) = std::env::var_os("BAI_TEST_TIMES")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        // A timing that cannot be written only leaves the list shorter.
+        let _ = writeln!(f, "{:.1} {name}", started.elapsed().as_secs_f64());
+    }
 }
 
 pub struct TestApp {
