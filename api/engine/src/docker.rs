@@ -599,6 +599,14 @@ impl crate::Engine for DockerEngine {
         Ok(())
     }
 
+    async fn has_image(&self, reference: &str) -> EngineResult<bool> {
+        match self.docker.inspect_image(reference).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(engine_err("reading an image", e)),
+        }
+    }
+
     async fn export_image(&self, reference: &str) -> EngineResult<(u64, crate::ByteStream)> {
         let inspected = self.docker.inspect_image(reference).await.map_err(|e| {
             if is_not_found(&e) {

@@ -205,6 +205,8 @@ pub trait Engine: Send + Sync {
         credentials: Option<(String, String)>,
         progress: Progress<'_>,
     ) -> EngineResult<()>;
+    /// Whether the engine holds the image `reference` now.
+    async fn has_image(&self, reference: &str) -> EngineResult<bool>;
     /// The image `reference` as a `docker save` archive, streamed, with the image's size (the
     /// archive is about as large).
     async fn export_image(&self, reference: &str) -> EngineResult<(u64, ByteStream)>;

@@ -128,6 +128,11 @@ impl MemoryEngine {
     }
 
     /// The engine stops (true) or starts again (false) answering; containers keep running.
+    /// Takes an image away behind bai's back (as `docker rmi` on the host would).
+    pub fn forget_image(&self, reference: &str) {
+        self.with(|i| i.images.remove(reference));
+    }
+
     pub fn set_unreachable(&self, down: bool) {
         self.with(|i| i.unreachable = down);
     }
@@ -201,6 +206,13 @@ impl crate::Engine for MemoryEngine {
         progress(total, total);
         self.with(|i| i.images.insert(reference.to_string()));
         Ok(())
+    }
+
+    async fn has_image(&self, reference: &str) -> EngineResult<bool> {
+        self.with(|i| {
+            i.answers(format!("has {reference}"), "reading an image")?;
+            Ok(i.images.contains(reference))
+        })
     }
 
     /// The "archive" of an image is its name.

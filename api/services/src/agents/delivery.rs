@@ -43,9 +43,8 @@ pub async fn bring(
         .agents
         .turn(format!("image-transfer:{agent_id}:{}", image.id))
         .await;
-    let fresh = crate::lookup::get::<images::Entity>(&state.db, "image", image.id).await?;
-    if fresh.installed_agents.contains(agent_id) {
-        return Ok(());
+    if agent.has_image(reference).await? {
+        return super::mark_installed(state, image, agent_id).await;
     }
     let (tx, rx) = tokio::sync::watch::channel(None::<u8>);
     let reporter = tokio::spawn(report(state.clone(), session, reference.to_string(), rx));

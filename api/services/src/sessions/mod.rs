@@ -397,7 +397,8 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             })
             .collect(),
     };
-    if !image.installed_agents.contains(&agent_id) {
+    // The engine says what it holds (the catalog may be stale: an image removed on the host).
+    if !agent.has_image(&spec.image).await? {
         apply(state, id, SessionStatus::Pulling, Change::default()).await?;
         crate::agents::delivery::bring(state, id, &image, &agent_id, &agent, &spec.image).await?;
         apply(state, id, SessionStatus::Preparing, Change::default()).await?;
