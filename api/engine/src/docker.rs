@@ -320,6 +320,16 @@ impl DockerEngine {
         let gpus = if endpoint.starts_with("unix://") {
             gpu::detect()
         } else {
+            if info
+                .runtimes
+                .as_ref()
+                .is_some_and(|r| r.contains_key("nvidia"))
+            {
+                tracing::warn!(
+                    endpoint,
+                    "this host's engine has the NVIDIA runtime, but GPUs of remote hosts are not discovered yet: none are offered there"
+                );
+            }
             Vec::new()
         };
         let mut capacity = ResourceSlots::new().with("cpu", cpu).with("mem", mem);
