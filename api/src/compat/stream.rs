@@ -170,6 +170,7 @@ pub async fn session_events(
                 return None;
             };
             if only.is_some_and(|id| id != e.session_id)
+                || !bai_types::events::BACKEND_AI_SESSION_EVENTS.contains(&e.event)
                 || !crate::sessions::sees(&state, &caller, e).await
             {
                 return None;

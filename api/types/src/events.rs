@@ -42,6 +42,22 @@ pub struct Change {
     pub domain: Option<String>,
 }
 
+/// Session event names Backend.AI's own clients know. bai's own (`session_agent_lost`,
+/// `session_agent_returned`: the session's agent stopped / resumed answering) go to bai's
+/// GraphQL subscriptions only, never to Backend.AI's event stream.
+pub const BACKEND_AI_SESSION_EVENTS: &[&str] = &[
+    "session_enqueued",
+    "session_scheduled",
+    "session_preparing",
+    "kernel_pulling",
+    "session_started",
+    "session_terminating",
+    "session_terminated",
+    "session_cancelled",
+    "session_failure",
+    "session_success",
+];
+
 /// A compute session changed status (Backend.AI's event names: `session_started`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionEvent {

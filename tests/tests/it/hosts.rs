@@ -663,6 +663,9 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
 
     // Host 2's engine dies: its agent turns LOST and its session says so; back, it is
     // reconciled (the container that died with the engine is gone, its resources freed).
+    // Backend.AI's event stream carries only names Backend.AI's clients know.
+    let sse = app.session_events(&user).await;
+    assert_eq!(sse.status(), 200);
     let killed = std::process::Command::new("kill")
         .arg(pid_of(2))
         .status()
@@ -688,6 +691,20 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
     assert!(restarted.status.success(), "{restarted:?}");
     let ended = wait_status(&app, &user, &two, &["ERROR", "TERMINATED"]).await;
     assert_eq!(ended["status_info"], "container-lost", "{ended}");
+    let mut body = sse.bytes_stream();
+    let mut text = String::new();
+    // Read until the end shows up: WAIT is a hang bound.
+    let _ = tokio::time::timeout(WAIT, async {
+        while let Some(Ok(chunk)) = body.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.contains("session_failure") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(text.contains("event: session_failure"), "{text}");
+    assert!(!text.contains("session_agent_"), "{text}");
     assert!(
         alive_agents(&app).await.to_string().contains(&a2),
         "host 2 is ALIVE again"
