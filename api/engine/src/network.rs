@@ -29,6 +29,14 @@ pub const BRIDGE: &str = "bai-sessions";
 /// The probe image bai makes on each remote engine from a static busybox.
 pub const PROBE_IMAGE: &str = "bai.local/probe:busybox-1";
 
+/// The label of what this installation makes on an engine (networks, probes).
+fn managed_labels() -> HashMap<String, String> {
+    HashMap::from([(
+        crate::MANAGED_LABEL.to_string(),
+        crate::MANAGED_VALUE.to_string(),
+    )])
+}
+
 /// Where the session network of one engine's host sits among the others.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostNetwork {
@@ -206,10 +214,7 @@ pub async fn ensure(
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let labels: HashMap<String, String> = [(crate::MANAGED_LABEL, crate::MANAGED_VALUE)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let labels = managed_labels();
         let ipam = net.subnet.as_ref().map(|subnet| Ipam {
             config: Some(vec![IpamConfig {
                 subnet: Some(subnet.clone()),
@@ -340,10 +345,7 @@ async fn run_probe(
     limit: std::time::Duration,
     during: impl AsyncFnOnce(&str) -> anyhow::Result<()>,
 ) -> anyhow::Result<(i64, String)> {
-    let labels: HashMap<String, String> = [(crate::MANAGED_LABEL, crate::MANAGED_VALUE)]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let labels = managed_labels();
     let created = docker
         .create_container(
             None::<bollard::query_parameters::CreateContainerOptions>,

@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::both_dbs;
 use crate::gql;
-use crate::sessions::{read_until, run_to_end, ssh, terminal_ws};
+use crate::sessions::{read_until, run_to_end, session_key, ssh, terminal_ws};
 use crate::support::*;
 
 /// The hosts tests take turns: one of them stops and restarts an engine, and every one of
@@ -593,20 +593,7 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         .await;
     // The preferred port, or another of the pool when something else holds it.
     let ssh_port = sshd["start_service"]["port"].as_u64().unwrap() as u16;
-    let key = app
-        .op_ok::<gql::SessionSshPrivateKey>(
-            Some(&user),
-            gql::session_ssh_private_key::Variables {
-                session_id: one.clone(),
-            },
-        )
-        .await;
-    let key_file = app.dir.join("id_container");
-    std::fs::write(&key_file, key["session_ssh_private_key"].as_str().unwrap()).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let key_file = session_key(&app, &user, &one, &app.dir.join("id_container")).await;
     let last = std::sync::Mutex::new(String::new());
     let out = tokio::time::timeout(
         WAIT,

@@ -1521,6 +1521,27 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
     .await;
 });
 
+/// The session's SSH private key (the console's download), written to `path` for `ssh -i`.
+pub(crate) async fn session_key(
+    app: &TestApp,
+    token: &str,
+    session: &str,
+    path: &std::path::Path,
+) -> std::path::PathBuf {
+    let key = app
+        .op_ok::<gql::SessionSshPrivateKey>(
+            Some(token),
+            gql::session_ssh_private_key::Variables {
+                session_id: session.into(),
+            },
+        )
+        .await;
+    std::fs::write(path, key["session_ssh_private_key"].as_str().unwrap()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.to_path_buf()
+}
+
 pub(crate) fn ssh(key: &std::path::Path, port: u16, command: &str) -> std::process::Output {
     std::process::Command::new("ssh")
         .args(["-i", key.to_str().unwrap(), "-p", &port.to_string()])
@@ -1603,20 +1624,7 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
     assert_eq!(started["start_service"]["protocol"], "tcp");
     assert_eq!(started["start_service"]["port"], pool + 3);
     let port = pool + 3;
-    let key = app
-        .op_ok::<gql::SessionSshPrivateKey>(
-            Some(&user),
-            gql::session_ssh_private_key::Variables {
-                session_id: id.clone(),
-            },
-        )
-        .await;
-    let key_file = keys.join("id_container");
-    std::fs::write(&key_file, key["session_ssh_private_key"].as_str().unwrap()).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let key_file = session_key(&app, &user, &id, &keys.join("id_container")).await;
     // sshd may still be starting: until it answers.
     let out = eventually("ssh into the session", WAIT, || async {
         let out = ssh(&key_file, port, "echo hello-$((6*7)); whoami; pwd");

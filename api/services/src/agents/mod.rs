@@ -30,8 +30,13 @@ pub type Agent = dyn Engine;
 pub struct AgentRegistry {
     agents: RwLock<HashMap<String, Arc<Agent>>>,
     /// Where each remote agent's host sees each storage host (absent: the manager's paths).
+    /// Owned by the process that drives the agent, from its configuration (what the scheduler
+    /// of any process needs is on the agent row: `storage_hosts`).
     storage: parking_lot::RwLock<HashMap<String, StoragePaths>>,
-    /// One at a time per key: an image's transfer to one agent, the image's row.
+    /// One at a time per key: an image's transfer to one agent, the image's row. Process
+    /// memory, bounded by images × agents; it serialises this process's launches only (a
+    /// transfer runs where the agent lives; the image row's turn across several managers is
+    /// issue 33's).
     turns: parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 

@@ -153,9 +153,12 @@ pub async fn ssh_private_key(
     String::from_utf8(data).map_err(|_| ApiError::bad_request("id_container is not a key file"))
 }
 
-/// Apps started in sessions: their tokens, visibility and pool ports, and the loopback ports
-/// their container ports are published on (fixed for a container's life, so the proxy asks
-/// the engine only once).
+/// Apps started in sessions: their tokens, visibility and pool ports, and where the server
+/// reaches their container ports (the container's address on its host's session network,
+/// fixed for a container's life, so the proxy asks the engine only once).
+///
+/// Process memory, owned by the process that drives the session's agent (agents live in their
+/// process; several managers: issue 33).
 #[derive(Default)]
 pub struct StartedApps {
     inner: Mutex<AppsInner>,
