@@ -1,7 +1,8 @@
 //! `bai bench`: measurements printed as ratios against a baseline run in the same process.
 //!
-//! - scheduler: placements/s of the real planner (1,000 agents, 10,000 pending sessions)
-//!   against a minimal first-fit loop over the same data;
+//! - scheduler: placements/s of the real planner (1,000 × 10,000 and 10,000 × 100,000 agents ×
+//!   pending sessions) against a minimal first-fit loop over the same data, and the pass that
+//!   places nothing;
 //! - launch: API call → RUNNING for a warm image, against `docker run -d` of the same image,
 //!   interleaved in one run.
 use std::collections::HashMap;
@@ -91,40 +92,112 @@ fn first_fit(snap: &Snapshot) -> usize {
     placed
 }
 
-fn best_of<F: FnMut() -> usize>(runs: usize, mut f: F) -> (usize, Duration) {
+/// Best of `runs`: each run prepares its input untimed and returns what it counted and the
+/// time of the measured part alone.
+fn best_of<F: FnMut() -> (usize, Duration)>(runs: usize, mut f: F) -> (usize, Duration) {
     let mut best = Duration::MAX;
     let mut n = 0;
     for _ in 0..runs {
-        let t = Instant::now();
-        n = std::hint::black_box(f());
-        best = best.min(t.elapsed());
+        let (count, t) = f();
+        n = std::hint::black_box(count);
+        best = best.min(t);
     }
     (n, best)
 }
 
-pub fn scheduler(agents: usize, pending: usize) {
-    println!("scheduler: {agents} agents, {pending} pending sessions (best of 5 runs, one core)");
-    let (base_n, base_t) = best_of(5, || {
-        first_fit(&synthetic_snapshot(SchedulerKind::Fifo, agents, pending))
-    });
-    let base_rate = base_n as f64 / base_t.as_secs_f64();
-    println!(
-        "  baseline first-fit loop     {base_n:>6} placed in {:>8.1} ms = {base_rate:>12.0} placements/s",
-        base_t.as_secs_f64() * 1e3
-    );
-    for kind in [SchedulerKind::Fifo, SchedulerKind::Lifo, SchedulerKind::Drf] {
-        let (n, t) = best_of(5, || {
-            plan::plan(synthetic_snapshot(kind, agents, pending))
-                .iter()
-                .filter(|d| matches!(d, Decision::Place { .. }))
-                .count()
-        });
-        let rate = n as f64 / t.as_secs_f64();
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let out = std::hint::black_box(f());
+    (out, t.elapsed())
+}
+
+/// One pass of the planner on an index that already holds the agents (as the scheduler keeps
+/// it between passes): placements made and the pass's time.
+fn pass(snap: &Snapshot) -> (usize, Duration) {
+    let mut index = plan::AgentIndex::new(snap.strategy);
+    index.sync(&snap.agents);
+    let snap = snap.clone();
+    let (decisions, t) = timed(|| plan::plan_on(&mut index, snap));
+    let placed = decisions
+        .iter()
+        .filter(|d| matches!(d, Decision::Place { .. }))
+        .count();
+    (placed, t)
+}
+
+/// Placements/s of the planner at each size beside the first-fit loop, then the pass that
+/// places nothing at the largest size.
+pub fn scheduler(sizes: &[(usize, usize)]) {
+    for &(agents, pending) in sizes {
         println!(
-            "  plan ({:<4})                 {n:>6} placed in {:>8.1} ms = {rate:>12.0} placements/s  ({:.2}x the baseline's time per placement)",
-            kind.as_str(),
-            t.as_secs_f64() * 1e3,
-            base_rate / rate
+            "scheduler: {agents} agents x {pending} pending sessions (best of 5 runs, one core)"
+        );
+        let fifo = synthetic_snapshot(SchedulerKind::Fifo, agents, pending);
+        let (base_n, base_t) = best_of(5, || timed(|| first_fit(&fifo)));
+        let base_rate = base_n as f64 / base_t.as_secs_f64();
+        println!(
+            "  baseline first-fit loop        {base_n:>7} placed in {:>8.1} ms = {base_rate:>12.0} placements/s",
+            base_t.as_secs_f64() * 1e3
+        );
+        let (_, build) = best_of(5, || {
+            let mut index = plan::AgentIndex::new(Strategy::Dispersed);
+            timed(|| index.sync(&fifo.agents))
+        });
+        println!(
+            "  indexing {agents} agents from nothing   {:>8.1} ms (once; later passes re-key only agents that changed)",
+            build.as_secs_f64() * 1e3
+        );
+        let runs = [
+            (SchedulerKind::Fifo, Strategy::Dispersed),
+            (SchedulerKind::Lifo, Strategy::Dispersed),
+            (SchedulerKind::Drf, Strategy::Dispersed),
+            (SchedulerKind::Fifo, Strategy::Concentrated),
+        ];
+        for (kind, strategy) in runs {
+            let mut snap = synthetic_snapshot(kind, agents, pending);
+            snap.strategy = strategy;
+            let (n, t) = best_of(5, || pass(&snap));
+            let rate = n as f64 / t.as_secs_f64();
+            println!(
+                "  plan ({:<4} {:<12})      {n:>7} placed in {:>8.1} ms = {rate:>12.0} placements/s  ({:.2}x the baseline's time per placement)",
+                kind.as_str(),
+                match strategy {
+                    Strategy::Dispersed => "dispersed)",
+                    Strategy::Concentrated => "concentrated)",
+                },
+                t.as_secs_f64() * 1e3,
+                base_rate / rate
+            );
+        }
+    }
+    let Some(&(agents, pending)) = sizes.iter().max() else {
+        return;
+    };
+    println!(
+        "scheduler: a pass that places nothing, {agents} agents x {pending} pending (best of 5)"
+    );
+    let mut by_keypair = synthetic_snapshot(SchedulerKind::Fifo, agents, pending);
+    for k in by_keypair.keypairs.values_mut() {
+        k.max_concurrent = 4;
+        k.concurrency = 4;
+    }
+    let mut by_domain = synthetic_snapshot(SchedulerKind::Drf, agents, pending);
+    let cpu_used_up = DenseLimit([Some(0), None, None, None]);
+    by_domain.domains.insert(
+        "default".into(),
+        Quota {
+            limit: cpu_used_up,
+            using: Dense::default(),
+        },
+    );
+    for (what, snap) in [
+        ("every keypair at its session limit (FIFO)", &by_keypair),
+        ("the domain's cpu limit used up (DRF)", &by_domain),
+    ] {
+        let (n, t) = best_of(5, || pass(snap));
+        println!(
+            "  {what:<44} {n} placed in {:>6.2} ms",
+            t.as_secs_f64() * 1e3
         );
     }
 }

@@ -75,10 +75,13 @@ enum Command {
         launch_rounds: usize,
         #[arg(long, default_value = "bai.local/stable/python:3.11-debian12")]
         image: String,
-        #[arg(long, default_value_t = 1000)]
-        agents: usize,
-        #[arg(long, default_value_t = 10000)]
-        pending: usize,
+        /// Agents of the scheduler benchmark (with --pending: that size alone; without: 1,000 ×
+        /// 10,000 and 10,000 × 100,000).
+        #[arg(long, requires = "pending")]
+        agents: Option<usize>,
+        /// Pending sessions of the scheduler benchmark.
+        #[arg(long, requires = "agents")]
+        pending: Option<usize>,
         /// Seconds per API load run (0 = skip the API benchmark).
         #[arg(long, default_value_t = 10)]
         api_seconds: u64,
@@ -264,7 +267,10 @@ async fn main() -> anyhow::Result<()> {
                     api::bench::fanout(fanout, fresh().await?).await?;
                 }
             }
-            api::bench::scheduler(agents, pending);
+            match (agents, pending) {
+                (Some(a), Some(p)) => api::bench::scheduler(&[(a, p)]),
+                _ => api::bench::scheduler(&[(1_000, 10_000), (10_000, 100_000)]),
+            }
             if launch_rounds > 0 {
                 api::bench::launch(launch_rounds, &image).await?;
             }

@@ -39,6 +39,10 @@ pub struct Scheduler {
     /// Passes each pending session waited through, kept here rather than written on every
     /// pass (the database gets them with the next change of reason).
     retries: parking_lot::Mutex<HashMap<Uuid, u32>>,
+    /// Per resource group, its agents indexed by free capacity, kept between passes: each pass
+    /// re-keys only the agents whose capacity or use changed since (placements, terminations,
+    /// heartbeats), and a placement costs about log(agents).
+    indexes: parking_lot::Mutex<HashMap<String, plan::AgentIndex>>,
 }
 
 impl Scheduler {
@@ -162,7 +166,13 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
             continue;
         };
         let snapshot = load_snapshot(state, &sg, &pending).await?;
-        let decisions = plan::plan(snapshot);
+        let decisions = {
+            let mut indexes = state.scheduler.indexes.lock();
+            let index = indexes
+                .entry(sg_name)
+                .or_insert_with(|| plan::AgentIndex::new(snapshot.strategy));
+            plan::plan_on(index, snapshot)
+        };
         placed += apply(state, &pending, decisions).await?;
     }
     Ok(placed)
@@ -348,6 +358,10 @@ async fn apply(
     decisions: Vec<Decision>,
 ) -> ApiResult<usize> {
     let by_id: HashMap<Uuid, &sessions::Model> = pending.iter().map(|s| (s.id, s)).collect();
+    // Sessions held back by one limit share one reason: its JSON is made once (the entry holds
+    // the reason, so its address names it for the whole loop).
+    let mut reason_json: HashMap<usize, (std::sync::Arc<plan::Reason>, serde_json::Value)> =
+        HashMap::new();
     let mut placed = 0;
     for d in decisions {
         match d {
@@ -400,15 +414,14 @@ async fn apply(
                 tokio::spawn(crate::sessions::launch(state.clone(), session));
                 placed += 1;
             }
-            Decision::Wait {
-                session,
-                status_info,
-                failed,
-                passed,
-            } => {
+            Decision::Wait { session, reason } => {
                 let Some(s) = by_id.get(&session) else {
                     continue;
                 };
+                let status_info = reason.status_info;
+                let (_, failed) = reason_json
+                    .entry(std::sync::Arc::as_ptr(&reason) as usize)
+                    .or_insert_with(|| (reason.clone(), json!(reason.failed)));
                 let retries = state.scheduler.retries_of(s)
                     + u32::from(status_info == "no-available-instances");
                 state.scheduler.retries.lock().insert(session, retries);
@@ -418,8 +431,8 @@ async fn apply(
                     .as_ref()
                     .and_then(|d| d.pointer("/scheduler/failed_predicates"))
                     .cloned();
-                let changed = s.status_info.as_deref() != Some(status_info)
-                    || old.as_ref() != Some(&json!(failed));
+                let changed =
+                    s.status_info.as_deref() != Some(status_info) || old.as_ref() != Some(&*failed);
                 if !changed {
                     continue;
                 }
@@ -427,7 +440,7 @@ async fn apply(
                     "retries": retries,
                     "last_try": state.clock.now().to_rfc3339(),
                     "failed_predicates": failed,
-                    "passed_predicates": passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
+                    "passed_predicates": reason.passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
                 }});
                 // Only while still pending: a cancelled session keeps its reason.
                 let res = sessions::Entity::update_many()
