@@ -210,6 +210,24 @@ both_dbs!(
             .output()
             .unwrap();
         assert!(removed.status.success(), "{removed:?}");
+        // Run first on a fresh machine, host 2 had no session network yet: bai made it on the
+        // wrong subnet, then refused the host because the manager could not reach it there.
+        // Either way the host was refused; the network on the wrong subnet must not stay, or
+        // every later test would find host 2 misconfigured.
+        let subnet = docker_on(
+            2,
+            &[
+                "network",
+                "inspect",
+                "-f",
+                "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+                "bai-sessions",
+            ],
+        );
+        if String::from_utf8_lossy(&subnet.stdout).trim() == "10.233.50.0/24" {
+            let rm = docker_on(2, &["network", "rm", "bai-sessions"]);
+            assert!(rm.status.success(), "{rm:?}");
+        }
     }
 );
 

@@ -23,7 +23,7 @@ use self::plan::{
     AgentState, Decision, Dense, DenseLimit, KeypairState, PendingSession, Quota, Snapshot,
     Strategy,
 };
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::events::ObjectKind;
 use crate::sessions::Change;
 use crate::state::AppState;
@@ -157,6 +157,13 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
             .or_default()
             .push(s);
     }
+    // Indexes of resource groups with nothing pending (or gone) are dropped: memory follows
+    // the groups in use, and one rebuilt later costs a single pass's indexing.
+    state
+        .scheduler
+        .indexes
+        .lock()
+        .retain(|name, _| by_group.contains_key(name));
     let mut placed = 0;
     for (sg_name, pending) in by_group {
         let Some(sg) = scaling_groups::Entity::find_by_id(sg_name.clone())
@@ -166,13 +173,21 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
             continue;
         };
         let snapshot = load_snapshot(state, &sg, &pending).await?;
-        let decisions = {
-            let mut indexes = state.scheduler.indexes.lock();
-            let index = indexes
-                .entry(sg_name)
-                .or_insert_with(|| plan::AgentIndex::new(snapshot.strategy));
-            plan::plan_on(index, snapshot)
-        };
+        let mut index = state
+            .scheduler
+            .indexes
+            .lock()
+            .remove(&sg_name)
+            .unwrap_or_else(|| plan::AgentIndex::new(snapshot.strategy));
+        // A large pass is CPU work: off the async workers. An index lost to a failed task is
+        // rebuilt by the next pass.
+        let (index, decisions) = tokio::task::spawn_blocking(move || {
+            let decisions = plan::plan_on(&mut index, snapshot);
+            (index, decisions)
+        })
+        .await
+        .map_err(|e| ApiError::internal("planning a scheduling pass", e))?;
+        state.scheduler.indexes.lock().insert(sg_name, index);
         placed += apply(state, &pending, decisions).await?;
     }
     Ok(placed)
