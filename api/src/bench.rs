@@ -116,7 +116,6 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 fn pass(snap: &Snapshot) -> (usize, Duration) {
     let mut index = plan::AgentIndex::new(snap.strategy);
     index.sync(&snap.agents);
-    let snap = snap.clone();
     let (decisions, t) = timed(|| plan::plan_on(&mut index, snap));
     let placed = decisions
         .iter()

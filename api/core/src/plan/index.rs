@@ -38,7 +38,7 @@ struct Node {
 
 #[derive(Debug, Clone)]
 struct Agent {
-    id: String,
+    id: std::sync::Arc<str>,
     available: Dense,
     occupied: Dense,
     storage: Option<Vec<String>>,
@@ -147,7 +147,7 @@ impl AgentIndex {
                 .iter()
                 .flatten()
                 .filter(|a| a.seen != self.generation)
-                .map(|a| a.id.clone())
+                .map(|a| a.id.to_string())
                 .collect();
             for id in gone {
                 touched += usize::from(self.remove(&id));
@@ -192,7 +192,7 @@ impl AgentIndex {
         }
         let pos = self.agents.len() as u32;
         self.agents.push(Some(Agent {
-            id: a.id.clone(),
+            id: a.id.as_str().into(),
             available: a.available,
             occupied: a.occupied,
             storage,
@@ -240,7 +240,7 @@ impl AgentIndex {
             .iter()
             .flatten()
             .map(|a| AgentState {
-                id: a.id.clone(),
+                id: a.id.to_string(),
                 available: a.available,
                 occupied: a.occupied,
                 storage_hosts: a.storage.clone(),
@@ -258,7 +258,15 @@ impl AgentIndex {
         self.agents
             .get(pos as usize)
             .and_then(Option::as_ref)
-            .map_or("", |a| a.id.as_str())
+            .map_or("", |a| &a.id)
+    }
+
+    /// The agent's id, shared (a placement names its agent without copying the id).
+    pub(super) fn shared_id(&self, pos: u32) -> std::sync::Arc<str> {
+        self.agents
+            .get(pos as usize)
+            .and_then(Option::as_ref)
+            .map_or_else(|| "".into(), |a| a.id.clone())
     }
 
     /// Adds `want` to the agent's use and re-keys it.

@@ -8,7 +8,8 @@
 //! (requests finer than 0.001 are rounded up), so sums and comparisons are exact and cheap.
 mod index;
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use bai_types::enums::SchedulerKind;
@@ -182,7 +183,7 @@ pub struct Reason {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Place { session: Uuid, agent: String },
+    Place { session: Uuid, agent: Arc<str> },
     Wait { session: Uuid, reason: Arc<Reason> },
 }
 
@@ -217,12 +218,33 @@ struct Limits {
     domains: Vec<Holder<Quota>>,
 }
 
-/// The limit holders of one pending session (None: no limit applies).
+/// The limit holders of one pending session: keypair, project, domain (`NONE`: no limit
+/// applies). Four bytes each: a pass keeps one per pending session.
 #[derive(Debug, Clone, Copy)]
-struct Holders {
-    kp: Option<u32>,
-    group: Option<u32>,
-    domain: Option<u32>,
+struct Holders([u32; 3]);
+
+impl Holders {
+    const NONE: u32 = u32::MAX;
+
+    fn new(kp: Option<u32>, group: Option<u32>, domain: Option<u32>) -> Holders {
+        Holders([kp, group, domain].map(|h| h.unwrap_or(Self::NONE)))
+    }
+
+    fn get(self, i: usize) -> Option<u32> {
+        Some(self.0[i]).filter(|&h| h != Self::NONE)
+    }
+
+    fn kp(self) -> Option<u32> {
+        self.get(0)
+    }
+
+    fn group(self) -> Option<u32> {
+        self.get(1)
+    }
+
+    fn domain(self) -> Option<u32> {
+        self.get(2)
+    }
 }
 
 fn slots_over(q: &Quota, want: &Dense) -> u16 {
@@ -238,16 +260,16 @@ fn slots_over(q: &Quota, want: &Dense) -> u16 {
 impl Limits {
     fn fails(&self, h: Holders, want: &Dense) -> Fails {
         let mut f = 0;
-        if let Some(k) = h.kp.map(|i| &self.keypairs[i as usize].state) {
+        if let Some(k) = h.kp().map(|i| &self.keypairs[i as usize].state) {
             if k.max_concurrent > 0 && k.concurrency >= k.max_concurrent {
                 f |= 1;
             }
             f |= slots_over(&k.quota, want) << KP_SHIFT;
         }
-        if let Some(g) = h.group {
+        if let Some(g) = h.group() {
             f |= slots_over(&self.groups[g as usize].state, want) << GROUP_SHIFT;
         }
-        if let Some(d) = h.domain {
+        if let Some(d) = h.domain() {
             f |= slots_over(&self.domains[d as usize].state, want) << DOMAIN_SHIFT;
         }
         f
@@ -260,13 +282,13 @@ impl Limits {
         };
         ReasonKey {
             fails,
-            kp: of(fails & ((SLOT_BITS << KP_SHIFT) | 1) != 0, h.kp, &|i| {
+            kp: of(fails & ((SLOT_BITS << KP_SHIFT) | 1) != 0, h.kp(), &|i| {
                 self.keypairs[i as usize].version
             }),
-            group: of((fails >> GROUP_SHIFT) & SLOT_BITS != 0, h.group, &|i| {
+            group: of((fails >> GROUP_SHIFT) & SLOT_BITS != 0, h.group(), &|i| {
                 self.groups[i as usize].version
             }),
-            domain: of((fails >> DOMAIN_SHIFT) & SLOT_BITS != 0, h.domain, &|i| {
+            domain: of((fails >> DOMAIN_SHIFT) & SLOT_BITS != 0, h.domain(), &|i| {
                 self.domains[i as usize].version
             }),
         }
@@ -290,7 +312,7 @@ impl Limits {
         for (n, name) in QUOTA_PREDICATES.iter().enumerate() {
             let msg = match n {
                 0 => h
-                    .kp
+                    .kp()
                     .filter(|_| fails & 1 != 0)
                     .map(|i| &self.keypairs[i as usize].state)
                     .map(|k| {
@@ -299,16 +321,16 @@ impl Limits {
                             k.max_concurrent, k.concurrency
                         )
                     }),
-                1 => h.kp.and_then(|i| {
+                1 => h.kp().and_then(|i| {
                     let bits = (fails >> KP_SHIFT) & SLOT_BITS;
                     (bits != 0)
                         .then(|| quota_msg("keypair", &self.keypairs[i as usize].state.quota, bits))
                 }),
-                2 => h.group.and_then(|i| {
+                2 => h.group().and_then(|i| {
                     let bits = (fails >> GROUP_SHIFT) & SLOT_BITS;
                     (bits != 0).then(|| quota_msg("project", &self.groups[i as usize].state, bits))
                 }),
-                _ => h.domain.and_then(|i| {
+                _ => h.domain().and_then(|i| {
                     let bits = (fails >> DOMAIN_SHIFT) & SLOT_BITS;
                     (bits != 0).then(|| quota_msg("domain", &self.domains[i as usize].state, bits))
                 }),
@@ -327,16 +349,16 @@ impl Limits {
 
     /// Counts a placement against the session's holders.
     fn charge(&mut self, h: Holders, want: &Dense) {
-        if let Some(k) = h.kp.map(|i| &mut self.keypairs[i as usize]) {
+        if let Some(k) = h.kp().map(|i| &mut self.keypairs[i as usize]) {
             k.state.quota.using.add(want);
             k.state.concurrency += 1;
             k.version += 1;
         }
-        if let Some(g) = h.group.map(|i| &mut self.groups[i as usize]) {
+        if let Some(g) = h.group().map(|i| &mut self.groups[i as usize]) {
             g.state.using.add(want);
             g.version += 1;
         }
-        if let Some(d) = h.domain.map(|i| &mut self.domains[i as usize]) {
+        if let Some(d) = h.domain().map(|i| &mut self.domains[i as usize]) {
             d.state.using.add(want);
             d.version += 1;
         }
@@ -352,12 +374,17 @@ struct ReasonKey {
 }
 
 /// Dense indices for the holders a pass looks up once per session.
-fn indexed<K: std::hash::Hash + Eq, T>(map: HashMap<K, T>) -> (fx::Map<K, u32>, Vec<Holder<T>>) {
+fn indexed<'a, K: std::hash::Hash + Eq + ?Sized, T: Clone + 'a>(
+    map: impl ExactSizeIterator<Item = (&'a K, &'a T)>,
+) -> (fx::Map<&'a K, u32>, Vec<Holder<T>>) {
     let mut index = fx::Map::with_capacity_and_hasher(map.len(), Default::default());
     let mut holders = Vec::with_capacity(map.len());
     for (k, state) in map {
         index.insert(k, holders.len() as u32);
-        holders.push(Holder { state, version: 0 });
+        holders.push(Holder {
+            state: state.clone(),
+            version: 0,
+        });
     }
     (index, holders)
 }
@@ -371,62 +398,83 @@ fn dominant_share(using: &Dense, total: &Dense) -> f64 {
 }
 
 /// Plans one pass on an index built for it (see [`plan_on`] for an index kept across passes).
-pub fn plan(snap: Snapshot) -> Vec<Decision> {
+pub fn plan(snap: &Snapshot) -> Vec<Decision> {
     let mut index = AgentIndex::new(snap.strategy);
     plan_on(&mut index, snap)
 }
 
 /// Plans one pass: `index` is brought to `snap.agents` (only changed agents are re-keyed) and
 /// is left holding this pass's placements.
-pub fn plan_on(index: &mut AgentIndex, snap: Snapshot) -> Vec<Decision> {
+pub fn plan_on(index: &mut AgentIndex, snap: &Snapshot) -> Vec<Decision> {
     index.set_strategy(snap.strategy);
     index.sync(&snap.agents);
     let Snapshot {
         scheduler,
         num_retries_to_skip,
         pending,
-        keypairs,
-        groups,
-        domains,
         ..
     } = snap;
-    let (kp_index, keypairs) = indexed(keypairs);
-    let (group_index, groups) = indexed(groups);
-    let (domain_index, domains) = indexed(domains);
+    let (scheduler, num_retries_to_skip) = (*scheduler, *num_retries_to_skip);
+    let (kp_index, keypairs) = indexed(snap.keypairs.iter().map(|(k, v)| (k.as_str(), v)));
+    let (group_index, groups) = indexed(snap.groups.iter());
+    let (domain_index, domains) = indexed(snap.domains.iter().map(|(k, v)| (k.as_str(), v)));
     let mut limits = Limits {
         keypairs,
         groups,
         domains,
     };
+    // Consecutive sessions mostly share their project and domain: asked of the maps only
+    // when they change.
+    let mut prev: Option<(&PendingSession, Holders)> = None;
     let holders: Vec<Holders> = pending
         .iter()
-        .map(|s| Holders {
-            kp: kp_index.get(s.access_key.as_str()).copied(),
-            group: group_index.get(&s.group_id).copied(),
-            domain: domain_index.get(s.domain.as_str()).copied(),
+        .map(|s| {
+            let (group, domain) = match prev {
+                Some((p, h)) if p.group_id == s.group_id && p.domain == s.domain => {
+                    (h.group(), h.domain())
+                }
+                _ => (
+                    group_index.get(&s.group_id).copied(),
+                    domain_index.get(s.domain.as_str()).copied(),
+                ),
+            };
+            let h = Holders::new(kp_index.get(s.access_key.as_str()).copied(), group, domain);
+            prev = Some((s, h));
+            h
         })
         .collect();
     let capacity = index.capacity();
     let mut reasons = Reasons::default();
     let mut out = Vec::with_capacity(pending.len());
     let mut blocked_by: Option<Arc<Reason>> = None;
-    let mut queue = Queue::new(&pending, &holders, scheduler, &limits, &capacity.total);
+    let mut queue = Queue::new(pending, &holders, scheduler, &limits, &capacity.total);
+    // The last quota reason per keypair (the last slot: sessions without one): sessions held
+    // back by one limit mostly come from the same keypairs, so the map is seldom asked.
+    let mut last: Vec<Option<(ReasonKey, Arc<Reason>)>> = vec![None; limits.keypairs.len() + 1];
     while let Some(at) = queue.next() {
         let s = &pending[at];
         let h = holders[at];
         let fails = limits.fails(h, &s.requested);
         if fails != 0 {
             let key = limits.reason_key(h, fails);
-            let reason = reasons
-                .quota
-                .entry(key)
-                .or_insert_with(|| Arc::new(limits.reason(h, fails)))
-                .clone();
+            let slot = &mut last[h.kp().map_or(limits.keypairs.len(), |k| k as usize)];
+            let reason = match slot {
+                Some((k, r)) if *k == key => r.clone(),
+                _ => {
+                    let r = reasons
+                        .quota
+                        .entry(key)
+                        .or_insert_with(|| Arc::new(limits.reason(h, fails)))
+                        .clone();
+                    *slot = Some((key, r.clone()));
+                    r
+                }
+            };
             out.push(Decision::Wait {
                 session: s.id,
                 reason,
             });
-            queue.requeue(at, &limits, &capacity.total);
+            queue.requeue(&limits, &capacity.total);
             continue;
         }
         if let Some(reason) = &blocked_by {
@@ -434,7 +482,7 @@ pub fn plan_on(index: &mut AgentIndex, snap: Snapshot) -> Vec<Decision> {
                 session: s.id,
                 reason: reason.clone(),
             });
-            queue.requeue(at, &limits, &capacity.total);
+            queue.requeue(&limits, &capacity.total);
             continue;
         }
         // Folders on a storage host no agent here sees: a predicate, never a failed start.
@@ -451,7 +499,7 @@ pub fn plan_on(index: &mut AgentIndex, snap: Snapshot) -> Vec<Decision> {
                 session: s.id,
                 reason,
             });
-            queue.requeue(at, &limits, &capacity.total);
+            queue.requeue(&limits, &capacity.total);
             continue;
         }
         match index.select(&s.requested, &s.storage_hosts) {
@@ -460,7 +508,7 @@ pub fn plan_on(index: &mut AgentIndex, snap: Snapshot) -> Vec<Decision> {
                 limits.charge(h, &s.requested);
                 out.push(Decision::Place {
                     session: s.id,
-                    agent: index.id(pos).to_string(),
+                    agent: index.shared_id(pos),
                 });
             }
             None => {
@@ -481,7 +529,7 @@ pub fn plan_on(index: &mut AgentIndex, snap: Snapshot) -> Vec<Decision> {
                 });
             }
         }
-        queue.requeue(at, &limits, &capacity.total);
+        queue.requeue(&limits, &capacity.total);
     }
     out
 }
@@ -573,19 +621,25 @@ fn resources_reason(index: &AgentIndex, capacity: &index::Capacity, want: &Dense
 
 /// The order sessions are considered in. FIFO/LIFO: creation order (or its reverse). DRF:
 /// one queue per keypair in creation order; the next session comes from the keypair with the
-/// smallest dominant share (then the earliest head, then the keypair seen first), kept in an
-/// ordered set that changes only for the keypair whose session was just considered.
+/// smallest dominant share (then the earliest head, then the keypair seen first), kept in a
+/// heap whose top is replaced in place once its session has been considered.
 enum Queue {
-    Ordered(std::vec::IntoIter<usize>),
+    Ascending(std::ops::Range<usize>),
+    Descending(std::iter::Rev<std::ops::Range<usize>>),
+    Ordered(std::vec::IntoIter<u32>),
     Fair {
-        /// Per keypair: its sessions in creation order, a cursor, and its limit holder.
-        queues: Vec<(Vec<usize>, usize, Option<u32>)>,
-        queue_of: Vec<u32>,
-        orders: Vec<i64>,
-        /// (dominant share as ordered bits, head's order, queue).
-        heads: std::collections::BTreeSet<(u64, i64, u32)>,
-        taken: Option<u32>,
+        queues: Vec<KeypairQueue>,
+        /// [`fair_key`]s, smallest on top.
+        heads: BinaryHeap<Reverse<u128>>,
     },
+}
+
+/// DRF: one keypair's sessions in creation order (each with the rank of its order), how many
+/// were taken, and the keypair's limit holder.
+struct KeypairQueue {
+    sessions: Vec<(u32, u32)>,
+    taken: usize,
+    kp: Option<u32>,
 }
 
 impl Queue {
@@ -596,83 +650,113 @@ impl Queue {
         limits: &Limits,
         total: &Dense,
     ) -> Queue {
-        let mut order: Vec<usize> = (0..pending.len()).collect();
+        // Pending sessions usually arrive in creation order: then no order is built for
+        // FIFO and LIFO (ties keep their arrival order, so LIFO walks back only strict order).
+        let strictly = pending.is_sorted_by(|a, b| a.order < b.order);
         match kind {
-            SchedulerKind::Fifo | SchedulerKind::Drf => order.sort_by_key(|&i| pending[i].order),
-            SchedulerKind::Lifo => order.sort_by_key(|&i| std::cmp::Reverse(pending[i].order)),
+            SchedulerKind::Fifo if strictly => return Queue::Ascending(0..pending.len()),
+            SchedulerKind::Lifo if strictly => return Queue::Descending((0..pending.len()).rev()),
+            _ => {}
+        }
+        let mut order: Vec<u32> = (0..pending.len() as u32).collect();
+        match kind {
+            SchedulerKind::Fifo | SchedulerKind::Drf => {
+                if !pending.is_sorted_by_key(|s| s.order) {
+                    order.sort_by_key(|&i| pending[i as usize].order);
+                }
+            }
+            SchedulerKind::Lifo => order.sort_by_key(|&i| Reverse(pending[i as usize].order)),
         }
         if kind != SchedulerKind::Drf {
             return Queue::Ordered(order.into_iter());
         }
+        // Keypairs with a policy by their holder's index, others by their access key.
+        let mut by_holder: Vec<Option<u32>> = vec![None; limits.keypairs.len()];
         let mut by_key: fx::Map<&str, u32> = fx::Map::default();
-        let mut queues: Vec<(Vec<usize>, usize, Option<u32>)> = Vec::new();
-        let mut queue_of = vec![0u32; pending.len()];
+        let mut queues: Vec<KeypairQueue> = Vec::new();
+        // Equal orders share a rank, so ties still go to the keypair seen first.
+        let mut rank = 0u32;
+        let mut last_order = None;
         for i in order {
-            let q = *by_key
-                .entry(pending[i].access_key.as_str())
-                .or_insert_with(|| {
-                    queues.push((Vec::new(), 0, holders[i].kp));
-                    queues.len() as u32 - 1
-                });
-            queues[q as usize].0.push(i);
-            queue_of[i] = q;
+            let o = pending[i as usize].order;
+            if last_order.is_some_and(|l| l != o) {
+                rank += 1;
+            }
+            last_order = Some(o);
+            let kp = holders[i as usize].kp();
+            let known = match kp {
+                Some(k) => by_holder[k as usize],
+                None => by_key.get(pending[i as usize].access_key.as_str()).copied(),
+            };
+            let q = match known {
+                Some(q) => q,
+                None => {
+                    let q = queues.len() as u32;
+                    queues.push(KeypairQueue {
+                        sessions: Vec::new(),
+                        taken: 0,
+                        kp,
+                    });
+                    match kp {
+                        Some(k) => by_holder[k as usize] = Some(q),
+                        None => {
+                            by_key.insert(pending[i as usize].access_key.as_str(), q);
+                        }
+                    }
+                    q
+                }
+            };
+            queues[q as usize].sessions.push((i, rank));
         }
-        let orders: Vec<i64> = pending.iter().map(|s| s.order).collect();
         // Each share starts from what the keypair uses before the pass.
         let heads = queues
             .iter()
             .enumerate()
-            .filter_map(|(q, (list, _, kp))| {
-                let head = *list.first()?;
-                Some((share_bits(limits, *kp, total), orders[head], q as u32))
+            .filter_map(|(q, k)| {
+                let (_, rank) = *k.sessions.first()?;
+                Some(Reverse(fair_key(limits, k.kp, total, rank, q as u32)))
             })
             .collect();
-        Queue::Fair {
-            queues,
-            queue_of,
-            orders,
-            heads,
-            taken: None,
-        }
+        Queue::Fair { queues, heads }
     }
 
     fn next(&mut self) -> Option<usize> {
         match self {
-            Queue::Ordered(it) => it.next(),
-            Queue::Fair {
-                queues,
-                heads,
-                taken,
-                ..
-            } => {
-                let (_, _, q) = heads.pop_first()?;
-                let (list, at, _) = &mut queues[q as usize];
-                let s = list.get(*at).copied();
-                *at += 1;
-                *taken = Some(q);
+            Queue::Ascending(it) => it.next(),
+            Queue::Descending(it) => it.next(),
+            Queue::Ordered(it) => it.next().map(|i| i as usize),
+            Queue::Fair { queues, heads } => {
+                let Reverse(key) = *heads.peek()?;
+                let k = &mut queues[key as u32 as usize];
+                let s = k.sessions.get(k.taken).map(|&(i, _)| i as usize);
+                k.taken += 1;
                 s
             }
         }
     }
 
-    /// DRF: puts the keypair of the session just considered back under its new share.
-    fn requeue(&mut self, session: usize, limits: &Limits, total: &Dense) {
-        if let Queue::Fair {
-            queues,
-            queue_of,
-            orders,
-            heads,
-            taken,
-        } = self
-            && let Some(q) = taken.take()
+    /// DRF: after the top keypair's session was considered, its next session takes its place
+    /// under the keypair's share now (it changed only if that session was placed).
+    fn requeue(&mut self, limits: &Limits, total: &Dense) {
+        if let Queue::Fair { queues, heads } = self
+            && let Some(mut top) = heads.peek_mut()
         {
-            debug_assert_eq!(queue_of[session], q);
-            let (list, at, kp) = &queues[q as usize];
-            if let Some(&head) = list.get(*at) {
-                heads.insert((share_bits(limits, *kp, total), orders[head], q));
+            let q = top.0 as u32;
+            let k = &queues[q as usize];
+            match k.sessions.get(k.taken) {
+                Some(&(_, rank)) => *top = Reverse(fair_key(limits, k.kp, total, rank, q)),
+                None => {
+                    std::collections::binary_heap::PeekMut::pop(top);
+                }
             }
         }
     }
+}
+
+/// DRF's order as one number: the keypair's dominant share (as bits that order like the
+/// non-negative share itself), then its head's order rank, then the queue.
+fn fair_key(limits: &Limits, kp: Option<u32>, total: &Dense, rank: u32, q: u32) -> u128 {
+    (u128::from(share_bits(limits, kp, total)) << 64) | (u128::from(rank) << 32) | u128::from(q)
 }
 
 /// A keypair's dominant share as bits that order like the (non-negative) share itself.

@@ -69,7 +69,7 @@ fn placed(d: &[Decision]) -> Vec<u128> {
 #[test]
 fn never_overcommits_an_agent() {
     let pending = (0..10).map(|i| session(i, "a", "1", "1g")).collect();
-    let d = plan(snap(
+    let d = plan(&snap(
         SchedulerKind::Fifo,
         vec![agent("x", "4", "16g")],
         pending,
@@ -92,23 +92,23 @@ fn fifo_blocks_behind_the_head_lifo_reverses_drf_is_fair() {
         ]
     };
     assert_eq!(
-        placed(&plan(snap(SchedulerKind::Fifo, agents(), pending()))),
+        placed(&plan(&snap(SchedulerKind::Fifo, agents(), pending()))),
         vec![1],
         "strict FIFO: 2 blocks 3"
     );
     assert_eq!(
-        placed(&plan(snap(SchedulerKind::Lifo, agents(), pending()))),
+        placed(&plan(&snap(SchedulerKind::Lifo, agents(), pending()))),
         vec![3, 2]
     );
     // DRF: after a's first session, b (share 0) goes before a's second.
-    let d = plan(snap(SchedulerKind::Drf, agents(), pending()));
+    let d = plan(&snap(SchedulerKind::Drf, agents(), pending()));
     assert_eq!(placed(&d), vec![1, 3]);
 }
 
 #[test]
 fn too_large_for_any_agent_does_not_block() {
     let pending = vec![session(1, "a", "64", "1g"), session(2, "a", "1", "1g")];
-    let d = plan(snap(
+    let d = plan(&snap(
         SchedulerKind::Fifo,
         vec![agent("x", "4", "16g")],
         pending,
@@ -135,7 +135,7 @@ fn folders_go_only_where_their_storage_host_is_seen() {
     let mut wants_other = session(2, "a", "1", "1g");
     wants_other.storage_hosts = vec!["local".into()];
     // Dispersed would pick the larger agent; it cannot see the folder.
-    let d = plan(snap(
+    let d = plan(&snap(
         SchedulerKind::Fifo,
         vec![bare.clone(), nfs_only.clone()],
         vec![wants_nfs, wants_other, session(3, "a", "1", "1g")],
@@ -159,7 +159,7 @@ fn folders_go_only_where_their_storage_host_is_seen() {
         other => panic!("{other:?}"),
     }
     // A session that sees nothing it cannot reach is not held up behind it.
-    assert!(matches!(&d[2], Decision::Place { agent, .. } if agent == "bare"));
+    assert!(matches!(&d[2], Decision::Place { agent, .. } if &**agent == "bare"));
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn predicates_name_what_failed() {
     s.keypairs.get_mut("a").unwrap().quota.limit = limit;
     s.keypairs.get_mut("b").unwrap().max_concurrent = 1;
     s.keypairs.get_mut("b").unwrap().concurrency = 1;
-    let d = plan(s);
+    let d = plan(&s);
     match &d[0] {
         Decision::Wait { reason, .. } => {
             assert_eq!(reason.status_info, "predicate-checks-failed");
@@ -200,12 +200,12 @@ fn predicates_name_what_failed() {
 fn dispersed_spreads_concentrated_packs() {
     let agents = vec![agent("x", "4", "16g"), agent("y", "4", "16g")];
     let pending = vec![session(1, "a", "1", "1g"), session(2, "a", "1", "1g")];
-    let d = plan(snap(SchedulerKind::Fifo, agents.clone(), pending.clone()));
+    let d = plan(&snap(SchedulerKind::Fifo, agents.clone(), pending.clone()));
     let on = |d: &[Decision]| {
         d.iter()
             .filter_map(|x| {
                 if let Decision::Place { agent, .. } = x {
-                    Some(agent.clone())
+                    Some(agent.to_string())
                 } else {
                     None
                 }
@@ -216,7 +216,7 @@ fn dispersed_spreads_concentrated_packs() {
     assert_ne!(spread[0], spread[1]);
     let mut s = snap(SchedulerKind::Fifo, agents, pending);
     s.strategy = Strategy::Concentrated;
-    let packed = on(&plan(s));
+    let packed = on(&plan(&s));
     assert_eq!(packed[0], packed[1]);
 }
 
@@ -235,7 +235,7 @@ fn sessions_held_by_one_limit_share_one_reason_until_it_changes() {
         (0..6).map(|i| session(i, "a", "1", "1g")).collect(),
     );
     s.keypairs.get_mut("a").unwrap().max_concurrent = 2;
-    let d = plan(s);
+    let d = plan(&s);
     assert_eq!(placed(&d), vec![0, 1]);
     let reasons: Vec<&Arc<Reason>> = d
         .iter()
@@ -261,23 +261,23 @@ fn an_index_kept_between_passes_follows_changes() {
     };
     let d = plan_on(
         &mut index,
-        one(vec![agent("x", "4", "16g"), agent("y", "2", "16g")], 1),
+        &one(vec![agent("x", "4", "16g"), agent("y", "2", "16g")], 1),
     );
-    assert!(matches!(&d[0], Decision::Place { agent, .. } if agent == "x"));
-    // x now has 2 cpu in use (the database says so too): y and x tie, y... x came first.
+    assert!(matches!(&d[0], Decision::Place { agent, .. } if &**agent == "x"));
+    // x now has 2 cpu in use (the database says so too): x and y tie, and x came first.
     let mut x = agent("x", "4", "16g");
     x.occupied = slots("2", "1g");
-    let d = plan_on(&mut index, one(vec![x.clone(), agent("y", "2", "16g")], 2));
-    assert!(matches!(&d[0], Decision::Place { agent, .. } if agent == "x"));
+    let d = plan_on(&mut index, &one(vec![x.clone(), agent("y", "2", "16g")], 2));
+    assert!(matches!(&d[0], Decision::Place { agent, .. } if &**agent == "x"));
     // x is gone; z joins: y is full only if its use says so.
     x.occupied = slots("4", "2g");
     let d = plan_on(
         &mut index,
-        one(vec![agent("y", "2", "16g"), agent("z", "1", "1g")], 3),
+        &one(vec![agent("y", "2", "16g"), agent("z", "1", "1g")], 3),
     );
-    assert!(matches!(&d[0], Decision::Place { agent, .. } if agent == "y"));
+    assert!(matches!(&d[0], Decision::Place { agent, .. } if &**agent == "y"));
     assert_eq!(index.len(), 2);
-    let d = plan_on(&mut index, one(vec![x, agent("z", "1", "1g")], 4));
+    let d = plan_on(&mut index, &one(vec![x, agent("z", "1", "1g")], 4));
     assert!(
         matches!(&d[0], Decision::Wait { reason, .. } if reason.failed[0].name == "agent_resources"),
         "{d:?}"
@@ -298,7 +298,7 @@ mod scan {
     pub fn outcomes(d: &[Decision]) -> Vec<Outcome> {
         d.iter()
             .map(|x| match x {
-                Decision::Place { session, agent } => Outcome::Place(*session, agent.clone()),
+                Decision::Place { session, agent } => Outcome::Place(*session, agent.to_string()),
                 Decision::Wait { session, reason } => Outcome::Wait(
                     *session,
                     reason.status_info,
@@ -658,7 +658,7 @@ mod exact {
         #[test]
         fn the_index_places_what_the_plain_scan_places(snap in snapshot()) {
             let expected = scan::plan(snap.clone());
-            let got = scan::outcomes(&plan(snap));
+            let got = scan::outcomes(&plan(&snap));
             prop_assert_eq!(got, expected);
         }
 
@@ -673,8 +673,8 @@ mod exact {
             let mut index = AgentIndex::new(first.strategy);
             let mut snap = first;
             for round in 0..3 {
-                let fresh = scan::outcomes(&plan(snap.clone()));
-                let kept = scan::outcomes(&plan_on(&mut index, snap.clone()));
+                let fresh = scan::outcomes(&plan(&snap));
+                let kept = scan::outcomes(&plan_on(&mut index, &snap));
                 prop_assert_eq!(kept, fresh, "round {}", round);
                 // Between passes: some agents report other use, some leave, new ones join
                 // (after every agent the index knows, as they would be listed).

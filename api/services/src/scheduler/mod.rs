@@ -182,7 +182,7 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
         // A large pass is CPU work: off the async workers. An index lost to a failed task is
         // rebuilt by the next pass.
         let (index, decisions) = tokio::task::spawn_blocking(move || {
-            let decisions = plan::plan_on(&mut index, snapshot);
+            let decisions = plan::plan_on(&mut index, &snapshot);
             (index, decisions)
         })
         .await
@@ -420,7 +420,7 @@ async fn apply(
                     session,
                     SessionStatus::Scheduled,
                     Change {
-                        agent: Some(agent),
+                        agent: Some(agent.to_string()),
                         occupying: Some(s.requested_slots.clone()),
                         ..Default::default()
                     },
