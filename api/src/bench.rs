@@ -161,8 +161,8 @@ pub fn scheduler(sizes: &[(usize, usize)]) {
                 "  plan ({:<4} {:<12})      {n:>7} placed in {:>8.1} ms = {rate:>12.0} placements/s  ({:.2}x the baseline's time per placement)",
                 kind.as_str(),
                 match strategy {
-                    Strategy::Dispersed => "dispersed)",
-                    Strategy::Concentrated => "concentrated)",
+                    Strategy::Dispersed => "dispersed",
+                    Strategy::Concentrated => "concentrated",
                 },
                 t.as_secs_f64() * 1e3,
                 base_rate / rate

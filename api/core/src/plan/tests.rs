@@ -438,22 +438,14 @@ mod scan {
                 ));
                 continue;
             }
+            let no_instance =
+                |name| Outcome::Wait(s.id, "no-available-instances", vec![name], passed.clone());
             if blocked {
-                out.push(Outcome::Wait(
-                    s.id,
-                    "no-available-instances",
-                    vec!["queue_order"],
-                    passed,
-                ));
+                out.push(no_instance("queue_order"));
                 continue;
             }
             if !snap.agents.is_empty() && !snap.agents.iter().any(|a| sees(a, &s.storage_hosts)) {
-                out.push(Outcome::Wait(
-                    s.id,
-                    "no-available-instances",
-                    vec!["storage_host"],
-                    passed,
-                ));
+                out.push(no_instance("storage_host"));
                 continue;
             }
             match select(&snap.agents, &s.requested, &s.storage_hosts, snap.strategy) {
@@ -480,12 +472,7 @@ mod scan {
                     if strict && ever_fits && !skip {
                         blocked = true;
                     }
-                    out.push(Outcome::Wait(
-                        s.id,
-                        "no-available-instances",
-                        vec!["agent_resources"],
-                        passed,
-                    ));
+                    out.push(no_instance("agent_resources"));
                 }
             }
         }
