@@ -188,6 +188,8 @@ mod tests {
             status: bai_types::enums::SessionStatus::Running,
             event: "session_started",
             reason: None,
+            exit_code: None,
+            kernel: None,
         })
     }
 

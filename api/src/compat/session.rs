@@ -39,7 +39,26 @@ pub(crate) struct OwnerQuery {
 
 /// `{id}` is a session's UUID or its name; names pick the caller's (or, for admins with
 /// `owner_access_key`, that keypair's) most recent session, live ones first.
-pub(crate) async fn find_session(
+/// The keypair whose sessions a name refers to: the caller's own, or `owner_access_key` for
+/// an administrator (Backend.AI refuses it to a user).
+pub(crate) fn owner_key(caller: &Caller, owner_access_key: Option<&str>) -> ApiResult<String> {
+    match owner_access_key {
+        Some(ak) if Some(ak) != caller.access_key.as_deref() => {
+            if !matches!(caller.role, UserRole::Admin | UserRole::Superadmin) {
+                return Err(ApiError::forbidden(
+                    "Only administrators may act on another keypair's sessions",
+                ));
+            }
+            Ok(ak.to_string())
+        }
+        _ => caller
+            .access_key
+            .clone()
+            .ok_or_else(|| ApiError::bad_request("This account has no keypair")),
+    }
+}
+
+async fn find_session(
     state: &AppState,
     caller: &Caller,
     key: &str,
@@ -48,20 +67,7 @@ pub(crate) async fn find_session(
     if let Ok(id) = key.parse::<Uuid>() {
         return crate::sessions::find_visible(state, caller, id).await;
     }
-    let access_key = match owner_access_key {
-        Some(ak) if Some(ak) != caller.access_key.as_deref() => {
-            if !matches!(caller.role, UserRole::Admin | UserRole::Superadmin) {
-                return Err(ApiError::forbidden(
-                    "Only administrators may act on another keypair's sessions",
-                ));
-            }
-            ak.to_string()
-        }
-        _ => caller
-            .access_key
-            .clone()
-            .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?,
-    };
+    let access_key = owner_key(caller, owner_access_key)?;
     let found = crate::sessions::visible(caller)
         .filter(sessions::Column::Name.eq(key))
         .filter(sessions::Column::AccessKey.eq(access_key))

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{OwnNamed, caller, find_session};
+use super::{OwnNamed, caller};
 use crate::auth::Principal;
 use crate::error::IntoProblem as _;
 use crate::events::Event;
@@ -132,10 +132,25 @@ pub struct EventsQuery {
     owner_access_key: Option<String>,
     #[serde(rename = "ownerAccessKey")]
     owner_access_key_camel: Option<String>,
+    /// `*` (default), `session`, `kernel`, or both comma-separated.
+    scope: Option<String>,
 }
 
-/// `GET /events/session?sessionName=|sessionId=|name=*`: Server-Sent Events for one session (or
-/// every visible one with `*`), named as Backend.AI names them (`session_started`, …).
+/// Which sessions a stream follows.
+enum Follow {
+    Every,
+    Id(Uuid),
+    /// Backend.AI treats a name as a filter: the session need not exist yet.
+    Named {
+        name: String,
+        access_key: String,
+    },
+}
+
+/// `GET /events/session?sessionName=|name=|sessionId=[&ownerAccessKey=][&scope=]`: Server-Sent
+/// Events, named and shaped as Backend.AI's (`session_started`, `kernel_started`, …), for the
+/// sessions the caller may see: every one (`*`), one by id, or those of a name (and owner) —
+/// which may be created after the stream opened.
 pub async fn session_events(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -145,43 +160,91 @@ pub async fn session_events(
         Ok(c) => c.clone(),
         Err(e) => return e.into_response(),
     };
-    let key = q
-        .session_id
-        .clone()
-        .or(q.session_name.clone())
-        .or(q.name.clone());
+    let (mut sessions, mut kernels) = (false, false);
+    for part in q.scope.as_deref().unwrap_or("*").split(',') {
+        match part.trim() {
+            "*" => (sessions, kernels) = (true, true),
+            "session" => sessions = true,
+            "kernel" => kernels = true,
+            other => {
+                return crate::error::ApiError::bad_request(format!(
+                    "scope must be *, session, kernel or both comma-separated, not '{other}'"
+                ))
+                .into_response();
+            }
+        }
+    }
     let owner = q
         .owner_access_key
         .clone()
         .or(q.owner_access_key_camel.clone());
-    let only: Option<Uuid> = match key.as_deref() {
-        None | Some("*") => None,
-        Some(k) => match find_session(&state, &caller, k, owner.as_deref()).await {
-            Ok(s) => Some(s.id),
+    let id = match q.session_id.as_deref() {
+        Some(raw) => match raw.parse::<Uuid>() {
+            Ok(id) => Some(id),
+            Err(_) => {
+                return crate::error::ApiError::bad_request("sessionId is not a UUID")
+                    .into_response();
+            }
+        },
+        // An id given as the name (older clients) is an id.
+        None => q
+            .session_name
+            .as_deref()
+            .or(q.name.as_deref())
+            .and_then(|n| n.parse::<Uuid>().ok()),
+    };
+    let follow = match (id, q.session_name.clone().or(q.name.clone())) {
+        (Some(id), _) => match crate::sessions::find_visible(&state, &caller, id).await {
+            Ok(s) => Follow::Id(s.id),
+            Err(e) => return e.into_response(),
+        },
+        (None, None) => Follow::Every,
+        (None, Some(n)) if n == "*" => Follow::Every,
+        (None, Some(name)) => match super::session::owner_key(&caller, owner.as_deref()) {
+            Ok(access_key) => Follow::Named { name, access_key },
             Err(e) => return e.into_response(),
         },
     };
     let for_events = state.clone();
+    let follow = std::sync::Arc::new(follow);
     let topic = crate::sessions::session_topic(&caller);
     let stream = state.events.stream_topic(topic).filter_map(move |ev| {
-        let (state, caller) = (for_events.clone(), caller.clone());
+        let (state, caller, follow) = (for_events.clone(), caller.clone(), follow.clone());
         async move {
             let Event::Session(e) = &*ev else {
                 return None;
             };
-            if only.is_some_and(|id| id != e.session_id)
+            let followed = match &*follow {
+                Follow::Every => true,
+                Follow::Id(id) => *id == e.session_id,
+                Follow::Named { name, access_key } => {
+                    *name == e.name && *access_key == e.access_key
+                }
+            };
+            let in_scope = if e.event.starts_with("kernel_") {
+                kernels
+            } else {
+                sessions
+            };
+            if !followed
+                || !in_scope
                 || !bai_types::events::BACKEND_AI_SESSION_EVENTS.contains(&e.event)
                 || !crate::sessions::sees(&state, &caller, e).await
             {
                 return None;
             }
-            let data = json!({
+            let mut data = json!({
                 "reason": e.reason.clone().unwrap_or_default(),
                 "sessionName": e.name,
                 "ownerAccessKey": e.access_key,
                 "sessionId": e.session_id,
-                "exitCode": Value::Null,
+                "exitCode": e.exit_code,
             });
+            if let (Some(k), Some(o)) = (e.kernel, data.as_object_mut()) {
+                o.insert("kernelId".into(), json!(k.id));
+                o.insert("clusterRole".into(), json!(k.role.as_str()));
+                o.insert("clusterIdx".into(), json!(k.idx));
+            }
             Some(Ok::<_, Infallible>(
                 SseEvent::default().event(e.event).data(data.to_string()),
             ))

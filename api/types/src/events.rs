@@ -49,8 +49,13 @@ pub const BACKEND_AI_SESSION_EVENTS: &[&str] = &[
     "session_enqueued",
     "session_scheduled",
     "session_preparing",
+    "kernel_preparing",
     "kernel_pulling",
+    "kernel_started",
     "session_started",
+    "kernel_terminating",
+    "kernel_terminated",
+    "kernel_cancelled",
     "session_terminating",
     "session_terminated",
     "session_cancelled",
@@ -69,6 +74,18 @@ pub struct SessionEvent {
     pub status: crate::enums::SessionStatus,
     pub event: &'static str,
     pub reason: Option<String>,
+    /// A batch session's exit code (`session_success` / `session_failure`).
+    pub exit_code: Option<i32>,
+    /// For `kernel_*` events: which of the session's containers.
+    pub kernel: Option<KernelRef>,
+}
+
+/// One container of a session, as Backend.AI's kernel events name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelRef {
+    pub id: uuid::Uuid,
+    pub role: crate::enums::ClusterRole,
+    pub idx: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

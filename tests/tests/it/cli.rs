@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::json;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
 use crate::support::*;
@@ -82,7 +83,16 @@ impl Cli {
     }
 
     fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(&self.bin);
+        self.program(&self.bin, args)
+    }
+
+    /// The client's own Python, for scripts on its SDK.
+    fn python(&self, args: &[&str]) -> tokio::process::Command {
+        self.program(&self.bin.with_file_name("python"), args)
+    }
+
+    fn program(&self, program: &std::path::Path, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(program);
         c.args(args)
             .current_dir(&self.dir)
             .env("BACKEND_ENDPOINT", &self.endpoint)
@@ -493,4 +503,141 @@ both_dbs!(official_clis_over_https, |db| async move {
         let out = cli.run(&["ps"]).await;
         assert!(!out.ok, "{}: {out}", bin.display());
     }
+});
+
+/// A script on the official 26.9 SDK listening to a session's events by name, as Backend.AI's
+/// scripts do before they create the session: one JSON line per event, `OPEN` once listening.
+const LISTEN_BY_NAME: &str = r#"
+import asyncio, json, sys
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    async with AsyncSession() as api:
+        session = api.ComputeSession(sys.argv[1])
+        async with session.listen_events() as response:
+            print("OPEN", flush=True)
+            async for ev in response:
+                print(json.dumps({"event": ev.event, "data": json.loads(ev.data)}), flush=True)
+                if ev.event == "session_terminated":
+                    return
+
+asyncio.run(main())
+"#;
+
+both_dbs!(events_by_name_before_the_session_exists, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("listen@x.org", "user", "default").await;
+    let stranger = app.user("peek@x.org", "user", "default").await;
+    let cli = Cli {
+        bin: cli26_path(),
+        ..Cli::for_user(&app, &user).await
+    };
+    let script = cli.dir.join("listen.py");
+    std::fs::write(&script, LISTEN_BY_NAME).unwrap();
+    let mut listener = cli
+        .python(&[script.to_str().unwrap(), "by-name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(listener.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(WAIT, lines.next_line()).await;
+    assert!(
+        matches!(&first, Ok(Ok(Some(l))) if l == "OPEN"),
+        "the SDK listens before the session exists: {first:?}"
+    );
+    // A stranger following the same name sees nothing of this user's session, and may not
+    // name this user's keypair.
+    let peek = app
+        .http
+        .get(app.url("/events/session?sessionName=by-name"))
+        .bearer_auth(&stranger)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(peek.status(), 200);
+    let ak = app.access_key(&user).await;
+    let foreign = app
+        .http
+        .get(app.url(&format!(
+            "/events/session?sessionName=by-name&ownerAccessKey={ak}"
+        )))
+        .bearer_auth(&stranger)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    let bad_scope = app
+        .http
+        .get(app.url("/events/session?sessionName=by-name&scope=agents"))
+        .bearer_auth(&user)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_scope.status(), 400);
+
+    let created = create_session(
+        &app,
+        &user,
+        json!({"image": PYTHON, "name": "by-name", "type": "batch", "startup_command": "exit 3"}),
+    )
+    .await;
+    let id = session_ids(&created)[0].clone();
+    let mut events: Vec<Value> = Vec::new();
+    let read = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            events.push(serde_json::from_str(&line).unwrap());
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the listener ends with session_terminated: {events:?}"
+    );
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    let at = |name: &str| {
+        names
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| panic!("no {name} in {names:?}"))
+    };
+    assert!(
+        at("session_enqueued") < at("session_scheduled"),
+        "{names:?}"
+    );
+    assert!(
+        at("session_scheduled") < at("kernel_preparing"),
+        "{names:?}"
+    );
+    assert!(at("kernel_started") < at("session_started"), "{names:?}");
+    assert!(at("session_started") < at("session_failure"), "{names:?}");
+    assert!(at("session_failure") < at("kernel_terminated"), "{names:?}");
+    assert!(
+        at("kernel_terminated") < at("session_terminated"),
+        "{names:?}"
+    );
+    let failure = &events[at("session_failure")]["data"];
+    assert_eq!(failure["exitCode"], 3, "{failure}");
+    assert_eq!(failure["sessionId"], id.as_str(), "{failure}");
+    assert_eq!(failure["ownerAccessKey"], ak.as_str(), "{failure}");
+    let started = &events[at("kernel_started")]["data"];
+    assert_eq!(started["clusterRole"], "main", "{started}");
+    assert_eq!(started["clusterIdx"], 1, "{started}");
+    assert!(started["kernelId"].as_str().is_some(), "{started}");
+    let status = tokio::time::timeout(WAIT, listener.wait()).await;
+    assert!(matches!(status, Ok(Ok(s)) if s.success()), "{status:?}");
+
+    let mut body = peek.bytes_stream();
+    let mut seen = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(Ok(chunk)) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    assert!(!seen.contains("event:"), "a stranger saw: {seen}");
 });

@@ -44,6 +44,17 @@ pub const LIVE: &[SessionStatus] = &[
 pub const DEFAULT_SHMEM: i64 = 64 * 1024 * 1024;
 
 pub fn publish(state: &AppState, s: &sessions::Model, event: &'static str, reason: Option<String>) {
+    emit(state, s, event, reason, None, None);
+}
+
+fn emit(
+    state: &AppState,
+    s: &sessions::Model,
+    event: &'static str,
+    reason: Option<String>,
+    exit_code: Option<i32>,
+    kernel: Option<&kernels::Model>,
+) {
     // Every committed change of a session passes here: list counts are stale.
     state.session_counts.changed();
     state.events.publish(Event::Session(SessionEvent {
@@ -55,7 +66,25 @@ pub fn publish(state: &AppState, s: &sessions::Model, event: &'static str, reaso
         status: s.status,
         event,
         reason: reason.or_else(|| s.status_info.clone()),
+        exit_code,
+        kernel: kernel.map(|k| bai_types::events::KernelRef {
+            id: k.id,
+            role: k.cluster_role,
+            idx: k.cluster_idx,
+        }),
     }));
+}
+
+/// Backend.AI's event for a session's containers reaching `status` (None: it has none).
+fn kernel_event_name(status: SessionStatus) -> Option<&'static str> {
+    match status {
+        SessionStatus::Preparing => Some("kernel_preparing"),
+        SessionStatus::Running => Some("kernel_started"),
+        SessionStatus::Terminating => Some("kernel_terminating"),
+        SessionStatus::Terminated => Some("kernel_terminated"),
+        SessionStatus::Cancelled | SessionStatus::Error => Some("kernel_cancelled"),
+        _ => None,
+    }
 }
 
 fn event_name(status: SessionStatus) -> &'static str {
@@ -91,7 +120,7 @@ pub async fn transition<C: ConnectionTrait>(
     to: SessionStatus,
     change: Change,
     now: chrono::DateTime<chrono::Utc>,
-) -> ApiResult<sessions::Model> {
+) -> ApiResult<(sessions::Model, Vec<kernels::Model>)> {
     let s = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
     if matches!(
         s.status,
@@ -135,6 +164,7 @@ pub async fn transition<C: ConnectionTrait>(
         m.terminated_at = Set(Some(now));
     }
     let updated = m.update(db).await?;
+    let mut kernels_now = Vec::new();
     for k in kernels::Entity::find()
         .filter(kernels::Column::SessionId.eq(id))
         .all(db)
@@ -163,9 +193,9 @@ pub async fn transition<C: ConnectionTrait>(
         if terminal {
             km.terminated_at = Set(Some(now));
         }
-        km.update(db).await?;
+        kernels_now.push(km.update(db).await?);
     }
-    Ok(updated)
+    Ok((updated, kernels_now))
 }
 
 /// `transition` + event + (when resources are released) agent usage refresh and a scheduler
@@ -178,10 +208,24 @@ pub async fn apply(
 ) -> ApiResult<sessions::Model> {
     // Session and kernel rows change together: nobody sees a RUNNING session without its
     // container.
+    let (result, exit_code) = (change.result, change.exit_code);
     let txn = state.db.begin().await?;
-    let s = transition(&txn, id, to, change, state.clock.now()).await?;
+    let (s, kernels) = transition(&txn, id, to, change, state.clock.now()).await?;
     txn.commit().await?;
-    publish(state, &s, event_name(to), None);
+    // Backend.AI's order: a batch's result, then each container, then the session.
+    match result {
+        Some(SessionResult::Success) => emit(state, &s, "session_success", None, exit_code, None),
+        Some(SessionResult::Failure) => emit(state, &s, "session_failure", None, exit_code, None),
+        _ => {}
+    }
+    if let Some(name) = kernel_event_name(to) {
+        for k in &kernels {
+            emit(state, &s, name, None, None, Some(k));
+        }
+    }
+    // A failed start (ERROR, `session_failure`) has no exit code of its own: -1.
+    let code = (to == SessionStatus::Error).then_some(exit_code.unwrap_or(-1));
+    emit(state, &s, event_name(to), None, code, None);
     if matches!(
         to,
         SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error

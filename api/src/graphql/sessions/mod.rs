@@ -654,6 +654,8 @@ pub struct SessionStatusEvent {
     pub event: String,
     pub reason: Option<String>,
     pub access_key: String,
+    /// A batch session's exit code (with `session_success` / `session_failure`).
+    pub exit_code: Option<i32>,
 }
 
 #[derive(SimpleObject, Clone)]
@@ -671,11 +673,13 @@ pub struct SessionSubscription;
 
 #[Subscription(rename_fields = "snake_case", rename_args = "snake_case")]
 impl SessionSubscription {
-    /// Status changes of one session, or of every session the caller may see.
+    /// Status changes of one session, of the sessions of a name (which may not exist yet:
+    /// the name is a filter, as in Backend.AI), or of every session the caller may see.
     async fn session_status_changes(
         &self,
         ctx: &Context<'_>,
         session_id: Option<Uuid>,
+        session_name: Option<String>,
     ) -> crate::graphql::Result<impl Stream<Item = SessionStatusEvent>> {
         let (state, caller) = authed(ctx)?;
         if let Some(id) = session_id {
@@ -684,12 +688,16 @@ impl SessionSubscription {
         let (state, caller) = (state.clone(), caller.clone());
         let topic = crate::sessions::session_topic(&caller);
         Ok(state.events.stream_topic(topic).filter_map(move |ev| {
-            let (state, caller) = (state.clone(), caller.clone());
+            let (state, caller, session_name) =
+                (state.clone(), caller.clone(), session_name.clone());
             async move {
                 let Event::Session(e) = &*ev else {
                     return None;
                 };
+                // Containers' events are Backend.AI's stream's; here a session is one thing.
                 if session_id.is_some_and(|id| id != e.session_id)
+                    || session_name.as_ref().is_some_and(|n| *n != e.name)
+                    || e.kernel.is_some()
                     || !crate::sessions::sees(&state, &caller, e).await
                 {
                     return None;
@@ -701,6 +709,7 @@ impl SessionSubscription {
                     event: e.event.into(),
                     reason: e.reason.clone(),
                     access_key: e.access_key.clone(),
+                    exit_code: e.exit_code,
                 })
             }
         }))
