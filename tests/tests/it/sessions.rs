@@ -466,6 +466,11 @@ both_dbs!(session_requests_are_validated, |db| async move {
             json!({"image": PYTHON, "resources": "{\"mem\": \"100m\"}"}),
             "at least",
         ),
+        // At the image minimum there is no room left for the shared memory.
+        (
+            json!({"image": PYTHON, "resources": "{\"mem\": \"256m\"}"}),
+            "plus 64m of shared memory",
+        ),
         (
             json!({"image": PYTHON, "environ": "{\"1BAD\": \"x\"}"}),
             "environment variable",

@@ -129,8 +129,8 @@ fn image_max(image: &images::Model, slot: &str) -> Option<Decimal> {
 }
 
 /// Sizes a request (BACKENDAI-API.md §6): image minimums fill unspecified cpu/mem (mem gets
-/// the shared memory on top), explicit amounts below the minimum or above the maximum are
-/// refused, shared memory must stay below memory.
+/// the shared memory on top), explicit amounts below the minimum (for memory: the minimum plus
+/// the shared memory) or above the maximum are refused, shared memory must stay below memory.
 pub fn size_request(
     image: &images::Model,
     mut slots: ResourceSlots,
@@ -143,8 +143,25 @@ pub fn size_request(
     if slots.get("mem").is_zero() {
         slots.set("mem", image_min(image, "mem") + shm);
     }
+    if shm >= slots.get("mem") {
+        return Err(ApiError::bad_request(format!(
+            "Shared memory ({}) must be smaller than the memory ({})",
+            entity::slots::format_amount("mem", shm),
+            entity::slots::format_amount("mem", slots.get("mem"))
+        )));
+    }
     for (slot, amount) in slots.0.clone() {
         let min = image_min(image, &slot);
+        // Shared memory comes out of memory: the image's minimum memory is what is left.
+        if slot == "mem" && amount < min + shm {
+            return Err(ApiError::bad_request(format!(
+                "mem must be at least {} for the image {}: its minimum {} plus {} of shared memory",
+                entity::slots::format_amount("mem", min + shm),
+                image.name,
+                entity::slots::format_amount("mem", min),
+                entity::slots::format_amount("mem", shm),
+            )));
+        }
         if amount < min {
             return Err(ApiError::bad_request(format!(
                 "{slot} must be at least {} for the image {}",
@@ -161,13 +178,6 @@ pub fn size_request(
                 image.name
             )));
         }
-    }
-    if shm >= slots.get("mem") {
-        return Err(ApiError::bad_request(format!(
-            "Shared memory ({}) must be smaller than the memory ({})",
-            entity::slots::format_amount("mem", shm),
-            entity::slots::format_amount("mem", slots.get("mem"))
-        )));
     }
     Ok(slots)
 }
@@ -578,6 +588,13 @@ mod tests {
             Decimal::from(268435456 + shm),
             "min mem + shmem"
         );
+        // Memory at the image minimum leaves nothing for shared memory: refused, with why.
+        let at_min = ResourceSlots::parse_input([("mem", "256m")]).unwrap();
+        let why = size_request(&image(), at_min, shm).unwrap_err().message;
+        assert!(why.contains("at least 320m"), "{why}");
+        assert!(why.contains("64m of shared memory"), "{why}");
+        let just = ResourceSlots::parse_input([("mem", "320m")]).unwrap();
+        assert!(size_request(&image(), just, shm).is_ok());
         let two = ResourceSlots::parse_input([("cpu", "2"), ("mem", "1g")]).unwrap();
         assert_eq!(size_request(&image(), two.clone(), shm).unwrap(), two);
         let small = ResourceSlots::parse_input([("cpu", "0.5")]).unwrap();
