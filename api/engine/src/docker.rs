@@ -189,6 +189,10 @@ pub struct DockerEngine {
 fn engine_err(context: &'static str, e: bollard::errors::Error) -> EngineError {
     use bollard::errors::Error as E;
     match e {
+        E::DockerResponseServerError {
+            status_code: 409,
+            ref message,
+        } if message.contains("is not running") => EngineError::NotRunning,
         E::DockerResponseServerError { .. }
         | E::DockerContainerWaitError { .. }
         | E::DockerStreamError { .. }

@@ -38,6 +38,9 @@ pub enum EngineError {
     /// The engine refused the request for a reason the user can act on (a bad image name,
     /// a file too large); the message is safe to show.
     Refused(String),
+    /// The container has stopped (a batch job that ended, a crash): nothing more can run in
+    /// it. A normal end, not a failure of the engine.
+    NotRunning,
     /// The engine could not be reached or did not answer in time (a network, a restart, a
     /// hang): nothing about the object is known, so nothing may be concluded from it — no
     /// container is taken for gone, no session for finished. `cause` is logged, never shown.
@@ -71,6 +74,10 @@ impl EngineError {
         matches!(self, EngineError::NotFound { .. })
     }
 
+    pub fn is_not_running(&self) -> bool {
+        matches!(self, EngineError::NotRunning)
+    }
+
     pub fn is_unreachable(&self) -> bool {
         matches!(self, EngineError::Unreachable { .. })
     }
@@ -85,6 +92,9 @@ impl From<EngineError> for bai_core::error::ApiError {
         match e {
             EngineError::NotFound { what, key } => bai_core::error::ApiError::not_found(what, key),
             EngineError::Refused(m) => bai_core::error::ApiError::bad_request(m),
+            EngineError::NotRunning => {
+                bai_core::error::ApiError::conflict("The session's container is not running")
+            }
             EngineError::Unreachable { context, cause } => bai_core::error::ApiError::new(
                 bai_types::error::ErrorCode::Unavailable,
                 "The agent's container engine does not answer; try again when it is back",

@@ -258,11 +258,7 @@ impl crate::Engine for MemoryEngine {
         files: &[(&str, u32, &[u8])],
     ) -> EngineResult<()> {
         self.with(|i| {
-            let c = i
-                .containers
-                .get_mut(container_id)
-                .filter(|c| c.running)
-                .ok_or_else(|| not_found(container_id))?;
+            let c = running(i, container_id)?;
             for (name, _mode, data) in files {
                 let path = [parent, dir, name]
                     .iter()
@@ -278,11 +274,7 @@ impl crate::Engine for MemoryEngine {
 
     async fn spawn_detached(&self, container_id: &str, cmd: Vec<String>) -> EngineResult<()> {
         self.with(|i| {
-            let c = i
-                .containers
-                .get_mut(container_id)
-                .filter(|c| c.running)
-                .ok_or_else(|| not_found(container_id))?;
+            let c = running(i, container_id)?;
             c.spawned.push(cmd);
             Ok(())
         })
@@ -439,6 +431,16 @@ impl crate::Engine for MemoryEngine {
         self.with(|i| i.containers.get(container_id).map(|c| c.running))
             .filter(|r| *r)
             .map(|_| (0.0, 0))
+    }
+}
+
+/// A container to run something in: gone is not found, stopped is not running (as Docker's
+/// 409).
+fn running<'a>(i: &'a mut Inner, container_id: &str) -> EngineResult<&'a mut MemContainer> {
+    match i.containers.get_mut(container_id) {
+        Some(c) if c.running => Ok(c),
+        Some(_) => Err(EngineError::NotRunning),
+        None => Err(not_found(container_id)),
     }
 }
 

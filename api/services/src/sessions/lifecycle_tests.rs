@@ -111,7 +111,7 @@ fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::CreateR
         group: None,
         scaling_group: None,
         preset: None,
-        resources: [("cpu", "1"), ("mem", "1g")]
+        resources: [("cpu", "1"), ("mem", "2g")]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
@@ -194,7 +194,7 @@ async fn an_interactive_session_runs_and_terminates() {
     assert!(c.running);
     assert_eq!(c.spec.image, IMAGE);
     assert_eq!(c.spec.cpu, Decimal::ONE);
-    assert_eq!(c.spec.mem_bytes, 1 << 30);
+    assert_eq!(c.spec.mem_bytes, 2 << 30);
     assert_eq!(c.spec.session_id, id);
     assert_eq!(c.spec.command, None, "interactive sessions idle");
     assert!(
@@ -260,6 +260,37 @@ async fn a_batch_session_ends_with_its_command() {
         assert!(w.engine.container_of(kernel.id).is_none());
     }
     occupied_cpu_becomes(&w, 0).await;
+}
+
+/// A batch job may end before SSH/SFTP is set up in its container: a normal end, a conflict
+/// (never an internal error, which is logged as one).
+#[tokio::test]
+async fn a_job_that_ends_before_its_ssh_set_up_is_no_error() {
+    let w = world().await;
+    let created = crate::sessions::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Batch, Some("true")),
+    )
+    .await
+    .unwrap();
+    let id = created[0].id;
+    until(&w, id, SessionStatus::Running).await;
+    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let (container, _) = w.engine.container_of(kernel.id).expect("a container");
+    let agent = w
+        .state
+        .agents
+        .get(kernel.agent.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert!(w.engine.exit(&container, 0, ""));
+    let e = crate::sessions::apps::install_ssh(agent.as_ref(), &container, "job")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, crate::error::ErrorCode::Conflict, "{e:?}");
+    let s = until(&w, id, SessionStatus::Terminated).await;
+    assert_eq!(s.result, SessionResult::Success);
 }
 
 #[tokio::test]

@@ -488,7 +488,12 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             if still_running
                 && let Err(e) = apps::install_ssh(agent.as_ref(), &container_id, &name).await
             {
-                tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
+                if e.code == crate::error::ErrorCode::Conflict {
+                    // A batch job that ended at once: a normal end, nothing to set up.
+                    tracing::debug!(session = %id, "the container ended before SSH/SFTP was set up");
+                } else {
+                    tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
+                }
             }
             metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh")
                 .record(started.elapsed().as_secs_f64());
