@@ -680,6 +680,7 @@ fn session_row(
         resource_opts: Set(serde_json::json!({})),
         bootstrap_script: Set(None),
         startup_command: Set(None),
+        batch_timeout: Set(None),
         created_at: Set(now),
         terminated_at: Set(ended.then_some(now)),
         starts_at: Set(None),

@@ -35,6 +35,8 @@ pub struct Model {
     pub resource_opts: Json,
     pub bootstrap_script: Option<String>,
     pub startup_command: Option<String>,
+    /// Batch sessions: the seconds the job may run before it is ended (None: no limit).
+    pub batch_timeout: Option<i64>,
     pub created_at: DateTimeUtc,
     pub terminated_at: Option<DateTimeUtc>,
     pub starts_at: Option<DateTimeUtc>,

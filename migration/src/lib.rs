@@ -4,6 +4,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261121_000001_init;
 mod m20261123_000001_session_list_indexes;
 mod m20261125_000001_agent_storage_hosts;
+mod m20261125_000002_session_batch_timeout;
 
 pub struct Migrator;
 
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000001_init::Migration),
             Box::new(m20261123_000001_session_list_indexes::Migration),
             Box::new(m20261125_000001_agent_storage_hosts::Migration),
+            Box::new(m20261125_000002_session_batch_timeout::Migration),
         ]
     }
 }

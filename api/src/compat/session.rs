@@ -195,6 +195,31 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
             )));
         }
     };
+    // What bai does not run yet is refused, never run as something else.
+    let size = body
+        .get("clusterSize")
+        .or(config.get("clusterSize"))
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if size != 1 {
+        return Err(ApiError::bad_request(format!(
+            "Cluster sessions (clusterSize {size}) are not supported yet: a session is one container"
+        )));
+    }
+    if body
+        .get("dependencies")
+        .and_then(Value::as_array)
+        .is_some_and(|d| !d.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "Session dependencies are not supported yet",
+        ));
+    }
+    if text(body.get("bootstrap_script")).is_some_and(|b| !b.trim().is_empty()) {
+        return Err(ApiError::bad_request(
+            "Bootstrap scripts are not supported yet",
+        ));
+    }
     let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
     let enqueue_only = flag("enqueueOnly", false);
     let reuse = flag("reuseIfExists", true);
@@ -245,6 +270,10 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         environ: string_map(config.get("environ"), "environ")?,
         startup_command: text(body.get("startupCommand"))
             .or_else(|| text(body.get("startup_command"))),
+        batch_timeout: match body.get("batch_timeout").or(body.get("batchTimeout")) {
+            None | Some(Value::Null) => None,
+            Some(t) => Some(crate::sessions::parse_batch_timeout(t)?),
+        },
         count: 1,
         tag: text(body.get("tag")),
         mounts,
@@ -271,9 +300,11 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
     )));
     let deadline =
         (max_wait > 0).then(|| tokio::time::Instant::now() + Duration::from_secs(max_wait));
+    // A batch job is waited for to its end (its exit code in the answer); others until they run.
+    let batch = s.session_type == SessionType::Batch;
     loop {
         let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
-        if now.status == SessionStatus::Running || is_final(now.status) {
+        if (now.status == SessionStatus::Running && !batch) || is_final(now.status) {
             return Ok((
                 StatusCode::CREATED,
                 Json(created_body(state, &now, true).await),
@@ -299,11 +330,14 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
 
 async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> Value {
     // The answer goes out without the ports rather than not at all; the error is logged.
-    let ports = match crate::sessions::main_kernel(&state.db, s.id).await {
-        Ok(k) => crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default()),
+    let (ports, exit_code) = match crate::sessions::main_kernel(&state.db, s.id).await {
+        Ok(k) => (
+            crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default()),
+            k.exit_code,
+        ),
         Err(e) => {
             crate::error::leaving(e);
-            Vec::new()
+            (Vec::new(), None)
         }
     };
     let ports: Vec<Value> = ports
@@ -316,6 +350,9 @@ async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> V
         "status": s.status.as_str(),
         "servicePorts": ports,
         "created": created,
+        "exitCode": exit_code,
+        "statusInfo": s.status_info,
+        "result": s.result.as_str(),
     })
 }
 

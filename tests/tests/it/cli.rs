@@ -641,3 +641,80 @@ both_dbs!(events_by_name_before_the_session_exists, |db| async move {
     .await;
     assert!(!seen.contains("event:"), "a stranger saw: {seen}");
 });
+
+/// Batch sessions created through the official 26.9 SDK as a script would, waiting for each
+/// to end (`enqueue_only=False`): the answer comes at the end; a job past its `batch_timeout`
+/// is ended; what bai does not run yet is refused, never run as something else.
+const BATCHES: &str = r#"
+import asyncio, json, sys
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    image = sys.argv[1]
+    out = {}
+    async with AsyncSession() as api:
+        for name, command, timeout in [
+            ("batch-ok", "echo done", None),
+            ("batch-fails", "exit 4", None),
+            ("batch-long", "sleep 600", 3),
+        ]:
+            s = await api.ComputeSession.get_or_create(
+                image, name=name, type_="batch", startup_command=command,
+                batch_timeout=timeout, enqueue_only=False, max_wait=120,
+            )
+            out[name] = {"id": str(s.id), "status": s.status}
+        try:
+            await api.ComputeSession.get_or_create(image, name="three", cluster_size=3)
+            out["cluster"] = "accepted"
+        except Exception as e:
+            out["cluster"] = str(e)
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+both_dbs!(batch_sessions_through_the_sdk, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("batches@x.org", "user", "default").await;
+    let cli = Cli {
+        bin: cli26_path(),
+        ..Cli::for_user(&app, &user).await
+    };
+    let script = cli.dir.join("batches.py");
+    std::fs::write(&script, BATCHES).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(300),
+        cli.python(&[script.to_str().unwrap(), PYTHON]).output(),
+    )
+    .await
+    .expect("the script ends")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    for name in ["batch-ok", "batch-fails", "batch-long"] {
+        assert_eq!(
+            got[name]["status"], "TERMINATED",
+            "answered at the end: {got}"
+        );
+    }
+    let state = |name: &str| {
+        let id = got[name]["id"].as_str().unwrap().to_string();
+        let (app, user) = (&app, &user);
+        async move { wait_status(app, user, &id, &["TERMINATED"]).await }
+    };
+    let ok = state("batch-ok").await;
+    assert_eq!(ok["result"], "success", "{ok}");
+    let fails = state("batch-fails").await;
+    assert_eq!(fails["result"], "failure", "{fails}");
+    assert_eq!(fails["containers"][0]["exit_code"], 4, "{fails}");
+    let long = state("batch-long").await;
+    assert_eq!(long["status_info"], "batch-timeout", "{long}");
+    let cluster = got["cluster"].as_str().unwrap();
+    assert!(cluster.contains("not supported yet"), "{cluster}");
+});

@@ -511,6 +511,7 @@ pub async fn insert_session(
         resource_opts: Set(json!({})),
         bootstrap_script: Set(None),
         startup_command: Set(None),
+        batch_timeout: Set(None),
         created_at: Set(now),
         terminated_at: Set(Some(now)),
         starts_at: Set(None),

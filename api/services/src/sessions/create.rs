@@ -34,12 +34,43 @@ pub struct CreateRequest {
     pub shmem: Option<String>,
     pub environ: BTreeMap<String, String>,
     pub startup_command: Option<String>,
+    /// Batch sessions: seconds the job may run (Backend.AI's `batch_timeout`).
+    pub batch_timeout: Option<i64>,
     pub count: u32,
     pub tag: Option<String>,
     /// Folders to mount, by name or id (automount folders are added by themselves).
     pub mounts: Vec<String>,
     /// Folder name (or id) → mount path (relative to /home/work or absolute beneath it).
     pub mount_map: BTreeMap<String, String>,
+}
+
+/// The longest `batch_timeout` (a year).
+pub const MAX_BATCH_TIMEOUT_SECS: i64 = 365 * 86_400;
+
+/// Backend.AI's `batch_timeout`: seconds as a number, or a number with `s`, `m`, `h` or `d`.
+pub fn parse_batch_timeout(raw: &serde_json::Value) -> ApiResult<i64> {
+    let bad = || {
+        ApiError::bad_request(format!(
+            "batch_timeout must be seconds or a number with s, m, h or d (e.g. 90, '15m', '2h'), not {raw}"
+        ))
+    };
+    if let Some(n) = raw.as_i64() {
+        return Ok(n);
+    }
+    let text = raw.as_str().ok_or_else(bad)?.trim();
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
+        _ => (text, 's'),
+    };
+    let n: i64 = digits.trim().parse().map_err(|_| bad())?;
+    let scale = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3_600,
+        'd' => 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(scale).ok_or_else(bad)
 }
 
 /// Session names: 4–64 characters, letters/digits first and last, `-`, `_`, `.` inside.
@@ -258,6 +289,19 @@ fn validate(caller: &Caller, req: &CreateRequest) -> ApiResult<Valid> {
         return Err(ApiError::bad_request(
             "A batch session needs a startup command",
         ));
+    }
+    if let Some(t) = req.batch_timeout {
+        if req.session_type != SessionType::Batch {
+            return Err(ApiError::bad_request(
+                "batch_timeout applies to batch sessions only",
+            ));
+        }
+        if !(1..=MAX_BATCH_TIMEOUT_SECS).contains(&t) {
+            return Err(ApiError::bad_request(format!(
+                "batch_timeout must be between 1 second and {} days",
+                MAX_BATCH_TIMEOUT_SECS / 86_400
+            )));
+        }
     }
     let base_name = req.name.as_deref().filter(|n| !n.trim().is_empty());
     if let Some(n) = base_name {
@@ -489,6 +533,7 @@ async fn persist(
             resource_opts: Set(resource_opts.clone()),
             bootstrap_script: Set(None),
             startup_command: Set(valid.startup_command.clone()),
+            batch_timeout: Set(req.batch_timeout),
             created_at: Set(now),
             terminated_at: Set(None),
             starts_at: Set(None),

@@ -118,6 +118,7 @@ fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::CreateR
         shmem: None,
         environ: BTreeMap::from([("ANSWER".to_string(), "42".to_string())]),
         startup_command: command.map(str::to_string),
+        batch_timeout: None,
         count: 1,
         tag: None,
         mounts: Vec::new(),

@@ -10,7 +10,10 @@ mod lifecycle_tests;
 pub mod locks;
 pub mod reconcile;
 
-pub use create::{CreateRequest, create, resolve_group, size_request, validate_name};
+pub use create::{
+    CreateRequest, MAX_BATCH_TIMEOUT_SECS, create, parse_batch_timeout, resolve_group,
+    size_request, validate_name,
+};
 
 use entity::enums::{ClusterRole, SessionResult, SessionStatus, SessionType};
 use entity::slots::ResourceSlots;
@@ -518,11 +521,25 @@ pub async fn watch_batch(
     let Some(agent) = state.agents.get(&agent_id).await else {
         return;
     };
+    let deadline = batch_deadline(&state, id).await;
     // An engine that does not answer says nothing about the job: keep waiting (the job may
     // be running), until it answers or the session ends some other way.
     let mut backoff = std::time::Duration::from_secs(1);
     let code = loop {
-        match agent.wait(&container_id).await {
+        let waited = match deadline {
+            Some(d) => tokio::time::timeout_at(d, agent.wait(&container_id)).await,
+            None => Ok(agent.wait(&container_id).await),
+        };
+        let Ok(waited) = waited else {
+            tracing::info!(session = %id, "the batch job ran past its batch_timeout; ending it");
+            if let Err(e) = terminate(&state, id, "batch-timeout").await
+                && e.code != crate::error::ErrorCode::BadRequest
+            {
+                tracing::warn!(session = %id, error = %e.message, cause = %e.chain(), "ending a batch job past its batch_timeout failed");
+            }
+            return;
+        };
+        match waited {
             Ok(code) => break Some(code),
             Err(e) if e.is_not_found() => break None,
             Err(e) => {
@@ -571,6 +588,24 @@ pub async fn watch_batch(
     if let Err(e) = apply(&state, id, SessionStatus::Terminated, change).await {
         tracing::error!(session = %id, error = %e.message, cause = %e.chain(), "cannot record the end of a batch session");
     }
+}
+
+/// When a batch job must have ended: its `batch_timeout` after it started running (as the
+/// status history says, so a restarted server keeps the same end); None without a limit.
+async fn batch_deadline(state: &AppState, id: Uuid) -> Option<tokio::time::Instant> {
+    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
+        .await
+        .ok()?;
+    let limit = chrono::Duration::seconds(s.batch_timeout?);
+    let now = state.clock.now();
+    let started = s
+        .status_history
+        .get("RUNNING")
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map_or(now, |t| t.with_timezone(&chrono::Utc));
+    let left = (started + limit - now).to_std().unwrap_or_default();
+    Some(tokio::time::Instant::now() + left)
 }
 
 /// Terminates a session: a pending one is CANCELLED; a running one goes TERMINATING, its

@@ -451,6 +451,8 @@ pub struct CreateSessionInput {
     pub environ: Option<JsonString>,
     /// Required for batch sessions; the session ends when it exits.
     pub startup_command: Option<String>,
+    /// Batch sessions: seconds the job may run before it is ended.
+    pub batch_timeout: Option<i32>,
     /// How many identical sessions (default 1).
     pub count: Option<i32>,
     pub tag: Option<String>,
@@ -553,6 +555,7 @@ impl SessionMutation {
             shmem: props.shmem,
             environ: string_map(props.environ, "environ")?,
             startup_command: props.startup_command,
+            batch_timeout: props.batch_timeout.map(i64::from),
             count,
             tag: props.tag,
             mounts: props.mounts.unwrap_or_default(),
