@@ -60,6 +60,8 @@ enum Kind {
     User,
     Keypair,
     Session,
+    /// A session's name (a filter: the session need not exist).
+    SessionName,
     Run,
     Task,
     Folder,
@@ -875,6 +877,21 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
                 watch!(gql::SessionStatusChanges, |v| {
                     gql::session_status_changes::Variables {
                         session_id: Some(v),
+                        session_name: None,
+                    }
+                }),
+            ),
+        ),
+        (
+            "Subscription",
+            "session_status_changes",
+            "session_name",
+            Tenant(
+                SessionName,
+                watch!(gql::SessionStatusChanges, |v| {
+                    gql::session_status_changes::Variables {
+                        session_id: None,
+                        session_name: Some(v),
                     }
                 }),
             ),
@@ -1070,6 +1087,7 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             User => super_email.clone(),
             Keypair => super_ak.clone(),
             Session => session.clone(),
+            SessionName => "victim".to_string(),
             Run => run.clone(),
             Task => task.clone(),
             Folder => folder.clone(),
@@ -1082,6 +1100,7 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             User => "nobody-at-all@x.org".to_string(),
             Keypair => "AKIANOSUCHKEY0000000".to_string(),
             Domain => "nosuchdomain".to_string(),
+            SessionName => "no-such-session".to_string(),
             _ => uuid::Uuid::new_v4().to_string(),
         }
     };

@@ -10,7 +10,7 @@ use bai_core::clock::{Clock, ManualClock};
 use bai_engine::memory::MemoryEngine;
 use entity::enums::{AgentStatus, SessionResult, SessionStatus, SessionType, UserRole};
 use entity::slots::ResourceSlots;
-use entity::{agents, keypairs, sessions, users};
+use entity::{agents, kernels, keypairs, sessions, users};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
@@ -263,22 +263,28 @@ async fn a_batch_session_ends_with_its_command() {
     occupied_cpu_becomes(&w, 0).await;
 }
 
+/// A batch session running `command`: its id, its kernel and its container.
+async fn running_batch(w: &World, command: &str) -> (Uuid, kernels::Model, String) {
+    let created = crate::sessions::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Batch, Some(command)),
+    )
+    .await
+    .unwrap();
+    let id = created[0].id;
+    until(w, id, SessionStatus::Running).await;
+    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let (container, _) = w.engine.container_of(kernel.id).expect("a container");
+    (id, kernel, container)
+}
+
 /// A batch job may end before SSH/SFTP is set up in its container: a normal end, a conflict
 /// (never an internal error, which is logged as one).
 #[tokio::test]
 async fn a_job_that_ends_before_its_ssh_set_up_is_no_error() {
     let w = world().await;
-    let created = crate::sessions::create(
-        &w.state,
-        &w.admin,
-        request(SessionType::Batch, Some("true")),
-    )
-    .await
-    .unwrap();
-    let id = created[0].id;
-    until(&w, id, SessionStatus::Running).await;
-    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
-    let (container, _) = w.engine.container_of(kernel.id).expect("a container");
+    let (id, kernel, container) = running_batch(&w, "true").await;
     let agent = w
         .state
         .agents
@@ -297,17 +303,7 @@ async fn a_job_that_ends_before_its_ssh_set_up_is_no_error() {
 #[tokio::test]
 async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
     let w = world().await;
-    let created = crate::sessions::create(
-        &w.state,
-        &w.admin,
-        request(SessionType::Batch, Some("sleep 1000")),
-    )
-    .await
-    .unwrap();
-    let id = created[0].id;
-    until(&w, id, SessionStatus::Running).await;
-    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
-    let (container, _) = w.engine.container_of(kernel.id).expect("a container");
+    let (id, _, container) = running_batch(&w, "sleep 1000").await;
     w.engine.set_unreachable(true);
     // The job's watcher hears "unreachable" from its wait …
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
