@@ -141,17 +141,15 @@ impl AgentIndex {
         for a in agents {
             touched += usize::from(self.upsert(a));
         }
-        if self.live > agents.len() {
-            let gone: Vec<String> = self
-                .agents
-                .iter()
-                .flatten()
-                .filter(|a| a.seen != self.generation)
-                .map(|a| a.id.to_string())
-                .collect();
-            for id in gone {
-                touched += usize::from(self.remove(&id));
-            }
+        let gone: Vec<String> = self
+            .agents
+            .iter()
+            .flatten()
+            .filter(|a| a.seen != self.generation)
+            .map(|a| a.id.to_string())
+            .collect();
+        for id in gone {
+            touched += usize::from(self.remove(&id));
         }
         if self.agents.len() > 2 * self.live + 64 {
             self.compact();

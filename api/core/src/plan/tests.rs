@@ -284,6 +284,26 @@ fn an_index_kept_between_passes_follows_changes() {
     );
 }
 
+#[test]
+fn an_agent_listed_twice_does_not_keep_a_gone_one() {
+    let mut index = AgentIndex::new(Strategy::Dispersed);
+    index.sync(&[agent("x", "4", "16g"), agent("y", "4", "16g")]);
+    index.sync(&[agent("x", "4", "16g"), agent("x", "4", "16g")]);
+    assert_eq!(index.len(), 1);
+    let d = plan_on(
+        &mut index,
+        &snap(
+            SchedulerKind::Fifo,
+            vec![agent("x", "1", "1g")],
+            vec![session(1, "a", "2", "1g")],
+        ),
+    );
+    assert!(
+        matches!(&d[0], Decision::Wait { reason, .. } if reason.failed[0].name == "agent_resources"),
+        "y is gone: {d:?}"
+    );
+}
+
 /// The plain scan the index must agree with: every placement looks at every agent, DRF
 /// recomputes every keypair's share for every pick. Waits are compared by predicate names.
 mod scan {
