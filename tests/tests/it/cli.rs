@@ -576,6 +576,14 @@ both_dbs!(events_by_name_before_the_session_exists, |db| async move {
         .await
         .unwrap();
     assert_eq!(bad_scope.status(), 400);
+    // The same by name over GraphQL: the owner hears its session, the stranger nothing.
+    let by_name = || gql::session_status_changes::Variables {
+        session_id: None,
+        session_name: Some("by-name".into()),
+    };
+    let mut owner_ws = subscribe_op::<gql::SessionStatusChanges>(&app, &user, by_name()).await;
+    let mut stranger_ws =
+        subscribe_op::<gql::SessionStatusChanges>(&app, &stranger, by_name()).await;
 
     let created = create_session(
         &app,
@@ -640,6 +648,22 @@ both_dbs!(events_by_name_before_the_session_exists, |db| async move {
     })
     .await;
     assert!(!seen.contains("event:"), "a stranger saw: {seen}");
+    let heard = next_json(&mut owner_ws).await;
+    assert_eq!(
+        heard["payload"]["data"]["session_status_changes"]["name"], "by-name",
+        "{heard}"
+    );
+    let mut stranger_heard = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(Ok(m)) = stranger_ws.next().await {
+            stranger_heard.push(m.to_string());
+        }
+    })
+    .await;
+    assert!(
+        !stranger_heard.iter().any(|m| m.contains("by-name")),
+        "a stranger heard: {stranger_heard:?}"
+    );
 });
 
 /// Batch sessions created through the official 26.9 SDK as a script would, waiting for each
