@@ -74,10 +74,6 @@ impl EngineError {
         matches!(self, EngineError::NotFound { .. })
     }
 
-    pub fn is_not_running(&self) -> bool {
-        matches!(self, EngineError::NotRunning)
-    }
-
     pub fn is_unreachable(&self) -> bool {
         matches!(self, EngineError::Unreachable { .. })
     }

@@ -648,6 +648,39 @@ both_dbs!(events_by_name_before_the_session_exists, |db| async move {
     })
     .await;
     assert!(!seen.contains("event:"), "a stranger saw: {seen}");
+    // A domain admin may name another keypair, but never hears a superadmin's session.
+    let peer = app.user("peer@x.org", "admin", "default").await;
+    let super_ak = app.access_key(&app.admin_token).await;
+    let upward = app
+        .http
+        .get(app.url(&format!(
+            "/events/session?sessionName=boss-run&ownerAccessKey={super_ak}"
+        )))
+        .bearer_auth(&peer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upward.status(), 200);
+    let boss = create_session(
+        &app,
+        &app.admin_token,
+        json!({"image": PYTHON, "name": "boss-run", "type": "batch", "startup_command": "exit 0"}),
+    )
+    .await;
+    let boss = session_ids(&boss)[0].clone();
+    wait_status(&app, &app.admin_token, &boss, &["TERMINATED"]).await;
+    let mut body = upward.bytes_stream();
+    let mut seen = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(Ok(chunk)) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    assert!(
+        !seen.contains("event:"),
+        "a domain admin saw the superadmin's: {seen}"
+    );
     let heard = next_json(&mut owner_ws).await;
     assert_eq!(
         heard["payload"]["data"]["session_status_changes"]["name"], "by-name",
@@ -668,7 +701,8 @@ both_dbs!(events_by_name_before_the_session_exists, |db| async move {
 
 /// Batch sessions created through the official 26.9 SDK as a script would, waiting for each
 /// to end (`enqueue_only=False`): the answer comes at the end; a job past its `batch_timeout`
-/// is ended; what bai does not run yet is refused, never run as something else.
+/// is ended; what bai does not run yet is refused, never run as something else; a timeout that
+/// overflows and memory with no room for shared memory are refused with the reason.
 const BATCHES: &str = r#"
 import asyncio, json, sys
 from ai.backend.client.session import AsyncSession
@@ -687,11 +721,18 @@ async def main():
                 batch_timeout=timeout, enqueue_only=False, max_wait=120,
             )
             out[name] = {"id": str(s.id), "status": s.status}
-        try:
-            await api.ComputeSession.get_or_create(image, name="three", cluster_size=3)
-            out["cluster"] = "accepted"
-        except Exception as e:
-            out["cluster"] = str(e)
+        refusals = {
+            "cluster": dict(name="three", cluster_size=3),
+            "timeout": dict(name="never", type_="batch", startup_command="true",
+                            batch_timeout="99999999999999999d"),
+            "memory": dict(name="tight", resources={"cpu": "1", "mem": "256m"}),
+        }
+        for what, kwargs in refusals.items():
+            try:
+                await api.ComputeSession.get_or_create(image, **kwargs)
+                out[what] = "accepted"
+            except Exception as e:
+                out[what] = str(e)
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -741,4 +782,8 @@ both_dbs!(batch_sessions_through_the_sdk, |db| async move {
     assert_eq!(long["status_info"], "batch-timeout", "{long}");
     let cluster = got["cluster"].as_str().unwrap();
     assert!(cluster.contains("not supported yet"), "{cluster}");
+    let timeout = got["timeout"].as_str().unwrap();
+    assert!(timeout.contains("batch_timeout"), "{timeout}");
+    let memory = got["memory"].as_str().unwrap();
+    assert!(memory.contains("64m of shared memory"), "{memory}");
 });

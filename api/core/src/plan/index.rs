@@ -91,7 +91,6 @@ pub struct AgentIndex {
     by_id: HashMap<String, u32>,
     classes: Vec<Class>,
     class_of: HashMap<(u8, Option<Vec<String>>), u32>,
-    live: usize,
     generation: u32,
     /// Sum and per-slot largest of `available` (with the first agent holding it), recomputed
     /// when an agent's capacity changes rather than on every placement.
@@ -114,22 +113,17 @@ impl AgentIndex {
             by_id: HashMap::new(),
             classes: Vec::new(),
             class_of: HashMap::new(),
-            live: 0,
             generation: 0,
             capacity: None,
         }
     }
 
-    pub fn strategy(&self) -> Strategy {
-        self.strategy
-    }
-
     pub fn len(&self) -> usize {
-        self.live
+        self.by_id.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.by_id.is_empty()
     }
 
     /// Brings the index to `agents`: new agents are added (after every known one), gone ones
@@ -151,14 +145,14 @@ impl AgentIndex {
         for id in gone {
             touched += usize::from(self.remove(&id));
         }
-        if self.agents.len() > 2 * self.live + 64 {
+        if self.agents.len() > 2 * self.len() + 64 {
             self.compact();
         }
         touched
     }
 
     /// Adds `a` or brings its entry up to date; false when nothing changed.
-    pub fn upsert(&mut self, a: &AgentState) -> bool {
+    fn upsert(&mut self, a: &AgentState) -> bool {
         let storage = a.storage_hosts.as_ref().map(|h| {
             let mut h = h.clone();
             h.sort();
@@ -206,19 +200,17 @@ impl AgentIndex {
             right: NIL,
         });
         self.by_id.insert(a.id.clone(), pos);
-        self.live += 1;
         self.capacity = None;
         self.link(pos);
         true
     }
 
-    pub fn remove(&mut self, id: &str) -> bool {
+    fn remove(&mut self, id: &str) -> bool {
         let Some(pos) = self.by_id.remove(id) else {
             return false;
         };
         self.unlink(pos);
         self.agents[pos as usize] = None;
-        self.live -= 1;
         self.capacity = None;
         true
     }

@@ -42,6 +42,10 @@ pub struct Scheduler {
     /// Per resource group, its agents indexed by free capacity, kept between passes: each pass
     /// re-keys only the agents whose capacity or use changed since (placements, terminations,
     /// heartbeats), and a placement costs about log(agents).
+    ///
+    /// A bounded cache (one entry per resource group with pending sessions), never the truth:
+    /// every pass first brings it to the agents and allocations read from the database, so a
+    /// second `bai serve` on the same database keeps its own and plans from the same rows.
     indexes: parking_lot::Mutex<HashMap<String, plan::AgentIndex>>,
 }
 

@@ -11,8 +11,7 @@ pub mod locks;
 pub mod reconcile;
 
 pub use create::{
-    CreateRequest, MAX_BATCH_TIMEOUT_SECS, create, parse_batch_timeout, resolve_group,
-    size_request, validate_name,
+    CreateRequest, create, parse_batch_timeout, resolve_group, size_request, validate_name,
 };
 
 use entity::enums::{ClusterRole, SessionResult, SessionStatus, SessionType};
@@ -592,6 +591,8 @@ pub async fn watch_batch(
 
 /// When a batch job must have ended: its `batch_timeout` after it started running (as the
 /// status history says, so a restarted server keeps the same end); None without a limit.
+/// The timer is owned by the process that drives the job's agent (it runs `watch_batch`);
+/// the deadline itself is in the database, so whichever process watches next keeps it.
 async fn batch_deadline(state: &AppState, id: Uuid) -> Option<tokio::time::Instant> {
     let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
         .await
