@@ -300,11 +300,12 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
     )));
     let deadline =
         (max_wait > 0).then(|| tokio::time::Instant::now() + Duration::from_secs(max_wait));
-    // A batch job is waited for to its end (its exit code in the answer); others until they run.
-    let batch = s.session_type == SessionType::Batch;
+    // As Backend.AI's manager: the answer comes once the session runs (a batch job too: its
+    // end is `session_success` / `session_failure` on the event stream, with the exit code;
+    // the official CLI takes TERMINATED here for a broken image), or has already ended.
     loop {
         let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
-        if (now.status == SessionStatus::Running && !batch) || is_final(now.status) {
+        if now.status == SessionStatus::Running || is_final(now.status) {
             return Ok((
                 StatusCode::CREATED,
                 Json(created_body(state, &now, true).await),
