@@ -16,6 +16,7 @@ pub mod keypairs;
 pub mod login_sessions;
 pub mod resource_presets;
 pub mod scaling_groups;
+pub mod session_dependencies;
 pub mod sessions;
 pub mod sgroups_for_domains;
 pub mod sgroups_for_groups;

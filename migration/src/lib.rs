@@ -5,6 +5,7 @@ mod m20261121_000001_init;
 mod m20261123_000001_session_list_indexes;
 mod m20261125_000001_agent_storage_hosts;
 mod m20261125_000002_session_batch_timeout;
+mod m20261125_000003_session_dependencies;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000001_session_list_indexes::Migration),
             Box::new(m20261125_000001_agent_storage_hosts::Migration),
             Box::new(m20261125_000002_session_batch_timeout::Migration),
+            Box::new(m20261125_000003_session_dependencies::Migration),
         ]
     }
 }

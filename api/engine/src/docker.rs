@@ -434,10 +434,7 @@ impl crate::Engine for DockerEngine {
             spec.service_ports.clone(),
         );
         let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let cmd = match &spec.command {
-            Some(c) => vec!["/bin/bash".to_string(), "-c".to_string(), c.clone()],
-            None => vec!["sleep".to_string(), "infinity".to_string()],
-        };
+        let cmd = crate::container_command(spec);
         let device_requests = (!spec.gpu_ids.is_empty()).then(|| {
             vec![DeviceRequest {
                 driver: Some("nvidia".into()),
@@ -768,6 +765,19 @@ impl crate::Engine for DockerEngine {
         path: &str,
         limit: usize,
     ) -> EngineResult<Vec<u8>> {
+        let archive = self.read_archive(container_id, path, limit + 4096).await?;
+        first_file_of_tar(&archive).ok_or_else(|| EngineError::NotFound {
+            what: "file",
+            key: path.to_string(),
+        })
+    }
+
+    async fn read_archive(
+        &self,
+        container_id: &str,
+        path: &str,
+        limit: usize,
+    ) -> EngineResult<Vec<u8>> {
         let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::default()
             .path(path)
             .build();
@@ -786,14 +796,11 @@ impl crate::Engine for DockerEngine {
                 other => engine_err("reading a file from a container", other),
             })?;
             archive.extend_from_slice(&chunk);
-            if archive.len() > limit + 4096 {
+            if archive.len() > limit {
                 return Err(EngineError::Refused(format!("{path} is too large")));
             }
         }
-        first_file_of_tar(&archive).ok_or_else(|| EngineError::NotFound {
-            what: "file",
-            key: path.to_string(),
-        })
+        Ok(archive)
     }
 
     /// Removes dangling images (untagged and unused by any container); returns how many and

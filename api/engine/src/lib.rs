@@ -126,6 +126,10 @@ pub struct KernelSpec {
     pub env: Vec<(String, String)>,
     /// None = interactive (the container idles until terminated).
     pub command: Option<String>,
+    /// Backend.AI's `bootstrap_script`: run once by `/bin/sh` before the command (its output
+    /// goes to the container's log, its exit status is reported there and otherwise ignored);
+    /// [`BOOTSTRAP_DONE`] exists once it has ended.
+    pub bootstrap: Option<String>,
     /// The image's service-port declaration, kept as a label (Backend.AI's format).
     pub service_ports: String,
     /// The container ports its services listen on (exposed, never published on the host).
@@ -133,6 +137,35 @@ pub struct KernelSpec {
     pub pids_limit: i64,
     /// Storage folders bound into the container.
     pub mounts: Vec<BindMount>,
+}
+
+/// The file a container's start wrapper creates once the bootstrap script has ended.
+pub const BOOTSTRAP_DONE: &str = "/tmp/.bai-bootstrapped";
+
+/// The container's command: the bootstrap script first (when there is one), then the batch
+/// command or, for an interactive session, an idle process. Script and command travel as
+/// arguments, never spliced into the wrapper's text.
+pub fn container_command(spec: &KernelSpec) -> Vec<String> {
+    match (&spec.bootstrap, &spec.command) {
+        (None, Some(c)) => vec!["/bin/bash".into(), "-c".into(), c.clone()],
+        (None, None) => vec!["sleep".into(), "infinity".into()],
+        (Some(script), command) => {
+            let wrapper = format!(
+                "/bin/sh -c \"$1\" bootstrap; rc=$?; \
+                 [ \"$rc\" -eq 0 ] || echo \"bootstrap script exited with $rc\" >&2; \
+                 : > {BOOTSTRAP_DONE}; \
+                 if [ -n \"$2\" ]; then exec /bin/bash -c \"$2\"; else exec sleep infinity; fi"
+            );
+            vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                wrapper,
+                "bai-start".into(),
+                script.clone(),
+                command.clone().unwrap_or_default(),
+            ]
+        }
+    }
 }
 
 /// A managed container found on an engine.
@@ -248,6 +281,14 @@ pub trait Engine: Send + Sync {
         path: &str,
         limit: usize,
     ) -> EngineResult<Vec<u8>>;
+    /// A path in a container as the engine archives it (a tar of the file, or of the
+    /// directory with what is beneath it; links stay links), at most `limit` bytes.
+    async fn read_archive(
+        &self,
+        container_id: &str,
+        path: &str,
+        limit: usize,
+    ) -> EngineResult<Vec<u8>>;
     /// Removes dangling images; returns how many and the bytes reclaimed.
     async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)>;
     /// The container's address, where the server reaches its ports.
@@ -270,4 +311,65 @@ pub trait Engine: Send + Sync {
     async fn usage_sample(&self) -> Option<(u64, u64, usize)>;
     /// One CPU/memory sample of a container: (CPU % × cores used, memory bytes).
     async fn stats(&self, container_id: &str) -> Option<(f64, u64)>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(command: Option<&str>, bootstrap: Option<&str>) -> KernelSpec {
+        KernelSpec {
+            session_id: Uuid::nil(),
+            kernel_id: Uuid::nil(),
+            owner_access_key: String::new(),
+            image: String::new(),
+            hostname: "main1".into(),
+            cpu: 1.into(),
+            mem_bytes: 0,
+            shmem_bytes: 0,
+            gpu_ids: Vec::new(),
+            env: Vec::new(),
+            command: command.map(str::to_string),
+            bootstrap: bootstrap.map(str::to_string),
+            service_ports: String::new(),
+            ports: Vec::new(),
+            pids_limit: 0,
+            mounts: Vec::new(),
+        }
+    }
+
+    /// Runs the command as the container would (with the host's shells).
+    fn run(cmd: &[String]) -> (String, String) {
+        let out = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn bootstrap_runs_first_and_its_text_stays_an_argument() {
+        assert_eq!(container_command(&spec(None, None)), ["sleep", "infinity"]);
+        assert_eq!(
+            container_command(&spec(Some("echo hi"), None)),
+            ["/bin/bash", "-c", "echo hi"]
+        );
+        // The script's failure is reported, and the job runs after it all the same.
+        let (out, err) = run(&container_command(&spec(
+            Some("echo job; exit 0"),
+            Some("echo 'boot \"$2\"'; exit 3"),
+        )));
+        assert_eq!(out, "boot \"$2\"\njob\n");
+        assert!(err.contains("bootstrap script exited with 3"), "{err}");
+        // Quotes and substitutions in the script are the script's own, never the wrapper's.
+        let (out, _) = run(&container_command(&spec(
+            Some("echo after"),
+            Some("echo \"; echo injected; \" | tr -d ';'"),
+        )));
+        assert_eq!(out, " echo injected \nafter\n");
+        assert!(std::path::Path::new(BOOTSTRAP_DONE).exists());
+    }
 }

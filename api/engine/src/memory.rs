@@ -322,6 +322,24 @@ impl crate::Engine for MemoryEngine {
         })
     }
 
+    async fn read_archive(
+        &self,
+        container_id: &str,
+        path: &str,
+        limit: usize,
+    ) -> EngineResult<Vec<u8>> {
+        let data = self.read_file(container_id, path, limit).await?;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let mut ar = tar::Builder::new(Vec::new());
+        ar.append_data(&mut header, name, data.as_slice())
+            .and_then(|()| ar.into_inner())
+            .map_err(|e| EngineError::failed("archiving a file", e))
+    }
+
     async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)> {
         Ok((0, 0))
     }
@@ -469,6 +487,7 @@ mod tests {
             gpu_ids: Vec::new(),
             env: Vec::new(),
             command: None,
+            bootstrap: None,
             service_ports: String::new(),
             ports: Vec::new(),
             pids_limit: 1024,

@@ -7,6 +7,7 @@
 mod auth;
 mod resource;
 mod session;
+mod session_calls;
 mod stream;
 
 use axum::Router;
@@ -23,8 +24,35 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/session", post(session::create))
         .route("/session/_/create", post(session::create))
-        .route("/session/{id}", get(session::info).delete(session::destroy))
+        .route(
+            "/session/{id}",
+            get(session::info)
+                .post(session_calls::execute)
+                .delete(session::destroy),
+        )
         .route("/session/{id}/logs", get(session::logs))
+        .route(
+            "/session/{id}/status-history",
+            get(session_calls::status_history),
+        )
+        .route("/session/{id}/rename", post(session_calls::rename))
+        .route(
+            "/session/{id}/dependency-graph",
+            get(session_calls::dependency_graph),
+        )
+        .route("/session/{id}/files", get(session_calls::list_files))
+        .route(
+            "/session/{id}/download",
+            get(session_calls::download).post(session_calls::download),
+        )
+        .route(
+            "/session/{id}/download_single",
+            get(session_calls::download_single).post(session_calls::download_single),
+        )
+        .route(
+            "/session/{id}/direct-access-info",
+            get(session_calls::direct_access_info),
+        )
         .route(
             "/session/{id}/upload",
             post(session::upload).layer(axum::extract::DefaultBodyLimit::max(

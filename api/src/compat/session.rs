@@ -206,20 +206,22 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
             "Cluster sessions (clusterSize {size}) are not supported yet: a session is one container"
         )));
     }
-    if body
-        .get("dependencies")
-        .and_then(Value::as_array)
-        .is_some_and(|d| !d.is_empty())
-    {
-        return Err(ApiError::bad_request(
-            "Session dependencies are not supported yet",
-        ));
-    }
-    if text(body.get("bootstrap_script")).is_some_and(|b| !b.trim().is_empty()) {
-        return Err(ApiError::bad_request(
-            "Bootstrap scripts are not supported yet",
-        ));
-    }
+    let dependencies: Vec<String> = match body.get("dependencies") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|d| {
+                text(Some(d)).ok_or_else(|| {
+                    ApiError::bad_request("dependencies must be session ids or names")
+                })
+            })
+            .collect::<ApiResult<_>>()?,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "dependencies must be a list of session ids or names",
+            ));
+        }
+    };
     let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
     let enqueue_only = flag("enqueueOnly", false);
     let reuse = flag("reuseIfExists", true);
@@ -278,6 +280,9 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         tag: text(body.get("tag")),
         mounts,
         mount_map: string_map(config.get("mount_map"), "mount_map")?,
+        dependencies,
+        bootstrap_script: text(body.get("bootstrap_script"))
+            .or_else(|| text(body.get("bootstrapScript"))),
     };
     // Listen before creating, so no status change slips by.
     let events = state.events.stream();
@@ -398,12 +403,40 @@ pub(super) async fn info(State(state): State<AppState>, Named(s): Named) -> Resp
     )
 }
 
-/// `DELETE /session/{id}`: terminates it (a pending one is cancelled).
-pub(super) async fn destroy(State(state): State<AppState>, Named(s): Named) -> Response {
+#[derive(Deserialize, Default)]
+pub(crate) struct DestroyQuery {
+    recursive: Option<String>,
+}
+
+/// `DELETE /session/{id}`: terminates it (a pending one is cancelled); with `recursive`, the
+/// sessions that depend on it first. Backend.AI's answer: `{"stats": {"status": "cancelled"
+/// | "terminated"}}` (the official CLI's `--stats` reads `status`).
+pub(super) async fn destroy(
+    State(state): State<AppState>,
+    Named(s): Named,
+    Query(q): Query<DestroyQuery>,
+) -> Response {
     reply(
         async {
+            if q.recursive
+                .as_deref()
+                .is_some_and(|r| matches!(r, "true" | "1" | "yes"))
+            {
+                for d in crate::sessions::dependents(&state, s.id).await? {
+                    match crate::sessions::terminate(&state, d, "user-requested").await {
+                        // Ended meanwhile: nothing left to do for it.
+                        Err(e) if e.code == crate::error::ErrorCode::BadRequest => {}
+                        other => drop(other?),
+                    }
+                }
+            }
             let done = crate::sessions::terminate(&state, s.id, "user-requested").await?;
-            Ok(Json(json!({"stats": done.last_stat.unwrap_or_else(|| json!({}))})).into_response())
+            let status = if done.status == SessionStatus::Cancelled {
+                "cancelled"
+            } else {
+                "terminated"
+            };
+            Ok(Json(json!({"stats": {"status": status}})).into_response())
         }
         .await,
     )
@@ -427,22 +460,19 @@ fn upload_path(name: &str) -> ApiResult<String> {
     let name = percent_encoding::percent_decode_str(name)
         .decode_utf8_lossy()
         .into_owned();
-    let name = name.as_str();
-    let parts: Vec<&str> = name
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
-    let bad = name.starts_with('/')
-        || parts.is_empty()
-        || parts
-            .iter()
-            .any(|p| *p == ".." || p.contains('\\') || p.chars().any(char::is_control));
-    if bad {
-        return Err(ApiError::bad_request(format!(
+    let bad = || {
+        ApiError::bad_request(format!(
             "Invalid upload path '{name}': use a relative path under /home/work"
-        )));
+        ))
+    };
+    if name.starts_with('/') {
+        return Err(bad());
     }
-    Ok(parts.join("/"))
+    let path = crate::sessions::files::work_path(&name).map_err(|_| bad())?;
+    match path.strip_prefix("/home/work/") {
+        Some(rel) => Ok(rel.to_string()),
+        None => Err(bad()),
+    }
 }
 
 /// Largest upload through `/session/{id}/upload` (files go into the container in one piece).

@@ -4,6 +4,8 @@
 //! creates can never over-commit an agent or a policy.
 pub use bai_core::plan;
 
+mod dependencies;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -153,6 +155,10 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
     }
     if pending.is_empty() {
         return Ok(0);
+    }
+    let (pending, waiting_on) = dependencies::gate(state, pending).await?;
+    if !waiting_on.is_empty() {
+        apply(state, &waiting_on.sessions, waiting_on.decisions).await?;
     }
     let mut by_group: HashMap<String, Vec<sessions::Model>> = HashMap::new();
     for s in pending {

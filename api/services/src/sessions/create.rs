@@ -42,7 +42,16 @@ pub struct CreateRequest {
     pub mounts: Vec<String>,
     /// Folder name (or id) → mount path (relative to /home/work or absolute beneath it).
     pub mount_map: BTreeMap<String, String>,
+    /// Sessions (UUID or name, the caller's own) that must end in success before these start.
+    pub dependencies: Vec<String>,
+    /// A shell script run once in the container before anything else (its output in the logs).
+    pub bootstrap_script: Option<String>,
 }
+
+/// The most sessions one session may depend on.
+pub const MAX_DEPENDENCIES: usize = 32;
+/// The largest bootstrap script.
+pub const MAX_BOOTSTRAP_BYTES: usize = 64 * 1024;
 
 /// The longest `batch_timeout` (a year).
 pub const MAX_BATCH_TIMEOUT_SECS: i64 = 365 * 86_400;
@@ -271,6 +280,7 @@ struct Valid {
     access_key: String,
     names: Vec<String>,
     startup_command: Option<String>,
+    bootstrap_script: Option<String>,
 }
 
 /// The request's own fields, before anything is looked up: a keypair to run under, a sane
@@ -317,10 +327,29 @@ fn validate(caller: &Caller, req: &CreateRequest) -> ApiResult<Valid> {
     for n in &names {
         validate_name(n)?;
     }
+    let bootstrap_script = req
+        .bootstrap_script
+        .clone()
+        .filter(|b| !b.trim().is_empty());
+    if bootstrap_script
+        .as_ref()
+        .is_some_and(|b| b.len() > MAX_BOOTSTRAP_BYTES || b.contains('\0'))
+    {
+        return Err(ApiError::bad_request(format!(
+            "bootstrap_script must be text of at most {} KiB",
+            MAX_BOOTSTRAP_BYTES / 1024
+        )));
+    }
+    if req.dependencies.len() > MAX_DEPENDENCIES {
+        return Err(ApiError::bad_request(format!(
+            "A session may depend on at most {MAX_DEPENDENCIES} sessions"
+        )));
+    }
     Ok(Valid {
         access_key,
         names,
         startup_command,
+        bootstrap_script,
     })
 }
 
@@ -368,6 +397,8 @@ struct Placement {
     group: groups::Model,
     scaling_group: String,
     mounts: entity::columns::Mounts,
+    /// The sessions these wait for.
+    dependencies: Vec<Uuid>,
 }
 
 /// The caller's rights: the domain's registries, an installed or pullable image, a project
@@ -427,11 +458,42 @@ async fn authorise(
         crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?,
     );
     within_policy(state, &valid.access_key, &sized.requested, req.count).await?;
+    let dependencies = resolve_dependencies(db, &valid.access_key, &req.dependencies).await?;
     Ok(Placement {
         group,
         scaling_group,
         mounts,
+        dependencies,
     })
+}
+
+/// The sessions named as dependencies, each the caller's own (by UUID, or by name: the most
+/// recent of that name). Anyone else's session is as unknown as none at all.
+async fn resolve_dependencies<C: ConnectionTrait>(
+    db: &C,
+    access_key: &str,
+    named: &[String],
+) -> ApiResult<Vec<Uuid>> {
+    use sea_orm::QueryOrder;
+    let mut ids = Vec::new();
+    for key in named {
+        let key = key.trim();
+        let mine = sessions::Entity::find().filter(sessions::Column::AccessKey.eq(access_key));
+        let found = match key.parse::<Uuid>() {
+            Ok(id) => mine.filter(sessions::Column::Id.eq(id)).one(db).await?,
+            Err(_) => {
+                mine.filter(sessions::Column::Name.eq(key))
+                    .order_by_desc(sessions::Column::CreatedAt)
+                    .one(db)
+                    .await?
+            }
+        };
+        let s = found.ok_or_else(|| ApiError::not_found("session (dependency)", key))?;
+        if !ids.contains(&s.id) {
+            ids.push(s.id);
+        }
+    }
+    Ok(ids)
 }
 
 /// A request beyond the keypair policy's absolute limits could never run: refuse it now, as
@@ -531,7 +593,7 @@ async fn persist(
             vfolder_mounts: Set(place.mounts.clone()),
             environ: Set(environ.clone()),
             resource_opts: Set(resource_opts.clone()),
-            bootstrap_script: Set(None),
+            bootstrap_script: Set(valid.bootstrap_script.clone()),
             startup_command: Set(valid.startup_command.clone()),
             batch_timeout: Set(req.batch_timeout),
             created_at: Set(now),
@@ -585,6 +647,14 @@ async fn persist(
         }
         .insert(&txn)
         .await?;
+        for d in &place.dependencies {
+            entity::session_dependencies::ActiveModel {
+                session_id: Set(id),
+                depends_on: Set(*d),
+            }
+            .insert(&txn)
+            .await?;
+        }
         created.push(s);
     }
     txn.commit().await?;

@@ -62,6 +62,8 @@ pub struct Run {
     /// The next sequence number, for followers waiting for more.
     changed: tokio::sync::watch::Sender<u64>,
     input: tokio::sync::Mutex<Option<Pin<Box<dyn AsyncWrite + Send>>>>,
+    /// Where the next `poll` (Backend.AI's execute over HTTP) starts reading.
+    polled: std::sync::atomic::AtomicU64,
 }
 
 impl Run {
@@ -82,6 +84,7 @@ impl Run {
             state: Mutex::new(RunState::default()),
             changed: tokio::sync::watch::channel(0).0,
             input: tokio::sync::Mutex::new(input),
+            polled: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -144,6 +147,25 @@ impl Run {
                 }
             },
         )
+    }
+
+    /// Backend.AI's execute over HTTP: the output since the previous poll, once the run
+    /// ends or `wait` passed (a long run answers in pieces); whether it ended, its exit code.
+    pub async fn poll(&self, wait: std::time::Duration) -> (Vec<Chunk>, bool, Option<i64>) {
+        let mut rx = self.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        while !self.lock().finished {
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => break,
+            }
+        }
+        let from = self.polled.load(std::sync::atomic::Ordering::SeqCst);
+        let (chunks, next) = self.since(from);
+        self.polled
+            .fetch_max(next, std::sync::atomic::Ordering::SeqCst);
+        let s = self.lock();
+        (chunks, s.finished, s.exit_code)
     }
 
     fn push(&self, stream: &'static str, data: String, exit_code: Option<i64>) {

@@ -123,6 +123,8 @@ fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::CreateR
         tag: None,
         mounts: Vec::new(),
         mount_map: BTreeMap::new(),
+        dependencies: Vec::new(),
+        bootstrap_script: None,
     }
 }
 

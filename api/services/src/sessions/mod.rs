@@ -5,6 +5,7 @@
 pub mod apps;
 mod create;
 pub mod exec;
+pub mod files;
 #[cfg(test)]
 mod lifecycle_tests;
 pub mod locks;
@@ -431,6 +432,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             .startup_command
             .clone()
             .filter(|_| s.session_type == SessionType::Batch),
+        bootstrap: s.bootstrap_script.clone(),
         ports: crate::sessions::apps::container_ports(&service_ports),
         service_ports,
         pids_limit: i64::from(state.config.container_pids_limit),
@@ -451,6 +453,11 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     }
     let started = std::time::Instant::now();
     let container_id = agent.create_and_start(&spec).await?;
+    if spec.bootstrap.is_some() {
+        // Backend.AI runs the script before the session's services: it is PREPARING until
+        // the script has ended.
+        bootstrapped(agent.as_ref(), id, &container_id).await;
+    }
     state.launch_phases.record(id, started.elapsed());
     // SSH keys and the daemon go in after RUNNING (they are not the engine's work and took
     // a third of the launch); whatever needs them (the sshd app, the key download) waits
@@ -506,6 +513,37 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         tokio::spawn(watch_batch(state.clone(), id, agent_id, container_id, k.id));
     }
     Ok(())
+}
+
+/// How long a session waits in PREPARING for its bootstrap script; past it, the session runs
+/// while the script goes on (as Backend.AI, whose agent stops waiting for a container after
+/// its start timeout).
+const BOOTSTRAP_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Waits until the container's bootstrap script has ended ([`bai_engine::BOOTSTRAP_DONE`]
+/// exists; a stopped container's files are read as well) or [`BOOTSTRAP_WAIT`] passed.
+async fn bootstrapped(agent: &crate::agents::Agent, id: Uuid, container_id: &str) {
+    let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        match agent
+            .read_file(container_id, bai_engine::BOOTSTRAP_DONE, 0)
+            .await
+        {
+            Ok(_) => return,
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                tracing::warn!(session = %id, error = ?e, "cannot tell whether the bootstrap script has ended; going on");
+                return;
+            }
+        }
+        if tokio::time::Instant::now() + pause > deadline {
+            tracing::warn!(session = %id, "the bootstrap script runs past {} s; the session runs while it goes on", BOOTSTRAP_WAIT.as_secs());
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(2));
+    }
 }
 
 /// A batch session ends when its command exits: success for 0, failure otherwise, the exit
@@ -685,6 +723,136 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
     }
 }
 
+/// Renames a running session (Backend.AI renames only those), keeping names unique among the
+/// keypair's live sessions.
+pub async fn rename(state: &AppState, id: Uuid, new_name: &str) -> ApiResult<sessions::Model> {
+    validate_name(new_name)?;
+    let lock = state.session_locks.get(id).await;
+    let _guard = lock.lock().await;
+    let txn = state.db.begin().await?;
+    let s = crate::lookup::get::<sessions::Entity>(&txn, "session", id).await?;
+    if s.status != SessionStatus::Running {
+        return Err(ApiError::bad_request(format!(
+            "Only a running session can be renamed; '{}' is {}",
+            s.name, s.status
+        )));
+    }
+    if s.name == new_name {
+        return Ok(s);
+    }
+    let taken = sessions::Entity::find()
+        .filter(sessions::Column::AccessKey.eq(&s.access_key))
+        .filter(sessions::Column::Name.eq(new_name))
+        .filter(sessions::Column::Status.is_in(LIVE.iter().copied()))
+        .one(&txn)
+        .await?;
+    if taken.is_some() {
+        return Err(ApiError::conflict(format!(
+            "You already have a live session named '{new_name}'"
+        )));
+    }
+    let mut m = s.into_active_model();
+    m.name = Set(new_name.to_string());
+    let renamed = m.update(&txn).await?;
+    txn.commit().await?;
+    publish(state, &renamed, "session_renamed", None);
+    Ok(renamed)
+}
+
+/// The live sessions that depend on `id`, directly or through others.
+pub async fn dependents(state: &AppState, id: Uuid) -> ApiResult<Vec<Uuid>> {
+    let mut seen: std::collections::HashSet<Uuid> = std::collections::HashSet::from([id]);
+    let mut all = Vec::new();
+    let mut frontier = vec![id];
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for chunk in frontier.chunks(500) {
+            for e in entity::session_dependencies::Entity::find()
+                .filter(entity::session_dependencies::Column::DependsOn.is_in(chunk.to_vec()))
+                .all(&state.db)
+                .await?
+            {
+                if seen.insert(e.session_id) {
+                    next.push(e.session_id);
+                }
+            }
+        }
+        all.extend(next.iter().copied());
+        frontier = next;
+    }
+    let mut live = Vec::new();
+    for chunk in all.chunks(500) {
+        live.extend(
+            sessions::Entity::find()
+                .filter(sessions::Column::Id.is_in(chunk.to_vec()))
+                .filter(sessions::Column::Status.is_in(LIVE.iter().copied()))
+                .all(&state.db)
+                .await?
+                .into_iter()
+                .map(|s| s.id),
+        );
+    }
+    Ok(live)
+}
+
+/// The keypair policy's idle timeout and maximum session lifetime, seconds (0: none).
+async fn idle_limits(state: &AppState, access_key: &str) -> ApiResult<(i64, i64)> {
+    Ok(
+        match entity::keypairs::Entity::find_by_id(access_key.to_string())
+            .one(&state.db)
+            .await?
+        {
+            Some(kp) => keypair_resource_policies::Entity::find_by_id(kp.resource_policy)
+                .one(&state.db)
+                .await?
+                .map(|p| (p.idle_timeout, p.max_session_lifetime))
+                .unwrap_or((0, 0)),
+            None => (0, 0),
+        },
+    )
+}
+
+/// When the session started running (its creation when it has not).
+fn running_since(s: &sessions::Model) -> chrono::DateTime<chrono::Utc> {
+    s.status_history
+        .get("RUNNING")
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.to_utc())
+        .unwrap_or(s.created_at)
+}
+
+/// The last use of the session (apps, terminal, executions) or its last status change.
+fn idle_since(s: &sessions::Model) -> chrono::DateTime<chrono::Utc> {
+    s.last_activity
+        .unwrap_or(s.status_changed)
+        .max(s.status_changed)
+}
+
+/// Backend.AI's `idle_checks` of a running session: for each limit of its keypair policy,
+/// the seconds left before it ends the session (`network_timeout`: idle time,
+/// `session_lifetime`: age). Empty for a session not running or a policy without limits.
+pub async fn idle_checks(state: &AppState, s: &sessions::Model) -> ApiResult<Value> {
+    if s.status != SessionStatus::Running {
+        return Ok(json!({}));
+    }
+    let (timeout, lifetime) = idle_limits(state, &s.access_key).await?;
+    let now = state.clock.now();
+    let left = |limit: i64, from: chrono::DateTime<chrono::Utc>| {
+        let secs =
+            (from + chrono::Duration::seconds(limit) - now).num_milliseconds() as f64 / 1000.0;
+        json!({"remaining": secs.max(0.0), "remaining_time_type": "expire_after", "extra": null})
+    };
+    let mut checks = serde_json::Map::new();
+    if timeout > 0 {
+        checks.insert("network_timeout".into(), left(timeout, idle_since(s)));
+    }
+    if lifetime > 0 {
+        checks.insert("session_lifetime".into(), left(lifetime, running_since(s)));
+    }
+    Ok(Value::Object(checks))
+}
+
 /// Terminates running sessions idle for longer than their keypair policy's `idle_timeout`
 /// (reason `idle-timeout`). Activity (apps, terminal, executions) moves `last_activity`.
 pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
@@ -698,32 +866,15 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
     let now = state.clock.now();
     let mut reaped = 0;
     for s in running {
-        let timeout = match timeouts.get(&s.access_key) {
+        let (timeout, lifetime) = match timeouts.get(&s.access_key) {
             Some(t) => *t,
             None => {
-                let t = match entity::keypairs::Entity::find_by_id(s.access_key.clone())
-                    .one(&state.db)
-                    .await?
-                {
-                    Some(kp) => keypair_resource_policies::Entity::find_by_id(kp.resource_policy)
-                        .one(&state.db)
-                        .await?
-                        .map(|p| (p.idle_timeout, p.max_session_lifetime))
-                        .unwrap_or((0, 0)),
-                    None => (0, 0),
-                };
+                let t = idle_limits(state, &s.access_key).await?;
                 timeouts.insert(s.access_key.clone(), t);
                 t
             }
         };
-        let (timeout, lifetime) = timeout;
-        let started = s
-            .status_history
-            .get("RUNNING")
-            .and_then(Value::as_str)
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-            .map(|t| t.to_utc())
-            .unwrap_or(s.created_at);
+        let started = running_since(&s);
         if lifetime > 0 && now - started > chrono::Duration::seconds(lifetime) {
             tracing::info!(session = %s.id, max_session_lifetime = lifetime, "terminating a session at its maximum lifetime");
             match terminate(state, s.id, "max-session-lifetime").await {
@@ -734,10 +885,7 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
             }
             continue;
         }
-        let since = s
-            .last_activity
-            .unwrap_or(s.status_changed)
-            .max(s.status_changed);
+        let since = idle_since(&s);
         if timeout > 0 && now - since > chrono::Duration::seconds(timeout) {
             tracing::info!(session = %s.id, idle_timeout = timeout, "terminating an idle session");
             match terminate(state, s.id, "idle-timeout").await {

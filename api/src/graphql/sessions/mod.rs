@@ -21,7 +21,7 @@ use entity::enums::{SessionStatus, SessionType};
 use entity::slots::ResourceSlots;
 use entity::{groups, kernels, sessions, users};
 use futures_util::{Stream, StreamExt};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, QueryOrder};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -54,6 +54,14 @@ pub struct ComputeContainer {
     pub requested_slots: JsonString,
     pub exit_code: Option<i32>,
     pub last_stat: Option<JsonString>,
+    /// The container's live measurements (none kept per container yet: null).
+    pub live_stat: Option<JsonString>,
+    pub status_data: Option<JsonString>,
+    /// Shared memory (`shmem`) and the GPUs it was given.
+    pub resource_opts: JsonString,
+    /// Backend.AI's ports opened at creation for the session's own servers (bai opens none:
+    /// its apps are reached through the app proxy).
+    pub preopen_ports: Vec<i32>,
 }
 
 fn slots_json(s: &ResourceSlots) -> JsonString {
@@ -82,6 +90,10 @@ impl From<kernels::Model> for ComputeContainer {
             requested_slots: slots_json(&k.requested_slots),
             exit_code: k.exit_code,
             last_stat: k.last_stat.map(JsonString),
+            live_stat: None,
+            status_data: k.status_data.map(JsonString),
+            resource_opts: JsonString(k.resource_opts),
+            preopen_ports: Vec::new(),
         }
     }
 }
@@ -256,6 +268,32 @@ impl ComputeSession {
             .await
             .ok()
             .map(|k| k.id))
+    }
+    /// For each limit of the keypair policy, the seconds left before it ends the session
+    /// (`network_timeout`: idle time, `session_lifetime`: age).
+    async fn idle_checks(&self, ctx: &Context<'_>) -> crate::graphql::Result<JsonString> {
+        Ok(JsonString(
+            crate::sessions::idle_checks(state(ctx)?, &self.0).await?,
+        ))
+    }
+    /// The sessions this one waits for (they must end in success before it starts).
+    async fn dependencies(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<ComputeSession>> {
+        let state = state(ctx)?;
+        let ids: Vec<Uuid> = entity::session_dependencies::Entity::find()
+            .filter(entity::session_dependencies::Column::SessionId.eq(self.0.id))
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(|e| e.depends_on)
+            .collect();
+        let deps = sessions::Entity::find()
+            .filter(sessions::Column::Id.is_in(ids))
+            .order_by_asc(sessions::Column::CreatedAt)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(deps.into_iter().map(ComputeSession).collect())
     }
     async fn containers(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<ComputeContainer>> {
         let state = state(ctx)?;
@@ -460,6 +498,11 @@ pub struct CreateSessionInput {
     pub mounts: Option<Vec<String>>,
     /// `{"folder": "alias"}`: mount a folder elsewhere beneath /home/work.
     pub mount_map: Option<JsonString>,
+    /// Your sessions (id or name) that must end in success before this one starts; one that
+    /// ends otherwise cancels it.
+    pub dependencies: Option<Vec<String>>,
+    /// A shell script run once in the container before anything else (output in the logs).
+    pub bootstrap_script: Option<String>,
 }
 
 pub(crate) fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
@@ -560,6 +603,8 @@ impl SessionMutation {
             tag: props.tag,
             mounts: props.mounts.unwrap_or_default(),
             mount_map: string_map(props.mount_map, "mount_map")?,
+            dependencies: props.dependencies.unwrap_or_default(),
+            bootstrap_script: props.bootstrap_script,
         };
         let created = crate::sessions::create(state, caller, req).await?;
         Ok(CreateSessionResult {

@@ -1,0 +1,344 @@
+//! The other `/session/{id}/…` calls Backend.AI's clients make: execute over HTTP, status
+//! history, rename, directory listing, downloads, direct-access info. Parameters are read
+//! as Backend.AI's managers up to 25.x did (and its clients of every version send them): from
+//! the JSON body when there is one, else from the query string.
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::reply;
+use super::session::{Named, OwnNamed};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// The request's parameters: the JSON body's keys, then the query's for keys the body lacks
+/// (a key repeated in the query becomes a list). `owner_access_key` is the extractor's.
+fn params(query: Vec<(String, String)>, body: &Bytes) -> ApiResult<Map<String, Value>> {
+    let mut out = if body.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return Err(ApiError::bad_request(
+                    "The request body must be a JSON object",
+                ));
+            }
+        }
+    };
+    let mut from_query: Map<String, Value> = Map::new();
+    for (k, v) in query {
+        if k == "owner_access_key" || out.contains_key(&k) {
+            continue;
+        }
+        match from_query.get_mut(&k) {
+            Some(Value::Array(a)) => a.push(Value::String(v)),
+            Some(first) => *first = json!([first.take(), v]),
+            None => {
+                from_query.insert(k, Value::String(v));
+            }
+        }
+    }
+    out.extend(from_query);
+    Ok(out)
+}
+
+fn string(p: &Map<String, Value>, keys: &[&str]) -> Option<String> {
+    keys.iter()
+        .find_map(|k| p.get(*k).and_then(Value::as_str).map(str::to_string))
+}
+
+/// `POST /session/{id}`: Backend.AI's execute over HTTP. `query`/`batch` start a run,
+/// `continue` reads on, `input` writes to its standard input; each answer holds the output
+/// since the previous one, `finished` (with `exitCode`) once it ended, else `continued`.
+pub(super) async fn execute(
+    State(state): State<AppState>,
+    OwnNamed(s): OwnNamed,
+    Query(query): Query<Vec<(String, String)>>,
+    body: Bytes,
+) -> Response {
+    reply(
+        async {
+            let p = params(query, &body)?;
+            let mode = string(&p, &["mode"]).ok_or_else(|| {
+                ApiError::bad_request("'mode' is required (query, batch, continue or input)")
+            })?;
+            let code = string(&p, &["code"]).unwrap_or_default();
+            let run_id = string(&p, &["runId", "run_id"]).filter(|r| !r.is_empty());
+            let run = match mode.as_str() {
+                "query" | "batch" => {
+                    let options = p.get("options").cloned().unwrap_or_else(|| json!({}));
+                    crate::sessions::exec::start(&state, &s, &mode, &code, &options).await?
+                }
+                "continue" | "input" => {
+                    let id = run_id.as_deref().ok_or_else(|| {
+                        ApiError::bad_request(format!("mode '{mode}' needs the runId of a run"))
+                    })?;
+                    let run = id
+                        .parse::<Uuid>()
+                        .ok()
+                        .and_then(|id| state.exec_runs.get(id))
+                        .filter(|r| r.session_id == s.id)
+                        .ok_or_else(|| ApiError::not_found("execution run", id))?;
+                    if mode == "input" {
+                        run.send_input(&code).await?;
+                    }
+                    run
+                }
+                "complete" => {
+                    return Err(ApiError::bad_request(
+                        "Code completion is not supported by this server",
+                    ));
+                }
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "unknown execution mode '{other}' (query, batch, continue or input)"
+                    )));
+                }
+            };
+            let (chunks, finished, exit_code) = run.poll(std::time::Duration::from_secs(2)).await;
+            // Consecutive pieces of one stream are one console record, as Backend.AI's agent
+            // merges them.
+            let mut console: Vec<(&'static str, String)> = Vec::new();
+            for c in chunks {
+                let stream = match c.stream {
+                    "stdout" => "stdout",
+                    "finished" => continue,
+                    _ => "stderr",
+                };
+                match console.last_mut() {
+                    Some((last, text)) if *last == stream => text.push_str(&c.data),
+                    _ => console.push((stream, c.data)),
+                }
+            }
+            Ok(axum::Json(json!({"result": {
+                "runId": run.id,
+                "status": if finished { "finished" } else { "continued" },
+                "exitCode": if finished { exit_code } else { None },
+                "console": console.into_iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+                "options": null,
+                "files": [],
+            }}))
+            .into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /session/{id}/status-history`: `{"result": {"PENDING": time, …}}`.
+pub(super) async fn status_history(Named(s): Named) -> Response {
+    axum::Json(json!({"result": s.status_history})).into_response()
+}
+
+/// `POST /session/{id}/rename` with `name` (or `session_name`, `clientSessionToken`) in
+/// the body or the query: 204.
+pub(super) async fn rename(
+    State(state): State<AppState>,
+    OwnNamed(s): OwnNamed,
+    Query(query): Query<Vec<(String, String)>>,
+    body: Bytes,
+) -> Response {
+    reply(
+        async {
+            let p = params(query, &body)?;
+            let name = string(&p, &["name", "session_name", "clientSessionToken"])
+                .ok_or_else(|| ApiError::bad_request("'name' (the new name) is required"))?;
+            crate::sessions::rename(&state, s.id, &name).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /session/{id}/files` with `path` (relative to /home/work): Backend.AI's answer, the
+/// entries as a JSON-encoded string in `files`.
+pub(super) async fn list_files(
+    State(state): State<AppState>,
+    OwnNamed(s): OwnNamed,
+    Query(query): Query<Vec<(String, String)>>,
+    body: Bytes,
+) -> Response {
+    reply(
+        async {
+            let p = params(query, &body)?;
+            let path = string(&p, &["path"]).unwrap_or_else(|| ".".into());
+            let (abspath, entries, errors) =
+                crate::sessions::files::list(&state, &s, &path).await?;
+            let files = serde_json::to_string(&entries)
+                .map_err(|e| ApiError::internal("listing files", e))?;
+            Ok(
+                axum::Json(json!({"files": files, "errors": errors, "abspath": abspath}))
+                    .into_response(),
+            )
+        }
+        .await,
+    )
+}
+
+/// The paths a download names: `files` as a list or repeated, one path per entry.
+fn file_list(p: &Map<String, Value>, key: &str) -> Vec<String> {
+    match p.get(key) {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        Some(Value::String(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    }
+}
+
+/// `GET|POST /session/{id}/download` with `files`: a `multipart/mixed` answer, one tar
+/// archive per path, in order (what the official client unpacks).
+pub(super) async fn download(
+    State(state): State<AppState>,
+    OwnNamed(s): OwnNamed,
+    Query(query): Query<Vec<(String, String)>>,
+    body: Bytes,
+) -> Response {
+    reply(
+        async {
+            let p = params(query, &body)?;
+            let archives =
+                crate::sessions::files::download(&state, &s, &file_list(&p, "files")).await?;
+            let boundary = format!("bai-{}", Uuid::new_v4().simple());
+            let mut out = Vec::new();
+            for (_, tar) in archives {
+                out.extend_from_slice(
+                    format!(
+                        "--{boundary}\r\nContent-Type: application/octet-stream\r\nContent-Encoding: identity\r\nContent-Length: {}\r\n\r\n",
+                        tar.len()
+                    )
+                    .as_bytes(),
+                );
+                out.extend_from_slice(&tar);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+            let content_type = HeaderValue::from_str(&format!(
+                "multipart/mixed; boundary={boundary}"
+            ))
+            .map_err(|e| ApiError::internal("answering a download", e))?;
+            Ok(([(header::CONTENT_TYPE, content_type)], out).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET|POST /session/{id}/download_single` with `file`: the file's bytes.
+pub(super) async fn download_single(
+    State(state): State<AppState>,
+    OwnNamed(s): OwnNamed,
+    Query(query): Query<Vec<(String, String)>>,
+    body: Bytes,
+) -> Response {
+    reply(
+        async {
+            let p = params(query, &body)?;
+            let file =
+                string(&p, &["file"]).ok_or_else(|| ApiError::bad_request("'file' is required"))?;
+            let data = crate::sessions::files::read_one(&state, &s, &file).await?;
+            Ok((
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                )],
+                data,
+            )
+                .into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /session/{id}/dependency-graph`: the session and, nested under `depends_on`, the
+/// sessions it waits for, with the keys and value formats the official CLI's `show-graph`
+/// parses (Python's renderings of the status and time).
+pub(super) async fn dependency_graph(State(state): State<AppState>, Named(s): Named) -> Response {
+    reply(
+        async {
+            let mut budget = 1000usize;
+            Ok(axum::Json(graph_node(&state, s, &mut budget).await?).into_response())
+        }
+        .await,
+    )
+}
+
+fn graph_node<'a>(
+    state: &'a AppState,
+    s: entity::sessions::Model,
+    budget: &'a mut usize,
+) -> futures_util::future::BoxFuture<'a, ApiResult<Value>> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    Box::pin(async move {
+        let mut depends_on = Vec::new();
+        let edges = entity::session_dependencies::Entity::find()
+            .filter(entity::session_dependencies::Column::SessionId.eq(s.id))
+            .all(&state.db)
+            .await?;
+        for e in edges {
+            // Dependencies form no cycle (each named an existing session); the budget bounds
+            // a very wide graph all the same.
+            if *budget == 0 {
+                break;
+            }
+            *budget -= 1;
+            if let Some(d) = entity::sessions::Entity::find_by_id(e.depends_on)
+                .one(&state.db)
+                .await?
+            {
+                depends_on.push(graph_node(state, d, budget).await?);
+            }
+        }
+        Ok(json!({
+            "session_id": s.id,
+            "session_name": s.name,
+            "status": format!("KernelStatus.{}", s.status.as_str()),
+            "status_changed": s.status_changed.format("%Y-%m-%d %H:%M:%S%.6f+00:00").to_string(),
+            "depends_on": depends_on,
+        }))
+    })
+}
+
+/// `GET /session/{id}/direct-access-info`: Backend.AI answers `{}` for every session but its
+/// system (private) ones, which bai does not have.
+pub(super) async fn direct_access_info(Named(_s): Named) -> Response {
+    axum::Json(json!({})).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_come_from_the_body_else_the_query() {
+        let q = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let p = params(
+            q(&[("name", "x"), ("owner_access_key", "AK")]),
+            &Bytes::new(),
+        )
+        .unwrap();
+        assert_eq!(p.get("name"), Some(&json!("x")));
+        assert!(!p.contains_key("owner_access_key"));
+        let p = params(
+            q(&[("name", "q")]),
+            &Bytes::from_static(b"{\"name\": \"b\"}"),
+        )
+        .unwrap();
+        assert_eq!(p.get("name"), Some(&json!("b")), "the body wins");
+        let p = params(
+            q(&[("files", "a"), ("files", "b"), ("files", "c")]),
+            &Bytes::new(),
+        )
+        .unwrap();
+        assert_eq!(file_list(&p, "files"), ["a", "b", "c"]);
+        assert!(params(Vec::new(), &Bytes::from_static(b"[1]")).is_err());
+    }
+}
