@@ -804,3 +804,191 @@ both_dbs!(batch_sessions_through_the_sdk, |db| async move {
     let memory = got["memory"].as_str().unwrap();
     assert!(memory.contains("64m of shared memory"), "{memory}");
 });
+
+/// Dependencies, bootstrap scripts and the REST calls Backend.AI's clients make, through the
+/// official 26.9 SDK as a script uses it; a stranger's keypair tries the same calls on the
+/// owner's session and names it as a dependency.
+const SESSION_CALLS: &str = r#"
+import asyncio, json, os, sys, tempfile
+from pathlib import Path
+from ai.backend.client.config import APIConfig
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    image, stranger_ak, stranger_sk = sys.argv[1:4]
+    out = {}
+    async with AsyncSession() as api:
+        create = api.ComputeSession.get_or_create
+        batch = dict(type_="batch", enqueue_only=True)
+        a = await create(image, name="dep-fails", startup_command="exit 1", **batch)
+        b = await create(image, name="dep-waits", startup_command="echo never",
+                         dependencies=[a.id], **batch)
+        ok = await create(image, name="dep-first", startup_command="sleep 2; echo first", **batch)
+        c = await create(image, name="dep-then", startup_command="echo then",
+                         dependencies=["dep-first"], **batch)
+        out["ids"] = {k: str(v.id) for k, v in
+                      {"a": a, "b": b, "ok": ok, "c": c}.items()}
+        s = await create(image, name="booted", enqueue_only=False, max_wait=120,
+                         bootstrap_script="echo BOOTSTRAPPED-$((6*7)) > /home/work/boot.txt; echo BOOT-LOG")
+        out["booted"] = str(s.id)
+        out["status"] = s.status
+        r = await s.execute(code="import sys; print(6*7); print('oops', file=sys.stderr)", mode="query")
+        console, runs = list(r["console"]), 1
+        while r["status"] != "finished":
+            r = await s.execute(run_id=r["runId"], code="", mode="continue")
+            console += r["console"]
+            runs += 1
+        out["execute"] = {"console": console, "exitCode": r["exitCode"]}
+        src = Path(tempfile.mkdtemp()) / "hello.txt"
+        src.write_text("hello from the client")
+        await s.upload([src], basedir=src.parent)
+        listing = await s.list_files(".")
+        out["files"] = sorted(f["filename"] for f in json.loads(listing["files"]))
+        dest = Path(tempfile.mkdtemp())
+        got = await s.download(["hello.txt", "boot.txt"], dest=dest)
+        out["downloaded"] = {n: (dest / n).read_text() for n in got["file_names"]}
+        out["history"] = await s.get_status_history()
+        out["graph"] = await api.ComputeSession(out["ids"]["c"]).get_dependency_graph()
+        out["logs"] = (await s.get_logs())["result"]["logs"]
+        stranger = APIConfig(endpoint=os.environ["BACKEND_ENDPOINT"], endpoint_type="api",
+                             access_key=stranger_ak, secret_key=stranger_sk)
+        attacks = {}
+        async with AsyncSession(config=stranger) as other:
+            victim = other.ComputeSession(str(s.id))
+            calls = {
+                "execute": lambda: victim.execute(code="print(1)", mode="query"),
+                "files": lambda: victim.list_files("."),
+                "download": lambda: victim.download(["boot.txt"], dest=tempfile.mkdtemp()),
+                "history": lambda: victim.get_status_history(),
+                "rename": lambda: victim.rename("stolen"),
+                "destroy": lambda: victim.destroy(),
+                "depend": lambda: other.ComputeSession.get_or_create(
+                    image, name="thief", type_="batch", startup_command="true",
+                    dependencies=[s.id], enqueue_only=True),
+            }
+            for what, call in calls.items():
+                try:
+                    await call()
+                    attacks[what] = "accepted"
+                except Exception as e:
+                    attacks[what] = str(e)
+        out["attacks"] = attacks
+        await s.rename("booted-renamed")
+        out["destroyed"] = await api.ComputeSession("booted-renamed").destroy()
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+both_dbs!(session_calls_through_the_sdk, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("calls@x.org", "user", "default").await;
+    let stranger = app.user("stranger-calls@x.org", "user", "default").await;
+    let cli = Cli {
+        bin: cli26_path(),
+        ..Cli::for_user(&app, &user).await
+    };
+    let other = Cli::for_user(&app, &stranger).await;
+    let script = cli.dir.join("calls.py");
+    std::fs::write(&script, SESSION_CALLS).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(300),
+        cli.python(&[
+            script.to_str().unwrap(),
+            PYTHON,
+            &other.access_key,
+            &other.secret_key,
+        ])
+        .output(),
+    )
+    .await
+    .expect("the script ends")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    // The bootstrap script ran before the session was RUNNING, its output in the logs.
+    assert_eq!(got["status"], "RUNNING", "{got}");
+    assert!(got["logs"].as_str().unwrap().contains("BOOT-LOG"), "{got}");
+    assert_eq!(got["downloaded"]["boot.txt"], "BOOTSTRAPPED-42\n", "{got}");
+    assert_eq!(got["downloaded"]["hello.txt"], "hello from the client");
+    let files: Vec<&str> = got["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        files.contains(&"hello.txt") && files.contains(&"boot.txt"),
+        "{files:?}"
+    );
+    // Execute over HTTP: the output, merged per stream, and the exit code.
+    let console = got["execute"]["console"].to_string();
+    assert!(console.contains(r#"["stdout","42\n"]"#), "{console}");
+    assert!(console.contains("oops"), "{console}");
+    assert_eq!(got["execute"]["exitCode"], 0);
+    let history = &got["history"]["result"];
+    assert!(
+        history["PENDING"].is_string() && history["RUNNING"].is_string(),
+        "{history}"
+    );
+    assert_eq!(got["destroyed"], json!({"stats": {"status": "terminated"}}));
+    // The dependency graph as the CLI's show-graph reads it.
+    let graph = &got["graph"];
+    assert_eq!(graph["session_name"], "dep-then", "{graph}");
+    assert_eq!(
+        graph["depends_on"][0]["session_name"], "dep-first",
+        "{graph}"
+    );
+    assert!(
+        graph["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("KernelStatus.")
+    );
+    // A stranger learns nothing and changes nothing.
+    for (what, answer) in got["attacks"].as_object().unwrap() {
+        let answer = answer.as_str().unwrap();
+        assert!(
+            answer.contains("404") || answer.contains("not found") || answer.contains("Not Found"),
+            "{what}: {answer}"
+        );
+    }
+    // A → B where A fails: B is cancelled with the reason; first → then runs in order.
+    let id = |k: &str| got["ids"][k].as_str().unwrap().to_string();
+    let b = wait_status(&app, &user, &id("b"), &["CANCELLED"]).await;
+    assert_eq!(b["status_info"], "dependency-failed", "{b}");
+    assert!(
+        b["status_data"].to_string().contains("dep-fails"),
+        "the reason names the dependency: {b}"
+    );
+    let c = wait_status(&app, &user, &id("c"), &["TERMINATED"]).await;
+    assert_eq!(c["result"], "success", "{c}");
+    let history = |id: String| {
+        let (app, user) = (&app, &user);
+        async move {
+            let q = "query($id: UUID!) { compute_session(id: $id) { status_history } }";
+            let h = app.ok(Some(user), q, json!({"id": id})).await;
+            serde_json::from_str::<Value>(h["compute_session"]["status_history"].as_str().unwrap())
+                .unwrap()
+        }
+    };
+    let (first, then) = (history(id("ok")).await, history(id("c")).await);
+    let ts = |h: &Value, k: &str| {
+        chrono::DateTime::parse_from_rfc3339(h[k].as_str().unwrap_or_else(|| panic!("{k}: {h}")))
+            .unwrap()
+    };
+    assert!(
+        ts(&then, "SCHEDULED") >= ts(&first, "TERMINATED"),
+        "dep-then was placed only after dep-first ended: {first} {then}"
+    );
+    // The official CLI's info (GraphQL) names the dependency; status-history and ls work.
+    let info = cli.run(&["session", "info", &id("c")]).await;
+    assert!(info.ok, "{info}");
+    assert!(info.stdout.contains("dep-first"), "{info}");
+});
