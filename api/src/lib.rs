@@ -6,7 +6,7 @@ pub use bai_core::validate;
 pub use bai_services::{
     API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, config, db, domains, events,
     groups, images, keypairs, lookup, policies, presets, registries, scaling_groups, scheduler,
-    sessions, settings, sql, state, storage, users,
+    sessions, settings, sql, state, storage, templates, users,
 };
 
 // Layer 5: the surfaces and the server.

@@ -17,6 +17,7 @@ pub mod login_sessions;
 pub mod resource_presets;
 pub mod scaling_groups;
 pub mod session_dependencies;
+pub mod session_templates;
 pub mod sessions;
 pub mod sgroups_for_domains;
 pub mod sgroups_for_groups;

@@ -6,6 +6,7 @@ mod m20261123_000001_session_list_indexes;
 mod m20261125_000001_agent_storage_hosts;
 mod m20261125_000002_session_batch_timeout;
 mod m20261125_000003_session_dependencies;
+mod m20261125_000004_session_templates;
 
 pub struct Migrator;
 
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000001_agent_storage_hosts::Migration),
             Box::new(m20261125_000002_session_batch_timeout::Migration),
             Box::new(m20261125_000003_session_dependencies::Migration),
+            Box::new(m20261125_000004_session_templates::Migration),
         ]
     }
 }

@@ -9,6 +9,7 @@ mod resource;
 mod session;
 mod session_calls;
 mod stream;
+mod template;
 
 use axum::Router;
 use axum::response::Response;
@@ -18,12 +19,26 @@ use crate::auth::{Caller, Principal};
 use crate::error::IntoProblem as _;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-pub(crate) use session::OwnNamed;
+pub(crate) use session::{OwnNamed, creation_request};
 
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/session", post(session::create))
         .route("/session/_/create", post(session::create))
+        .route(
+            "/session/_/create-from-template",
+            post(session::create_from_template),
+        )
+        .route(
+            "/template/session",
+            get(template::list).post(template::create),
+        )
+        .route(
+            "/template/session/{id}",
+            get(template::get)
+                .put(template::update)
+                .delete(template::delete),
+        )
         .route(
             "/session/{id}",
             get(session::info)

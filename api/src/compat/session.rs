@@ -171,8 +171,34 @@ pub(super) async fn create(
     reply(create_inner(&state, &principal, body).await)
 }
 
-async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
-    let caller = caller(principal)?;
+/// `POST /session/_/create-from-template`: the template's settings with the request's keys
+/// over them (`template_id` names a template the caller may see), then as `POST /session`.
+pub(super) async fn create_from_template(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Json(body): Json<Value>,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let raw = text(body.get("template_id"))
+                .or_else(|| text(body.get("templateId")))
+                .ok_or_else(|| ApiError::bad_request("'template_id' is required"))?;
+            let id = raw
+                .parse::<Uuid>()
+                .map_err(|_| ApiError::not_found("session template", &raw))?;
+            let merged = crate::templates::creation_body(&state, caller, id, &body).await?;
+            create_inner(&state, &principal, merged).await
+        }
+        .await,
+    )
+}
+
+/// The session a Backend.AI creation body describes (camelCase keys and their aliases).
+pub(crate) fn creation_request(
+    caller: &Caller,
+    body: &Value,
+) -> ApiResult<crate::sessions::CreateRequest> {
     let empty = json!({});
     let config = body.get("config").unwrap_or(&empty);
     let name = text(body.get("name")).or_else(|| text(body.get("clientSessionToken")));
@@ -222,36 +248,6 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
             ));
         }
     };
-    let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
-    let enqueue_only = flag("enqueueOnly", false);
-    let reuse = flag("reuseIfExists", true);
-    let max_wait = body
-        .get("maxWaitSeconds")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    // An existing live session of the same name: reused when it runs the same image.
-    if let Some(n) = &name {
-        let live = crate::sessions::visible(caller)
-            .filter(sessions::Column::Name.eq(n.as_str()))
-            .filter(sessions::Column::AccessKey.eq(caller.access_key.clone().unwrap_or_default()))
-            .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
-            .one(&state.db)
-            .await?;
-        if let Some(s) = live {
-            let wanted = crate::images::resolve(&state.db, &image, None).await?;
-            if reuse && image_of(&s) == wanted.name {
-                return Ok((
-                    StatusCode::CREATED,
-                    Json(created_body(state, &s, false).await),
-                )
-                    .into_response());
-            }
-            return Err(ApiError::conflict(format!(
-                "A session named '{n}' already exists (id {}); choose another name",
-                s.id
-            )));
-        }
-    }
     let mounts: Vec<String> = match config.get("mounts") {
         Some(Value::Array(a)) => a.iter().filter_map(|v| text(Some(v))).collect(),
         _ => Vec::new(),
@@ -259,7 +255,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
     let shmem = config
         .get("resource_opts")
         .and_then(|o| text(o.get("shmem")));
-    let req = crate::sessions::CreateRequest {
+    Ok(crate::sessions::CreateRequest {
         image,
         name,
         session_type,
@@ -283,7 +279,42 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         dependencies,
         bootstrap_script: text(body.get("bootstrap_script"))
             .or_else(|| text(body.get("bootstrapScript"))),
-    };
+    })
+}
+
+async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
+    let caller = caller(principal)?;
+    let req = creation_request(caller, &body)?;
+    let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
+    let enqueue_only = flag("enqueueOnly", false);
+    let reuse = flag("reuseIfExists", true);
+    let max_wait = body
+        .get("maxWaitSeconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    // An existing live session of the same name: reused when it runs the same image.
+    if let Some(n) = &req.name {
+        let live = crate::sessions::visible(caller)
+            .filter(sessions::Column::Name.eq(n.as_str()))
+            .filter(sessions::Column::AccessKey.eq(caller.access_key.clone().unwrap_or_default()))
+            .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+            .one(&state.db)
+            .await?;
+        if let Some(s) = live {
+            let wanted = crate::images::resolve(&state.db, &req.image, None).await?;
+            if reuse && image_of(&s) == wanted.name {
+                return Ok((
+                    StatusCode::CREATED,
+                    Json(created_body(state, &s, false).await),
+                )
+                    .into_response());
+            }
+            return Err(ApiError::conflict(format!(
+                "A session named '{n}' already exists (id {}); choose another name",
+                s.id
+            )));
+        }
+    }
     // Listen before creating, so no status change slips by.
     let events = state.events.stream();
     let created = crate::sessions::create(state, caller, req).await?;

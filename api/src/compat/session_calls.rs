@@ -16,7 +16,7 @@ use crate::state::AppState;
 
 /// The request's parameters: the JSON body's keys, then the query's for keys the body lacks
 /// (a key repeated in the query becomes a list). `owner_access_key` is the extractor's.
-fn params(query: Vec<(String, String)>, body: &Bytes) -> ApiResult<Map<String, Value>> {
+pub(super) fn params(query: Vec<(String, String)>, body: &Bytes) -> ApiResult<Map<String, Value>> {
     let mut out = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {

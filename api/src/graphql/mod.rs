@@ -18,6 +18,7 @@ pub mod scaling_groups;
 pub mod sessions;
 pub mod settings;
 pub mod storage;
+pub mod templates;
 pub mod users;
 pub mod ws_guard;
 
@@ -110,6 +111,7 @@ pub struct Query(
     crate::graphql::agents::AgentQuery,
     crate::graphql::bgtasks::BgTaskQuery,
     crate::graphql::storage::StorageQuery,
+    crate::graphql::templates::TemplateQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -129,6 +131,7 @@ pub struct Mutation(
     crate::graphql::sessions::ExecutionMutation,
     crate::graphql::agents::AgentMutation,
     crate::graphql::storage::StorageMutation,
+    crate::graphql::templates::TemplateMutation,
 );
 
 #[derive(MergedSubscription, Default)]

@@ -992,3 +992,175 @@ both_dbs!(session_calls_through_the_sdk, |db| async move {
     assert!(info.ok, "{info}");
     assert!(info.stdout.contains("dep-first"), "{info}");
 });
+
+/// A session template through the official clients: created from a YAML file with the 26.9
+/// CLI, listed, read, used through the SDK with an override and through the 23.9.10 CLI's
+/// create-from-template (26.9's passes an argument its own SDK does not take), updated and
+/// deleted; a stranger neither reads, uses nor deletes it.
+const TEMPLATE_YAML: &str = "
+api_version: v1
+kind: taskTemplate
+metadata:
+  name: greeter
+spec:
+  session_type: batch
+  kernel:
+    image: IMAGE
+    environ:
+      GREETING: template
+    run:
+      startup_command: 'echo \"greeting: $GREETING\"'
+  resources:
+    cpu: '1'
+    mem: 1g
+";
+
+const FROM_TEMPLATE: &str = r#"
+import asyncio, json, sys
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    template_id = sys.argv[1]
+    async with AsyncSession() as api:
+        s = await api.ComputeSession.create_from_template(
+            template_id, name="from-sdk", envs={"GREETING": "override"}, enqueue_only=True)
+        print(json.dumps({"id": str(s.id)}))
+
+asyncio.run(main())
+"#;
+
+both_dbs!(session_templates_through_the_clients, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("templates@x.org", "user", "default").await;
+    let stranger = app
+        .user("stranger-templates@x.org", "user", "default")
+        .await;
+    let cli26 = Cli {
+        bin: cli26_path(),
+        ..Cli::for_user(&app, &user).await
+    };
+    let cli23 = Cli {
+        dir: cli26.dir.clone(),
+        ..Cli::for_user(&app, &user).await
+    };
+    let other = Cli::for_user(&app, &stranger).await;
+    std::fs::write(
+        cli26.dir.join("greeter.yaml"),
+        TEMPLATE_YAML.replace("IMAGE", PYTHON),
+    )
+    .unwrap();
+    let created = cli26
+        .run(&["session-template", "create", "-f", "greeter.yaml"])
+        .await;
+    assert!(created.ok, "{created}");
+    let text = created.to_string();
+    let id = text
+        .split("Task template ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no id in {created}"))
+        .to_string();
+    let list = cli26.run(&["session-template", "list"]).await;
+    assert!(list.ok && list.stdout.contains("greeter"), "{list}");
+    let got = cli26.run(&["session-template", "get", &id]).await;
+    assert!(got.ok && got.stdout.contains(PYTHON), "{got}");
+    // The SDK with an override: the template's command, the caller's environment.
+    let script = cli26.dir.join("from_template.py");
+    std::fs::write(&script, FROM_TEMPLATE).unwrap();
+    let out = cli26
+        .python(&[script.to_str().unwrap(), &id])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sdk: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let from_sdk = sdk["id"].as_str().unwrap().to_string();
+    let done = wait_status(&app, &user, &from_sdk, &["TERMINATED"]).await;
+    assert_eq!(done["result"], "success", "{done}");
+    let logs = cli26.run(&["session", "logs", &from_sdk]).await;
+    assert!(logs.stdout.contains("greeting: override"), "{logs}");
+    // The 23.9.10 CLI's create-from-template, its own name and environment over the template's.
+    let from_cli = cli23
+        .run(&[
+            "session",
+            "create-from-template",
+            "-t",
+            "from-cli",
+            "--type",
+            "batch",
+            "-e",
+            "GREETING=cli",
+            &id,
+        ])
+        .await;
+    assert!(from_cli.ok, "{from_cli}");
+    let listed = app
+        .ok(
+            Some(&user),
+            "{ compute_session_list(limit: 10, offset: 0) { items { id name } } }",
+            json!({}),
+        )
+        .await;
+    let cli_session = listed["compute_session_list"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "from-cli")
+        .unwrap_or_else(|| panic!("{listed}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_status(&app, &user, &cli_session, &["TERMINATED"]).await;
+    let logs = cli26.run(&["session", "logs", &cli_session]).await;
+    assert!(logs.stdout.contains("greeting: cli"), "{logs}");
+    // A stranger: not found for reading, using and deleting.
+    for args in [
+        vec!["session-template", "get", id.as_str()],
+        vec!["session-template", "delete", "-f", id.as_str()],
+    ] {
+        let o = other.run(&args).await;
+        assert!(!o.ok && o.to_string().contains("404"), "{args:?}: {o}");
+    }
+    let stolen = Cli {
+        dir: other.dir.clone(),
+        ..Cli::for_user(&app, &stranger).await
+    }
+    .run(&["session", "create-from-template", "-t", "stolen", &id])
+    .await;
+    assert!(!stolen.ok && stolen.to_string().contains("404"), "{stolen}");
+    let o = other.run(&["session-template", "list"]).await;
+    assert!(!o.stdout.contains("greeter"), "{o}");
+    // Updated, then deleted; the GraphQL list follows.
+    std::fs::write(
+        cli26.dir.join("greeter2.yaml"),
+        TEMPLATE_YAML
+            .replace("IMAGE", PYTHON)
+            .replace("name: greeter", "name: greeter-v2"),
+    )
+    .unwrap();
+    let updated = cli26
+        .run(&["session-template", "update", &id, "-f", "greeter2.yaml"])
+        .await;
+    assert!(updated.ok, "{updated}");
+    let mine = app
+        .ok(
+            Some(&user),
+            "{ session_templates { id name scope } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(mine["session_templates"][0]["name"], "greeter-v2", "{mine}");
+    assert_eq!(mine["session_templates"][0]["scope"], "user", "{mine}");
+    let deleted = cli26.run(&["session-template", "delete", "-f", &id]).await;
+    assert!(deleted.ok, "{deleted}");
+    let list = cli26.run(&["session-template", "list"]).await;
+    assert!(!list.stdout.contains("greeter"), "{list}");
+    let gone = cli26.run(&["session-template", "get", &id]).await;
+    assert!(!gone.ok, "{gone}");
+});

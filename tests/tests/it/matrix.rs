@@ -53,6 +53,7 @@ const NOT_IDS: &[&str] = &[
     "interval_secs",
     "type",
     "is_installed",
+    "overrides",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +66,7 @@ enum Kind {
     Folder,
     Group,
     Domain,
+    Template,
 }
 
 /// What a request answered, as text: a query's or mutation's whole body, or a subscription's
@@ -291,6 +293,59 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
                 Domain,
                 ask!(gql::Groups, |v| gql::groups::Variables {
                     domain_name: Some(v)
+                }),
+            ),
+        ),
+        (
+            "Query",
+            "session_template",
+            "id",
+            Tenant(
+                Template,
+                ask!(m::SessionTemplate, |v| m::session_template::Variables {
+                    id: v
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "modify_session_template",
+            "id",
+            Tenant(
+                Template,
+                ask!(m::ModifySessionTemplate, |v| {
+                    m::modify_session_template::Variables {
+                        id: v,
+                        props: m::modify_session_template::ModifySessionTemplateInput {
+                            name: Some("pwned".into()),
+                            ..Default::default()
+                        },
+                    }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "delete_session_template",
+            "id",
+            Tenant(
+                Template,
+                ask!(gql::DeleteSessionTemplate, |v| {
+                    gql::delete_session_template::Variables { id: v }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "create_session_from_template",
+            "id",
+            Tenant(
+                Template,
+                ask!(gql::CreateSessionFromTemplate, |v| {
+                    gql::create_session_from_template::Variables {
+                        id: v,
+                        overrides: None,
+                    }
                 }),
             ),
         ),
@@ -1076,6 +1131,19 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             .as_str()
             .unwrap()
             .to_string();
+    let template = app
+        .admin_op::<gql::CreateSessionTemplate>(gql::create_session_template::Variables {
+            props: gql::create_session_template::CreateSessionTemplateInput {
+                payload: format!(
+                    "api_version: v1\nkind: taskTemplate\nmetadata: {{name: secret-template}}\nspec: {{kernel: {{image: {PYTHON}}}}}"
+                ),
+                ..Default::default()
+            },
+        })
+        .await["create_session_template"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let victim = |k: Kind| -> String {
         match k {
             User => super_email.clone(),
@@ -1086,6 +1154,7 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             Folder => folder.clone(),
             Group => hidden.clone(),
             Domain => "secret".to_string(),
+            Template => template.clone(),
         }
     };
     let fake = |k: Kind| -> String {
@@ -1140,6 +1209,7 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             session: session.clone(),
             group: hidden.clone(),
             folder: folder.clone(),
+            template: template.clone(),
         })
         .await;
     assert_ne!(after["user"]["full_name"], "pwned", "{after}");
@@ -1149,6 +1219,10 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
     assert_eq!(after["group"]["name"], "hidden", "{after}");
     assert_eq!(after["vfolder"]["name"], "secret-folder", "{after}");
     assert_eq!(after["domain"]["is_active"], true, "{after}");
+    assert_eq!(
+        after["session_template"]["name"], "secret-template",
+        "{after}"
+    );
     assert_ne!(after["domain"]["description"], "pwned", "{after}");
     destroy(&app, &app.admin_token, &session).await;
 });

@@ -24,9 +24,14 @@ operation!(Group, "graphql/matrix/group.graphql");
 operation!(Keypair, "graphql/matrix/keypair.graphql");
 operation!(Me, "graphql/matrix/me.graphql");
 operation!(
+    ModifySessionTemplate,
+    "graphql/matrix/modify_session_template.graphql"
+);
+operation!(
     ScalingGroupsForUserGroup,
     "graphql/matrix/scaling_groups_for_user_group.graphql"
 );
+operation!(SessionTemplate, "graphql/matrix/session_template.graphql");
 operation!(User, "graphql/matrix/user.graphql");
 operation!(VfolderFiles, "graphql/matrix/vfolder_files.graphql");
 operation!(VictimsAfter, "graphql/matrix/victims_after.graphql");

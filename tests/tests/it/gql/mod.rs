@@ -97,12 +97,24 @@ operation!(
     CreateScalingGroup,
     "graphql/common/create_scaling_group.graphql"
 );
+operation!(
+    CreateSessionFromTemplate,
+    "../web/graphql/sessions/create_session_from_template.graphql"
+);
+operation!(
+    CreateSessionTemplate,
+    "../web/graphql/sessions/create_session_template.graphql"
+);
 operation!(CreateVfolder, "graphql/common/create_vfolder.graphql");
 operation!(
     CreateVfolderDirectory,
     "graphql/common/create_vfolder_directory.graphql"
 );
 operation!(DeletePreset, "../web/graphql/admin/delete_preset.graphql");
+operation!(
+    DeleteSessionTemplate,
+    "../web/graphql/sessions/delete_session_template.graphql"
+);
 operation!(DeleteVfolder, "graphql/common/delete_vfolder.graphql");
 operation!(
     DeleteVfolderFiles,
