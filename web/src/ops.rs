@@ -136,6 +136,30 @@ pub struct CreateSession;
 #[derive(GraphQLQuery)]
 #[graphql(
     schema_path = "../api/schema.graphql",
+    query_path = "graphql/sessions/create_session_from_template.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    skip_serializing_none
+)]
+pub struct CreateSessionFromTemplate;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/sessions/create_session_template.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    variables_derives = "Default",
+    skip_serializing_none
+)]
+pub struct CreateSessionTemplate;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/sessions/delete_session_template.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct DeleteSessionTemplate;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
     query_path = "graphql/sessions/session_apps.graphql",
     response_derives = "Debug, Clone, PartialEq"
 )]

@@ -226,7 +226,12 @@ pub fn SessionsPage() -> impl IntoView {
         {move || match dialog.get() {
             Dialog::None => ().into_any(),
             Dialog::Launch => view! { <LaunchDialog usage=usage on_close=move || dialog.set(Dialog::None)
-                on_launched=move |id: String, name: String| { tab.set(RUNNING); refresh(); dialog.set(Dialog::Apps(id, name)); } /> }.into_any(),
+                on_launched=move |id: String, name: String, interactive: bool| {
+                    tab.set(RUNNING);
+                    refresh();
+                    // A batch job has no apps to open: it runs its command and ends.
+                    dialog.set(if interactive { Dialog::Apps(id, name) } else { Dialog::None });
+                } /> }.into_any(),
             Dialog::Apps(id, name) => view! { <AppsDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
             Dialog::Logs(id, name) => view! { <LogsDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
             Dialog::Detail(id, name) => view! { <DetailDialog id=id name=name env_label=env_label on_close=move || dialog.set(Dialog::None) /> }.into_any(),
@@ -300,11 +305,37 @@ fn env_images(images: impl IntoIterator<Item = EnvImage>) -> Vec<EnvImage> {
     list
 }
 
+/// A saved session template offered by the launcher.
+#[derive(Clone, Debug, PartialEq)]
+struct Template {
+    id: String,
+    name: String,
+    scope: String,
+    is_owner: bool,
+    template: Value,
+}
+
+/// `1g`, `512m`, `1.5g` or bytes, in GiB.
+fn size_gib(s: &str) -> Option<f64> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
+    let n: f64 = num.trim().parse().ok()?;
+    let factor = match unit.trim_end_matches(['b', 'i']) {
+        "" => 1.0 / 1024f64.powi(3),
+        "k" => 1.0 / 1024f64.powi(2),
+        "m" => 1.0 / 1024.0,
+        "g" => 1.0,
+        "t" => 1024.0,
+        _ => return None,
+    };
+    Some(n * factor)
+}
+
 #[component]
 fn LaunchDialog(
     usage: RwSignal<Usage>,
     on_close: impl Fn() + Copy + Send + Sync + 'static,
-    on_launched: impl Fn(String, String) + Copy + Send + Sync + 'static,
+    on_launched: impl Fn(String, String, bool) + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     let scope: Option<crate::Scope> = use_context();
     let step = RwSignal::new(1u8);
@@ -325,8 +356,31 @@ fn LaunchDialog(
     let warn_no_folder = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
+    let batch = RwSignal::new(false);
+    let startup = RwSignal::new(String::new());
+    let templates = RwSignal::new(Vec::<Template>::new());
+    // The template the dialog was filled from (launched from it, its settings overridden by
+    // the dialog's).
+    let template = RwSignal::new(None::<Template>);
+    let template_name = RwSignal::new(String::new());
+    let saved = RwSignal::new(None::<String>);
+    let load_templates = move |d: &ops::launch_options::ResponseData| {
+        templates.set(
+            d.session_templates
+                .iter()
+                .map(|t| Template {
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                    scope: t.scope.clone(),
+                    is_owner: t.is_owner,
+                    template: t.template.0.clone(),
+                })
+                .collect(),
+        );
+    };
     spawn_local(async move {
         if let Ok(d) = gql::run::<ops::LaunchOptions>(ops::launch_options::Variables).await {
+            load_templates(&d);
             let list = env_images(d.images.into_iter().map(|i| EnvImage {
                 reference: i.name,
                 environment: i.environment,
@@ -355,6 +409,127 @@ fn LaunchDialog(
             );
         }
     });
+    // Fills the dialog from a template: what it holds replaces the dialog's choices.
+    let apply_template = move |id: String| {
+        let chosen_t = templates.get_untracked().into_iter().find(|t| t.id == id);
+        if let Some(tp) = &chosen_t {
+            let t = &tp.template;
+            if let Some(img) = t.pointer("/spec/kernel/image").and_then(Value::as_str) {
+                match images
+                    .get_untracked()
+                    .into_iter()
+                    .find(|i| i.reference == img)
+                {
+                    Some(i) => {
+                        environment.set(i.environment);
+                        image.set(i.reference);
+                    }
+                    None => image.set(img.to_string()),
+                }
+            }
+            batch.set(t.pointer("/spec/session_type").and_then(Value::as_str) == Some("batch"));
+            startup.set(
+                t.pointer("/spec/kernel/run/startup_command")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            envs.set(
+                t.pointer("/spec/kernel/environ")
+                    .and_then(Value::as_object)
+                    .map(|o| {
+                        o.iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            );
+            let res = |k: &str| {
+                t.pointer(&format!("/spec/resources/{k}"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            };
+            if let Some(c) = res("cpu").and_then(|c| c.parse::<f64>().ok()) {
+                preset.set("custom".into());
+                cpu.set(c);
+            }
+            if let Some(m) = res("mem").and_then(|m| size_gib(&m)) {
+                preset.set("custom".into());
+                mem_gib.set(m);
+            }
+        }
+        template.set(chosen_t);
+    };
+    let save_template = move || {
+        let name = template_name.get_untracked().trim().to_string();
+        if name.is_empty() {
+            error.set(Some(t("Name the template first.")));
+            return;
+        }
+        let mounts: serde_json::Map<String, Value> = chosen
+            .get_untracked()
+            .into_iter()
+            .map(|f| (f, Value::Null))
+            .collect();
+        let environ: serde_json::Map<String, Value> = envs
+            .get_untracked()
+            .into_iter()
+            .map(|(k, v)| (k, json!(v)))
+            .collect();
+        let mut spec = json!({
+            "session_type": if batch.get_untracked() { "batch" } else { "interactive" },
+            "kernel": {
+                "image": image.get_untracked(),
+                "environ": environ,
+                "run": {"startup_command": Some(startup.get_untracked()).filter(|s| !s.trim().is_empty())},
+            },
+            "mounts": mounts,
+        });
+        if preset.get_untracked() == "custom" {
+            spec["resources"] = json!({
+                "cpu": cpu.get_untracked().to_string(),
+                "mem": format!("{}m", (mem_gib.get_untracked() * 1024.0).round()),
+            });
+        }
+        let payload = json!({"api_version": "v1", "kind": "taskTemplate", "metadata": {"name": name}, "spec": spec}).to_string();
+        let props = ops::create_session_template::CreateSessionTemplateInput {
+            payload,
+            group: scope.map(|s| s.group_name.get_untracked()),
+            ..Default::default()
+        };
+        spawn_local(async move {
+            match gql::run::<ops::CreateSessionTemplate>(ops::create_session_template::Variables {
+                props,
+            })
+            .await
+            {
+                Ok(_) => {
+                    saved.set(Some(tr("Saved as template '{name}'.", &[("name", &name)])));
+                    if let Ok(d) =
+                        gql::run::<ops::LaunchOptions>(ops::launch_options::Variables).await
+                    {
+                        load_templates(&d);
+                    }
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    let delete_template = move |id: String| {
+        spawn_local(async move {
+            match gql::run::<ops::DeleteSessionTemplate>(ops::delete_session_template::Variables {
+                id: id.clone(),
+            })
+            .await
+            {
+                Ok(_) => {
+                    templates.update(|l| l.retain(|t| t.id != id));
+                    template.set(None);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
     let presets = move || usage.get().raw.presets;
     let remaining = move |slot: &str| usage.get().remaining(slot);
     // Custom amounts are bounded by what is left (keypair limits and the resource group).
@@ -373,6 +548,9 @@ fn LaunchDialog(
         }
         if let Some(e) = name_problem(&name.get()) {
             p.push(tr("Session name: {problem}", &[("problem", &e)]));
+        }
+        if batch.get() && startup.get().trim().is_empty() {
+            p.push(t("A batch session needs a startup command."));
         }
         if preset.get() == "custom" {
             if cpu.get() < 1.0 || cpu.get() > max_cpu() {
@@ -435,6 +613,53 @@ fn LaunchDialog(
             .map(|(k, v)| (k, json!(v)))
             .collect();
         props.environ = Some(JsonString(Value::Object(env)));
+        if batch.get_untracked() {
+            props.type_ = Some("batch".into());
+            props.startup_command = Some(startup.get_untracked());
+        }
+        if let Some(tp) = template.get_untracked() {
+            // From the template: the dialog's choices over the template's settings.
+            let mut config = json!({
+                "mounts": props.mounts.clone().unwrap_or_default(),
+                "environ": props.environ.as_ref().map(|e| e.0.clone()),
+                "scalingGroup": props.scaling_group.clone(),
+            });
+            if let Some(r) = &props.resources {
+                config["resources"] = r.0.clone();
+            }
+            if let Some(s) = &props.shmem {
+                config["resource_opts"] = json!({"shmem": s});
+            }
+            let overrides = json!({
+                "name": props.name.clone(),
+                "image": props.image.clone(),
+                "group": props.group.clone(),
+                "type": if batch.get_untracked() { "batch" } else { "interactive" },
+                "startupCommand": props.startup_command.clone(),
+                "config": config,
+            });
+            spawn_local(async move {
+                let vars = ops::create_session_from_template::Variables {
+                    id: tp.id.clone(),
+                    overrides: Some(JsonString(overrides)),
+                };
+                match gql::run::<ops::CreateSessionFromTemplate>(vars).await {
+                    Ok(d) => {
+                        let (id, name) = d
+                            .create_session_from_template
+                            .sessions
+                            .into_iter()
+                            .next()
+                            .map(|s| (s.id, s.name))
+                            .unwrap_or_default();
+                        on_launched(id, name, !batch.get_untracked());
+                    }
+                    Err(e) => error.set(Some(e.message)),
+                }
+                busy.set(false);
+            });
+            return;
+        }
         spawn_local(async move {
             match gql::run::<ops::CreateSession>(ops::create_session::Variables { props }).await {
                 Ok(d) => {
@@ -445,7 +670,7 @@ fn LaunchDialog(
                         .next()
                         .map(|s| (s.id, s.name))
                         .unwrap_or_default();
-                    on_launched(id, name);
+                    on_launched(id, name, !batch.get_untracked());
                 }
                 Err(e) => error.set(Some(e.message)),
             }
@@ -474,6 +699,21 @@ fn LaunchDialog(
                 <span class:active=move || step.get() == 4>{t("4 Confirm")}</span>
             </div>
             <Show when=move || step.get() == 1>
+                <div class="row" id="launch-templates">
+                    <label for="launch-template">{t("Template")}</label>
+                    <select id="launch-template" on:change=move |ev| apply_template(event_target_value(&ev))>
+                        <option value="" selected=move || template.get().is_none()>{t("none")}</option>
+                        {move || templates.get().into_iter().map(|tp| {
+                            let sel = tp.id.clone();
+                            let label = format!("{} ({})", tp.name, tp.scope);
+                            view! { <option value=tp.id.clone() selected=move || template.get().is_some_and(|c| c.id == sel)>{label}</option> }
+                        }).collect_view()}
+                    </select>
+                    {move || template.get().filter(|tp| tp.is_owner).map(|tp| {
+                        let id = tp.id.clone();
+                        view! { <button class="secondary" id="template-delete" on:click=move |_| delete_template(id.clone())>{t("DELETE TEMPLATE")}</button> }
+                    })}
+                </div>
                 <div class="env-pick">
                     <div>
                         <label for="launch-env">{t("Environment")}</label>
@@ -512,6 +752,16 @@ fn LaunchDialog(
                 <input id="launch-name" placeholder=t("random when empty") prop:value=move || name.get()
                     on:input=move |ev| name.set(event_target_value(&ev)) />
                 {move || name_problem(&name.get()).map(|e| view! { <div class="error" id="name-error">{e}</div> })}
+                <label for="launch-type">{t("Session type")}</label>
+                <select id="launch-type" on:change=move |ev| batch.set(event_target_value(&ev) == "batch")>
+                    <option value="interactive" selected=move || !batch.get()>{t("Interactive")}</option>
+                    <option value="batch" selected=move || batch.get()>{t("Batch (runs a command, then ends)")}</option>
+                </select>
+                <Show when=move || batch.get()>
+                    <label for="launch-startup">{t("Startup command")}</label>
+                    <textarea id="launch-startup" rows="3" style="width: 100%" placeholder="python train.py" prop:value=move || startup.get()
+                        on:input=move |ev| startup.set(event_target_value(&ev))></textarea>
+                </Show>
                 <div class="row">
                     <span>{move || {
                         let list = envs.get();
@@ -593,7 +843,15 @@ fn LaunchDialog(
                     } else { tr("preset {name}", &[("name", &preset.get())]) }}</td></tr>
                     <tr><th>{t("Environment variables")}</th><td>{move || envs.get().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td></tr>
                     <tr><th>{t("Sessions")}</th><td>{move || count.get()}</td></tr>
+                    <tr><th>{t("Session type")}</th><td id="launch-summary-type">{move || if batch.get() { format!("{}: {}", t("Batch"), startup.get()) } else { t("Interactive") }}</td></tr>
+                    <tr><th>{t("Template")}</th><td>{move || template.get().map(|tp| tp.name).unwrap_or_else(|| t("none"))}</td></tr>
                 </table>
+                <div class="row" id="template-save">
+                    <input id="template-name" placeholder=t("template name") prop:value=move || template_name.get()
+                        on:input=move |ev| template_name.set(event_target_value(&ev)) />
+                    <button class="secondary" id="template-save-button" on:click=move |_| save_template()>{t("SAVE AS TEMPLATE")}</button>
+                </div>
+                {move || saved.get().map(|m| view! { <div class="muted" id="template-saved">{m}</div> })}
             </Show>
             {move || { let p = problems(); (!p.is_empty() && step.get() == 4).then(|| view! { <div class="error">{p.join(" ")}</div> }) }}
             {move || error.get().map(|e| view! { <div class="error" id="launch-error">{e}</div> })}

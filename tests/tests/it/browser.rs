@@ -1192,3 +1192,141 @@ async fn console_over_https() {
     let _ = b.client.clone().close().await;
     result.unwrap();
 }
+
+/// The launcher's templates and batch sessions: a saved template fills the dialog (type,
+/// command, variables, resources), the session starts from it with the dialog's name, runs its
+/// command and ends; the dialog's settings are saved as a new template; the owner may delete
+/// one of theirs there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_launcher_templates_and_batch() {
+    require_docker();
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
+    let token = app.user("templater@x.org", "user", "default").await;
+    let payload = format!(
+        "api_version: v1\nkind: taskTemplate\nmetadata: {{name: nightly}}\nspec:\n  session_type: batch\n  kernel:\n    image: {PYTHON}\n    environ: {{GREETING: hi}}\n    run: {{startup_command: 'echo from-template $GREETING'}}\n  resources: {{cpu: '1', mem: 768m}}\n"
+    );
+    let made = app
+        .ok(
+            Some(&token),
+            "mutation($p: String!) { create_session_template(props: {payload: $p}) { id } }",
+            serde_json::json!({"p": payload}),
+        )
+        .await;
+    let tid = made["create_session_template"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        login_as(c, &app.base, "templater@x.org", USER_PASSWORD).await?;
+        c.goto(&format!("{}/#sessions", app.base)).await.map_err(e)?;
+        click(c, "#start-session").await?;
+        wait_for(c, &format!("#launch-template option[value='{tid}']"), 10).await?;
+        wait_for(c, "#launch-env option[value='Python']", 10).await?;
+        click(c, &format!("#launch-template option[value='{tid}']")).await?;
+        wait_for(c, "#launch-startup", 5).await?;
+        let command = c
+            .find(Locator::Css("#launch-startup"))
+            .await
+            .map_err(e)?
+            .prop("value")
+            .await
+            .map_err(e)?
+            .unwrap_or_default();
+        if command != "echo from-template $GREETING" {
+            return Err(format!("the template's command: {command:?}"));
+        }
+        type_into(c, "#launch-name", "from-nightly").await?;
+        shot(c, "launch-template.png").await?;
+        click(c, "#launch-next").await?;
+        click(c, "#launch-next").await?;
+        click(c, "#launch-next").await?;
+        let summary = text_of(c, "#launch-summary").await;
+        for want in ["Batch", "echo from-template", "GREETING=hi", "nightly", "0.75 GiB"] {
+            if !summary.contains(want) {
+                return Err(format!("summary lacks {want}: {summary}"));
+            }
+        }
+        // The dialog's settings saved as a template of their own.
+        type_into(c, "#template-name", "saved-from-dialog").await?;
+        click(c, "#template-save-button").await?;
+        wait_text(c, "#template-saved", "saved-from-dialog", 10).await?;
+        shot(c, "launch-template-summary.png").await?;
+        click(c, "#launch-confirm").await?;
+        // No folder chosen: the console warns first.
+        click(c, "#launch-anyway").await?;
+        wait_gone(c, "#launch-dialog", 10).await?;
+        // A batch job ends by itself: it moves to the finished sessions.
+        within(120, "the batch job to finish", || async {
+            click(c, "#tab-finished").await.ok()?;
+            wait_for(
+                c,
+                "tr.session-row[data-name='from-nightly'][data-status='TERMINATED']",
+                3,
+            )
+            .await
+            .ok()
+        })
+        .await?;
+        shot(c, "template-batch-done.png").await?;
+        // The saved one is offered next time; its owner deletes it there.
+        c.goto(&format!("{}/#sessions", app.base)).await.map_err(e)?;
+        click(c, "#start-session").await?;
+        wait_text(c, "#launch-template", "saved-from-dialog", 10).await?;
+        let saved_id = c
+            .execute(
+                "return [...document.querySelectorAll('#launch-template option')].find(o => o.textContent.startsWith('saved-from-dialog')).value;",
+                vec![],
+            )
+            .await
+            .map_err(e)?;
+        let saved_id = saved_id.as_str().unwrap_or_default().to_string();
+        click(c, &format!("#launch-template option[value='{saved_id}']")).await?;
+        click(c, "#template-delete").await?;
+        wait_gone(c, &format!("#launch-template option[value='{saved_id}']"), 10).await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+    // Started from the template with the dialog's name: the template's command ran.
+    let list = app
+        .ok(
+            Some(&token),
+            "{ compute_session_list(limit: 10, offset: 0) { items { id name type result } } }",
+            serde_json::json!({}),
+        )
+        .await;
+    let s = list["compute_session_list"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "from-nightly")
+        .cloned()
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(s["type"], "batch", "{s}");
+    assert_eq!(s["result"], "success", "{s}");
+    let logs = app
+        .ok(
+            Some(&token),
+            "query($id: UUID!) { session_logs(id: $id) }",
+            serde_json::json!({"id": s["id"]}),
+        )
+        .await;
+    assert!(logs.to_string().contains("from-template hi"), "{logs}");
+    let left = app
+        .ok(
+            Some(&token),
+            "{ session_templates { name } }",
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(
+        left["session_templates"].as_array().unwrap().len(),
+        1,
+        "{left}"
+    );
+}
