@@ -617,8 +617,8 @@ fn LaunchDialog(
             props.type_ = Some("batch".into());
             props.startup_command = Some(startup.get_untracked());
         }
-        if let Some(tp) = template.get_untracked() {
-            // From the template: the dialog's choices over the template's settings.
+        // From a template: the dialog's choices over the template's settings.
+        let from_template = template.get_untracked().map(|tp| {
             let mut config = json!({
                 "mounts": props.mounts.clone().unwrap_or_default(),
                 "environ": props.environ.as_ref().map(|e| e.0.clone()),
@@ -638,40 +638,40 @@ fn LaunchDialog(
                 "startupCommand": props.startup_command.clone(),
                 "config": config,
             });
-            spawn_local(async move {
-                let vars = ops::create_session_from_template::Variables {
-                    id: tp.id.clone(),
-                    overrides: Some(JsonString(overrides)),
-                };
-                match gql::run::<ops::CreateSessionFromTemplate>(vars).await {
-                    Ok(d) => {
-                        let (id, name) = d
-                            .create_session_from_template
-                            .sessions
-                            .into_iter()
-                            .next()
-                            .map(|s| (s.id, s.name))
-                            .unwrap_or_default();
-                        on_launched(id, name, !batch.get_untracked());
-                    }
-                    Err(e) => error.set(Some(e.message)),
-                }
-                busy.set(false);
-            });
-            return;
-        }
+            ops::create_session_from_template::Variables {
+                id: tp.id,
+                overrides: Some(JsonString(overrides)),
+            }
+        });
         spawn_local(async move {
-            match gql::run::<ops::CreateSession>(ops::create_session::Variables { props }).await {
-                Ok(d) => {
-                    let (id, name) = d
-                        .create_session
-                        .sessions
-                        .into_iter()
-                        .next()
-                        .map(|s| (s.id, s.name))
-                        .unwrap_or_default();
-                    on_launched(id, name, !batch.get_untracked());
-                }
+            let first =
+                |sessions: Vec<(String, String)>| sessions.into_iter().next().unwrap_or_default();
+            let created = match from_template {
+                Some(vars) => gql::run::<ops::CreateSessionFromTemplate>(vars)
+                    .await
+                    .map(|d| {
+                        first(
+                            d.create_session_from_template
+                                .sessions
+                                .into_iter()
+                                .map(|s| (s.id, s.name))
+                                .collect(),
+                        )
+                    }),
+                None => gql::run::<ops::CreateSession>(ops::create_session::Variables { props })
+                    .await
+                    .map(|d| {
+                        first(
+                            d.create_session
+                                .sessions
+                                .into_iter()
+                                .map(|s| (s.id, s.name))
+                                .collect(),
+                        )
+                    }),
+            };
+            match created {
+                Ok((id, name)) => on_launched(id, name, !batch.get_untracked()),
                 Err(e) => error.set(Some(e.message)),
             }
             busy.set(false);

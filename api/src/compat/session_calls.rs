@@ -16,7 +16,7 @@ use crate::state::AppState;
 
 /// The request's parameters: the JSON body's keys, then the query's for keys the body lacks
 /// (a key repeated in the query becomes a list). `owner_access_key` is the extractor's.
-pub(super) fn params(query: Vec<(String, String)>, body: &Bytes) -> ApiResult<Map<String, Value>> {
+fn params(query: Vec<(String, String)>, body: &Bytes) -> ApiResult<Map<String, Value>> {
     let mut out = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
@@ -46,6 +46,27 @@ pub(super) fn params(query: Vec<(String, String)>, body: &Bytes) -> ApiResult<Ma
     Ok(out)
 }
 
+/// A request's parameters as [`params`] reads them (the extractor takes the body: last).
+pub(super) struct Params(pub Map<String, Value>);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for Params {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        use axum::extract::FromRequestParts as _;
+        let (mut parts, body) = req.into_parts();
+        let Query(query) = Query::<Vec<(String, String)>>::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let bytes = Bytes::from_request(axum::extract::Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        params(query, &bytes)
+            .map(Params)
+            .map_err(crate::error::IntoProblem::into_response)
+    }
+}
+
 fn string(p: &Map<String, Value>, keys: &[&str]) -> Option<String> {
     keys.iter()
         .find_map(|k| p.get(*k).and_then(Value::as_str).map(str::to_string))
@@ -57,12 +78,10 @@ fn string(p: &Map<String, Value>, keys: &[&str]) -> Option<String> {
 pub(super) async fn execute(
     State(state): State<AppState>,
     OwnNamed(s): OwnNamed,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
+    Params(p): Params,
 ) -> Response {
     reply(
         async {
-            let p = params(query, &body)?;
             let mode = string(&p, &["mode"]).ok_or_else(|| {
                 ApiError::bad_request("'mode' is required (query, batch, continue or input)")
             })?;
@@ -138,12 +157,10 @@ pub(super) async fn status_history(Named(s): Named) -> Response {
 pub(super) async fn rename(
     State(state): State<AppState>,
     OwnNamed(s): OwnNamed,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
+    Params(p): Params,
 ) -> Response {
     reply(
         async {
-            let p = params(query, &body)?;
             let name = string(&p, &["name", "session_name", "clientSessionToken"])
                 .ok_or_else(|| ApiError::bad_request("'name' (the new name) is required"))?;
             crate::sessions::rename(&state, s.id, &name).await?;
@@ -158,12 +175,10 @@ pub(super) async fn rename(
 pub(super) async fn list_files(
     State(state): State<AppState>,
     OwnNamed(s): OwnNamed,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
+    Params(p): Params,
 ) -> Response {
     reply(
         async {
-            let p = params(query, &body)?;
             let path = string(&p, &["path"]).unwrap_or_else(|| ".".into());
             let (abspath, entries, errors) =
                 crate::sessions::files::list(&state, &s, &path).await?;
@@ -196,12 +211,10 @@ fn file_list(p: &Map<String, Value>, key: &str) -> Vec<String> {
 pub(super) async fn download(
     State(state): State<AppState>,
     OwnNamed(s): OwnNamed,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
+    Params(p): Params,
 ) -> Response {
     reply(
         async {
-            let p = params(query, &body)?;
             let archives =
                 crate::sessions::files::download(&state, &s, &file_list(&p, "files")).await?;
             let boundary = format!("bai-{}", Uuid::new_v4().simple());
@@ -232,12 +245,10 @@ pub(super) async fn download(
 pub(super) async fn download_single(
     State(state): State<AppState>,
     OwnNamed(s): OwnNamed,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
+    Params(p): Params,
 ) -> Response {
     reply(
         async {
-            let p = params(query, &body)?;
             let file =
                 string(&p, &["file"]).ok_or_else(|| ApiError::bad_request("'file' is required"))?;
             let data = crate::sessions::files::read_one(&state, &s, &file).await?;

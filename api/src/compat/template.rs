@@ -1,22 +1,18 @@
 //! `/template/session…`: Backend.AI's session templates for its official client
 //! (`backend.ai session-template …`) and consoles. A template someone may not see is
 //! NOT_FOUND; parameters come from the JSON body, else the query string.
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::session_calls::Params;
 use super::{caller, reply};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use crate::templates::{self, Scope};
-
-fn params(query: Vec<(String, String)>, body: &Bytes) -> ApiResult<serde_json::Map<String, Value>> {
-    super::session_calls::params(query, body)
-}
 
 fn text(p: &serde_json::Map<String, Value>, keys: &[&str]) -> Option<String> {
     keys.iter().find_map(|k| match p.get(*k) {
@@ -35,13 +31,11 @@ fn template_id(raw: &str) -> ApiResult<Uuid> {
 pub(super) async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
+    Params(p): Params,
 ) -> Response {
     reply(
         async {
             let caller = caller(&principal)?;
-            let p = params(query, &body)?;
             let payload = text(&p, &["payload"])
                 .ok_or_else(|| ApiError::bad_request("'payload' (the template) is required"))?;
             if let Some(owner) = text(&p, &["owner_access_key"])
@@ -136,13 +130,11 @@ pub(super) async fn update(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-    Query(query): Query<Vec<(String, String)>>,
-    body: Bytes,
+    Params(p): Params,
 ) -> Response {
     reply(
         async {
             let caller = caller(&principal)?;
-            let p = params(query, &body)?;
             let payload = text(&p, &["payload"])
                 .ok_or_else(|| ApiError::bad_request("'payload' (the template) is required"))?;
             let scope = text(&p, &["scope"]).map(|s| Scope::parse(&s)).transpose()?;
