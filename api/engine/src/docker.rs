@@ -459,6 +459,14 @@ impl crate::Engine for DockerEngine {
             privileged: Some(false),
             device_requests,
             network_mode: self.network.clone(),
+            // A cluster's members by name, this session's own (the hosts file is read before
+            // the engine's name service, which also knows other sessions' containers).
+            extra_hosts: spec.cluster.as_ref().map(|c| {
+                c.hosts
+                    .iter()
+                    .map(|(host, addr)| format!("{host}:{addr}"))
+                    .collect()
+            }),
             log_config: Some(bollard::models::HostConfigLogConfig {
                 typ: Some("json-file".into()),
                 config: Some(
@@ -546,6 +554,30 @@ impl crate::Engine for DockerEngine {
                 }
                 _ => engine_err("creating a container", e),
             })?;
+        if let Some(place) = &spec.cluster {
+            let joined = self
+                .docker
+                .connect_network(
+                    &place.network,
+                    bollard::models::NetworkConnectRequest {
+                        container: created.id.clone(),
+                        endpoint_config: Some(bollard::models::EndpointSettings {
+                            ipam_config: Some(bollard::models::EndpointIpamConfig {
+                                ipv4_address: Some(place.address.clone()),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                    },
+                )
+                .await;
+            if let Err(e) = joined {
+                if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
+                    tracing::warn!(container = %created.id, error = ?cleanup, "removing a container that could not join its cluster network failed");
+                }
+                return Err(engine_err("joining the cluster network", e));
+            }
+        }
         if let Err(e) = self.docker.start_container(&created.id, None).await {
             if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
                 // The reconciliation removes a container of no live session.
@@ -759,6 +791,90 @@ impl crate::Engine for DockerEngine {
     }
 
     /// Reads one regular file (at most `limit` bytes) from a container.
+    async fn cluster_network(
+        &self,
+        session_id: Uuid,
+        size: usize,
+    ) -> EngineResult<crate::ClusterNet> {
+        let name = crate::network::cluster_network_name(session_id);
+        let addresses = |third: &str| -> Vec<String> {
+            (0..size)
+                .map(|i| format!("10.250.{third}.{}", i + 2))
+                .collect()
+        };
+        // Made already (a launch tried again): its subnet says the addresses.
+        let third_of = |net: &bollard::models::NetworkInspect| {
+            net.ipam
+                .as_ref()
+                .and_then(|i| i.config.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.subnet.as_ref())
+                .and_then(|s| s.split('.').nth(2).map(str::to_string))
+        };
+        if let Ok(existing) = self.docker.inspect_network(&name, None).await
+            && let Some(third) = third_of(&existing)
+        {
+            return Ok(crate::ClusterNet {
+                addresses: addresses(&third),
+                name,
+            });
+        }
+        let labels = HashMap::from([
+            (MANAGED_LABEL.to_string(), MANAGED_VALUE.to_string()),
+            (INSTANCE_LABEL.to_string(), self.instance.clone()),
+            (SESSION_LABEL.to_string(), session_id.to_string()),
+        ]);
+        let options = HashMap::from([(
+            "com.docker.network.bridge.name".to_string(),
+            crate::network::cluster_bridge_name(session_id),
+        )]);
+        let mut last = None;
+        // A subnet another network holds is refused by the engine: the next one is tried.
+        for third in crate::network::cluster_subnet_candidates(session_id).take(32) {
+            let created = self
+                .docker
+                .create_network(bollard::models::NetworkCreateRequest {
+                    name: name.clone(),
+                    driver: Some("bridge".into()),
+                    // No gateway out: the containers reach each other and nothing else.
+                    internal: Some(true),
+                    options: Some(options.clone()),
+                    labels: Some(labels.clone()),
+                    ipam: Some(bollard::models::Ipam {
+                        config: Some(vec![bollard::models::IpamConfig {
+                            subnet: Some(format!("10.250.{third}.0/24")),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await;
+            match created {
+                Ok(_) => {
+                    return Ok(crate::ClusterNet {
+                        name,
+                        addresses: addresses(&third.to_string()),
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(match last {
+            Some(e) => engine_err("creating a cluster network", e),
+            None => EngineError::Refused("no free subnet for a cluster network".into()),
+        })
+    }
+
+    async fn remove_cluster_network(&self, session_id: Uuid) -> EngineResult<()> {
+        let name = crate::network::cluster_network_name(session_id);
+        match self.docker.remove_network(&name).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(engine_err("removing a cluster network", e)),
+        }
+    }
+
     async fn read_file(
         &self,
         container_id: &str,

@@ -130,6 +130,9 @@ pub struct KernelSpec {
     /// goes to the container's log, its exit status is reported there and otherwise ignored);
     /// [`BOOTSTRAP_DONE`] exists once it has ended.
     pub bootstrap: Option<String>,
+    /// A cluster session's private network ([`Engine::cluster_network`]): the container joins
+    /// it at its own address, beside the session network.
+    pub cluster: Option<ClusterPlace>,
     /// The image's service-port declaration, kept as a label (Backend.AI's format).
     pub service_ports: String,
     /// The container ports its services listen on (exposed, never published on the host).
@@ -137,6 +140,25 @@ pub struct KernelSpec {
     pub pids_limit: i64,
     /// Storage folders bound into the container.
     pub mounts: Vec<BindMount>,
+}
+
+/// Where one container of a cluster session sits on the session's private network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterPlace {
+    pub network: String,
+    /// This container's address there.
+    pub address: String,
+    /// Every member's (hostname, address): written into each container's hosts file, so that
+    /// `sub1` means this session's sub1 (the engine's own name service would also answer
+    /// with other networks' containers of that hostname).
+    pub hosts: Vec<(String, String)>,
+}
+
+/// A cluster session's network as made: its name and its members' addresses by local rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNet {
+    pub name: String,
+    pub addresses: Vec<String>,
 }
 
 /// The file a container's start wrapper creates once the bootstrap script has ended.
@@ -236,6 +258,11 @@ pub trait Engine: Send + Sync {
     async fn ping(&self) -> EngineResult<()>;
     /// Creates and starts the container of one kernel; returns its id.
     async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String>;
+    /// The private network of one cluster session of `size` containers (made if missing):
+    /// they reach each other there, and nothing else (no route out, the host refuses it).
+    async fn cluster_network(&self, session_id: Uuid, size: usize) -> EngineResult<ClusterNet>;
+    /// Removes a cluster session's network; already gone is fine.
+    async fn remove_cluster_network(&self, session_id: Uuid) -> EngineResult<()>;
     /// Pulls `reference` (`registry/repo:tag`) with optional credentials, telling `progress`
     /// the layers' bytes as they arrive.
     async fn pull(
@@ -331,6 +358,7 @@ mod tests {
             env: Vec::new(),
             command: command.map(str::to_string),
             bootstrap: bootstrap.map(str::to_string),
+            cluster: None,
             service_ports: String::new(),
             ports: Vec::new(),
             pids_limit: 0,

@@ -322,6 +322,21 @@ impl crate::Engine for MemoryEngine {
         })
     }
 
+    async fn cluster_network(
+        &self,
+        session_id: Uuid,
+        size: usize,
+    ) -> EngineResult<crate::ClusterNet> {
+        Ok(crate::ClusterNet {
+            name: crate::network::cluster_network_name(session_id),
+            addresses: (0..size).map(|i| format!("10.250.0.{}", i + 2)).collect(),
+        })
+    }
+
+    async fn remove_cluster_network(&self, _session_id: Uuid) -> EngineResult<()> {
+        Ok(())
+    }
+
     async fn read_archive(
         &self,
         container_id: &str,
@@ -488,6 +503,7 @@ mod tests {
             env: Vec::new(),
             command: None,
             bootstrap: None,
+            cluster: None,
             service_ports: String::new(),
             ports: Vec::new(),
             pids_limit: 1024,

@@ -26,6 +26,27 @@ use futures_util::StreamExt;
 pub const NETWORK: &str = "bai-sessions";
 pub const BRIDGE: &str = "bai-sessions";
 
+/// A cluster session's private network, and its bridge: `bai-c` and ten hex digits of the
+/// session id (a bridge name has at most 15 bytes); the host's rules match them all by the
+/// prefix ([`CLUSTER_BRIDGES`]).
+pub fn cluster_network_name(session_id: uuid::Uuid) -> String {
+    format!("bai-cluster-{}", session_id.simple())
+}
+
+pub fn cluster_bridge_name(session_id: uuid::Uuid) -> String {
+    format!("bai-c{}", &session_id.simple().to_string()[..10])
+}
+
+/// Where cluster networks' subnets are taken from: a /24 of 10.250.0.0/16 per session (the
+/// first free one from a place picked by the session id).
+pub fn cluster_subnet_candidates(session_id: uuid::Uuid) -> impl Iterator<Item = u8> {
+    let start = session_id.as_bytes()[0];
+    (0..=255u8).map(move |i| start.wrapping_add(i))
+}
+
+/// `iptables`' wildcard for every cluster bridge.
+pub const CLUSTER_BRIDGES: &str = "bai-c+";
+
 /// The probe image bai makes on each remote engine from a static busybox.
 pub const PROBE_IMAGE: &str = "bai.local/probe:busybox-1";
 
@@ -85,6 +106,21 @@ pub fn rules(bridge: &str, net: &HostNetwork) -> Vec<(&'static str, Vec<String>)
         ));
     }
     out.extend([
+        // A cluster session's private network carries only its own containers' traffic:
+        // nothing forwarded elsewhere, nothing to the host.
+        (
+            "DOCKER-USER",
+            r(&[
+                "-i",
+                CLUSTER_BRIDGES,
+                "!",
+                "-o",
+                CLUSTER_BRIDGES,
+                "-j",
+                "DROP",
+            ]),
+        ),
+        ("INPUT", r(&["-i", CLUSTER_BRIDGES, "-j", "DROP"])),
         // To the host itself: only answers to connections the host opened (the app proxy).
         ("INPUT", r(&["-i", bridge, "-j", "DROP"])),
         (

@@ -221,17 +221,27 @@ pub(crate) fn creation_request(
             )));
         }
     };
-    // What bai does not run yet is refused, never run as something else.
     let size = body
         .get("clusterSize")
+        .or(body.get("cluster_size"))
         .or(config.get("clusterSize"))
-        .and_then(Value::as_i64)
+        .or(config.get("cluster_size"))
+        .map(|v| {
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| ApiError::bad_request("clusterSize must be a positive number"))
+        })
+        .transpose()?
         .unwrap_or(1);
-    if size != 1 {
-        return Err(ApiError::bad_request(format!(
-            "Cluster sessions (clusterSize {size}) are not supported yet: a session is one container"
-        )));
-    }
+    let cluster_mode = match text(body.get("clusterMode").or(body.get("cluster_mode"))).as_deref() {
+        None | Some("single-node") => entity::enums::ClusterMode::SingleNode,
+        Some("multi-node") => entity::enums::ClusterMode::MultiNode,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid clusterMode '{other}' (single-node or multi-node)"
+            )));
+        }
+    };
     let dependencies: Vec<String> = match body.get("dependencies") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
@@ -279,6 +289,8 @@ pub(crate) fn creation_request(
         dependencies,
         bootstrap_script: text(body.get("bootstrap_script"))
             .or_else(|| text(body.get("bootstrapScript"))),
+        cluster_size: size,
+        cluster_mode,
     })
 }
 

@@ -781,7 +781,7 @@ both_dbs!(batch_sessions_through_the_sdk, |db| async move {
     let long = state("batch-long").await;
     assert_eq!(long["status_info"], "batch-timeout", "{long}");
     let cluster = got["cluster"].as_str().unwrap();
-    assert!(cluster.contains("not supported yet"), "{cluster}");
+    assert!(cluster.contains("at most 1 container"), "{cluster}");
     // The official CLI's batch create reads the answer as a session that started.
     let out = cli
         .run(&[
@@ -1163,4 +1163,201 @@ both_dbs!(session_templates_through_the_clients, |db| async move {
     assert!(!list.stdout.contains("greeter"), "{list}");
     let gone = cli26.run(&["session-template", "get", &id]).await;
     assert!(!gone.ok, "{gone}");
+});
+
+/// A single-node cluster through the official 26.9 SDK: three containers (main1, sub1, sub2)
+/// on one agent, each with Backend.AI's cluster variables, reaching the others by name and
+/// over SSH (`ssh sub1 hostname`), while an ordinary session of another user reaches none of
+/// them; beyond the policy's containers per session, multi-node, and GPUs are refused.
+const CLUSTER: &str = r#"
+import asyncio, json, sys
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    image = sys.argv[1]
+    out = {}
+    async with AsyncSession() as api:
+        s = await api.ComputeSession.get_or_create(
+            image, name="trio", cluster_size=3, cluster_mode="single-node",
+            resources={"cpu": "0.5", "mem": "320m"}, enqueue_only=False, max_wait=180)
+        out["status"] = s.status
+        out["id"] = str(s.id)
+        async def run(code):
+            r = await s.execute(code=code, mode="query")
+            text = "".join(c[1] for c in r["console"] if c[0] == "stdout")
+            while r["status"] != "finished":
+                r = await s.execute(run_id=r["runId"], code="", mode="continue")
+                text += "".join(c[1] for c in r["console"] if c[0] == "stdout")
+            return text
+        out["env"] = await run("import os; print(' '.join(f'{k}={v}' for k, v in sorted(os.environ.items()) if k.startswith('BACKENDAI_CLUSTER')))")
+        # Their SSH daemons start just after RUNNING: tried for a while.
+        out["reach"] = await run(
+            "import socket, time\n"
+            "for h in ['sub1', 'sub2']:\n"
+            "    for i in range(60):\n"
+            "        try:\n"
+            "            c = socket.create_connection((h, 2200), timeout=5); print(h, 'reached'); c.close(); break\n"
+            "        except OSError as e:\n"
+            "            err = e; time.sleep(0.5)\n"
+            "    else:\n"
+            "        print(h, 'unreachable', err)\n")
+        ssh = "import subprocess, time\n" \
+              "for i in range(30):\n" \
+              "    p = subprocess.run(['ssh', '-o', 'BatchMode=yes', 'sub1', 'hostname'], capture_output=True, text=True)\n" \
+              "    if p.returncode == 0: break\n" \
+              "    time.sleep(1)\n" \
+              "print('ssh:', p.stdout.strip(), p.stderr.strip())\n"
+        out["ssh"] = await run(ssh)
+        refusals = {
+            "too-many": dict(name="crowd", cluster_size=5),
+            "multi-node": dict(name="spread", cluster_size=2, cluster_mode="multi-node"),
+            "gpu": dict(name="gpus", cluster_size=2, resources={"cuda.shares": "0.5"}),
+        }
+        for what, kwargs in refusals.items():
+            try:
+                await api.ComputeSession.get_or_create(image, enqueue_only=True, **kwargs)
+                out[what] = "accepted"
+            except Exception as e:
+                out[what] = str(e)
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("cluster@x.org", "user", "default").await;
+    app.use_policy(
+        &user,
+        "clusters",
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            default_for_unspecified: "UNLIMITED".into(),
+            total_resource_slots: json!("{}"),
+            max_concurrent_sessions: 10,
+            max_containers_per_session: 4,
+            idle_timeout: 0,
+            ..Default::default()
+        },
+    )
+    .await;
+    // Three containers on a two-core test machine: half a core each.
+    app.admin_op::<gql::ModifyImage>(gql::modify_image::Variables {
+        target: PYTHON.into(),
+        props: gql::modify_image::ModifyImageInput {
+            resource_limits: Some(vec![gql::modify_image::ResourceLimitInput {
+                key: "cpu".into(),
+                min: Some("0.5".into()),
+                max: None,
+            }]),
+        },
+    })
+    .await;
+    let cli = Cli {
+        bin: cli26_path(),
+        ..Cli::for_user(&app, &user).await
+    };
+    let script = cli.dir.join("cluster.py");
+    std::fs::write(&script, CLUSTER).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(300),
+        cli.python(&[script.to_str().unwrap(), PYTHON]).output(),
+    )
+    .await
+    .expect("the script ends")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(got["status"], "RUNNING", "{got}");
+    let env = got["env"].as_str().unwrap();
+    for want in [
+        "BACKENDAI_CLUSTER_HOST=main1",
+        "BACKENDAI_CLUSTER_HOSTS=main1,sub1,sub2",
+        "BACKENDAI_CLUSTER_REPLICAS=main:1,sub:2",
+        "BACKENDAI_CLUSTER_ROLE=main",
+        "BACKENDAI_CLUSTER_SIZE=3",
+        "BACKENDAI_CLUSTER_LOCAL_RANK=0",
+    ] {
+        assert!(env.contains(want), "{want}: {env}");
+    }
+    let reach = got["reach"].as_str().unwrap();
+    assert!(
+        reach.contains("sub1 reached") && reach.contains("sub2 reached"),
+        "{reach}"
+    );
+    let ssh = got["ssh"].as_str().unwrap();
+    assert!(ssh.starts_with("ssh: sub1"), "{ssh}");
+    for (what, why) in [
+        ("too-many", "at most 4 container"),
+        ("multi-node", "not supported yet"),
+        ("gpu", "GPUs in cluster sessions"),
+    ] {
+        let answer = got[what].as_str().unwrap();
+        assert!(answer.contains(why), "{what}: {answer}");
+    }
+    // Three containers, each its own kernel; the session is charged for all of them.
+    let id = got["id"].as_str().unwrap().to_string();
+    let s = wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let containers = s["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 3, "{s}");
+    let ids: std::collections::BTreeSet<&str> = containers
+        .iter()
+        .filter_map(|c| c["container_id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 3, "a container of its own each: {s}");
+    // Another user's ordinary session reaches none of them.
+    let other = app.user("outsider@x.org", "user", "default").await;
+    let created = create_session(
+        &app,
+        &other,
+        json!({"image": PYTHON, "name": "outsider", "resources": "{\"cpu\": \"0.5\", \"mem\": \"320m\"}"}),
+    )
+    .await;
+    let outsider = session_ids(&created)[0].clone();
+    wait_status(&app, &other, &outsider, &["RUNNING"]).await;
+    let probe = app
+        .ok(
+            Some(&other),
+            "mutation($id: UUID!, $code: String) { execute_in_session(session_id: $id, mode: \"query\", code: $code) { run_id } }",
+            json!({"id": outsider, "code": "import socket\ntry:\n    socket.create_connection(('sub1', 2200), timeout=3); print('REACHED')\nexcept Exception as e:\n    print('refused', type(e).__name__)\n"}),
+        )
+        .await;
+    let run = probe["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let output = eventually("the outsider's probe", Duration::from_secs(30), || {
+        let (app, other, run) = (&app, &other, run.clone());
+        async move {
+            let r = app
+                .ok(
+                    Some(other),
+                    "query($id: UUID!) { execution(run_id: $id) { status console { data } } }",
+                    json!({"id": run}),
+                )
+                .await;
+            (r["execution"]["status"] == "finished").then(|| r["execution"]["console"].to_string())
+        }
+    })
+    .await;
+    assert!(
+        output.contains("refused") && !output.contains("REACHED"),
+        "{output}"
+    );
+    destroy(&app, &user, &id).await;
+    destroy(&app, &other, &outsider).await;
+    // The cluster's containers and network are gone with it.
+    let left = docker(&[
+        "network",
+        "ls",
+        "--filter",
+        &format!("name=bai-cluster-{}", id.replace('-', "")),
+        "-q",
+    ]);
+    assert!(left.trim().is_empty(), "network left: {left}");
 });

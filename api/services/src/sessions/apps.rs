@@ -75,28 +75,64 @@ pub fn container_ports(label: &str) -> Vec<u16> {
     ports
 }
 
+/// A cluster session's own keypair (public, private), shared by its containers.
+pub fn cluster_keypair(session_name: &str) -> ApiResult<(String, String)> {
+    crate::auth::ssh::generate(&format!("cluster@{session_name}"))
+}
+
+/// How a cluster session's containers reach each other over SSH (`ssh sub1`): port 2200, the
+/// cluster key, no host-key prompts (the hosts are the session's own containers).
+const CLUSTER_SSH_CONFIG: &str = "Host main* sub*\n  Port 2200\n  User work\n  IdentityFile /home/config/ssh/id_cluster\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n";
+
 /// Gives a fresh container its SSH setup and starts the daemon: a new keypair for the
 /// session (private key at `/home/work/id_container`, public key authorized), a host key,
 /// and `sshd` on port 2200 as `work`. A `.ssh` automount folder's `authorized_keys` is
-/// honoured too.
+/// honoured too. In a cluster session, `cluster` (the session's own keypair) is authorized
+/// and given to every container with the client settings to use it.
 pub async fn install_ssh(
     agent: &crate::agents::Agent,
     container: &str,
     session_name: &str,
+    cluster: Option<&(String, String)>,
 ) -> ApiResult<()> {
     let (public, private) = crate::auth::ssh::generate(&format!("work@{session_name}"))?;
     let (_, host_key) = crate::auth::ssh::generate("bai-session-host")?;
+    let authorized = match cluster {
+        Some((cluster_public, _)) => format!("{}\n{cluster_public}\n", public.trim_end()),
+        None => public.clone(),
+    };
     agent
         .put_files(
             container,
             "/home",
             "config",
             &[
-                ("authorized_keys", 0o600, public.as_bytes()),
+                ("authorized_keys", 0o600, authorized.as_bytes()),
                 ("ssh_host_ed25519_key", 0o600, host_key.as_bytes()),
             ],
         )
         .await?;
+    if let Some((cluster_public, cluster_private)) = cluster {
+        agent
+            .put_files(
+                container,
+                "/home/config",
+                "ssh",
+                &[
+                    ("id_cluster", 0o600, cluster_private.as_bytes()),
+                    ("id_cluster.pub", 0o644, cluster_public.as_bytes()),
+                ],
+            )
+            .await?;
+        agent
+            .put_files(
+                container,
+                "/etc/ssh",
+                "ssh_config.d",
+                &[("bai-cluster.conf", 0o644, CLUSTER_SSH_CONFIG.as_bytes())],
+            )
+            .await?;
+    }
     agent
         .put_files(
             container,

@@ -46,7 +46,13 @@ pub struct CreateRequest {
     pub dependencies: Vec<String>,
     /// A shell script run once in the container before anything else (its output in the logs).
     pub bootstrap_script: Option<String>,
+    /// Containers in the session (1: an ordinary session); each gets the resources asked.
+    pub cluster_size: u32,
+    pub cluster_mode: ClusterMode,
 }
+
+/// The most containers one cluster session may have, whatever the policy says.
+pub const MAX_CLUSTER_SIZE: u32 = 32;
 
 /// The most sessions one session may depend on.
 pub const MAX_DEPENDENCIES: usize = 32;
@@ -340,6 +346,16 @@ fn validate(caller: &Caller, req: &CreateRequest) -> ApiResult<Valid> {
             MAX_BOOTSTRAP_BYTES / 1024
         )));
     }
+    if req.cluster_size == 0 || req.cluster_size > MAX_CLUSTER_SIZE {
+        return Err(ApiError::bad_request(format!(
+            "cluster_size must be between 1 and {MAX_CLUSTER_SIZE}"
+        )));
+    }
+    if req.cluster_mode == ClusterMode::MultiNode && req.cluster_size > 1 {
+        return Err(ApiError::bad_request(
+            "Multi-node cluster sessions (containers on several agents) are not supported yet; use cluster_mode single-node",
+        ));
+    }
     if req.dependencies.len() > MAX_DEPENDENCIES {
         return Err(ApiError::bad_request(format!(
             "A session may depend on at most {MAX_DEPENDENCIES} sessions"
@@ -353,8 +369,9 @@ fn validate(caller: &Caller, req: &CreateRequest) -> ApiResult<Valid> {
     })
 }
 
-/// What one session asks of an agent.
+/// What one session asks of an agent: each container's share, and all of them together.
 struct Sized {
+    per_kernel: ResourceSlots,
     requested: ResourceSlots,
     shmem: i64,
 }
@@ -381,15 +398,29 @@ async fn size(state: &AppState, image: &images::Model, req: &CreateRequest) -> A
         shmem = Some(v);
     }
     let shmem = shmem.unwrap_or(DEFAULT_SHMEM);
-    let requested = size_request(image, slots, shmem)?;
+    let per_kernel = size_request(image, slots, shmem)?;
     // Whole devices are whole: a fraction would be charged as a fraction and handed out whole.
-    let d = requested.get("cuda.device");
+    let d = per_kernel.get("cuda.device");
     if !d.fract().is_zero() {
         return Err(ApiError::bad_request(format!(
             "cuda.device must be a whole number of GPUs (got {d}); use cuda.shares for a fraction"
         )));
     }
-    Ok(Sized { requested, shmem })
+    if req.cluster_size > 1 && (!d.is_zero() || !per_kernel.get("cuda.shares").is_zero()) {
+        return Err(ApiError::bad_request(
+            "GPUs in cluster sessions are not supported yet: ask for GPUs in a session of one container",
+        ));
+    }
+    // The resource check is per container × containers.
+    let mut requested = per_kernel.clone();
+    for _ in 1..req.cluster_size {
+        requested = requested.add(&per_kernel);
+    }
+    Ok(Sized {
+        per_kernel,
+        requested,
+        shmem,
+    })
 }
 
 /// Where the sessions may go and what they may mount, once the caller's right to each is shown.
@@ -457,7 +488,7 @@ async fn authorise(
     let mounts = entity::columns::Mounts(
         crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?,
     );
-    within_policy(state, &valid.access_key, &sized.requested, req.count).await?;
+    within_policy(state, &valid.access_key, &sized.requested, req).await?;
     let dependencies = resolve_dependencies(db, &valid.access_key, &req.dependencies).await?;
     Ok(Placement {
         group,
@@ -502,8 +533,9 @@ async fn within_policy(
     state: &AppState,
     access_key: &str,
     requested: &ResourceSlots,
-    count: u32,
+    req: &CreateRequest,
 ) -> ApiResult<()> {
+    let count = req.count;
     let db = &state.db;
     let kp = crate::lookup::get::<entity::keypairs::Entity>(db, "keypair", access_key.to_string())
         .await?;
@@ -522,6 +554,13 @@ async fn within_policy(
             policy.name,
             over.join(", "),
             requested
+        )));
+    }
+    let max_containers = u32::try_from(policy.max_containers_per_session.max(1)).unwrap_or(1);
+    if req.cluster_size > max_containers {
+        return Err(ApiError::bad_request(format!(
+            "Your resource policy '{}' allows at most {max_containers} container(s) per session; {} were asked",
+            policy.name, req.cluster_size
         )));
     }
     if let Some(max) = policy.max_pending_session_count.filter(|m| *m > 0) {
@@ -579,7 +618,7 @@ async fn persist(
             session_type: Set(req.session_type),
             priority: Set(10),
             cluster_mode: Set(ClusterMode::SingleNode),
-            cluster_size: Set(1),
+            cluster_size: Set(i32::try_from(req.cluster_size).unwrap_or(1)),
             agent_ids: Set(Default::default()),
             scaling_group_name: Set(Some(place.scaling_group.clone())),
             domain_name: Set(caller.domain_name.clone()),
@@ -612,41 +651,45 @@ async fn persist(
         }
         .insert(&txn)
         .await?;
-        kernels::ActiveModel {
-            id: Set(Uuid::new_v4()),
-            session_id: Set(id),
-            cluster_role: Set(ClusterRole::Main),
-            cluster_idx: Set(1),
-            local_rank: Set(0),
-            cluster_hostname: Set("main1".into()),
-            agent: Set(None),
-            agent_addr: Set(None),
-            image: Set(image.name.clone()),
-            architecture: Set(image.architecture.clone()),
-            registry: Set(image.registry.clone()),
-            container_id: Set(None),
-            occupied_slots: Set(ResourceSlots::new()),
-            requested_slots: Set(sized.requested.clone()),
-            mounts: Set(place.mounts.clone()),
-            resource_opts: Set(resource_opts.clone()),
-            service_ports: Set(json!(image.labels.get("ai.backend.service-ports"))),
-            domain_name: Set(caller.domain_name.clone()),
-            group_id: Set(place.group.id),
-            user_uuid: Set(caller.uuid),
-            access_key: Set(access_key.clone()),
-            status: Set(SessionStatus::Pending),
-            status_changed: Set(now),
-            status_info: Set(None),
-            status_data: Set(None),
-            status_history: Set(history.clone()),
-            created_at: Set(now),
-            terminated_at: Set(None),
-            exit_code: Set(None),
-            container_log: Set(None),
-            last_stat: Set(None),
+        // Backend.AI's naming: main1, then sub1, sub2…; local ranks count from 0.
+        for rank in 0..req.cluster_size {
+            let (role, idx, hostname) = cluster_member(rank);
+            kernels::ActiveModel {
+                id: Set(Uuid::new_v4()),
+                session_id: Set(id),
+                cluster_role: Set(role),
+                cluster_idx: Set(idx),
+                local_rank: Set(i32::try_from(rank).unwrap_or(0)),
+                cluster_hostname: Set(hostname),
+                agent: Set(None),
+                agent_addr: Set(None),
+                image: Set(image.name.clone()),
+                architecture: Set(image.architecture.clone()),
+                registry: Set(image.registry.clone()),
+                container_id: Set(None),
+                occupied_slots: Set(ResourceSlots::new()),
+                requested_slots: Set(sized.per_kernel.clone()),
+                mounts: Set(place.mounts.clone()),
+                resource_opts: Set(resource_opts.clone()),
+                service_ports: Set(json!(image.labels.get("ai.backend.service-ports"))),
+                domain_name: Set(caller.domain_name.clone()),
+                group_id: Set(place.group.id),
+                user_uuid: Set(caller.uuid),
+                access_key: Set(access_key.clone()),
+                status: Set(SessionStatus::Pending),
+                status_changed: Set(now),
+                status_info: Set(None),
+                status_data: Set(None),
+                status_history: Set(history.clone()),
+                created_at: Set(now),
+                terminated_at: Set(None),
+                exit_code: Set(None),
+                container_log: Set(None),
+                last_stat: Set(None),
+            }
+            .insert(&txn)
+            .await?;
         }
-        .insert(&txn)
-        .await?;
         for d in &place.dependencies {
             entity::session_dependencies::ActiveModel {
                 session_id: Set(id),
@@ -659,6 +702,16 @@ async fn persist(
     }
     txn.commit().await?;
     Ok(created)
+}
+
+/// The role, index and hostname of a cluster session's container of local rank `rank`.
+pub fn cluster_member(rank: u32) -> (ClusterRole, i32, String) {
+    if rank == 0 {
+        (ClusterRole::Main, 1, "main1".into())
+    } else {
+        let idx = i32::try_from(rank).unwrap_or(i32::MAX);
+        (ClusterRole::Sub, idx, format!("sub{idx}"))
+    }
 }
 
 /// Committed sessions are announced and the scheduler woken: it allocates on its next pass.

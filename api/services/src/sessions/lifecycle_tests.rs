@@ -125,6 +125,8 @@ fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::CreateR
         mount_map: BTreeMap::new(),
         dependencies: Vec::new(),
         bootstrap_script: None,
+        cluster_size: 1,
+        cluster_mode: entity::enums::ClusterMode::SingleNode,
     }
 }
 
@@ -294,7 +296,7 @@ async fn a_job_that_ends_before_its_ssh_set_up_is_no_error() {
         .await
         .unwrap();
     assert!(w.engine.exit(&container, 0, ""));
-    let e = crate::sessions::apps::install_ssh(agent.as_ref(), &container, "job")
+    let e = crate::sessions::apps::install_ssh(agent.as_ref(), &container, "job", None)
         .await
         .unwrap_err();
     assert_eq!(e.code, crate::error::ErrorCode::Conflict, "{e:?}");

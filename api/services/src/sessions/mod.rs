@@ -357,12 +357,78 @@ pub async fn launch(state: AppState, id: Uuid) {
     }
 }
 
+/// The kernels of a session, main first, then by local rank.
+pub async fn kernels_of<C: ConnectionTrait>(
+    db: &C,
+    session: Uuid,
+) -> ApiResult<Vec<kernels::Model>> {
+    let mut ks = kernels::Entity::find()
+        .filter(kernels::Column::SessionId.eq(session))
+        .all(db)
+        .await?;
+    ks.sort_by_key(|k| (k.cluster_role != ClusterRole::Main, k.local_rank));
+    Ok(ks)
+}
+
+/// Backend.AI's cluster variables of one container: the session's shape (size, replicas per
+/// role, every hostname) and the container's place in it.
+fn cluster_env(all: &[kernels::Model], k: &kernels::Model) -> Vec<(String, String)> {
+    let subs = all
+        .iter()
+        .filter(|k| k.cluster_role == ClusterRole::Sub)
+        .count();
+    let mut replicas = vec!["main:1".to_string()];
+    if subs > 0 {
+        replicas.push(format!("sub:{subs}"));
+    }
+    let hosts: Vec<&str> = all.iter().map(|k| k.cluster_hostname.as_str()).collect();
+    vec![
+        ("BACKENDAI_KERNEL_ID".into(), k.id.to_string()),
+        (
+            "BACKENDAI_CLUSTER_ROLE".into(),
+            k.cluster_role.as_str().into(),
+        ),
+        ("BACKENDAI_CLUSTER_IDX".into(), k.cluster_idx.to_string()),
+        (
+            "BACKENDAI_CLUSTER_LOCAL_RANK".into(),
+            k.local_rank.to_string(),
+        ),
+        ("BACKENDAI_CLUSTER_SIZE".into(), all.len().to_string()),
+        ("BACKENDAI_CLUSTER_REPLICAS".into(), replicas.join(",")),
+        ("BACKENDAI_CLUSTER_HOST".into(), k.cluster_hostname.clone()),
+        ("BACKENDAI_CLUSTER_HOSTS".into(), hosts.join(",")),
+    ]
+}
+
+/// Removes what a failed launch had started: its containers and a cluster's network.
+async fn undo_launch(
+    agent: &crate::agents::Agent,
+    id: Uuid,
+    started: &[(Uuid, String)],
+    cluster: bool,
+) {
+    for (kernel, container) in started {
+        if let Err(e) = agent.remove(container, *kernel).await {
+            tracing::warn!(session = %id, container = %container, error = ?e, "removing a container of a failed launch failed; the reconciliation removes it");
+        }
+    }
+    if cluster && let Err(e) = agent.remove_cluster_network(id).await {
+        tracing::warn!(session = %id, error = ?e, "removing the network of a failed cluster launch failed");
+    }
+}
+
 async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
     if s.status != SessionStatus::Scheduled {
         return Ok(()); // terminated while waiting for the lock
     }
-    let k = main_kernel(&state.db, id).await?;
+    let all = kernels_of(&state.db, id).await?;
+    let k = all
+        .first()
+        .filter(|k| k.cluster_role == ClusterRole::Main)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found("kernel of session", id))?;
+    let cluster = all.len() > 1;
     let agent_id = k
         .agent
         .clone()
@@ -394,71 +460,115 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         ("BACKENDAI_USER_EMAIL".into(), user.email.clone()),
         ("BACKENDAI_SESSION_ID".into(), s.id.to_string()),
         ("BACKENDAI_SESSION_NAME".into(), s.name.clone()),
-        ("BACKENDAI_KERNEL_ID".into(), k.id.to_string()),
-        ("BACKENDAI_CLUSTER_ROLE".into(), "main".into()),
-        ("BACKENDAI_CLUSTER_IDX".into(), "1".into()),
-        ("BACKENDAI_CLUSTER_SIZE".into(), "1".into()),
-        ("BACKENDAI_CLUSTER_HOST".into(), k.cluster_hostname.clone()),
-        ("BACKENDAI_CLUSTER_HOSTS".into(), k.cluster_hostname.clone()),
         ("BACKENDAI_ACCESS_KEY".into(), s.access_key.clone()),
         ("BACKENDAI_PREOPEN_PORTS".into(), String::new()),
     ]);
-    let req = &k.requested_slots;
     // The mounts were resolved and checked at creation; a row that no longer reads as mounts
     // does not load at all (never a session silently without its folders).
-    let mounts = k.mounts.0.clone();
+    let mounts: Vec<BindMount> = crate::storage::mounts_on(
+        state.agents.storage_of(&agent_id),
+        &agent_id,
+        k.mounts.0.clone(),
+    )?
+    .into_iter()
+    .map(|m| BindMount {
+        host_path: m.host_path,
+        target: m.target,
+        read_only: m.read_only,
+    })
+    .collect();
     let service_ports = k.service_ports.as_str().unwrap_or_default().to_string();
-    let spec = KernelSpec {
-        session_id: s.id,
-        kernel_id: k.id,
-        owner_access_key: s.access_key.clone(),
-        image: crate::agents::docker_reference(&image),
-        hostname: k.cluster_hostname.clone(),
-        cpu: req.get("cpu"),
-        mem_bytes: req.get("mem").to_i64().unwrap_or(0),
-        shmem_bytes: shmem,
-        gpu_ids: k
-            .resource_opts
-            .get("gpus")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        env,
-        command: s
-            .startup_command
-            .clone()
-            .filter(|_| s.session_type == SessionType::Batch),
-        bootstrap: s.bootstrap_script.clone(),
-        ports: crate::sessions::apps::container_ports(&service_ports),
-        service_ports,
-        pids_limit: i64::from(state.config.container_pids_limit),
-        mounts: crate::storage::mounts_on(state.agents.storage_of(&agent_id), &agent_id, mounts)?
-            .into_iter()
-            .map(|m| BindMount {
-                host_path: m.host_path,
-                target: m.target,
-                read_only: m.read_only,
-            })
-            .collect(),
-    };
+    let reference = crate::agents::docker_reference(&image);
     // The engine says what it holds (the catalog may be stale: an image removed on the host).
-    if !agent.has_image(&spec.image).await? {
+    if !agent.has_image(&reference).await? {
         apply(state, id, SessionStatus::Pulling, Change::default()).await?;
-        crate::agents::delivery::bring(state, id, &image, &agent_id, &agent, &spec.image).await?;
+        crate::agents::delivery::bring(state, id, &image, &agent_id, &agent, &reference).await?;
         apply(state, id, SessionStatus::Preparing, Change::default()).await?;
     }
     let started = std::time::Instant::now();
-    let container_id = agent.create_and_start(&spec).await?;
-    if spec.bootstrap.is_some() {
+    let cluster_net = if cluster {
+        Some(agent.cluster_network(id, all.len()).await?)
+    } else {
+        None
+    };
+    let place = |rank: usize| {
+        cluster_net.as_ref().map(|net| bai_engine::ClusterPlace {
+            network: net.name.clone(),
+            address: net.addresses.get(rank).cloned().unwrap_or_default(),
+            hosts: all
+                .iter()
+                .map(|k| k.cluster_hostname.clone())
+                .zip(net.addresses.iter().cloned())
+                .collect(),
+        })
+    };
+    let mut containers: Vec<(Uuid, String)> = Vec::with_capacity(all.len());
+    for (rank, kernel) in all.iter().enumerate() {
+        let req = &kernel.requested_slots;
+        let mut kernel_env = env.clone();
+        kernel_env.extend(cluster_env(&all, kernel));
+        let spec = KernelSpec {
+            session_id: s.id,
+            kernel_id: kernel.id,
+            owner_access_key: s.access_key.clone(),
+            image: reference.clone(),
+            hostname: kernel.cluster_hostname.clone(),
+            cpu: req.get("cpu"),
+            mem_bytes: req.get("mem").to_i64().unwrap_or(0),
+            shmem_bytes: shmem,
+            gpu_ids: kernel
+                .resource_opts
+                .get("gpus")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            env: kernel_env,
+            // A batch job is the main container's command; the others stand by for it.
+            command: s
+                .startup_command
+                .clone()
+                .filter(|_| s.session_type == SessionType::Batch && kernel.id == k.id),
+            bootstrap: s.bootstrap_script.clone(),
+            cluster: place(rank),
+            ports: crate::sessions::apps::container_ports(&service_ports),
+            service_ports: service_ports.clone(),
+            pids_limit: i64::from(state.config.container_pids_limit),
+            mounts: mounts.clone(),
+        };
+        match agent.create_and_start(&spec).await {
+            Ok(c) => containers.push((kernel.id, c)),
+            Err(e) => {
+                undo_launch(agent.as_ref(), id, &containers, cluster).await;
+                return Err(e.into());
+            }
+        }
+    }
+    if s.bootstrap_script.is_some() {
         // Backend.AI runs the script before the session's services: it is PREPARING until
-        // the script has ended.
-        bootstrapped(agent.as_ref(), id, &container_id).await;
+        // the script has ended in every container.
+        for (_, c) in &containers {
+            bootstrapped(agent.as_ref(), id, c).await;
+        }
     }
     state.launch_phases.record(id, started.elapsed());
+    if cluster {
+        // Each container's own id on its kernel (the status change below leaves them).
+        for (kernel, container) in &containers {
+            kernels::Entity::update_many()
+                .col_expr(kernels::Column::ContainerId, Expr::value(container.clone()))
+                .filter(kernels::Column::Id.eq(*kernel))
+                .exec(&state.db)
+                .await?;
+        }
+    }
+    let container_id = containers
+        .first()
+        .map(|(_, c)| c.clone())
+        .ok_or_else(|| ApiError::internal("launching a session", "no container started"))?;
     // SSH keys and the daemon go in after RUNNING (they are not the engine's work and took
     // a third of the launch); whatever needs them (the sshd app, the key download) waits
     // for this setup, registered before RUNNING is visible.
@@ -468,7 +578,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         id,
         SessionStatus::Running,
         Change {
-            container_id: Some(container_id.clone()),
+            container_id: (!cluster).then(|| container_id.clone()),
             occupying: Some(k.requested_slots.clone()),
             ..Default::default()
         },
@@ -479,12 +589,8 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         return Err(e);
     }
     {
-        let (state, agent, container_id, name) = (
-            state.clone(),
-            agent.clone(),
-            container_id.clone(),
-            s.name.clone(),
-        );
+        let (state, agent, name) = (state.clone(), agent.clone(), s.name.clone());
+        let all_containers: Vec<String> = containers.iter().map(|(_, c)| c.clone()).collect();
         tokio::spawn(async move {
             // Under the session's lock: a termination waits for the setup instead of racing
             // it, and a session already ended gets none.
@@ -494,14 +600,28 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             let still_running = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
                 .await
                 .is_ok_and(|s| s.status == SessionStatus::Running);
-            if still_running
-                && let Err(e) = apps::install_ssh(agent.as_ref(), &container_id, &name).await
-            {
-                if e.code == crate::error::ErrorCode::Conflict {
-                    // A batch job that ended at once: a normal end, nothing to set up.
-                    tracing::debug!(session = %id, "the container ended before SSH/SFTP was set up");
-                } else {
-                    tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
+            let cluster_key = if all_containers.len() > 1 {
+                match apps::cluster_keypair(&name) {
+                    Ok(k) => Some(k),
+                    Err(e) => {
+                        tracing::warn!(session = %id, error = ?e, "no cluster key: the containers cannot reach each other over SSH");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            for container_id in all_containers.iter().filter(|_| still_running) {
+                if let Err(e) =
+                    apps::install_ssh(agent.as_ref(), container_id, &name, cluster_key.as_ref())
+                        .await
+                {
+                    if e.code == crate::error::ErrorCode::Conflict {
+                        // A batch job that ended at once: a normal end, nothing to set up.
+                        tracing::debug!(session = %id, "the container ended before SSH/SFTP was set up");
+                    } else {
+                        tracing::warn!(session = %id, error = ?e, "SSH/SFTP is unavailable in this session");
+                    }
                 }
             }
             metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh")
@@ -605,6 +725,8 @@ pub async fn watch_batch(
         // The job has ended; its container goes with the next reconciliation.
         tracing::warn!(session = %id, container = %container_id, error = ?e, "removing a finished batch container failed");
     }
+    // A cluster's other containers stood by for the main one: they go with it.
+    remove_others(&state, agent.as_ref(), id, kernel_id).await;
     let exit = code.unwrap_or(-1);
     let change = Change {
         info: Some(if code.is_some() {
@@ -624,6 +746,35 @@ pub async fn watch_batch(
     };
     if let Err(e) = apply(&state, id, SessionStatus::Terminated, change).await {
         tracing::error!(session = %id, error = %e.message, cause = %e.chain(), "cannot record the end of a batch session");
+    }
+}
+
+/// Stops and removes a session's containers other than `main` (a cluster's), and a cluster's
+/// network; failures are left to the reconciliation.
+async fn remove_others(state: &AppState, agent: &crate::agents::Agent, id: Uuid, main: Uuid) {
+    let all = match kernels_of(&state.db, id).await {
+        Ok(all) => all,
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e.message, "cannot list a session's containers to remove them");
+            return;
+        }
+    };
+    if all.len() < 2 {
+        return;
+    }
+    for k in all.iter().filter(|k| k.id != main) {
+        let Some(container) = &k.container_id else {
+            continue;
+        };
+        if let Err(e) = agent.stop(container, 3).await {
+            tracing::warn!(session = %id, container = %container, error = ?e, "stopping a cluster container failed; removing it anyway");
+        }
+        if let Err(e) = agent.remove(container, k.id).await {
+            tracing::warn!(session = %id, container = %container, error = ?e, "removing a cluster container failed; the reconciliation removes it");
+        }
+    }
+    if let Err(e) = agent.remove_cluster_network(id).await {
+        tracing::warn!(session = %id, error = ?e, "removing a cluster network failed");
     }
 }
 
@@ -705,6 +856,7 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                         if let Err(e) = agent.remove(container, k.id).await {
                             tracing::warn!(session = %id, container = %container, error = ?e, "removing a container failed; the reconciliation removes it");
                         }
+                        remove_others(state, agent.as_ref(), id, k.id).await;
                     }
                 }
             }

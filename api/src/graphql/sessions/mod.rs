@@ -503,6 +503,11 @@ pub struct CreateSessionInput {
     pub dependencies: Option<Vec<String>>,
     /// A shell script run once in the container before anything else (output in the logs).
     pub bootstrap_script: Option<String>,
+    /// Containers in the session (default 1): main1, sub1, sub2… on one agent, reaching each
+    /// other by hostname and over SSH; each gets the resources asked.
+    pub cluster_size: Option<i32>,
+    /// `single-node` (default); `multi-node` is not supported yet.
+    pub cluster_mode: Option<String>,
 }
 
 pub(crate) fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
@@ -605,6 +610,18 @@ impl SessionMutation {
             mount_map: string_map(props.mount_map, "mount_map")?,
             dependencies: props.dependencies.unwrap_or_default(),
             bootstrap_script: props.bootstrap_script,
+            cluster_size: u32::try_from(props.cluster_size.unwrap_or(1))
+                .map_err(|_| ApiError::bad_request("cluster_size must be a positive number"))?,
+            cluster_mode: match props.cluster_mode.as_deref() {
+                None | Some("single-node") => entity::enums::ClusterMode::SingleNode,
+                Some("multi-node") => entity::enums::ClusterMode::MultiNode,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid cluster_mode '{other}' (single-node or multi-node)"
+                    ))
+                    .into());
+                }
+            },
         };
         let created = crate::sessions::create(state, caller, req).await?;
         Ok(CreateSessionResult {
