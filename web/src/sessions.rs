@@ -357,6 +357,7 @@ fn LaunchDialog(
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
     let batch = RwSignal::new(false);
+    let cluster_size = RwSignal::new(1u32);
     let startup = RwSignal::new(String::new());
     let templates = RwSignal::new(Vec::<Template>::new());
     // The template the dialog was filled from (launched from it, its settings overridden by
@@ -613,6 +614,9 @@ fn LaunchDialog(
             .map(|(k, v)| (k, json!(v)))
             .collect();
         props.environ = Some(JsonString(Value::Object(env)));
+        if cluster_size.get_untracked() > 1 {
+            props.cluster_size = Some(cluster_size.get_untracked().into());
+        }
         if batch.get_untracked() {
             props.type_ = Some("batch".into());
             props.startup_command = Some(startup.get_untracked());
@@ -636,6 +640,7 @@ fn LaunchDialog(
                 "group": props.group.clone(),
                 "type": if batch.get_untracked() { "batch" } else { "interactive" },
                 "startupCommand": props.startup_command.clone(),
+                "clusterSize": props.cluster_size,
                 "config": config,
             });
             ops::create_session_from_template::Variables {
@@ -821,6 +826,9 @@ fn LaunchDialog(
                         {num_input("launch-gpu", gpu, "0.1", Signal::derive(max_gpu))}
                     </Show>
                 </Show>
+                <label for="launch-cluster-size">{t("Containers per session (cluster: main1, sub1, …)")}</label>
+                <input id="launch-cluster-size" type="number" min="1" max="16" prop:value=move || cluster_size.get()
+                    on:input=move |ev| cluster_size.set(event_target_value(&ev).parse().unwrap_or(1).max(1)) />
                 <label for="launch-count">{t("Sessions")}</label>
                 <input id="launch-count" type="number" min="1" max="10" prop:value=move || count.get()
                     on:input=move |ev| count.set(event_target_value(&ev).parse().unwrap_or(1)) />
@@ -843,6 +851,7 @@ fn LaunchDialog(
                     } else { tr("preset {name}", &[("name", &preset.get())]) }}</td></tr>
                     <tr><th>{t("Environment variables")}</th><td>{move || envs.get().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td></tr>
                     <tr><th>{t("Sessions")}</th><td>{move || count.get()}</td></tr>
+                    <tr><th>{t("Containers")}</th><td id="launch-summary-containers">{move || cluster_size.get()}</td></tr>
                     <tr><th>{t("Session type")}</th><td id="launch-summary-type">{move || if batch.get() { format!("{}: {}", t("Batch"), startup.get()) } else { t("Interactive") }}</td></tr>
                     <tr><th>{t("Template")}</th><td>{move || template.get().map(|tp| tp.name).unwrap_or_else(|| t("none"))}</td></tr>
                 </table>

@@ -875,6 +875,36 @@ impl crate::Engine for DockerEngine {
         }
     }
 
+    async fn cluster_networks(&self) -> EngineResult<Vec<Uuid>> {
+        let filters = HashMap::from([(
+            "label",
+            vec![
+                format!("{MANAGED_LABEL}={MANAGED_VALUE}"),
+                format!("{INSTANCE_LABEL}={}", self.instance),
+            ],
+        )]);
+        let opts = bollard::query_parameters::ListNetworksOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let list = self
+            .docker
+            .list_networks(Some(opts))
+            .await
+            .map_err(|e| engine_err("listing networks", e))?;
+        Ok(list
+            .into_iter()
+            .filter(|n| {
+                n.name
+                    .as_deref()
+                    .is_some_and(|name| name.starts_with("bai-cluster-"))
+            })
+            .filter_map(|n| {
+                n.labels
+                    .and_then(|l| l.get(SESSION_LABEL).and_then(|v| Uuid::parse_str(v).ok()))
+            })
+            .collect())
+    }
+
     async fn read_file(
         &self,
         container_id: &str,

@@ -263,6 +263,8 @@ pub trait Engine: Send + Sync {
     async fn cluster_network(&self, session_id: Uuid, size: usize) -> EngineResult<ClusterNet>;
     /// Removes a cluster session's network; already gone is fine.
     async fn remove_cluster_network(&self, session_id: Uuid) -> EngineResult<()>;
+    /// The sessions whose cluster networks this installation has on the engine.
+    async fn cluster_networks(&self) -> EngineResult<Vec<Uuid>>;
     /// Pulls `reference` (`registry/repo:tag`) with optional credentials, telling `progress`
     /// the layers' bytes as they arrive.
     async fn pull(

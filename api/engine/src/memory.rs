@@ -337,6 +337,10 @@ impl crate::Engine for MemoryEngine {
         Ok(())
     }
 
+    async fn cluster_networks(&self) -> EngineResult<Vec<Uuid>> {
+        Ok(Vec::new())
+    }
+
     async fn read_archive(
         &self,
         container_id: &str,

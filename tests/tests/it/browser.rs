@@ -1287,6 +1287,17 @@ async fn console_launcher_templates_and_batch() {
         click(c, &format!("#launch-template option[value='{saved_id}']")).await?;
         click(c, "#template-delete").await?;
         wait_gone(c, &format!("#launch-template option[value='{saved_id}']"), 10).await?;
+        // A cluster of two: the console passes the size on, and the policy's refusal (one
+        // container per session by default) reads as a message.
+        click(c, "#launch-next").await?;
+        click(c, "#launch-next").await?;
+        type_into(c, "#launch-cluster-size", "2").await?;
+        click(c, "#launch-next").await?;
+        wait_text(c, "#launch-summary-containers", "2", 5).await?;
+        click(c, "#launch-confirm").await?;
+        click(c, "#launch-anyway").await?;
+        wait_text(c, "#launch-error", "at most 1 container", 10).await?;
+        shot(c, "launch-cluster-refused.png").await?;
         Ok(())
     }
     .await;

@@ -118,6 +118,33 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
         .into_iter()
         .map(|k| (k.id, k))
         .collect();
+    // Cluster networks of sessions no longer live (their containers go below).
+    if let Ok(nets) = agent.cluster_networks().await
+        && !nets.is_empty()
+    {
+        let live: std::collections::HashSet<Uuid> = sessions::Entity::find()
+            .filter(sessions::Column::Id.is_in(nets.clone()))
+            .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
+            .all(&state.db)
+            .await?
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        for id in nets.into_iter().filter(|id| !live.contains(id)) {
+            // Its containers first: a network in use cannot go.
+            for c in containers.iter().filter(|c| c.session_id == Some(id)) {
+                if let Err(e) = agent
+                    .remove(&c.container_id, c.kernel_id.unwrap_or_default())
+                    .await
+                {
+                    tracing::warn!(container = %c.container_id, error = ?e, "removing a container failed; the next sweep retries");
+                }
+            }
+            if let Err(e) = agent.remove_cluster_network(id).await {
+                tracing::warn!(session = %id, error = ?e, "removing the network of an ended cluster session failed; the next sweep retries");
+            }
+        }
+    }
     for c in &containers {
         let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| {
             SessionStatus::ALLOCATED.contains(&k.status)
