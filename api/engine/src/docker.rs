@@ -790,7 +790,6 @@ impl crate::Engine for DockerEngine {
         }
     }
 
-    /// Reads one regular file (at most `limit` bytes) from a container.
     async fn cluster_network(
         &self,
         session_id: Uuid,
@@ -905,6 +904,7 @@ impl crate::Engine for DockerEngine {
             .collect())
     }
 
+    /// Reads one regular file (at most `limit` bytes) from a container.
     async fn read_file(
         &self,
         container_id: &str,

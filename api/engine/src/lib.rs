@@ -388,6 +388,7 @@ mod tests {
             ["/bin/bash", "-c", "echo hi"]
         );
         // The script's failure is reported, and the job runs after it all the same.
+        let _ = std::fs::remove_file(BOOTSTRAP_DONE);
         let (out, err) = run(&container_command(&spec(
             Some("echo job; exit 0"),
             Some("echo 'boot \"$2\"'; exit 3"),

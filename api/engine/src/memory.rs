@@ -182,7 +182,12 @@ impl crate::Engine for MemoryEngine {
                     running: true,
                     exit_code: None,
                     logs: String::new(),
-                    files: HashMap::new(),
+                    // The start wrapper's mark: a bootstrap script "ends" at once here.
+                    files: spec
+                        .bootstrap
+                        .iter()
+                        .map(|_| (crate::BOOTSTRAP_DONE.to_string(), Vec::new()))
+                        .collect(),
                     spawned: Vec::new(),
                 },
             );

@@ -120,6 +120,19 @@ pub fn rules(bridge: &str, net: &HostNetwork) -> Vec<(&'static str, Vec<String>)
                 "DROP",
             ]),
         ),
+        // Nor anything into one from elsewhere (another session through its default route).
+        (
+            "DOCKER-USER",
+            r(&[
+                "-o",
+                CLUSTER_BRIDGES,
+                "!",
+                "-i",
+                CLUSTER_BRIDGES,
+                "-j",
+                "DROP",
+            ]),
+        ),
         ("INPUT", r(&["-i", CLUSTER_BRIDGES, "-j", "DROP"])),
         // To the host itself: only answers to connections the host opened (the app proxy).
         ("INPUT", r(&["-i", bridge, "-j", "DROP"])),

@@ -226,6 +226,7 @@ pub(crate) fn creation_request(
         .or(body.get("cluster_size"))
         .or(config.get("clusterSize"))
         .or(config.get("cluster_size"))
+        .filter(|v| !v.is_null())
         .map(|v| {
             v.as_u64()
                 .and_then(|n| u32::try_from(n).ok())

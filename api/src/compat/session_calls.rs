@@ -272,16 +272,21 @@ pub(super) async fn dependency_graph(State(state): State<AppState>, Named(s): Na
     reply(
         async {
             let mut budget = 1000usize;
-            Ok(axum::Json(graph_node(&state, s, &mut budget).await?).into_response())
+            Ok(axum::Json(graph_node(&state, s, &mut budget, 0).await?).into_response())
         }
         .await,
     )
 }
 
+/// How deep the graph is followed: a long chain of dependencies is cut there, never a deep
+/// recursion.
+const GRAPH_DEPTH: usize = 32;
+
 fn graph_node<'a>(
     state: &'a AppState,
     s: entity::sessions::Model,
     budget: &'a mut usize,
+    depth: usize,
 ) -> futures_util::future::BoxFuture<'a, ApiResult<Value>> {
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     Box::pin(async move {
@@ -293,7 +298,7 @@ fn graph_node<'a>(
         for e in edges {
             // Dependencies form no cycle (each named an existing session); the budget bounds
             // a very wide graph all the same.
-            if *budget == 0 {
+            if *budget == 0 || depth >= GRAPH_DEPTH {
                 break;
             }
             *budget -= 1;
@@ -301,7 +306,7 @@ fn graph_node<'a>(
                 .one(&state.db)
                 .await?
             {
-                depends_on.push(graph_node(state, d, budget).await?);
+                depends_on.push(graph_node(state, d, budget, depth + 1).await?);
             }
         }
         Ok(json!({

@@ -1310,6 +1310,11 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
         .filter_map(|c| c["container_id"].as_str())
         .collect();
     assert_eq!(ids.len(), 3, "a container of its own each: {s}");
+    let occupying = s["occupying_slots"].to_string();
+    assert!(
+        occupying.contains("1.5"),
+        "the session holds all three containers' CPU: {occupying}"
+    );
     // Another user's ordinary session reaches none of them.
     let other = app.user("outsider@x.org", "user", "default").await;
     let created = create_session(

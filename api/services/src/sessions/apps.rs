@@ -75,14 +75,32 @@ pub fn container_ports(label: &str) -> Vec<u16> {
     ports
 }
 
-/// A cluster session's own keypair (public, private), shared by its containers.
-pub fn cluster_keypair(session_name: &str) -> ApiResult<(String, String)> {
-    crate::auth::ssh::generate(&format!("cluster@{session_name}"))
+/// A cluster session's SSH setup: its own keypair, shared by its containers, and its
+/// hostnames.
+pub struct ClusterSsh {
+    pub public: String,
+    pub private: String,
+    pub hosts: Vec<String>,
+}
+
+pub fn cluster_ssh(session_name: &str, hosts: Vec<String>) -> ApiResult<ClusterSsh> {
+    let (public, private) = crate::auth::ssh::generate(&format!("cluster@{session_name}"))?;
+    Ok(ClusterSsh {
+        public,
+        private,
+        hosts,
+    })
 }
 
 /// How a cluster session's containers reach each other over SSH (`ssh sub1`): port 2200, the
-/// cluster key, no host-key prompts (the hosts are the session's own containers).
-const CLUSTER_SSH_CONFIG: &str = "Host main* sub*\n  Port 2200\n  User work\n  IdentityFile /home/config/ssh/id_cluster\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n";
+/// cluster key, no host-key prompts — for the session's own hostnames only (a pattern such as
+/// `sub*` would also match outside hosts and switch their host-key checks off).
+fn cluster_ssh_config(hosts: &[String]) -> String {
+    format!(
+        "Host {}\n  Port 2200\n  User work\n  IdentityFile /home/config/ssh/id_cluster\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
+        hosts.join(" ")
+    )
+}
 
 /// Gives a fresh container its SSH setup and starts the daemon: a new keypair for the
 /// session (private key at `/home/work/id_container`, public key authorized), a host key,
@@ -93,12 +111,12 @@ pub async fn install_ssh(
     agent: &crate::agents::Agent,
     container: &str,
     session_name: &str,
-    cluster: Option<&(String, String)>,
+    cluster: Option<&ClusterSsh>,
 ) -> ApiResult<()> {
     let (public, private) = crate::auth::ssh::generate(&format!("work@{session_name}"))?;
     let (_, host_key) = crate::auth::ssh::generate("bai-session-host")?;
     let authorized = match cluster {
-        Some((cluster_public, _)) => format!("{}\n{cluster_public}\n", public.trim_end()),
+        Some(c) => format!("{}\n{}\n", public.trim_end(), c.public.trim_end()),
         None => public.clone(),
     };
     agent
@@ -112,15 +130,16 @@ pub async fn install_ssh(
             ],
         )
         .await?;
-    if let Some((cluster_public, cluster_private)) = cluster {
+    if let Some(c) = cluster {
+        let config = cluster_ssh_config(&c.hosts);
         agent
             .put_files(
                 container,
                 "/home/config",
                 "ssh",
                 &[
-                    ("id_cluster", 0o600, cluster_private.as_bytes()),
-                    ("id_cluster.pub", 0o644, cluster_public.as_bytes()),
+                    ("id_cluster", 0o600, c.private.as_bytes()),
+                    ("id_cluster.pub", 0o644, c.public.as_bytes()),
                 ],
             )
             .await?;
@@ -129,7 +148,7 @@ pub async fn install_ssh(
                 container,
                 "/etc/ssh",
                 "ssh_config.d",
-                &[("bai-cluster.conf", 0o644, CLUSTER_SSH_CONFIG.as_bytes())],
+                &[("bai-cluster.conf", 0o644, config.as_bytes())],
             )
             .await?;
     }

@@ -173,6 +173,7 @@ pub async fn transition<C: ConnectionTrait>(
         .all(db)
         .await?
     {
+        let k_requested = k.requested_slots.clone();
         let mut km = k.into_active_model();
         km.status = Set(to);
         km.status_changed = Set(now);
@@ -184,8 +185,9 @@ pub async fn transition<C: ConnectionTrait>(
         if let Some(c) = &change.container_id {
             km.container_id = Set(Some(c.clone()));
         }
-        if let Some(o) = &change.occupying {
-            km.occupied_slots = Set(o.clone());
+        if change.occupying.is_some() {
+            // Each container holds what it asked for (a cluster's session holds the sum).
+            km.occupied_slots = Set(k_requested.clone());
         }
         if let Some(code) = change.exit_code {
             km.exit_code = Set(Some(code));
@@ -549,9 +551,10 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     }
     if s.bootstrap_script.is_some() {
         // Backend.AI runs the script before the session's services: it is PREPARING until
-        // the script has ended in every container.
+        // the script has ended in every container (one deadline for them all).
+        let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
         for (_, c) in &containers {
-            bootstrapped(agent.as_ref(), id, c).await;
+            bootstrapped(agent.as_ref(), id, c, deadline).await;
         }
     }
     state.launch_phases.record(id, started.elapsed());
@@ -579,7 +582,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         SessionStatus::Running,
         Change {
             container_id: (!cluster).then(|| container_id.clone()),
-            occupying: Some(k.requested_slots.clone()),
+            occupying: Some(s.requested_slots.clone()),
             ..Default::default()
         },
     )
@@ -591,6 +594,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     {
         let (state, agent, name) = (state.clone(), agent.clone(), s.name.clone());
         let all_containers: Vec<String> = containers.iter().map(|(_, c)| c.clone()).collect();
+        let hostnames: Vec<String> = all.iter().map(|k| k.cluster_hostname.clone()).collect();
         tokio::spawn(async move {
             // Under the session's lock: a termination waits for the setup instead of racing
             // it, and a session already ended gets none.
@@ -601,7 +605,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
                 .await
                 .is_ok_and(|s| s.status == SessionStatus::Running);
             let cluster_key = if all_containers.len() > 1 {
-                match apps::cluster_keypair(&name) {
+                match apps::cluster_ssh(&name, hostnames) {
                     Ok(k) => Some(k),
                     Err(e) => {
                         tracing::warn!(session = %id, error = ?e, "no cluster key: the containers cannot reach each other over SSH");
@@ -642,8 +646,12 @@ const BOOTSTRAP_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Waits until the container's bootstrap script has ended ([`bai_engine::BOOTSTRAP_DONE`]
 /// exists; a stopped container's files are read as well) or [`BOOTSTRAP_WAIT`] passed.
-async fn bootstrapped(agent: &crate::agents::Agent, id: Uuid, container_id: &str) {
-    let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
+async fn bootstrapped(
+    agent: &crate::agents::Agent,
+    id: Uuid,
+    container_id: &str,
+    deadline: tokio::time::Instant,
+) {
     let mut pause = std::time::Duration::from_millis(100);
     loop {
         match agent

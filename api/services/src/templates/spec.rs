@@ -361,6 +361,14 @@ pub fn merge(mut base: Value, overrides: &Value) -> Value {
         if k == "template_id" || k == "templateId" || unset(v) {
             continue;
         }
+        // An alias given replaces the template's key of the same meaning.
+        let k = match k.as_str() {
+            "startup_command" => "startupCommand",
+            "bootstrapScript" => "bootstrap_script",
+            "lang" => "image",
+            "sessionType" => "type",
+            other => other,
+        };
         if k == "config" {
             if let (Some(base_cfg), Some(cfg)) = (
                 base.get_mut("config").and_then(Value::as_object_mut),
@@ -368,14 +376,20 @@ pub fn merge(mut base: Value, overrides: &Value) -> Value {
             ) {
                 for (ck, cv) in cfg {
                     if !unset(cv) {
-                        base_cfg.insert(ck.clone(), cv.clone());
+                        let ck = match ck.as_str() {
+                            "scaling_group" => "scalingGroup",
+                            "mountMap" => "mount_map",
+                            "resourceOpts" => "resource_opts",
+                            other => other,
+                        };
+                        base_cfg.insert(ck.to_string(), cv.clone());
                     }
                 }
             }
             continue;
         }
         if let Some(b) = base.as_object_mut() {
-            b.insert(k.clone(), v.clone());
+            b.insert(k.to_string(), v.clone());
         }
     }
     base
@@ -488,6 +502,7 @@ spec:
             body,
             &json!({
                 "template_id": "x", "name": "run-1", "tag": null, "startupCommand": null,
+                "bootstrapScript": "echo mine",
                 "type": "batch",
                 "config": {"mounts": [], "environ": {"EPOCHS": "5"}, "resources": {}},
             }),
@@ -496,6 +511,10 @@ spec:
         assert!(merged.get("template_id").is_none());
         assert_eq!(merged["tag"], "nightly");
         assert_eq!(merged["startupCommand"], "python train.py");
+        assert_eq!(
+            merged["bootstrap_script"], "echo mine",
+            "an alias replaces the key"
+        );
         assert_eq!(merged["config"]["mounts"], json!(["data", "models"]));
         assert_eq!(merged["config"]["environ"], json!({"EPOCHS": "5"}));
         assert_eq!(merged["config"]["resources"]["cpu"], "2");
