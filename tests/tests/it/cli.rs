@@ -1365,4 +1365,45 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
         "-q",
     ]);
     assert!(left.trim().is_empty(), "network left: {left}");
+    // A batch cluster: the job is the main container's; when it ends, the others go too.
+    let created = create_session(
+        &app,
+        &user,
+        json!({"image": PYTHON, "name": "duo-job", "type": "batch", "cluster_size": 2,
+               "startup_command": "echo hosts=$BACKENDAI_CLUSTER_HOSTS",
+               "resources": "{\"cpu\": \"0.5\", \"mem\": \"320m\"}"}),
+    )
+    .await;
+    let job = session_ids(&created)[0].clone();
+    let done = wait_status(&app, &user, &job, &["TERMINATED"]).await;
+    assert_eq!(done["result"], "success", "{done}");
+    let logs = app
+        .ok(
+            Some(&user),
+            "query($id: UUID!) { session_logs(id: $id) }",
+            json!({"id": job}),
+        )
+        .await;
+    assert!(logs.to_string().contains("hosts=main1,sub1"), "{logs}");
+    eventually(
+        "the job's containers and network to go",
+        Duration::from_secs(30),
+        || async {
+            let c = docker(&[
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=ai.backend.session-id={job}"),
+            ]);
+            let n = docker(&[
+                "network",
+                "ls",
+                "-q",
+                "--filter",
+                &format!("name=bai-cluster-{}", job.replace('-', "")),
+            ]);
+            (c.is_empty() && n.is_empty()).then_some(())
+        },
+    )
+    .await;
 });

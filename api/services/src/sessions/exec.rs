@@ -63,7 +63,7 @@ pub struct Run {
     changed: tokio::sync::watch::Sender<u64>,
     input: tokio::sync::Mutex<Option<Pin<Box<dyn AsyncWrite + Send>>>>,
     /// Where the next `poll` (Backend.AI's execute over HTTP) starts reading.
-    polled: std::sync::atomic::AtomicU64,
+    polled: Mutex<u64>,
 }
 
 impl Run {
@@ -84,7 +84,7 @@ impl Run {
             state: Mutex::new(RunState::default()),
             changed: tokio::sync::watch::channel(0).0,
             input: tokio::sync::Mutex::new(input),
-            polled: std::sync::atomic::AtomicU64::new(0),
+            polled: Mutex::new(0),
         }
     }
 
@@ -160,10 +160,14 @@ impl Run {
                 Ok(Err(_)) | Err(_) => break,
             }
         }
-        let from = self.polled.load(std::sync::atomic::Ordering::SeqCst);
-        let (chunks, next) = self.since(from);
-        self.polled
-            .fetch_max(next, std::sync::atomic::Ordering::SeqCst);
+        // One poll at a time reads on from where the last one stopped (two at once would
+        // answer the same output twice).
+        let chunks = {
+            let mut polled = self.polled.lock();
+            let (chunks, next) = self.since(*polled);
+            *polled = (*polled).max(next);
+            chunks
+        };
         let s = self.lock();
         (chunks, s.finished, s.exit_code)
     }

@@ -770,17 +770,20 @@ async fn remove_others(state: &AppState, agent: &crate::agents::Agent, id: Uuid,
     if all.len() < 2 {
         return;
     }
-    for k in all.iter().filter(|k| k.id != main) {
-        let Some(container) = &k.container_id else {
-            continue;
-        };
-        if let Err(e) = agent.stop(container, 3).await {
-            tracing::warn!(session = %id, container = %container, error = ?e, "stopping a cluster container failed; removing it anyway");
-        }
-        if let Err(e) = agent.remove(container, k.id).await {
-            tracing::warn!(session = %id, container = %container, error = ?e, "removing a cluster container failed; the reconciliation removes it");
-        }
-    }
+    // All at once: each may take its stop's grace period.
+    let ends = all
+        .iter()
+        .filter(|k| k.id != main)
+        .filter_map(|k| k.container_id.as_ref().map(|c| (k.id, c.clone())))
+        .map(|(kernel, container)| async move {
+            if let Err(e) = agent.stop(&container, 3).await {
+                tracing::warn!(session = %id, container = %container, error = ?e, "stopping a cluster container failed; removing it anyway");
+            }
+            if let Err(e) = agent.remove(&container, kernel).await {
+                tracing::warn!(session = %id, container = %container, error = ?e, "removing a cluster container failed; the reconciliation removes it");
+            }
+        });
+    futures_util::future::join_all(ends).await;
     if let Err(e) = agent.remove_cluster_network(id).await {
         tracing::warn!(session = %id, error = ?e, "removing a cluster network failed");
     }
