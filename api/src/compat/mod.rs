@@ -19,7 +19,7 @@ use crate::auth::{Caller, Principal};
 use crate::error::IntoProblem as _;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-pub(crate) use session::{OwnNamed, creation_request};
+pub(crate) use session::OwnNamed;
 
 pub fn router(state: AppState) -> Router {
     Router::new()

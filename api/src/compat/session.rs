@@ -1,14 +1,13 @@
 //! `/session…`: create (Backend.AI's body and its aliases, waiting like the manager does),
 //! info, destroy, logs and uploads; sessions named by UUID or by name.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::extract::{Multipart, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use entity::enums::{SessionStatus, SessionType, UserRole};
+use entity::enums::{SessionStatus, UserRole};
 use entity::sessions;
 use futures_util::StreamExt;
 use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
@@ -19,7 +18,6 @@ use uuid::Uuid;
 use crate::auth::{Caller, Principal};
 use crate::error::IntoProblem as _;
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::JsonString;
 use crate::state::AppState;
 
 use super::{caller, reply};
@@ -146,21 +144,6 @@ fn image_of(s: &sessions::Model) -> String {
         .to_string()
 }
 
-fn text(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) if !s.is_empty() => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn string_map(v: Option<&Value>, what: &str) -> ApiResult<BTreeMap<String, String>> {
-    match v {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(v) => crate::graphql::sessions::string_map(Some(JsonString(v.clone())), what),
-    }
-}
-
 /// `POST /session`: creates a session (Backend.AI's body, camelCase and its aliases) and,
 /// unless `enqueueOnly`, waits until it runs, ends, or `maxWaitSeconds` pass (`TIMEOUT`).
 pub(super) async fn create(
@@ -181,8 +164,8 @@ pub(super) async fn create_from_template(
     reply(
         async {
             let caller = caller(&principal)?;
-            let raw = text(body.get("template_id"))
-                .or_else(|| text(body.get("templateId")))
+            let raw = crate::sessions::body::text(body.get("template_id"))
+                .or_else(|| crate::sessions::body::text(body.get("templateId")))
                 .ok_or_else(|| ApiError::bad_request("'template_id' is required"))?;
             let id = raw
                 .parse::<Uuid>()
@@ -194,110 +177,9 @@ pub(super) async fn create_from_template(
     )
 }
 
-/// The session a Backend.AI creation body describes (camelCase keys and their aliases).
-pub(crate) fn creation_request(
-    caller: &Caller,
-    body: &Value,
-) -> ApiResult<crate::sessions::CreateRequest> {
-    let empty = json!({});
-    let config = body.get("config").unwrap_or(&empty);
-    let name = text(body.get("name")).or_else(|| text(body.get("clientSessionToken")));
-    let image = text(body.get("image"))
-        .or_else(|| text(body.get("lang")))
-        .ok_or_else(|| ApiError::bad_request("'image' is required"))?;
-    if let Some(owner) = text(body.get("owner_access_key"))
-        && Some(owner.as_str()) != caller.access_key.as_deref()
-    {
-        return Err(ApiError::bad_request(
-            "Creating sessions for another keypair (owner_access_key) is not supported",
-        ));
-    }
-    let session_type = match text(body.get("type")).as_deref() {
-        None | Some("interactive") => SessionType::Interactive,
-        Some("batch") => SessionType::Batch,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "invalid session type '{other}' (interactive or batch)"
-            )));
-        }
-    };
-    let size = body
-        .get("clusterSize")
-        .or(body.get("cluster_size"))
-        .or(config.get("clusterSize"))
-        .or(config.get("cluster_size"))
-        .filter(|v| !v.is_null())
-        .map(|v| {
-            v.as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| ApiError::bad_request("clusterSize must be a positive number"))
-        })
-        .transpose()?
-        .unwrap_or(1);
-    let cluster_mode = match text(body.get("clusterMode").or(body.get("cluster_mode"))).as_deref() {
-        None | Some("single-node") => entity::enums::ClusterMode::SingleNode,
-        Some("multi-node") => entity::enums::ClusterMode::MultiNode,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "invalid clusterMode '{other}' (single-node or multi-node)"
-            )));
-        }
-    };
-    let dependencies: Vec<String> = match body.get("dependencies") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|d| {
-                text(Some(d)).ok_or_else(|| {
-                    ApiError::bad_request("dependencies must be session ids or names")
-                })
-            })
-            .collect::<ApiResult<_>>()?,
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "dependencies must be a list of session ids or names",
-            ));
-        }
-    };
-    let mounts: Vec<String> = match config.get("mounts") {
-        Some(Value::Array(a)) => a.iter().filter_map(|v| text(Some(v))).collect(),
-        _ => Vec::new(),
-    };
-    let shmem = config
-        .get("resource_opts")
-        .and_then(|o| text(o.get("shmem")));
-    Ok(crate::sessions::CreateRequest {
-        image,
-        name,
-        session_type,
-        group: text(body.get("group")).or_else(|| text(body.get("group_name"))),
-        scaling_group: text(config.get("scalingGroup"))
-            .or_else(|| text(config.get("scaling_group"))),
-        preset: None,
-        resources: string_map(config.get("resources"), "resources")?,
-        shmem,
-        environ: string_map(config.get("environ"), "environ")?,
-        startup_command: text(body.get("startupCommand"))
-            .or_else(|| text(body.get("startup_command"))),
-        batch_timeout: match body.get("batch_timeout").or(body.get("batchTimeout")) {
-            None | Some(Value::Null) => None,
-            Some(t) => Some(crate::sessions::parse_batch_timeout(t)?),
-        },
-        count: 1,
-        tag: text(body.get("tag")),
-        mounts,
-        mount_map: string_map(config.get("mount_map"), "mount_map")?,
-        dependencies,
-        bootstrap_script: text(body.get("bootstrap_script"))
-            .or_else(|| text(body.get("bootstrapScript"))),
-        cluster_size: size,
-        cluster_mode,
-    })
-}
-
 async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
     let caller = caller(principal)?;
-    let req = creation_request(caller, &body)?;
+    let req = crate::sessions::body::creation_request(caller, &body)?;
     let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
     let enqueue_only = flag("enqueueOnly", false);
     let reuse = flag("reuseIfExists", true);

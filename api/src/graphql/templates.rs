@@ -180,7 +180,7 @@ impl TemplateMutation {
         let (state, caller) = authed(ctx)?;
         let overrides = overrides.map(|o| o.0).unwrap_or(serde_json::Value::Null);
         let body = crate::templates::creation_body(state, caller, id, &overrides).await?;
-        let req = crate::compat::creation_request(caller, &body)?;
+        let req = crate::sessions::body::creation_request(caller, &body)?;
         let created = crate::sessions::create(state, caller, req).await?;
         Ok(CreateSessionResult {
             ok: true,

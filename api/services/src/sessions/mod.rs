@@ -3,6 +3,7 @@
 //! with every change in `status_history` and published as an event. Only the scheduler
 //! allocates; launch and termination of one session are serialised by a per-session lock.
 pub mod apps;
+pub mod body;
 mod create;
 pub mod exec;
 pub mod files;

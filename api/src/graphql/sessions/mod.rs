@@ -511,27 +511,7 @@ pub struct CreateSessionInput {
 }
 
 pub(crate) fn string_map(v: Option<JsonString>, what: &str) -> ApiResult<BTreeMap<String, String>> {
-    let Some(v) = v else {
-        return Ok(BTreeMap::new());
-    };
-    let obj =
-        v.0.as_object()
-            .ok_or_else(|| ApiError::bad_request(format!("{what} must be a JSON object")))?;
-    obj.iter()
-        .map(|(k, v)| {
-            let s = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                _ => {
-                    return Err(ApiError::bad_request(format!(
-                        "{what}: the value of '{k}' must be a string or a number"
-                    )));
-                }
-            };
-            Ok((k.clone(), s))
-        })
-        .collect()
+    crate::sessions::body::string_map(v.as_ref().map(|j| &j.0), what)
 }
 
 #[derive(SimpleObject)]
