@@ -110,6 +110,26 @@ impl Cli {
         c
     }
 
+    /// Runs a script on the client's SDK (`source`, saved as `name`) with `args`; it must
+    /// succeed and print one JSON document, which is returned.
+    async fn sdk_script(&self, name: &str, source: &str, args: &[&str]) -> Value {
+        let script = self.dir.join(name);
+        std::fs::write(&script, source).unwrap();
+        let mut all = vec![script.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let out = tokio::time::timeout(Duration::from_secs(300), self.python(&all).output())
+            .await
+            .unwrap_or_else(|_| panic!("{name} did not end"))
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{name}: {e}: {stdout}"))
+    }
+
     async fn run(&self, args: &[&str]) -> Out {
         let out = tokio::time::timeout(Duration::from_secs(180), self.command(args).output())
             .await
@@ -746,22 +766,7 @@ both_dbs!(batch_sessions_through_the_sdk, |db| async move {
         bin: cli26_path(),
         ..Cli::for_user(&app, &user).await
     };
-    let script = cli.dir.join("batches.py");
-    std::fs::write(&script, BATCHES).unwrap();
-    let out = tokio::time::timeout(
-        Duration::from_secs(300),
-        cli.python(&[script.to_str().unwrap(), PYTHON]).output(),
-    )
-    .await
-    .expect("the script ends")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let got = cli.sdk_script("batches.py", BATCHES, &[PYTHON]).await;
     // Answered once running, as Backend.AI's manager answers (a short job may have ended).
     for name in ["batch-ok", "batch-fails", "batch-long"] {
         let status = got[name]["status"].as_str().unwrap();
@@ -847,6 +852,20 @@ async def main():
         dest = Path(tempfile.mkdtemp())
         got = await s.download(["hello.txt", "boot.txt"], dest=dest)
         out["downloaded"] = {n: (dest / n).read_text() for n in got["file_names"]}
+        # What the session's own code plants: a FIFO and a link to the container's root.
+        r = await s.execute(code="import os; os.mkfifo('/home/work/pipe'); os.symlink('/', '/home/work/escape')", mode="query")
+        while r["status"] != "finished":
+            r = await s.execute(run_id=r["runId"], code="", mode="continue")
+        planted = json.loads((await s.list_files("."))["files"])
+        out["planted"] = {f["filename"]: f["mode"] for f in planted if f["filename"] in ("pipe", "escape")}
+        dest = Path(tempfile.mkdtemp())
+        got = await s.download(["escape/etc/hostname"], dest=dest)
+        out["through_link"] = (dest / "hostname").read_text()
+        try:
+            await s.download(["pipe"], dest=tempfile.mkdtemp())
+            out["pipe"] = "downloaded"
+        except Exception as e:
+            out["pipe"] = str(e)
         out["history"] = await s.get_status_history()
         out["graph"] = await api.ComputeSession(out["ids"]["c"]).get_dependency_graph()
         out["logs"] = (await s.get_logs())["result"]["logs"]
@@ -875,6 +894,11 @@ async def main():
         out["attacks"] = attacks
         await s.rename("booted-renamed")
         out["destroyed"] = await api.ComputeSession("booted-renamed").destroy()
+        root = await create(image, name="r-root", startup_command="sleep 60", **batch)
+        child = await create(image, name="r-child", startup_command="true",
+                             dependencies=[root.id], **batch)
+        out["recursive"] = await api.ComputeSession(str(root.id)).destroy(recursive=True)
+        out["recursive_ids"] = [str(root.id), str(child.id)]
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -890,28 +914,13 @@ both_dbs!(session_calls_through_the_sdk, |db| async move {
         ..Cli::for_user(&app, &user).await
     };
     let other = Cli::for_user(&app, &stranger).await;
-    let script = cli.dir.join("calls.py");
-    std::fs::write(&script, SESSION_CALLS).unwrap();
-    let out = tokio::time::timeout(
-        Duration::from_secs(300),
-        cli.python(&[
-            script.to_str().unwrap(),
-            PYTHON,
-            &other.access_key,
-            &other.secret_key,
-        ])
-        .output(),
-    )
-    .await
-    .expect("the script ends")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let got = cli
+        .sdk_script(
+            "calls.py",
+            SESSION_CALLS,
+            &[PYTHON, &other.access_key, &other.secret_key],
+        )
+        .await;
     // The bootstrap script ran before the session was RUNNING, its output in the logs.
     assert_eq!(got["status"], "RUNNING", "{got}");
     assert!(got["logs"].as_str().unwrap().contains("BOOT-LOG"), "{got}");
@@ -938,6 +947,23 @@ both_dbs!(session_calls_through_the_sdk, |db| async move {
         "{history}"
     );
     assert_eq!(got["destroyed"], json!({"stats": {"status": "terminated"}}));
+    // What the session planted is listed as what it is; a link leads within its container
+    // only (its own hostname, never the host's); a FIFO is archived, never read (no hang).
+    assert!(
+        got["planted"]["pipe"].as_str().unwrap().starts_with('p'),
+        "{got}"
+    );
+    assert!(
+        got["planted"]["escape"].as_str().unwrap().starts_with('l'),
+        "{got}"
+    );
+    assert_eq!(got["through_link"], "main1\n", "{got}");
+    assert!(got["pipe"].is_string(), "{got}");
+    // DELETE ?recursive: the dependent goes first, then the session.
+    let child = got["recursive_ids"][1].as_str().unwrap().to_string();
+    let ended = wait_status(&app, &user, &child, &["CANCELLED", "TERMINATED"]).await;
+    assert_eq!(ended["status_info"], "user-requested", "{ended}");
+    assert!(got["recursive"]["stats"]["status"].is_string(), "{got}");
     // The dependency graph as the CLI's show-graph reads it.
     let graph = &got["graph"];
     assert_eq!(graph["session_name"], "dep-then", "{graph}");
@@ -1066,20 +1092,9 @@ both_dbs!(session_templates_through_the_clients, |db| async move {
     let got = cli26.run(&["session-template", "get", &id]).await;
     assert!(got.ok && got.stdout.contains(PYTHON), "{got}");
     // The SDK with an override: the template's command, the caller's environment.
-    let script = cli26.dir.join("from_template.py");
-    std::fs::write(&script, FROM_TEMPLATE).unwrap();
-    let out = cli26
-        .python(&[script.to_str().unwrap(), &id])
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let sdk: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let sdk = cli26
+        .sdk_script("from_template.py", FROM_TEMPLATE, &[&id])
+        .await;
     let from_sdk = sdk["id"].as_str().unwrap().to_string();
     let done = wait_status(&app, &user, &from_sdk, &["TERMINATED"]).await;
     assert_eq!(done["result"], "success", "{done}");
@@ -1257,22 +1272,7 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
         bin: cli26_path(),
         ..Cli::for_user(&app, &user).await
     };
-    let script = cli.dir.join("cluster.py");
-    std::fs::write(&script, CLUSTER).unwrap();
-    let out = tokio::time::timeout(
-        Duration::from_secs(300),
-        cli.python(&[script.to_str().unwrap(), PYTHON]).output(),
-    )
-    .await
-    .expect("the script ends")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let got = cli.sdk_script("cluster.py", CLUSTER, &[PYTHON]).await;
     assert_eq!(got["status"], "RUNNING", "{got}");
     let env = got["env"].as_str().unwrap();
     for want in [

@@ -62,7 +62,8 @@ pub struct Run {
     /// The next sequence number, for followers waiting for more.
     changed: tokio::sync::watch::Sender<u64>,
     input: tokio::sync::Mutex<Option<Pin<Box<dyn AsyncWrite + Send>>>>,
-    /// Where the next `poll` (Backend.AI's execute over HTTP) starts reading.
+    /// Where the next `poll` (Backend.AI's execute over HTTP) starts reading (with the run,
+    /// in the process that owns it).
     polled: Mutex<u64>,
 }
 
@@ -215,7 +216,9 @@ impl Run {
     }
 }
 
-/// Recent executions, by run id.
+/// Recent executions, by run id: process memory, bounded ([`MAX_RUNS`], [`FINISHED_TTL`]),
+/// owned by the process that started them (a run's output streams from its engine
+/// connection there; another `bai serve` answers NOT_FOUND for it: issue 33).
 #[derive(Default)]
 pub struct Runs {
     runs: Mutex<HashMap<Uuid, Arc<Run>>>,

@@ -480,6 +480,21 @@ spec:
             ),
             ("a: [unclosed", "neither JSON nor YAML"),
         ];
+        // Huge and deeply nested payloads are refused, not parsed at length.
+        let huge = format!(
+            "{{\"kind\": \"{}\"}}",
+            "x".repeat(MAX_TEMPLATE_BYTES * 4 + 1)
+        );
+        assert!(
+            parse_payload(&huge)
+                .unwrap_err()
+                .message
+                .contains("too large")
+        );
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_payload(&deep).is_err());
+        let deep_yaml = format!("{}1", "- ".repeat(10_000));
+        assert!(parse_payload(&deep_yaml).is_err());
         for (payload, why) in cases {
             let err = parse_payload(payload).unwrap_err().message;
             assert!(err.contains(why), "{payload:?}: {err}");
