@@ -1017,6 +1017,35 @@ both_dbs!(session_calls_through_the_sdk, |db| async move {
     let info = cli.run(&["session", "info", &id("c")]).await;
     assert!(info.ok, "{info}");
     assert!(info.stdout.contains("dep-first"), "{info}");
+    // The same calls through the 23.9.10 CLI (a GET with a JSON body for `ls`, `download` by
+    // POST, the status history read from `result`, rename by query).
+    let old = Cli {
+        bin: cli_path(),
+        ..Cli::for_user(&app, &user).await
+    };
+    std::fs::write(old.dir.join("up.txt"), "from 23.9").unwrap();
+    let created = old
+        .run(&["session", "create", "-t", "old-cli", PYTHON])
+        .await;
+    assert!(created.ok, "{created}");
+    for (args, want) in [
+        (vec!["session", "upload", "old-cli", "up.txt"], "Uploaded"),
+        (vec!["session", "ls", "old-cli"], "up.txt"),
+        (
+            vec!["session", "download", "old-cli", "up.txt", "--dest", "back"],
+            "Downloaded",
+        ),
+        (vec!["session", "status-history", "old-cli"], "RUNNING"),
+        (vec!["session", "rename", "old-cli", "old-cli-2"], "renamed"),
+        (vec!["session", "destroy", "old-cli-2"], "Done"),
+    ] {
+        let o = old.run(&args).await;
+        assert!(o.ok && o.to_string().contains(want), "{args:?}: {o}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(old.dir.join("back/up.txt")).unwrap(),
+        "from 23.9"
+    );
 });
 
 /// A session template through the official clients: created from a YAML file with the 26.9
