@@ -1,4 +1,7 @@
 //! The `bai` command: `serve`, `migrate`, `superadmin`, `schema`.
+// The merged GraphQL root's resolver futures nest deeper than the default limit of 128 in an
+// optimised build (the session templates' query made it 130).
+#![recursion_limit = "256"]
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
