@@ -1055,6 +1055,7 @@ pub async fn queue(
         created_at: Set(chrono::Utc::now()),
         // "Installed" on an agent that is not there: sessions are accepted, never placed.
         installed_agents: Set(vec!["i-absent".to_string()].into()),
+        owner_id: Set(None),
     }
     .insert(&db)
     .await?;

@@ -128,7 +128,7 @@ async fn upload_inner(
     access.require(Access::ReadWrite, "upload files")?;
     let root = crate::storage::folder_root(&state.config, &folder)?;
     // The policy's folder size bound (0 = none), counted with what is there already.
-    let max = crate::storage::policy_of(state, caller)
+    let max = crate::policies::of_caller(state, caller)
         .await?
         .max_vfolder_size;
     let room = match u64::try_from(max) {

@@ -31,6 +31,9 @@ pub struct Model {
     /// Agents that have this image locally.
     #[sea_orm(column_type = "Json")]
     pub installed_agents: StringList,
+    /// The user a committed session's image belongs to (only they see and run it); None:
+    /// the global catalog.
+    pub owner_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -27,6 +27,8 @@ pub struct Model {
     pub max_vfolder_count: i32,
     /// Bytes; 0 = unlimited.
     pub max_vfolder_size: i64,
+    /// Images a user may keep from committed sessions; 0 = none.
+    pub max_customized_image_count: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -7,6 +7,7 @@ mod m20261125_000001_agent_storage_hosts;
 mod m20261125_000002_session_batch_timeout;
 mod m20261125_000003_session_dependencies;
 mod m20261125_000004_session_templates;
+mod m20261125_000005_customized_images;
 
 pub struct Migrator;
 
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000002_session_batch_timeout::Migration),
             Box::new(m20261125_000003_session_dependencies::Migration),
             Box::new(m20261125_000004_session_templates::Migration),
+            Box::new(m20261125_000005_customized_images::Migration),
         ]
     }
 }

@@ -402,6 +402,104 @@ impl DockerEngine {
             tracing::warn!(kernel = %kernel_id, error = %e, "removing a scratch volume failed");
         }
     }
+
+    /// Creates (never starts) a container of `image` without network, for its file system
+    /// only; `mounts` as given.
+    async fn create_inert(
+        &self,
+        image: &str,
+        name: &str,
+        start: (Option<Vec<String>>, Option<Vec<String>>),
+        mounts: Vec<Mount>,
+    ) -> EngineResult<String> {
+        let body = ContainerCreateBody {
+            image: Some(image.to_string()),
+            entrypoint: start.0,
+            cmd: start.1,
+            network_disabled: Some(true),
+            host_config: Some(HostConfig {
+                network_mode: Some("none".into()),
+                cap_drop: Some(vec!["ALL".into()]),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                mounts: Some(mounts),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.docker
+            .create_container(
+                Some(CreateContainerOptionsBuilder::default().name(name).build()),
+                body,
+            )
+            .await
+            .map(|c| c.id)
+            .map_err(|e| engine_err("creating a container for a commit", e))
+    }
+
+    /// Removes a container but never a named volume it mounts; already gone is fine.
+    async fn discard(&self, container_id: &str) {
+        let opts = RemoveContainerOptionsBuilder::default().force(true).build();
+        if let Err(e) = self.docker.remove_container(container_id, Some(opts)).await
+            && !is_not_found(&e)
+        {
+            // Its labels are the session's: the reconciliation removes it with the session.
+            tracing::warn!(container = %container_id, error = %e, "removing a commit's helper container failed");
+        }
+    }
+
+    /// Copies the scratch volume's contents (read through `reader`, where it is mounted at
+    /// `/bai-home`) into `/home/work` of `writer`, both never started.
+    async fn copy_home(
+        &self,
+        reader: &str,
+        writer: &str,
+        limit: u64,
+        progress: crate::Progress<'_>,
+    ) -> EngineResult<()> {
+        let slow = self.docker.clone().with_timeout(IMAGE_TRANSFER_TIMEOUT);
+        let opts = bollard::query_parameters::DownloadFromContainerOptionsBuilder::default()
+            .path("/bai-home/.")
+            .build();
+        let copied = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = copied.clone();
+        let archive = slow
+            .download_from_container(reader, Some(opts))
+            .map(move |chunk| {
+                let chunk =
+                    chunk.map_err(|e| std::io::Error::other(format!("reading /home/work: {e}")))?;
+                let total = counter
+                    .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed)
+                    + chunk.len() as u64;
+                if total > limit {
+                    return Err(std::io::Error::other("over the limit"));
+                }
+                Ok(chunk)
+            });
+        let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::default()
+            .path("/home/work")
+            .build();
+        let upload =
+            slow.upload_to_container(writer, Some(opts), bollard::body_try_stream(archive));
+        tokio::pin!(upload);
+        // Progress while the bytes flow (the upload answers once all are in).
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+        let result = loop {
+            tokio::select! {
+                r = &mut upload => break r,
+                _ = tick.tick() => progress(copied.load(std::sync::atomic::Ordering::Relaxed), 0),
+            }
+        };
+        let done = copied.load(std::sync::atomic::Ordering::Relaxed);
+        if done > limit {
+            return Err(EngineError::Refused(format!(
+                "/home/work holds more than {} MiB, the most a commit takes in",
+                limit / (1024 * 1024)
+            )));
+        }
+        result.map_err(|e| engine_err("copying /home/work into the image", e))?;
+        progress(done, done);
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
@@ -949,6 +1047,126 @@ impl crate::Engine for DockerEngine {
         Ok(archive)
     }
 
+    async fn commit(
+        &self,
+        spec: &crate::CommitSpec,
+        progress: crate::Progress<'_>,
+    ) -> EngineResult<String> {
+        let slow = self.docker.clone().with_timeout(IMAGE_TRANSFER_TIMEOUT);
+        let (repo, tag) = match spec.reference.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r.to_string(), t.to_string()),
+            _ => (spec.reference.clone(), "latest".to_string()),
+        };
+        let config = || bollard::models::ContainerConfig {
+            labels: Some(spec.labels.clone()),
+            ..Default::default()
+        };
+        let not_found = |e: bollard::errors::Error, context| match e {
+            bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            } => EngineError::NotFound {
+                what: "container",
+                key: spec.container_id.clone(),
+            },
+            other => engine_err(context, other),
+        };
+        // The new image starts as its base does (the session's container ran bai's command).
+        let base = self
+            .docker
+            .inspect_container(&spec.container_id, None)
+            .await
+            .map_err(|e| not_found(e, "reading a container"))?
+            .config
+            .and_then(|c| c.image)
+            .unwrap_or_default();
+        let start = match self.docker.inspect_image(&base).await {
+            Ok(i) => i.config.map(|c| (c.entrypoint, c.cmd)).unwrap_or_default(),
+            Err(_) => (None, None),
+        };
+        // The container's own changes, as an image without a name (the final one's parent).
+        let opts = bollard::query_parameters::CommitContainerOptionsBuilder::default()
+            .container(&spec.container_id)
+            .pause(true)
+            .build();
+        let changes = slow
+            .commit_container(opts, config())
+            .await
+            .map_err(|e| not_found(e, "committing a container"))?
+            .id;
+        // /home/work is a volume, which a commit leaves out: read it through one container
+        // that mounts only it (the folders bound beneath /home/work in the session are other
+        // mounts, so they stay out), written into the file system of another.
+        let prefix = format!(
+            "bai-{}-commit-{}",
+            &self.instance[..8.min(self.instance.len())],
+            Uuid::new_v4().simple()
+        );
+        let reader = self
+            .create_inert(
+                &changes,
+                &format!("{prefix}-r"),
+                (None, Some(vec!["/bin/true".into()])),
+                vec![Mount {
+                    target: Some("/bai-home".into()),
+                    source: Some(scratch_volume(spec.kernel_id)),
+                    typ: Some(MountType::VOLUME),
+                    read_only: Some(true),
+                    ..Default::default()
+                }],
+            )
+            .await?;
+        let writer = match self
+            .create_inert(&changes, &format!("{prefix}-w"), start, Vec::new())
+            .await
+        {
+            Ok(w) => w,
+            Err(e) => {
+                self.discard(&reader).await;
+                return Err(e);
+            }
+        };
+        let made = async {
+            self.copy_home(&reader, &writer, spec.home_limit, progress)
+                .await?;
+            let opts = bollard::query_parameters::CommitContainerOptionsBuilder::default()
+                .container(&writer)
+                .repo(&repo)
+                .tag(&tag)
+                .pause(false)
+                .build();
+            slow.commit_container(opts, config())
+                .await
+                .map(|r| r.id)
+                .map_err(|e| engine_err("committing the image", e))
+        }
+        .await;
+        self.discard(&reader).await;
+        self.discard(&writer).await;
+        made
+    }
+
+    async fn remove_image(&self, reference: &str) -> EngineResult<()> {
+        match self
+            .docker
+            .remove_image(
+                reference,
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) => Err(EngineError::Refused(format!(
+                "the image is in use: {message}"
+            ))),
+            Err(e) => Err(engine_err("removing an image", e)),
+        }
+    }
+
     /// Removes dangling images (untagged and unused by any container); returns how many and
     /// the bytes reclaimed.
     async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)> {
@@ -1119,7 +1337,22 @@ impl crate::Engine for DockerEngine {
             .map(|i| EngineImage {
                 id: i.id,
                 repo_tags: i.repo_tags,
-                labels: i.labels,
+                // A committed session's image keeps its container's management labels
+                // (Docker's commit merges them in); they describe a container, not the image.
+                labels: i
+                    .labels
+                    .into_iter()
+                    .filter(|(k, _)| {
+                        ![
+                            MANAGED_LABEL,
+                            INSTANCE_LABEL,
+                            SESSION_LABEL,
+                            KERNEL_LABEL,
+                            "ai.backend.owner",
+                        ]
+                        .contains(&k.as_str())
+                    })
+                    .collect(),
                 size: i.size,
             })
             .collect())

@@ -190,6 +190,20 @@ pub fn container_command(spec: &KernelSpec) -> Vec<String> {
     }
 }
 
+/// A session's container to be committed as a new image ([`Engine::commit`]).
+#[derive(Debug, Clone)]
+pub struct CommitSpec {
+    pub container_id: String,
+    /// The kernel whose scratch volume (`/home/work`) goes into the image.
+    pub kernel_id: Uuid,
+    /// The new image, `registry/namespace/name:tag`.
+    pub reference: String,
+    /// Labels the image gets (over the base image's).
+    pub labels: std::collections::HashMap<String, String>,
+    /// The most bytes of `/home/work` the image may take in.
+    pub home_limit: u64,
+}
+
 /// A managed container found on an engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedContainer {
@@ -318,6 +332,13 @@ pub trait Engine: Send + Sync {
         path: &str,
         limit: usize,
     ) -> EngineResult<Vec<u8>>;
+    /// Commits a running container as a new image: its own changes, then the contents of its
+    /// scratch volume (`/home/work`, read through a container that is never started, so the
+    /// storage folders bound beneath it stay out) as a layer of their own; `progress` hears
+    /// the bytes of `/home/work` copied. Returns the new image's id.
+    async fn commit(&self, spec: &CommitSpec, progress: Progress<'_>) -> EngineResult<String>;
+    /// Removes the image `reference` (never one a container uses); already gone is fine.
+    async fn remove_image(&self, reference: &str) -> EngineResult<()>;
     /// Removes dangling images; returns how many and the bytes reclaimed.
     async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)>;
     /// The container's address, where the server reaches its ports.

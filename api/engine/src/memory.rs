@@ -364,6 +364,37 @@ impl crate::Engine for MemoryEngine {
             .map_err(|e| EngineError::failed("archiving a file", e))
     }
 
+    async fn commit(
+        &self,
+        spec: &crate::CommitSpec,
+        progress: crate::Progress<'_>,
+    ) -> EngineResult<String> {
+        self.with(|i| {
+            i.answers(
+                format!("commit {} {}", spec.container_id, spec.reference),
+                "committing a container",
+            )?;
+            if !i.containers.contains_key(&spec.container_id) {
+                return Err(EngineError::NotFound {
+                    what: "container",
+                    key: spec.container_id.clone(),
+                });
+            }
+            i.images.insert(spec.reference.clone());
+            Ok(())
+        })?;
+        progress(0, 0);
+        Ok(format!("sha256:{}", Uuid::new_v4().simple()))
+    }
+
+    async fn remove_image(&self, reference: &str) -> EngineResult<()> {
+        self.with(|i| {
+            i.answers(format!("remove_image {reference}"), "removing an image")?;
+            i.images.remove(reference);
+            Ok(())
+        })
+    }
+
     async fn prune_dangling_images(&self) -> EngineResult<(usize, i64)> {
         Ok((0, 0))
     }

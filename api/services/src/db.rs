@@ -177,6 +177,7 @@ pub async fn seed_defaults(db: &DatabaseConnection, clock: &dyn Clock) -> anyhow
         allowed_vfolder_hosts: Set(hosts),
         max_vfolder_count: Set(10),
         max_vfolder_size: Set(0),
+        max_customized_image_count: Set(3),
     }
     .insert(&txn)
     .await?;

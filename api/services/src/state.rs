@@ -28,6 +28,8 @@ pub struct AppState {
     pub bgtasks: Arc<crate::bgtasks::BgTasks>,
     pub exec_runs: Arc<crate::sessions::exec::Runs>,
     pub started_apps: Arc<crate::sessions::apps::StartedApps>,
+    /// Sessions being committed to images now.
+    pub commits: Arc<crate::sessions::commit::Commits>,
     /// One HTTP client (connection pool) for the app proxy and probes.
     pub http: reqwest::Client,
     pub login_throttle: Arc<crate::auth::throttle::LoginThrottle>,
@@ -94,6 +96,7 @@ impl AppState {
             bgtasks: Arc::new(crate::bgtasks::BgTasks::default()),
             exec_runs: Arc::new(crate::sessions::exec::Runs::default()),
             started_apps: Arc::new(crate::sessions::apps::StartedApps::default()),
+            commits: Arc::default(),
             http,
             tls,
             clock: Arc::new(bai_core::clock::SystemClock),

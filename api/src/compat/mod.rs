@@ -52,6 +52,11 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/session/{id}/rename", post(session_calls::rename))
         .route(
+            "/session/{id}/commit",
+            get(session_calls::commit_status).post(session_calls::commit),
+        )
+        .route("/session/{id}/imagify", post(session_calls::imagify))
+        .route(
             "/session/{id}/dependency-graph",
             get(session_calls::dependency_graph),
         )
@@ -76,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/stream/session/{id}/execute", get(stream::execute))
         .route("/events/session", get(stream::session_events))
+        .route("/events/background-task", get(stream::task_events))
         .route("/resource/presets", get(resource::presets))
         .route("/resource/check-presets", post(resource::check_presets))
         .route("/scaling-groups", get(resource::scaling_groups))

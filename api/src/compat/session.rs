@@ -196,7 +196,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
             .one(&state.db)
             .await?;
         if let Some(s) = live {
-            let wanted = crate::images::resolve(&state.db, &req.image, None).await?;
+            let wanted = crate::images::resolve_for(&state.db, caller, &req.image, None).await?;
             if reuse && image_of(&s) == wanted.name {
                 return Ok((
                     StatusCode::CREATED,

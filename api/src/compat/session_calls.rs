@@ -358,3 +358,76 @@ mod tests {
         assert!(params(Vec::new(), &Bytes::from_static(b"[1]")).is_err());
     }
 }
+
+/// `POST /session/{id}/commit`: commits the session's main container (its changes and
+/// `/home/work`) to an image of the caller's named after the session, as a background task
+/// (Backend.AI commits to a tar file on the agent's host; bai makes the image, as
+/// `imagify` does). `201` with the task (`bgtask_id`, `task_id`) and the kernel.
+pub(super) async fn commit(
+    State(state): State<AppState>,
+    axum::Extension(principal): axum::Extension<crate::auth::Principal>,
+    OwnNamed(s): OwnNamed,
+    Params(_): Params,
+) -> Response {
+    reply(
+        async {
+            let caller = super::caller(&principal)?;
+            let started = crate::sessions::commit::start(&state, caller, s.id, None).await?;
+            Ok((
+                StatusCode::CREATED,
+                axum::Json(json!({
+                    "bgtask_id": started.task_id,
+                    "task_id": started.task_id,
+                    "kernel": started.kernel_id,
+                    "path": null,
+                })),
+            )
+                .into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /session/{id}/commit`: `ongoing` while a commit of the session runs, else `ready`.
+pub(super) async fn commit_status(
+    State(state): State<AppState>,
+    axum::Extension(principal): axum::Extension<crate::auth::Principal>,
+    OwnNamed(s): OwnNamed,
+) -> Response {
+    reply(
+        async {
+            let caller = super::caller(&principal)?;
+            let (status, kernel) = crate::sessions::commit::status(&state, caller, s.id).await?;
+            Ok(axum::Json(json!({"status": status, "kernel": kernel})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `POST /session/{id}/imagify` with `image_name` (and Backend.AI's `image_visibility`, of
+/// which `user` is the one there is): commits the session to an image of the caller's under
+/// that name; answers the background task's id at once.
+pub(super) async fn imagify(
+    State(state): State<AppState>,
+    axum::Extension(principal): axum::Extension<crate::auth::Principal>,
+    OwnNamed(s): OwnNamed,
+    Params(p): Params,
+) -> Response {
+    reply(
+        async {
+            let caller = super::caller(&principal)?;
+            let name = string(&p, &["image_name", "imageName"])
+                .ok_or_else(|| ApiError::bad_request("'image_name' is required"))?;
+            if let Some(v) = string(&p, &["image_visibility", "imageVisibility"])
+                && v != "user"
+            {
+                return Err(ApiError::bad_request(format!(
+                    "Unsupported image visibility '{v}': committed images belong to a user"
+                )));
+            }
+            let started = crate::sessions::commit::start(&state, caller, s.id, Some(&name)).await?;
+            Ok(axum::Json(json!({"task_id": started.task_id})).into_response())
+        }
+        .await,
+    )
+}

@@ -266,3 +266,78 @@ pub async fn session_events(
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
+
+#[derive(Deserialize)]
+pub struct TaskQuery {
+    task_id: Option<String>,
+    #[serde(rename = "taskId")]
+    task_id_camel: Option<String>,
+}
+
+/// A task's state as Backend.AI's `bgtask_*` event payload.
+fn task_payload(t: &crate::bgtasks::TaskState) -> SseEvent {
+    let data = if t.status == crate::bgtasks::TaskStatus::Running {
+        json!({
+            "task_id": t.task_id,
+            "message": t.message,
+            "current_progress": t.current_progress,
+            "total_progress": t.total_progress,
+        })
+    } else {
+        json!({"task_id": t.task_id, "message": t.message})
+    };
+    SseEvent::default()
+        .event(t.event.clone())
+        .data(data.to_string())
+}
+
+/// `GET /events/background-task?task_id=`: Server-Sent Events of one background task of the
+/// caller's (a superadmin's: anyone's), as Backend.AI sends them: its state now, then
+/// `bgtask_updated` until `bgtask_done` or `bgtask_failed`, then `server_close`. Another
+/// user's task is NOT_FOUND, as one that does not exist.
+pub async fn task_events(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(q): Query<TaskQuery>,
+) -> Response {
+    let caller = match caller(&principal) {
+        Ok(c) => c.clone(),
+        Err(e) => return e.into_response(),
+    };
+    let Some(raw) = q.task_id.or(q.task_id_camel) else {
+        return crate::error::ApiError::bad_request("task_id is required").into_response();
+    };
+    let Ok(id) = raw.parse::<Uuid>() else {
+        return crate::error::ApiError::bad_request("task_id is not a UUID").into_response();
+    };
+    // Listening first: nothing between the state read and the stream is lost.
+    let live = state.events.stream_topic(crate::events::Topic::Task(id));
+    let Some(first) = state
+        .bgtasks
+        .get(id)
+        .filter(|t| t.owner == caller.uuid || caller.is_superadmin())
+    else {
+        return crate::error::ApiError::not_found("background task", id).into_response();
+    };
+    let live = live.filter_map(move |ev| {
+        let out = match &*ev {
+            Event::BgTask(t) if t.task_id == id => Some(t.clone()),
+            _ => None,
+        };
+        std::future::ready(out)
+    });
+    let over = first.status != crate::bgtasks::TaskStatus::Running;
+    let running = |t: &crate::bgtasks::TaskState| t.status != crate::bgtasks::TaskStatus::Running;
+    let states =
+        futures_util::stream::iter([first]).chain(crate::events::until(live, over, running));
+    let close = futures_util::stream::once(async {
+        Ok::<_, Infallible>(SseEvent::default().event("server_close").data("{}"))
+    });
+    let stream = states
+        .map(|t| Ok::<_, Infallible>(task_payload(&t)))
+        .take_until(state.shutdown.clone().cancelled_owned())
+        .chain(close);
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}

@@ -164,6 +164,16 @@ impl Image {
     async fn installed_agents(&self) -> Vec<String> {
         self.0.installed_agents.0.clone()
     }
+    /// The name its owner gave a committed session's image (null: a catalog image).
+    async fn customized_name(&self) -> Option<String> {
+        self.0
+            .owner_id
+            .and_then(|_| self.label(crate::sessions::commit::NAME_LABEL))
+    }
+    /// The user a committed session's image belongs to (null: a catalog image).
+    async fn owner_id(&self) -> Option<Uuid> {
+        self.0.owner_id
+    }
 }
 
 #[derive(Default)]
@@ -179,28 +189,40 @@ impl ImageQuery {
         reference: Option<String>,
         architecture: Option<String>,
     ) -> crate::graphql::Result<Image> {
-        let (state, _) = authed(ctx)?;
+        let (state, caller) = authed(ctx)?;
         let target = match (id, reference) {
             (Some(id), _) => id.to_string(),
             (None, Some(r)) => r,
             (None, None) => return Err(ApiError::bad_request("give either id or reference").into()),
         };
         Ok(Image(
-            crate::images::resolve(&state.db, &target, architecture.as_deref()).await?,
+            crate::images::resolve_for(&state.db, caller, &target, architecture.as_deref()).await?,
         ))
     }
 
+    /// The catalog and the caller's own committed images; `load_filters` as Backend.AI's:
+    /// with `customized`, a superadmin gets every user's committed images as well.
     async fn images(
         &self,
         ctx: &Context<'_>,
         is_installed: Option<bool>,
+        load_filters: Option<Vec<String>>,
     ) -> crate::graphql::Result<Vec<Image>> {
-        let (state, _) = authed(ctx)?;
-        let rows = images::Entity::find()
-            .order_by_asc(images::Column::Name)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        let (state, caller) = authed(ctx)?;
+        let everyone = caller.is_superadmin()
+            && load_filters
+                .unwrap_or_default()
+                .iter()
+                .any(|f| f == "customized");
+        let mut select = images::Entity::find().order_by_asc(images::Column::Name);
+        if !everyone {
+            select = select.filter(
+                images::Column::OwnerId
+                    .is_null()
+                    .or(images::Column::OwnerId.eq(caller.uuid)),
+            );
+        }
+        let rows = select.all(&state.db).await.map_err(ApiError::from)?;
         Ok(rows
             .into_iter()
             .map(Image)
@@ -209,6 +231,18 @@ impl ImageQuery {
                 None => true,
             })
             .collect())
+    }
+
+    /// The caller's own committed images (Backend.AI's `customized_images`).
+    async fn customized_images(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<Image>> {
+        let (state, caller) = authed(ctx)?;
+        let rows = images::Entity::find()
+            .filter(images::Column::OwnerId.eq(caller.uuid))
+            .order_by_asc(images::Column::Name)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(rows.into_iter().map(Image).collect())
     }
 }
 
@@ -295,6 +329,21 @@ impl ImageMutation {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::images::dealias(state, &scope, &alias).await?;
+        Ok(ImageResult {
+            ok: true,
+            msg: "success".into(),
+        })
+    }
+
+    /// Forgets an image by id: the caller's own committed image (removed from the engines
+    /// too), or, for a superadmin, any image.
+    async fn forget_image_by_id(
+        &self,
+        ctx: &Context<'_>,
+        image_id: Uuid,
+    ) -> crate::graphql::Result<ImageResult> {
+        let (state, caller) = authed(ctx)?;
+        crate::images::forget_by_id(state, caller, image_id).await?;
         Ok(ImageResult {
             ok: true,
             msg: "success".into(),

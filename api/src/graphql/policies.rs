@@ -58,6 +58,10 @@ impl KeyPairResourcePolicy {
     async fn max_vfolder_size(&self) -> BigInt {
         BigInt(self.0.max_vfolder_size)
     }
+    /// Images a user may keep from committed sessions; 0 = none.
+    async fn max_customized_image_count(&self) -> i32 {
+        self.0.max_customized_image_count
+    }
 }
 
 /// Names of policies used by the caller's keypairs.
@@ -138,6 +142,7 @@ pub struct CreateKeyPairResourcePolicyInput {
     pub allowed_vfolder_hosts: Option<JsonString>,
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
+    pub max_customized_image_count: Option<i32>,
 }
 
 #[derive(InputObject, Default)]
@@ -153,6 +158,7 @@ pub struct ModifyKeyPairResourcePolicyInput {
     pub allowed_vfolder_hosts: Option<JsonString>,
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
+    pub max_customized_image_count: Option<i32>,
 }
 
 #[derive(SimpleObject)]
@@ -191,6 +197,7 @@ impl From<ModifyKeyPairResourcePolicyInput> for PolicyChange {
             allowed_vfolder_hosts: p.allowed_vfolder_hosts.map(|v| v.0),
             max_vfolder_count: p.max_vfolder_count,
             max_vfolder_size: p.max_vfolder_size.map(|v| v.0),
+            max_customized_image_count: p.max_customized_image_count,
         }
     }
 }
@@ -219,6 +226,7 @@ impl PolicyMutation {
             allowed_vfolder_hosts: props.allowed_vfolder_hosts.map(|v| v.0),
             max_vfolder_count: props.max_vfolder_count,
             max_vfolder_size: props.max_vfolder_size.map(|v| v.0),
+            max_customized_image_count: props.max_customized_image_count,
         };
         let p =
             crate::policies::create(state, &scope, &name, &props.default_for_unspecified, change)

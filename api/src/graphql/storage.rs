@@ -235,7 +235,7 @@ impl StorageQuery {
     /// Storage hosts the caller may create folders on.
     async fn vfolder_hosts(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<String>> {
         let (state, caller) = authed(ctx)?;
-        let policy = crate::storage::policy_of(state, caller).await?;
+        let policy = crate::policies::of_caller(state, caller).await?;
         Ok(crate::storage::hosts(&state.config)
             .into_keys()
             .filter(|h| {

@@ -1436,3 +1436,254 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
     )
     .await;
 });
+
+const COMMIT: &str = r#"
+import asyncio, json, os, sys
+from ai.backend.client.config import APIConfig
+from ai.backend.client.request import Request
+from ai.backend.client.session import AsyncSession
+
+async def run(s, code):
+    r = await s.execute(code=code, mode="query")
+    console = list(r["console"])
+    while r["status"] != "finished":
+        r = await s.execute(run_id=r["runId"], code="", mode="continue")
+        console += r["console"]
+    return console
+
+async def follow(api, task_id):
+    events = []
+    async with api.BackgroundTask(task_id).listen_events() as resp:
+        async for ev in resp:
+            events.append([ev.event, json.loads(ev.data)])
+    return events
+
+async def commit_status(sid):
+    async with Request("GET", f"/session/{sid}/commit").fetch() as resp:
+        return await resp.json()
+
+async def main():
+    image, folder, stranger_ak, stranger_sk = sys.argv[1:5]
+    out = {}
+    async with AsyncSession() as api:
+        s = await api.ComputeSession.get_or_create(image, name="to-commit", enqueue_only=False,
+                                                   max_wait=120, mounts=[folder])
+        await run(s, "open('/home/work/marker.txt','w').write('kept-in-home');"
+                     "open('/tmp/layer.txt','w').write('kept-in-layer');"
+                     "open('/home/work/%s/in-folder.txt','w').write('folder data')" % folder)
+        out["before"] = await commit_status(s.id)
+        r = await s.export_to_image("my-env")
+        out["imagify"] = r
+        out["events"] = await follow(api, r["task_id"])
+        out["after"] = await commit_status(s.id)
+        c = await s.commit()
+        out["commit"] = c
+        out["commit_events"] = await follow(api, c["bgtask_id"])
+        stranger = APIConfig(endpoint=os.environ["BACKEND_ENDPOINT"], endpoint_type="api",
+                             access_key=stranger_ak, secret_key=stranger_sk)
+        attacks = {}
+        async with AsyncSession(config=stranger) as other:
+            victim = other.ComputeSession(str(s.id))
+            for name, call in {
+                "imagify": lambda: victim.export_to_image("stolen"),
+                "commit": victim.commit,
+                "events": lambda: follow(other, r["task_id"]),
+            }.items():
+                try:
+                    attacks[name] = "answered: %r" % (await call(),)
+                except Exception as e:
+                    attacks[name] = str(e)
+        out["attacks"] = attacks
+        await s.destroy()
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+const FROM_COMMITTED: &str = r#"
+import asyncio, json, sys
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    image = sys.argv[1]
+    async with AsyncSession() as api:
+        s = await api.ComputeSession.get_or_create(image, name="from-commit", enqueue_only=False,
+                                                   max_wait=120)
+        r = await s.execute(code="import os\n"
+            "for p in ['/home/work/marker.txt', '/tmp/layer.txt']: print(open(p).read())\n"
+            "print(sorted(os.listdir('/home/work')))", mode="query")
+        console = list(r["console"])
+        while r["status"] != "finished":
+            r = await s.execute(run_id=r["runId"], code="", mode="continue")
+            console += r["console"]
+        await s.destroy()
+    print(json.dumps({"status": s.status, "console": console}))
+
+asyncio.run(main())
+"#;
+
+both_dbs!(commit_sessions_to_images, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    let user = app.user("commit@x.org", "user", "default").await;
+    let stranger = app.user("stranger-commit@x.org", "user", "default").await;
+    app.use_policy(
+        &user,
+        "two-images",
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            default_for_unspecified: "UNLIMITED".into(),
+            total_resource_slots: json!("{}"),
+            max_concurrent_sessions: 10,
+            max_containers_per_session: 1,
+            idle_timeout: 0,
+            max_customized_image_count: Some(2),
+            ..Default::default()
+        },
+    )
+    .await;
+    app.op_ok::<gql::CreateVfolder>(
+        Some(&user),
+        gql::create_vfolder::Variables {
+            props: gql::create_vfolder::CreateVFolderInput {
+                name: "data".into(),
+                ..Default::default()
+            },
+        },
+    )
+    .await;
+    let cli = Cli {
+        bin: cli26_path(),
+        ..Cli::for_user(&app, &user).await
+    };
+    let other = Cli::for_user(&app, &stranger).await;
+    let got = cli
+        .sdk_script(
+            "commit.py",
+            COMMIT,
+            &[PYTHON, "data", &other.access_key, &other.secret_key],
+        )
+        .await;
+    // The task's progress as Backend.AI's events, ending done; the status around it.
+    assert_eq!(got["before"]["status"], "ready", "{got}");
+    assert_eq!(got["after"]["status"], "ready", "{got}");
+    let events = got["events"].as_array().unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last[0], "bgtask_done", "{got}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e[1]["task_id"] == got["imagify"]["task_id"]),
+        "{got}"
+    );
+    assert_eq!(
+        got["commit_events"].as_array().unwrap().last().unwrap()[0],
+        "bgtask_done"
+    );
+    assert_eq!(
+        got["commit"]["bgtask_id"], got["commit"]["task_id"],
+        "{got}"
+    );
+    // A stranger can neither commit the session nor follow the owner's task.
+    for (what, answer) in got["attacks"].as_object().unwrap() {
+        let answer = answer.as_str().unwrap();
+        assert!(
+            answer.contains("404") || answer.contains("not found") || answer.contains("Not Found"),
+            "{what}: {answer}"
+        );
+    }
+    // Two images of the owner's: one named, one after the session; nobody else sees them.
+    let mine = app
+        .op_ok::<gql::CustomizedImages>(Some(&user), Default::default())
+        .await;
+    let mine = mine["customized_images"].as_array().unwrap().clone();
+    let names: Vec<&str> = mine
+        .iter()
+        .map(|i| i["customized_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{mine:?}");
+    assert!(
+        names.contains(&"my-env") && names.contains(&"to-commit"),
+        "{names:?}"
+    );
+    let named = mine
+        .iter()
+        .find(|i| i["customized_name"] == "my-env")
+        .unwrap();
+    let reference = named["name"].as_str().unwrap().to_string();
+    assert!(reference.contains("/user-"), "{reference}");
+    let theirs = app
+        .op_ok::<gql::Images>(Some(&stranger), Default::default())
+        .await;
+    assert!(!theirs.to_string().contains("customized_"), "{theirs}");
+    let seen = app
+        .op::<gql::Image>(
+            Some(&stranger),
+            gql::image::Variables {
+                reference: reference.clone(),
+            },
+        )
+        .await;
+    assert_eq!(
+        seen["errors"][0]["extensions"]["code"], "NOT_FOUND",
+        "{seen}"
+    );
+    let launched = create_session(&app, &stranger, json!({"image": reference})).await;
+    assert_eq!(
+        launched["errors"][0]["extensions"]["code"], "NOT_FOUND",
+        "{launched}"
+    );
+    // The owner's new session from the image has the old one's home and changes, not the
+    // folder's contents (folders are mounts, never part of an image).
+    let again = cli
+        .sdk_script("from_committed.py", FROM_COMMITTED, &[&reference])
+        .await;
+    let console = again["console"].to_string();
+    assert!(console.contains("kept-in-home"), "{again}");
+    assert!(console.contains("kept-in-layer"), "{again}");
+    assert!(!console.contains("in-folder.txt"), "{again}");
+    // The policy's count: a third image is refused with the reason (the CLI prints it).
+    let s = create_session(&app, &user, json!({"image": PYTHON, "name": "third"})).await;
+    let third = session_ids(&s)[0].clone();
+    wait_status(&app, &user, &third, &["RUNNING"]).await;
+    let out = cli
+        .run(&["session", "convert-to-image", "third", "another"])
+        .await;
+    assert!(
+        format!("{}{}", out.stdout, out.stderr)
+            .contains("the most your resource policy allows (2)"),
+        "{out}"
+    );
+    destroy(&app, &user, &third).await;
+    // The owner forgets one: it leaves the catalog and the engine.
+    let forgotten = app
+        .op_ok::<gql::ForgetImageById>(
+            Some(&user),
+            gql::forget_image_by_id::Variables {
+                image_id: named["id"].as_str().unwrap().to_string(),
+            },
+        )
+        .await;
+    assert_eq!(forgotten["forget_image_by_id"]["ok"], true);
+    let left = app
+        .op_ok::<gql::CustomizedImages>(Some(&user), Default::default())
+        .await;
+    assert_eq!(
+        left["customized_images"].as_array().unwrap().len(),
+        1,
+        "{left}"
+    );
+    let engine = std::process::Command::new("docker")
+        .args(["image", "inspect", &reference])
+        .output()
+        .unwrap();
+    assert!(!engine.status.success(), "the engine still has {reference}");
+    let rest = left["customized_images"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.op_ok::<gql::ForgetImageById>(
+        Some(&user),
+        gql::forget_image_by_id::Variables { image_id: rest },
+    )
+    .await;
+});

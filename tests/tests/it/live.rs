@@ -197,6 +197,7 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         ),
         created_at: Set(chrono::Utc::now()),
         installed_agents: Set(vec!["local".to_string()].into()),
+        owner_id: Set(None),
     }
     .insert(&state.db)
     .await

@@ -67,6 +67,9 @@ enum Kind {
     Group,
     Domain,
     Template,
+    /// A committed session's image (its id; `ImageRef`: its reference).
+    Image,
+    ImageRef,
 }
 
 /// What a request answered, as text: a query's or mutation's whole body, or a subscription's
@@ -364,8 +367,47 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             ),
         ),
         ("Query", "container_registry", "hostname", Global(CATALOG)),
-        ("Query", "image", "id", Global(CATALOG)),
-        ("Query", "image", "reference", Global(CATALOG)),
+        (
+            "Query",
+            "image",
+            "id",
+            Tenant(
+                Image,
+                ask!(m::ImageById, |v| m::image_by_id::Variables { id: v }),
+            ),
+        ),
+        (
+            "Query",
+            "image",
+            "reference",
+            Tenant(
+                ImageRef,
+                ask!(gql::Image, |v| gql::image::Variables { reference: v }),
+            ),
+        ),
+        (
+            "Mutation",
+            "forget_image_by_id",
+            "image_id",
+            Tenant(
+                Image,
+                ask!(gql::ForgetImageById, |v| {
+                    gql::forget_image_by_id::Variables { image_id: v }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "commit_session",
+            "session_id",
+            Tenant(
+                Session,
+                ask!(gql::CommitSession, |v| gql::commit_session::Variables {
+                    session_id: v,
+                    image_name: "stolen".into(),
+                }),
+            ),
+        ),
         (
             "Query",
             "compute_session",
@@ -1144,6 +1186,28 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
         .as_str()
         .unwrap()
         .to_string();
+    // The superadmin's own committed image (the victim session's, through the console's
+    // mutation), once its task is done.
+    let commit = app
+        .admin_op::<gql::CommitSession>(gql::commit_session::Variables {
+            session_id: session.clone(),
+            image_name: "secret-image".into(),
+        })
+        .await;
+    let task_id = commit["commit_session"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_task_done(&app, &app.admin_token, &task_id).await;
+    let mine = app
+        .admin_op::<gql::CustomizedImages>(Default::default())
+        .await;
+    let image = &mine["customized_images"][0];
+    assert_eq!(image["customized_name"], "secret-image", "{mine}");
+    let (image_id, image_ref) = (
+        image["id"].as_str().unwrap().to_string(),
+        image["name"].as_str().unwrap().to_string(),
+    );
     let victim = |k: Kind| -> String {
         match k {
             User => super_email.clone(),
@@ -1155,6 +1219,8 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             Group => hidden.clone(),
             Domain => "secret".to_string(),
             Template => template.clone(),
+            Image => image_id.clone(),
+            ImageRef => image_ref.clone(),
         }
     };
     let fake = |k: Kind| -> String {
@@ -1162,6 +1228,11 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             User => "nobody-at-all@x.org".to_string(),
             Keypair => "AKIANOSUCHKEY0000000".to_string(),
             Domain => "nosuchdomain".to_string(),
+            ImageRef => format!(
+                "bai.local/user-{}/python:3-customized_{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            ),
             _ => uuid::Uuid::new_v4().to_string(),
         }
     };
@@ -1224,5 +1295,15 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
         "{after}"
     );
     assert_ne!(after["domain"]["description"], "pwned", "{after}");
+    let still = app
+        .admin_op::<gql::CustomizedImages>(Default::default())
+        .await;
+    assert_eq!(
+        still["customized_images"].as_array().map(Vec::len),
+        Some(1),
+        "{still}"
+    );
     destroy(&app, &app.admin_token, &session).await;
+    app.admin_op::<gql::ForgetImageById>(gql::forget_image_by_id::Variables { image_id })
+        .await;
 });

@@ -573,6 +573,24 @@ pub async fn wait_status(app: &TestApp, token: &str, id: &str, want: &[&str]) ->
     .await
 }
 
+/// Waits for background task `task_id` to end and asserts it is done; its final state.
+pub async fn wait_task_done(app: &TestApp, token: &str, task_id: &str) -> Value {
+    let end = eventually(&format!("task {task_id} ending"), WAIT, || async {
+        let t = app
+            .op_ok::<gql::BackgroundTask>(
+                Some(token),
+                gql::background_task::Variables {
+                    task_id: task_id.into(),
+                },
+            )
+            .await;
+        (t["background_task"]["status"] != "running").then(|| t["background_task"].clone())
+    })
+    .await;
+    assert_eq!(end["status"], "done", "{end}");
+    end
+}
+
 /// Creates sessions through GraphQL and returns the response body.
 pub async fn create_session(app: &TestApp, token: &str, props: Value) -> Value {
     let props = serde_json::from_value(props).expect("props of CreateSessionInput");

@@ -10,7 +10,7 @@ use sea_orm::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::SuperadminScope;
+use crate::auth::{Caller, SuperadminScope};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::state::AppState;
@@ -91,6 +91,28 @@ pub async fn resolve<C: ConnectionTrait>(
         select = select.filter(images::Column::Architecture.eq(a));
     }
     select.one(db).await?.ok_or_else(not_found)
+}
+
+/// Whether `caller` may see and use `image`: the global catalog, or an image of a session
+/// they committed (a superadmin sees every one).
+pub fn may_use(caller: &Caller, image: &images::Model) -> bool {
+    image
+        .owner_id
+        .is_none_or(|o| o == caller.uuid || caller.is_superadmin())
+}
+
+/// [`resolve`] for `caller`: another user's image is NOT_FOUND, as one that does not exist.
+pub async fn resolve_for<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    target: &str,
+    architecture: Option<&str>,
+) -> ApiResult<images::Model> {
+    let image = resolve(db, target, architecture).await?;
+    if !may_use(caller, &image) {
+        return Err(ApiError::not_found("image", target));
+    }
+    Ok(image)
 }
 
 /// An edit of one slot's minimum/maximum as a surface read it (amounts are parsed here).
@@ -252,6 +274,31 @@ pub async fn forget(
     state
         .events
         .changed(ObjectKind::Image, ChangeAction::Deleted, &name, None);
+    Ok(())
+}
+
+/// Forgets image `id` for `caller`. A committed session's image (the caller's own; a
+/// superadmin's for anyone's) is removed from the engines that hold it as well, or a rescan
+/// would bring it back and it would still count against its owner's policy; a catalog image
+/// is forgotten by a superadmin only, as [`forget`]. Another user's image is NOT_FOUND.
+pub async fn forget_by_id(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let image = resolve_for(&state.db, caller, &id.to_string(), None).await?;
+    let Some(_) = image.owner_id else {
+        let scope = caller.require_superadmin()?;
+        return forget(state, &scope, &id.to_string(), None).await;
+    };
+    let reference = crate::agents::docker_reference(&image);
+    for agent_id in image.installed_agents.0.iter() {
+        let Some(agent) = state.agents.get(agent_id).await else {
+            continue;
+        };
+        agent.remove_image(&reference).await?;
+    }
+    image.delete(&state.db).await?;
+    tracing::info!(image = %reference, user = %caller.email, "a committed session's image was removed");
+    state
+        .events
+        .changed(ObjectKind::Image, ChangeAction::Deleted, &reference, None);
     Ok(())
 }
 

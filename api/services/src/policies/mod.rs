@@ -12,7 +12,7 @@ use sea_orm::{
 };
 use serde_json::{Value, json};
 
-use crate::auth::SuperadminScope;
+use crate::auth::{Caller, SuperadminScope};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::state::AppState;
@@ -134,6 +134,7 @@ pub struct PolicyChange {
     pub allowed_vfolder_hosts: Option<Value>,
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<i64>,
+    pub max_customized_image_count: Option<i32>,
 }
 
 /// Applies `c` onto `m`, validating each value.
@@ -168,6 +169,9 @@ fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> Api
     if let Some(v) = c.max_vfolder_size {
         m.max_vfolder_size = Set(non_negative("max_vfolder_size", v)?);
     }
+    if let Some(v) = c.max_customized_image_count {
+        m.max_customized_image_count = Set(non_negative_i32("max_customized_image_count", v)?);
+    }
     Ok(())
 }
 
@@ -196,6 +200,7 @@ pub async fn create(
         allowed_vfolder_hosts: Set(default_hosts),
         max_vfolder_count: Set(10),
         max_vfolder_size: Set(0),
+        max_customized_image_count: Set(3),
     };
     apply(
         &mut m,
@@ -331,4 +336,22 @@ mod tests {
         assert!(normalize_allowed_hosts(&json!("local")).is_err());
         assert!(normalize_allowed_hosts(&json!([""])).is_err());
     }
+}
+
+/// The resource policy of the caller's keypair.
+pub async fn of_caller(
+    state: &AppState,
+    caller: &Caller,
+) -> ApiResult<keypair_resource_policies::Model> {
+    let ak = caller
+        .access_key
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
+    let kp = crate::lookup::get::<keypairs::Entity>(&state.db, "keypair", ak).await?;
+    crate::lookup::get::<keypair_resource_policies::Entity>(
+        &state.db,
+        "resource policy",
+        kp.resource_policy,
+    )
+    .await
 }

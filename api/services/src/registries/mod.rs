@@ -309,6 +309,7 @@ pub async fn scan_into_catalog(
                     resources: Set(crate::agents::resources_from_labels(&img.labels)),
                     created_at: Set(state.clock.now()),
                     installed_agents: Set(Default::default()),
+                    owner_id: Set(None),
                 }
                 .insert(&state.db)
                 .await?;

@@ -273,7 +273,7 @@ pub async fn create(
     req: CreateRequest,
 ) -> ApiResult<Vec<sessions::Model>> {
     let valid = validate(caller, &req)?;
-    let image = crate::images::resolve(&state.db, &req.image, None).await?;
+    let image = crate::images::resolve_for(&state.db, caller, &req.image, None).await?;
     let sized = size(state, &image, &req).await?;
     let place = authorise(state, caller, &valid, &image, &sized, &req).await?;
     let created = persist(state, caller, &valid, &image, &sized, &place, &req).await?;

@@ -4,6 +4,7 @@
 //! allocates; launch and termination of one session are serialised by a per-session lock.
 pub mod apps;
 pub mod body;
+pub mod commit;
 mod create;
 pub mod exec;
 pub mod files;

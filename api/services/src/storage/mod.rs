@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFolderUsageMode};
-use entity::{keypair_resource_policies, keypairs, vfolder_permissions, vfolders};
+use entity::{vfolder_permissions, vfolders};
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, ModelTrait,
@@ -210,23 +210,6 @@ pub struct NewFolder {
     pub cloneable: bool,
 }
 
-pub async fn policy_of(
-    state: &AppState,
-    caller: &Caller,
-) -> ApiResult<keypair_resource_policies::Model> {
-    let ak = caller
-        .access_key
-        .clone()
-        .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
-    let kp = crate::lookup::get::<keypairs::Entity>(&state.db, "keypair", ak).await?;
-    crate::lookup::get::<keypair_resource_policies::Entity>(
-        &state.db,
-        "resource policy",
-        kp.resource_policy,
-    )
-    .await
-}
-
 /// Creates a folder (a directory on the host, then its record). User folders count against
 /// the policy's folder limit; group folders need an admin of the project's domain.
 pub async fn create(
@@ -247,7 +230,7 @@ pub async fn create(
     let Some(host_root) = all_hosts.get(&host) else {
         return Err(ApiError::not_found("storage host", &host));
     };
-    let policy = policy_of(state, caller).await?;
+    let policy = crate::policies::of_caller(state, caller).await?;
     let allowed = policy
         .allowed_vfolder_hosts
         .get(&host)
@@ -629,7 +612,9 @@ pub async fn session_mounts(
     // A folder already over the policy's size limit is not mounted writable again: what a
     // container writes cannot be stopped half-way without filesystem quotas, but it is
     // stopped from growing further through bai.
-    let max = policy_of(state, caller).await?.max_vfolder_size;
+    let max = crate::policies::of_caller(state, caller)
+        .await?
+        .max_vfolder_size;
     if let Ok(max) = u64::try_from(max)
         && max > 0
     {

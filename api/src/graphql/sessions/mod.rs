@@ -549,6 +549,13 @@ pub struct StartedService {
 #[derive(Default)]
 pub struct SessionMutation;
 
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct CommitSessionResult {
+    pub ok: bool,
+    pub task_id: Uuid,
+}
+
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl SessionMutation {
     /// Creates one or more sessions; they start PENDING and the scheduler takes them from there.
@@ -624,6 +631,25 @@ impl SessionMutation {
             ok: true,
             msg: "terminated".into(),
             session: Some(ComputeSession(done)),
+        })
+    }
+
+    /// Commits a running session of the caller's to an image of theirs named `image_name`
+    /// (its changes and /home/work; storage folders stay out), as a background task: follow
+    /// it with `background_task_events(task_id)`. The image is the caller's only; the keypair
+    /// policy's `max_customized_image_count` bounds how many they keep.
+    async fn commit_session(
+        &self,
+        ctx: &Context<'_>,
+        session_id: Uuid,
+        image_name: String,
+    ) -> crate::graphql::Result<CommitSessionResult> {
+        let (state, caller) = authed(ctx)?;
+        let started =
+            crate::sessions::commit::start(state, caller, session_id, Some(&image_name)).await?;
+        Ok(CommitSessionResult {
+            ok: true,
+            task_id: started.task_id,
         })
     }
 

@@ -21,6 +21,7 @@ operation!(
     "graphql/matrix/disassociate_scaling_group_with_user_group.graphql"
 );
 operation!(Group, "graphql/matrix/group.graphql");
+operation!(ImageById, "graphql/matrix/image_by_id.graphql");
 operation!(Keypair, "graphql/matrix/keypair.graphql");
 operation!(Me, "graphql/matrix/me.graphql");
 operation!(

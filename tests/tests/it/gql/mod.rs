@@ -105,7 +105,12 @@ operation!(
     CreateSessionTemplate,
     "../web/graphql/sessions/create_session_template.graphql"
 );
+operation!(
+    CommitSession,
+    "../web/graphql/sessions/commit_session.graphql"
+);
 operation!(CreateVfolder, "graphql/common/create_vfolder.graphql");
+operation!(CustomizedImages, "graphql/common/customized_images.graphql");
 operation!(
     CreateVfolderDirectory,
     "graphql/common/create_vfolder_directory.graphql"
@@ -122,6 +127,7 @@ operation!(
 );
 operation!(DestroySessions, "graphql/common/destroy_sessions.graphql");
 operation!(DomainName, "graphql/common/domain_name.graphql");
+operation!(ForgetImageById, "graphql/common/forget_image_by_id.graphql");
 operation!(
     ExecuteInSession,
     "graphql/common/execute_in_session.graphql"

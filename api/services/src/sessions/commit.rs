@@ -1,0 +1,328 @@
+//! Committing a running session to a new image (Backend.AI's "convert session to image" and
+//! `commit`): the main container's changes and its `/home/work` become an image in the
+//! agent's engine under the owner's namespace, as a background task with progress. The image
+//! belongs to the user who committed it: only they see it and start sessions from it, and
+//! their keypair policy's `max_customized_image_count` bounds how many they keep.
+use std::collections::{HashMap, HashSet};
+
+use entity::images;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Labels of a committed image, Backend.AI's names.
+pub const OWNER_LABEL: &str = "ai.backend.customized-image.owner";
+pub const NAME_LABEL: &str = "ai.backend.customized-image.name";
+pub const ID_LABEL: &str = "ai.backend.customized-image.id";
+const EMAIL_LABEL: &str = "ai.backend.customized-image.user.email";
+
+/// The most bytes of `/home/work` one commit takes into the image.
+pub const HOME_LIMIT: u64 = 16 * 1024 * 1024 * 1024;
+
+/// Sessions being committed now, with their task: one commit per session at a time.
+#[derive(Default)]
+pub struct Commits {
+    running: parking_lot::Mutex<HashMap<Uuid, Uuid>>,
+}
+
+impl Commits {
+    pub fn task_of(&self, session: Uuid) -> Option<Uuid> {
+        self.running.lock().get(&session).copied()
+    }
+}
+
+/// Ends a session's entry in [`Commits`] however its task ends.
+struct Entry {
+    state: AppState,
+    session: Uuid,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.state.commits.running.lock().remove(&self.session);
+    }
+}
+
+/// The user an image's labels say it belongs to (`user:<uuid>`).
+pub fn owner_of(labels: &HashMap<String, String>) -> Option<Uuid> {
+    labels
+        .get(OWNER_LABEL)
+        .and_then(|v| v.strip_prefix("user:"))
+        .and_then(|u| Uuid::parse_str(u).ok())
+}
+
+/// Backend.AI's rule for an image name: letters, digits, `.`, `-`, `_`.
+fn validate_name(raw: &str) -> ApiResult<String> {
+    let name = raw.trim();
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    {
+        return Err(ApiError::bad_request(format!(
+            "Invalid image name '{raw}': 1 to 64 letters, digits, '.', '-' or '_'"
+        )));
+    }
+    Ok(name.to_string())
+}
+
+/// The new image's reference: `<registry>/user-<owner>/<base name>:<base tag>-customized_<id>`
+/// (Docker's tag limit of 128 characters kept).
+fn reference(registry: &str, owner: Uuid, base: &images::Model, id: Uuid) -> String {
+    let name = base
+        .image
+        .rsplit('/')
+        .next()
+        .unwrap_or(&base.image)
+        .to_ascii_lowercase();
+    let suffix = format!("customized_{}", id.simple());
+    let tag: String = base
+        .tag
+        .split('-')
+        .filter(|p| !p.starts_with("customized_"))
+        .collect::<Vec<_>>()
+        .join("-");
+    let room = 128 - suffix.len() - 1;
+    let tag: String = tag.chars().take(room).collect();
+    let tag = if tag.is_empty() {
+        suffix
+    } else {
+        format!("{tag}-{suffix}")
+    };
+    format!("{registry}/user-{}/{name}:{tag}", owner.simple())
+}
+
+/// What a started commit is: its background task and the kernel committed.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    pub task_id: Uuid,
+    pub kernel_id: Uuid,
+}
+
+/// Starts committing session `id` (the caller's own; anyone else's is NOT_FOUND) to an image
+/// named `name` (the session's name when None). A name the caller already gave an image of
+/// the same base replaces that image; a new one must fit the policy's count.
+pub async fn start(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    name: Option<&str>,
+) -> ApiResult<Started> {
+    let s = super::find_own(state, caller, id).await?;
+    let name = validate_name(name.unwrap_or(&s.name))?;
+    let (agent, container) = super::files::running_container(state, &s).await?;
+    let kernel = super::main_kernel(&state.db, s.id).await?;
+    let base = crate::images::resolve(&state.db, &kernel.image, Some(&kernel.architecture)).await?;
+    let owned = images::Entity::find()
+        .filter(images::Column::OwnerId.eq(caller.uuid))
+        .all(&state.db)
+        .await?;
+    let label = |img: &images::Model, key: &str| {
+        img.labels
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    // Committing again under a name keeps the image's id (Backend.AI does the same).
+    let same = owned.iter().find(|img| {
+        label(img, NAME_LABEL).as_deref() == Some(name.as_str())
+            && img.image.rsplit('/').next() == base.image.rsplit('/').next()
+    });
+    let image_id = match same.and_then(|img| label(img, ID_LABEL)) {
+        Some(existing) => Uuid::parse_str(&existing).unwrap_or_else(|_| Uuid::new_v4()),
+        None => {
+            let limit = crate::policies::of_caller(state, caller)
+                .await?
+                .max_customized_image_count;
+            let names: HashSet<&str> = owned.iter().map(|i| i.name.as_str()).collect();
+            if names.len() >= usize::try_from(limit).unwrap_or(0) {
+                return Err(ApiError::bad_request(format!(
+                    "You already have {} images of committed sessions, the most your resource \
+                     policy allows ({limit}); forget one or commit under its name again",
+                    names.len()
+                )));
+            }
+            Uuid::new_v4()
+        }
+    };
+    let reference = reference(
+        &state.config.local_registry_name,
+        caller.uuid,
+        &base,
+        image_id,
+    );
+    let labels: HashMap<String, String> = [
+        (OWNER_LABEL, format!("user:{}", caller.uuid)),
+        (NAME_LABEL, name.clone()),
+        (ID_LABEL, image_id.to_string()),
+        (EMAIL_LABEL, caller.email.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let spec = bai_engine::CommitSpec {
+        container_id: container,
+        kernel_id: kernel.id,
+        reference: reference.clone(),
+        labels,
+        home_limit: HOME_LIMIT,
+    };
+    let task_id = {
+        let mut running = state.commits.running.lock();
+        if running.contains_key(&s.id) {
+            return Err(ApiError::conflict(format!(
+                "Session '{}' is being committed already",
+                s.name
+            )));
+        }
+        let entry = Entry {
+            state: state.clone(),
+            session: s.id,
+        };
+        let st = state.clone();
+        let session = s.clone();
+        let task_id = crate::bgtasks::spawn(state, "commit_session", caller.uuid, move |p| {
+            async move {
+                let _entry = entry;
+                p.update(0, 0, format!("committing session '{}'", session.name));
+                let report = |done: u64, _total: u64| {
+                    p.update(
+                        done,
+                        0,
+                        format!("copying /home/work: {} MiB", done / (1024 * 1024)),
+                    );
+                };
+                let made = agent.commit(&spec, &report).await;
+                // The session may have ended meanwhile: its scratch volume, which the commit
+                // held, goes now (the container is gone already, which is fine).
+                if let Ok(now) =
+                    crate::lookup::get::<entity::sessions::Entity>(&st.db, "session", session.id)
+                        .await
+                    && !entity::enums::SessionStatus::ALLOCATED.contains(&now.status)
+                    && let Err(e) = agent.remove(&spec.container_id, spec.kernel_id).await
+                {
+                    tracing::warn!(session = %session.id, error = ?e, "removing an ended session's scratch volume after a commit failed");
+                }
+                let image = made.map_err(|e| {
+                    let e = ApiError::from(e);
+                    e.report();
+                    format!(
+                        "committing session '{}' failed: {}",
+                        session.name, e.message
+                    )
+                })?;
+                crate::agents::scan_local_images(&st, agent.as_ref())
+                    .await
+                    .map_err(|e| {
+                        format!("the image was made, but recording it failed: {}", e.message)
+                    })?;
+                tracing::info!(session = %session.id, image = %image, reference = %spec.reference, "session committed to an image");
+                Ok(format!(
+                    "committed session '{}' as {}",
+                    session.name, spec.reference
+                ))
+            }
+        });
+        running.insert(s.id, task_id);
+        task_id
+    };
+    tracing::info!(session = %s.id, user = %caller.email, reference = %reference, "commit of a session started");
+    Ok(Started {
+        task_id,
+        kernel_id: kernel.id,
+    })
+}
+
+/// Backend.AI's commit status of session `id`: `ongoing` while a commit runs, else `ready`.
+pub async fn status(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+) -> ApiResult<(&'static str, Uuid)> {
+    let s = super::find_own(state, caller, id).await?;
+    let kernel = super::main_kernel(&state.db, s.id).await?;
+    let status = match state.commits.task_of(s.id) {
+        Some(_) => "ongoing",
+        None => "ready",
+    };
+    Ok((status, kernel.id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base(image: &str, tag: &str) -> images::Model {
+        images::Model {
+            id: Uuid::nil(),
+            name: format!("bai.local/{image}:{tag}"),
+            image: image.into(),
+            tag: tag.into(),
+            registry: "bai.local".into(),
+            architecture: "x86_64".into(),
+            config_digest: String::new(),
+            size_bytes: 0,
+            is_local: true,
+            image_type: entity::enums::ImageType::Compute,
+            accelerators: None,
+            labels: serde_json::json!({}),
+            resources: serde_json::json!({}),
+            created_at: chrono::Utc::now(),
+            installed_agents: Default::default(),
+            owner_id: None,
+        }
+    }
+
+    #[test]
+    fn references_live_under_the_owner() {
+        let owner = Uuid::from_u128(7);
+        let id = Uuid::from_u128(9);
+        let r = reference(
+            "bai.local",
+            owner,
+            &base("lablup/Python", "3.11-debian12"),
+            id,
+        );
+        assert_eq!(
+            r,
+            format!(
+                "bai.local/user-{}/python:3.11-debian12-customized_{}",
+                owner.simple(),
+                id.simple()
+            )
+        );
+        // A customized base is not customized twice; a long tag still fits Docker's limit.
+        let again = base(
+            &r["bai.local/".len()..r.rfind(':').unwrap()],
+            &r[r.rfind(':').unwrap() + 1..],
+        );
+        let r2 = reference("bai.local", owner, &again, id);
+        assert_eq!(r2.matches("customized_").count(), 1);
+        let long = reference("bai.local", owner, &base("x", &"t".repeat(200)), id);
+        assert!(long.rsplit(':').next().unwrap().len() <= 128);
+    }
+
+    #[test]
+    fn names_are_backend_ai_names() {
+        assert_eq!(validate_name(" my-env_1.0 ").unwrap(), "my-env_1.0");
+        for bad in ["", "a b", "../x", "a/b", "x:y", &"n".repeat(65), "é"] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn owners_come_from_the_label() {
+        let u = Uuid::from_u128(5);
+        let labels: HashMap<String, String> =
+            [(OWNER_LABEL.to_string(), format!("user:{u}"))].into();
+        assert_eq!(owner_of(&labels), Some(u));
+        assert_eq!(owner_of(&HashMap::new()), None);
+        let bad: HashMap<String, String> =
+            [(OWNER_LABEL.to_string(), "group:x".to_string())].into();
+        assert_eq!(owner_of(&bad), None);
+    }
+}
