@@ -593,6 +593,12 @@ fn PolicyForm(
             .unwrap_or_default(),
     );
     let folders_u = RwSignal::new(num(p.max_vfolder_count).is_none());
+    // Images of committed sessions a user may keep: 0 = none (3 for a new policy).
+    let images = RwSignal::new(if editing {
+        p.max_customized_image_count.to_string()
+    } else {
+        "3".to_string()
+    });
     let hosts = RwSignal::new(
         p.allowed_vfolder_hosts
             .0
@@ -616,13 +622,14 @@ fn PolicyForm(
                 v.get_untracked().trim().parse::<i64>().ok()
             }
         };
-        let (Some(conc_n), Some(idle_n), Some(folders_n), Ok(cont_n)) = (
+        let (Some(conc_n), Some(idle_n), Some(folders_n), Ok(cont_n), Ok(images_n)) = (
             n(conc, conc_u),
             n(idle, idle_u),
             n(folders, folders_u),
             containers.get_untracked().trim().parse::<i64>(),
+            images.get_untracked().trim().parse::<i64>(),
         ) else {
-            error.set(Some(t("Concurrency, containers, idle timeout and folders must be whole numbers (or unlimited).")));
+            error.set(Some(t("Concurrency, containers, idle timeout, folders and images must be whole numbers (or unlimited).")));
             return;
         };
         let slots = json!({"cpu": lim(cpu, cpu_u), "mem": lim(mem, mem_u), "cuda.device": lim(gpu, gpu_u), "cuda.shares": lim(fgpu, fgpu_u)});
@@ -656,6 +663,7 @@ fn PolicyForm(
                 idle_timeout: Some(idle_n),
                 allowed_vfolder_hosts: Some(hosts),
                 max_vfolder_count: Some(folders_n),
+                max_customized_image_count: Some(images_n),
                 ..Default::default()
             };
             run::<ops::ModifyPolicy>(
@@ -675,6 +683,7 @@ fn PolicyForm(
                 idle_timeout: idle_n,
                 allowed_vfolder_hosts: Some(hosts),
                 max_vfolder_count: Some(folders_n),
+                max_customized_image_count: Some(images_n),
                 ..Default::default()
             };
             run::<ops::CreatePolicy>(
@@ -699,6 +708,7 @@ fn PolicyForm(
             {limit_input("policy-idle", key("Idle timeout (seconds)"), idle, idle_u)}
             {text_input("policy-hosts", key("Allowed storage hosts (comma-separated)"), hosts)}
             {limit_input("policy-folders", key("Max folders"), folders, folders_u)}
+            {text_input("policy-images", key("Images of committed sessions per user"), images)}
             {error_view(error)}
             <div class="dialog-actions"><button class="primary-inline" id="policy-save" on:click=save>{if editing { t("SAVE") } else { t("CREATE") }}</button></div>
         </Modal>
@@ -864,7 +874,13 @@ fn Presets() -> impl IntoView {
 }
 
 /// Follows a background task until it ends, showing its progress.
-fn follow_task(task_id: String, progress: RwSignal<Option<String>>, after: impl Fn() + 'static) {
+/// Polls a background task, telling `progress` where it is; `after` hears whether it ended
+/// done (rather than failed).
+pub(crate) fn follow_task(
+    task_id: String,
+    progress: RwSignal<Option<String>>,
+    after: impl Fn(bool) + 'static,
+) {
     spawn_local(async move {
         loop {
             let vars = ops::background_task::Variables {
@@ -881,7 +897,7 @@ fn follow_task(task_id: String, progress: RwSignal<Option<String>>, after: impl 
                         task.message
                     )));
                     if task.status != TaskStatus::Running {
-                        after();
+                        after(task.status == TaskStatus::Done);
                         return;
                     }
                 }
@@ -921,7 +937,7 @@ fn Registries() -> impl IntoView {
                 view! {
                     <button class="icon" title=t("Rescan") aria-label=t("Rescan") data-action="rescan" on:click=move |_| {
                         run::<ops::RescanRegistry>(ops::rescan_registry::Variables { registry: Some(h1.clone()) }, error, move |d| {
-                            follow_task(d.rescan_images.task_id, progress, || {});
+                            follow_task(d.rescan_images.task_id, progress, |_| {});
                         });
                     }>"↻"</button>
                     <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click=move |_| {
@@ -1192,7 +1208,7 @@ pub fn MaintenancePage() -> impl IntoView {
         }))}
         {item("rescan", key("Rescan image list from repository"), key("Rescan the image list from the agents and the registered registries. It may take a while."), key("↻ RESCAN IMAGES"), rescan, Box::new(move || {
             run::<ops::RescanImages>(ops::rescan_images::Variables, error, move |d| {
-                follow_task(d.rescan_images.task_id, rescan, || {});
+                follow_task(d.rescan_images.task_id, rescan, |_| {});
             });
         }))}
         {item("cleanup", key("Clean up old images"), key("Remove unused (dangling) images from the agents' Docker engines."), key("CLEAN UP IMAGES"), cleanup, Box::new(move || {

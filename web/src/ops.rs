@@ -153,6 +153,13 @@ pub struct CreateSessionTemplate;
 #[derive(GraphQLQuery)]
 #[graphql(
     schema_path = "../api/schema.graphql",
+    query_path = "graphql/sessions/commit_session.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct CommitSession;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
     query_path = "graphql/sessions/delete_session_template.graphql",
     response_derives = "Debug, Clone, PartialEq"
 )]

@@ -77,6 +77,7 @@ enum Dialog {
     Logs(String, String),
     Detail(String, String),
     Terminate(String, String),
+    Commit(String, String),
 }
 
 #[component]
@@ -189,6 +190,7 @@ pub fn SessionsPage() -> impl IntoView {
                             Some(SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error | SessionStatus::Terminating)
                         );
                         let (id1, n1, id2, n2, id3, n3, id4) = (id.clone(), name.clone(), id.clone(), name.clone(), id.clone(), name.clone(), id.clone());
+                        let (id5, n5) = (id.clone(), name.clone());
                         view! {
                             <tr class="session-row" data-name=r.name.clone() data-status=r.status.clone()>
                                 <td><button class="link strong session-open" data-action="detail" aria-label=tr("Details of {name}", &[("name", &r.name)])
@@ -204,6 +206,7 @@ pub fn SessionsPage() -> impl IntoView {
                                     <Show when=move || running>
                                         <button class="icon" title=t("Apps") aria-label=t("Apps") data-action="apps" on:click={let (i, n) = (id1.clone(), n1.clone()); move |_| dialog.set(Dialog::Apps(i.clone(), n.clone()))}>"▦"</button>
                                         <a class="icon" title=t("Terminal") aria-label=t("Terminal") data-action="terminal" target="_blank" href=format!("#terminal/{id4}")>">_"</a>
+                                        <button class="icon" title=t("Convert to image") aria-label=t("Convert to image") data-action="commit" on:click={let (i, n) = (id5.clone(), n5.clone()); move |_| dialog.set(Dialog::Commit(i.clone(), n.clone()))}>"⧉"</button>
                                     </Show>
                                     <button class="icon" title=t("Logs") aria-label=t("Logs") data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
                                     <Show when=move || live>
@@ -236,6 +239,7 @@ pub fn SessionsPage() -> impl IntoView {
             Dialog::Logs(id, name) => view! { <LogsDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
             Dialog::Detail(id, name) => view! { <DetailDialog id=id name=name env_label=env_label on_close=move || dialog.set(Dialog::None) /> }.into_any(),
             Dialog::Terminate(id, name) => view! { <TerminateDialog id=id name=name on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
+            Dialog::Commit(id, name) => view! { <CommitDialog id=id name=name on_close=move || dialog.set(Dialog::None) /> }.into_any(),
         }}
     }
 }
@@ -1266,6 +1270,59 @@ fn TerminateDialog(
             <div class="dialog-actions">
                 <button class="secondary" on:click=move |_| on_close()>{t("Cancel")}</button>
                 <button class="danger-inline" id="terminate-confirm" disabled=move || busy.get() on:click=go>{t("TERMINATE")}</button>
+            </div>
+        </Modal>
+    }
+}
+
+/// "Convert to image": commits the session to an image of the user's, following the task.
+#[component]
+fn CommitDialog(
+    id: String,
+    name: String,
+    on_close: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let image_name = RwSignal::new(name);
+    let error = RwSignal::new(None::<String>);
+    let progress = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let finished = RwSignal::new(false);
+    let go = move |_| {
+        let (id, image_name) = (id.clone(), image_name.get_untracked());
+        busy.set(true);
+        error.set(None);
+        spawn_local(async move {
+            let vars = ops::commit_session::Variables {
+                session_id: id,
+                image_name,
+            };
+            match gql::run::<ops::CommitSession>(vars).await {
+                Ok(d) => {
+                    crate::admin::follow_task(d.commit_session.task_id, progress, move |done| {
+                        busy.set(false);
+                        finished.set(done);
+                    })
+                }
+                Err(e) => {
+                    error.set(Some(e.message));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    view! {
+        <Modal title=t("Convert session to image") id="commit-dialog" on_close=on_close>
+            <p>{t("What the session installed and its /home/work become an image of yours; mounted folders are not part of it. Only you see the image and start sessions from it.")}</p>
+            <label for="commit-name">{t("Image name")}</label>
+            <input id="commit-name" prop:value=move || image_name.get() on:input=move |ev| image_name.set(event_target_value(&ev)) />
+            {move || progress.get().map(|p| view! { <div class="muted small" id="commit-progress">{p}</div> })}
+            {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+            <Show when=move || finished.get()>
+                <p class="ok" id="commit-done">{t("The image is ready: choose it in the launcher under its environment.")}</p>
+            </Show>
+            <div class="dialog-actions">
+                <button class="secondary" on:click=move |_| on_close()>{t("Close")}</button>
+                <button id="commit-confirm" disabled=move || busy.get() || finished.get() on:click=go>{t("CONVERT")}</button>
             </div>
         </Modal>
     }

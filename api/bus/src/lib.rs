@@ -152,26 +152,33 @@ fn receiver_stream(
     })
 }
 
-/// Ends `stream` after the first item for which `last` holds (that item included); empty
-/// when `already_over`.
+/// Ends `stream` after the first item for which `last` holds (that item included), at once:
+/// never waiting for another item (a live stream may have none to give); empty when
+/// `already_over`.
 pub fn until<S, T>(
     stream: S,
     already_over: bool,
-    last: impl Fn(&T) -> bool + Send + 'static,
+    last: impl Fn(&T) -> bool + Send + Sync + 'static,
 ) -> impl Stream<Item = T> + Send
 where
     S: Stream<Item = T> + Send,
     T: Send,
 {
-    stream.scan(already_over, move |over, item| {
-        let out = if *over {
-            None
-        } else {
-            *over = last(&item);
-            Some(item)
-        };
-        std::future::ready(out)
-    })
+    let last = Arc::new(last);
+    futures_util::stream::unfold(
+        (Box::pin(stream), already_over),
+        move |(mut stream, over)| {
+            let last = last.clone();
+            async move {
+                if over {
+                    return None;
+                }
+                let item = stream.next().await?;
+                let over = last(&item);
+                Some((item, (stream, over)))
+            }
+        },
+    )
 }
 
 #[cfg(test)]
@@ -226,5 +233,16 @@ mod tests {
         assert_eq!(s.collect::<Vec<_>>().await, [1, 2]);
         let none = until(futures_util::stream::iter([1]), true, |_| false);
         assert!(none.collect::<Vec<_>>().await.is_empty());
+        // A live stream that gives nothing more: the end comes with the last item, and at
+        // once when already over.
+        let live = futures_util::stream::iter([1, 2]).chain(futures_util::stream::pending());
+        let ended = futures_util::FutureExt::now_or_never(
+            until(live, false, |x| *x == 2).collect::<Vec<_>>(),
+        );
+        assert_eq!(ended, Some(vec![1, 2]));
+        let over = futures_util::FutureExt::now_or_never(
+            until(futures_util::stream::pending::<i32>(), true, |_| false).collect::<Vec<_>>(),
+        );
+        assert_eq!(over, Some(vec![]));
     }
 }

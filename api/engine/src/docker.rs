@@ -1314,7 +1314,11 @@ impl crate::Engine for DockerEngine {
                     container_id: c.id?,
                     session_id: parse(SESSION_LABEL),
                     kernel_id: parse(KERNEL_LABEL),
-                    running: c.state.map(|s| s.to_string() == "running").unwrap_or(false),
+                    // Paused is alive: a commit pauses the container for a moment.
+                    running: c
+                        .state
+                        .map(|s| matches!(s.to_string().as_str(), "running" | "paused"))
+                        .unwrap_or(false),
                 })
             })
             .collect())

@@ -168,7 +168,7 @@ impl Image {
     async fn customized_name(&self) -> Option<String> {
         self.0
             .owner_id
-            .and_then(|_| self.label(crate::sessions::commit::NAME_LABEL))
+            .and_then(|_| self.label(crate::images::CUSTOMIZED_NAME_LABEL))
     }
     /// The user a committed session's image belongs to (null: a catalog image).
     async fn owner_id(&self) -> Option<Uuid> {

@@ -625,10 +625,39 @@ async fn console_session_with_folder_terminal_and_explorer() {
         wait_text(c, "#terminal-screen", "hello-from-42-bar", 20).await?;
         shot(c, "terminal.png").await?;
 
-        // Logs, then terminate with confirmation; the row leaves Running by itself.
+        // "Convert to image" in the session menu: a named image of the user's, with progress.
         c.goto(&format!("{}/#sessions", app.base))
             .await
             .map_err(e)?;
+        click(
+            c,
+            "tr.session-row[data-name='web-sess'] [data-action='commit']",
+        )
+        .await?;
+        type_into(c, "#commit-name", "web-env").await?;
+        click(c, "#commit-confirm").await?;
+        wait_for(c, "#commit-done", 120).await?;
+        shot(c, "commit.png").await?;
+        click(c, "#commit-dialog .close").await?;
+        let mine = app
+            .op_ok::<gql::CustomizedImages>(Some(&token), Default::default())
+            .await;
+        assert_eq!(
+            mine["customized_images"][0]["customized_name"], "web-env",
+            "{mine}"
+        );
+        app.op_ok::<gql::ForgetImageById>(
+            Some(&token),
+            gql::forget_image_by_id::Variables {
+                image_id: mine["customized_images"][0]["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            },
+        )
+        .await;
+
+        // Logs, then terminate with confirmation; the row leaves Running by itself.
         click(
             c,
             "tr.session-row[data-name='web-sess'] [data-action='logs']",

@@ -1566,19 +1566,32 @@ both_dbs!(commit_sessions_to_images, |db| async move {
     // The task's progress as Backend.AI's events, ending done; the status around it.
     assert_eq!(got["before"]["status"], "ready", "{got}");
     assert_eq!(got["after"]["status"], "ready", "{got}");
-    let events = got["events"].as_array().unwrap();
-    let last = events.last().unwrap();
-    assert_eq!(last[0], "bgtask_done", "{got}");
-    assert!(
-        events
-            .iter()
-            .all(|e| e[1]["task_id"] == got["imagify"]["task_id"]),
-        "{got}"
-    );
-    assert_eq!(
-        got["commit_events"].as_array().unwrap().last().unwrap()[0],
-        "bgtask_done"
-    );
+    // Progress (bytes of /home/work copied), the end, then the server's close.
+    for (events, task) in [
+        (&got["events"], &got["imagify"]["task_id"]),
+        (&got["commit_events"], &got["commit"]["task_id"]),
+    ] {
+        let events = events.as_array().unwrap();
+        let names: Vec<&str> = events.iter().map(|e| e[0].as_str().unwrap()).collect();
+        assert_eq!(names.first(), Some(&"bgtask_updated"), "{got}");
+        assert_eq!(
+            names[names.len() - 2..],
+            ["bgtask_done", "server_close"],
+            "{got}"
+        );
+        assert!(
+            events[..events.len() - 1]
+                .iter()
+                .all(|e| e[1]["task_id"] == *task),
+            "{got}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e[1]["current_progress"].as_u64() > Some(0)),
+            "{got}"
+        );
+    }
     assert_eq!(
         got["commit"]["bgtask_id"], got["commit"]["task_id"],
         "{got}"

@@ -15,6 +15,12 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::state::AppState;
 
+/// Labels of a committed session's image, Backend.AI's names.
+pub const CUSTOMIZED_OWNER_LABEL: &str = "ai.backend.customized-image.owner";
+pub const CUSTOMIZED_NAME_LABEL: &str = "ai.backend.customized-image.name";
+pub const CUSTOMIZED_ID_LABEL: &str = "ai.backend.customized-image.id";
+pub const CUSTOMIZED_EMAIL_LABEL: &str = "ai.backend.customized-image.user.email";
+
 /// Human names of well-known environments, by the image's base name (the last part of its
 /// repository), as the console's launcher shows them.
 const KNOWN_ENVIRONMENTS: &[(&str, &str)] = &[
@@ -38,7 +44,8 @@ const KNOWN_ENVIRONMENTS: &[(&str, &str)] = &[
 
 /// The environment an image belongs to, by name, and its version: the OCI title label
 /// (`org.opencontainers.image.title`) or a well-known name, else the repository's base name;
-/// the version is the tag without its base-distro suffix (`3.11-debian12` → `3.11`).
+/// the version is the tag without its base-distro suffix (`3.11-debian12` → `3.11`), or, for a
+/// committed session's image, the name its owner gave it.
 pub fn environment(image: &str, tag: &str, labels: &serde_json::Value) -> (String, String) {
     let base = image.rsplit('/').next().unwrap_or(image);
     let label = |k: &str| labels.get(k).and_then(serde_json::Value::as_str);
@@ -52,6 +59,9 @@ pub fn environment(image: &str, tag: &str, labels: &serde_json::Value) -> (Strin
                 .map(|(_, v)| v.to_string())
         })
         .unwrap_or_else(|| base.to_string());
+    if let Some(given) = label(CUSTOMIZED_NAME_LABEL) {
+        return (name, given.to_string());
+    }
     let version = label("ai.backend.base-distro")
         .and_then(|d| tag.strip_suffix(d))
         .map(|v| v.trim_end_matches(['-', '_']))

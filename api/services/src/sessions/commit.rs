@@ -11,13 +11,11 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::images::{
+    CUSTOMIZED_EMAIL_LABEL as EMAIL_LABEL, CUSTOMIZED_ID_LABEL as ID_LABEL,
+    CUSTOMIZED_NAME_LABEL as NAME_LABEL, CUSTOMIZED_OWNER_LABEL as OWNER_LABEL,
+};
 use crate::state::AppState;
-
-/// Labels of a committed image, Backend.AI's names.
-pub const OWNER_LABEL: &str = "ai.backend.customized-image.owner";
-pub const NAME_LABEL: &str = "ai.backend.customized-image.name";
-pub const ID_LABEL: &str = "ai.backend.customized-image.id";
-const EMAIL_LABEL: &str = "ai.backend.customized-image.user.email";
 
 /// The most bytes of `/home/work` one commit takes into the image.
 pub const HOME_LIMIT: u64 = 16 * 1024 * 1024 * 1024;
@@ -193,7 +191,7 @@ pub async fn start(
                     p.update(
                         done,
                         0,
-                        format!("copying /home/work: {} MiB", done / (1024 * 1024)),
+                        format!("copying /home/work: {:.1} MiB", done as f64 / 1_048_576.0),
                     );
                 };
                 let made = agent.commit(&spec, &report).await;
