@@ -650,6 +650,7 @@ fn LaunchDialog(
             ops::create_session_from_template::Variables {
                 id: tp.id,
                 overrides: Some(JsonString(overrides)),
+                count: props.count,
             }
         });
         spawn_local(async move {

@@ -1084,9 +1084,12 @@ impl crate::Engine for DockerEngine {
             Err(_) => (None, None),
         };
         // The container's own changes, as an image without a name (the final one's parent).
+        // Not paused: freezing the container while the engine starts a process in it (an
+        // execution, the SSH daemon) deadlocks the engine on that container (seen with
+        // runc and fuse-overlayfs); the files are taken as they are at that moment.
         let opts = bollard::query_parameters::CommitContainerOptionsBuilder::default()
             .container(&spec.container_id)
-            .pause(true)
+            .pause(false)
             .build();
         let changes = slow
             .commit_container(opts, config())

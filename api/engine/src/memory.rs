@@ -40,6 +40,8 @@ struct Inner {
     calls: Vec<String>,
     /// The engine does not answer (a network down): every call fails `Unreachable`.
     unreachable: bool,
+    /// Bootstrap scripts never end (else they end at once).
+    hold_bootstraps: bool,
 }
 
 fn unreachable(context: &'static str) -> EngineError {
@@ -97,6 +99,11 @@ impl MemoryEngine {
     /// The next `create_and_start` fails with this reason (as the engine refusing it).
     pub fn fail_next_create(&self, reason: &str) {
         self.with(|i| i.fail_next_create = Some(reason.to_string()));
+    }
+
+    /// Bootstrap scripts of containers made from now on never end (`true`).
+    pub fn hold_bootstraps(&self, hold: bool) {
+        self.with(|i| i.hold_bootstraps = hold);
     }
 
     /// The container ends with `code` (its main process exited), after writing `log`.
@@ -182,10 +189,12 @@ impl crate::Engine for MemoryEngine {
                     running: true,
                     exit_code: None,
                     logs: String::new(),
-                    // The start wrapper's mark: a bootstrap script "ends" at once here.
+                    // The start wrapper's mark: a bootstrap script "ends" at once here
+                    // (unless told to hold them).
                     files: spec
                         .bootstrap
                         .iter()
+                        .filter(|_| !i.hold_bootstraps)
                         .map(|_| (crate::BOOTSTRAP_DONE.to_string(), Vec::new()))
                         .collect(),
                     spawned: Vec::new(),

@@ -325,40 +325,6 @@ pub(super) async fn direct_access_info(Named(_s): Named) -> Response {
     axum::Json(json!({})).into_response()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parameters_come_from_the_body_else_the_query() {
-        let q = |v: &[(&str, &str)]| {
-            v.iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect::<Vec<_>>()
-        };
-        let p = params(
-            q(&[("name", "x"), ("owner_access_key", "AK")]),
-            &Bytes::new(),
-        )
-        .unwrap();
-        assert_eq!(p.get("name"), Some(&json!("x")));
-        assert!(!p.contains_key("owner_access_key"));
-        let p = params(
-            q(&[("name", "q")]),
-            &Bytes::from_static(b"{\"name\": \"b\"}"),
-        )
-        .unwrap();
-        assert_eq!(p.get("name"), Some(&json!("b")), "the body wins");
-        let p = params(
-            q(&[("files", "a"), ("files", "b"), ("files", "c")]),
-            &Bytes::new(),
-        )
-        .unwrap();
-        assert_eq!(file_list(&p, "files"), ["a", "b", "c"]);
-        assert!(params(Vec::new(), &Bytes::from_static(b"[1]")).is_err());
-    }
-}
-
 /// `POST /session/{id}/commit`: commits the session's main container (its changes and
 /// `/home/work`) to an image of the caller's named after the session, as a background task
 /// (Backend.AI commits to a tar file on the agent's host; bai makes the image, as
@@ -430,4 +396,38 @@ pub(super) async fn imagify(
         }
         .await,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_come_from_the_body_else_the_query() {
+        let q = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let p = params(
+            q(&[("name", "x"), ("owner_access_key", "AK")]),
+            &Bytes::new(),
+        )
+        .unwrap();
+        assert_eq!(p.get("name"), Some(&json!("x")));
+        assert!(!p.contains_key("owner_access_key"));
+        let p = params(
+            q(&[("name", "q")]),
+            &Bytes::from_static(b"{\"name\": \"b\"}"),
+        )
+        .unwrap();
+        assert_eq!(p.get("name"), Some(&json!("b")), "the body wins");
+        let p = params(
+            q(&[("files", "a"), ("files", "b"), ("files", "c")]),
+            &Bytes::new(),
+        )
+        .unwrap();
+        assert_eq!(file_list(&p, "files"), ["a", "b", "c"]);
+        assert!(params(Vec::new(), &Bytes::from_static(b"[1]")).is_err());
+    }
 }

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use entity::session_templates as templates;
 use uuid::Uuid;
 
+use crate::error::ApiError;
 use crate::graphql::sessions::{ComputeSession, CreateSessionResult};
 use crate::graphql::{JsonString, authed};
 use crate::templates::Scope;
@@ -170,17 +171,22 @@ impl TemplateMutation {
 
     /// Creates a session from a template; `overrides` are Backend.AI's creation keys
     /// (`{"name": …, "type": "batch", "config": {"resources": {…}, "environ": {…}}}`), each
-    /// replacing the template's.
+    /// replacing the template's; `count` identical sessions (1 to 100, as `create_session`).
     async fn create_session_from_template(
         &self,
         ctx: &Context<'_>,
         id: Uuid,
         overrides: Option<JsonString>,
+        count: Option<i32>,
     ) -> crate::graphql::Result<CreateSessionResult> {
         let (state, caller) = authed(ctx)?;
         let overrides = overrides.map(|o| o.0).unwrap_or(serde_json::Value::Null);
         let body = crate::templates::creation_body(state, caller, id, &overrides).await?;
-        let req = crate::sessions::body::creation_request(caller, &body)?;
+        let mut req = crate::sessions::body::creation_request(caller, &body)?;
+        if let Some(n) = count {
+            req.count = u32::try_from(n)
+                .map_err(|_| ApiError::bad_request("count must be between 1 and 100"))?;
+        }
         let created = crate::sessions::create(state, caller, req).await?;
         Ok(CreateSessionResult {
             ok: true,

@@ -1276,12 +1276,8 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
         &user,
         "clusters",
         gql::create_policy::CreateKeyPairResourcePolicyInput {
-            default_for_unspecified: "UNLIMITED".into(),
-            total_resource_slots: json!("{}"),
-            max_concurrent_sessions: 10,
             max_containers_per_session: 4,
-            idle_timeout: 0,
-            ..Default::default()
+            ..TestApp::open_policy()
         },
     )
     .await;
@@ -1531,13 +1527,8 @@ both_dbs!(commit_sessions_to_images, |db| async move {
         &user,
         "two-images",
         gql::create_policy::CreateKeyPairResourcePolicyInput {
-            default_for_unspecified: "UNLIMITED".into(),
-            total_resource_slots: json!("{}"),
-            max_concurrent_sessions: 10,
-            max_containers_per_session: 1,
-            idle_timeout: 0,
             max_customized_image_count: Some(2),
-            ..Default::default()
+            ..TestApp::open_policy()
         },
     )
     .await;

@@ -403,15 +403,10 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         &user,
         "two-storage-hosts",
         gql::create_policy::CreateKeyPairResourcePolicyInput {
-            default_for_unspecified: "UNLIMITED".into(),
-            total_resource_slots: json!("{}"),
-            max_concurrent_sessions: 10,
-            max_containers_per_session: 1,
-            idle_timeout: 0,
             allowed_vfolder_hosts: Some(json!(
                 json!({"local": perms, "scratch": perms}).to_string()
             )),
-            ..Default::default()
+            ..TestApp::open_policy()
         },
     )
     .await;

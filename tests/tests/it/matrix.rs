@@ -54,6 +54,10 @@ const NOT_IDS: &[&str] = &[
     "type",
     "is_installed",
     "overrides",
+    // The name a commit gives its new image (a new name, never looked up as someone's).
+    "image_name",
+    "load_filters",
+    "count",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -347,7 +351,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
                 ask!(gql::CreateSessionFromTemplate, |v| {
                     gql::create_session_from_template::Variables {
                         id: v,
-                        overrides: None,
+                        ..Default::default()
                     }
                 }),
             ),

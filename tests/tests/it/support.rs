@@ -420,6 +420,19 @@ impl TestApp {
             .to_string()
     }
 
+    /// A policy without resource limits (ten sessions at once, one container each, never
+    /// idle), for a test to change what it is about: `Input { field, ..open_policy() }`.
+    pub fn open_policy() -> gql::create_policy::CreateKeyPairResourcePolicyInput {
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            default_for_unspecified: "UNLIMITED".into(),
+            total_resource_slots: serde_json::json!("{}"),
+            max_concurrent_sessions: 10,
+            max_containers_per_session: 1,
+            idle_timeout: 0,
+            ..Default::default()
+        }
+    }
+
     /// Creates the resource policy `name` and gives it to the main keypair behind `token`.
     pub async fn use_policy(
         &self,

@@ -312,6 +312,29 @@ pub async fn forget_by_id(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
     Ok(())
 }
 
+/// A catalog row of local image `image:tag` for unit tests (nothing else set).
+#[cfg(test)]
+pub(crate) fn test_image(image: &str, tag: &str) -> images::Model {
+    images::Model {
+        id: Uuid::nil(),
+        name: format!("bai.local/{image}:{tag}"),
+        image: image.into(),
+        tag: tag.into(),
+        registry: "bai.local".into(),
+        architecture: "x86_64".into(),
+        config_digest: String::new(),
+        size_bytes: 0,
+        is_local: true,
+        image_type: entity::enums::ImageType::Compute,
+        accelerators: None,
+        labels: json!({}),
+        resources: json!({}),
+        created_at: chrono::Utc::now(),
+        installed_agents: Default::default(),
+        owner_id: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{ResourceLimitEdit, edit_limits, environment};

@@ -322,22 +322,6 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_normalize() {
-        let v = normalize_allowed_hosts(&json!(["local"])).unwrap();
-        assert_eq!(v["local"].as_array().unwrap().len(), HOST_PERMISSIONS.len());
-        let v = normalize_allowed_hosts(&json!({"local": ["upload-file"]})).unwrap();
-        assert_eq!(v, json!({"local": ["upload-file"]}));
-        assert!(normalize_allowed_hosts(&json!({"local": ["fly"]})).is_err());
-        assert!(normalize_allowed_hosts(&json!("local")).is_err());
-        assert!(normalize_allowed_hosts(&json!([""])).is_err());
-    }
-}
-
 /// The resource policy of the caller's keypair.
 pub async fn of_caller(
     state: &AppState,
@@ -354,4 +338,20 @@ pub async fn of_caller(
         kp.resource_policy,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_normalize() {
+        let v = normalize_allowed_hosts(&json!(["local"])).unwrap();
+        assert_eq!(v["local"].as_array().unwrap().len(), HOST_PERMISSIONS.len());
+        let v = normalize_allowed_hosts(&json!({"local": ["upload-file"]})).unwrap();
+        assert_eq!(v, json!({"local": ["upload-file"]}));
+        assert!(normalize_allowed_hosts(&json!({"local": ["fly"]})).is_err());
+        assert!(normalize_allowed_hosts(&json!("local")).is_err());
+        assert!(normalize_allowed_hosts(&json!([""])).is_err());
+    }
 }

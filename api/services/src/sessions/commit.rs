@@ -255,24 +255,7 @@ mod tests {
     use super::*;
 
     fn base(image: &str, tag: &str) -> images::Model {
-        images::Model {
-            id: Uuid::nil(),
-            name: format!("bai.local/{image}:{tag}"),
-            image: image.into(),
-            tag: tag.into(),
-            registry: "bai.local".into(),
-            architecture: "x86_64".into(),
-            config_digest: String::new(),
-            size_bytes: 0,
-            is_local: true,
-            image_type: entity::enums::ImageType::Compute,
-            accelerators: None,
-            labels: serde_json::json!({}),
-            resources: serde_json::json!({}),
-            created_at: chrono::Utc::now(),
-            installed_agents: Default::default(),
-            owner_id: None,
-        }
+        crate::images::test_image(image, tag)
     }
 
     #[test]

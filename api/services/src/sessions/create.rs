@@ -728,21 +728,9 @@ mod tests {
 
     fn image() -> images::Model {
         images::Model {
-            id: Uuid::nil(),
-            name: "bai.local/stable/python:3.11".into(),
-            image: "stable/python".into(),
-            tag: "3.11".into(),
-            registry: "bai.local".into(),
-            architecture: "x86_64".into(),
-            config_digest: String::new(),
-            size_bytes: 0,
-            is_local: true,
-            image_type: entity::enums::ImageType::Compute,
-            accelerators: None,
-            labels: json!({}),
             resources: json!({"cpu": {"min": "1", "max": null}, "mem": {"min": "268435456", "max": "8589934592"}}),
-            created_at: chrono::Utc::now(),
             installed_agents: vec!["a".to_string()].into(),
+            ..crate::images::test_image("stable/python", "3.11")
         }
     }
 

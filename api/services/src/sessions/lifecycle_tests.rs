@@ -643,3 +643,47 @@ async fn audit_records_settings_and_rate_windows_follow_the_states_clock() {
     w.clock.advance(chrono::Duration::minutes(15));
     assert!(limiter.check("ak", 1, w.clock.now()).is_ok());
 }
+
+#[tokio::test]
+async fn terminating_a_session_whose_bootstrap_script_runs_is_not_held_up() {
+    let w = world().await;
+    let mut req = request(SessionType::Interactive, None);
+    // The in-memory container never says its script has ended.
+    w.engine.hold_bootstraps(true);
+    req.bootstrap_script = Some("sleep 600".into());
+    let created = crate::sessions::create(&w.state, &w.admin, req)
+        .await
+        .unwrap();
+    let id = created[0].id;
+    let st = w.state.clone();
+    let passes = tokio::spawn(async move {
+        loop {
+            let _ = crate::scheduler::schedule_once(&st).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    // The launch waits in PREPARING for the script (up to five minutes)…
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let s = session(&w, id).await;
+        if s.status == SessionStatus::Preparing && !w.engine.containers().is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never PREPARING with its container: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // …but a termination does not wait for it.
+    let ended = tokio::time::timeout(
+        Duration::from_secs(10),
+        crate::sessions::terminate(&w.state, id, "user-requested"),
+    )
+    .await
+    .expect("the termination waited for the bootstrap script")
+    .unwrap();
+    assert_eq!(ended.status, SessionStatus::Terminated, "{ended:?}");
+    assert!(w.engine.containers().is_empty(), "the container is removed");
+    passes.abort();
+}

@@ -555,8 +555,9 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         // Backend.AI runs the script before the session's services: it is PREPARING until
         // the script has ended in every container (one deadline for them all).
         let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
+        let locks = state.session_locks.clone();
         for (_, c) in &containers {
-            bootstrapped(agent.as_ref(), id, c, deadline).await;
+            bootstrapped(agent.as_ref(), id, c, deadline, || locks.asked_to_end(id)).await;
         }
     }
     state.launch_phases.record(id, started.elapsed());
@@ -647,15 +648,20 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
 const BOOTSTRAP_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Waits until the container's bootstrap script has ended ([`bai_engine::BOOTSTRAP_DONE`]
-/// exists; a stopped container's files are read as well) or [`BOOTSTRAP_WAIT`] passed.
+/// exists; a stopped container's files are read as well), [`BOOTSTRAP_WAIT`] passed, or
+/// `ending` says the session is being terminated.
 async fn bootstrapped(
     agent: &crate::agents::Agent,
     id: Uuid,
     container_id: &str,
     deadline: tokio::time::Instant,
+    ending: impl Fn() -> bool,
 ) {
     let mut pause = std::time::Duration::from_millis(100);
     loop {
+        if ending() {
+            return;
+        }
         match agent
             .read_file(container_id, bai_engine::BOOTSTRAP_DONE, 0)
             .await
@@ -815,6 +821,8 @@ async fn batch_deadline(state: &AppState, id: Uuid) -> Option<tokio::time::Insta
 /// container is stopped and removed (output kept), then TERMINATED.
 pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<sessions::Model> {
     let lock = state.session_locks.get(id).await;
+    // A launch waiting for a bootstrap script lets go at once.
+    let _asked = state.session_locks.ask_to_end(id);
     let _guard = lock.lock().await;
     let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
     let info = Some(reason.to_string());
