@@ -206,7 +206,7 @@ pub fn SessionsPage() -> impl IntoView {
                                     <Show when=move || running>
                                         <button class="icon" title=t("Apps") aria-label=t("Apps") data-action="apps" on:click={let (i, n) = (id1.clone(), n1.clone()); move |_| dialog.set(Dialog::Apps(i.clone(), n.clone()))}>"▦"</button>
                                         <a class="icon" title=t("Terminal") aria-label=t("Terminal") data-action="terminal" target="_blank" href=format!("#terminal/{id4}")>">_"</a>
-                                        <button class="icon" title=t("Convert to image") aria-label=t("Convert to image") data-action="commit" on:click={let (i, n) = (id5.clone(), n5.clone()); move |_| dialog.set(Dialog::Commit(i.clone(), n.clone()))}>"⧉"</button>
+                                        <button class="icon" title=t("Convert to image") aria-label=t("Convert to image") data-action="commit" on:click={let (i, n) = (id5.clone(), n5.clone()); move |_| dialog.set(Dialog::Commit(i.clone(), n.clone()))}>"▣"</button>
                                     </Show>
                                     <button class="icon" title=t("Logs") aria-label=t("Logs") data-action="logs" on:click={let (i, n) = (id2.clone(), n2.clone()); move |_| dialog.set(Dialog::Logs(i.clone(), n.clone()))}>"☰"</button>
                                     <Show when=move || live>

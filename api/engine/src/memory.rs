@@ -88,6 +88,12 @@ impl MemoryEngine {
         }
     }
 
+    /// The same engine with these GPUs (its capacity says how many, as a real agent's).
+    pub fn with_gpus(mut self, gpus: Vec<crate::gpu::GpuDevice>) -> Self {
+        self.info.gpus = gpus;
+        self
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
         let mut guard = self.inner.lock();
         let out = f(&mut guard);

@@ -1255,7 +1255,6 @@ async def main():
         refusals = {
             "too-many": dict(name="crowd", cluster_size=5),
             "multi-node": dict(name="spread", cluster_size=2, cluster_mode="multi-node"),
-            "gpu": dict(name="gpus", cluster_size=2, resources={"cuda.shares": "0.5"}),
         }
         for what, kwargs in refusals.items():
             try:
@@ -1320,7 +1319,6 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
     for (what, why) in [
         ("too-many", "at most 4 container"),
         ("multi-node", "not supported yet"),
-        ("gpu", "GPUs in cluster sessions"),
     ] {
         let answer = got[what].as_str().unwrap();
         assert!(answer.contains(why), "{what}: {answer}");

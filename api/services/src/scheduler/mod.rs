@@ -403,12 +403,28 @@ async fn apply(
                 if current.status != SessionStatus::Pending {
                     continue;
                 }
-                let Some(gpus) = assign_gpus(state, &agent, &s.requested_slots).await? else {
+                // Devices per container (a cluster's each ask their own), all or none.
+                let kernels = crate::sessions::kernels_of(&state.db, session).await?;
+                let wanted = kernels.len();
+                let mut taken = std::collections::BTreeMap::new();
+                let mut assigned = Vec::with_capacity(kernels.len());
+                for k in kernels {
+                    let Some(gpus) = assign_gpus(state, &agent, &k.requested_slots, &taken).await?
+                    else {
+                        break;
+                    };
+                    for (id, s) in &gpus {
+                        *taken
+                            .entry(id.clone())
+                            .or_insert(rust_decimal::Decimal::ZERO) += *s;
+                    }
+                    assigned.push((k, gpus));
+                }
+                if assigned.len() < wanted {
                     tracing::warn!(session = %session, agent = %agent, "no GPU devices free despite free GPU slots; retrying later");
                     continue;
-                };
-                if !gpus.is_empty() {
-                    let k = crate::sessions::main_kernel(&state.db, session).await?;
+                }
+                for (k, gpus) in assigned.into_iter().filter(|(_, g)| !g.is_empty()) {
                     let mut opts = k.resource_opts.clone();
                     if let Some(o) = opts.as_object_mut() {
                         o.insert(
@@ -500,10 +516,13 @@ async fn apply(
 
 /// Picks GPU devices on `agent_id` for a request with `cuda.device` or `cuda.shares`; empty
 /// when it asks for none, None when the devices are not free.
+/// Devices on `agent_id` for one container asking `requested`, beside what the live kernels
+/// hold and `taken` (shares by device, given to this session's other containers already).
 async fn assign_gpus(
     state: &AppState,
     agent_id: &str,
     requested: &ResourceSlots,
+    taken: &std::collections::BTreeMap<String, rust_decimal::Decimal>,
 ) -> ApiResult<Option<Vec<(String, rust_decimal::Decimal)>>> {
     let (whole, shares) = (requested.get("cuda.device"), requested.get("cuda.shares"));
     if whole.is_zero() && shares.is_zero() {
@@ -512,7 +531,7 @@ async fn assign_gpus(
     let Some(agent) = state.agents.get(agent_id).await else {
         return Ok(None);
     };
-    let mut used = std::collections::BTreeMap::new();
+    let mut used = taken.clone();
     let live = kernels::Entity::find()
         .filter(kernels::Column::Agent.eq(agent_id))
         .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))

@@ -406,11 +406,6 @@ async fn size(state: &AppState, image: &images::Model, req: &CreateRequest) -> A
             "cuda.device must be a whole number of GPUs (got {d}); use cuda.shares for a fraction"
         )));
     }
-    if req.cluster_size > 1 && (!d.is_zero() || !per_kernel.get("cuda.shares").is_zero()) {
-        return Err(ApiError::bad_request(
-            "GPUs in cluster sessions are not supported yet: ask for GPUs in a session of one container",
-        ));
-    }
     // The resource check is per container × containers.
     let mut requested = per_kernel.clone();
     for _ in 1..req.cluster_size {

@@ -687,3 +687,70 @@ async fn terminating_a_session_whose_bootstrap_script_runs_is_not_held_up() {
     assert!(w.engine.containers().is_empty(), "the container is removed");
     passes.abort();
 }
+
+#[tokio::test]
+async fn each_container_of_a_cluster_gets_gpus_of_its_own() {
+    let w = world().await;
+    // A second agent with two GPUs (one share each); the in-memory one has none.
+    let capacity = ResourceSlots::new()
+        .with("cpu", Decimal::from(8))
+        .with("mem", Decimal::from(16i64 << 30))
+        .with("cuda.device", Decimal::from(2))
+        .with("cuda.shares", Decimal::from(2));
+    let gpus = ["0", "1"]
+        .map(|id| bai_engine::gpu::GpuDevice {
+            id: id.into(),
+            name: "test GPU".into(),
+            memory_bytes: 16 << 30,
+        })
+        .to_vec();
+    let engine = Arc::new(MemoryEngine::new("i-gpu", capacity, &[IMAGE]).with_gpus(gpus));
+    crate::agents::add(&w.state, engine.clone()).await.unwrap();
+    let policy = entity::keypair_resource_policies::Entity::find()
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
+    m.max_containers_per_session = sea_orm::Set(4);
+    sea_orm::ActiveModelTrait::update(m, &w.state.db)
+        .await
+        .unwrap();
+    let mut req = request(SessionType::Interactive, None);
+    req.resources.insert("cuda.device".into(), "1".into());
+    req.cluster_size = 2;
+    let created = crate::sessions::create(&w.state, &w.admin, req)
+        .await
+        .unwrap();
+    let id = created[0].id;
+    let s = until(&w, id, SessionStatus::Running).await;
+    assert_eq!(s.agent_ids.0, ["i-gpu"], "{s:?}");
+    // Two containers, a device each: main1 and sub1 never share one.
+    let mut devices: Vec<Vec<String>> = engine
+        .containers()
+        .values()
+        .map(|c| c.spec.gpu_ids.clone())
+        .collect();
+    devices.sort();
+    assert_eq!(devices, [vec!["0".to_string()], vec!["1".to_string()]]);
+    // Both devices are taken: another such cluster waits, with none of its containers
+    // given a device.
+    let mut again = request(SessionType::Interactive, None);
+    again.resources.insert("cuda.device".into(), "1".into());
+    again.cluster_size = 2;
+    let waiting = crate::sessions::create(&w.state, &w.admin, again)
+        .await
+        .unwrap();
+    crate::scheduler::schedule_once(&w.state).await.unwrap();
+    let waiting = session(&w, waiting[0].id).await;
+    assert_eq!(waiting.status, SessionStatus::Pending, "{waiting:?}");
+    for k in crate::sessions::kernels_of(&w.state.db, waiting.id)
+        .await
+        .unwrap()
+    {
+        assert!(k.resource_opts.get("gpus").is_none(), "{k:?}");
+    }
+    crate::sessions::terminate(&w.state, id, "user-requested")
+        .await
+        .unwrap();
+}
