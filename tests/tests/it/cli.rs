@@ -60,6 +60,14 @@ impl std::fmt::Display for Out {
 }
 
 impl Cli {
+    /// As [`Cli::for_user`], with the newest client (26.9).
+    async fn for_user26(app: &TestApp, token: &str) -> Cli {
+        Cli {
+            bin: cli26_path(),
+            ..Cli::for_user(app, token).await
+        }
+    }
+
     async fn for_user(app: &TestApp, token: &str) -> Cli {
         let kp = app
             .op_ok::<gql::MyKeypair>(Some(token), Default::default())
@@ -549,10 +557,7 @@ both_dbs!(events_by_name_before_the_session_exists, |db| async move {
     let app = spawn(db).await;
     let user = app.user("listen@x.org", "user", "default").await;
     let stranger = app.user("peek@x.org", "user", "default").await;
-    let cli = Cli {
-        bin: cli26_path(),
-        ..Cli::for_user(&app, &user).await
-    };
+    let cli = Cli::for_user26(&app, &user).await;
     let script = cli.dir.join("listen.py");
     std::fs::write(&script, LISTEN_BY_NAME).unwrap();
     let mut listener = cli
@@ -762,10 +767,7 @@ both_dbs!(batch_sessions_through_the_sdk, |db| async move {
     require_docker();
     let app = spawn(db).await;
     let user = app.user("batches@x.org", "user", "default").await;
-    let cli = Cli {
-        bin: cli26_path(),
-        ..Cli::for_user(&app, &user).await
-    };
+    let cli = Cli::for_user26(&app, &user).await;
     let got = cli.sdk_script("batches.py", BATCHES, &[PYTHON]).await;
     // Answered once running, as Backend.AI's manager answers (a short job may have ended).
     for name in ["batch-ok", "batch-fails", "batch-long"] {
@@ -909,10 +911,7 @@ both_dbs!(session_calls_through_the_sdk, |db| async move {
     let app = spawn(db).await;
     let user = app.user("calls@x.org", "user", "default").await;
     let stranger = app.user("stranger-calls@x.org", "user", "default").await;
-    let cli = Cli {
-        bin: cli26_path(),
-        ..Cli::for_user(&app, &user).await
-    };
+    let cli = Cli::for_user26(&app, &user).await;
     let other = Cli::for_user(&app, &stranger).await;
     let got = cli
         .sdk_script(
@@ -1091,10 +1090,7 @@ both_dbs!(session_templates_through_the_clients, |db| async move {
     let stranger = app
         .user("stranger-templates@x.org", "user", "default")
         .await;
-    let cli26 = Cli {
-        bin: cli26_path(),
-        ..Cli::for_user(&app, &user).await
-    };
+    let cli26 = Cli::for_user26(&app, &user).await;
     let cli23 = Cli {
         dir: cli26.dir.clone(),
         ..Cli::for_user(&app, &user).await
@@ -1292,10 +1288,7 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
         },
     })
     .await;
-    let cli = Cli {
-        bin: cli26_path(),
-        ..Cli::for_user(&app, &user).await
-    };
+    let cli = Cli::for_user26(&app, &user).await;
     let got = cli.sdk_script("cluster.py", CLUSTER, &[PYTHON]).await;
     assert_eq!(got["status"], "RUNNING", "{got}");
     let env = got["env"].as_str().unwrap();
@@ -1540,10 +1533,7 @@ both_dbs!(commit_sessions_to_images, |db| async move {
         },
     )
     .await;
-    let cli = Cli {
-        bin: cli26_path(),
-        ..Cli::for_user(&app, &user).await
-    };
+    let cli = Cli::for_user26(&app, &user).await;
     let other = Cli::for_user(&app, &stranger).await;
     let got = cli
         .sdk_script(
