@@ -181,17 +181,23 @@ pub struct ImageQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ImageQuery {
-    /// An image by id, or by reference/alias.
+    /// An image by id (a UUID, as text: Backend.AI's clients send a `String`), or by
+    /// reference/alias.
     async fn image(
         &self,
         ctx: &Context<'_>,
-        id: Option<Uuid>,
+        id: Option<String>,
         reference: Option<String>,
         architecture: Option<String>,
     ) -> crate::graphql::Result<Image> {
         let (state, caller) = authed(ctx)?;
         let target = match (id, reference) {
-            (Some(id), _) => id.to_string(),
+            (Some(id), _) => {
+                let Ok(id) = Uuid::parse_str(id.trim()) else {
+                    return Err(ApiError::not_found("image", id).into());
+                };
+                id.to_string()
+            }
             (None, Some(r)) => r,
             (None, None) => return Err(ApiError::bad_request("give either id or reference").into()),
         };
@@ -206,6 +212,7 @@ impl ImageQuery {
         &self,
         ctx: &Context<'_>,
         is_installed: Option<bool>,
+        is_operation: Option<bool>,
         load_filters: Option<Vec<String>>,
     ) -> crate::graphql::Result<Vec<Image>> {
         let (state, caller) = authed(ctx)?;
@@ -228,6 +235,15 @@ impl ImageQuery {
             .map(Image)
             .filter(|i| match is_installed {
                 Some(want) => i.0.installed_agents.is_empty() != want,
+                None => true,
+            })
+            // Backend.AI's operational images carry the `operation` feature label.
+            .filter(|i| match is_operation {
+                Some(want) => {
+                    i.label("ai.backend.features")
+                        .is_some_and(|f| f.split_whitespace().any(|x| x == "operation"))
+                        == want
+                }
                 None => true,
             })
             .collect())
@@ -335,15 +351,18 @@ impl ImageMutation {
         })
     }
 
-    /// Forgets an image by id: the caller's own committed image (removed from the engines
-    /// too), or, for a superadmin, any image.
+    /// Forgets an image by id (a UUID, as text, as Backend.AI's clients send it): the caller's
+    /// own committed image (removed from the engines too), or, for a superadmin, any image.
     async fn forget_image_by_id(
         &self,
         ctx: &Context<'_>,
-        image_id: Uuid,
+        image_id: String,
     ) -> crate::graphql::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        crate::images::forget_by_id(state, caller, image_id).await?;
+        let Ok(id) = Uuid::parse_str(image_id.trim()) else {
+            return Err(ApiError::not_found("image", image_id).into());
+        };
+        crate::images::forget_by_id(state, caller, id).await?;
         Ok(ImageResult {
             ok: true,
             msg: "success".into(),

@@ -1534,7 +1534,7 @@ both_dbs!(commit_sessions_to_images, |db| async move {
     )
     .await;
     let cli = Cli::for_user26(&app, &user).await;
-    let other = Cli::for_user(&app, &stranger).await;
+    let other = Cli::for_user26(&app, &stranger).await;
     let got = cli
         .sdk_script(
             "commit.py",
@@ -1646,16 +1646,23 @@ both_dbs!(commit_sessions_to_images, |db| async move {
         "{out}"
     );
     destroy(&app, &user, &third).await;
-    // The owner forgets one: it leaves the catalog and the engine.
-    let forgotten = app
-        .op_ok::<gql::ForgetImageById>(
-            Some(&user),
-            gql::forget_image_by_id::Variables {
-                image_id: named["id"].as_str().unwrap().to_string(),
-            },
-        )
-        .await;
-    assert_eq!(forgotten["forget_image_by_id"]["ok"], true);
+    // The CLI lists them with the names given; a stranger's list has none.
+    let listed = cli.run(&["image", "list", "--customized"]).await;
+    assert!(
+        listed.ok && listed.stdout.contains("my-env") && listed.stdout.contains(&reference),
+        "{listed}"
+    );
+    let theirs = other.run(&["image", "list"]).await;
+    assert!(theirs.ok && !theirs.stdout.contains("/user-"), "{theirs}");
+    // The owner forgets one through the CLI: it leaves the catalog and the engine.
+    let named_id = named["id"].as_str().unwrap().to_string();
+    let stolen = other.run(&["image", "forget", &named_id]).await;
+    assert!(!stolen.to_string().contains("Image forgotten"), "{stolen}");
+    let forgotten = cli.run(&["image", "forget", &named_id]).await;
+    assert!(
+        forgotten.to_string().contains("Image forgotten"),
+        "{forgotten}"
+    );
     let left = app
         .op_ok::<gql::CustomizedImages>(Some(&user), Default::default())
         .await;

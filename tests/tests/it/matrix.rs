@@ -58,6 +58,7 @@ const NOT_IDS: &[&str] = &[
     "image_name",
     "load_filters",
     "count",
+    "is_operation",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
