@@ -1457,7 +1457,8 @@ async def main():
                                                    max_wait=120, mounts=[folder])
         await run(s, "open('/home/work/marker.txt','w').write('kept-in-home');"
                      "open('/tmp/layer.txt','w').write('kept-in-layer');"
-                     "open('/home/work/%s/in-folder.txt','w').write('folder data')" % folder)
+                     "open('/home/work/%s/in-folder.txt','w').write('folder data');"
+                     "import os; os.mkfifo('/home/work/pipe'); os.symlink('/', '/home/work/escape')" % folder)
         out["before"] = await commit_status(s.id)
         r = await s.export_to_image("my-env")
         out["imagify"] = r
@@ -1498,7 +1499,10 @@ async def main():
                                                    max_wait=120)
         r = await s.execute(code="import os\n"
             "for p in ['/home/work/marker.txt', '/tmp/layer.txt']: print(open(p).read())\n"
-            "print(sorted(os.listdir('/home/work')))", mode="query")
+            "print(sorted(os.listdir('/home/work')))\n"
+            "import stat\n"
+            "print('pipe-is-fifo', stat.S_ISFIFO(os.lstat('/home/work/pipe').st_mode))\n"
+            "print('escape-is-link', os.readlink('/home/work/escape'))", mode="query")
         console = list(r["console"])
         while r["status"] != "finished":
             r = await s.execute(run_id=r["runId"], code="", mode="continue")
@@ -1633,6 +1637,10 @@ both_dbs!(commit_sessions_to_images, |db| async move {
     assert!(console.contains("kept-in-home"), "{again}");
     assert!(console.contains("kept-in-layer"), "{again}");
     assert!(!console.contains("in-folder.txt"), "{again}");
+    // What the session planted in its home (a FIFO, a link to /) was committed as what it is:
+    // never read through nor followed (the commit would hang on the FIFO, or copy the root).
+    assert!(console.contains("pipe-is-fifo True"), "{again}");
+    assert!(console.contains("escape-is-link /"), "{again}");
     // The policy's count: a third image is refused with the reason (the CLI prints it).
     let s = create_session(&app, &user, json!({"image": PYTHON, "name": "third"})).await;
     let third = session_ids(&s)[0].clone();
@@ -1645,7 +1653,6 @@ both_dbs!(commit_sessions_to_images, |db| async move {
             .contains("the most your resource policy allows (2)"),
         "{out}"
     );
-    destroy(&app, &user, &third).await;
     // The CLI lists them with the names given; a stranger's list has none.
     let listed = cli.run(&["image", "list", "--customized"]).await;
     assert!(
@@ -1676,13 +1683,31 @@ both_dbs!(commit_sessions_to_images, |db| async move {
         .output()
         .unwrap();
     assert!(!engine.status.success(), "the engine still has {reference}");
-    let rest = left["customized_images"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    app.op_ok::<gql::ForgetImageById>(
-        Some(&user),
-        gql::forget_image_by_id::Variables { image_id: rest },
-    )
+    // With a slot free, the 23.9.10 CLI's `session commit` makes an image named after it.
+    let old_cli = Cli::for_user(&app, &user).await;
+    let committed = old_cli.run(&["session", "commit", "third"]).await;
+    assert!(committed.ok, "{committed}");
+    let mine = eventually("the third session's image", WAIT, || async {
+        let l = app
+            .op_ok::<gql::CustomizedImages>(Some(&user), Default::default())
+            .await;
+        let all = l["customized_images"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        all.iter()
+            .any(|i| i["customized_name"] == "third")
+            .then_some(all)
+    })
     .await;
+    destroy(&app, &user, &third).await;
+    for image in mine {
+        app.op_ok::<gql::ForgetImageById>(
+            Some(&user),
+            gql::forget_image_by_id::Variables {
+                image_id: image["id"].as_str().unwrap().to_string(),
+            },
+        )
+        .await;
+    }
 });
