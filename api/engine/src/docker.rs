@@ -442,7 +442,8 @@ impl DockerEngine {
         if let Err(e) = self.docker.remove_container(container_id, Some(opts)).await
             && !is_not_found(&e)
         {
-            // Its labels are the session's: the reconciliation removes it with the session.
+            // It carries the session's labels (inherited from the committed image): the
+            // reconciliation removes it with the session.
             tracing::warn!(container = %container_id, error = %e, "removing a commit's helper container failed");
         }
     }

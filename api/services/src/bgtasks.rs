@@ -104,3 +104,45 @@ where
     });
     id
 }
+
+/// Background task `id` of `caller`'s (a superadmin: anyone's); another user's is NOT_FOUND,
+/// as one that does not exist.
+pub fn visible(
+    state: &AppState,
+    caller: &crate::auth::Caller,
+    id: Uuid,
+) -> crate::error::ApiResult<TaskState> {
+    state
+        .bgtasks
+        .get(id)
+        .filter(|t| t.owner == caller.uuid || caller.is_superadmin())
+        .ok_or_else(|| crate::error::ApiError::not_found("background task", id))
+}
+
+/// Task `id` as [`visible`] finds it, then every change until it is done or failed: the
+/// stream ends with its last state. Listening starts before the state is read, so nothing in
+/// between is lost.
+pub fn follow(
+    state: &AppState,
+    caller: &crate::auth::Caller,
+    id: Uuid,
+) -> crate::error::ApiResult<impl futures_util::Stream<Item = TaskState> + Send + use<>> {
+    use futures_util::StreamExt as _;
+    let live = state.events.stream_topic(crate::events::Topic::Task(id));
+    let first = visible(state, caller, id)?;
+    let live = live.filter_map(move |ev| {
+        let out = match &*ev {
+            Event::BgTask(t) if t.task_id == id => Some(t.clone()),
+            _ => None,
+        };
+        std::future::ready(out)
+    });
+    let over = first.status != TaskStatus::Running;
+    Ok(
+        futures_util::stream::iter([first]).chain(crate::events::until(
+            live,
+            over,
+            |t: &TaskState| t.status != TaskStatus::Running,
+        )),
+    )
+}

@@ -333,12 +333,11 @@ pub(super) async fn commit(
     State(state): State<AppState>,
     axum::Extension(principal): axum::Extension<crate::auth::Principal>,
     OwnNamed(s): OwnNamed,
-    Params(_): Params,
 ) -> Response {
     reply(
         async {
             let caller = super::caller(&principal)?;
-            let started = crate::sessions::commit::start(&state, caller, s.id, None).await?;
+            let started = crate::sessions::commit::start(&state, caller, &s, None).await?;
             Ok((
                 StatusCode::CREATED,
                 axum::Json(json!({
@@ -357,13 +356,11 @@ pub(super) async fn commit(
 /// `GET /session/{id}/commit`: `ongoing` while a commit of the session runs, else `ready`.
 pub(super) async fn commit_status(
     State(state): State<AppState>,
-    axum::Extension(principal): axum::Extension<crate::auth::Principal>,
     OwnNamed(s): OwnNamed,
 ) -> Response {
     reply(
         async {
-            let caller = super::caller(&principal)?;
-            let (status, kernel) = crate::sessions::commit::status(&state, caller, s.id).await?;
+            let (status, kernel) = crate::sessions::commit::status(&state, &s).await?;
             Ok(axum::Json(json!({"status": status, "kernel": kernel})).into_response())
         }
         .await,
@@ -391,7 +388,7 @@ pub(super) async fn imagify(
                     "Unsupported image visibility '{v}': committed images belong to a user"
                 )));
             }
-            let started = crate::sessions::commit::start(&state, caller, s.id, Some(&name)).await?;
+            let started = crate::sessions::commit::start(&state, caller, &s, Some(&name)).await?;
             Ok(axum::Json(json!({"task_id": started.task_id})).into_response())
         }
         .await,

@@ -310,26 +310,10 @@ pub async fn task_events(
     let Ok(id) = raw.parse::<Uuid>() else {
         return crate::error::ApiError::bad_request("task_id is not a UUID").into_response();
     };
-    // Listening first: nothing between the state read and the stream is lost.
-    let live = state.events.stream_topic(crate::events::Topic::Task(id));
-    let Some(first) = state
-        .bgtasks
-        .get(id)
-        .filter(|t| t.owner == caller.uuid || caller.is_superadmin())
-    else {
-        return crate::error::ApiError::not_found("background task", id).into_response();
+    let states = match crate::bgtasks::follow(&state, &caller, id) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
     };
-    let live = live.filter_map(move |ev| {
-        let out = match &*ev {
-            Event::BgTask(t) if t.task_id == id => Some(t.clone()),
-            _ => None,
-        };
-        std::future::ready(out)
-    });
-    let over = first.status != crate::bgtasks::TaskStatus::Running;
-    let running = |t: &crate::bgtasks::TaskState| t.status != crate::bgtasks::TaskStatus::Running;
-    let states =
-        futures_util::stream::iter([first]).chain(crate::events::until(live, over, running));
     let close = futures_util::stream::once(async {
         Ok::<_, Infallible>(SseEvent::default().event("server_close").data("{}"))
     });

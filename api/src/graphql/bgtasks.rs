@@ -3,19 +3,8 @@ use async_graphql::{Context, Object, Subscription};
 use futures_util::Stream;
 use uuid::Uuid;
 
-use crate::bgtasks::{TaskState, TaskStatus};
-use crate::error::{ApiError, ApiResult};
-use crate::events::Event;
+use crate::bgtasks::TaskState;
 use crate::graphql::authed;
-
-fn visible(ctx: &Context<'_>, id: Uuid) -> ApiResult<TaskState> {
-    let (state, caller) = authed(ctx)?;
-    state
-        .bgtasks
-        .get(id)
-        .filter(|t| t.owner == caller.uuid || caller.is_superadmin())
-        .ok_or_else(|| ApiError::not_found("background task", id))
-}
 
 #[derive(Default)]
 pub struct BgTaskQuery;
@@ -27,7 +16,8 @@ impl BgTaskQuery {
         ctx: &Context<'_>,
         task_id: Uuid,
     ) -> crate::graphql::Result<TaskState> {
-        Ok(visible(ctx, task_id)?)
+        let (state, caller) = authed(ctx)?;
+        Ok(crate::bgtasks::visible(state, caller, task_id)?)
     }
 }
 
@@ -42,23 +32,7 @@ impl BgTaskSubscription {
         ctx: &Context<'_>,
         task_id: Uuid,
     ) -> crate::graphql::Result<impl Stream<Item = TaskState>> {
-        let (state, _) = authed(ctx)?;
-        let events = state
-            .events
-            .stream_topic(crate::events::Topic::Task(task_id));
-        let first = visible(ctx, task_id)?;
-        let live = futures_util::StreamExt::filter_map(events, move |ev| {
-            let out = match &*ev {
-                Event::BgTask(t) if t.task_id == task_id => Some(t.clone()),
-                _ => None,
-            };
-            std::future::ready(out)
-        });
-        let over = first.status != TaskStatus::Running;
-        let stream = futures_util::StreamExt::chain(
-            futures_util::stream::iter([first]),
-            crate::events::until(live, over, |t: &TaskState| t.status != TaskStatus::Running),
-        );
-        Ok(stream)
+        let (state, caller) = authed(ctx)?;
+        Ok(crate::bgtasks::follow(state, caller, task_id)?)
     }
 }

@@ -2,7 +2,7 @@
 //! `alias_image`, `dealias_image`, `forget_image`.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use entity::{image_aliases, images};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -216,20 +216,14 @@ impl ImageQuery {
         load_filters: Option<Vec<String>>,
     ) -> crate::graphql::Result<Vec<Image>> {
         let (state, caller) = authed(ctx)?;
-        let everyone = caller.is_superadmin()
-            && load_filters
-                .unwrap_or_default()
-                .iter()
-                .any(|f| f == "customized");
-        let mut select = images::Entity::find().order_by_asc(images::Column::Name);
-        if !everyone {
-            select = select.filter(
-                images::Column::OwnerId
-                    .is_null()
-                    .or(images::Column::OwnerId.eq(caller.uuid)),
-            );
-        }
-        let rows = select.all(&state.db).await.map_err(ApiError::from)?;
+        let everyone = load_filters
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == "customized");
+        let rows = crate::images::visible(caller, everyone)
+            .all(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         Ok(rows
             .into_iter()
             .map(Image)
@@ -252,12 +246,7 @@ impl ImageQuery {
     /// The caller's own committed images (Backend.AI's `customized_images`).
     async fn customized_images(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<Image>> {
         let (state, caller) = authed(ctx)?;
-        let rows = images::Entity::find()
-            .filter(images::Column::OwnerId.eq(caller.uuid))
-            .order_by_asc(images::Column::Name)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        let rows = crate::images::owned_by(&state.db, caller.uuid).await?;
         Ok(rows.into_iter().map(Image).collect())
     }
 }

@@ -524,7 +524,7 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                         labels: Set(labels),
                         created_at: Set(state.clock.now()),
                         installed_agents: Set(vec![agent.id.clone()].into()),
-                        owner_id: Set(crate::sessions::commit::owner_of(&img.labels)),
+                        owner_id: Set(crate::images::owner_of(&img.labels)),
                     }
                     .insert(&state.db)
                     .await?,

@@ -5,7 +5,7 @@ use entity::slots::{format_amount, parse_amount};
 use entity::{image_aliases, images};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, ModelTrait,
-    QueryFilter, Set,
+    QueryFilter, QueryOrder, Set,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -101,6 +101,37 @@ pub async fn resolve<C: ConnectionTrait>(
         select = select.filter(images::Column::Architecture.eq(a));
     }
     select.one(db).await?.ok_or_else(not_found)
+}
+
+/// The user an image's labels say it belongs to (`user:<uuid>`).
+pub fn owner_of(labels: &std::collections::HashMap<String, String>) -> Option<Uuid> {
+    labels
+        .get(CUSTOMIZED_OWNER_LABEL)
+        .and_then(|v| v.strip_prefix("user:"))
+        .and_then(|u| Uuid::parse_str(u).ok())
+}
+
+/// The images of committed sessions `user` owns.
+pub async fn owned_by<C: ConnectionTrait>(db: &C, user: Uuid) -> ApiResult<Vec<images::Model>> {
+    Ok(images::Entity::find()
+        .filter(images::Column::OwnerId.eq(user))
+        .order_by_asc(images::Column::Name)
+        .all(db)
+        .await?)
+}
+
+/// The catalog as `caller` sees it: global images and their own committed ones (`everyone`:
+/// every user's too, for a superadmin only).
+pub fn visible(caller: &Caller, everyone: bool) -> sea_orm::Select<images::Entity> {
+    let select = images::Entity::find().order_by_asc(images::Column::Name);
+    if everyone && caller.is_superadmin() {
+        return select;
+    }
+    select.filter(
+        images::Column::OwnerId
+            .is_null()
+            .or(images::Column::OwnerId.eq(caller.uuid)),
+    )
 }
 
 /// Whether `caller` may see and use `image`: the global catalog, or an image of a session

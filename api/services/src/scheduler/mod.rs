@@ -514,10 +514,9 @@ async fn apply(
     Ok(placed)
 }
 
-/// Picks GPU devices on `agent_id` for a request with `cuda.device` or `cuda.shares`; empty
-/// when it asks for none, None when the devices are not free.
-/// Devices on `agent_id` for one container asking `requested`, beside what the live kernels
-/// hold and `taken` (shares by device, given to this session's other containers already).
+/// GPU devices on `agent_id` for one container asking `cuda.device` or `cuda.shares`, beside
+/// what the live kernels hold and `taken` (shares by device, given to this session's other
+/// containers already); empty when it asks for none, None when the devices are not free.
 async fn assign_gpus(
     state: &AppState,
     agent_id: &str,

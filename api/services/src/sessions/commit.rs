@@ -6,7 +6,6 @@
 use std::collections::{HashMap, HashSet};
 
 use entity::images;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -21,6 +20,11 @@ use crate::state::AppState;
 pub const HOME_LIMIT: u64 = 16 * 1024 * 1024 * 1024;
 
 /// Sessions being committed now, with their task: one commit per session at a time.
+///
+/// Per process, bounded by the live sessions (an entry leaves with its task): like the
+/// background tasks it points to, a second `bai serve` on the same database does not see it
+/// (there a commit of the same session could start, and its status reads `ready`); the
+/// many-managers issue moves both to PostgreSQL.
 #[derive(Default)]
 pub struct Commits {
     running: parking_lot::Mutex<HashMap<Uuid, Uuid>>,
@@ -42,14 +46,6 @@ impl Drop for Entry {
     fn drop(&mut self) {
         self.state.commits.running.lock().remove(&self.session);
     }
-}
-
-/// The user an image's labels say it belongs to (`user:<uuid>`).
-pub fn owner_of(labels: &HashMap<String, String>) -> Option<Uuid> {
-    labels
-        .get(OWNER_LABEL)
-        .and_then(|v| v.strip_prefix("user:"))
-        .and_then(|u| Uuid::parse_str(u).ok())
 }
 
 /// Backend.AI's rule for an image name: letters, digits, `.`, `-`, `_`.
@@ -101,24 +97,27 @@ pub struct Started {
     pub kernel_id: Uuid,
 }
 
-/// Starts committing session `id` (the caller's own; anyone else's is NOT_FOUND) to an image
-/// named `name` (the session's name when None). A name the caller already gave an image of
-/// the same base replaces that image; a new one must fit the policy's count.
+/// Starts committing session `s` (one the caller may work inside: [`super::find_own`]) to an
+/// image of the caller's named `name` (the session's name when None). A name the caller
+/// already gave an image of the same base replaces that image; a new one must fit the
+/// policy's count.
 pub async fn start(
     state: &AppState,
     caller: &Caller,
-    id: Uuid,
+    s: &entity::sessions::Model,
     name: Option<&str>,
 ) -> ApiResult<Started> {
-    let s = super::find_own(state, caller, id).await?;
     let name = validate_name(name.unwrap_or(&s.name))?;
-    let (agent, container) = super::files::running_container(state, &s).await?;
+    if s.status != entity::enums::SessionStatus::Running {
+        return Err(ApiError::bad_request(format!(
+            "Session '{}' is not running ({})",
+            s.name, s.status
+        )));
+    }
     let kernel = super::main_kernel(&state.db, s.id).await?;
+    let (agent, container) = super::container_of(state, &kernel).await?;
     let base = crate::images::resolve(&state.db, &kernel.image, Some(&kernel.architecture)).await?;
-    let owned = images::Entity::find()
-        .filter(images::Column::OwnerId.eq(caller.uuid))
-        .all(&state.db)
-        .await?;
+    let owned = crate::images::owned_by(&state.db, caller.uuid).await?;
     let label = |img: &images::Model, key: &str| {
         img.labels
             .get(key)
@@ -235,13 +234,12 @@ pub async fn start(
     })
 }
 
-/// Backend.AI's commit status of session `id`: `ongoing` while a commit runs, else `ready`.
+/// Backend.AI's commit status of session `s` (one the caller may work inside): `ongoing`
+/// while a commit runs, else `ready`.
 pub async fn status(
     state: &AppState,
-    caller: &Caller,
-    id: Uuid,
+    s: &entity::sessions::Model,
 ) -> ApiResult<(&'static str, Uuid)> {
-    let s = super::find_own(state, caller, id).await?;
     let kernel = super::main_kernel(&state.db, s.id).await?;
     let status = match state.commits.task_of(s.id) {
         Some(_) => "ongoing",
@@ -300,10 +298,10 @@ mod tests {
         let u = Uuid::from_u128(5);
         let labels: HashMap<String, String> =
             [(OWNER_LABEL.to_string(), format!("user:{u}"))].into();
-        assert_eq!(owner_of(&labels), Some(u));
-        assert_eq!(owner_of(&HashMap::new()), None);
+        assert_eq!(crate::images::owner_of(&labels), Some(u));
+        assert_eq!(crate::images::owner_of(&HashMap::new()), None);
         let bad: HashMap<String, String> =
             [(OWNER_LABEL.to_string(), "group:x".to_string())].into();
-        assert_eq!(owner_of(&bad), None);
+        assert_eq!(crate::images::owner_of(&bad), None);
     }
 }

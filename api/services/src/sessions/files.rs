@@ -187,7 +187,7 @@ pub async fn read_one(state: &AppState, s: &sessions::Model, path: &str) -> ApiR
     Ok(data)
 }
 
-pub(super) async fn running_container(
+async fn running_container(
     state: &AppState,
     s: &sessions::Model,
 ) -> ApiResult<(std::sync::Arc<crate::agents::Agent>, String)> {

@@ -10,7 +10,9 @@ use uuid::Uuid;
 pub struct SessionLocks {
     locks: parking_lot::Mutex<HashMap<Uuid, Arc<Mutex<()>>>>,
     /// Sessions whose termination waits for their lock: a launch holding it stops waiting
-    /// for what it may stop waiting for (a bootstrap script) and lets it go.
+    /// for what it may stop waiting for (a bootstrap script) and lets it go. Per process, as
+    /// the locks themselves (a termination through another `bai serve` waits out the launch's
+    /// bootstrap wait, as before); bounded by the terminations under way.
     ending: parking_lot::Mutex<HashSet<Uuid>>,
 }
 

@@ -118,7 +118,9 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
         .into_iter()
         .map(|k| (k.id, k))
         .collect();
-    // Cluster networks of sessions no longer live (their containers go below).
+    // Cluster networks of sessions no longer live, their containers first (the loop below
+    // leaves those alone).
+    let mut removed = std::collections::HashSet::new();
     if let Ok(nets) = agent.cluster_networks().await
         && !nets.is_empty()
     {
@@ -133,6 +135,7 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
         for id in nets.into_iter().filter(|id| !live.contains(id)) {
             // Its containers first: a network in use cannot go.
             for c in containers.iter().filter(|c| c.session_id == Some(id)) {
+                removed.insert(c.container_id.clone());
                 if let Err(e) = agent
                     .remove(&c.container_id, c.kernel_id.unwrap_or_default())
                     .await
@@ -145,7 +148,10 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
             }
         }
     }
-    for c in &containers {
+    for c in containers
+        .iter()
+        .filter(|c| !removed.contains(&c.container_id))
+    {
         let keep = c.kernel_id.and_then(|id| known.get(&id)).is_some_and(|k| {
             SessionStatus::ALLOCATED.contains(&k.status)
                 && k.agent.as_deref() == Some(&agent.info().id)

@@ -645,8 +645,8 @@ impl SessionMutation {
         image_name: String,
     ) -> crate::graphql::Result<CommitSessionResult> {
         let (state, caller) = authed(ctx)?;
-        let started =
-            crate::sessions::commit::start(state, caller, session_id, Some(&image_name)).await?;
+        let s = crate::sessions::find_own(state, caller, session_id).await?;
+        let started = crate::sessions::commit::start(state, caller, &s, Some(&image_name)).await?;
         Ok(CommitSessionResult {
             ok: true,
             task_id: started.task_id,
