@@ -3,7 +3,7 @@
 # more than one agent on one machine). Each host is its own network namespace with a veth
 # pair and address (10.231.N.2), its own bridge subnet (10.232.N.0/24) and session subnet
 # for bai's session network (10.233.N.0/24, routed from here through the host, as an
-# operator routes each node's session subnet), data-root, exec-root and pidfile, and a
+# operator routes each node's session subnet; forwarded from one host's to another's), data-root, exec-root and pidfile, and a
 # dockerd listening only on its address with mutual TLS (Docker's --tlsverify). The host's
 # firewall rules are bai's to check and install (through the engine, at agent start). Certificates are made here with openssl: a CA, a server
 # certificate per host, bai's client certificate, and a second CA with a client certificate
@@ -125,6 +125,19 @@ down_one() {
   ip netns del "$ns" 2>/dev/null || true
 }
 
+# The network between the hosts (this machine routes it) carries one host's session subnet
+# to another's, as a site's network between nodes does: a multi-node cluster session's
+# containers meet there, each host's own rules letting through only the pairs bai names.
+# Nothing else is forwarded between them (this machine's FORWARD policy is DROP).
+peer_forward() {
+  local op=$1 n=$2 m=$3
+  local rule=(-i "h${n}a" -o "h${m}a" -s "$(session_net "$n")" -d "$(session_net "$m")" -j ACCEPT)
+  case $op in
+    add) iptables -w -C FORWARD "${rule[@]}" 2>/dev/null || iptables -w -I FORWARD 1 "${rule[@]}" ;;
+    del) while iptables -w -D FORWARD "${rule[@]}" 2>/dev/null; do :; done ;;
+  esac
+}
+
 engines_json() {
   local n out="[" sep=""
   for d in "$DIR"/h*; do
@@ -146,9 +159,20 @@ case "${1:-up}" in
     mkdir -p "$DIR"
     certs
     for n in $(seq 1 "${2:-2}"); do up_one "$n"; done
+    for n in $(seq 1 "${2:-2}"); do
+      for m in $(seq 1 "${2:-2}"); do
+        [ "$n" = "$m" ] || peer_forward add "$n" "$m"
+      done
+    done
     echo "hosts up: $(engines_json)"
     ;;
   down)
+    for d in "$DIR"/h*; do
+      [ -d "$d" ] || continue
+      for e in "$DIR"/h*; do
+        [ "$d" = "$e" ] || peer_forward del "${d##*/h}" "${e##*/h}"
+      done
+    done
     for d in "$DIR"/h*; do
       [ -d "$d" ] || continue
       down_one "${d##*/h}"

@@ -54,6 +54,7 @@ pub fn synthetic_snapshot(kind: SchedulerKind, agents: usize, pending: usize) ->
                 available: dense(64, 256),
                 occupied: Dense::default(),
                 storage_hosts: None,
+                routed: false,
             })
             .collect(),
         pending: (0..pending)
@@ -66,6 +67,7 @@ pub fn synthetic_snapshot(kind: SchedulerKind, agents: usize, pending: usize) ->
                 order: i as i64,
                 retries: 0,
                 storage_hosts: Vec::new(),
+                spread: Vec::new(),
             })
             .collect(),
         keypairs,

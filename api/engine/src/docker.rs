@@ -177,6 +177,9 @@ pub struct DockerEngine {
     pub instance: String,
     /// The isolated session network (None when isolation is switched off).
     pub network: Option<String>,
+    /// Sessions whose peer rules this process put on the host, or may find there (None until
+    /// the host was first asked: rules from before a restart are found then).
+    peer_sessions: parking_lot::Mutex<Option<std::collections::HashSet<Uuid>>>,
     /// Docker log rotation: size of one json-file log (two are kept).
     pub log_max_size: String,
     /// Writable-layer size limit (`storage_opt size`), where the storage driver has one.
@@ -352,13 +355,59 @@ impl DockerEngine {
                     .architecture
                     .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
                 version: info.server_version.unwrap_or_default(),
+                session_subnet: network.as_ref().and(net.subnet.clone()),
             },
             docker,
             instance: instance.to_string(),
             network,
+            peer_sessions: parking_lot::Mutex::new(None),
             log_max_size: config.log_max_size.clone(),
             disk_size: config.disk_size.clone(),
         })
+    }
+
+    /// Runs a rules script on the engine's host; its output, or a failure with it.
+    async fn rules_script(&self, body: &str, context: &'static str) -> EngineResult<String> {
+        let remote = self.info.endpoint.starts_with("tcp://");
+        match crate::network::run_rules_script(&self.docker, remote, body).await {
+            Ok((0, out)) => Ok(out),
+            Ok((code, out)) => Err(EngineError::failed(
+                context,
+                format!("exit {code}: {}", out.trim()),
+            )),
+            Err(e) => Err(EngineError::failed(context, format!("{e:#}"))),
+        }
+    }
+
+    /// The sessions whose private networks this installation has on the engine.
+    async fn cluster_networks(&self) -> EngineResult<Vec<Uuid>> {
+        let filters = HashMap::from([(
+            "label",
+            vec![
+                format!("{MANAGED_LABEL}={MANAGED_VALUE}"),
+                format!("{INSTANCE_LABEL}={}", self.instance),
+            ],
+        )]);
+        let opts = bollard::query_parameters::ListNetworksOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let list = self
+            .docker
+            .list_networks(Some(opts))
+            .await
+            .map_err(|e| engine_err("listing networks", e))?;
+        Ok(list
+            .into_iter()
+            .filter(|n| {
+                n.name
+                    .as_deref()
+                    .is_some_and(|name| name.starts_with("bai-cluster-"))
+            })
+            .filter_map(|n| {
+                n.labels
+                    .and_then(|l| l.get(SESSION_LABEL).and_then(|v| Uuid::parse_str(v).ok()))
+            })
+            .collect())
     }
 
     /// Creates a process in the container as `work` in /home/work; returns its exec id.
@@ -604,7 +653,28 @@ impl crate::Engine for DockerEngine {
         // proxy process and firewall rules at start): the app proxy reaches the container at
         // its address on the session network.
         let exposed: Vec<String> = spec.ports.iter().map(|p| format!("{p}/tcp")).collect();
+        // A multi-node cluster's container sits at its fixed address on the session network;
+        // a single-node one joins its private network after creation.
+        let (fixed, private) = match &spec.cluster {
+            Some(place) if self.network.as_deref() == Some(place.network.as_str()) => {
+                (Some(place), None)
+            }
+            other => (None, other.as_ref()),
+        };
+        let networking_config = fixed.map(|place| bollard::models::NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                place.network.clone(),
+                bollard::models::EndpointSettings {
+                    ipam_config: Some(bollard::models::EndpointIpamConfig {
+                        ipv4_address: Some(place.address.clone()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )])),
+        });
         let body = ContainerCreateBody {
+            networking_config,
             image: Some(spec.image.clone()),
             hostname: Some(spec.hostname.clone()),
             user: Some("work".into()),
@@ -653,7 +723,7 @@ impl crate::Engine for DockerEngine {
                 }
                 _ => engine_err("creating a container", e),
             })?;
-        if let Some(place) = &spec.cluster {
+        if let Some(place) = private {
             let joined = self
                 .docker
                 .connect_network(
@@ -964,43 +1034,114 @@ impl crate::Engine for DockerEngine {
         })
     }
 
-    async fn remove_cluster_network(&self, session_id: Uuid) -> EngineResult<()> {
+    async fn remove_cluster(&self, session_id: Uuid) -> EngineResult<()> {
         let name = crate::network::cluster_network_name(session_id);
         match self.docker.remove_network(&name).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(engine_err("removing a cluster network", e)),
+            Ok(()) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(engine_err("removing a cluster network", e)),
         }
+        let may_have_peers = self
+            .peer_sessions
+            .lock()
+            .as_ref()
+            .is_none_or(|s| s.contains(&session_id));
+        if may_have_peers {
+            let tag = crate::network::peer_tag(&self.instance, session_id);
+            self.rules_script(
+                &crate::network::remove_peers_script(&tag),
+                "removing a cluster's peer rules",
+            )
+            .await?;
+            if let Some(s) = self.peer_sessions.lock().as_mut() {
+                s.remove(&session_id);
+            }
+        }
+        Ok(())
     }
 
-    async fn cluster_networks(&self) -> EngineResult<Vec<Uuid>> {
-        let filters = HashMap::from([(
-            "label",
-            vec![
-                format!("{MANAGED_LABEL}={MANAGED_VALUE}"),
-                format!("{INSTANCE_LABEL}={}", self.instance),
-            ],
-        )]);
-        let opts = bollard::query_parameters::ListNetworksOptionsBuilder::default()
-            .filters(&filters)
-            .build();
-        let list = self
+    async fn cluster_sessions(&self) -> EngineResult<Vec<Uuid>> {
+        let mut sessions = self.cluster_networks().await?;
+        let known = self.peer_sessions.lock().clone();
+        let peers = match known {
+            Some(known) => known,
+            None if self.network.is_some() => {
+                let prefix = crate::network::peer_tag_prefix(&self.instance);
+                let out = self
+                    .rules_script(
+                        &crate::network::list_peers_script(&prefix),
+                        "listing the cluster peer rules",
+                    )
+                    .await?;
+                let found: std::collections::HashSet<Uuid> = out
+                    .split_whitespace()
+                    .filter_map(|w| w.strip_prefix(prefix.as_str()))
+                    .filter_map(|id| Uuid::parse_str(id).ok())
+                    .collect();
+                let mut slot = self.peer_sessions.lock();
+                let all = slot.get_or_insert_with(Default::default);
+                all.extend(found);
+                all.clone()
+            }
+            None => Default::default(),
+        };
+        sessions.extend(peers);
+        sessions.sort();
+        sessions.dedup();
+        Ok(sessions)
+    }
+
+    async fn session_addresses(&self, count: usize) -> EngineResult<Vec<String>> {
+        let (Some(network), Some(subnet)) = (&self.network, &self.info.session_subnet) else {
+            return Err(EngineError::Refused(format!(
+                "agent {} has no session subnet of its own (session_subnet): it cannot take part in a multi-node cluster session",
+                self.info.id
+            )));
+        };
+        let inspect = self
             .docker
-            .list_networks(Some(opts))
+            .inspect_network(network, None)
             .await
-            .map_err(|e| engine_err("listing networks", e))?;
-        Ok(list
-            .into_iter()
-            .filter(|n| {
-                n.name
-                    .as_deref()
-                    .is_some_and(|name| name.starts_with("bai-cluster-"))
-            })
-            .filter_map(|n| {
-                n.labels
-                    .and_then(|l| l.get(SESSION_LABEL).and_then(|v| Uuid::parse_str(v).ok()))
-            })
-            .collect())
+            .map_err(|e| engine_err("reading the session network", e))?;
+        let used: Vec<String> = inspect
+            .containers
+            .unwrap_or_default()
+            .into_values()
+            .filter_map(|c| c.ipv4_address)
+            .map(|a| a.split('/').next().unwrap_or_default().to_string())
+            .collect();
+        crate::network::free_from_top(subnet, &used, count).ok_or_else(|| {
+            EngineError::Refused(format!(
+                "the session network of agent {} has fewer than {count} free addresses",
+                self.info.id
+            ))
+        })
+    }
+
+    async fn cluster_peers(
+        &self,
+        session_id: Uuid,
+        local: &[String],
+        members: &[String],
+    ) -> EngineResult<()> {
+        if self.network.is_none() {
+            return Err(EngineError::Refused(
+                "multi-node cluster sessions need network isolation".into(),
+            ));
+        }
+        // Known before the first rule goes in: a half-made set is still removed.
+        self.peer_sessions
+            .lock()
+            .get_or_insert_with(Default::default)
+            .insert(session_id);
+        let tag = crate::network::peer_tag(&self.instance, session_id);
+        let rules = crate::network::peer_rules(crate::network::BRIDGE, &tag, local, members);
+        self.rules_script(
+            &crate::network::peer_rules_script(&rules),
+            "letting a cluster's containers reach each other",
+        )
+        .await
+        .map(drop)
     }
 
     /// Reads one regular file (at most `limit` bytes) from a container.

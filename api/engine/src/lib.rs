@@ -142,7 +142,9 @@ pub struct KernelSpec {
     pub mounts: Vec<BindMount>,
 }
 
-/// Where one container of a cluster session sits on the session's private network.
+/// Where one container of a cluster session sits: on the session's private network (one host),
+/// or at a fixed address on its host's session network (a multi-node cluster, whose members
+/// reach each other through the routed session subnets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterPlace {
     pub network: String,
@@ -262,6 +264,9 @@ pub struct EngineInfo {
     pub gpus: Vec<GpuDevice>,
     pub architecture: String,
     pub version: String,
+    /// The session network's configured subnet, routed between the hosts (remote engines).
+    /// Only such an engine takes part in multi-node cluster sessions.
+    pub session_subnet: Option<String>,
 }
 
 /// The container engine an agent drives.
@@ -275,10 +280,26 @@ pub trait Engine: Send + Sync {
     /// The private network of one cluster session of `size` containers (made if missing):
     /// they reach each other there, and nothing else (no route out, the host refuses it).
     async fn cluster_network(&self, session_id: Uuid, size: usize) -> EngineResult<ClusterNet>;
-    /// Removes a cluster session's network; already gone is fine.
-    async fn remove_cluster_network(&self, session_id: Uuid) -> EngineResult<()>;
-    /// The sessions whose cluster networks this installation has on the engine.
-    async fn cluster_networks(&self) -> EngineResult<Vec<Uuid>>;
+    /// Removes what a cluster session has on this engine: its private network and its peer
+    /// rules ([`Engine::cluster_peers`]); already gone is fine.
+    async fn remove_cluster(&self, session_id: Uuid) -> EngineResult<()>;
+    /// The sessions with a private network or peer rules of this installation on the engine.
+    async fn cluster_sessions(&self) -> EngineResult<Vec<Uuid>>;
+    /// `count` free addresses on the session network, from the top of its configured subnet
+    /// down (the engine hands out the others from the bottom up): fixed addresses for the
+    /// containers of a multi-node cluster, known before any of them starts. Refused on an
+    /// engine whose session network has no configured subnet ([`EngineInfo::session_subnet`]).
+    async fn session_addresses(&self, count: usize) -> EngineResult<Vec<String>>;
+    /// Lets a multi-node cluster's containers on this engine's host (`local`, their session
+    /// network addresses) reach every other member of the session (`members`, on any host)
+    /// and be reached by them, and nothing more: rules naming both addresses, tagged with the
+    /// session, removed by [`Engine::remove_cluster`].
+    async fn cluster_peers(
+        &self,
+        session_id: Uuid,
+        local: &[String],
+        members: &[String],
+    ) -> EngineResult<()>;
     /// Pulls `reference` (`registry/repo:tag`) with optional credentials, telling `progress`
     /// the layers' bytes as they arrive.
     async fn pull(

@@ -42,6 +42,8 @@ struct Inner {
     unreachable: bool,
     /// Bootstrap scripts never end (else they end at once).
     hold_bootstraps: bool,
+    /// Multi-node clusters' peer rules: session → (local, peer) address pairs let through.
+    peers: HashMap<Uuid, Vec<(String, String)>>,
 }
 
 fn unreachable(context: &'static str) -> EngineError {
@@ -82,6 +84,7 @@ impl MemoryEngine {
                 gpus: Vec::new(),
                 architecture: std::env::consts::ARCH.to_string(),
                 version: "memory".to_string(),
+                session_subnet: None,
             },
             inner: Mutex::new(inner),
             changes: watch::Sender::new(0),
@@ -100,6 +103,22 @@ impl MemoryEngine {
         drop(guard);
         self.changes.send_modify(|n| *n += 1);
         out
+    }
+
+    /// The same engine with a routed session subnet of its own (a remote host's).
+    pub fn with_session_subnet(mut self, subnet: &str) -> Self {
+        self.info.session_subnet = Some(subnet.to_string());
+        self
+    }
+
+    /// The address pairs a multi-node cluster's peer rules let through here.
+    pub fn peers_of(&self, session_id: Uuid) -> Vec<(String, String)> {
+        self.inner
+            .lock()
+            .peers
+            .get(&session_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The next `create_and_start` fails with this reason (as the engine refusing it).
@@ -353,12 +372,59 @@ impl crate::Engine for MemoryEngine {
         })
     }
 
-    async fn remove_cluster_network(&self, _session_id: Uuid) -> EngineResult<()> {
-        Ok(())
+    async fn remove_cluster(&self, session_id: Uuid) -> EngineResult<()> {
+        self.with(|i| {
+            i.answers(format!("remove_cluster {session_id}"), "removing a cluster")?;
+            i.peers.remove(&session_id);
+            Ok(())
+        })
     }
 
-    async fn cluster_networks(&self) -> EngineResult<Vec<Uuid>> {
-        Ok(Vec::new())
+    async fn cluster_sessions(&self) -> EngineResult<Vec<Uuid>> {
+        self.with(|i| {
+            i.answers("cluster_sessions".into(), "listing clusters")?;
+            Ok(i.peers.keys().copied().collect())
+        })
+    }
+
+    async fn session_addresses(&self, count: usize) -> EngineResult<Vec<String>> {
+        let Some(subnet) = &self.info.session_subnet else {
+            return Err(EngineError::Refused(format!(
+                "agent {} has no session subnet of its own (session_subnet): it cannot take part in a multi-node cluster session",
+                self.info.id
+            )));
+        };
+        self.with(|i| {
+            let used: Vec<String> = i
+                .containers
+                .values()
+                .filter_map(|c| c.spec.cluster.as_ref().map(|p| p.address.clone()))
+                .collect();
+            crate::network::free_from_top(subnet, &used, count)
+                .ok_or_else(|| EngineError::Refused("no free session addresses".into()))
+        })
+    }
+
+    async fn cluster_peers(
+        &self,
+        session_id: Uuid,
+        local: &[String],
+        members: &[String],
+    ) -> EngineResult<()> {
+        self.with(|i| {
+            i.answers(format!("cluster_peers {session_id}"), "adding peer rules")?;
+            let pairs = local
+                .iter()
+                .flat_map(|a| {
+                    members
+                        .iter()
+                        .filter(move |b| *b != a)
+                        .map(move |b| (a.clone(), b.clone()))
+                })
+                .collect();
+            i.peers.insert(session_id, pairs);
+            Ok(())
+        })
     }
 
     async fn read_archive(

@@ -190,12 +190,7 @@ fn quoted(word: &str) -> String {
 pub fn remote_rules_script(bridge: &str, net: &HostNetwork) -> String {
     // The engine's own process in this network namespace (the probe shares the host's):
     // its mount namespace holds the host's iptables.
-    let mut script = String::from(
-        "B=/bin/busybox; self=$($B readlink /proc/self/ns/net); engine=\n\
-         for p in $($B pidof dockerd); do [ \"$($B readlink /proc/$p/ns/net)\" = \"$self\" ] && engine=$p; done\n\
-         [ -n \"$engine\" ] || { echo 'no dockerd process in the host network namespace'; exit 2; }\n\
-         ipt() { $B nsenter -t \"$engine\" -m -- env PATH=/usr/sbin:/sbin:/usr/bin:/bin iptables -w \"$@\"; }\n",
-    );
+    let mut script = String::from(rules_preamble(true));
     let all = rules(bridge, net);
     for (chain, rule) in &all {
         let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
@@ -457,9 +452,30 @@ async fn run_probe(
 
 /// Checks and inserts the rules on a remote host (the rules probe).
 async fn remote_rules(docker: &Docker, bridge: &str, net: &HostNetwork) -> anyhow::Result<()> {
-    // Not privileged: the host's network namespace, its processes to find the engine's,
-    // and the capabilities to enter that process's mount namespace and change the rules.
-    let host = HostConfig {
+    let script = remote_rules_script(bridge, net);
+    let cmd = vec!["/bin/busybox".into(), "sh".into(), "-c".into(), script];
+    let (code, out) = run_probe(
+        docker,
+        rules_probe_host(),
+        cmd,
+        std::time::Duration::from_secs(30),
+        async |_| Ok(()),
+    )
+    .await
+    .context("checking the host's firewall rules")?;
+    anyhow::ensure!(
+        code == 0,
+        "the host's firewall rules for the session network are not in place (exit {code}): {}",
+        out.trim()
+    );
+    Ok(())
+}
+
+/// The rules probe's settings. Not privileged: the host's network namespace, its processes to
+/// find the engine's, and the capabilities to enter that process's mount namespace and change
+/// the rules.
+fn rules_probe_host() -> HostConfig {
+    HostConfig {
         pid_mode: Some("host".into()),
         network_mode: Some("host".into()),
         cap_drop: Some(vec!["ALL".into()]),
@@ -475,24 +491,174 @@ async fn remote_rules(docker: &Docker, bridge: &str, net: &HostNetwork) -> anyho
             .to_vec(),
         ),
         ..Default::default()
-    };
-    let script = remote_rules_script(bridge, net);
+    }
+}
+
+/// The start of a script that changes a host's rules with `ipt` (the host's `iptables -w`) and
+/// `$B` before busybox's tools: on this host its own programs; on a remote one, the rules
+/// probe's busybox entering the mount namespace of the host's engine.
+fn rules_preamble(remote: bool) -> &'static str {
+    if remote {
+        "B=/bin/busybox; self=$($B readlink /proc/self/ns/net); engine=\n\
+         for p in $($B pidof dockerd); do [ \"$($B readlink /proc/$p/ns/net)\" = \"$self\" ] && engine=$p; done\n\
+         [ -n \"$engine\" ] || { echo 'no dockerd process in the host network namespace'; exit 2; }\n\
+         ipt() { $B nsenter -t \"$engine\" -m -- env PATH=/usr/sbin:/sbin:/usr/bin:/bin iptables -w \"$@\"; }\n"
+    } else {
+        "B=; ipt() { iptables -w \"$@\"; }\n"
+    }
+}
+
+/// Runs a rules script (after [`rules_preamble`]) on the engine's host: here with `sh`, on a
+/// remote host in the rules probe. Its exit code and output.
+pub async fn run_rules_script(
+    docker: &Docker,
+    remote: bool,
+    body: &str,
+) -> anyhow::Result<(i64, String)> {
+    let script = format!("{}{body}", rules_preamble(remote));
+    if !remote {
+        let out = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .await
+            .context("running iptables (network isolation needs it, as root)")?;
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        return Ok((i64::from(out.status.code().unwrap_or(-1)), text));
+    }
     let cmd = vec!["/bin/busybox".into(), "sh".into(), "-c".into(), script];
-    let (code, out) = run_probe(
+    run_probe(
         docker,
-        host,
+        rules_probe_host(),
         cmd,
         std::time::Duration::from_secs(30),
         async |_| Ok(()),
     )
     .await
-    .context("checking the host's firewall rules")?;
-    anyhow::ensure!(
-        code == 0,
-        "the host's firewall rules for the session network are not in place (exit {code}): {}",
-        out.trim()
-    );
-    Ok(())
+}
+
+/// `count` addresses of the IPv4 `subnet` that are not in `used`, from the top down (never
+/// the network's own, its broadcast, nor the gateway at its first address); None when fewer
+/// are free or the subnet is not IPv4.
+pub fn free_from_top(subnet: &str, used: &[String], count: usize) -> Option<Vec<String>> {
+    let (ip, len) = subnet.split_once('/')?;
+    let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+    let len: u32 = len.parse().ok()?;
+    if !(8..=30).contains(&len) {
+        return None;
+    }
+    let mask = u32::MAX << (32 - len);
+    let base = u32::from(ip) & mask;
+    let last = base | !mask;
+    let used: std::collections::HashSet<&str> = used.iter().map(String::as_str).collect();
+    let out: Vec<String> = (base + 2..last)
+        .rev()
+        .map(|a| std::net::Ipv4Addr::from(a).to_string())
+        .filter(|a| !used.contains(a.as_str()))
+        .take(count)
+        .collect();
+    (out.len() == count).then_some(out)
+}
+
+/// The comment on a multi-node cluster session's peer rules on a host: this installation's
+/// and the session's ids, so that each installation lists and removes only its own.
+pub fn peer_tag(instance: &str, session_id: uuid::Uuid) -> String {
+    format!("{}{}", peer_tag_prefix(instance), session_id.simple())
+}
+
+pub fn peer_tag_prefix(instance: &str) -> String {
+    let instance: String = instance
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(32)
+        .collect();
+    format!("bai-peers-{instance}-")
+}
+
+/// A multi-node cluster session's rules on one host, as (table, chain, rule): for each of its
+/// containers here (`local`) and every other member of the session (`members`, wherever it
+/// runs), traffic from one to the other and back passes the session network's rules, and
+/// leaves the host unmasqueraded (a peer sees the sender's own address). Nothing else is
+/// opened: each rule names both addresses. Inserted at the top, above the rules that keep
+/// sessions apart.
+pub fn peer_rules(
+    bridge: &str,
+    tag: &str,
+    local: &[String],
+    members: &[String],
+) -> Vec<(&'static str, &'static str, Vec<String>)> {
+    let mut out = Vec::new();
+    for a in local {
+        for b in members.iter().filter(|b| *b != a) {
+            let words = |parts: &[&str]| -> Vec<String> {
+                parts
+                    .iter()
+                    .map(|s| s.to_string())
+                    .chain(
+                        ["-m", "comment", "--comment", tag, "-j"]
+                            .iter()
+                            .map(|s| s.to_string()),
+                    )
+                    .collect()
+            };
+            let mut out_rule = words(&["-i", bridge, "-s", a, "-d", b]);
+            out_rule.push("ACCEPT".into());
+            let mut in_rule = words(&["-o", bridge, "-s", b, "-d", a]);
+            in_rule.push("ACCEPT".into());
+            let mut nat = words(&["-s", a, "-d", b]);
+            nat.push("RETURN".into());
+            out.push(("filter", "DOCKER-USER", out_rule));
+            out.push(("filter", "DOCKER-USER", in_rule));
+            out.push(("nat", "POSTROUTING", nat));
+        }
+    }
+    out
+}
+
+/// The script that inserts [`peer_rules`] (each once) and fails when one cannot be.
+pub fn peer_rules_script(rules: &[(&'static str, &'static str, Vec<String>)]) -> String {
+    let mut script = String::from("fail=0\n");
+    for (table, chain, rule) in rules {
+        let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
+        let words = words.join(" ");
+        script.push_str(&format!(
+            "ipt -t {table} -C {chain} {words} 2>/dev/null || ipt -t {table} -I {chain} 1 {words} || {{ echo 'cannot insert: {table} {chain} {plain}'; fail=1; }}\n",
+            plain = rule.join(" ").replace('\'', "")
+        ));
+    }
+    script.push_str("exit $fail\n");
+    script
+}
+
+/// The script that deletes every rule whose comment starts with `tag` (one session's, or with
+/// the prefix alone every session's of the installation), in both tables.
+pub fn remove_peers_script(tag: &str) -> String {
+    // The tag is letters, digits and dashes (never a shell or sed character).
+    let tag: String = tag
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    format!(
+        "for t in filter nat; do\n\
+         ipt -t $t -S | $B grep -e '--comment {tag}' | $B sed 's/^-A /-D /' | \
+         while read -r line; do eval \"ipt -t $t $line\"; done\n\
+         done\n\
+         left=0\n\
+         for t in filter nat; do ipt -t $t -S | $B grep -q -e '--comment {tag}' && left=1; done\n\
+         exit $left\n"
+    )
+}
+
+/// The script that lists the sessions with peer rules of the installation (`prefix`).
+pub fn list_peers_script(prefix: &str) -> String {
+    let prefix: String = prefix
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    format!(
+        "for t in filter nat; do ipt -t $t -S | $B grep -o -e '{prefix}[0-9a-f]*' || true; done\nexit 0\n"
+    )
 }
 
 /// What a session on this host sees: the manager reaches it on the session network, and it
@@ -583,6 +749,53 @@ async fn prove(docker: &Docker, network: &str, engine_addr: &str) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_addresses_come_from_the_top_and_skip_the_used() {
+        let used = vec!["10.233.1.254".to_string()];
+        assert_eq!(
+            free_from_top("10.233.1.0/24", &used, 2).unwrap(),
+            ["10.233.1.253", "10.233.1.252"]
+        );
+        // 10.233.1.0/30: .1 is the gateway, .3 the broadcast; only .2 is a container's.
+        assert_eq!(
+            free_from_top("10.233.1.0/30", &[], 1).unwrap(),
+            ["10.233.1.2"]
+        );
+        assert_eq!(free_from_top("10.233.1.0/30", &[], 2), None);
+        assert_eq!(free_from_top("fd00::/64", &[], 1), None);
+    }
+
+    #[test]
+    fn peer_rules_name_both_addresses_and_the_session() {
+        let tag = peer_tag("0123abcd", uuid::Uuid::nil());
+        assert!(tag.starts_with(&peer_tag_prefix("0123abcd")));
+        let members = ["10.233.1.254".to_string(), "10.233.2.254".to_string()];
+        let rules = peer_rules(BRIDGE, &tag, &members[..1], &members);
+        let text: Vec<String> = rules
+            .iter()
+            .map(|(t, c, r)| format!("{t} {c} {}", r.join(" ")))
+            .collect();
+        assert_eq!(
+            text,
+            [
+                format!(
+                    "filter DOCKER-USER -i {BRIDGE} -s 10.233.1.254 -d 10.233.2.254 -m comment --comment {tag} -j ACCEPT"
+                ),
+                format!(
+                    "filter DOCKER-USER -o {BRIDGE} -s 10.233.2.254 -d 10.233.1.254 -m comment --comment {tag} -j ACCEPT"
+                ),
+                format!(
+                    "nat POSTROUTING -s 10.233.1.254 -d 10.233.2.254 -m comment --comment {tag} -j RETURN"
+                ),
+            ]
+        );
+        let script = peer_rules_script(&rules);
+        assert!(script.contains("-I DOCKER-USER 1"), "{script}");
+        // A tag cannot smuggle shell or sed text into the removal script.
+        let removal = remove_peers_script("bai-peers-x'; reboot; '");
+        assert!(!removal.contains("reboot;"), "{removal}");
+    }
 
     #[test]
     fn names_fit_a_bridge() {

@@ -729,3 +729,211 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
     );
     destroy(&app, &user, &one).await;
 });
+
+/// A multi-node cluster session: its containers on two hosts at fixed addresses of each
+/// host's routed session subnet, reaching each other by name (and over SSH with the cluster's
+/// key) through each host's rules, which name exactly their pairs; a session of another user
+/// on the same hosts reaches neither container nor is reached; the end removes the rules.
+const MULTI_NODE_PROBE: &str = r#"
+import socket, subprocess, time
+print('sub1-at', socket.gethostbyname('sub1'))
+for i in range(60):
+    try:
+        c = socket.create_connection(('sub1', 2200), timeout=3); c.close(); print('sub1 reached'); break
+    except OSError as e:
+        err = e; time.sleep(0.5)
+else:
+    print('sub1 unreachable', err)
+for i in range(30):
+    p = subprocess.run(['ssh', '-o', 'BatchMode=yes', 'sub1', 'hostname'], capture_output=True, text=True)
+    if p.returncode == 0: break
+    time.sleep(1)
+print('ssh:', p.stdout.strip(), p.stderr.strip())
+"#;
+
+/// The rules of host `n` (filter and nat tables) as `iptables -S` prints them.
+fn host_rules(n: u8) -> String {
+    let mut all = String::new();
+    for table in ["filter", "nat"] {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &format!("h{n}"),
+                "iptables",
+                "-w",
+                "-t",
+                table,
+                "-S",
+            ])
+            .output()
+            .expect("ip netns exec iptables");
+        assert!(out.status.success(), "{out:?}");
+        all.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    all
+}
+
+both_dbs!(a_multi_node_cluster_spans_two_hosts, |db| async move {
+    require_docker();
+    let _turn = turn().await;
+    hosts();
+    let app = spawn_with(db, |c| {
+        c.docker_endpoints = Vec::new();
+        let (mut h1, mut h2) = (engine(1, "cert"), engine(2, "cert"));
+        h1.scaling_group = Some("pair".into());
+        h2.scaling_group = Some("pair".into());
+        c.engines = vec![h1, h2];
+    })
+    .await;
+    app.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
+        name: "pair".into(),
+        props: gql::create_scaling_group::ScalingGroupInput {
+            driver: "static".into(),
+            scheduler: "fifo".into(),
+            ..Default::default()
+        },
+    })
+    .await;
+    app.admin_op::<gql::admin::AssociateScalingGroupWithDomain>(
+        gql::admin::associate_scaling_group_with_domain::Variables {
+            scaling_group: "pair".into(),
+            domain: "default".into(),
+        },
+    )
+    .await;
+    // Half a core each: three containers on two small hosts.
+    app.admin_op::<gql::ModifyImage>(gql::modify_image::Variables {
+        target: PYTHON.into(),
+        props: gql::modify_image::ModifyImageInput {
+            resource_limits: Some(vec![gql::modify_image::ResourceLimitInput {
+                key: "cpu".into(),
+                min: Some("0.5".into()),
+                max: None,
+            }]),
+        },
+    })
+    .await;
+    let user = app.user("spread@x.org", "user", "default").await;
+    app.use_policy(
+        &user,
+        "two-containers",
+        gql::create_policy::CreateKeyPairResourcePolicyInput {
+            max_containers_per_session: 2,
+            ..TestApp::open_policy()
+        },
+    )
+    .await;
+    let half = json!({"cpu": "0.5", "mem": "320m"}).to_string();
+    let id = session_ids(
+        &create_session(
+            &app,
+            &user,
+            json!({"image": PYTHON, "scaling_group": "pair", "cluster_mode": "multi-node",
+                   "cluster_size": 2, "resources": half}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let s = wait_status(&app, &user, &id, &["RUNNING", "ERROR"]).await;
+    assert_eq!(s["status"], "RUNNING", "{s}");
+    // One container on each host, each at an address of its host's session subnet.
+    let containers = s["containers"].as_array().unwrap().clone();
+    assert_eq!(containers.len(), 2, "{s}");
+    let mut at: Vec<(u8, String)> = Vec::new();
+    for c in &containers {
+        let cid = c["container_id"].as_str().unwrap();
+        let n = (1..=2u8)
+            .find(|n| docker_on(*n, &["inspect", cid]).status.success())
+            .unwrap_or_else(|| panic!("container {cid} is on a host: {s}"));
+        at.push((n, remote_ip(n, cid)));
+    }
+    let hosts_used: std::collections::BTreeSet<u8> = at.iter().map(|(n, _)| *n).collect();
+    assert_eq!(hosts_used.len(), 2, "the cluster spans both hosts: {at:?}");
+    for (n, ip) in &at {
+        assert!(ip.starts_with(&format!("10.233.{n}.")), "{at:?}");
+    }
+    let (main_ip, sub_ip) = (at[0].1.clone(), at[1].1.clone());
+    // Its SSH setup done (the key waits for it), main1 reaches sub1 by name and over SSH.
+    app.op_ok::<gql::SessionSshPrivateKey>(
+        Some(&user),
+        gql::session_ssh_private_key::Variables {
+            session_id: id.clone(),
+        },
+    )
+    .await;
+    let seen = python(&app, &user, &id, MULTI_NODE_PROBE).await;
+    assert!(seen.contains(&format!("sub1-at {sub_ip}")), "{seen}");
+    assert!(seen.contains("sub1 reached"), "{seen}");
+    assert!(seen.contains("ssh: sub1"), "{seen}");
+    // Each host holds the pair's rules, and only this session's.
+    let tag = format!("{}", uuid::Uuid::parse_str(&id).unwrap().simple());
+    for n in [1u8, 2] {
+        let rules = host_rules(n);
+        let mine: Vec<&str> = rules.lines().filter(|l| l.contains(&tag)).collect();
+        assert_eq!(mine.len(), 3, "host {n}: {rules}");
+        assert!(
+            mine.iter()
+                .all(|l| l.contains(&main_ip) && l.contains(&sub_ip)),
+            "every rule names both members: {mine:?}"
+        );
+    }
+
+    // Another user's session on the same hosts reaches neither member, nor is reached.
+    let other = app.user("next-door@x.org", "user", "default").await;
+    let theirs = session_ids(
+        &create_session(
+            &app,
+            &other,
+            json!({"image": PYTHON, "scaling_group": "pair", "resources": half}),
+        )
+        .await,
+    )[0]
+    .clone();
+    let t = wait_status(&app, &other, &theirs, &["RUNNING", "ERROR"]).await;
+    assert_eq!(t["status"], "RUNNING", "{t}");
+    app.op_ok::<gql::SessionSshPrivateKey>(
+        Some(&other),
+        gql::session_ssh_private_key::Variables {
+            session_id: theirs.clone(),
+        },
+    )
+    .await;
+    let tcid = t["containers"][0]["container_id"].as_str().unwrap();
+    let tn = (1..=2u8)
+        .find(|n| docker_on(*n, &["inspect", tcid]).status.success())
+        .unwrap();
+    let their_ip = remote_ip(tn, tcid);
+    let probe = format!("{REACH}\nprint(reach('{main_ip}', 2200), reach('{sub_ip}', 2200))");
+    let seen = python(&app, &other, &theirs, &probe).await;
+    assert!(
+        !seen.contains("open"),
+        "a stranger's session reaches no member of the cluster: {seen}"
+    );
+    let probe = format!("{REACH}\nprint(reach('{their_ip}', 2200))");
+    let seen = python(&app, &user, &id, &probe).await;
+    assert!(
+        !seen.contains("open"),
+        "the cluster reaches no stranger's session: {seen}"
+    );
+    destroy(&app, &other, &theirs).await;
+
+    // The end takes both containers and every rule of the session on both hosts.
+    destroy(&app, &user, &id).await;
+    for n in [1u8, 2] {
+        eventually("the cluster's rules gone", WAIT, || async {
+            (!host_rules(n).contains(&tag)).then_some(())
+        })
+        .await;
+        let left = docker_on(
+            n,
+            &[
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=ai.backend.session-id={id}"),
+            ],
+        );
+        assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty());
+    }
+});

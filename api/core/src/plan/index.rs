@@ -42,6 +42,7 @@ struct Agent {
     available: Dense,
     occupied: Dense,
     storage: Option<Vec<String>>,
+    routed: bool,
     class: u32,
     /// The last `sync` that saw this agent.
     seen: u32,
@@ -164,6 +165,7 @@ impl AgentIndex {
                 return false;
             };
             agent.seen = self.generation;
+            agent.routed = a.routed;
             if agent.available == a.available
                 && agent.occupied == a.occupied
                 && agent.storage == storage
@@ -188,6 +190,7 @@ impl AgentIndex {
             available: a.available,
             occupied: a.occupied,
             storage,
+            routed: a.routed,
             class: 0,
             seen: self.generation,
         }));
@@ -234,6 +237,7 @@ impl AgentIndex {
                 available: a.available,
                 occupied: a.occupied,
                 storage_hosts: a.storage.clone(),
+                routed: a.routed,
             })
             .collect();
         let (strategy, generation) = (self.strategy, self.generation);
@@ -266,6 +270,54 @@ impl AgentIndex {
             a.occupied.add(want);
         }
         self.link(pos);
+    }
+
+    /// Takes `want` off the agent's use (a placement undone) and re-keys it.
+    fn release(&mut self, pos: u32, want: &Dense) {
+        self.unlink(pos);
+        if let Some(Some(a)) = self.agents.get_mut(pos as usize) {
+            for i in 0..N {
+                a.occupied.0[i] = a.occupied.0[i].saturating_sub(want.0[i]);
+            }
+        }
+        self.link(pos);
+    }
+
+    /// The agents of a multi-node cluster's containers, one by one: each the best-ranked routed
+    /// agent that sees `storage` and has room after the containers before it (a dispersed
+    /// group spreads them, a concentrated one packs them). Occupies as it goes; None, with
+    /// nothing occupied, when one does not fit. A scan of the agents: such sessions are few.
+    pub(super) fn spread(&mut self, wants: &[Dense], storage: &[String]) -> Option<Vec<u32>> {
+        let mut taken: Vec<u32> = Vec::with_capacity(wants.len());
+        for want in wants {
+            let best = self
+                .agents
+                .iter()
+                .enumerate()
+                .filter_map(|(pos, a)| a.as_ref().map(|a| (pos as u32, a)))
+                .filter(|(_, a)| a.routed && self.classes[a.class as usize].sees(storage))
+                .filter(|(pos, _)| covers(&self.nodes[*pos as usize].free, want))
+                .min_by_key(|(pos, a)| {
+                    (
+                        self.classes[a.class as usize].unused_accel(want),
+                        self.nodes[*pos as usize].key,
+                    )
+                })
+                .map(|(pos, _)| pos);
+            match best {
+                Some(pos) => {
+                    self.occupy(pos, want);
+                    taken.push(pos);
+                }
+                None => {
+                    for (pos, want) in taken.iter().zip(wants) {
+                        self.release(*pos, want);
+                    }
+                    return None;
+                }
+            }
+        }
+        Some(taken)
     }
 
     /// Whether some agent sees every host in `hosts`.

@@ -128,6 +128,9 @@ pub struct AgentState {
     pub occupied: Dense,
     /// The storage hosts this agent's host sees (None: every one, as the manager's own host).
     pub storage_hosts: Option<Vec<String>>,
+    /// Its session network is routed between the hosts: it may hold a container of a
+    /// multi-node cluster session.
+    pub routed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +146,9 @@ pub struct PendingSession {
     pub retries: u32,
     /// The storage hosts of the session's folders: only an agent that sees them all may run it.
     pub storage_hosts: Vec<String>,
+    /// A multi-node cluster session: each container's request, each placed on a routed agent
+    /// of its own choosing (several may share one). Empty: the session runs on one agent.
+    pub spread: Vec<Dense>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,8 +189,19 @@ pub struct Reason {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Place { session: Uuid, agent: Arc<str> },
-    Wait { session: Uuid, reason: Arc<Reason> },
+    Place {
+        session: Uuid,
+        agent: Arc<str>,
+    },
+    /// A multi-node cluster session: each container's agent, in the order of `spread`.
+    Spread {
+        session: Uuid,
+        agents: Vec<Arc<str>>,
+    },
+    Wait {
+        session: Uuid,
+        reason: Arc<Reason>,
+    },
 }
 
 /// The quota predicates, in the order they are reported.
@@ -502,6 +519,26 @@ pub fn plan_on(index: &mut AgentIndex, snap: &Snapshot) -> Vec<Decision> {
             queue.requeue(&limits, &capacity.total);
             continue;
         }
+        if !s.spread.is_empty() {
+            match index.spread(&s.spread, &s.storage_hosts) {
+                Some(at) => {
+                    limits.charge(h, &s.requested);
+                    out.push(Decision::Spread {
+                        session: s.id,
+                        agents: at.into_iter().map(|pos| index.shared_id(pos)).collect(),
+                    });
+                }
+                None => out.push(Decision::Wait {
+                    session: s.id,
+                    reason: reasons
+                        .spread
+                        .get_or_insert_with(|| Arc::new(spread_reason()))
+                        .clone(),
+                }),
+            }
+            queue.requeue(&limits, &capacity.total);
+            continue;
+        }
         match index.select(&s.requested, &s.storage_hosts) {
             Some(pos) => {
                 index.occupy(pos, &s.requested);
@@ -540,6 +577,7 @@ struct Reasons {
     quota: fx::Map<ReasonKey, Arc<Reason>>,
     storage: fx::Map<Vec<String>, Arc<Reason>>,
     resources: fx::Map<Dense, Arc<Reason>>,
+    spread: Option<Arc<Reason>>,
 }
 
 fn all_quota_passed() -> Vec<&'static str> {
@@ -554,6 +592,17 @@ fn queue_reason(head: Uuid) -> Reason {
             msg: format!(
                 "Waiting for an earlier session ({head}) of this resource group to start first."
             ),
+        }],
+        passed: all_quota_passed(),
+    }
+}
+
+fn spread_reason() -> Reason {
+    Reason {
+        status_info: "no-available-instances",
+        failed: vec![Predicate {
+            name: "multi_node",
+            msg: "The routed agents of this resource group (remote hosts with a session subnet) have no room for every container of this multi-node cluster session right now.".into(),
         }],
         passed: all_quota_passed(),
     }

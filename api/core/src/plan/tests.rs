@@ -10,6 +10,7 @@ fn agent(id: &str, cpu: &str, mem: &str) -> AgentState {
         available: slots(cpu, mem),
         occupied: Dense::default(),
         storage_hosts: None,
+        routed: false,
     }
 }
 
@@ -23,6 +24,7 @@ fn session(n: i64, ak: &str, cpu: &str, mem: &str) -> PendingSession {
         order: n,
         retries: 0,
         storage_hosts: Vec::new(),
+        spread: Vec::new(),
     }
 }
 
@@ -319,6 +321,7 @@ mod scan {
         d.iter()
             .map(|x| match x {
                 Decision::Place { session, agent } => Outcome::Place(*session, agent.to_string()),
+                Decision::Spread { session, agents } => Outcome::Place(*session, agents.join(",")),
                 Decision::Wait { session, reason } => Outcome::Wait(
                     *session,
                     reason.status_info,
@@ -550,6 +553,7 @@ mod exact {
                         available,
                         occupied,
                         storage_hosts,
+                        routed: false,
                     }
                 })
                 .collect()
@@ -625,6 +629,7 @@ mod exact {
                                     order,
                                     retries,
                                     storage_hosts: hosts.into_iter().map(String::from).collect(),
+                                    spread: Vec::new(),
                                 }
                             })
                             .collect(),
@@ -704,4 +709,60 @@ mod exact {
             }
         }
     }
+}
+
+#[test]
+fn a_multi_node_cluster_spreads_over_routed_agents_or_waits_whole() {
+    let routed = |id: &str, cpu: &str| AgentState {
+        routed: true,
+        ..agent(id, cpu, "8g")
+    };
+    let mut cluster = session(1, "AK", "4", "2g");
+    cluster.spread = vec![slots("2", "1g"), slots("2", "1g")];
+    let snap = |agents: Vec<AgentState>, pending: Vec<PendingSession>| Snapshot {
+        scheduler: SchedulerKind::Fifo,
+        strategy: Strategy::Dispersed,
+        num_retries_to_skip: 0,
+        agents,
+        pending,
+        keypairs: HashMap::new(),
+        groups: HashMap::new(),
+        domains: HashMap::new(),
+    };
+    // Dispersed: one container on each routed agent; the unrouted one (the manager's own
+    // engine) is never chosen, however free.
+    let d = plan(&snap(
+        vec![
+            agent("local", "64", "64g"),
+            routed("a", "4"),
+            routed("b", "4"),
+        ],
+        vec![cluster.clone()],
+    ));
+    match &d[0] {
+        Decision::Spread { agents, .. } => {
+            let mut names: Vec<&str> = agents.iter().map(|a| &**a).collect();
+            names.sort();
+            assert_eq!(names, ["a", "b"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Room for one container only: the session waits, and nothing of it is held, so a later
+    // session that fits is placed.
+    let later = session(2, "AK", "2", "1g");
+    let d = plan(&snap(
+        vec![agent("local", "64", "64g"), routed("a", "3")],
+        vec![cluster.clone(), later],
+    ));
+    assert!(
+        matches!(&d[0], Decision::Wait { reason, .. } if reason.failed[0].name == "multi_node"),
+        "{d:?}"
+    );
+    assert!(matches!(&d[1], Decision::Place { .. }), "{d:?}");
+    // Both containers on one routed agent with room for both.
+    let d = plan(&snap(vec![routed("a", "4")], vec![cluster]));
+    assert!(
+        matches!(&d[0], Decision::Spread { agents, .. } if agents.iter().all(|a| &**a == "a")),
+        "{d:?}"
+    );
 }

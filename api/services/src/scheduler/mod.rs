@@ -7,6 +7,7 @@ pub use bai_core::plan;
 mod dependencies;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use entity::enums::{AgentStatus, SessionStatus};
@@ -315,6 +316,38 @@ async fn load_snapshot(
             );
         }
     }
+    // A multi-node cluster's containers are placed one by one, on routed agents: those whose
+    // engine has a session subnet (a remote engine's is required; an agent another process
+    // drives is told by its address).
+    let mut spread: HashMap<Uuid, Vec<Dense>> = HashMap::new();
+    let multi: Vec<Uuid> = pending
+        .iter()
+        .filter(|s| crate::sessions::is_multi_node(s))
+        .map(|s| s.id)
+        .collect();
+    if !multi.is_empty() {
+        let mut ks = kernels::Entity::find()
+            .filter(kernels::Column::SessionId.is_in(multi))
+            .all(db)
+            .await?;
+        crate::sessions::in_kernel_order(&mut ks);
+        for k in ks {
+            spread
+                .entry(k.session_id)
+                .or_default()
+                .push(Dense::from_slots(&k.requested_slots));
+        }
+    }
+    let mut routed = std::collections::HashSet::new();
+    for a in &alive {
+        let yes = match state.agents.get(&a.id).await {
+            Some(engine) => engine.info().session_subnet.is_some(),
+            None => a.addr.starts_with("tcp://"),
+        };
+        if yes {
+            routed.insert(a.id.clone());
+        }
+    }
     let strategy = match sg
         .scheduler_opts
         .get("agent_selection_strategy")
@@ -339,6 +372,7 @@ async fn load_snapshot(
                 available: Dense::from_slots(&a.available_slots),
                 occupied: agent_use.get(&a.id).copied().unwrap_or_default(),
                 storage_hosts: a.storage_hosts.as_ref().map(|h| h.0.clone()),
+                routed: routed.contains(&a.id),
             })
             .collect(),
         pending: pending
@@ -362,6 +396,7 @@ async fn load_snapshot(
                     hosts.dedup();
                     hosts
                 },
+                spread: spread.remove(&s.id).unwrap_or_default(),
             })
             .collect(),
         keypairs: keypairs_state,
@@ -391,69 +426,18 @@ async fn apply(
     for d in decisions {
         match d {
             Decision::Place { session, agent } => {
-                let Some(s) = by_id.get(&session) else {
-                    continue;
-                };
-                // The session may have been cancelled since the snapshot: place it only if it
-                // is still pending, holding its lock so no termination interleaves.
-                let lock = state.session_locks.get(session).await;
-                let _guard = lock.lock().await;
-                let current =
-                    crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
-                if current.status != SessionStatus::Pending {
-                    continue;
+                if let Some(s) = by_id.get(&session)
+                    && place(state, s, &[agent]).await?
+                {
+                    placed += 1;
                 }
-                // Devices per container (a cluster's each ask their own), all or none.
-                let kernels = crate::sessions::kernels_of(&state.db, session).await?;
-                let wanted = kernels.len();
-                let mut taken = std::collections::BTreeMap::new();
-                let mut assigned = Vec::with_capacity(kernels.len());
-                for k in kernels {
-                    let Some(gpus) = assign_gpus(state, &agent, &k.requested_slots, &taken).await?
-                    else {
-                        break;
-                    };
-                    for (id, s) in &gpus {
-                        *taken
-                            .entry(id.clone())
-                            .or_insert(rust_decimal::Decimal::ZERO) += *s;
-                    }
-                    assigned.push((k, gpus));
+            }
+            Decision::Spread { session, agents } => {
+                if let Some(s) = by_id.get(&session)
+                    && place(state, s, &agents).await?
+                {
+                    placed += 1;
                 }
-                if assigned.len() < wanted {
-                    tracing::warn!(session = %session, agent = %agent, "no GPU devices free despite free GPU slots; retrying later");
-                    continue;
-                }
-                for (k, gpus) in assigned.into_iter().filter(|(_, g)| !g.is_empty()) {
-                    let mut opts = k.resource_opts.clone();
-                    if let Some(o) = opts.as_object_mut() {
-                        o.insert(
-                            "gpus".into(),
-                            json!(gpus.iter().map(|(id, _)| id).collect::<Vec<_>>()),
-                        );
-                        let shares: Vec<_> = gpus
-                            .iter()
-                            .map(|(id, s)| json!({"id": id, "shares": s.to_string()}))
-                            .collect();
-                        o.insert("gpu_shares".into(), json!(shares));
-                    }
-                    let mut m = k.into_active_model();
-                    m.resource_opts = Set(opts);
-                    m.update(&state.db).await?;
-                }
-                crate::sessions::apply(
-                    state,
-                    session,
-                    SessionStatus::Scheduled,
-                    Change {
-                        agent: Some(agent.to_string()),
-                        occupying: Some(s.requested_slots.clone()),
-                        ..Default::default()
-                    },
-                )
-                .await?;
-                tokio::spawn(crate::sessions::launch(state.clone(), session));
-                placed += 1;
             }
             Decision::Wait { session, reason } => {
                 let Some(s) = by_id.get(&session) else {
@@ -512,6 +496,85 @@ async fn apply(
         }
     }
     Ok(placed)
+}
+
+/// Places a pending session: its containers on `agents` (one for all, or one each in kernel
+/// order), each given its GPU devices, all or none; SCHEDULED, and its launch begins. False
+/// when it is no longer pending or the devices are not free after all.
+async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> ApiResult<bool> {
+    let session = s.id;
+    // The session may have been cancelled since the snapshot: place it only if it is still
+    // pending, holding its lock so no termination interleaves.
+    let lock = state.session_locks.get(session).await;
+    let _guard = lock.lock().await;
+    let current = crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
+    if current.status != SessionStatus::Pending {
+        return Ok(false);
+    }
+    let kernels = crate::sessions::kernels_of(&state.db, session).await?;
+    let agent_of = |i: usize| -> Option<&Arc<str>> {
+        if agents.len() == 1 {
+            agents.first()
+        } else {
+            agents.get(i)
+        }
+    };
+    // Devices per container (a cluster's each ask their own), all or none.
+    let wanted = kernels.len();
+    let mut taken = std::collections::BTreeMap::new();
+    let mut assigned = Vec::with_capacity(kernels.len());
+    for (i, k) in kernels.into_iter().enumerate() {
+        let Some(agent) = agent_of(i) else { break };
+        let mine = taken.entry(agent.clone()).or_default();
+        let Some(gpus) = assign_gpus(state, agent, &k.requested_slots, mine).await? else {
+            break;
+        };
+        for (id, s) in &gpus {
+            *mine
+                .entry(id.clone())
+                .or_insert(rust_decimal::Decimal::ZERO) += *s;
+        }
+        assigned.push((k, agent.to_string(), gpus));
+    }
+    if assigned.len() < wanted {
+        tracing::warn!(session = %session, agents = ?agents, "no GPU devices free despite free GPU slots; retrying later");
+        return Ok(false);
+    }
+    let mut kernel_agents = HashMap::new();
+    for (k, agent, gpus) in assigned {
+        kernel_agents.insert(k.id, agent);
+        if gpus.is_empty() {
+            continue;
+        }
+        let mut opts = k.resource_opts.clone();
+        if let Some(o) = opts.as_object_mut() {
+            o.insert(
+                "gpus".into(),
+                json!(gpus.iter().map(|(id, _)| id).collect::<Vec<_>>()),
+            );
+            let shares: Vec<_> = gpus
+                .iter()
+                .map(|(id, s)| json!({"id": id, "shares": s.to_string()}))
+                .collect();
+            o.insert("gpu_shares".into(), json!(shares));
+        }
+        let mut m = k.into_active_model();
+        m.resource_opts = Set(opts);
+        m.update(&state.db).await?;
+    }
+    crate::sessions::apply(
+        state,
+        session,
+        SessionStatus::Scheduled,
+        Change {
+            agents: Some(kernel_agents),
+            occupying: Some(s.requested_slots.clone()),
+            ..Default::default()
+        },
+    )
+    .await?;
+    tokio::spawn(crate::sessions::launch(state.clone(), session));
+    Ok(true)
 }
 
 /// GPU devices on `agent_id` for one container asking `cuda.device` or `cuda.shares`, beside

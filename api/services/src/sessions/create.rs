@@ -351,11 +351,6 @@ fn validate(caller: &Caller, req: &CreateRequest) -> ApiResult<Valid> {
             "cluster_size must be between 1 and {MAX_CLUSTER_SIZE}"
         )));
     }
-    if req.cluster_mode == ClusterMode::MultiNode && req.cluster_size > 1 {
-        return Err(ApiError::bad_request(
-            "Multi-node cluster sessions (containers on several agents) are not supported yet; use cluster_mode single-node",
-        ));
-    }
     if req.dependencies.len() > MAX_DEPENDENCIES {
         return Err(ApiError::bad_request(format!(
             "A session may depend on at most {MAX_DEPENDENCIES} sessions"
@@ -612,7 +607,7 @@ async fn persist(
             name: Set(name.clone()),
             session_type: Set(req.session_type),
             priority: Set(10),
-            cluster_mode: Set(ClusterMode::SingleNode),
+            cluster_mode: Set(req.cluster_mode),
             cluster_size: Set(i32::try_from(req.cluster_size).unwrap_or(1)),
             agent_ids: Set(Default::default()),
             scaling_group_name: Set(Some(place.scaling_group.clone())),

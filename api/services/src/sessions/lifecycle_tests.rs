@@ -754,3 +754,127 @@ async fn each_container_of_a_cluster_gets_gpus_of_its_own() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_its_members_meet() {
+    let w = world().await;
+    // Two hosts with routed session subnets beside the manager's own (unrouted) engine.
+    let capacity = || {
+        ResourceSlots::new()
+            .with("cpu", Decimal::from(2))
+            .with("mem", Decimal::from(4i64 << 30))
+    };
+    let h1 = Arc::new(
+        MemoryEngine::new("i-h1", capacity(), &[IMAGE]).with_session_subnet("10.233.1.0/24"),
+    );
+    // Host 2 lacks the image: it is brought there as for any session.
+    let h2 =
+        Arc::new(MemoryEngine::new("i-h2", capacity(), &[]).with_session_subnet("10.233.2.0/24"));
+    crate::agents::add(&w.state, h1.clone()).await.unwrap();
+    crate::agents::add(&w.state, h2.clone()).await.unwrap();
+    let policy = entity::keypair_resource_policies::Entity::find()
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
+    m.max_containers_per_session = sea_orm::Set(4);
+    sea_orm::ActiveModelTrait::update(m, &w.state.db)
+        .await
+        .unwrap();
+    let mut req = request(SessionType::Interactive, None);
+    req.cluster_size = 2;
+    req.cluster_mode = entity::enums::ClusterMode::MultiNode;
+    let created = crate::sessions::create(&w.state, &w.admin, req)
+        .await
+        .unwrap();
+    let id = created[0].id;
+    let s = until(&w, id, SessionStatus::Running).await;
+    let mut agents = s.agent_ids.0.clone();
+    agents.sort();
+    assert_eq!(
+        agents,
+        ["i-h1", "i-h2"],
+        "one container on each routed host: {s:?}"
+    );
+    assert!(
+        w.engine.containers().is_empty(),
+        "never on the unrouted engine"
+    );
+    // Each container at a fixed address of its host's subnet, and each names every member.
+    let (c1, c2) = (h1.containers(), h2.containers());
+    let (c1, c2) = (c1.values().next().unwrap(), c2.values().next().unwrap());
+    let (p1, p2) = (
+        c1.spec.cluster.clone().unwrap(),
+        c2.spec.cluster.clone().unwrap(),
+    );
+    assert_eq!(p1.network, bai_engine::network::NETWORK);
+    assert!(p1.address.starts_with("10.233.1."), "{p1:?}");
+    assert!(p2.address.starts_with("10.233.2."), "{p2:?}");
+    assert_eq!(p1.hosts, p2.hosts);
+    let names: Vec<&str> = p1.hosts.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(names, ["main1", "sub1"]);
+    // Each host lets exactly its own container and the other one meet.
+    assert_eq!(h1.peers_of(id), [(p1.address.clone(), p2.address.clone())]);
+    assert_eq!(h2.peers_of(id), [(p2.address.clone(), p1.address.clone())]);
+    // Kernels say where each runs.
+    let kernels = crate::sessions::kernels_of(&w.state.db, id).await.unwrap();
+    let on: Vec<&str> = kernels.iter().filter_map(|k| k.agent.as_deref()).collect();
+    assert_eq!(on.len(), 2);
+    assert_ne!(on[0], on[1]);
+    // A second cluster gets other addresses (one host has no room: it waits whole).
+    let mut big = request(SessionType::Interactive, None);
+    big.cluster_size = 2;
+    big.cluster_mode = entity::enums::ClusterMode::MultiNode;
+    big.resources.insert("cpu".into(), "2".into());
+    let waiting = crate::sessions::create(&w.state, &w.admin, big)
+        .await
+        .unwrap();
+    crate::scheduler::schedule_once(&w.state).await.unwrap();
+    let waiting = session(&w, waiting[0].id).await;
+    assert_eq!(waiting.status, SessionStatus::Pending, "{waiting:?}");
+    assert!(
+        waiting
+            .status_data
+            .as_ref()
+            .is_some_and(|d| d.to_string().contains("multi_node")),
+        "{waiting:?}"
+    );
+    // The end removes both containers and both hosts' rules.
+    crate::sessions::terminate(&w.state, id, "user-requested")
+        .await
+        .unwrap();
+    assert!(h1.containers().is_empty() && h2.containers().is_empty());
+    assert!(h1.peers_of(id).is_empty() && h2.peers_of(id).is_empty());
+    crate::sessions::terminate(&w.state, waiting.id, "user-requested")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_multi_node_cluster_never_lands_on_an_unrouted_agent() {
+    let w = world().await;
+    let policy = entity::keypair_resource_policies::Entity::find()
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
+    m.max_containers_per_session = sea_orm::Set(4);
+    sea_orm::ActiveModelTrait::update(m, &w.state.db)
+        .await
+        .unwrap();
+    let mut req = request(SessionType::Interactive, None);
+    req.cluster_size = 2;
+    req.cluster_mode = entity::enums::ClusterMode::MultiNode;
+    let created = crate::sessions::create(&w.state, &w.admin, req)
+        .await
+        .unwrap();
+    crate::scheduler::schedule_once(&w.state).await.unwrap();
+    let s = session(&w, created[0].id).await;
+    assert_eq!(s.status, SessionStatus::Pending, "{s:?}");
+    assert!(w.engine.containers().is_empty());
+    crate::sessions::terminate(&w.state, s.id, "user-requested")
+        .await
+        .unwrap();
+}

@@ -27,6 +27,7 @@ use sea_orm::{
     TransactionTrait,
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -110,7 +111,8 @@ fn event_name(status: SessionStatus) -> &'static str {
 pub struct Change {
     pub info: Option<String>,
     pub data: Option<Value>,
-    pub agent: Option<String>,
+    /// Each kernel's agent (a placement): the session's agents are theirs, in kernel order.
+    pub agents: Option<std::collections::HashMap<Uuid, String>>,
     pub container_id: Option<String>,
     pub occupying: Option<ResourceSlots>,
     pub result: Option<SessionResult>,
@@ -156,8 +158,19 @@ pub async fn transition<C: ConnectionTrait>(
     if change.data.is_some() {
         m.status_data = Set(change.data.clone());
     }
-    if let Some(a) = &change.agent {
-        m.agent_ids = Set(vec![a.clone()].into());
+    let mut kernel_rows = kernels::Entity::find()
+        .filter(kernels::Column::SessionId.eq(id))
+        .all(db)
+        .await?;
+    in_kernel_order(&mut kernel_rows);
+    if let Some(agents) = &change.agents {
+        let mut ids: Vec<String> = Vec::new();
+        for a in kernel_rows.iter().filter_map(|k| agents.get(&k.id)) {
+            if !ids.contains(a) {
+                ids.push(a.clone());
+            }
+        }
+        m.agent_ids = Set(ids.into());
     }
     if let Some(o) = &change.occupying {
         m.occupying_slots = Set(o.clone());
@@ -170,18 +183,14 @@ pub async fn transition<C: ConnectionTrait>(
     }
     let updated = m.update(db).await?;
     let mut kernels_now = Vec::new();
-    for k in kernels::Entity::find()
-        .filter(kernels::Column::SessionId.eq(id))
-        .all(db)
-        .await?
-    {
-        let k_requested = k.requested_slots.clone();
+    for k in kernel_rows {
+        let (k_id, k_requested) = (k.id, k.requested_slots.clone());
         let mut km = k.into_active_model();
         km.status = Set(to);
         km.status_changed = Set(now);
         km.status_history = Set(history.clone());
         km.status_info = Set(change.info.clone());
-        if let Some(a) = &change.agent {
+        if let Some(a) = change.agents.as_ref().and_then(|m| m.get(&k_id)) {
             km.agent = Set(Some(a.clone()));
         }
         if let Some(c) = &change.container_id {
@@ -370,8 +379,25 @@ pub async fn kernels_of<C: ConnectionTrait>(
         .filter(kernels::Column::SessionId.eq(session))
         .all(db)
         .await?;
-    ks.sort_by_key(|k| (k.cluster_role != ClusterRole::Main, k.local_rank));
+    in_kernel_order(&mut ks);
     Ok(ks)
+}
+
+/// A session's kernels in their order: main first, then by local rank (placements and
+/// launches name them in this order).
+pub fn in_kernel_order(ks: &mut [kernels::Model]) {
+    ks.sort_by_key(|k| {
+        (
+            k.session_id,
+            k.cluster_role != ClusterRole::Main,
+            k.local_rank,
+        )
+    });
+}
+
+/// A cluster whose containers may run on several agents.
+pub fn is_multi_node(s: &sessions::Model) -> bool {
+    s.cluster_mode == entity::enums::ClusterMode::MultiNode && s.cluster_size > 1
 }
 
 /// Backend.AI's cluster variables of one container: the session's shape (size, replicas per
@@ -404,21 +430,109 @@ fn cluster_env(all: &[kernels::Model], k: &kernels::Model) -> Vec<(String, Strin
     ]
 }
 
-/// Removes what a failed launch had started: its containers and a cluster's network.
+/// Removes what a failed launch had started: its containers, and a cluster's network or peer
+/// rules on each of its agents.
 async fn undo_launch(
-    agent: &crate::agents::Agent,
     id: Uuid,
-    started: &[(Uuid, String)],
-    cluster: bool,
+    started: &[(Uuid, String, Arc<crate::agents::Agent>)],
+    cluster_on: &[Arc<crate::agents::Agent>],
 ) {
-    for (kernel, container) in started {
+    for (kernel, container, agent) in started {
         if let Err(e) = agent.remove(container, *kernel).await {
             tracing::warn!(session = %id, container = %container, error = ?e, "removing a container of a failed launch failed; the reconciliation removes it");
         }
     }
-    if cluster && let Err(e) = agent.remove_cluster_network(id).await {
-        tracing::warn!(session = %id, error = ?e, "removing the network of a failed cluster launch failed");
+    for agent in cluster_on {
+        if let Err(e) = agent.remove_cluster(id).await {
+            tracing::warn!(session = %id, agent = %agent.info().id, error = ?e, "removing the network or peer rules of a failed cluster launch failed; the reconciliation removes them");
+        }
     }
+}
+
+/// Each kernel's agent, in the kernels' order; the distinct agents, in their first kernel's.
+type Placement = (
+    Vec<Arc<crate::agents::Agent>>,
+    Vec<Arc<crate::agents::Agent>>,
+);
+
+async fn placement(state: &AppState, all: &[kernels::Model]) -> ApiResult<Placement> {
+    let mut each = Vec::with_capacity(all.len());
+    let mut distinct: Vec<Arc<crate::agents::Agent>> = Vec::new();
+    for k in all {
+        let agent_id = k
+            .agent
+            .clone()
+            .ok_or_else(|| ApiError::internal("launching a session", "no agent assigned"))?;
+        let agent = state
+            .agents
+            .get(&agent_id)
+            .await
+            .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
+        if !distinct.iter().any(|a| a.info().id == agent_id) {
+            distinct.push(agent.clone());
+        }
+        each.push(agent);
+    }
+    Ok((each, distinct))
+}
+
+/// A multi-node cluster's places: a fixed address for each container on its agent's session
+/// network (so every member's hosts file names them all before any starts), and on each
+/// agent's host the rules that let exactly these addresses reach each other. Holds each
+/// agent's turn for its addresses until the containers are made (returned), so that two
+/// launches never pick the same one.
+async fn multi_node_places(
+    state: &AppState,
+    id: Uuid,
+    all: &[kernels::Model],
+    each: &[Arc<crate::agents::Agent>],
+    distinct: &[Arc<crate::agents::Agent>],
+) -> ApiResult<(
+    Vec<bai_engine::ClusterPlace>,
+    Vec<tokio::sync::OwnedMutexGuard<()>>,
+)> {
+    let mut order: Vec<&Arc<crate::agents::Agent>> = distinct.iter().collect();
+    order.sort_by(|a, b| a.info().id.cmp(&b.info().id));
+    let mut turns = Vec::with_capacity(order.len());
+    for agent in order {
+        turns.push(
+            state
+                .agents
+                .turn(format!("session-addresses:{}", agent.info().id))
+                .await,
+        );
+    }
+    let mut addresses = vec![String::new(); all.len()];
+    for agent in distinct {
+        let mine: Vec<usize> = (0..all.len())
+            .filter(|&i| each[i].info().id == agent.info().id)
+            .collect();
+        let got = agent.session_addresses(mine.len()).await?;
+        for (i, a) in mine.into_iter().zip(got) {
+            addresses[i] = a;
+        }
+    }
+    for agent in distinct {
+        let local: Vec<String> = (0..all.len())
+            .filter(|&i| each[i].info().id == agent.info().id)
+            .map(|i| addresses[i].clone())
+            .collect();
+        agent.cluster_peers(id, &local, &addresses).await?;
+    }
+    let hosts: Vec<(String, String)> = all
+        .iter()
+        .map(|k| k.cluster_hostname.clone())
+        .zip(addresses.iter().cloned())
+        .collect();
+    let places = addresses
+        .into_iter()
+        .map(|address| bai_engine::ClusterPlace {
+            network: bai_engine::network::NETWORK.to_string(),
+            address,
+            hosts: hosts.clone(),
+        })
+        .collect();
+    Ok((places, turns))
 }
 
 async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
@@ -433,15 +547,9 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         .cloned()
         .ok_or_else(|| ApiError::not_found("kernel of session", id))?;
     let cluster = all.len() > 1;
-    let agent_id = k
-        .agent
-        .clone()
-        .ok_or_else(|| ApiError::internal("launching a session", "no agent assigned"))?;
-    let agent = state
-        .agents
-        .get(&agent_id)
-        .await
-        .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
+    let multi_node = cluster && is_multi_node(&s);
+    let (each, distinct) = placement(state, &all).await?;
+    let (agent_id, agent) = (k.agent.clone().unwrap_or_default(), each[0].clone());
     apply(state, id, SessionStatus::Preparing, Change::default()).await?;
     let image = crate::images::resolve(&state.db, &k.image, Some(&k.architecture)).await?;
     let shmem = k
@@ -468,45 +576,77 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         ("BACKENDAI_PREOPEN_PORTS".into(), String::new()),
     ]);
     // The mounts were resolved and checked at creation; a row that no longer reads as mounts
-    // does not load at all (never a session silently without its folders).
-    let mounts: Vec<BindMount> = crate::storage::mounts_on(
-        state.agents.storage_of(&agent_id),
-        &agent_id,
-        k.mounts.0.clone(),
-    )?
-    .into_iter()
-    .map(|m| BindMount {
-        host_path: m.host_path,
-        target: m.target,
-        read_only: m.read_only,
-    })
-    .collect();
+    // does not load at all (never a session silently without its folders). Each agent's host
+    // sees the storage hosts at paths of its own.
+    let mut mounts: Vec<Vec<BindMount>> = Vec::with_capacity(all.len());
+    for (kernel, on) in all.iter().zip(&each) {
+        let on = &on.info().id;
+        mounts.push(
+            crate::storage::mounts_on(state.agents.storage_of(on), on, kernel.mounts.0.clone())?
+                .into_iter()
+                .map(|m| BindMount {
+                    host_path: m.host_path,
+                    target: m.target,
+                    read_only: m.read_only,
+                })
+                .collect(),
+        );
+    }
     let service_ports = k.service_ports.as_str().unwrap_or_default().to_string();
     let reference = crate::agents::docker_reference(&image);
     // The engine says what it holds (the catalog may be stale: an image removed on the host).
-    if !agent.has_image(&reference).await? {
-        apply(state, id, SessionStatus::Pulling, Change::default()).await?;
-        crate::agents::delivery::bring(state, id, &image, &agent_id, &agent, &reference).await?;
-        apply(state, id, SessionStatus::Preparing, Change::default()).await?;
+    for on in &distinct {
+        if !on.has_image(&reference).await? {
+            apply(state, id, SessionStatus::Pulling, Change::default()).await?;
+            crate::agents::delivery::bring(state, id, &image, &on.info().id, on, &reference)
+                .await?;
+            apply(state, id, SessionStatus::Preparing, Change::default()).await?;
+        }
     }
     let started = std::time::Instant::now();
-    let cluster_net = if cluster {
-        Some(agent.cluster_network(id, all.len()).await?)
+    // Where each container sits: a single-node cluster on its private network; a multi-node
+    // one at fixed addresses on the routed session networks.
+    let cluster_on: Vec<Arc<crate::agents::Agent>> = if cluster {
+        distinct.clone()
     } else {
-        None
+        Vec::new()
     };
-    let place = |rank: usize| {
-        cluster_net.as_ref().map(|net| bai_engine::ClusterPlace {
-            network: net.name.clone(),
-            address: net.addresses.get(rank).cloned().unwrap_or_default(),
-            hosts: all
-                .iter()
-                .map(|k| k.cluster_hostname.clone())
-                .zip(net.addresses.iter().cloned())
-                .collect(),
-        })
+    let (places, _turns): (Vec<Option<bai_engine::ClusterPlace>>, _) = if multi_node {
+        match multi_node_places(state, id, &all, &each, &distinct).await {
+            Ok((places, turns)) => (places.into_iter().map(Some).collect(), turns),
+            Err(e) => {
+                undo_launch(id, &[], &cluster_on).await;
+                return Err(e);
+            }
+        }
+    } else if cluster {
+        let net = match agent.cluster_network(id, all.len()).await {
+            Ok(net) => net,
+            Err(e) => {
+                undo_launch(id, &[], &cluster_on).await;
+                return Err(e.into());
+            }
+        };
+        let hosts: Vec<(String, String)> = all
+            .iter()
+            .map(|k| k.cluster_hostname.clone())
+            .zip(net.addresses.iter().cloned())
+            .collect();
+        let places = (0..all.len())
+            .map(|rank| {
+                Some(bai_engine::ClusterPlace {
+                    network: net.name.clone(),
+                    address: net.addresses.get(rank).cloned().unwrap_or_default(),
+                    hosts: hosts.clone(),
+                })
+            })
+            .collect();
+        (places, Vec::new())
+    } else {
+        (vec![None], Vec::new())
     };
-    let mut containers: Vec<(Uuid, String)> = Vec::with_capacity(all.len());
+    let mut containers: Vec<(Uuid, String, Arc<crate::agents::Agent>)> =
+        Vec::with_capacity(all.len());
     for (rank, kernel) in all.iter().enumerate() {
         let req = &kernel.requested_slots;
         let mut kernel_env = env.clone();
@@ -537,33 +677,35 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
                 .clone()
                 .filter(|_| s.session_type == SessionType::Batch && kernel.id == k.id),
             bootstrap: s.bootstrap_script.clone(),
-            cluster: place(rank),
+            cluster: places.get(rank).cloned().flatten(),
             ports: crate::sessions::apps::container_ports(&service_ports),
             service_ports: service_ports.clone(),
             pids_limit: i64::from(state.config.container_pids_limit),
-            mounts: mounts.clone(),
+            mounts: mounts.get(rank).cloned().unwrap_or_default(),
         };
-        match agent.create_and_start(&spec).await {
-            Ok(c) => containers.push((kernel.id, c)),
+        let on = &each[rank];
+        match on.create_and_start(&spec).await {
+            Ok(c) => containers.push((kernel.id, c, on.clone())),
             Err(e) => {
-                undo_launch(agent.as_ref(), id, &containers, cluster).await;
+                undo_launch(id, &containers, &cluster_on).await;
                 return Err(e.into());
             }
         }
     }
+    drop(_turns);
     if s.bootstrap_script.is_some() {
         // Backend.AI runs the script before the session's services: it is PREPARING until
         // the script has ended in every container (one deadline for them all).
         let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
         let locks = state.session_locks.clone();
-        for (_, c) in &containers {
-            bootstrapped(agent.as_ref(), id, c, deadline, || locks.asked_to_end(id)).await;
+        for (_, c, on) in &containers {
+            bootstrapped(on.as_ref(), id, c, deadline, || locks.asked_to_end(id)).await;
         }
     }
     state.launch_phases.record(id, started.elapsed());
     if cluster {
         // Each container's own id on its kernel (the status change below leaves them).
-        for (kernel, container) in &containers {
+        for (kernel, container, _) in &containers {
             kernels::Entity::update_many()
                 .col_expr(kernels::Column::ContainerId, Expr::value(container.clone()))
                 .filter(kernels::Column::Id.eq(*kernel))
@@ -573,7 +715,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     }
     let container_id = containers
         .first()
-        .map(|(_, c)| c.clone())
+        .map(|(_, c, _)| c.clone())
         .ok_or_else(|| ApiError::internal("launching a session", "no container started"))?;
     // SSH keys and the daemon go in after RUNNING (they are not the engine's work and took
     // a third of the launch); whatever needs them (the sshd app, the key download) waits
@@ -595,8 +737,11 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         return Err(e);
     }
     {
-        let (state, agent, name) = (state.clone(), agent.clone(), s.name.clone());
-        let all_containers: Vec<String> = containers.iter().map(|(_, c)| c.clone()).collect();
+        let (state, name) = (state.clone(), s.name.clone());
+        let all_containers: Vec<(String, Arc<crate::agents::Agent>)> = containers
+            .iter()
+            .map(|(_, c, on)| (c.clone(), on.clone()))
+            .collect();
         let hostnames: Vec<String> = all.iter().map(|k| k.cluster_hostname.clone()).collect();
         tokio::spawn(async move {
             // Under the session's lock: a termination waits for the setup instead of racing
@@ -618,10 +763,9 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             } else {
                 None
             };
-            for container_id in all_containers.iter().filter(|_| still_running) {
+            for (container_id, on) in all_containers.iter().filter(|_| still_running) {
                 if let Err(e) =
-                    apps::install_ssh(agent.as_ref(), container_id, &name, cluster_key.as_ref())
-                        .await
+                    apps::install_ssh(on.as_ref(), container_id, &name, cluster_key.as_ref()).await
                 {
                     if e.code == crate::error::ErrorCode::Conflict {
                         // A batch job that ended at once: a normal end, nothing to set up.
@@ -742,7 +886,7 @@ pub async fn watch_batch(
         tracing::warn!(session = %id, container = %container_id, error = ?e, "removing a finished batch container failed");
     }
     // A cluster's other containers stood by for the main one: they go with it.
-    remove_others(&state, agent.as_ref(), id, kernel_id).await;
+    remove_others(&state, id, kernel_id).await;
     let exit = code.unwrap_or(-1);
     let change = Change {
         info: Some(if code.is_some() {
@@ -765,9 +909,10 @@ pub async fn watch_batch(
     }
 }
 
-/// Stops and removes a session's containers other than `main` (a cluster's), and a cluster's
-/// network; failures are left to the reconciliation.
-async fn remove_others(state: &AppState, agent: &crate::agents::Agent, id: Uuid, main: Uuid) {
+/// Stops and removes a session's containers other than `main` (a cluster's, each on its own
+/// agent), and a cluster's networks or peer rules on every agent it used; failures are left to
+/// the reconciliation.
+async fn remove_others(state: &AppState, id: Uuid, main: Uuid) {
     let all = match kernels_of(&state.db, id).await {
         Ok(all) => all,
         Err(e) => {
@@ -778,22 +923,36 @@ async fn remove_others(state: &AppState, agent: &crate::agents::Agent, id: Uuid,
     if all.len() < 2 {
         return;
     }
+    let mut agents: Vec<Arc<crate::agents::Agent>> = Vec::new();
+    let mut others = Vec::new();
+    for k in &all {
+        let Some(agent) = (match &k.agent {
+            Some(a) => state.agents.get(a).await,
+            None => None,
+        }) else {
+            continue;
+        };
+        if !agents.iter().any(|a| a.info().id == agent.info().id) {
+            agents.push(agent.clone());
+        }
+        if let (true, Some(container)) = (k.id != main, &k.container_id) {
+            others.push((k.id, container.clone(), agent));
+        }
+    }
     // All at once: each may take its stop's grace period.
-    let ends = all
-        .iter()
-        .filter(|k| k.id != main)
-        .filter_map(|k| k.container_id.as_ref().map(|c| (k.id, c.clone())))
-        .map(|(kernel, container)| async move {
-            if let Err(e) = agent.stop(&container, 3).await {
-                tracing::warn!(session = %id, container = %container, error = ?e, "stopping a cluster container failed; removing it anyway");
-            }
-            if let Err(e) = agent.remove(&container, kernel).await {
-                tracing::warn!(session = %id, container = %container, error = ?e, "removing a cluster container failed; the reconciliation removes it");
-            }
-        });
+    let ends = others.into_iter().map(|(kernel, container, agent)| async move {
+        if let Err(e) = agent.stop(&container, 3).await {
+            tracing::warn!(session = %id, container = %container, error = ?e, "stopping a cluster container failed; removing it anyway");
+        }
+        if let Err(e) = agent.remove(&container, kernel).await {
+            tracing::warn!(session = %id, container = %container, error = ?e, "removing a cluster container failed; the reconciliation removes it");
+        }
+    });
     futures_util::future::join_all(ends).await;
-    if let Err(e) = agent.remove_cluster_network(id).await {
-        tracing::warn!(session = %id, error = ?e, "removing a cluster network failed");
+    for agent in agents {
+        if let Err(e) = agent.remove_cluster(id).await {
+            tracing::warn!(session = %id, agent = %agent.info().id, error = ?e, "removing a cluster's network or peer rules failed; the reconciliation removes them");
+        }
     }
 }
 
@@ -877,7 +1036,7 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                         if let Err(e) = agent.remove(container, k.id).await {
                             tracing::warn!(session = %id, container = %container, error = ?e, "removing a container failed; the reconciliation removes it");
                         }
-                        remove_others(state, agent.as_ref(), id, k.id).await;
+                        remove_others(state, id, k.id).await;
                     }
                 }
             }

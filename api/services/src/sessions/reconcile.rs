@@ -121,7 +121,7 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
     // Cluster networks of sessions no longer live, their containers first (the loop below
     // leaves those alone).
     let mut removed = std::collections::HashSet::new();
-    if let Ok(nets) = agent.cluster_networks().await
+    if let Ok(nets) = agent.cluster_sessions().await
         && !nets.is_empty()
     {
         let live: std::collections::HashSet<Uuid> = sessions::Entity::find()
@@ -143,8 +143,8 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
                     tracing::warn!(container = %c.container_id, error = ?e, "removing a container failed; the next sweep retries");
                 }
             }
-            if let Err(e) = agent.remove_cluster_network(id).await {
-                tracing::warn!(session = %id, error = ?e, "removing the network of an ended cluster session failed; the next sweep retries");
+            if let Err(e) = agent.remove_cluster(id).await {
+                tracing::warn!(session = %id, error = ?e, "removing the network or peer rules of an ended cluster session failed; the next sweep retries");
             }
         }
     }

@@ -503,10 +503,11 @@ pub struct CreateSessionInput {
     pub dependencies: Option<Vec<String>>,
     /// A shell script run once in the container before anything else (output in the logs).
     pub bootstrap_script: Option<String>,
-    /// Containers in the session (default 1): main1, sub1, sub2… on one agent, reaching each
-    /// other by hostname and over SSH; each gets the resources asked.
+    /// Containers in the session (default 1): main1, sub1, sub2…, reaching each other by
+    /// hostname and over SSH; each gets the resources asked.
     pub cluster_size: Option<i32>,
-    /// `single-node` (default); `multi-node` is not supported yet.
+    /// `single-node` (default: every container on one agent) or `multi-node` (spread over the
+    /// resource group's routed agents: remote hosts with a session subnet).
     pub cluster_mode: Option<String>,
 }
 
