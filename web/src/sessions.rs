@@ -362,6 +362,7 @@ fn LaunchDialog(
     let busy = RwSignal::new(false);
     let batch = RwSignal::new(false);
     let cluster_size = RwSignal::new(1u32);
+    let multi_node = RwSignal::new(false);
     let startup = RwSignal::new(String::new());
     let templates = RwSignal::new(Vec::<Template>::new());
     // The template the dialog was filled from (launched from it, its settings overridden by
@@ -620,6 +621,9 @@ fn LaunchDialog(
         props.environ = Some(JsonString(Value::Object(env)));
         if cluster_size.get_untracked() > 1 {
             props.cluster_size = Some(cluster_size.get_untracked().into());
+            if multi_node.get_untracked() {
+                props.cluster_mode = Some("multi-node".into());
+            }
         }
         if batch.get_untracked() {
             props.type_ = Some("batch".into());
@@ -645,6 +649,7 @@ fn LaunchDialog(
                 "type": if batch.get_untracked() { "batch" } else { "interactive" },
                 "startupCommand": props.startup_command.clone(),
                 "clusterSize": props.cluster_size,
+                "clusterMode": props.cluster_mode.clone(),
                 "config": config,
             });
             ops::create_session_from_template::Variables {
@@ -834,6 +839,14 @@ fn LaunchDialog(
                 <label for="launch-cluster-size">{t("Containers per session (cluster: main1, sub1, …)")}</label>
                 <input id="launch-cluster-size" type="number" min="1" max="16" prop:value=move || cluster_size.get()
                     on:input=move |ev| cluster_size.set(event_target_value(&ev).parse().unwrap_or(1).max(1)) />
+                <Show when=move || { cluster_size.get() > 1 }>
+                    <label for="launch-cluster-mode">{t("Cluster mode")}</label>
+                    <select id="launch-cluster-mode"
+                        on:change=move |ev| multi_node.set(event_target_value(&ev) == "multi-node")>
+                        <option value="single-node" selected=move || !multi_node.get()>{t("Single node (every container on one agent)")}</option>
+                        <option value="multi-node" selected=move || multi_node.get()>{t("Multi node (containers spread over other hosts)")}</option>
+                    </select>
+                </Show>
                 <label for="launch-count">{t("Sessions")}</label>
                 <input id="launch-count" type="number" min="1" max="10" prop:value=move || count.get()
                     on:input=move |ev| count.set(event_target_value(&ev).parse().unwrap_or(1)) />

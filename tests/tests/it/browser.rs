@@ -1321,6 +1321,8 @@ async fn console_launcher_templates_and_batch() {
         click(c, "#launch-next").await?;
         click(c, "#launch-next").await?;
         type_into(c, "#launch-cluster-size", "2").await?;
+        // A cluster may spread over other hosts (multi node); the policy refuses it first.
+        click(c, "#launch-cluster-mode option[value='multi-node']").await?;
         click(c, "#launch-next").await?;
         wait_text(c, "#launch-summary-containers", "2", 5).await?;
         click(c, "#launch-confirm").await?;

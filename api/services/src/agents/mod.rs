@@ -133,6 +133,31 @@ pub async fn add_to(
 /// Connects every configured engine and registers it as an ALIVE agent. An engine that cannot
 /// be reached is logged and skipped (its agent row, if any, stays LOST); one whose settings
 /// are unsafe (plain TCP not named insecure) was refused when the configuration was loaded.
+/// Whether an agent's session network is routed between the hosts (it may hold a container of a
+/// multi-node cluster): its engine has a session subnet; an agent another process drives is
+/// told by its address (a remote engine's subnet is required).
+pub async fn routed(state: &AppState, agent: &agents::Model) -> bool {
+    match state.agents.get(&agent.id).await {
+        Some(engine) => engine.info().session_subnet.is_some(),
+        None => agent.addr.starts_with("tcp://"),
+    }
+}
+
+/// Whether a resource group has a routed agent that is not gone for good.
+pub async fn group_has_routed(state: &AppState, scaling_group: &str) -> ApiResult<bool> {
+    let rows = agents::Entity::find()
+        .filter(agents::Column::ScalingGroup.eq(scaling_group))
+        .filter(agents::Column::Status.ne(AgentStatus::Terminated))
+        .all(&state.read)
+        .await?;
+    for a in &rows {
+        if routed(state, a).await {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 pub async fn start_all(state: &AppState) -> ApiResult<()> {
     let settings = docker_settings(&state.config);
     let engines = state

@@ -316,9 +316,7 @@ async fn load_snapshot(
             );
         }
     }
-    // A multi-node cluster's containers are placed one by one, on routed agents: those whose
-    // engine has a session subnet (a remote engine's is required; an agent another process
-    // drives is told by its address).
+    // A multi-node cluster's containers are placed one by one, on routed agents.
     let mut spread: HashMap<Uuid, Vec<Dense>> = HashMap::new();
     let multi: Vec<Uuid> = pending
         .iter()
@@ -340,11 +338,7 @@ async fn load_snapshot(
     }
     let mut routed = std::collections::HashSet::new();
     for a in &alive {
-        let yes = match state.agents.get(&a.id).await {
-            Some(engine) => engine.info().session_subnet.is_some(),
-            None => a.addr.starts_with("tcp://"),
-        };
-        if yes {
+        if crate::agents::routed(state, a).await {
             routed.insert(a.id.clone());
         }
     }

@@ -479,6 +479,14 @@ async fn authorise(
         crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?,
     );
     within_policy(state, &valid.access_key, &sized.requested, req).await?;
+    if req.cluster_mode == ClusterMode::MultiNode
+        && req.cluster_size > 1
+        && !crate::agents::group_has_routed(state, &scaling_group).await?
+    {
+        return Err(ApiError::bad_request(format!(
+            "Multi-node cluster sessions run on agents of other hosts with a session subnet (remote engines); resource group '{scaling_group}' has none: use cluster_mode single-node"
+        )));
+    }
     let dependencies = resolve_dependencies(db, &valid.access_key, &req.dependencies).await?;
     Ok(Placement {
         group,

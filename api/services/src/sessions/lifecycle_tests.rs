@@ -852,7 +852,7 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
 }
 
 #[tokio::test]
-async fn a_multi_node_cluster_never_lands_on_an_unrouted_agent() {
+async fn a_multi_node_cluster_where_no_agent_is_routed_is_refused_with_the_reason() {
     let w = world().await;
     let policy = entity::keypair_resource_policies::Entity::find()
         .one(&w.state.db)
@@ -867,14 +867,21 @@ async fn a_multi_node_cluster_never_lands_on_an_unrouted_agent() {
     let mut req = request(SessionType::Interactive, None);
     req.cluster_size = 2;
     req.cluster_mode = entity::enums::ClusterMode::MultiNode;
-    let created = crate::sessions::create(&w.state, &w.admin, req)
+    // The manager's own engine has no session subnet: never a multi-node cluster's.
+    let refused = crate::sessions::create(&w.state, &w.admin, req)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, crate::error::ErrorCode::BadRequest);
+    assert!(refused.message.contains("has none"), "{}", refused.message);
+    assert!(w.engine.containers().is_empty());
+    // Size 1 is no cluster at all: it runs as any session.
+    let mut req = request(SessionType::Interactive, None);
+    req.cluster_mode = entity::enums::ClusterMode::MultiNode;
+    let one = crate::sessions::create(&w.state, &w.admin, req)
         .await
         .unwrap();
-    crate::scheduler::schedule_once(&w.state).await.unwrap();
-    let s = session(&w, created[0].id).await;
-    assert_eq!(s.status, SessionStatus::Pending, "{s:?}");
-    assert!(w.engine.containers().is_empty());
-    crate::sessions::terminate(&w.state, s.id, "user-requested")
+    until(&w, one[0].id, SessionStatus::Running).await;
+    crate::sessions::terminate(&w.state, one[0].id, "user-requested")
         .await
         .unwrap();
 }
