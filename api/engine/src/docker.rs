@@ -366,10 +366,18 @@ impl DockerEngine {
         })
     }
 
-    /// Runs a rules script on the engine's host; its output, or a failure with it.
-    async fn rules_script(&self, body: &str, context: &'static str) -> EngineResult<String> {
+    /// Runs a rules script on the engine's host (given 30 s, and 50 ms more per rule it
+    /// changes); its output, or a failure with it.
+    async fn rules_script(
+        &self,
+        body: &str,
+        context: &'static str,
+        rules: usize,
+    ) -> EngineResult<String> {
         let remote = self.info.endpoint.starts_with("tcp://");
-        match crate::network::run_rules_script(&self.docker, remote, body).await {
+        let limit = std::time::Duration::from_secs(30)
+            + std::time::Duration::from_millis(50 * u64::try_from(rules).unwrap_or(u64::MAX / 100));
+        match crate::network::run_rules_script(&self.docker, remote, body, limit).await {
             Ok((0, out)) => Ok(out),
             Ok((code, out)) => Err(EngineError::failed(
                 context,
@@ -377,6 +385,29 @@ impl DockerEngine {
             )),
             Err(e) => Err(EngineError::failed(context, format!("{e:#}"))),
         }
+    }
+
+    /// Every peer rule on the host: this installation's sessions with rules there (added to
+    /// what this process knows), and every address a rule of any installation names.
+    async fn list_peers(
+        &self,
+    ) -> EngineResult<(
+        std::collections::HashSet<Uuid>,
+        std::collections::HashSet<String>,
+    )> {
+        let out = self
+            .rules_script(
+                &crate::network::list_peers_script(),
+                "listing the cluster peer rules",
+                0,
+            )
+            .await?;
+        let prefix = crate::network::peer_tag_prefix(&self.instance);
+        let (found, addresses) = crate::network::parse_peer_rules(&out, &prefix);
+        let mut slot = self.peer_sessions.lock();
+        let all = slot.get_or_insert_with(Default::default);
+        all.extend(found);
+        Ok((all.clone(), addresses))
     }
 
     /// The sessions whose private networks this installation has on the engine.
@@ -1035,12 +1066,8 @@ impl crate::Engine for DockerEngine {
     }
 
     async fn remove_cluster(&self, session_id: Uuid) -> EngineResult<()> {
-        let name = crate::network::cluster_network_name(session_id);
-        match self.docker.remove_network(&name).await {
-            Ok(()) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(engine_err("removing a cluster network", e)),
-        }
+        // The rules first: an address they name must not be let through once its container
+        // is gone.
         let may_have_peers = self
             .peer_sessions
             .lock()
@@ -1051,13 +1078,20 @@ impl crate::Engine for DockerEngine {
             self.rules_script(
                 &crate::network::remove_peers_script(&tag),
                 "removing a cluster's peer rules",
+                // A bound for the largest cluster's (one process per rule).
+                2000,
             )
             .await?;
             if let Some(s) = self.peer_sessions.lock().as_mut() {
                 s.remove(&session_id);
             }
         }
-        Ok(())
+        let name = crate::network::cluster_network_name(session_id);
+        match self.docker.remove_network(&name).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(engine_err("removing a cluster network", e)),
+        }
     }
 
     async fn cluster_sessions(&self) -> EngineResult<Vec<Uuid>> {
@@ -1065,24 +1099,7 @@ impl crate::Engine for DockerEngine {
         let known = self.peer_sessions.lock().clone();
         let peers = match known {
             Some(known) => known,
-            None if self.network.is_some() => {
-                let prefix = crate::network::peer_tag_prefix(&self.instance);
-                let out = self
-                    .rules_script(
-                        &crate::network::list_peers_script(&prefix),
-                        "listing the cluster peer rules",
-                    )
-                    .await?;
-                let found: std::collections::HashSet<Uuid> = out
-                    .split_whitespace()
-                    .filter_map(|w| w.strip_prefix(prefix.as_str()))
-                    .filter_map(|id| Uuid::parse_str(id).ok())
-                    .collect();
-                let mut slot = self.peer_sessions.lock();
-                let all = slot.get_or_insert_with(Default::default);
-                all.extend(found);
-                all.clone()
-            }
+            None if self.network.is_some() => self.list_peers().await?.0,
             None => Default::default(),
         };
         sessions.extend(peers);
@@ -1103,13 +1120,16 @@ impl crate::Engine for DockerEngine {
             .inspect_network(network, None)
             .await
             .map_err(|e| engine_err("reading the session network", e))?;
-        let used: Vec<String> = inspect
+        let mut used: Vec<String> = inspect
             .containers
             .unwrap_or_default()
             .into_values()
             .filter_map(|c| c.ipv4_address)
             .map(|a| a.split('/').next().unwrap_or_default().to_string())
             .collect();
+        // Nor an address a peer rule still names (a member that exited, a session whose rules
+        // are not removed yet, another installation's): its new holder would be let through.
+        used.extend(self.list_peers().await?.1);
         crate::network::free_from_top(subnet, &used, count).ok_or_else(|| {
             EngineError::Refused(format!(
                 "the session network of agent {} has fewer than {count} free addresses",
@@ -1129,7 +1149,11 @@ impl crate::Engine for DockerEngine {
                 "multi-node cluster sessions need network isolation".into(),
             ));
         }
-        // Known before the first rule goes in: a half-made set is still removed.
+        // What the host holds from before is known first (else it would never be swept), and
+        // this session before its first rule goes in (a half-made set is still removed).
+        if self.peer_sessions.lock().is_none() {
+            self.list_peers().await?;
+        }
         self.peer_sessions
             .lock()
             .get_or_insert_with(Default::default)
@@ -1139,6 +1163,7 @@ impl crate::Engine for DockerEngine {
         self.rules_script(
             &crate::network::peer_rules_script(&rules),
             "letting a cluster's containers reach each other",
+            rules.len(),
         )
         .await
         .map(drop)

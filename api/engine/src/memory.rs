@@ -395,10 +395,17 @@ impl crate::Engine for MemoryEngine {
             )));
         };
         self.with(|i| {
+            // Held by a container, or named by a peer rule still there.
             let used: Vec<String> = i
                 .containers
                 .values()
                 .filter_map(|c| c.spec.cluster.as_ref().map(|p| p.address.clone()))
+                .chain(
+                    i.peers
+                        .values()
+                        .flatten()
+                        .flat_map(|(a, b)| [a.clone(), b.clone()]),
+                )
                 .collect();
             crate::network::free_from_top(subnet, &used, count)
                 .ok_or_else(|| EngineError::Refused("no free session addresses".into()))

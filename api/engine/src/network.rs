@@ -514,6 +514,7 @@ pub async fn run_rules_script(
     docker: &Docker,
     remote: bool,
     body: &str,
+    limit: std::time::Duration,
 ) -> anyhow::Result<(i64, String)> {
     let script = format!("{}{body}", rules_preamble(remote));
     if !remote {
@@ -528,14 +529,7 @@ pub async fn run_rules_script(
         return Ok((i64::from(out.status.code().unwrap_or(-1)), text));
     }
     let cmd = vec!["/bin/busybox".into(), "sh".into(), "-c".into(), script];
-    run_probe(
-        docker,
-        rules_probe_host(),
-        cmd,
-        std::time::Duration::from_secs(30),
-        async |_| Ok(()),
-    )
-    .await
+    run_probe(docker, rules_probe_host(), cmd, limit, async |_| Ok(())).await
 }
 
 /// `count` addresses of the IPv4 `subnet` that are not in `used`, from the top down (never
@@ -616,14 +610,15 @@ pub fn peer_rules(
     out
 }
 
-/// The script that inserts [`peer_rules`] (each once) and fails when one cannot be.
+/// The script that inserts [`peer_rules`] and fails when one cannot be (a session's tag is
+/// new to the host, so nothing is checked first: one `iptables` per rule).
 pub fn peer_rules_script(rules: &[(&'static str, &'static str, Vec<String>)]) -> String {
     let mut script = String::from("fail=0\n");
     for (table, chain, rule) in rules {
         let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
         let words = words.join(" ");
         script.push_str(&format!(
-            "ipt -t {table} -C {chain} {words} 2>/dev/null || ipt -t {table} -I {chain} 1 {words} || {{ echo 'cannot insert: {table} {chain} {plain}'; fail=1; }}\n",
+            "ipt -t {table} -I {chain} 1 {words} || {{ echo 'cannot insert: {table} {chain} {plain}'; fail=1; }}\n",
             plain = rule.join(" ").replace('\'', "")
         ));
     }
@@ -650,15 +645,47 @@ pub fn remove_peers_script(tag: &str) -> String {
     )
 }
 
-/// The script that lists the sessions with peer rules of the installation (`prefix`).
-pub fn list_peers_script(prefix: &str) -> String {
-    let prefix: String = prefix
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
-    format!(
-        "for t in filter nat; do ipt -t $t -S | $B grep -o -e '{prefix}[0-9a-f]*' || true; done\nexit 0\n"
-    )
+/// The script that prints every peer rule on the host (of any installation: an address one of
+/// them names is not free), as `iptables -S` writes it.
+pub fn list_peers_script() -> String {
+    "for t in filter nat; do ipt -t $t -S | $B grep -e '--comment bai-peers-' || true; done\nexit 0\n"
+        .to_string()
+}
+
+/// What [`list_peers_script`] printed: the sessions of the installation (`prefix`) with rules
+/// here, and every address any peer rule names.
+pub fn parse_peer_rules(
+    out: &str,
+    prefix: &str,
+) -> (
+    std::collections::HashSet<uuid::Uuid>,
+    std::collections::HashSet<String>,
+) {
+    let (mut sessions, mut addresses) = (
+        std::collections::HashSet::new(),
+        std::collections::HashSet::new(),
+    );
+    for line in out.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for pair in words.windows(2) {
+            match pair[0] {
+                "-s" | "-d" => {
+                    addresses.insert(pair[1].trim_end_matches("/32").to_string());
+                }
+                "--comment" => {
+                    if let Some(id) = pair[1]
+                        .trim_matches('"')
+                        .strip_prefix(prefix)
+                        .and_then(|id| uuid::Uuid::parse_str(id).ok())
+                    {
+                        sessions.insert(id);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    (sessions, addresses)
 }
 
 /// What a session on this host sees: the manager reaches it on the session network, and it
@@ -792,6 +819,23 @@ mod tests {
         );
         let script = peer_rules_script(&rules);
         assert!(script.contains("-I DOCKER-USER 1"), "{script}");
+        // What the host lists: this installation's sessions, and every address named.
+        let listed = format!(
+            "-A DOCKER-USER -s 10.233.1.254/32 -d 10.233.2.254/32 -i bai-sessions -m comment --comment {tag} -j ACCEPT\n\
+             -A POSTROUTING -s 10.233.1.200/32 -d 10.233.2.7/32 -m comment --comment bai-peers-other-{} -j RETURN\n",
+            uuid::Uuid::nil().simple()
+        );
+        let (sessions, addresses) = parse_peer_rules(&listed, &peer_tag_prefix("0123abcd"));
+        assert_eq!(
+            sessions.into_iter().collect::<Vec<_>>(),
+            [uuid::Uuid::nil()]
+        );
+        let mut addresses: Vec<String> = addresses.into_iter().collect();
+        addresses.sort();
+        assert_eq!(
+            addresses,
+            ["10.233.1.200", "10.233.1.254", "10.233.2.254", "10.233.2.7"]
+        );
         // A tag cannot smuggle shell or sed text into the removal script.
         let removal = remove_peers_script("bai-peers-x'; reboot; '");
         assert!(!removal.contains("reboot;"), "{removal}");

@@ -840,6 +840,14 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
             .is_some_and(|d| d.to_string().contains("multi_node")),
         "{waiting:?}"
     );
+    // An address a peer rule names is never handed out again, even once its container is
+    // gone (its next holder would be let through to the other member).
+    use bai_engine::Engine;
+    let c2_id = h2.containers().keys().next().unwrap().clone();
+    h2.remove(&c2_id, c2.spec.kernel_id).await.unwrap();
+    assert!(h2.containers().is_empty());
+    let next = h2.session_addresses(3).await.unwrap();
+    assert!(!next.contains(&p2.address), "{next:?}");
     // The end removes both containers and both hosts' rules.
     crate::sessions::terminate(&w.state, id, "user-requested")
         .await
