@@ -249,7 +249,8 @@ settings! {
     /// How long failures are remembered and a block lasts, in seconds (Backend.AI's
     /// `login_block_time`).
     login_block_secs: u64 = 1200, env = "BAI_LOGIN_BLOCK_SECS";
-    /// GraphQL WebSockets open at once per user (per address for anonymous ones).
+    /// Live connections open at once per user: GraphQL WebSockets (per address for anonymous
+    /// ones) and Backend.AI's event streams together.
     ws_max_connections_per_user: usize = 16, env = "BAI_WS_MAX_CONNECTIONS_PER_USER";
     /// Operations (subscriptions included) running at once on one GraphQL WebSocket.
     ws_max_operations_per_connection: usize = 32, env = "BAI_WS_MAX_OPERATIONS_PER_CONNECTION";

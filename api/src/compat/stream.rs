@@ -205,6 +205,10 @@ pub async fn session_events(
             Err(e) => return e.into_response(),
         },
     };
+    let slot = match live_slot(&state, &caller) {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
     let for_events = state.clone();
     let follow = std::sync::Arc::new(follow);
     let topic = crate::sessions::session_topic(&caller);
@@ -261,7 +265,11 @@ pub async fn session_events(
     });
     let stream = stream
         .take_until(stopping.cancelled_owned())
-        .chain(farewell);
+        .chain(farewell)
+        .map(move |e| {
+            let _held = &slot;
+            e
+        });
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
@@ -272,6 +280,18 @@ pub struct TaskQuery {
     task_id: Option<String>,
     #[serde(rename = "taskId")]
     task_id_camel: Option<String>,
+}
+
+/// A live stream's place among the caller's live connections (the same cap as GraphQL's
+/// WebSockets, `ws_max_connections_per_user`), held until the stream ends.
+fn live_slot(
+    state: &AppState,
+    caller: &crate::auth::Caller,
+) -> crate::error::ApiResult<crate::auth::ws::ConnectionSlot> {
+    state.ws_connections.admit(
+        crate::auth::ws::Owner::User(caller.uuid),
+        state.config.ws_max_connections_per_user,
+    )
 }
 
 /// A task's state as Backend.AI's `bgtask_*` event payload.
@@ -317,10 +337,18 @@ pub async fn task_events(
     let close = futures_util::stream::once(async {
         Ok::<_, Infallible>(SseEvent::default().event("server_close").data("{}"))
     });
+    let slot = match live_slot(&state, &caller) {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
     let stream = states
         .map(|t| Ok::<_, Infallible>(task_payload(&t)))
         .take_until(state.shutdown.clone().cancelled_owned())
-        .chain(close);
+        .chain(close)
+        .map(move |e| {
+            let _held = &slot;
+            e
+        });
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()

@@ -400,13 +400,8 @@ pub async fn graphql_ws(
                     let max_conns = app.config.ws_max_connections_per_user;
                     let slot = app
                         .ws_connections
-                        .acquire(owner, max_conns)
-                        .ok_or_else(|| {
-                            async_graphql::Error::from(GqlError::from(ApiError::new(
-                                crate::error::ErrorCode::RateLimited,
-                                format!("At most {max_conns} live connections per user."),
-                            )))
-                        })?;
+                        .admit(owner, max_conns)
+                        .map_err(|e| async_graphql::Error::from(GqlError::from(e)))?;
                     let mut data = Data::default();
                     data.insert(principal);
                     data.insert(addr);

@@ -1208,3 +1208,64 @@ both_dbs!(
         );
     }
 );
+
+// Backend.AI's event streams are live connections like GraphQL's WebSockets: a user holding
+// `ws_max_connections_per_user` of them gets RATE_LIMITED (problem+json) for one more, while
+// another user is untouched; a closed stream frees its place.
+both_dbs!(
+    event_streams_count_against_the_live_connection_cap,
+    |db| async move {
+        let app = spawn_with(db, |c| c.ws_max_connections_per_user = 2).await;
+        let user = app.user("streams@x.org", "user", "default").await;
+        let other = app.user("next-door@x.org", "user", "default").await;
+        let open = |token: String| {
+            let app = &app;
+            async move {
+                app.http
+                    .get(app.url("/events/session?name=*"))
+                    .header("x-backendai-version", "v8.20240915")
+                    .bearer_auth(token)
+                    .send()
+                    .await
+                    .unwrap()
+            }
+        };
+        let first = open(user.clone()).await;
+        assert_eq!(first.status(), 200);
+        let second = open(user.clone()).await;
+        assert_eq!(second.status(), 200);
+        let third = open(user.clone()).await;
+        assert_eq!(third.status(), 429);
+        assert!(
+            third.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/problem+json")
+        );
+        let body = third.text().await.unwrap();
+        assert!(body.contains("At most 2 live connections"), "{body}");
+        // A task that is not the caller's is NOT_FOUND before any count.
+        let task = app
+            .http
+            .get(app.url(&format!(
+                "/events/background-task?task_id={}",
+                uuid::Uuid::new_v4()
+            )))
+            .header("x-backendai-version", "v8.20240915")
+            .bearer_auth(&user)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(task.status(), 404, "an unknown task is not found first");
+        // Another user has places of their own.
+        assert_eq!(open(other.clone()).await.status(), 200);
+        // A stream that ends frees its place.
+        drop(first);
+        eventually("a closed stream's place freed", WAIT, || async {
+            let again = open(user.clone()).await;
+            (again.status() == 200).then_some(())
+        })
+        .await;
+        still_serving(&app).await;
+    }
+);

@@ -1,10 +1,13 @@
-//! Open GraphQL WebSockets per owner (a user, or an address when anonymous), capped. The
-//! guard that proves a connection's rights again before each operation is the GraphQL
-//! surface's (`api/src/graphql/ws_guard.rs`).
+//! Live connections per owner (a user, or an address when anonymous), capped: GraphQL
+//! WebSockets and Backend.AI's event streams (Server-Sent Events) alike. Process memory: each
+//! `bai serve` counts the connections it holds itself. The guard that proves a WebSocket's
+//! rights again before each operation is the GraphQL surface's (`api/src/graphql/ws_guard.rs`).
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+use crate::error::{ApiError, ApiResult};
 
 /// Who a connection counts against: a user, or an address for anonymous connections.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -38,6 +41,16 @@ impl Drop for ConnectionSlot {
 }
 
 impl Connections {
+    /// As [`Connections::acquire`], with the refusal the caller is shown at the cap.
+    pub fn admit(self: &Arc<Self>, owner: Owner, max: usize) -> ApiResult<ConnectionSlot> {
+        self.acquire(owner, max).ok_or_else(|| {
+            ApiError::new(
+                crate::error::ErrorCode::RateLimited,
+                format!("At most {max} live connections per user."),
+            )
+        })
+    }
+
     /// A slot for one more connection of `owner`, or None at `max`.
     pub fn acquire(self: &Arc<Self>, owner: Owner, max: usize) -> Option<ConnectionSlot> {
         let mut open = self.open.lock();
