@@ -33,7 +33,7 @@ fn installed_cli(var: &str, venv: &str) -> PathBuf {
     p
 }
 
-struct Cli {
+pub(crate) struct Cli {
     bin: PathBuf,
     endpoint: String,
     access_key: String,
@@ -43,10 +43,10 @@ struct Cli {
     ca: Option<PathBuf>,
 }
 
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl std::fmt::Display for Out {
@@ -61,14 +61,14 @@ impl std::fmt::Display for Out {
 
 impl Cli {
     /// As [`Cli::for_user`], with the newest client (26.9).
-    async fn for_user26(app: &TestApp, token: &str) -> Cli {
+    pub(crate) async fn for_user26(app: &TestApp, token: &str) -> Cli {
         Cli {
             bin: cli26_path(),
             ..Cli::for_user(app, token).await
         }
     }
 
-    async fn for_user(app: &TestApp, token: &str) -> Cli {
+    pub(crate) async fn for_user(app: &TestApp, token: &str) -> Cli {
         let kp = app
             .op_ok::<gql::MyKeypair>(Some(token), Default::default())
             .await;
@@ -120,7 +120,7 @@ impl Cli {
 
     /// Runs a script on the client's SDK (`source`, saved as `name`) with `args`; it must
     /// succeed and print one JSON document, which is returned.
-    async fn sdk_script(&self, name: &str, source: &str, args: &[&str]) -> Value {
+    pub(crate) async fn sdk_script(&self, name: &str, source: &str, args: &[&str]) -> Value {
         let script = self.dir.join(name);
         std::fs::write(&script, source).unwrap();
         let mut all = vec![script.to_str().unwrap()];
@@ -138,7 +138,7 @@ impl Cli {
         serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{name}: {e}: {stdout}"))
     }
 
-    async fn run(&self, args: &[&str]) -> Out {
+    pub(crate) async fn run(&self, args: &[&str]) -> Out {
         let out = tokio::time::timeout(Duration::from_secs(180), self.command(args).output())
             .await
             .unwrap_or_else(|_| panic!("backend.ai {args:?} timed out"))
@@ -1278,17 +1278,7 @@ both_dbs!(cluster_sessions_through_the_sdk, |db| async move {
     )
     .await;
     // Three containers on a two-core test machine: half a core each.
-    app.admin_op::<gql::ModifyImage>(gql::modify_image::Variables {
-        target: PYTHON.into(),
-        props: gql::modify_image::ModifyImageInput {
-            resource_limits: Some(vec![gql::modify_image::ResourceLimitInput {
-                key: "cpu".into(),
-                min: Some("0.5".into()),
-                max: None,
-            }]),
-        },
-    })
-    .await;
+    app.image_min_cpu(PYTHON, "0.5").await;
     let cli = Cli::for_user26(&app, &user).await;
     let got = cli.sdk_script("cluster.py", CLUSTER, &[PYTHON]).await;
     assert_eq!(got["status"], "RUNNING", "{got}");

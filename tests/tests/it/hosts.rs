@@ -375,22 +375,7 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
     };
     let (a1, a2) = (agent_of(1), agent_of(2));
     for group in ["h1", "h2"] {
-        app.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
-            name: group.into(),
-            props: gql::create_scaling_group::ScalingGroupInput {
-                driver: "static".into(),
-                scheduler: "fifo".into(),
-                ..Default::default()
-            },
-        })
-        .await;
-        app.admin_op::<gql::admin::AssociateScalingGroupWithDomain>(
-            gql::admin::associate_scaling_group_with_domain::Variables {
-                scaling_group: group.into(),
-                domain: "default".into(),
-            },
-        )
-        .await;
+        app.resource_group(group).await;
     }
     let user = app.user("far@x.org", "user", "default").await;
     let perms = json!([
@@ -787,34 +772,9 @@ both_dbs!(a_multi_node_cluster_spans_two_hosts, |db| async move {
         c.engines = vec![h1, h2];
     })
     .await;
-    app.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
-        name: "pair".into(),
-        props: gql::create_scaling_group::ScalingGroupInput {
-            driver: "static".into(),
-            scheduler: "fifo".into(),
-            ..Default::default()
-        },
-    })
-    .await;
-    app.admin_op::<gql::admin::AssociateScalingGroupWithDomain>(
-        gql::admin::associate_scaling_group_with_domain::Variables {
-            scaling_group: "pair".into(),
-            domain: "default".into(),
-        },
-    )
-    .await;
+    app.resource_group("pair").await;
     // Half a core each: three containers on two small hosts.
-    app.admin_op::<gql::ModifyImage>(gql::modify_image::Variables {
-        target: PYTHON.into(),
-        props: gql::modify_image::ModifyImageInput {
-            resource_limits: Some(vec![gql::modify_image::ResourceLimitInput {
-                key: "cpu".into(),
-                min: Some("0.5".into()),
-                max: None,
-            }]),
-        },
-    })
-    .await;
+    app.image_min_cpu(PYTHON, "0.5").await;
     let user = app.user("spread@x.org", "user", "default").await;
     app.use_policy(
         &user,
@@ -826,16 +786,13 @@ both_dbs!(a_multi_node_cluster_spans_two_hosts, |db| async move {
     )
     .await;
     let half = json!({"cpu": "0.5", "mem": "320m"}).to_string();
-    let id = session_ids(
-        &create_session(
-            &app,
-            &user,
-            json!({"image": PYTHON, "scaling_group": "pair", "cluster_mode": "multi-node",
-                   "cluster_size": 2, "resources": half}),
-        )
-        .await,
-    )[0]
-    .clone();
+    // Created as a Backend.AI script does: the official 26.9 SDK.
+    let cli26 = crate::cli::Cli::for_user26(&app, &user).await;
+    let made = cli26
+        .sdk_script("spread.py", MULTI_NODE_SDK, &[PYTHON])
+        .await;
+    assert_eq!(made["status"], "RUNNING", "{made}");
+    let id = made["id"].as_str().unwrap().to_string();
     let s = wait_status(&app, &user, &id, &["RUNNING", "ERROR"]).await;
     assert_eq!(s["status"], "RUNNING", "{s}");
     // One container on each host, each at an address of its host's session subnet.
@@ -937,4 +894,43 @@ both_dbs!(a_multi_node_cluster_spans_two_hosts, |db| async move {
         );
         assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty());
     }
+    // The 23.9.10 CLI's `run` of a multi-node cluster: its code runs in main1, which names
+    // sub1 on the other host's subnet; `--rm` ends it.
+    let cli = crate::cli::Cli::for_user(&app, &user).await;
+    let ran = cli
+        .run(&[
+            "run",
+            "--rm",
+            "--cluster-mode",
+            "multi-node",
+            "--cluster-size",
+            "2",
+            "--scaling-group",
+            "pair",
+            "-r",
+            "cpu=0.5",
+            "-r",
+            "mem=320m",
+            "-c",
+            "import socket; print('sub1-at', socket.gethostbyname('sub1'))",
+            PYTHON,
+        ])
+        .await;
+    assert!(ran.ok && ran.stdout.contains("sub1-at 10.233."), "{ran}");
 });
+
+/// The 26.9 SDK's call for a multi-node cluster in the resource group `pair`.
+const MULTI_NODE_SDK: &str = r#"
+import asyncio, json, sys
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    async with AsyncSession() as api:
+        s = await api.ComputeSession.get_or_create(
+            sys.argv[1], name="spread", cluster_size=2, cluster_mode="multi-node",
+            scaling_group="pair", resources={"cpu": "0.5", "mem": "320m"},
+            enqueue_only=False, max_wait=300)
+        print(json.dumps({"id": str(s.id), "status": s.status}))
+
+asyncio.run(main())
+"#;

@@ -434,6 +434,41 @@ impl TestApp {
     }
 
     /// Creates the resource policy `name` and gives it to the main keypair behind `token`.
+    /// A resource group (static, FIFO) open to the default domain.
+    pub async fn resource_group(&self, name: &str) {
+        self.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
+            name: name.into(),
+            props: gql::create_scaling_group::ScalingGroupInput {
+                driver: "static".into(),
+                scheduler: "fifo".into(),
+                ..Default::default()
+            },
+        })
+        .await;
+        self.admin_op::<gql::admin::AssociateScalingGroupWithDomain>(
+            gql::admin::associate_scaling_group_with_domain::Variables {
+                scaling_group: name.into(),
+                domain: "default".into(),
+            },
+        )
+        .await;
+    }
+
+    /// The image's least CPU (`"0.5"`: several containers on a small test machine).
+    pub async fn image_min_cpu(&self, image: &str, min: &str) {
+        self.admin_op::<gql::ModifyImage>(gql::modify_image::Variables {
+            target: image.into(),
+            props: gql::modify_image::ModifyImageInput {
+                resource_limits: Some(vec![gql::modify_image::ResourceLimitInput {
+                    key: "cpu".into(),
+                    min: Some(min.into()),
+                    max: None,
+                }]),
+            },
+        })
+        .await;
+    }
+
     pub async fn use_policy(
         &self,
         token: &str,
