@@ -177,8 +177,10 @@ pub struct DockerEngine {
     pub instance: String,
     /// The isolated session network (None when isolation is switched off).
     pub network: Option<String>,
-    /// Sessions whose peer rules this process put on the host, or may find there (None until
-    /// the host was first asked: rules from before a restart are found then).
+    /// A bounded cache of this process's (one entry per multi-node session with rules on the
+    /// host; None until the host was first listed, which finds rules from before a restart):
+    /// the sessions whose peer rules the sweep looks at. Never trusted for removal or for
+    /// free addresses, which ask the host: another `bai serve` may have put rules there.
     peer_sessions: parking_lot::Mutex<Option<std::collections::HashSet<Uuid>>>,
     /// Docker log rotation: size of one json-file log (two are kept).
     pub log_max_size: String,
@@ -1065,15 +1067,11 @@ impl crate::Engine for DockerEngine {
         })
     }
 
-    async fn remove_cluster(&self, session_id: Uuid) -> EngineResult<()> {
+    async fn remove_cluster(&self, session_id: Uuid, peers: bool) -> EngineResult<()> {
         // The rules first: an address they name must not be let through once its container
-        // is gone.
-        let may_have_peers = self
-            .peer_sessions
-            .lock()
-            .as_ref()
-            .is_none_or(|s| s.contains(&session_id));
-        if may_have_peers {
+        // is gone. The host is asked whatever this process knows: another `bai serve` may
+        // have put them there.
+        if peers && self.network.is_some() {
             let tag = crate::network::peer_tag(&self.instance, session_id);
             self.rules_script(
                 &crate::network::remove_peers_script(&tag),
@@ -1110,10 +1108,7 @@ impl crate::Engine for DockerEngine {
 
     async fn session_addresses(&self, count: usize) -> EngineResult<Vec<String>> {
         let (Some(network), Some(subnet)) = (&self.network, &self.info.session_subnet) else {
-            return Err(EngineError::Refused(format!(
-                "agent {} has no session subnet of its own (session_subnet): it cannot take part in a multi-node cluster session",
-                self.info.id
-            )));
+            return Err(EngineError::no_session_subnet(&self.info.id));
         };
         let inspect = self
             .docker

@@ -70,6 +70,13 @@ impl EngineError {
         }
     }
 
+    /// An agent without a session subnet of its own was asked for a multi-node cluster's place.
+    pub fn no_session_subnet(agent: &str) -> Self {
+        EngineError::Refused(format!(
+            "agent {agent} has no session subnet of its own (session_subnet): it cannot take part in a multi-node cluster session"
+        ))
+    }
+
     pub fn is_not_found(&self) -> bool {
         matches!(self, EngineError::NotFound { .. })
     }
@@ -280,9 +287,10 @@ pub trait Engine: Send + Sync {
     /// The private network of one cluster session of `size` containers (made if missing):
     /// they reach each other there, and nothing else (no route out, the host refuses it).
     async fn cluster_network(&self, session_id: Uuid, size: usize) -> EngineResult<ClusterNet>;
-    /// Removes what a cluster session has on this engine: its private network and its peer
-    /// rules ([`Engine::cluster_peers`]); already gone is fine.
-    async fn remove_cluster(&self, session_id: Uuid) -> EngineResult<()>;
+    /// Removes what a cluster session has on this engine: its private network and, with
+    /// `peers` (a multi-node cluster's, or unknown), its peer rules on the host
+    /// ([`Engine::cluster_peers`]), whoever put them there; already gone is fine.
+    async fn remove_cluster(&self, session_id: Uuid, peers: bool) -> EngineResult<()>;
     /// The sessions with a private network or peer rules of this installation on the engine.
     async fn cluster_sessions(&self) -> EngineResult<Vec<Uuid>>;
     /// `count` free addresses on the session network, from the top of its configured subnet

@@ -372,10 +372,12 @@ impl crate::Engine for MemoryEngine {
         })
     }
 
-    async fn remove_cluster(&self, session_id: Uuid) -> EngineResult<()> {
+    async fn remove_cluster(&self, session_id: Uuid, peers: bool) -> EngineResult<()> {
         self.with(|i| {
             i.answers(format!("remove_cluster {session_id}"), "removing a cluster")?;
-            i.peers.remove(&session_id);
+            if peers {
+                i.peers.remove(&session_id);
+            }
             Ok(())
         })
     }
@@ -389,10 +391,7 @@ impl crate::Engine for MemoryEngine {
 
     async fn session_addresses(&self, count: usize) -> EngineResult<Vec<String>> {
         let Some(subnet) = &self.info.session_subnet else {
-            return Err(EngineError::Refused(format!(
-                "agent {} has no session subnet of its own (session_subnet): it cannot take part in a multi-node cluster session",
-                self.info.id
-            )));
+            return Err(EngineError::no_session_subnet(&self.info.id));
         };
         self.with(|i| {
             // Held by a container, or named by a peer rule still there.

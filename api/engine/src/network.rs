@@ -153,31 +153,10 @@ pub fn rules(bridge: &str, net: &HostNetwork) -> Vec<(&'static str, Vec<String>)
     out
 }
 
-async fn iptables(args: &[String]) -> anyhow::Result<bool> {
-    let out = tokio::process::Command::new("iptables")
-        .arg("-w")
-        .args(args)
-        .output()
-        .await
-        .context("running iptables (network isolation needs it, as root)")?;
-    Ok(out.status.success())
-}
-
-/// Installs each rule once on this host (checked with `-C`, inserted at the top with `-I`).
-async fn install_rules(bridge: &str, net: &HostNetwork) -> anyhow::Result<()> {
-    for (chain, rule) in rules(bridge, net) {
-        let mut check = vec!["-C".to_string(), chain.to_string()];
-        check.extend(rule.iter().cloned());
-        if iptables(&check).await? {
-            continue;
-        }
-        let mut insert = vec!["-I".to_string(), chain.to_string(), "1".to_string()];
-        insert.extend(rule.iter().cloned());
-        if !iptables(&insert).await? {
-            anyhow::bail!("iptables refused: {}", insert.join(" "));
-        }
-    }
-    Ok(())
+/// A rule's words for a script: each quoted, and the whole as plain text for a message.
+fn shell_rule(rule: &[String]) -> (String, String) {
+    let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
+    (words.join(" "), rule.join(" ").replace('\'', ""))
 }
 
 /// A shell word in single quotes.
@@ -185,28 +164,22 @@ fn quoted(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
-/// The script the rules probe runs on a remote host: the same check-then-insert as
-/// [`install_rules`], with the host's own iptables, then every rule checked again.
-pub fn remote_rules_script(bridge: &str, net: &HostNetwork) -> String {
-    // The engine's own process in this network namespace (the probe shares the host's):
-    // its mount namespace holds the host's iptables.
-    let mut script = String::from(rules_preamble(true));
+/// The script that puts the host's rules in place (after [`rules_preamble`]): each checked,
+/// inserted at the top when missing, then every rule checked again.
+pub fn host_rules_script(bridge: &str, net: &HostNetwork) -> String {
+    let mut script = String::new();
     let all = rules(bridge, net);
     for (chain, rule) in &all {
-        let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
-        let words = words.join(" ");
+        let (words, plain) = shell_rule(rule);
         script.push_str(&format!(
-            "ipt -C {chain} {words} 2>/dev/null || ipt -I {chain} 1 {words} || echo 'cannot insert: {chain} {plain}'\n",
-            plain = rule.join(" ").replace('\'', "")
+            "ipt -C {chain} {words} 2>/dev/null || ipt -I {chain} 1 {words} || echo 'cannot insert: {chain} {plain}'\n"
         ));
     }
     script.push_str("missing=0\n");
     for (chain, rule) in &all {
-        let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
+        let (words, plain) = shell_rule(rule);
         script.push_str(&format!(
-            "ipt -C {chain} {} 2>/dev/null || {{ echo 'missing: {chain} {}'; missing=1; }}\n",
-            words.join(" "),
-            rule.join(" ").replace('\'', "")
+            "ipt -C {chain} {words} 2>/dev/null || {{ echo 'missing: {chain} {plain}'; missing=1; }}\n"
         ));
     }
     script.push_str("exit $missing\n");
@@ -284,7 +257,7 @@ pub async fn ensure(
         }
     }
     match engine_addr {
-        None => install_rules(&bridge, net)
+        None => host_rules(docker, false, &bridge, net)
             .await
             .with_context(|| format!("isolating the session network {name} (bridge {bridge})"))?,
         Some(addr) => {
@@ -301,7 +274,7 @@ pub async fn ensure(
                 ..net.clone()
             };
             ensure_probe_image(docker, &net.busybox).await?;
-            remote_rules(docker, &bridge, &net).await?;
+            host_rules(docker, true, &bridge, &net).await?;
             prove(docker, &name, addr).await?;
         }
     }
@@ -450,16 +423,19 @@ async fn run_probe(
     outcome
 }
 
-/// Checks and inserts the rules on a remote host (the rules probe).
-async fn remote_rules(docker: &Docker, bridge: &str, net: &HostNetwork) -> anyhow::Result<()> {
-    let script = remote_rules_script(bridge, net);
-    let cmd = vec!["/bin/busybox".into(), "sh".into(), "-c".into(), script];
-    let (code, out) = run_probe(
+/// Checks and inserts the host's rules: with its own iptables here, through the rules probe on a
+/// remote host.
+async fn host_rules(
+    docker: &Docker,
+    remote: bool,
+    bridge: &str,
+    net: &HostNetwork,
+) -> anyhow::Result<()> {
+    let (code, out) = run_rules_script(
         docker,
-        rules_probe_host(),
-        cmd,
+        remote,
+        &host_rules_script(bridge, net),
         std::time::Duration::from_secs(30),
-        async |_| Ok(()),
     )
     .await
     .context("checking the host's firewall rules")?;
@@ -615,11 +591,9 @@ pub fn peer_rules(
 pub fn peer_rules_script(rules: &[(&'static str, &'static str, Vec<String>)]) -> String {
     let mut script = String::from("fail=0\n");
     for (table, chain, rule) in rules {
-        let words: Vec<String> = rule.iter().map(|w| quoted(w)).collect();
-        let words = words.join(" ");
+        let (words, plain) = shell_rule(rule);
         script.push_str(&format!(
-            "ipt -t {table} -I {chain} 1 {words} || {{ echo 'cannot insert: {table} {chain} {plain}'; fail=1; }}\n",
-            plain = rule.join(" ").replace('\'', "")
+            "ipt -t {table} -I {chain} 1 {words} || {{ echo 'cannot insert: {table} {chain} {plain}'; fail=1; }}\n"
         ));
     }
     script.push_str("exit $fail\n");
@@ -886,7 +860,7 @@ mod tests {
                 .any(|(_, r)| r.join(" ")
                     == format!("-o {BRIDGE} -m conntrack --ctstate NEW -j DROP"))
         );
-        let script = remote_rules_script(BRIDGE, &net);
+        let script = host_rules_script(BRIDGE, &net);
         assert!(script.contains("'!' '-s' '10.231.1.1'"), "{script}");
         assert!(script.ends_with("exit $missing\n"));
         // A word with a quote cannot leave its quotes.

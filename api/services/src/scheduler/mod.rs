@@ -336,10 +336,13 @@ async fn load_snapshot(
                 .push(Dense::from_slots(&k.requested_slots));
         }
     }
+    // Asked only when a multi-node cluster waits (a pass of ordinary sessions skips it).
     let mut routed = std::collections::HashSet::new();
-    for a in &alive {
-        if crate::agents::routed(state, a).await {
-            routed.insert(a.id.clone());
+    if !spread.is_empty() {
+        for a in &alive {
+            if crate::agents::routed(state, a).await {
+                routed.insert(a.id.clone());
+            }
         }
     }
     let strategy = match sg
@@ -515,19 +518,35 @@ async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> Ap
     };
     // Devices per container (a cluster's each ask their own), all or none.
     let wanted = kernels.len();
-    let mut taken = std::collections::BTreeMap::new();
+    // Shares in use per device, per agent: the live kernels' (read once per agent that a
+    // container asking for GPUs goes to), then what this session's containers took.
+    let mut used: HashMap<Arc<str>, std::collections::BTreeMap<String, rust_decimal::Decimal>> =
+        HashMap::new();
     let mut assigned = Vec::with_capacity(kernels.len());
     for (i, k) in kernels.into_iter().enumerate() {
         let Some(agent) = agent_of(i) else { break };
-        let mine = taken.entry(agent.clone()).or_default();
-        let Some(gpus) = assign_gpus(state, agent, &k.requested_slots, mine).await? else {
-            break;
+        let asks = ["cuda.device", "cuda.shares"]
+            .iter()
+            .any(|slot| !k.requested_slots.get(slot).is_zero());
+        let gpus = if asks {
+            if !used.contains_key(agent) {
+                used.insert(agent.clone(), gpu_use_on(state, agent).await?);
+            }
+            let Some(mine) = used.get_mut(agent) else {
+                break;
+            };
+            let Some(gpus) = assign_gpus(state, agent, &k.requested_slots, mine).await else {
+                break;
+            };
+            for (id, s) in &gpus {
+                *mine
+                    .entry(id.clone())
+                    .or_insert(rust_decimal::Decimal::ZERO) += *s;
+            }
+            gpus
+        } else {
+            Vec::new()
         };
-        for (id, s) in &gpus {
-            *mine
-                .entry(id.clone())
-                .or_insert(rust_decimal::Decimal::ZERO) += *s;
-        }
         assigned.push((k, agent.to_string(), gpus));
     }
     if assigned.len() < wanted {
@@ -572,22 +591,31 @@ async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> Ap
 }
 
 /// GPU devices on `agent_id` for one container asking `cuda.device` or `cuda.shares`, beside
-/// what the live kernels hold and `taken` (shares by device, given to this session's other
-/// containers already); empty when it asks for none, None when the devices are not free.
+/// `used` (shares by device: the live kernels' and this session's other containers'); None when
+/// the devices are not free.
 async fn assign_gpus(
     state: &AppState,
     agent_id: &str,
     requested: &ResourceSlots,
-    taken: &std::collections::BTreeMap<String, rust_decimal::Decimal>,
-) -> ApiResult<Option<Vec<(String, rust_decimal::Decimal)>>> {
-    let (whole, shares) = (requested.get("cuda.device"), requested.get("cuda.shares"));
-    if whole.is_zero() && shares.is_zero() {
-        return Ok(Some(Vec::new()));
-    }
-    let Some(agent) = state.agents.get(agent_id).await else {
-        return Ok(None);
-    };
-    let mut used = taken.clone();
+    used: &std::collections::BTreeMap<String, rust_decimal::Decimal>,
+) -> Option<Vec<(String, rust_decimal::Decimal)>> {
+    let agent = state.agents.get(agent_id).await?;
+    let per_gpu = rust_decimal::Decimal::from(state.config.cuda_shares_per_gpu.max(1));
+    bai_engine::gpu::allocate(
+        &agent.info().gpus,
+        used,
+        per_gpu,
+        requested.get("cuda.device"),
+        requested.get("cuda.shares"),
+    )
+}
+
+/// Shares in use per GPU device on `agent_id`: what its live kernels were given.
+async fn gpu_use_on(
+    state: &AppState,
+    agent_id: &str,
+) -> ApiResult<std::collections::BTreeMap<String, rust_decimal::Decimal>> {
+    let mut used = std::collections::BTreeMap::new();
     let live = kernels::Entity::find()
         .filter(kernels::Column::Agent.eq(agent_id))
         .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
@@ -613,12 +641,5 @@ async fn assign_gpus(
             }
         }
     }
-    let per_gpu = rust_decimal::Decimal::from(state.config.cuda_shares_per_gpu.max(1));
-    Ok(bai_engine::gpu::allocate(
-        &agent.info().gpus,
-        &used,
-        per_gpu,
-        whole,
-        shares,
-    ))
+    Ok(used)
 }

@@ -130,6 +130,20 @@ fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::CreateR
     }
 }
 
+/// The keypair policy allows `n` containers per session (clusters).
+async fn containers_per_session(w: &World, n: i32) {
+    let policy = entity::keypair_resource_policies::Entity::find()
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
+    m.max_containers_per_session = sea_orm::Set(n);
+    sea_orm::ActiveModelTrait::update(m, &w.state.db)
+        .await
+        .unwrap();
+}
+
 async fn session(w: &World, id: Uuid) -> sessions::Model {
     sessions::Entity::find_by_id(id)
         .one(&w.state.db)
@@ -706,16 +720,7 @@ async fn each_container_of_a_cluster_gets_gpus_of_its_own() {
         .to_vec();
     let engine = Arc::new(MemoryEngine::new("i-gpu", capacity, &[IMAGE]).with_gpus(gpus));
     crate::agents::add(&w.state, engine.clone()).await.unwrap();
-    let policy = entity::keypair_resource_policies::Entity::find()
-        .one(&w.state.db)
-        .await
-        .unwrap()
-        .unwrap();
-    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
-    m.max_containers_per_session = sea_orm::Set(4);
-    sea_orm::ActiveModelTrait::update(m, &w.state.db)
-        .await
-        .unwrap();
+    containers_per_session(&w, 4).await;
     let mut req = request(SessionType::Interactive, None);
     req.resources.insert("cuda.device".into(), "1".into());
     req.cluster_size = 2;
@@ -772,16 +777,7 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
         Arc::new(MemoryEngine::new("i-h2", capacity(), &[]).with_session_subnet("10.233.2.0/24"));
     crate::agents::add(&w.state, h1.clone()).await.unwrap();
     crate::agents::add(&w.state, h2.clone()).await.unwrap();
-    let policy = entity::keypair_resource_policies::Entity::find()
-        .one(&w.state.db)
-        .await
-        .unwrap()
-        .unwrap();
-    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
-    m.max_containers_per_session = sea_orm::Set(4);
-    sea_orm::ActiveModelTrait::update(m, &w.state.db)
-        .await
-        .unwrap();
+    containers_per_session(&w, 4).await;
     let mut req = request(SessionType::Interactive, None);
     req.cluster_size = 2;
     req.cluster_mode = entity::enums::ClusterMode::MultiNode;
@@ -862,16 +858,7 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
 #[tokio::test]
 async fn a_multi_node_cluster_where_no_agent_is_routed_is_refused_with_the_reason() {
     let w = world().await;
-    let policy = entity::keypair_resource_policies::Entity::find()
-        .one(&w.state.db)
-        .await
-        .unwrap()
-        .unwrap();
-    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
-    m.max_containers_per_session = sea_orm::Set(4);
-    sea_orm::ActiveModelTrait::update(m, &w.state.db)
-        .await
-        .unwrap();
+    containers_per_session(&w, 4).await;
     let mut req = request(SessionType::Interactive, None);
     req.cluster_size = 2;
     req.cluster_mode = entity::enums::ClusterMode::MultiNode;

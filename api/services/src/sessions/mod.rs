@@ -436,6 +436,7 @@ async fn undo_launch(
     id: Uuid,
     started: &[(Uuid, String, Arc<crate::agents::Agent>)],
     cluster_on: &[Arc<crate::agents::Agent>],
+    multi_node: bool,
 ) {
     for (kernel, container, agent) in started {
         if let Err(e) = agent.remove(container, *kernel).await {
@@ -443,7 +444,7 @@ async fn undo_launch(
         }
     }
     for agent in cluster_on {
-        if let Err(e) = agent.remove_cluster(id).await {
+        if let Err(e) = agent.remove_cluster(id, multi_node).await {
             tracing::warn!(session = %id, agent = %agent.info().id, error = ?e, "removing the network or peer rules of a failed cluster launch failed; the reconciliation removes them");
         }
     }
@@ -480,7 +481,11 @@ async fn placement(state: &AppState, all: &[kernels::Model]) -> ApiResult<Placem
 /// network (so every member's hosts file names them all before any starts), and on each
 /// agent's host the rules that let exactly these addresses reach each other. Holds each
 /// agent's turn for its addresses until the containers are made (returned), so that two
-/// launches never pick the same one.
+/// launches never pick the same one. The turns are this process's memory: a second `bai serve`
+/// on the same database may pick the same address for a launch of its own, and then the
+/// engine refuses one of the two containers, whose launch ends in ERROR with its rules removed
+/// (until then its rules name an address the other holds; both must have listed the host's
+/// rules before either put its own in). Sharing the turn through the database is issue 33's.
 async fn multi_node_places(
     state: &AppState,
     id: Uuid,
@@ -615,7 +620,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         match multi_node_places(state, id, &all, &each, &distinct).await {
             Ok((places, turns)) => (places.into_iter().map(Some).collect(), turns),
             Err(e) => {
-                undo_launch(id, &[], &cluster_on).await;
+                undo_launch(id, &[], &cluster_on, multi_node).await;
                 return Err(e);
             }
         }
@@ -623,7 +628,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         let net = match agent.cluster_network(id, all.len()).await {
             Ok(net) => net,
             Err(e) => {
-                undo_launch(id, &[], &cluster_on).await;
+                undo_launch(id, &[], &cluster_on, multi_node).await;
                 return Err(e.into());
             }
         };
@@ -687,7 +692,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         match on.create_and_start(&spec).await {
             Ok(c) => containers.push((kernel.id, c, on.clone())),
             Err(e) => {
-                undo_launch(id, &containers, &cluster_on).await;
+                undo_launch(id, &containers, &cluster_on, multi_node).await;
                 return Err(e.into());
             }
         }
@@ -886,7 +891,12 @@ pub async fn watch_batch(
         tracing::warn!(session = %id, container = %container_id, error = ?e, "removing a finished batch container failed");
     }
     // A cluster's other containers stood by for the main one: they go with it.
-    remove_others(&state, id, kernel_id).await;
+    match kernels_of(&state.db, id).await {
+        Ok(all) => remove_others(&state, &s, &all, kernel_id, None).await,
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e.message, "cannot list a session's containers to remove them; the reconciliation removes them")
+        }
+    }
     let exit = code.unwrap_or(-1);
     let change = Change {
         info: Some(if code.is_some() {
@@ -909,24 +919,25 @@ pub async fn watch_batch(
     }
 }
 
-/// Stops and removes a session's containers other than `main` (a cluster's, each on its own
-/// agent), and a cluster's networks or peer rules on every agent it used; failures are left to
-/// the reconciliation.
-async fn remove_others(state: &AppState, id: Uuid, main: Uuid) {
-    let all = match kernels_of(&state.db, id).await {
-        Ok(all) => all,
-        Err(e) => {
-            tracing::warn!(session = %id, error = %e.message, "cannot list a session's containers to remove them");
-            return;
-        }
-    };
+/// Stops and removes a session's containers other than `main` (a cluster's `all`, each on its
+/// own agent), and a cluster's networks or peer rules on every agent it used; failures, and
+/// whatever is on the agent `silent` (which did not answer just now), are left to the
+/// reconciliation.
+async fn remove_others(
+    state: &AppState,
+    s: &sessions::Model,
+    all: &[kernels::Model],
+    main: Uuid,
+    silent: Option<&str>,
+) {
+    let id = s.id;
     if all.len() < 2 {
         return;
     }
     let mut agents: Vec<Arc<crate::agents::Agent>> = Vec::new();
     let mut others = Vec::new();
-    for k in &all {
-        let Some(agent) = (match &k.agent {
+    for k in all {
+        let Some(agent) = (match k.agent.as_deref().filter(|a| Some(*a) != silent) {
             Some(a) => state.agents.get(a).await,
             None => None,
         }) else {
@@ -950,7 +961,7 @@ async fn remove_others(state: &AppState, id: Uuid, main: Uuid) {
     });
     futures_util::future::join_all(ends).await;
     for agent in agents {
-        if let Err(e) = agent.remove_cluster(id).await {
+        if let Err(e) = agent.remove_cluster(id, is_multi_node(s)).await {
             tracing::warn!(session = %id, agent = %agent.info().id, error = ?e, "removing a cluster's network or peer rules failed; the reconciliation removes them");
         }
     }
@@ -1015,8 +1026,13 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                 },
             )
             .await?;
-            let k = main_kernel(&state.db, id).await?;
+            let all = kernels_of(&state.db, id).await?;
+            let k = all
+                .first()
+                .filter(|k| k.cluster_role == ClusterRole::Main)
+                .ok_or_else(|| ApiError::not_found("kernel of session", id))?;
             let mut log = None;
+            let mut silent = None;
             if let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
                 && let Some(agent) = state.agents.get(agent_id).await
             {
@@ -1027,6 +1043,7 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                 match agent.stop(container, 3).await {
                     Err(e) if e.is_unreachable() => {
                         tracing::warn!(session = %id, container = %container, error = ?e, "the agent does not answer; the reconciliation removes the container when it is back");
+                        silent = Some(agent_id.as_str());
                     }
                     stopped => {
                         if let Err(e) = stopped {
@@ -1036,10 +1053,11 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                         if let Err(e) = agent.remove(container, k.id).await {
                             tracing::warn!(session = %id, container = %container, error = ?e, "removing a container failed; the reconciliation removes it");
                         }
-                        remove_others(state, id, k.id).await;
                     }
                 }
             }
+            // The others on agents that answer go now, whether or not the main one's did.
+            remove_others(state, &s, &all, k.id, silent).await;
             apply(
                 state,
                 id,

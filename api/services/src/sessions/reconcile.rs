@@ -143,7 +143,8 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
                     tracing::warn!(container = %c.container_id, error = ?e, "removing a container failed; the next sweep retries");
                 }
             }
-            if let Err(e) = agent.remove_cluster(id).await {
+            // Whether it had peer rules is not known here: the host is asked.
+            if let Err(e) = agent.remove_cluster(id, true).await {
                 tracing::warn!(session = %id, error = ?e, "removing the network or peer rules of an ended cluster session failed; the next sweep retries");
             }
         }
