@@ -42,6 +42,8 @@ struct Inner {
     unreachable: bool,
     /// Bootstrap scripts never end (else they end at once).
     hold_bootstraps: bool,
+    /// Commits wait until this is false again.
+    hold_commits: bool,
     /// Multi-node clusters' peer rules: session → (local, peer) address pairs let through.
     peers: HashMap<Uuid, Vec<(String, String)>>,
 }
@@ -129,6 +131,11 @@ impl MemoryEngine {
     /// Bootstrap scripts of containers made from now on never end (`true`).
     pub fn hold_bootstraps(&self, hold: bool) {
         self.with(|i| i.hold_bootstraps = hold);
+    }
+
+    /// Commits from now on wait (`true`) until released (`false`).
+    pub fn hold_commits(&self, hold: bool) {
+        self.with(|i| i.hold_commits = hold);
     }
 
     /// The container ends with `code` (its main process exited), after writing `log`.
@@ -456,6 +463,12 @@ impl crate::Engine for MemoryEngine {
         spec: &crate::CommitSpec,
         progress: crate::Progress<'_>,
     ) -> EngineResult<String> {
+        let mut changes = self.changes.subscribe();
+        while self.inner.lock().hold_commits {
+            if changes.changed().await.is_err() {
+                break;
+            }
+        }
         self.with(|i| {
             i.answers(
                 format!("commit {} {}", spec.container_id, spec.reference),

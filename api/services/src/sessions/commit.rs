@@ -21,18 +21,25 @@ pub const HOME_LIMIT: u64 = 16 * 1024 * 1024 * 1024;
 
 /// Sessions being committed now, with their task: one commit per session at a time.
 ///
-/// Per process, bounded by the live sessions (an entry leaves with its task): like the
+/// Per process, bounded by the live sessions (an entry leaves with its task; it also counts the
+/// images its commit will add against the owner's quota until the image is in the catalog): like the
 /// background tasks it points to, a second `bai serve` on the same database does not see it
 /// (there a commit of the same session could start, and its status reads `ready`); the
 /// many-managers issue moves both to PostgreSQL.
 #[derive(Default)]
 pub struct Commits {
-    running: parking_lot::Mutex<HashMap<Uuid, Uuid>>,
+    running: parking_lot::Mutex<HashMap<Uuid, Running>>,
+}
+
+/// A commit under way: its task, and the owner of the image it adds (None: it replaces one).
+struct Running {
+    task: Uuid,
+    adds_for: Option<Uuid>,
 }
 
 impl Commits {
     pub fn task_of(&self, session: Uuid) -> Option<Uuid> {
-        self.running.lock().get(&session).copied()
+        self.running.lock().get(&session).map(|r| r.task)
     }
 }
 
@@ -129,21 +136,22 @@ pub async fn start(
         label(img, NAME_LABEL).as_deref() == Some(name.as_str())
             && img.image.rsplit('/').next() == base.image.rsplit('/').next()
     });
-    let image_id = match same.and_then(|img| label(img, ID_LABEL)) {
-        Some(existing) => Uuid::parse_str(&existing).unwrap_or_else(|_| Uuid::new_v4()),
+    // A new image counts against the policy with the caller's images and the new ones their
+    // commits under way will add (checked again with those under the lock below).
+    let (image_id, quota) = match same.and_then(|img| label(img, ID_LABEL)) {
+        Some(existing) => (
+            Uuid::parse_str(&existing).unwrap_or_else(|_| Uuid::new_v4()),
+            None,
+        ),
         None => {
             let limit = crate::policies::of_caller(state, caller)
                 .await?
                 .max_customized_image_count;
             let names: HashSet<&str> = owned.iter().map(|i| i.name.as_str()).collect();
-            if names.len() >= usize::try_from(limit).unwrap_or(0) {
-                return Err(ApiError::bad_request(format!(
-                    "You already have {} images of committed sessions, the most your resource \
-                     policy allows ({limit}); forget one or commit under its name again",
-                    names.len()
-                )));
-            }
-            Uuid::new_v4()
+            (
+                Uuid::new_v4(),
+                Some((names.len(), usize::try_from(limit).unwrap_or(0))),
+            )
         }
     };
     let reference = reference(
@@ -175,6 +183,24 @@ pub async fn start(
                 "Session '{}' is being committed already",
                 s.name
             )));
+        }
+        if let Some((have, limit)) = quota {
+            let coming = running
+                .values()
+                .filter(|r| r.adds_for == Some(caller.uuid))
+                .count();
+            if have + coming >= limit {
+                let under_way = if coming > 0 {
+                    format!(" ({coming} more under way)")
+                } else {
+                    String::new()
+                };
+                return Err(ApiError::bad_request(format!(
+                    "You already have {have} images of committed sessions{under_way}, the most \
+                     your resource policy allows ({limit}); forget one or commit under its name \
+                     again"
+                )));
+            }
         }
         let entry = Entry {
             state: state.clone(),
@@ -224,7 +250,13 @@ pub async fn start(
                 ))
             }
         });
-        running.insert(s.id, task_id);
+        running.insert(
+            s.id,
+            Running {
+                task: task_id,
+                adds_for: quota.map(|_| caller.uuid),
+            },
+        );
         task_id
     };
     tracing::info!(session = %s.id, user = %caller.email, reference = %reference, "commit of a session started");

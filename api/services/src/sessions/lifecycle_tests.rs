@@ -880,3 +880,48 @@ async fn a_multi_node_cluster_where_no_agent_is_routed_is_refused_with_the_reaso
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn commits_racing_past_the_image_quota_are_refused_while_one_is_under_way() {
+    let w = world().await;
+    let policy = entity::keypair_resource_policies::Entity::find()
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = sea_orm::IntoActiveModel::into_active_model(policy);
+    m.max_customized_image_count = sea_orm::Set(1);
+    sea_orm::ActiveModelTrait::update(m, &w.state.db)
+        .await
+        .unwrap();
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        let created =
+            crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+                .await
+                .unwrap();
+        running.push(until(&w, created[0].id, SessionStatus::Running).await);
+    }
+    // The first commit is under way (no image in the catalog yet): a second one under a new
+    // name would make two images where the policy allows one.
+    w.engine.hold_commits(true);
+    let first = crate::sessions::commit::start(&w.state, &w.admin, &running[0], Some("one"))
+        .await
+        .unwrap();
+    let second = crate::sessions::commit::start(&w.state, &w.admin, &running[1], Some("two"))
+        .await
+        .unwrap_err();
+    assert_eq!(second.code, crate::error::ErrorCode::BadRequest);
+    assert!(
+        second.message.contains("the most your resource"),
+        "{}",
+        second.message
+    );
+    assert_eq!(w.state.commits.task_of(running[0].id), Some(first.task_id));
+    w.engine.hold_commits(false);
+    for s in running {
+        crate::sessions::terminate(&w.state, s.id, "user-requested")
+            .await
+            .unwrap();
+    }
+}
