@@ -22,6 +22,9 @@ use crate::state::AppState;
 pub(crate) use session::OwnNamed;
 
 pub fn router(state: AppState) -> Router {
+    // Bodies are bounded as GraphQL's are (`max_body_bytes`), not by the extractors' own 2 MiB;
+    // an upload's route sets its own, larger bound.
+    let body_limit = axum::extract::DefaultBodyLimit::max(state.config.max_body_bytes);
     Router::new()
         .route("/session", post(session::create))
         .route("/session/_/create", post(session::create))
@@ -92,6 +95,7 @@ pub fn router(state: AppState) -> Router {
             crate::middleware::authenticate,
         ))
         .route_layer(axum::middleware::from_fn(check_version))
+        .layer(body_limit)
         .with_state(state)
 }
 

@@ -1269,3 +1269,36 @@ both_dbs!(
         still_serving(&app).await;
     }
 );
+
+// Backend.AI's REST calls take bodies no larger than GraphQL's (`max_body_bytes`): a template
+// or a session request of 1.5 MiB is 413 before anything reads it (the extractors alone read up
+// to 2 MiB, whatever the setting).
+both_dbs!(
+    backend_ai_calls_take_no_body_larger_than_graphql,
+    |db| async move {
+        let app = spawn(db).await;
+        let user = app.user("bulky@x.org", "user", "default").await;
+        let filler = "x".repeat(1536 * 1024);
+        for (path, body) in [
+            (
+                "/template/session",
+                json!({"payload": json!({"api_version": "6", "kind": "task_template",
+                   "metadata": {"name": filler}, "spec": {}}).to_string()}),
+            ),
+            ("/session", json!({"image": PYTHON, "tag": filler})),
+        ] {
+            let resp = app
+                .http
+                .post(app.url(path))
+                .header("x-backendai-version", "v8.20240915")
+                .header("content-type", "application/json")
+                .bearer_auth(&user)
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 413, "{path}");
+        }
+        still_serving(&app).await;
+    }
+);
