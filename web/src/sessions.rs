@@ -870,6 +870,13 @@ fn LaunchDialog(
                     <tr><th>{t("Environment variables")}</th><td>{move || envs.get().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td></tr>
                     <tr><th>{t("Sessions")}</th><td>{move || count.get()}</td></tr>
                     <tr><th>{t("Containers")}</th><td id="launch-summary-containers">{move || cluster_size.get()}</td></tr>
+                    <Show when=move || { cluster_size.get() > 1 }>
+                        <tr><th>{t("Cluster mode")}</th><td id="launch-summary-cluster-mode">{move || if multi_node.get() {
+                            t("Multi node (containers spread over other hosts)")
+                        } else {
+                            t("Single node (every container on one agent)")
+                        }}</td></tr>
+                    </Show>
                     <tr><th>{t("Session type")}</th><td id="launch-summary-type">{move || if batch.get() { format!("{}: {}", t("Batch"), startup.get()) } else { t("Interactive") }}</td></tr>
                     <tr><th>{t("Template")}</th><td>{move || template.get().map(|tp| tp.name).unwrap_or_else(|| t("none"))}</td></tr>
                 </table>

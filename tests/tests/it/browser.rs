@@ -1323,8 +1323,10 @@ async fn console_launcher_templates_and_batch() {
         type_into(c, "#launch-cluster-size", "2").await?;
         // A cluster may spread over other hosts (multi node); the policy refuses it first.
         click(c, "#launch-cluster-mode option[value='multi-node']").await?;
+        shot(c, "launch-cluster-mode.png").await?;
         click(c, "#launch-next").await?;
         wait_text(c, "#launch-summary-containers", "2", 5).await?;
+        wait_text(c, "#launch-summary-cluster-mode", "Multi node", 5).await?;
         click(c, "#launch-confirm").await?;
         click(c, "#launch-anyway").await?;
         wait_text(c, "#launch-error", "at most 1 container", 10).await?;
