@@ -700,6 +700,7 @@ fn session_row(
         num_queries: Set(0),
         last_stat: Set(None),
         last_activity: Set(None),
+        owner: Set(None),
     }
 }
 

@@ -4,7 +4,7 @@
 // surfaces as in the services.
 pub use bai_core::validate;
 pub use bai_services::{
-    API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, config, db, domains, events,
+    API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config, db, domains, events,
     groups, images, keypairs, lookup, policies, presets, registries, scaling_groups, scheduler,
     sessions, settings, sql, state, storage, templates, users,
 };
@@ -146,10 +146,34 @@ where
         None => None,
     };
     let read = db::connect_readers(&config.effective_database_url(), &db).await?;
-    let state = AppState::new(db, read, config, instance, http, tls.clone());
+    if config.advertise_addr.is_none() {
+        config.advertise_addr = Some(addr.to_string());
+    }
+    let mut state = AppState::new(db, read, config, instance, http, tls.clone());
+    if state.cluster.is_shared() {
+        // Several managers may share this database: events travel through it.
+        let pool = state.db.get_postgres_connection_pool().clone();
+        let bus = events::PgBus::connect(pool)
+            .await
+            .context("listening for the other managers' events (LISTEN bai_events)")?;
+        state.events = std::sync::Arc::new(bus);
+        state.revocations.announce_on(state.events.clone());
+    }
     agents::start_all(&state)
         .await
         .map_err(|e| anyhow::anyhow!("starting agents: {}", e.describe()))?;
+    let engines: Vec<String> = state
+        .agents
+        .all()
+        .await
+        .iter()
+        .map(|a| a.info().id.clone())
+        .collect();
+    cluster::round(&state.db, &state.cluster, &engines)
+        .await
+        .map_err(|e| anyhow::anyhow!("taking this process's leases: {}", e.describe()))?;
+    tracing::info!(process = %state.cluster.id, addr = %state.cluster.addr, role = state.cluster.role(), "manager started");
+    ::metrics::gauge!("bai_leader").set(if state.cluster.is_leader() { 1.0 } else { 0.0 });
     sessions::reconcile::on_start(&state)
         .await
         .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.describe()))?;
@@ -160,6 +184,9 @@ where
         tokio::spawn(sessions::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
         tokio::spawn(keypairs::usage::flush_loop(state.clone())),
+        tokio::spawn(sessions::reconcile::membership_loop(state.clone())),
+        tokio::spawn(auth::follow(state.clone())),
+        tokio::spawn(sessions::follow(state.clone())),
     ];
     if let Some(listener) = metrics_listener {
         let router = axum::Router::new()
@@ -213,6 +240,8 @@ where
         // Nothing counted is lost on a clean shutdown.
         stopping.usage.flush(&stopping.db).await;
         agents::stop_all(&stopping).await;
+        // Another manager takes the leases over at once.
+        cluster::leave(&stopping.db, &stopping.cluster).await;
         drop(data_lock);
         served
     });

@@ -281,6 +281,12 @@ pub async fn ready(State(state): State<AppState>) -> Response {
         "status": if ready { "ready" } else { "not ready" },
         "database": {"reachable": db_ok, "pending_migrations": pending},
         "engines": {"configured": configured, "connected": engines},
+        "manager": {
+            "id": state.cluster.id,
+            "addr": state.cluster.addr,
+            "role": state.cluster.role(),
+            "drives": engines_driven(&state, &agents),
+        },
     });
     let status = if ready {
         StatusCode::OK
@@ -288,6 +294,15 @@ pub async fn ready(State(state): State<AppState>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, axum::Json(body)).into_response()
+}
+
+/// The agents whose engine this process drives (their heartbeat and reconciliation).
+fn engines_driven(state: &AppState, agents: &[std::sync::Arc<crate::agents::Agent>]) -> Vec<String> {
+    agents
+        .iter()
+        .map(|a| a.info().id.clone())
+        .filter(|id| state.cluster.drives(id))
+        .collect()
 }
 
 /// Marks a response that may be compressed: it echoes no secret, so compression cannot leak

@@ -51,6 +51,9 @@ pub struct Model {
     pub num_queries: i64,
     pub last_stat: Option<Json>,
     pub last_activity: Option<DateTimeUtc>,
+    /// The `bai serve` process doing the session's in-flight work (its launch, termination or
+    /// batch watch): the one that made its last status change.
+    pub owner: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

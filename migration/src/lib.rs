@@ -8,6 +8,7 @@ mod m20261125_000002_session_batch_timeout;
 mod m20261125_000003_session_dependencies;
 mod m20261125_000004_session_templates;
 mod m20261125_000005_customized_images;
+mod m20261126_000001_managers;
 
 pub struct Migrator;
 
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000003_session_dependencies::Migration),
             Box::new(m20261125_000004_session_templates::Migration),
             Box::new(m20261125_000005_customized_images::Migration),
+            Box::new(m20261126_000001_managers::Migration),
         ]
     }
 }

@@ -11,6 +11,8 @@ pub use bai_types::events::{
 use futures_util::{Stream, StreamExt};
 use tokio::sync::broadcast;
 
+pub mod pg;
+
 /// Events kept per topic for listeners that fall behind (a slower one skips, and only in its
 /// own stream).
 const TOPIC_BUFFER: usize = 256;
@@ -34,6 +36,17 @@ pub trait EventBus: Send + Sync {
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;
     /// Listeners right now (for metrics): of the whole stream and of every topic.
     fn subscribers(&self) -> usize;
+    /// Whether events reach other processes: then a change's events are sent inside its
+    /// transaction ([`pg::notify_in`]), delivered when it commits and never when it does not.
+    fn spans_processes(&self) -> bool {
+        false
+    }
+    /// Counts the times events may have been missed (the connection that carries them was
+    /// lost and is back): live streams end on a change so that their clients refetch. None:
+    /// nothing is ever missed (one process).
+    fn resyncs(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 impl dyn EventBus {

@@ -289,6 +289,13 @@ settings! {
     cuda_shares_per_gpu: u32 = 1, env = "BAI_CUDA_SHARES_PER_GPU";
     /// Seconds between agent heartbeats (see `agent_lost_after_misses`).
     heartbeat_secs: u64 = 5, env = "BAI_HEARTBEAT_SECS";
+    /// Several managers (PostgreSQL only): the address other processes and operators know this
+    /// `bai serve` by (default: `listen`), shown in `/health/readyz` and the `managers` table.
+    advertise_addr: Option<String> = None, env = "BAI_ADVERTISE_ADDR";
+    /// Several managers: seconds a lease (the leader's, an engine's) and a process's liveness
+    /// last without renewal; renewed every third of it. Another process takes over a dead
+    /// one's leases within this time (plus one renewal).
+    lease_secs: u64 = 5, env = "BAI_LEASE_SECS";
     /// Seconds between the scheduler's safety ticks (it also wakes on every change).
     scheduler_tick_secs: u64 = 10, env = "BAI_SCHEDULER_TICK_SECS";
     /// Isolate sessions: one bridge network per installation with inter-container traffic

@@ -24,6 +24,11 @@ use crate::config::Config;
 use crate::error::ApiError;
 use bai_core::clock::Clock;
 
+/// Whether `url` names a PostgreSQL database (several managers may share it).
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres:") || url.starts_with("postgresql:")
+}
+
 /// Connects (SQLite with WAL and a busy timeout, or PostgreSQL) and runs pending migrations.
 pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection> {
     let db = if url.starts_with("sqlite:") {
@@ -385,10 +390,30 @@ pub struct DataDirLock {
 }
 
 pub fn lock_data_dir(config: &Config) -> anyhow::Result<Option<DataDirLock>> {
-    if config.database_url.is_some() {
-        return Ok(None);
-    }
-    let path = config.data_dir.join("bai.lock");
+    // SQLite serves one process: a second `bai serve` on the same file (the data directory's,
+    // or one a `sqlite:` URL names) is refused. PostgreSQL takes any number.
+    let (path, what) = match &config.database_url {
+        None => (
+            config.data_dir.join("bai.lock"),
+            format!("the data directory {}", config.data_dir.display()),
+        ),
+        Some(url) if url.starts_with("sqlite:") => {
+            let file = url
+                .trim_start_matches("sqlite:")
+                .trim_start_matches("//")
+                .split('?')
+                .next()
+                .unwrap_or_default();
+            if file.is_empty() || file == ":memory:" {
+                return Ok(None);
+            }
+            (
+                std::path::PathBuf::from(format!("{file}.lock")),
+                format!("the SQLite database {file}"),
+            )
+        }
+        Some(_) => return Ok(None),
+    };
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -398,8 +423,7 @@ pub fn lock_data_dir(config: &Config) -> anyhow::Result<Option<DataDirLock>> {
     rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
         |_| {
             anyhow::anyhow!(
-                "another bai server is using the data directory {} (stop it first)",
-                config.data_dir.display()
+                "another bai server is using {what}: SQLite serves one process (stop it first, or put several managers on PostgreSQL)"
             )
         },
     )?;

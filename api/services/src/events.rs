@@ -4,3 +4,57 @@ pub use bai_bus::{
     Change, ChangeAction, Event, EventBus, EventStream, LocalBus, ObjectKind, SessionEvent,
     TaskState, TaskStatus, Topic, VfolderEvent, until,
 };
+/// The bus across processes (several managers on PostgreSQL).
+pub use bai_bus::pg::PgBus;
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+
+use crate::error::ApiResult;
+
+/// Events of a change, sent with its transaction: on a bus across processes they go out as
+/// NOTIFYs inside `txn` (PostgreSQL delivers them when it commits, never when it rolls back:
+/// nothing is announced that did not happen, nothing that happened goes unannounced); on the
+/// one-process bus they are returned for [`after_commit`].
+pub async fn in_transaction<C: ConnectionTrait>(
+    bus: &dyn EventBus,
+    txn: &C,
+    events: Vec<Event>,
+) -> ApiResult<Vec<Event>> {
+    if !bus.spans_processes() || txn.get_database_backend() != DbBackend::Postgres {
+        return Ok(events);
+    }
+    for event in events {
+        let Some(payload) = bai_bus::pg::encode(&event) else {
+            continue;
+        };
+        let inline = if payload.len() <= bai_bus::pg::MAX_INLINE {
+            payload
+        } else {
+            let row = txn
+                .query_one(Statement::from_sql_and_values(
+                    DbBackend::Postgres,
+                    "INSERT INTO event_outbox (payload, created_at) VALUES ($1, now()) RETURNING id",
+                    [payload.into()],
+                ))
+                .await?;
+            let id: i32 = match row {
+                Some(r) => r.try_get("", "id")?,
+                None => continue,
+            };
+            format!("#{id}")
+        };
+        txn.execute(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_notify($1, $2)",
+            [bai_bus::pg::CHANNEL.into(), inline.into()],
+        ))
+        .await?;
+    }
+    Ok(Vec::new())
+}
+
+/// Publishes what [`in_transaction`] left for after the commit (the one-process bus).
+pub fn after_commit(bus: &dyn EventBus, events: Vec<Event>) {
+    for e in events {
+        bus.publish(e);
+    }
+}

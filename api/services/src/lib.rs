@@ -8,6 +8,7 @@ pub mod agents;
 pub mod audit;
 pub mod auth;
 pub mod bgtasks;
+pub mod cluster;
 pub mod config;
 pub mod db;
 pub mod domains;

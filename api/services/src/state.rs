@@ -54,6 +54,9 @@ pub struct AppState {
     pub clock: Arc<dyn bai_core::clock::Clock>,
     /// Folder content (this machine's storage, through directory handles).
     pub storage: Arc<dyn bai_storage::FolderStore>,
+    /// This process among the managers of the database: whether it leads, which engines it
+    /// drives (`cluster`).
+    pub cluster: Arc<crate::cluster::Cluster>,
 }
 
 impl AppState {
@@ -72,7 +75,18 @@ impl AppState {
             window: std::time::Duration::from_secs(config.login_block_secs),
         };
         let skew = std::time::Duration::from_secs(config.hmac_clock_skew_secs);
+        let addr = config
+            .advertise_addr
+            .clone()
+            .unwrap_or_else(|| config.listen.to_string());
+        let shared = crate::db::is_postgres(&config.effective_database_url());
+        let cluster = if shared {
+            crate::cluster::Cluster::shared(addr, std::time::Duration::from_secs(config.lease_secs))
+        } else {
+            crate::cluster::Cluster::single(addr)
+        };
         Self {
+            cluster: Arc::new(cluster),
             login_throttle: Arc::new(crate::auth::throttle::LoginThrottle::new(login_limits)),
             revocations: Arc::new(crate::auth::Revocations::default()),
             ws_connections: Arc::new(crate::auth::ws::Connections::default()),
@@ -87,6 +101,7 @@ impl AppState {
                 2,
             ))),
             config: Arc::new(config),
+            // Several managers: the server puts a bus across processes here (`bai_bus::pg`).
             events: Arc::new(LocalBus::new()),
             rate_limiter: Arc::new(RateLimiter::default()),
             agents: Arc::new(AgentRegistry::default()),

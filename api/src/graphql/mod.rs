@@ -375,7 +375,8 @@ pub async fn graphql_ws(
         .write_buffer_size(0)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |stream| {
-            GraphQLWebSocket::new(stream, schema, protocol)
+            let resyncs = app.events.resyncs();
+            let served = GraphQLWebSocket::new(stream, schema, protocol)
                 .on_connection_init(move |payload| async move {
                     let mut principal = principal;
                     let mut credential = credential;
@@ -413,7 +414,22 @@ pub async fn graphql_ws(
                     });
                     Ok(data)
                 })
-                .serve()
+                .serve();
+            async move {
+                // Events may have been missed (the bus's connection to the database was lost
+                // and is back): the socket closes, and the client reconnects and refetches.
+                match resyncs {
+                    Some(mut resyncs) => {
+                        tokio::select! {
+                            _ = served => {}
+                            _ = resyncs.changed() => {
+                                tracing::info!("closing a GraphQL WebSocket: events may have been missed; the client refetches");
+                            }
+                        }
+                    }
+                    None => served.await,
+                }
+            }
         })
         .into_response()
 }

@@ -129,11 +129,13 @@ impl Extension for WsGuardExtension {
         let started_as = self.started_as.clone();
         let checked = state.revocations.current();
         let stopping = state.shutdown.clone();
-        // Before each item: if anything was revoked since the last check, prove the
-        // credential again; a failure or a different identity ends the stream.
+        let revocations = state.revocations.watch();
+        // Whenever anything is revoked (here or on another manager), the credential is proven
+        // again at once, not at the next item: a failure or a different identity ends the
+        // stream even when it is quiet.
         stream::unfold(
-            (stream, slot, checked, false),
-            move |(mut inner, slot, mut checked, done)| {
+            (stream, slot, checked, revocations, false),
+            move |(mut inner, slot, mut checked, mut revocations, done)| {
                 let state = state.clone();
                 let credential = credential.clone();
                 let started_as = started_as.clone();
@@ -142,29 +144,40 @@ impl Extension for WsGuardExtension {
                     if done {
                         return None;
                     }
-                    let item = tokio::select! {
-                        item = inner.next() => item?,
-                        _ = stopping.cancelled() => {
-                            return Some((shutting_down(), (inner, slot, checked, true)));
-                        }
-                    };
-                    let now = state.revocations.current();
-                    if now != checked {
-                        checked = now;
-                        let before = started_as.lock().clone();
-                        let ok = match middleware::reresolve(&state, &credential, false).await {
-                            Ok(p) => identity(&p) == before,
-                            Err(e) => {
-                                // Revoked (logged at debug), or a failure worth the log.
-                                crate::error::leaving(e);
-                                false
+                    loop {
+                        let item = tokio::select! {
+                            item = inner.next() => Some(item?),
+                            _ = stopping.cancelled() => {
+                                return Some((shutting_down(), (inner, slot, checked, revocations, true)));
+                            }
+                            changed = revocations.changed() => {
+                                if changed.is_err() {
+                                    // The counter is gone with the server: nothing more to watch.
+                                    return None;
+                                }
+                                None
                             }
                         };
-                        if !ok {
-                            return Some((revoked(), (inner, slot, checked, true)));
+                        let now = state.revocations.current();
+                        if now != checked {
+                            checked = now;
+                            let before = started_as.lock().clone();
+                            let ok = match middleware::reresolve(&state, &credential, false).await {
+                                Ok(p) => identity(&p) == before,
+                                Err(e) => {
+                                    // Revoked (logged at debug), or a failure worth the log.
+                                    crate::error::leaving(e);
+                                    false
+                                }
+                            };
+                            if !ok {
+                                return Some((revoked(), (inner, slot, checked, revocations, true)));
+                            }
+                        }
+                        if let Some(item) = item {
+                            return Some((item, (inner, slot, checked, revocations, false)));
                         }
                     }
-                    Some((item, (inner, slot, checked, false)))
                 }
             },
         )

@@ -34,7 +34,7 @@ pub enum ChangeAction {
 
 /// "Object X of kind K was created/modified/deleted". `domain` scopes who may hear about it
 /// (None = visible to everyone allowed to read that kind).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     pub kind: ObjectKind,
     pub action: ChangeAction,
@@ -63,8 +63,12 @@ pub const BACKEND_AI_SESSION_EVENTS: &[&str] = &[
     "session_success",
 ];
 
+/// bai's own session events (see [`BACKEND_AI_SESSION_EVENTS`]).
+pub const BAI_SESSION_EVENTS: &[&str] = &["session_agent_lost", "session_agent_returned"];
+
 /// A compute session changed status (Backend.AI's event names: `session_started`, …).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SessionEventWire")]
 pub struct SessionEvent {
     pub session_id: uuid::Uuid,
     pub name: String,
@@ -72,6 +76,8 @@ pub struct SessionEvent {
     pub user: uuid::Uuid,
     pub domain: String,
     pub status: crate::enums::SessionStatus,
+    // Read through `SessionEventWire` (this only keeps the derive from borrowing 'static).
+    #[serde(skip_deserializing)]
     pub event: &'static str,
     pub reason: Option<String>,
     /// A batch session's exit code (`session_success` / `session_failure`).
@@ -80,8 +86,48 @@ pub struct SessionEvent {
     pub kernel: Option<KernelRef>,
 }
 
+/// A [`SessionEvent`] as read from the wire (another manager's): its name becomes the one the
+/// code spells (a `&'static str`); a name no code sends is refused.
+#[derive(Deserialize)]
+struct SessionEventWire {
+    session_id: uuid::Uuid,
+    name: String,
+    access_key: String,
+    user: uuid::Uuid,
+    domain: String,
+    status: crate::enums::SessionStatus,
+    event: String,
+    reason: Option<String>,
+    exit_code: Option<i32>,
+    kernel: Option<KernelRef>,
+}
+
+impl TryFrom<SessionEventWire> for SessionEvent {
+    type Error = String;
+    fn try_from(w: SessionEventWire) -> Result<Self, String> {
+        let event = BACKEND_AI_SESSION_EVENTS
+            .iter()
+            .chain(BAI_SESSION_EVENTS)
+            .find(|n| **n == w.event)
+            .copied()
+            .ok_or_else(|| format!("unknown session event {}", w.event))?;
+        Ok(Self {
+            session_id: w.session_id,
+            name: w.name,
+            access_key: w.access_key,
+            user: w.user,
+            domain: w.domain,
+            status: w.status,
+            event,
+            reason: w.reason,
+            exit_code: w.exit_code,
+            kernel: w.kernel,
+        })
+    }
+}
+
 /// One container of a session, as Backend.AI's kernel events name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelRef {
     pub id: uuid::Uuid,
     pub role: crate::enums::ClusterRole,
@@ -109,7 +155,7 @@ impl TaskStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "graphql", derive(async_graphql::SimpleObject))]
 #[cfg_attr(feature = "graphql", graphql(rename_fields = "snake_case"))]
 // The state of a background task (`bgtasks`), as its events carry it.
@@ -126,16 +172,21 @@ pub struct TaskState {
     pub owner: uuid::Uuid,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "t", content = "e", rename_all = "snake_case")]
 pub enum Event {
     Changed(Change),
     Session(SessionEvent),
     BgTask(TaskState),
     Vfolder(VfolderEvent),
+    /// Credentials were revoked (a logout, a password, role or status change, a keypair
+    /// deactivated or deleted): every manager drops its cached credentials and proves its
+    /// live streams' again.
+    Revoked,
 }
 
 /// A storage folder was created, renamed or deleted. Owner and project say who may hear it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VfolderEvent {
     pub id: uuid::Uuid,
     pub name: String,

@@ -362,7 +362,14 @@ pub async fn heartbeat_loop(state: AppState) {
     loop {
         tokio::time::sleep(period).await;
         // Side by side: an engine that hangs (until the call timeout) delays no other agent.
-        let agents = state.agents.all().await;
+        // Each engine's heartbeat is beaten by the process that drives it (its lease).
+        let agents: Vec<Arc<Agent>> = state
+            .agents
+            .all()
+            .await
+            .into_iter()
+            .filter(|a| state.cluster.drives(&a.info().id))
+            .collect();
         let beats = agents.iter().map(|agent| {
             let mut missed = misses.get(&agent.info().id).copied().unwrap_or(0);
             let state = &state;
@@ -382,6 +389,10 @@ pub async fn heartbeat_loop(state: AppState) {
             if let Some((cpu_ns, mem, containers)) = sample {
                 record_live_use(&state, &id, &mut previous, cpu_ns, mem, containers).await;
             }
+        }
+        // Agents nobody beats for a while are LOST: the leader says so.
+        if !state.cluster.is_leader() {
+            continue;
         }
         let silent = period * state.config.agent_lost_after_misses.max(1);
         let deadline = state.clock.now() - chrono::Duration::from_std(silent).unwrap_or_default();
@@ -438,8 +449,13 @@ async fn record_live_use(
     }
 }
 
-/// On shutdown the agents of this process stop: TERMINATED.
+/// On shutdown the agents of this process stop: TERMINATED, unless another manager is alive
+/// to drive them (it takes their leases over and beats their heartbeats).
 pub async fn stop_all(state: &AppState) {
+    if state.cluster.is_shared() && crate::cluster::others_alive(&state.db, &state.cluster).await {
+        tracing::info!("other managers are alive: the agents stay theirs to drive");
+        return;
+    }
     for agent in state.agents.all().await {
         if let Err(e) = set_status(state, &agent.info().id, AgentStatus::Terminated).await {
             // Shutting down: the next start's heartbeat corrects the row.

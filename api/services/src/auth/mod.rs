@@ -31,16 +31,76 @@ pub enum Credential {
 }
 
 /// Counts revocations (logout, password change or reset, deactivation, role or keypair
-/// changes). Open WebSockets compare it with the value they last checked against and
-/// re-resolve their caller when it moved.
-#[derive(Debug, Default)]
-pub struct Revocations(AtomicU64);
+/// changes). Cached credentials are stamped with it (`auth::cache`); open WebSockets and event
+/// streams watch it and prove their caller again when it moves. With several managers, a
+/// revocation here is announced on the bus ([`crate::events::Event::Revoked`]) and every
+/// other process counts it too ([`follow`]): within the bus's delay (milliseconds), no
+/// process serves a revoked credential from its cache.
+pub struct Revocations {
+    count: AtomicU64,
+    changed: tokio::sync::watch::Sender<u64>,
+    bus: parking_lot::RwLock<Option<std::sync::Arc<dyn crate::events::EventBus>>>,
+}
+
+impl Default for Revocations {
+    fn default() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            changed: tokio::sync::watch::channel(0).0,
+            bus: parking_lot::RwLock::new(None),
+        }
+    }
+}
+
+impl std::fmt::Debug for Revocations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Revocations").field(&self.current()).finish()
+    }
+}
 
 impl Revocations {
+    /// A revocation here: counted, and announced to the other managers.
     pub fn bump(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.count_one();
+        if let Some(bus) = self.bus.read().as_ref() {
+            bus.publish(crate::events::Event::Revoked);
+        }
+    }
+    /// A revocation announced by another manager (or events possibly missed): counted only.
+    pub fn count_one(&self) {
+        let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        self.changed.send_replace(n);
     }
     pub fn current(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
+        self.count.load(Ordering::SeqCst)
+    }
+    /// Wakes on every revocation.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+    /// Announces revocations on `bus` from now on (a bus across processes).
+    pub fn announce_on(&self, bus: std::sync::Arc<dyn crate::events::EventBus>) {
+        *self.bus.write() = Some(bus);
+    }
+}
+
+/// Counts the revocations other managers announce (every process runs it on a bus across
+/// processes; its own announcements come back too, which only counts one more).
+pub async fn follow(state: crate::state::AppState) {
+    use crate::events::Event;
+    if !state.events.spans_processes() {
+        return;
+    }
+    let mut rx = state.events.subscribe();
+    loop {
+        match rx.recv().await {
+            Ok(e) if matches!(*e, Event::Revoked) => state.revocations.count_one(),
+            Ok(_) => {}
+            // Missed events may have held a revocation.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                state.revocations.count_one()
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
     }
 }

@@ -16,7 +16,7 @@ use entity::{
     agents, domains, groups, kernels, keypair_resource_policies, keypairs, scaling_groups, sessions,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder, Set,
+    ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
 };
 use serde_json::json;
 use tokio::sync::{Mutex, Notify};
@@ -90,6 +90,10 @@ pub async fn run(state: AppState) {
             }
         }
         idle_ticks = 0;
+        // One scheduler at a time: the leader's (a follower's wake-ups reach it as events).
+        if !state.cluster.is_leader() {
+            continue;
+        }
         state
             .scheduler
             .dirty
@@ -117,6 +121,20 @@ pub async fn wake_on_changes(state: AppState) {
     loop {
         match rx.recv().await {
             Ok(event) => {
+                // Sessions arriving or ending through another manager.
+                if let Event::Session(e) = event.as_ref()
+                    && e.kernel.is_none()
+                    && matches!(
+                        e.status,
+                        SessionStatus::Pending
+                            | SessionStatus::Running
+                            | SessionStatus::Terminated
+                            | SessionStatus::Cancelled
+                            | SessionStatus::Error
+                    )
+                {
+                    state.scheduler.wake();
+                }
                 if let Event::Changed(c) = event.as_ref()
                     && matches!(
                         c.kind,
@@ -554,6 +572,7 @@ async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> Ap
         return Ok(false);
     }
     let mut kernel_agents = HashMap::new();
+    let mut kernel_opts = HashMap::new();
     for (k, agent, gpus) in assigned {
         kernel_agents.insert(k.id, agent);
         if gpus.is_empty() {
@@ -571,21 +590,32 @@ async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> Ap
                 .collect();
             o.insert("gpu_shares".into(), json!(shares));
         }
-        let mut m = k.into_active_model();
-        m.resource_opts = Set(opts);
-        m.update(&state.db).await?;
+        kernel_opts.insert(k.id, opts);
     }
-    crate::sessions::apply(
+    // Placed once, whoever else believes it leads: only from PENDING, and only while the
+    // agents still have room (both checked in the placing transaction).
+    let placed = crate::sessions::apply(
         state,
         session,
         SessionStatus::Scheduled,
         Change {
             agents: Some(kernel_agents),
             occupying: Some(s.requested_slots.clone()),
+            kernel_opts: Some(kernel_opts),
+            expect: Some(SessionStatus::Pending),
+            check_capacity: true,
             ..Default::default()
         },
     )
-    .await?;
+    .await;
+    match placed {
+        Ok(_) => {}
+        Err(e) if crate::sessions::lost_race(&e) => {
+            tracing::info!(session = %session, reason = %e.message, "placement not made: the session or its agents changed meanwhile");
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    }
     tokio::spawn(crate::sessions::launch(state.clone(), session));
     Ok(true)
 }

@@ -646,6 +646,7 @@ async fn persist(
             num_queries: Set(0),
             last_stat: Set(None),
             last_activity: Set(Some(now)),
+            owner: Set(None),
         }
         .insert(&txn)
         .await?;

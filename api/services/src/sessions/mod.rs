@@ -63,7 +63,20 @@ fn emit(
 ) {
     // Every committed change of a session passes here: list counts are stale.
     state.session_counts.changed();
-    state.events.publish(Event::Session(SessionEvent {
+    state
+        .events
+        .publish(session_event(s, event, reason, exit_code, kernel));
+}
+
+/// The event `event` of session `s` (of one of its containers when `kernel` is given).
+fn session_event(
+    s: &sessions::Model,
+    event: &'static str,
+    reason: Option<String>,
+    exit_code: Option<i32>,
+    kernel: Option<&kernels::Model>,
+) -> Event {
+    Event::Session(SessionEvent {
         session_id: s.id,
         name: s.name.clone(),
         access_key: s.access_key.clone(),
@@ -78,7 +91,7 @@ fn emit(
             role: k.cluster_role,
             idx: k.cluster_idx,
         }),
-    }));
+    })
 }
 
 /// Backend.AI's event for a session's containers reaching `status` (None: it has none).
@@ -118,15 +131,27 @@ pub struct Change {
     pub result: Option<SessionResult>,
     pub exit_code: Option<i32>,
     pub log: Option<String>,
+    /// The status the session must have for the change to happen (compare-and-set): a change
+    /// made meanwhile by another task or another manager answers CONFLICT instead.
+    pub expect: Option<SessionStatus>,
+    /// Each kernel's new resource options (GPU devices given at placement).
+    pub kernel_opts: Option<std::collections::HashMap<Uuid, Value>>,
+    /// A placement: its agents are locked and their capacity checked against what is
+    /// allocated there, in the same transaction (two schedulers never over-commit one).
+    pub check_capacity: bool,
 }
 
-/// Moves a session and its kernel to `to`, recording the time in `status_history`.
+/// Moves a session and its kernel to `to`, recording the time in `status_history`. The
+/// session's row changes only from the status it was read in (or `change.expect`), so two
+/// processes never make the same change twice; `owner` (the process making it) owns the
+/// in-flight work that follows.
 pub async fn transition<C: ConnectionTrait>(
     db: &C,
     id: Uuid,
     to: SessionStatus,
     change: Change,
     now: chrono::DateTime<chrono::Utc>,
+    owner: &str,
 ) -> ApiResult<(sessions::Model, Vec<kernels::Model>)> {
     let s = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
     if matches!(
@@ -140,6 +165,13 @@ pub async fn transition<C: ConnectionTrait>(
             s.name, s.status
         )));
     }
+    let from = s.status;
+    if let Some(expected) = change.expect
+        && expected != from
+    {
+        return Err(changed_meanwhile(&s.name, from));
+    }
+    let name = s.name.clone();
     let mut history = s.status_history.clone();
     if let Some(h) = history.as_object_mut() {
         h.insert(to.as_str().to_string(), json!(now.to_rfc3339()));
@@ -152,6 +184,7 @@ pub async fn transition<C: ConnectionTrait>(
     m.status = Set(to);
     m.status_changed = Set(now);
     m.status_history = Set(history.clone());
+    m.owner = Set(Some(owner.to_string()));
     if change.info.is_some() || to != SessionStatus::Pending {
         m.status_info = Set(change.info.clone());
     }
@@ -181,7 +214,21 @@ pub async fn transition<C: ConnectionTrait>(
     if terminal {
         m.terminated_at = Set(Some(now));
     }
-    let updated = m.update(db).await?;
+    // Compare-and-set: only from the status read above.
+    let updated = sessions::Entity::update_many()
+        .set(m)
+        .filter(sessions::Column::Id.eq(id))
+        .filter(sessions::Column::Status.eq(from))
+        .exec(db)
+        .await?;
+    if updated.rows_affected == 0 {
+        let now_is = crate::lookup::get::<sessions::Entity>(db, "session", id)
+            .await
+            .map(|s| s.status)
+            .unwrap_or(from);
+        return Err(changed_meanwhile(&name, now_is));
+    }
+    let updated = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
     let mut kernels_now = Vec::new();
     for k in kernel_rows {
         let (k_id, k_requested) = (k.id, k.requested_slots.clone());
@@ -192,6 +239,9 @@ pub async fn transition<C: ConnectionTrait>(
         km.status_info = Set(change.info.clone());
         if let Some(a) = change.agents.as_ref().and_then(|m| m.get(&k_id)) {
             km.agent = Set(Some(a.clone()));
+        }
+        if let Some(opts) = change.kernel_opts.as_ref().and_then(|m| m.get(&k_id)) {
+            km.resource_opts = Set(opts.clone());
         }
         if let Some(c) = &change.container_id {
             km.container_id = Set(Some(c.clone()));
@@ -214,8 +264,70 @@ pub async fn transition<C: ConnectionTrait>(
     Ok((updated, kernels_now))
 }
 
-/// `transition` + event + (when resources are released) agent usage refresh and a scheduler
-/// wake-up.
+/// The refusal of a change whose session moved on meanwhile (another task, another manager).
+fn changed_meanwhile(name: &str, now_is: SessionStatus) -> ApiError {
+    ApiError::conflict(format!(
+        "Session '{name}' changed meanwhile (it is {now_is} now)"
+    ))
+}
+
+/// Whether `e` is the refusal of a change that another task or manager made first.
+pub fn lost_race(e: &ApiError) -> bool {
+    e.code == bai_types::error::ErrorCode::Conflict && e.message.contains("changed meanwhile")
+}
+
+/// Refuses a placement beyond an agent's capacity: the agents' rows are locked (PostgreSQL:
+/// `FOR UPDATE`; SQLite has one writer) and what is allocated on each is summed from the
+/// kernels, with the session's own containers added.
+async fn check_capacity<C: ConnectionTrait>(
+    db: &C,
+    id: Uuid,
+    agents: &std::collections::HashMap<Uuid, String>,
+) -> ApiResult<()> {
+    use sea_orm::QuerySelect;
+    let mut wanted: std::collections::HashMap<&str, ResourceSlots> =
+        std::collections::HashMap::new();
+    let own = kernels::Entity::find()
+        .filter(kernels::Column::SessionId.eq(id))
+        .all(db)
+        .await?;
+    for k in &own {
+        if let Some(a) = agents.get(&k.id) {
+            let e = wanted.entry(a.as_str()).or_default();
+            *e = e.add(&k.requested_slots);
+        }
+    }
+    let mut names: Vec<&str> = wanted.keys().copied().collect();
+    names.sort_unstable();
+    let rows = entity::agents::Entity::find()
+        .filter(entity::agents::Column::Id.is_in(names.iter().map(|n| n.to_string())))
+        .lock_exclusive()
+        .all(db)
+        .await?;
+    let live = kernels::Entity::find()
+        .filter(kernels::Column::Agent.is_in(names.iter().map(|n| n.to_string())))
+        .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
+        .filter(kernels::Column::SessionId.ne(id))
+        .all(db)
+        .await?;
+    for agent in rows {
+        let mut used = wanted.get(agent.id.as_str()).cloned().unwrap_or_default();
+        for k in live.iter().filter(|k| k.agent.as_deref() == Some(&agent.id)) {
+            used = used.add(&k.requested_slots);
+        }
+        if !used.le(&agent.available_slots) {
+            return Err(ApiError::conflict(format!(
+                "Session changed meanwhile: agent {} has no room for it any more ({})",
+                agent.id,
+                used.exceeding(&agent.available_slots).join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Applies a status change in one transaction with the events that announce it, and what
+/// follows it in this process (list counts, started apps, agent usage, the scheduler).
 pub async fn apply(
     state: &AppState,
     id: Uuid,
@@ -226,22 +338,35 @@ pub async fn apply(
     // container.
     let (result, exit_code) = (change.result, change.exit_code);
     let txn = state.db.begin().await?;
-    let (s, kernels) = transition(&txn, id, to, change, state.clock.now()).await?;
-    txn.commit().await?;
+    if change.check_capacity
+        && let Some(agents) = &change.agents
+    {
+        check_capacity(&txn, id, agents).await?;
+    }
+    let (s, kernels) = transition(&txn, id, to, change, state.clock.now(), &state.cluster.id).await?;
     // Backend.AI's order: a batch's result, then each container, then the session.
+    let mut events = Vec::new();
     match result {
-        Some(SessionResult::Success) => emit(state, &s, "session_success", None, exit_code, None),
-        Some(SessionResult::Failure) => emit(state, &s, "session_failure", None, exit_code, None),
+        Some(SessionResult::Success) => {
+            events.push(session_event(&s, "session_success", None, exit_code, None))
+        }
+        Some(SessionResult::Failure) => {
+            events.push(session_event(&s, "session_failure", None, exit_code, None))
+        }
         _ => {}
     }
     if let Some(name) = kernel_event_name(to) {
         for k in &kernels {
-            emit(state, &s, name, None, None, Some(k));
+            events.push(session_event(&s, name, None, None, Some(k)));
         }
     }
     // A failed start (ERROR, `session_failure`) has no exit code of its own: -1.
     let code = (to == SessionStatus::Error).then_some(exit_code.unwrap_or(-1));
-    emit(state, &s, event_name(to), None, code, None);
+    events.push(session_event(&s, event_name(to), None, code, None));
+    let events = crate::events::in_transaction(&*state.events, &txn, events).await?;
+    txn.commit().await?;
+    state.session_counts.changed();
+    crate::events::after_commit(&*state.events, events);
     if matches!(
         to,
         SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
@@ -1252,8 +1377,40 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
 pub async fn idle_loop(state: AppState) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        // One reaper at a time: the leader's.
+        if !state.cluster.is_leader() {
+            continue;
+        }
         if let Err(e) = reap_idle(&state).await {
             tracing::warn!(error = %e.message, cause = %e.chain(), "idle check failed");
+        }
+    }
+}
+
+/// Several managers: what another process's session changes mean here (its list counts are
+/// stale; an ended session's apps are gone). On one process this happens where they change.
+pub async fn follow(state: AppState) {
+    if !state.events.spans_processes() {
+        return;
+    }
+    let mut rx = state.events.subscribe();
+    loop {
+        match rx.recv().await {
+            Ok(e) => {
+                if let Event::Session(e) = &*e {
+                    state.session_counts.changed();
+                    if matches!(
+                        e.status,
+                        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
+                    ) {
+                        state.started_apps.forget(e.session_id);
+                    }
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                state.session_counts.changed()
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }
 }

@@ -34,8 +34,22 @@ async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option
     log
 }
 
-/// Runs once when the server starts, before the scheduler.
+/// Runs once when the server starts, before the scheduler: the leader (on SQLite, the one
+/// process) recovers the work of processes that are gone and reconciles its engines.
 pub async fn on_start(state: &AppState) -> ApiResult<()> {
+    if state.cluster.is_leader() {
+        recover(state).await?;
+    }
+    sweep(state).await?;
+    crate::agents::refresh_agent_usage(state).await
+}
+
+/// Finishes the in-flight work of processes that are gone (a launch or termination stopped
+/// midway, a batch job nobody watches); the work of live processes is theirs. Every change is
+/// a compare-and-set, so a process that was only slow loses nothing but the race.
+pub async fn recover(state: &AppState) -> ApiResult<()> {
+    let alive = crate::cluster::alive(&state.db, &state.cluster).await?;
+    let orphaned = |owner: &Option<String>| owner.as_ref().is_none_or(|o| !alive.contains(o));
     let stuck = sessions::Entity::find()
         .filter(
             sessions::Column::Status.is_in(
@@ -47,9 +61,14 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
         )
         .all(&state.db)
         .await?;
-    for s in stuck {
-        let k = crate::sessions::main_kernel(&state.db, s.id).await?;
-        let log = remove_kernel_container(state, &k).await;
+    for s in stuck.into_iter().filter(|s| orphaned(&s.owner)) {
+        let mut log = None;
+        for k in crate::sessions::kernels_of(&state.db, s.id).await? {
+            let l = remove_kernel_container(state, &k).await;
+            if k.cluster_role == entity::enums::ClusterRole::Main {
+                log = l;
+            }
+        }
         let (to, info) = if s.status == SessionStatus::Terminating {
             (
                 SessionStatus::Terminated,
@@ -60,26 +79,46 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
         } else {
             (SessionStatus::Error, "server-restarted".to_string())
         };
-        tracing::warn!(session = %s.id, from = %s.status, to = %to, "finishing a session interrupted by a server stop");
-        apply(
+        tracing::warn!(session = %s.id, from = %s.status, to = %to, owner = ?s.owner, "finishing a session whose manager stopped midway");
+        let done = apply(
             state,
             s.id,
             to,
             Change {
                 info: Some(info),
                 log,
+                expect: Some(s.status),
                 ..Default::default()
             },
         )
-        .await?;
+        .await;
+        match done {
+            Ok(_) => {}
+            Err(e) if crate::sessions::lost_race(&e) => {}
+            Err(e) => return Err(e),
+        }
     }
-    // Batch sessions still running need their watcher again.
+    // Batch sessions still running whose watcher is gone: this process watches them now.
     let running = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
         .filter(sessions::Column::SessionType.eq(SessionType::Batch))
         .all(&state.db)
         .await?;
-    for s in running {
+    for s in running.into_iter().filter(|s| orphaned(&s.owner)) {
+        let mut take = sessions::Entity::update_many()
+            .col_expr(
+                sessions::Column::Owner,
+                sea_orm::sea_query::Expr::value(state.cluster.id.clone()),
+            )
+            .filter(sessions::Column::Id.eq(s.id))
+            .filter(sessions::Column::Status.eq(SessionStatus::Running));
+        take = match &s.owner {
+            Some(o) => take.filter(sessions::Column::Owner.eq(o.clone())),
+            None => take.filter(sessions::Column::Owner.is_null()),
+        };
+        if take.exec(&state.db).await?.rows_affected == 0 {
+            continue; // another process took it first
+        }
         let k = crate::sessions::main_kernel(&state.db, s.id).await?;
         if let (Some(agent), Some(container)) = (k.agent.clone(), k.container_id.clone()) {
             tokio::spawn(crate::sessions::watch_batch(
@@ -91,15 +130,66 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
             ));
         }
     }
-    sweep(state).await?;
-    crate::agents::refresh_agent_usage(state).await
+    Ok(())
+}
+
+/// What a process does when it becomes the leader: the work of processes that are gone, the
+/// allocation figures, the database's leftovers, and a scheduling pass.
+pub async fn take_over(state: &AppState) {
+    let started = std::time::Instant::now();
+    if let Err(e) = recover(state).await {
+        tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed; the next sweep retries");
+    }
+    if let Err(e) = crate::agents::refresh_agent_usage(state).await {
+        tracing::warn!(error = %e.message, cause = %e.chain(), "refreshing agent usage failed");
+    }
+    if let Err(e) = crate::cluster::forget_departed(&state.db, &state.cluster).await {
+        tracing::warn!(error = %e.message, cause = %e.chain(), "removing departed managers' rows failed");
+    }
+    state.scheduler.wake();
+    tracing::info!(process = %state.cluster.id, took_ms = started.elapsed().as_millis() as u64, "this process leads now: scheduler, reaper and recovery run here");
+}
+
+/// Several managers: renews this process's row and leases every third of `lease_secs`, and
+/// takes over when it becomes the leader. Without PostgreSQL there is nothing to do.
+pub async fn membership_loop(state: AppState) {
+    if !state.cluster.is_shared() {
+        return;
+    }
+    let mut led = state.cluster.is_leader();
+    loop {
+        tokio::time::sleep(crate::cluster::period(&state.cluster)).await;
+        let engines: Vec<String> = state
+            .agents
+            .all()
+            .await
+            .iter()
+            .map(|a| a.info().id.clone())
+            .collect();
+        if let Err(e) = crate::cluster::round(&state.db, &state.cluster, &engines).await {
+            // Unsure whether its leases still hold: this process acts as if they did not.
+            tracing::warn!(error = %e.message, cause = %e.chain(), "renewing this process's leases failed; it leads and drives nothing until it can");
+            crate::cluster::step_down(&state.cluster);
+        }
+        let leads = state.cluster.is_leader();
+        metrics::gauge!("bai_leader").set(if leads { 1.0 } else { 0.0 });
+        if leads && !led {
+            take_over(&state).await;
+        } else if led && !leads {
+            tracing::warn!(process = %state.cluster.id, "this process no longer leads");
+        }
+        led = leads;
+    }
 }
 
 /// Removes containers that belong to no live session; marks live sessions whose container
 /// is gone.
 pub async fn sweep(state: &AppState) -> ApiResult<()> {
     for agent in state.agents.all().await {
-        sweep_agent(state, agent.as_ref()).await?;
+        // Each engine is reconciled by the process that drives it.
+        if state.cluster.drives(&agent.info().id) {
+            sweep_agent(state, agent.as_ref()).await?;
+        }
     }
     Ok(())
 }
@@ -197,17 +287,23 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
         }
         let log = remove_kernel_container(state, &k).await;
         tracing::warn!(session = %s.id, "the session's container is gone");
-        apply(
+        let marked = apply(
             state,
             s.id,
             SessionStatus::Error,
             Change {
                 info: Some("container-lost".into()),
                 log,
+                expect: Some(SessionStatus::Running),
                 ..Default::default()
             },
         )
-        .await?;
+        .await;
+        match marked {
+            Ok(_) => {}
+            Err(e) if crate::sessions::lost_race(&e) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
@@ -215,6 +311,11 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
 pub async fn sweep_loop(state: AppState) {
     loop {
         tokio::time::sleep(Duration::from_secs(30)).await;
+        if state.cluster.is_leader()
+            && let Err(e) = recover(&state).await
+        {
+            tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
+        }
         if let Err(e) = sweep(&state).await {
             tracing::warn!(error = %e.message, cause = %e.chain(), "reconciliation sweep failed");
         }
