@@ -925,3 +925,108 @@ async fn commits_racing_past_the_image_quota_are_refused_while_one_is_under_way(
             .unwrap();
     }
 }
+
+/// Two managers on one database whose schedulers both believe they lead (a lease that lapsed
+/// under load, say): each session is placed once and launched once, and no agent holds more
+/// than it has — the placing transaction guards both (compare-and-set from PENDING, the
+/// agents' capacity summed under their lock).
+#[tokio::test]
+async fn two_schedulers_that_both_lead_place_each_session_once() {
+    let w = world().await;
+    // The second manager: the same database and engine, its own process memory.
+    let mut other = w.state.clone();
+    other.scheduler = Arc::default();
+    other.session_locks = Arc::default();
+    other.cluster = Arc::new(crate::cluster::Cluster::single("127.0.0.1:2".into()));
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let created =
+            crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+                .await
+                .unwrap();
+        ids.push(created[0].id);
+    }
+    for _ in 0..3 {
+        let (a, b) = tokio::join!(
+            crate::scheduler::schedule_once(&w.state),
+            crate::scheduler::schedule_once(&other)
+        );
+        a.unwrap();
+        b.unwrap();
+    }
+    // Launches run on: wait until every placed session has settled.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let mut settled = true;
+        for id in &ids {
+            let s = session(&w, *id).await;
+            if !matches!(s.status, SessionStatus::Pending | SessionStatus::Running) {
+                settled = false;
+            }
+        }
+        if settled {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "launches never settled");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut running = 0;
+    for id in &ids {
+        let s = session(&w, *id).await;
+        assert_ne!(s.status, SessionStatus::Error, "{:?}", s.status_info);
+        let containers = w
+            .engine
+            .containers()
+            .values()
+            .filter(|c| c.spec.session_id == *id)
+            .count();
+        if s.status == SessionStatus::Running {
+            running += 1;
+            assert_eq!(containers, 1, "session {id} launched {containers} times");
+        } else {
+            assert_eq!(containers, 0);
+        }
+    }
+    // 4 CPUs, 1 each: four run, two wait.
+    assert_eq!(running, 4);
+    let creates = w
+        .engine
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("create "))
+        .count();
+    assert_eq!(creates, 4, "{:?}", w.engine.calls());
+}
+
+/// A manager starting beside a live one leaves that one's launches alone: only the work of
+/// processes that are gone is recovered.
+#[tokio::test]
+async fn recovery_leaves_a_live_managers_work_alone() {
+    let w = world().await;
+    let created =
+        crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+            .await
+            .unwrap();
+    let id = created[0].id;
+    until(&w, id, SessionStatus::Running).await;
+    // Mid-launch, owned by this (live) process: not touched.
+    let mut m = sea_orm::IntoActiveModel::into_active_model(session(&w, id).await);
+    m.status = sea_orm::Set(SessionStatus::Preparing);
+    m.owner = sea_orm::Set(Some(w.state.cluster.id.clone()));
+    sea_orm::ActiveModelTrait::update(m, &w.state.db)
+        .await
+        .unwrap();
+    crate::sessions::reconcile::recover(&w.state).await.unwrap();
+    assert_eq!(session(&w, id).await.status, SessionStatus::Preparing);
+    // Owned by a process that is gone: finished, its container removed.
+    let mut m = sea_orm::IntoActiveModel::into_active_model(session(&w, id).await);
+    m.owner = sea_orm::Set(Some("a-stopped-process".into()));
+    sea_orm::ActiveModelTrait::update(m, &w.state.db)
+        .await
+        .unwrap();
+    crate::sessions::reconcile::recover(&w.state).await.unwrap();
+    let s = session(&w, id).await;
+    assert_eq!(s.status, SessionStatus::Error);
+    assert_eq!(s.status_info.as_deref(), Some("server-restarted"));
+    assert!(w.engine.containers().is_empty());
+}
