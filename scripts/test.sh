@@ -36,4 +36,6 @@ slowest() {
   rm -f "$BAI_TEST_TIMES"
 }
 trap slowest EXIT
+# The several-managers tests start `bai serve` processes of their own (and kill one).
+cargo build -p api --bin bai
 cargo test --workspace --exclude web

@@ -13,6 +13,7 @@ mod hostile;
 mod hosts;
 mod i18n;
 mod live;
+mod managers;
 mod matrix;
 mod ops;
 mod registry;

@@ -107,7 +107,7 @@ fn pg_admin_url() -> String {
     })
 }
 
-async fn fresh_pg_database() -> String {
+pub async fn fresh_pg_database() -> String {
     let admin = pg_admin_url();
     let name = format!("bai_t_{}", uuid::Uuid::new_v4().simple());
     let db = api::db::connect_raw(&admin)
@@ -312,6 +312,41 @@ impl TestApp {
         self.base = base_url(&server, &self.config);
         self.server = Some(server);
         self.admin_token = self.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    }
+
+    /// Another manager (`bai serve`) on the same PostgreSQL database and data directory, in
+    /// this test process (its own state: bus, leases, caches); the same superadmin.
+    pub async fn beside(&self) -> TestApp {
+        let mut config = self.config.clone();
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.advertise_addr = None;
+        let server = api::start(config.clone()).await.expect("a second manager starts");
+        let base = base_url(&server, &config);
+        // Its own (empty) directory: the shared one goes with the first.
+        let dir = std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut app = TestApp {
+            server: Some(server),
+            base,
+            http: client_for(&config),
+            admin_token: String::new(),
+            config,
+            dir,
+        };
+        app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+        app
+    }
+
+    /// `/health/readyz` as JSON.
+    pub async fn readyz(&self) -> Value {
+        self.http
+            .get(self.url("/health/readyz"))
+            .send()
+            .await
+            .expect("readyz answers")
+            .json()
+            .await
+            .expect("readyz JSON")
     }
 
     pub fn url(&self, path: &str) -> String {

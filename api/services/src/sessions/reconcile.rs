@@ -140,6 +140,10 @@ pub async fn take_over(state: &AppState) {
     if let Err(e) = recover(state).await {
         tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed; the next sweep retries");
     }
+    // Containers a stopped manager made but never recorded go now, not at the next sweep.
+    if let Err(e) = sweep(state).await {
+        tracing::warn!(error = %e.message, cause = %e.chain(), "reconciliation sweep failed");
+    }
     if let Err(e) = crate::agents::refresh_agent_usage(state).await {
         tracing::warn!(error = %e.message, cause = %e.chain(), "refreshing agent usage failed");
     }

@@ -183,6 +183,7 @@ pub mod auth;
 pub mod hostile;
 pub mod hosts;
 pub mod live;
+pub mod managers;
 pub mod matrix;
 pub mod ops;
 pub mod registry;

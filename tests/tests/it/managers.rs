@@ -1,0 +1,339 @@
+//! Several managers: `bai serve` processes on one PostgreSQL database serve one product. Two in
+//! this test process (each its own state, bus, leases and caches), and two real `bai serve`
+//! processes of which the leader is killed with SIGKILL during launches.
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::gql;
+use crate::support::*;
+
+async fn role(app: &TestApp) -> String {
+    app.readyz().await["manager"]["role"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_serve_one_product() {
+    let started = Instant::now();
+    require_docker();
+    let a = spawn(Db::Postgres).await;
+    let b = a.beside().await;
+    // One leads (the first one up), the other follows; both say so.
+    assert_eq!(role(&a).await, "leader");
+    assert_eq!(role(&b).await, "follower");
+
+    // Logged in through A is logged in on B.
+    let user = a.user("across@x.org", "user", "default").await;
+    let me = b
+        .op_ok::<gql::ops::WhoAmI>(Some(&user), Default::default())
+        .await;
+    assert_eq!(me["whoami"]["email"], "across@x.org");
+
+    // Created through B (the follower), placed by A's scheduler, seen live through B, each
+    // status once.
+    let mut events =
+        subscribe_op::<gql::SessionStatusChanges>(&b, &user, Default::default()).await;
+    let body = create_session(
+        &b,
+        &user,
+        json!({"image": PYTHON, "name": "across", "resources": "{\"cpu\": \"1\", \"mem\": \"320m\"}"}),
+    )
+    .await;
+    let id = session_ids(&body)[0].clone();
+    let mut seen: Vec<String> = Vec::new();
+    while !seen.iter().any(|e| e == "session_started") {
+        let msg = next_json(&mut events).await;
+        let e = &msg["payload"]["data"]["session_status_changes"];
+        assert_eq!(e["name"], "across", "{msg}");
+        seen.push(e["event"].as_str().unwrap_or_default().to_string());
+    }
+    let mut once = seen.clone();
+    once.dedup();
+    assert_eq!(once, seen, "an event delivered twice: {seen:?}");
+    for e in ["session_scheduled", "session_preparing", "session_started"] {
+        assert!(seen.iter().any(|s| s == e), "{e} missing from {seen:?}");
+    }
+    // A launched it (the leader); code runs through B all the same.
+    let (out, _err, exit) =
+        crate::sessions::run_to_end(&b, &user, &id, "query", "print(6 * 7)", json!({})).await;
+    assert_eq!((out.trim(), exit), ("42", 0));
+
+    // A logout through A ends the credential on B, and B's live subscription, within 1 s.
+    let quiet = subscribe_op::<gql::SessionStatusChanges>(&b, &user, Default::default()).await;
+    let before = b.op::<gql::ops::WhoAmI>(Some(&user), Default::default()).await;
+    assert!(before.get("errors").is_none(), "{before}");
+    let revoked_at = Instant::now();
+    a.op_ok::<gql::managers::Logout>(Some(&user), Default::default())
+        .await;
+    eventually("B to refuse the token A logged out", WAIT, || async {
+        let r = b.op::<gql::ops::WhoAmI>(Some(&user), Default::default()).await;
+        (code(&r) == "UNAUTHENTICATED").then_some(())
+    })
+    .await;
+    let refused_after = revoked_at.elapsed();
+    let ended = ended_with(quiet).await;
+    let ended_after = revoked_at.elapsed();
+    println!(
+        "revocation across managers: token refused on B after {refused_after:?}, subscription ended after {ended_after:?}"
+    );
+    assert!(ended.contains("revoked"), "{ended}");
+    assert!(refused_after < Duration::from_secs(1), "{refused_after:?}");
+    assert!(ended_after < Duration::from_secs(1), "{ended_after:?}");
+
+    // The admin ends the session through B; A's bus hears it.
+    destroy(&b, &b.admin_token.clone(), &id).await;
+    wait_status(&a, &a.admin_token.clone(), &id, &["TERMINATED"]).await;
+    drop(b);
+    drop(a);
+    took("managers::two_managers_serve_one_product", started);
+}
+
+/// The message that ends a subscription (an error's message; "complete" if it just ends).
+async fn ended_with(mut ws: Ws) -> String {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("the subscription ends within 10 s");
+        let Some(Ok(Message::Text(t))) = msg else {
+            return "closed".into();
+        };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        match v["type"].as_str() {
+            Some("next") if v["payload"]["errors"].is_array() => {
+                return v["payload"]["errors"][0]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+            }
+            Some("error") => return v["payload"].to_string(),
+            Some("complete") => return "complete".into(),
+            _ => continue,
+        }
+    }
+}
+
+/// A `bai serve` of its own (the binary beside this test's), killed when dropped.
+struct Manager {
+    child: std::process::Child,
+    app: TestApp,
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bai_binary() -> std::path::PathBuf {
+    // target/<profile>/deps/it-… → target/<profile>/bai
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("bai"))
+        .unwrap();
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build -p api --bin bai`; scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+async fn start_manager(database_url: &str, data_dir: &std::path::Path) -> Manager {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = std::fs::File::create(data_dir.with_extension(format!("{port}.log"))).unwrap();
+    let child = std::process::Command::new(bai_binary())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", database_url)
+        .env("BAI_DATA_DIR", data_dir)
+        .env("BAI_WEB_DIR", data_dir.join("web"))
+        .env("BAI_ADMIN_EMAIL", ADMIN_EMAIL)
+        .env("BAI_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env("BAI_LEASE_SECS", "3")
+        .env("BAI_LOG", "info,sqlx=warn,sea_orm=warn")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("bai serve starts");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    eventually("the manager to be ready", WAIT, || async {
+        let r = http.get(format!("{base}/health/readyz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+    let mut app = TestApp {
+        server: None,
+        base,
+        http,
+        admin_token: String::new(),
+        config: api::Config::default(),
+        dir: std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple())),
+    };
+    app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    Manager { child, app }
+}
+
+/// Containers of this installation by session, as the engine has them.
+fn containers_by_session(instance: &str) -> Vec<(String, String, bool)> {
+    let out = docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label=ai.backend.bai-instance={instance}"),
+        "--format",
+        "{{.ID}} {{.Label \"ai.backend.session-id\"}} {{.State}}",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            Some((
+                parts.next()?.to_string(),
+                parts.next()?.to_string(),
+                parts.next()? == "running",
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_killed_during_launches_is_replaced_and_nothing_is_lost_or_doubled() {
+    let started = Instant::now();
+    require_docker();
+    let url = fresh_pg_database().await;
+    let dir = std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut first = start_manager(&url, &dir.join("data")).await;
+    let second = start_manager(&url, &dir.join("data")).await;
+    assert_eq!(first.app.readyz().await["manager"]["role"], "leader");
+    assert_eq!(second.app.readyz().await["manager"]["role"], "follower");
+    let (a, b) = (&first.app, &second.app);
+    let user = a.user("burst@x.org", "user", "default").await;
+    b.image_min_cpu(PYTHON, "0.1").await;
+    // 20 launches asked through both; the leader dies while they run.
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let through = if i % 2 == 0 { a } else { b };
+        let body = create_session(
+            through,
+            &user,
+            json!({"image": PYTHON, "resources": "{\"cpu\": \"0.1\", \"mem\": \"256m\"}"}),
+        )
+        .await;
+        ids.extend(session_ids(&body));
+    }
+    eventually("a launch to be under way", WAIT, || async {
+        let s = b
+            .op_ok::<gql::SessionList>(
+                Some(&user),
+                gql::session_list::Variables {
+                    limit: 100,
+                    status: Some("PREPARING,PULLING,RUNNING".into()),
+                    ..Default::default()
+                },
+            )
+            .await;
+        (s["compute_session_list"]["total_count"].as_u64() > Some(0)).then_some(())
+    })
+    .await;
+    let killed_at = Instant::now();
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    eventually("the survivor to lead", WAIT, || async {
+        (b.readyz().await["manager"]["role"] == "leader").then_some(())
+    })
+    .await;
+    let takeover = killed_at.elapsed();
+    println!("takeover after SIGKILL of the leader: {takeover:?} (lease 3 s)");
+    assert!(takeover < Duration::from_secs(10), "{takeover:?}");
+    // Every session ends RUNNING, or ERROR with the reason; none stays in flight.
+    let mut states = Vec::new();
+    for id in &ids {
+        let s = wait_status(b, &user, id, &["RUNNING", "ERROR"]).await;
+        if s["status"] == "ERROR" {
+            assert_eq!(s["status_info"], "server-restarted", "{s}");
+        }
+        states.push((id.clone(), s["status"].as_str().unwrap().to_string()));
+    }
+    let running: Vec<&String> = states
+        .iter()
+        .filter(|(_, st)| st == "RUNNING")
+        .map(|(id, _)| id)
+        .collect();
+    println!(
+        "after the kill: {} of 20 running, {} ended with server-restarted",
+        running.len(),
+        20 - running.len()
+    );
+    // None launched twice, no orphan: each running session has exactly one container, the
+    // others none (the survivor's recovery and sweep removed what the dead one left).
+    let instance = {
+        use sea_orm::EntityTrait;
+        let db = api::db::connect_raw(&url).await.unwrap();
+        let row = entity::system_settings::Entity::find_by_id("manager.instance_id".to_string())
+            .one(&db)
+            .await
+            .unwrap()
+            .expect("the installation's id");
+        row.value.as_str().unwrap().to_string()
+    };
+    eventually("no orphan container", WAIT, || async {
+        let cs = containers_by_session(&instance);
+        let ok = ids.iter().all(|id| {
+            let mine: Vec<_> = cs.iter().filter(|(_, s, _)| s == id).collect();
+            if running.contains(&id) {
+                mine.len() == 1 && mine[0].2
+            } else {
+                mine.is_empty()
+            }
+        }) && cs.iter().all(|(_, s, _)| ids.contains(s));
+        ok.then_some(())
+    })
+    .await;
+    // No leaked allocation: the agent holds what the running sessions asked, no more.
+    let agents = b
+        .admin_op::<gql::sessions::Agents>(Default::default())
+        .await;
+    let occ: Value =
+        serde_json::from_str(agents["agents"][0]["occupied_slots"].as_str().unwrap()).unwrap();
+    let cpu: f64 = occ["cpu"].as_str().unwrap_or("0").parse().unwrap();
+    assert!(
+        (cpu - 0.1 * running.len() as f64).abs() < 1e-6,
+        "occupied {cpu} CPU for {} running sessions",
+        running.len()
+    );
+    let res = b
+        .op_ok::<gql::DestroySessions>(
+            Some(&user),
+            gql::destroy_sessions::Variables {
+                ids: running.iter().map(|s| s.to_string()).collect(),
+            },
+        )
+        .await;
+    assert!(
+        res["destroy_sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["ok"] == true),
+        "{res}"
+    );
+    drop(second);
+    let _ = std::fs::remove_dir_all(&dir);
+    took(
+        "managers::a_leader_killed_during_launches_is_replaced_and_nothing_is_lost_or_doubled",
+        started,
+    );
+}
+
