@@ -75,9 +75,7 @@ pub async fn start_with_shutdown<F>(mut config: Config, shutdown: F) -> anyhow::
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    // TLS (served, and for registry scans) uses ring (already used by the database driver);
-    // installing it twice is harmless.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_crypto();
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         (None, None) => None,
@@ -254,6 +252,12 @@ where
         shutdown: Some(tx),
         task,
     })
+}
+
+/// TLS (served, for registry scans, and every HTTP client of this process) uses ring (already
+/// used by the database driver); installing it twice is harmless.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 pub async fn start(config: Config) -> anyhow::Result<Server> {
