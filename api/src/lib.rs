@@ -184,6 +184,7 @@ where
         tokio::spawn(keypairs::usage::flush_loop(state.clone())),
         tokio::spawn(sessions::reconcile::membership_loop(state.clone())),
         tokio::spawn(auth::follow(state.clone())),
+        tokio::spawn(auth::shared::flush_rates(state.clone())),
         tokio::spawn(sessions::follow(state.clone())),
     ];
     if let Some(listener) = metrics_listener {

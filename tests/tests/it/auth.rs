@@ -8,7 +8,7 @@ use crate::gql;
 use crate::support::*;
 
 /// `login(email, password)` without a token: the whole answer.
-async fn login_body(app: &TestApp, email: &str, password: &str) -> Value {
+pub(crate) async fn login_body(app: &TestApp, email: &str, password: &str) -> Value {
     app.op::<gql::Login>(
         None,
         gql::login::Variables {
@@ -306,15 +306,15 @@ fn sign(
     hex::encode(m.finalize().into_bytes())
 }
 
-struct Signed<'a> {
-    app: &'a TestApp,
-    ak: String,
-    sk: String,
+pub(crate) struct Signed<'a> {
+    pub(crate) app: &'a TestApp,
+    pub(crate) ak: String,
+    pub(crate) sk: String,
 }
 
 impl Signed<'_> {
     /// POSTs `MyKeypair` to /admin/gql signed for `signed_path` with `date`, sent to `path`.
-    async fn post(
+    pub(crate) async fn post(
         &self,
         path: &str,
         signed_path: &str,
@@ -364,7 +364,7 @@ impl Signed<'_> {
     }
 }
 
-fn now_iso(offset_secs: i64) -> String {
+pub(crate) fn now_iso(offset_secs: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(offset_secs))
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
 }

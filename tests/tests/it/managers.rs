@@ -96,6 +96,81 @@ async fn two_managers_serve_one_product() {
     took("managers::two_managers_serve_one_product", started);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_across_managers() {
+    let started = Instant::now();
+    let a = spawn(Db::Postgres).await;
+    let b = a.beside().await;
+    // A password-guessing flood split over both is throttled as one: 10 failures per account.
+    a.user("victim@x.org", "user", "default").await;
+    let mut refused = Vec::new();
+    for i in 0..12 {
+        let through = if i % 2 == 0 { &a } else { &b };
+        let r = crate::auth::login_body(through, "victim@x.org", "wrong-Pass-1").await;
+        if r["errors"][0]["extensions"]["code"] == "RATE_LIMITED" {
+            refused.push(i);
+        }
+    }
+    assert_eq!(refused, [10, 11], "each manager saw only 6 failures of its own");
+
+    // A keypair's rate limit (6 per window) holds across both.
+    a.user("rl@x.org", "user", "default").await;
+    let created = a
+        .admin_op::<gql::CreateKeypair>(gql::create_keypair::Variables {
+            user_id: "rl@x.org".into(),
+            props: gql::create_keypair::KeyPairInput {
+                resource_policy: "default".into(),
+                rate_limit: 6,
+                ..Default::default()
+            },
+        })
+        .await;
+    let kp = &created["create_keypair"]["keypair"];
+    let (ak, sk) = (
+        kp["access_key"].as_str().unwrap().to_string(),
+        kp["secret_key"].as_str().unwrap().to_string(),
+    );
+    let on = |app| crate::auth::Signed {
+        app,
+        ak: ak.clone(),
+        sk: sk.clone(),
+    };
+    for _ in 0..4 {
+        let r = on(&a)
+            .post("/admin/gql", "/admin/gql", &crate::auth::now_iso(0), None)
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    // A shares its count within a second (the flush period).
+    let db = api::db::connect_raw(a.config.database_url.as_deref().unwrap())
+        .await
+        .unwrap();
+    eventually("A's count to be shared", WAIT, || async {
+        use sea_orm::ConnectionTrait;
+        let row = db
+            .query_one(sea_orm::Statement::from_sql_and_values(
+                sea_orm::DbBackend::Postgres,
+                "SELECT count FROM limit_windows WHERE key = $1",
+                [format!("rate:{ak}").into()],
+            ))
+            .await
+            .unwrap()?;
+        (row.try_get::<i64>("", "count").unwrap() >= 4).then_some(())
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let r = on(&b)
+            .post("/admin/gql", "/admin/gql", &crate::auth::now_iso(0), None)
+            .await;
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429], "4 through A, 2 more through B");
+    drop(b);
+    drop(a);
+    took("managers::limits_hold_across_managers", started);
+}
+
 /// The message that ends a subscription (an error's message; "complete" if it just ends).
 async fn ended_with(mut ws: Ws) -> String {
     loop {

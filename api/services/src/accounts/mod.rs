@@ -23,6 +23,8 @@ pub async fn check_credentials(
     addr: Option<std::net::IpAddr>,
 ) -> ApiResult<users::Model> {
     let email = email.trim().to_ascii_lowercase();
+    // Failures counted by any manager first, then this process's own attempts.
+    crate::auth::shared::login_allowed(state, &email, addr).await?;
     let attempt = state.login_throttle.start(&email, addr)?;
     let user = users::Entity::find()
         .filter(users::Column::Email.eq(&email))
@@ -37,6 +39,7 @@ pub async fn check_credentials(
         attempt.succeeded();
     } else {
         metrics::counter!("bai_login_failures_total").increment(1);
+        crate::auth::shared::login_failed(state, &email, addr).await;
     }
     match user {
         Some(u) if ok => match u.status {

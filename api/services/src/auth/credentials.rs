@@ -232,6 +232,12 @@ async fn from_signature(
         return Err(invalid());
     }
     match state.seen_signatures.record(&cred.signature) {
+        // Used on another manager already: a replay all the same.
+        hmac::Replay::Fresh if !super::shared::fresh_signature(state, &cred.signature).await? => {
+            return Err(fail(
+                "This signature was already used: sign every request anew",
+            ));
+        }
         hmac::Replay::Fresh => {}
         hmac::Replay::Seen => {
             return Err(fail(
@@ -270,6 +276,9 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
     };
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
     let window = super::ratelimit::WINDOW.as_secs().to_string();
+    if limit > 0 {
+        super::shared::seed_rate(state, access_key).await?;
+    }
     let remaining = match state
         .rate_limiter
         .check(access_key, limit, state.clock.now())

@@ -5,6 +5,7 @@ pub mod credentials;
 pub mod hmac;
 pub mod password;
 pub mod ratelimit;
+pub mod shared;
 pub mod ssh;
 pub mod throttle;
 pub mod tokens;

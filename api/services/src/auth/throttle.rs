@@ -167,7 +167,7 @@ impl LoginThrottle {
     }
 }
 
-fn refused(whom: &str, retry: Duration) -> ApiError {
+pub(crate) fn refused(whom: &str, retry: Duration) -> ApiError {
     metrics::counter!("bai_login_throttled_total").increment(1);
     let secs = retry.as_secs().max(1);
     ApiError::new(

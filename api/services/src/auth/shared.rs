@@ -1,0 +1,195 @@
+//! Limits that hold across several managers (PostgreSQL only; one process keeps them in its
+//! memory alone): counts per key and clock-aligned window in `limit_windows`.
+//!
+//! - **HMAC replay**: a signature accepted by one manager is refused by every other (one row
+//!   per signature, kept until its date could no longer pass the skew check).
+//! - **Login throttle**: failed password checks are counted per account and per address in
+//!   the database and read before each attempt, so a guessing flood split over managers is
+//!   throttled as one (besides each process's own count of attempts running at once).
+//! - **Rate limit**: each process counts its requests in memory and adds them to the shared
+//!   count every [`FLUSH`]; a key's first request in a window on a process reads the shared
+//!   count first. The limit holds to within what the other managers admit in one flush period.
+use std::time::Duration;
+
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+
+use crate::error::ApiResult;
+use crate::state::AppState;
+
+/// How often each process adds its rate-limit counts to the shared ones.
+pub const FLUSH: Duration = Duration::from_secs(1);
+
+fn shared(state: &AppState) -> bool {
+    state.cluster.is_shared()
+}
+
+/// Adds `delta` to `key`'s count in `window` (kept until `keep_secs` from now); the total.
+async fn add(
+    state: &AppState,
+    key: &str,
+    window: i64,
+    delta: i64,
+    keep_secs: f64,
+) -> ApiResult<i64> {
+    let row = state
+        .db
+        .query_one(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "INSERT INTO limit_windows (key, \"window\", count, expires_at) \
+             VALUES ($1, $2, $3, now() + make_interval(secs => $4)) \
+             ON CONFLICT (key, \"window\") DO UPDATE SET count = limit_windows.count + EXCLUDED.count \
+             RETURNING count",
+            [key.into(), window.into(), delta.into(), keep_secs.into()],
+        ))
+        .await?;
+    Ok(match row {
+        Some(r) => r.try_get("", "count")?,
+        None => 0,
+    })
+}
+
+/// `key`'s count in `window` (0 when none).
+async fn count(state: &AppState, key: &str, window: i64) -> ApiResult<i64> {
+    let row = state
+        .db
+        .query_one(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT count FROM limit_windows WHERE key = $1 AND \"window\" = $2",
+            [key.into(), window.into()],
+        ))
+        .await?;
+    Ok(match row {
+        Some(r) => r.try_get("", "count")?,
+        None => 0,
+    })
+}
+
+/// Whether `signature` (hex) is used here for the first time across every manager.
+pub async fn fresh_signature(state: &AppState, signature: &str) -> ApiResult<bool> {
+    if !shared(state) {
+        return Ok(true);
+    }
+    let keep = (state.config.hmac_clock_skew_secs.saturating_mul(2)) as f64;
+    let inserted = state
+        .db
+        .execute(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "INSERT INTO limit_windows (key, \"window\", count, expires_at) \
+             VALUES ($1, 0, 1, now() + make_interval(secs => $2)) ON CONFLICT DO NOTHING",
+            [format!("sig:{signature}").into(), keep.into()],
+        ))
+        .await?;
+    Ok(inserted.rows_affected() == 1)
+}
+
+fn login_window(state: &AppState) -> (i64, f64) {
+    let secs = state.config.login_block_secs.max(1);
+    let now = u64::try_from(state.clock.now().timestamp()).unwrap_or(0);
+    (i64::try_from(now / secs).unwrap_or(0), (secs * 2) as f64)
+}
+
+fn login_keys(account: &str, addr: Option<std::net::IpAddr>) -> Vec<(String, bool)> {
+    let mut keys = vec![(format!("login:account:{account}"), true)];
+    if let Some(a) = addr {
+        keys.push((format!("login:addr:{a}"), false));
+    }
+    keys
+}
+
+/// Refuses an attempt while the account or address has failed too often on any manager.
+pub async fn login_allowed(
+    state: &AppState,
+    account: &str,
+    addr: Option<std::net::IpAddr>,
+) -> ApiResult<()> {
+    if !shared(state) {
+        return Ok(());
+    }
+    let (window, _) = login_window(state);
+    for (key, is_account) in login_keys(account, addr) {
+        let max = if is_account {
+            state.config.login_max_failures_per_account
+        } else {
+            state.config.login_max_failures_per_addr
+        };
+        if count(state, &key, window).await? >= i64::from(max) {
+            let secs = state.config.login_block_secs.max(1);
+            let now = u64::try_from(state.clock.now().timestamp()).unwrap_or(0);
+            let whom = if is_account {
+                "for this account"
+            } else {
+                "from your address"
+            };
+            return Err(super::throttle::refused(
+                whom,
+                Duration::from_secs(secs - now % secs),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Counts a failed password check of `account` from `addr` for every manager.
+pub async fn login_failed(state: &AppState, account: &str, addr: Option<std::net::IpAddr>) {
+    if !shared(state) {
+        return;
+    }
+    let (window, keep) = login_window(state);
+    for (key, _) in login_keys(account, addr) {
+        if let Err(e) = add(state, &key, window, 1, keep).await {
+            tracing::warn!(error = %e.message, cause = %e.chain(), "counting a failed login for the other managers failed");
+        }
+    }
+}
+
+/// Before a keypair's first request in a window on this process: what the other managers
+/// have counted already.
+pub async fn seed_rate(state: &AppState, access_key: &str) -> ApiResult<()> {
+    if !shared(state) {
+        return Ok(());
+    }
+    let window = super::ratelimit::window_of(state.clock.now());
+    if state.rate_limiter.knows(access_key, window) {
+        return Ok(());
+    }
+    let total = count(state, &format!("rate:{access_key}"), window as i64).await?;
+    state
+        .rate_limiter
+        .set_others(access_key, window, u32::try_from(total).unwrap_or(u32::MAX));
+    Ok(())
+}
+
+/// Adds this process's rate-limit counts to the shared ones every [`FLUSH`], learning the
+/// others' in return. Without PostgreSQL there is nothing to do.
+pub async fn flush_rates(state: AppState) {
+    if !shared(&state) {
+        return;
+    }
+    let keep = (super::ratelimit::WINDOW.as_secs() * 2) as f64;
+    loop {
+        tokio::time::sleep(FLUSH).await;
+        for (key, window, delta, mine) in state.rate_limiter.take_pending() {
+            match add(
+                &state,
+                &format!("rate:{key}"),
+                window as i64,
+                i64::from(delta),
+                keep,
+            )
+            .await
+            {
+                Ok(total) => {
+                    let total = u32::try_from(total).unwrap_or(u32::MAX);
+                    state
+                        .rate_limiter
+                        .set_others(&key, window, total.saturating_sub(mine));
+                }
+                Err(e) => {
+                    // Counted again with the next flush.
+                    state.rate_limiter.give_back(&key, window, delta);
+                    tracing::warn!(error = %e.message, cause = %e.chain(), "sharing rate-limit counts failed; retried");
+                }
+            }
+        }
+    }
+}
