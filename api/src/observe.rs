@@ -297,7 +297,10 @@ pub async fn ready(State(state): State<AppState>) -> Response {
 }
 
 /// The agents whose engine this process drives (their heartbeat and reconciliation).
-fn engines_driven(state: &AppState, agents: &[std::sync::Arc<crate::agents::Agent>]) -> Vec<String> {
+fn engines_driven(
+    state: &AppState,
+    agents: &[std::sync::Arc<crate::agents::Agent>],
+) -> Vec<String> {
     agents
         .iter()
         .map(|a| a.info().id.clone())

@@ -220,7 +220,9 @@ mod tests {
         });
         let text = encode(&e).unwrap_or_default();
         let back: Event = serde_json::from_str(&text).unwrap();
-        assert!(matches!(back, Event::Session(s) if s.event == "session_started" && s.user.as_u128() == 2));
+        assert!(
+            matches!(back, Event::Session(s) if s.event == "session_started" && s.user.as_u128() == 2)
+        );
         let revoked: Event = serde_json::from_str(&encode(&Event::Revoked).unwrap()).unwrap();
         assert!(matches!(revoked, Event::Revoked));
         // A name no code sends is refused, not invented.

@@ -1,11 +1,11 @@
 //! The event bus as the services see it: the port and its in-process implementation live in
 //! `bai_bus`, the payloads in `bai_types::events`.
+/// The bus across processes (several managers on PostgreSQL).
+pub use bai_bus::pg::PgBus;
 pub use bai_bus::{
     Change, ChangeAction, Event, EventBus, EventStream, LocalBus, ObjectKind, SessionEvent,
     TaskState, TaskStatus, Topic, VfolderEvent, until,
 };
-/// The bus across processes (several managers on PostgreSQL).
-pub use bai_bus::pg::PgBus;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
 use crate::error::ApiResult;

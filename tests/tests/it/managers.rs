@@ -36,8 +36,7 @@ async fn two_managers_serve_one_product() {
 
     // Created through B (the follower), placed by A's scheduler, seen live through B, each
     // status once.
-    let mut events =
-        subscribe_op::<gql::SessionStatusChanges>(&b, &user, Default::default()).await;
+    let mut events = subscribe_op::<gql::SessionStatusChanges>(&b, &user, Default::default()).await;
     let body = create_session(
         &b,
         &user,
@@ -65,13 +64,17 @@ async fn two_managers_serve_one_product() {
 
     // A logout through A ends the credential on B, and B's live subscription, within 1 s.
     let quiet = subscribe_op::<gql::SessionStatusChanges>(&b, &user, Default::default()).await;
-    let before = b.op::<gql::ops::WhoAmI>(Some(&user), Default::default()).await;
+    let before = b
+        .op::<gql::ops::WhoAmI>(Some(&user), Default::default())
+        .await;
     assert!(before.get("errors").is_none(), "{before}");
     let revoked_at = Instant::now();
     a.op_ok::<gql::managers::Logout>(Some(&user), Default::default())
         .await;
     eventually("B to refuse the token A logged out", WAIT, || async {
-        let r = b.op::<gql::ops::WhoAmI>(Some(&user), Default::default()).await;
+        let r = b
+            .op::<gql::ops::WhoAmI>(Some(&user), Default::default())
+            .await;
         // A bearer token the server no longer knows is refused before GraphQL (problem+json).
         let refused = r["code"] == "UNAUTHENTICATED"
             || r["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED";
@@ -111,7 +114,11 @@ async fn limits_hold_across_managers() {
             refused.push(i);
         }
     }
-    assert_eq!(refused, [10, 11], "each manager saw only 6 failures of its own");
+    assert_eq!(
+        refused,
+        [10, 11],
+        "each manager saw only 6 failures of its own"
+    );
 
     // A keypair's rate limit (6 per window) holds across both.
     a.user("rl@x.org", "user", "default").await;
@@ -247,7 +254,11 @@ async fn start_manager(database_url: &str, data_dir: &std::path::Path) -> Manage
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     eventually("the manager to be ready", WAIT, || async {
-        let r = http.get(format!("{base}/health/readyz")).send().await.ok()?;
+        let r = http
+            .get(format!("{base}/health/readyz"))
+            .send()
+            .await
+            .ok()?;
         r.status().is_success().then_some(())
     })
     .await;
@@ -415,4 +426,3 @@ async fn a_leader_killed_during_launches_is_replaced_and_nothing_is_lost_or_doub
         started,
     );
 }
-

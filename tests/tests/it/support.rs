@@ -320,7 +320,9 @@ impl TestApp {
         let mut config = self.config.clone();
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.advertise_addr = None;
-        let server = api::start(config.clone()).await.expect("a second manager starts");
+        let server = api::start(config.clone())
+            .await
+            .expect("a second manager starts");
         let base = base_url(&server, &config);
         // Its own (empty) directory: the shared one goes with the first.
         let dir = std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple()));

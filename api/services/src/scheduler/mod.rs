@@ -15,9 +15,7 @@ use entity::slots::ResourceSlots;
 use entity::{
     agents, domains, groups, kernels, keypair_resource_policies, keypairs, scaling_groups, sessions,
 };
-use sea_orm::{
-    ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
-};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::json;
 use tokio::sync::{Mutex, Notify};
 use uuid::Uuid;

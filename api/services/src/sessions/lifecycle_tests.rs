@@ -967,7 +967,10 @@ async fn two_schedulers_that_both_lead_place_each_session_once() {
         if settled {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "launches never settled");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "launches never settled"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut running = 0;

@@ -312,7 +312,10 @@ async fn check_capacity<C: ConnectionTrait>(
         .await?;
     for agent in rows {
         let mut used = wanted.get(agent.id.as_str()).cloned().unwrap_or_default();
-        for k in live.iter().filter(|k| k.agent.as_deref() == Some(&agent.id)) {
+        for k in live
+            .iter()
+            .filter(|k| k.agent.as_deref() == Some(&agent.id))
+        {
             used = used.add(&k.requested_slots);
         }
         if !used.le(&agent.available_slots) {
@@ -343,7 +346,8 @@ pub async fn apply(
     {
         check_capacity(&txn, id, agents).await?;
     }
-    let (s, kernels) = transition(&txn, id, to, change, state.clock.now(), &state.cluster.id).await?;
+    let (s, kernels) =
+        transition(&txn, id, to, change, state.clock.now(), &state.cluster.id).await?;
     // Backend.AI's order: a batch's result, then each container, then the session.
     let mut events = Vec::new();
     match result {
