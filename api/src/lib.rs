@@ -155,18 +155,14 @@ where
             .await
             .context("listening for the other managers' events (LISTEN bai_events)")?;
         state.events = std::sync::Arc::new(bus);
-        state.revocations.announce_on(state.events.clone());
+        state
+            .revocations
+            .announce_on(state.events.clone(), &state.cluster.id);
     }
     agents::start_all(&state)
         .await
         .map_err(|e| anyhow::anyhow!("starting agents: {}", e.describe()))?;
-    let engines: Vec<String> = state
-        .agents
-        .all()
-        .await
-        .iter()
-        .map(|a| a.info().id.clone())
-        .collect();
+    let engines = state.agents.ids().await;
     cluster::round(&state.db, &state.cluster, &engines)
         .await
         .map_err(|e| anyhow::anyhow!("taking this process's leases: {}", e.describe()))?;

@@ -124,7 +124,7 @@ async fn receive(
                     "the event listener is back; live streams end so that their clients refetch"
                 );
                 resyncs.send_modify(|n| *n += 1);
-                local.publish(Event::Revoked);
+                local.publish(Event::Revoked { by: String::new() });
             }
         }
     }
@@ -223,8 +223,9 @@ mod tests {
         assert!(
             matches!(back, Event::Session(s) if s.event == "session_started" && s.user.as_u128() == 2)
         );
-        let revoked: Event = serde_json::from_str(&encode(&Event::Revoked).unwrap()).unwrap();
-        assert!(matches!(revoked, Event::Revoked));
+        let revoked = Event::Revoked { by: "p1".into() };
+        let revoked: Event = serde_json::from_str(&encode(&revoked).unwrap()).unwrap();
+        assert!(matches!(revoked, Event::Revoked { by } if by == "p1"));
         // A name no code sends is refused, not invented.
         let forged = text.replace("session_started", "session_exploded");
         assert!(serde_json::from_str::<Event>(&forged).is_err());

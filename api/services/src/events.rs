@@ -10,6 +10,19 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
 use crate::error::ApiResult;
 
+/// Calls `on` with every event of `bus` from now on, and with None when some were missed (the
+/// listener fell behind), until the bus closes.
+pub async fn follow(bus: &dyn EventBus, mut on: impl FnMut(Option<&Event>)) {
+    let mut rx = bus.subscribe();
+    loop {
+        match rx.recv().await {
+            Ok(e) => on(Some(&e)),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => on(None),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
 /// Events of a change, sent with its transaction: on a bus across processes they go out as
 /// NOTIFYs inside `txn` (PostgreSQL delivers them when it commits, never when it rolls back:
 /// nothing is announced that did not happen, nothing that happened goes unannounced); on the

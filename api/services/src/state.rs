@@ -10,6 +10,11 @@ use crate::events::{EventBus, LocalBus};
 use crate::scheduler::Scheduler;
 use crate::sessions::locks::SessionLocks;
 
+/// What every handler and service reaches. With several managers on one PostgreSQL each field
+/// is one of three kinds, said below: **shared** (in the database, or announced on the bus),
+/// **elected** (used by the process holding the lease: the leader, an engine's driver), or
+/// **per process** (a bounded cache of what the database holds, or state README's "Several
+/// managers" names as not yet shared).
 #[derive(Clone)]
 pub struct AppState {
     /// Reads and writes (SQLite: the one writer connection).
@@ -18,35 +23,54 @@ pub struct AppState {
     /// the same pool as `db`). Committed writes are visible to the next read.
     pub read: DatabaseConnection,
     pub config: Arc<Config>,
+    /// Shared: across managers on PostgreSQL (`bai_bus::pg`).
     pub events: Arc<dyn EventBus>,
+    /// Shared: counted here, added to the database's counts every second (`auth::shared`).
     pub rate_limiter: Arc<RateLimiter>,
+    /// Per process: its connections to every engine; which it drives is elected (`cluster`).
     pub agents: Arc<AgentRegistry>,
+    /// Elected: only the leader's schedules (its retry counts and index are the leader's).
     pub scheduler: Arc<Scheduler>,
+    /// Per process: launch and termination of one session in this process never interleave;
+    /// across managers, status changes are compare-and-set (`sessions::transition`).
     pub session_locks: Arc<SessionLocks>,
     /// This installation's id (labels its containers).
     pub instance_id: String,
+    /// Per process (not yet shared): a task's state is read through the manager running it;
+    /// its events travel on the bus.
     pub bgtasks: Arc<crate::bgtasks::BgTasks>,
+    /// Per process (not yet shared): an execution's output is read through the manager that
+    /// started it.
     pub exec_runs: Arc<crate::sessions::exec::Runs>,
+    /// Per process (not yet shared): apps started through this manager; forgotten on any
+    /// manager's end of the session (`sessions::follow`).
     pub started_apps: Arc<crate::sessions::apps::StartedApps>,
-    /// Sessions being committed to images now.
+    /// Per process (not yet shared): sessions being committed to images through this manager.
     pub commits: Arc<crate::sessions::commit::Commits>,
     /// One HTTP client (connection pool) for the app proxy and probes.
     pub http: reqwest::Client,
+    /// Per process: attempts running at once; failures are shared (`auth::shared`).
     pub login_throttle: Arc<crate::auth::throttle::LoginThrottle>,
+    /// Shared: announced on the bus to every manager.
     pub revocations: Arc<crate::auth::Revocations>,
-    /// Open GraphQL WebSockets per user (or per address when anonymous).
+    /// Open GraphQL WebSockets per user (or per address when anonymous). Per process (not yet
+    /// shared): the cap holds per manager.
     pub ws_connections: Arc<crate::auth::ws::Connections>,
-    /// HMAC signatures already used within the clock-skew window.
+    /// HMAC signatures already used within the clock-skew window: this process's first, then
+    /// the database's (`auth::shared`).
     pub seen_signatures: Arc<crate::auth::hmac::SeenSignatures>,
     /// Cancelled when the server begins to shut down: live streams end with a reason.
     pub shutdown: tokio_util::sync::CancellationToken,
-    /// Login sessions, users and keypairs as requests prove who they are (`auth::cache`).
+    /// Login sessions, users and keypairs as requests prove who they are (`auth::cache`). Per
+    /// process, a bounded cache emptied by every revocation of any manager.
     pub auth_cache: Arc<crate::auth::cache::AuthCache>,
-    /// Keypair use counted in memory, written in batches (`keypairs::usage`).
+    /// Keypair use counted in memory, added to the database in batches (`keypairs::usage`):
+    /// each manager adds its own, none overwrites another's.
     pub usage: Arc<crate::keypairs::usage::Usage>,
     /// Time spent by the last launches' phases (`bai bench`, metrics).
     pub launch_phases: Arc<crate::sessions::LaunchPhases>,
-    /// `total_count` of session lists; `sessions::publish` marks every change.
+    /// `total_count` of session lists; `sessions::publish` marks every change, and every other
+    /// manager's (`sessions::follow`). A bounded per-process cache.
     pub session_counts: Arc<crate::db::CountCache>,
     /// The server's TLS settings when it speaks HTTPS (app ports use them too).
     pub tls: Option<tokio_rustls::TlsAcceptor>,

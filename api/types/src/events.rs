@@ -180,9 +180,11 @@ pub enum Event {
     BgTask(TaskState),
     Vfolder(VfolderEvent),
     /// Credentials were revoked (a logout, a password, role or status change, a keypair
-    /// deactivated or deleted): every manager drops its cached credentials and proves its
-    /// live streams' again.
-    Revoked,
+    /// deactivated or deleted) by the manager `by` (empty: events may have been missed): every
+    /// other manager drops its cached credentials and proves its live streams' again.
+    Revoked {
+        by: String,
+    },
 }
 
 /// A storage folder was created, renamed or deleted. Owner and project say who may hear it.

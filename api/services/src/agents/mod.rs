@@ -33,10 +33,11 @@ pub struct AgentRegistry {
     /// Owned by the process that drives the agent, from its configuration (what the scheduler
     /// of any process needs is on the agent row: `storage_hosts`).
     storage: parking_lot::RwLock<HashMap<String, StoragePaths>>,
-    /// One at a time per key: an image's transfer to one agent, the image's row. Process
-    /// memory, bounded by images × agents; it serialises this process's launches only (a
-    /// transfer runs where the agent lives; the image row's turn across several managers is
-    /// issue 33's).
+    /// One at a time per key: an image's transfer to one agent, the image's row, a multi-node
+    /// launch's addresses on an agent. Process memory, bounded by images × agents. Launches
+    /// run on the elected leader only, so its turns serialise every launch; the image row is
+    /// also written by each manager's scan of its engines at start (`scan_local_images`),
+    /// where a lost update is repaired by the next scan or delivery.
     turns: parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -55,6 +56,11 @@ impl AgentRegistry {
 
     pub async fn all(&self) -> Vec<Arc<Agent>> {
         self.agents.read().await.values().cloned().collect()
+    }
+
+    /// The ids of this process's agents (the engines it can reach).
+    pub async fn ids(&self) -> Vec<String> {
+        self.agents.read().await.keys().cloned().collect()
     }
 
     /// Waits for the turn of `key` (bounded by the keys in use: one per image and agent).

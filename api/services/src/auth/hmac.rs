@@ -132,9 +132,9 @@ pub fn verify(secret: &str, input: &SignInput<'_>, signature_hex: &str) -> bool 
 /// so a captured request cannot be replayed (Backend.AI's signature does not cover the body).
 /// Not a cache (moka or any evicting map would be wrong here): forgetting a signature before
 /// it expires would let its request be replayed, so at the bound new requests are refused
-/// instead ([`Replay::Full`]), and entries leave only in order of expiry. Kept in this
-/// process's memory: a second manager on the same database does not see it yet (several
-/// managers, issue 33, move it to shared state).
+/// instead ([`Replay::Full`]), and entries leave only in order of expiry. This process's
+/// memory answers first; with several managers a fresh signature is also recorded in the
+/// database, which refuses one another manager accepted (`auth::shared::fresh_signature`).
 pub struct SeenSignatures {
     keep: std::time::Duration,
     inner: parking_lot::Mutex<Seen>,

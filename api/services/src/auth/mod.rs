@@ -40,7 +40,8 @@ pub enum Credential {
 pub struct Revocations {
     count: AtomicU64,
     changed: tokio::sync::watch::Sender<u64>,
-    bus: parking_lot::RwLock<Option<std::sync::Arc<dyn crate::events::EventBus>>>,
+    /// Where revocations are announced, and this process's id among the managers.
+    bus: parking_lot::RwLock<Option<(std::sync::Arc<dyn crate::events::EventBus>, String)>>,
 }
 
 impl Default for Revocations {
@@ -63,8 +64,8 @@ impl Revocations {
     /// A revocation here: counted, and announced to the other managers.
     pub fn bump(&self) {
         self.count_one();
-        if let Some(bus) = self.bus.read().as_ref() {
-            bus.publish(crate::events::Event::Revoked);
+        if let Some((bus, me)) = self.bus.read().as_ref() {
+            bus.publish(crate::events::Event::Revoked { by: me.clone() });
         }
     }
     /// A revocation announced by another manager (or events possibly missed): counted only.
@@ -79,29 +80,24 @@ impl Revocations {
     pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changed.subscribe()
     }
-    /// Announces revocations on `bus` from now on (a bus across processes).
-    pub fn announce_on(&self, bus: std::sync::Arc<dyn crate::events::EventBus>) {
-        *self.bus.write() = Some(bus);
+    /// Announces revocations on `bus` from now on (a bus across processes), as manager `me`.
+    pub fn announce_on(&self, bus: std::sync::Arc<dyn crate::events::EventBus>, me: &str) {
+        *self.bus.write() = Some((bus, me.to_string()));
     }
 }
 
 /// Counts the revocations other managers announce (every process runs it on a bus across
-/// processes; its own announcements come back too, which only counts one more).
+/// processes; its own come back too, and were counted when they were made).
 pub async fn follow(state: crate::state::AppState) {
     use crate::events::Event;
     if !state.events.spans_processes() {
         return;
     }
-    let mut rx = state.events.subscribe();
-    loop {
-        match rx.recv().await {
-            Ok(e) if matches!(*e, Event::Revoked) => state.revocations.count_one(),
-            Ok(_) => {}
-            // Missed events may have held a revocation.
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                state.revocations.count_one()
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-        }
-    }
+    crate::events::follow(&*state.events, |e| match e {
+        Some(Event::Revoked { by }) if *by != state.cluster.id => state.revocations.count_one(),
+        Some(_) => {}
+        // Missed events may have held a revocation.
+        None => state.revocations.count_one(),
+    })
+    .await
 }

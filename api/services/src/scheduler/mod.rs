@@ -38,7 +38,8 @@ pub struct Scheduler {
     /// came or went, resources were released).
     dirty: std::sync::atomic::AtomicBool,
     /// Passes each pending session waited through, kept here rather than written on every
-    /// pass (the database gets them with the next change of reason).
+    /// pass (the database gets them with the next change of reason). The leader's: a new
+    /// leader starts from the counts last written.
     retries: parking_lot::Mutex<HashMap<Uuid, u32>>,
     /// Per resource group, its agents indexed by free capacity, kept between passes: each pass
     /// re-keys only the agents whose capacity or use changed since (placements, terminations,
@@ -46,7 +47,7 @@ pub struct Scheduler {
     ///
     /// A bounded cache (one entry per resource group with pending sessions), never the truth:
     /// every pass first brings it to the agents and allocations read from the database, so a
-    /// second `bai serve` on the same database keeps its own and plans from the same rows.
+    /// new leader builds its own and plans from the same rows.
     indexes: parking_lot::Mutex<HashMap<String, plan::AgentIndex>>,
 }
 
@@ -115,42 +116,41 @@ pub async fn run(state: AppState) {
 /// (live use) does not. Lagging behind the bus only means waking once more.
 pub async fn wake_on_changes(state: AppState) {
     use crate::events::Event;
-    let mut rx = state.events.subscribe();
-    loop {
-        match rx.recv().await {
-            Ok(event) => {
-                // Sessions arriving or ending through another manager.
-                if let Event::Session(e) = event.as_ref()
-                    && e.kernel.is_none()
-                    && matches!(
-                        e.status,
-                        SessionStatus::Pending
-                            | SessionStatus::Running
-                            | SessionStatus::Terminated
-                            | SessionStatus::Cancelled
-                            | SessionStatus::Error
-                    )
-                {
-                    state.scheduler.wake();
-                }
-                if let Event::Changed(c) = event.as_ref()
-                    && matches!(
-                        c.kind,
-                        ObjectKind::KeypairResourcePolicy
-                            | ObjectKind::Keypair
-                            | ObjectKind::Group
-                            | ObjectKind::Domain
-                            | ObjectKind::ScalingGroup
-                            | ObjectKind::SystemSetting
-                    )
-                {
-                    state.scheduler.wake();
-                }
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => state.scheduler.wake(),
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+    // Sessions arriving or ending through another manager (this one wakes where they happen).
+    let others = state.events.spans_processes();
+    crate::events::follow(&*state.events, |event| match event {
+        Some(Event::Session(e))
+            if others
+                && e.kernel.is_none()
+                && matches!(
+                    e.status,
+                    SessionStatus::Pending
+                        | SessionStatus::Running
+                        | SessionStatus::Terminated
+                        | SessionStatus::Cancelled
+                        | SessionStatus::Error
+                ) =>
+        {
+            state.scheduler.wake()
         }
-    }
+        Some(Event::Changed(c))
+            if matches!(
+                c.kind,
+                ObjectKind::KeypairResourcePolicy
+                    | ObjectKind::Keypair
+                    | ObjectKind::Group
+                    | ObjectKind::Domain
+                    | ObjectKind::ScalingGroup
+                    | ObjectKind::SystemSetting
+            ) =>
+        {
+            state.scheduler.wake()
+        }
+        Some(_) => {}
+        // Missed events: waking once more costs one pass.
+        None => state.scheduler.wake(),
+    })
+    .await
 }
 
 /// One pass over every active resource group with pending sessions; returns placements made.

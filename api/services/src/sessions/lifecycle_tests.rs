@@ -1033,3 +1033,47 @@ async fn recovery_leaves_a_live_managers_work_alone() {
     assert_eq!(s.status_info.as_deref(), Some("server-restarted"));
     assert!(w.engine.containers().is_empty());
 }
+
+/// A termination through another manager while this one launches: the termination wins, the
+/// launch stops without marking the session ERROR, and the container it made goes at once
+/// (not at the next sweep).
+#[tokio::test]
+async fn a_termination_through_another_manager_wins_over_a_launch() {
+    let w = world().await;
+    let mut req = request(SessionType::Interactive, None);
+    // The launch waits in PREPARING for a bootstrap script that does not end yet.
+    w.engine.hold_bootstraps(true);
+    req.bootstrap_script = Some("sleep 600".into());
+    let created = crate::sessions::create(&w.state, &w.admin, req)
+        .await
+        .unwrap();
+    let id = created[0].id;
+    crate::scheduler::schedule_once(&w.state).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while session(&w, id).await.status != SessionStatus::Preparing
+        || w.engine.containers().is_empty()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "never PREPARING");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The other manager: its own session locks (this launch holds this one's).
+    let mut other = w.state.clone();
+    other.session_locks = Arc::default();
+    let ended = crate::sessions::terminate(&other, id, "user-requested")
+        .await
+        .unwrap();
+    assert_eq!(ended.status, SessionStatus::Terminated);
+    // The launch, still waiting for the script, sees the session gone on.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !w.engine.containers().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the launch left its container: {:?}",
+            w.engine.calls()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let s = session(&w, id).await;
+    assert_eq!(s.status, SessionStatus::Terminated);
+    assert_eq!(s.status_info.as_deref(), Some("user-requested"));
+}

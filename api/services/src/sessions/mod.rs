@@ -24,7 +24,7 @@ use rust_decimal::prelude::ToPrimitive;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter, Set,
-    TransactionTrait,
+    TransactionTrait, TryIntoModel,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -163,7 +163,8 @@ pub async fn transition<C: ConnectionTrait>(
         return Err(ApiError::conflict(format!(
             "Session '{}' has already ended ({})",
             s.name, s.status
-        )));
+        ))
+        .with_source(LostRace));
     }
     let from = s.status;
     if let Some(expected) = change.expect
@@ -214,7 +215,8 @@ pub async fn transition<C: ConnectionTrait>(
     if terminal {
         m.terminated_at = Set(Some(now));
     }
-    // Compare-and-set: only from the status read above.
+    // Compare-and-set: only from the status read above. What it writes is the row now.
+    let updated_row = m.clone().try_into_model()?;
     let updated = sessions::Entity::update_many()
         .set(m)
         .filter(sessions::Column::Id.eq(id))
@@ -228,7 +230,7 @@ pub async fn transition<C: ConnectionTrait>(
             .unwrap_or(from);
         return Err(changed_meanwhile(&name, now_is));
     }
-    let updated = crate::lookup::get::<sessions::Entity>(db, "session", id).await?;
+    let updated = updated_row;
     let mut kernels_now = Vec::new();
     for k in kernel_rows {
         let (k_id, k_requested) = (k.id, k.requested_slots.clone());
@@ -264,16 +266,31 @@ pub async fn transition<C: ConnectionTrait>(
     Ok((updated, kernels_now))
 }
 
-/// The refusal of a change whose session moved on meanwhile (another task, another manager).
+/// The cause of a change refused because its session moved on meanwhile (another task or
+/// another manager changed it first): whoever lost the race has nothing left to do.
+#[derive(Debug)]
+pub struct LostRace;
+
+impl std::fmt::Display for LostRace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the session changed meanwhile")
+    }
+}
+
+impl std::error::Error for LostRace {}
+
+/// The refusal of a change whose session moved on meanwhile.
 fn changed_meanwhile(name: &str, now_is: SessionStatus) -> ApiError {
     ApiError::conflict(format!(
         "Session '{name}' changed meanwhile (it is {now_is} now)"
     ))
+    .with_source(LostRace)
 }
 
-/// Whether `e` is the refusal of a change that another task or manager made first.
+/// Whether `e` refused a change that another task or manager made first (or that ended the
+/// session first).
 pub fn lost_race(e: &ApiError) -> bool {
-    e.code == bai_types::error::ErrorCode::Conflict && e.message.contains("changed meanwhile")
+    e.source().is_some_and(|s| s.is::<LostRace>())
 }
 
 /// Refuses a placement beyond an agent's capacity: the agents' rows are locked (PostgreSQL:
@@ -320,10 +337,11 @@ async fn check_capacity<C: ConnectionTrait>(
         }
         if !used.le(&agent.available_slots) {
             return Err(ApiError::conflict(format!(
-                "Session changed meanwhile: agent {} has no room for it any more ({})",
+                "Agent {} has no room for the session any more ({})",
                 agent.id,
                 used.exceeding(&agent.available_slots).join(", ")
-            )));
+            ))
+            .with_source(LostRace));
         }
     }
     Ok(())
@@ -480,6 +498,11 @@ pub async fn launch(state: AppState, id: Uuid) {
     let lock = state.session_locks.get(id).await;
     let _guard = lock.lock().await;
     if let Err(e) = launch_locked(&state, id).await {
+        if lost_race(&e) {
+            // Ended (or moved on) meanwhile: whoever did it recorded why.
+            tracing::info!(session = %id, reason = %e.message, "a launch stopped: the session changed meanwhile");
+            return;
+        }
         tracing::warn!(session = %id, error = %e.message, cause = %e.chain(), "session failed to start");
         let data = json!({"error": {"message": e.message}});
         if let Err(e2) = apply(
@@ -610,11 +633,10 @@ async fn placement(state: &AppState, all: &[kernels::Model]) -> ApiResult<Placem
 /// network (so every member's hosts file names them all before any starts), and on each
 /// agent's host the rules that let exactly these addresses reach each other. Holds each
 /// agent's turn for its addresses until the containers are made (returned), so that two
-/// launches never pick the same one. The turns are this process's memory: a second `bai serve`
-/// on the same database may pick the same address for a launch of its own, and then the
-/// engine refuses one of the two containers, whose launch ends in ERROR with its rules removed
-/// (until then its rules name an address the other holds; both must have listed the host's
-/// rules before either put its own in). Sharing the turn through the database is issue 33's.
+/// launches never pick the same one. The turns are this process's memory, and launches run on
+/// the elected leader only. Should two processes ever both launch (both believing they lead),
+/// the engine refuses one of two containers given the same address, whose launch ends in ERROR
+/// with its rules removed.
 async fn multi_node_places(
     state: &AppState,
     id: Uuid,
@@ -684,7 +706,18 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     let multi_node = cluster && is_multi_node(&s);
     let (each, distinct) = placement(state, &all).await?;
     let (agent_id, agent) = (k.agent.clone().unwrap_or_default(), each[0].clone());
-    apply(state, id, SessionStatus::Preparing, Change::default()).await?;
+    // Each step only from the one before: a termination through another manager wins.
+    let from = |status| Change {
+        expect: Some(status),
+        ..Default::default()
+    };
+    apply(
+        state,
+        id,
+        SessionStatus::Preparing,
+        from(SessionStatus::Scheduled),
+    )
+    .await?;
     let image = crate::images::resolve(&state.db, &k.image, Some(&k.architecture)).await?;
     let shmem = k
         .resource_opts
@@ -731,10 +764,22 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     // The engine says what it holds (the catalog may be stale: an image removed on the host).
     for on in &distinct {
         if !on.has_image(&reference).await? {
-            apply(state, id, SessionStatus::Pulling, Change::default()).await?;
+            apply(
+                state,
+                id,
+                SessionStatus::Pulling,
+                from(SessionStatus::Preparing),
+            )
+            .await?;
             crate::agents::delivery::bring(state, id, &image, &on.info().id, on, &reference)
                 .await?;
-            apply(state, id, SessionStatus::Preparing, Change::default()).await?;
+            apply(
+                state,
+                id,
+                SessionStatus::Preparing,
+                from(SessionStatus::Pulling),
+            )
+            .await?;
         }
     }
     let started = std::time::Instant::now();
@@ -831,9 +876,8 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         // Backend.AI runs the script before the session's services: it is PREPARING until
         // the script has ended in every container (one deadline for them all).
         let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
-        let locks = state.session_locks.clone();
         for (_, c, on) in &containers {
-            bootstrapped(on.as_ref(), id, c, deadline, || locks.asked_to_end(id)).await;
+            bootstrapped(state, on.as_ref(), id, c, deadline).await;
         }
     }
     state.launch_phases.record(id, started.elapsed());
@@ -862,12 +906,22 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         Change {
             container_id: (!cluster).then(|| container_id.clone()),
             occupying: Some(s.requested_slots.clone()),
+            expect: Some(SessionStatus::Preparing),
             ..Default::default()
         },
     )
     .await;
     if let Err(e) = running {
         state.started_apps.ssh_setup_ends(id, ssh_setup);
+        if lost_race(&e) {
+            // Ended meanwhile (through another manager): what this launch made goes now,
+            // not at the next sweep.
+            for (kernel, container, on) in &containers {
+                if let Err(e) = on.remove(container, *kernel).await {
+                    tracing::warn!(container = %container, error = ?e, "removing a container failed; the next sweep retries");
+                }
+            }
+        }
         return Err(e);
     }
     {
@@ -926,18 +980,26 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
 const BOOTSTRAP_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Waits until the container's bootstrap script has ended ([`bai_engine::BOOTSTRAP_DONE`]
-/// exists; a stopped container's files are read as well), [`BOOTSTRAP_WAIT`] passed, or
-/// `ending` says the session is being terminated.
+/// exists; a stopped container's files are read as well), [`BOOTSTRAP_WAIT`] passed, or the
+/// session is being ended: through this process (it asked, `SessionLocks::ask_to_end`) or
+/// through another manager (its status moved on; read once per poll).
 async fn bootstrapped(
+    state: &AppState,
     agent: &crate::agents::Agent,
     id: Uuid,
     container_id: &str,
     deadline: tokio::time::Instant,
-    ending: impl Fn() -> bool,
 ) {
     let mut pause = std::time::Duration::from_millis(100);
     loop {
-        if ending() {
+        if state.session_locks.asked_to_end(id) {
+            return;
+        }
+        let moved_on = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
+            .await
+            .map(|s| !matches!(s.status, SessionStatus::Preparing | SessionStatus::Pulling))
+            .unwrap_or(true);
+        if moved_on {
             return;
         }
         match agent
@@ -1397,26 +1459,20 @@ pub async fn follow(state: AppState) {
     if !state.events.spans_processes() {
         return;
     }
-    let mut rx = state.events.subscribe();
-    loop {
-        match rx.recv().await {
-            Ok(e) => {
-                if let Event::Session(e) = &*e {
-                    state.session_counts.changed();
-                    if matches!(
-                        e.status,
-                        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
-                    ) {
-                        state.started_apps.forget(e.session_id);
-                    }
-                }
+    crate::events::follow(&*state.events, |e| match e {
+        Some(Event::Session(e)) => {
+            state.session_counts.changed();
+            if matches!(
+                e.status,
+                SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
+            ) {
+                state.started_apps.forget(e.session_id);
             }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                state.session_counts.changed()
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
-    }
+        Some(_) => {}
+        None => state.session_counts.changed(),
+    })
+    .await
 }
 
 /// The container's output: live while it runs, the kept copy afterwards.

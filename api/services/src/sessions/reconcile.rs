@@ -163,13 +163,7 @@ pub async fn membership_loop(state: AppState) {
     let mut led = state.cluster.is_leader();
     loop {
         tokio::time::sleep(crate::cluster::period(&state.cluster)).await;
-        let engines: Vec<String> = state
-            .agents
-            .all()
-            .await
-            .iter()
-            .map(|a| a.info().id.clone())
-            .collect();
+        let engines = state.agents.ids().await;
         if let Err(e) = crate::cluster::round(&state.db, &state.cluster, &engines).await {
             // Unsure whether its leases still hold: this process acts as if they did not.
             tracing::warn!(error = %e.message, cause = %e.chain(), "renewing this process's leases failed; it leads and drives nothing until it can");
