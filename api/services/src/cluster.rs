@@ -113,34 +113,42 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// Takes or renews the lease `name` for `holder`: true when `holder` holds it now (it was free,
-/// expired, or already its own).
-pub async fn try_lease(
-    db: &DatabaseConnection,
-    name: &str,
-    holder: &str,
-    ttl: Duration,
-) -> ApiResult<bool> {
-    let row = db
-        .query_one(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "INSERT INTO leases (name, holder, expires_at) \
-             VALUES ($1, $2, now() + make_interval(secs => $3)) \
-             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at \
-             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at < now() \
-             RETURNING holder",
-            [name.into(), holder.into(), secs(ttl).into()],
-        ))
-        .await?;
-    Ok(row.is_some())
+/// Names travel to PostgreSQL as one text split there (agent ids hold no line break).
+fn name_list(names: &[String]) -> String {
+    names.join("\n")
 }
 
-/// Gives the lease `name` up, if `holder` holds it (another process may take it at once).
-pub async fn release(db: &DatabaseConnection, name: &str, holder: &str) -> ApiResult<()> {
+/// Takes or renews the leases `names` for `holder` in one statement: those `holder` holds now
+/// (each was free, expired, or already its own).
+pub async fn take_leases(
+    db: &DatabaseConnection,
+    names: &[String],
+    holder: &str,
+    ttl: Duration,
+) -> ApiResult<HashSet<String>> {
+    let rows = db
+        .query_all(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "INSERT INTO leases (name, holder, expires_at) \
+             SELECT n, $2, now() + make_interval(secs => $3) \
+             FROM unnest(string_to_array($1, E'\\n')) AS n \
+             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at \
+             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at < now() \
+             RETURNING name",
+            [name_list(names).into(), holder.into(), secs(ttl).into()],
+        ))
+        .await?;
+    rows.into_iter()
+        .map(|r| Ok(r.try_get::<String>("", "name")?))
+        .collect()
+}
+
+/// Gives the leases `names` up, those `holder` holds (another process may take them at once).
+pub async fn release(db: &DatabaseConnection, names: &[String], holder: &str) -> ApiResult<()> {
     db.execute(Statement::from_sql_and_values(
         DbBackend::Postgres,
-        "DELETE FROM leases WHERE name = $1 AND holder = $2",
-        [name.into(), holder.into()],
+        "DELETE FROM leases WHERE name = ANY(string_to_array($1, E'\\n')) AND holder = $2",
+        [name_list(names).into(), holder.into()],
     ))
     .await?;
     Ok(())
@@ -184,14 +192,17 @@ pub async fn round(db: &DatabaseConnection, me: &Cluster, engines: &[String]) ->
         return Ok(false);
     }
     beat(db, me).await?;
-    let leads = try_lease(db, LEADER, &me.id, me.ttl).await?;
-    let changed = me.set_leader(leads);
-    let mut held = HashSet::new();
-    for agent in engines {
-        if try_lease(db, &format!("engine:{agent}"), &me.id, me.ttl).await? {
-            held.insert(agent.clone());
-        }
-    }
+    let engine_lease = |agent: &String| format!("engine:{agent}");
+    let names: Vec<String> = std::iter::once(LEADER.to_string())
+        .chain(engines.iter().map(engine_lease))
+        .collect();
+    let taken = take_leases(db, &names, &me.id, me.ttl).await?;
+    let changed = me.set_leader(taken.contains(LEADER));
+    let held: HashSet<String> = engines
+        .iter()
+        .filter(|a| taken.contains(&engine_lease(a)))
+        .cloned()
+        .collect();
     let gained: Vec<String> = {
         let mut mine = me.engines.lock();
         let gained = held.difference(&mine).cloned().collect();
@@ -217,15 +228,17 @@ pub async fn leave(db: &DatabaseConnection, me: &Cluster) {
     if !me.shared {
         return;
     }
-    let engines: Vec<String> = me.engines.lock().drain().collect();
-    let mut names: Vec<String> = engines.iter().map(|a| format!("engine:{a}")).collect();
-    names.push(LEADER.to_string());
+    let names: Vec<String> = me
+        .engines
+        .lock()
+        .drain()
+        .map(|a| format!("engine:{a}"))
+        .chain([LEADER.to_string()])
+        .collect();
     me.set_leader(false);
-    for name in names {
-        if let Err(e) = release(db, &name, &me.id).await {
-            // The lease then runs out by itself.
-            tracing::warn!(lease = %name, error = %e.message, cause = %e.chain(), "giving a lease up at shutdown failed");
-        }
+    if let Err(e) = release(db, &names, &me.id).await {
+        // The leases then run out by themselves.
+        tracing::warn!(error = %e.message, cause = %e.chain(), "giving the leases up at shutdown failed");
     }
     let removed = db
         .execute(Statement::from_sql_and_values(
@@ -248,7 +261,9 @@ pub async fn others_alive(db: &DatabaseConnection, me: &Cluster) -> bool {
     }
 }
 
-/// Removes rows of processes gone for an hour (the leader does it).
+/// Removes what is past use (the leader does it, at each sweep): rows of processes gone for
+/// an hour, outbox events older than ten minutes (delivered long since), and expired limit
+/// windows and signatures.
 pub async fn forget_departed(db: &DatabaseConnection, me: &Cluster) -> ApiResult<()> {
     if !me.shared {
         return Ok(());
@@ -269,23 +284,6 @@ pub async fn forget_departed(db: &DatabaseConnection, me: &Cluster) -> ApiResult
     ))
     .await?;
     Ok(())
-}
-
-/// The managers of the database with their address and whether each is alive (for operators).
-pub async fn members(db: &DatabaseConnection, me: &Cluster) -> ApiResult<Vec<(String, String)>> {
-    if !me.shared {
-        return Ok(vec![(me.id.clone(), me.addr.clone())]);
-    }
-    let rows = db
-        .query_all(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "SELECT id, addr FROM managers WHERE seen_at > now() - make_interval(secs => $1) ORDER BY started_at",
-            [secs(me.ttl * 2).into()],
-        ))
-        .await?;
-    rows.into_iter()
-        .map(|r| Ok((r.try_get("", "id")?, r.try_get("", "addr")?)))
-        .collect()
 }
 
 /// The period of [`round`]s.

@@ -309,10 +309,14 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
 pub async fn sweep_loop(state: AppState) {
     loop {
         tokio::time::sleep(Duration::from_secs(30)).await;
-        if state.cluster.is_leader()
-            && let Err(e) = recover(&state).await
-        {
-            tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
+        if state.cluster.is_leader() {
+            if let Err(e) = recover(&state).await {
+                tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
+            }
+            // Departed managers' rows, old outbox events, windows and signatures past use.
+            if let Err(e) = crate::cluster::forget_departed(&state.db, &state.cluster).await {
+                tracing::warn!(error = %e.message, cause = %e.chain(), "removing expired rows failed");
+            }
         }
         if let Err(e) = sweep(&state).await {
             tracing::warn!(error = %e.message, cause = %e.chain(), "reconciliation sweep failed");
