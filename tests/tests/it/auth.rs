@@ -333,6 +333,31 @@ impl Signed<'_> {
         secret: Option<&str>,
         body: Value,
     ) -> reqwest::Response {
+        self.post_body_via(self.app, path, signed_path, date, secret, body)
+            .await
+    }
+
+    /// As [`Signed::post`], signed for this server's host but sent to `via` (another manager
+    /// behind the same name, as a load balancer would).
+    pub(crate) async fn post_via(
+        &self,
+        via: &TestApp,
+        path: &str,
+        date: &str,
+    ) -> reqwest::Response {
+        let body = serde_json::to_value(gql::MyKeypair::build_query(Default::default())).unwrap();
+        self.post_body_via(via, path, path, date, None, body).await
+    }
+
+    async fn post_body_via(
+        &self,
+        via: &TestApp,
+        path: &str,
+        signed_path: &str,
+        date: &str,
+        secret: Option<&str>,
+        body: Value,
+    ) -> reqwest::Response {
         let host = self.app.base.trim_start_matches("http://").to_string();
         let version = "v8.20240915";
         let sig = sign(
@@ -344,9 +369,9 @@ impl Signed<'_> {
             "application/json",
             version,
         );
-        self.app
-            .http
-            .post(self.app.url(path))
+        via.http
+            .post(via.url(path))
+            .header("host", &host)
             .header("date", date)
             .header("x-backendai-version", version)
             .header("content-type", "application/json")

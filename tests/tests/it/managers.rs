@@ -62,6 +62,54 @@ async fn two_managers_serve_one_product() {
         crate::sessions::run_to_end(&b, &user, &id, "query", "print(6 * 7)", json!({})).await;
     assert_eq!((out.trim(), exit), ("42", 0));
 
+    // Backend.AI's official clients through B (the follower): the session is placed by A,
+    // its events reach B's stream through the database, its code runs through B.
+    b.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
+        alias: "python".into(),
+        target: PYTHON.into(),
+    })
+    .await;
+    let cli_user = a.user("cli-across@x.org", "user", "default").await;
+    let old = crate::cli::Cli::for_user(&b, &cli_user).await;
+    let out = old
+        .run(&["run", "--rm", "-c", "print(\"through B\")", "python"])
+        .await;
+    assert!(out.ok && out.stdout.contains("through B\n"), "{out}");
+    let new = crate::cli::Cli::for_user26(&b, &cli_user).await;
+    let out = new
+        .run(&["run", "--rm", "-c", "print(\"newest through B\")", "python"])
+        .await;
+    assert!(out.ok && out.stdout.contains("newest through B"), "{out}");
+
+    // An event too large for NOTIFY travels by its outbox row, once.
+    let mut heard = b.state().events.stream();
+    let big = "k".repeat(10_000);
+    a.state().events.changed(
+        api::events::ObjectKind::Agent,
+        api::events::ChangeAction::Modified,
+        big.clone(),
+        None,
+    );
+    a.state().events.changed(
+        api::events::ObjectKind::Agent,
+        api::events::ChangeAction::Modified,
+        "small",
+        None,
+    );
+    let mut keys = Vec::new();
+    while keys.last().map(String::as_str) != Some("small") {
+        let e = tokio::time::timeout(Duration::from_secs(10), heard.next())
+            .await
+            .expect("B hears A's events")
+            .unwrap();
+        if let api::events::Event::Changed(c) = &*e
+            && (c.key == big || c.key == "small")
+        {
+            keys.push(c.key.clone());
+        }
+    }
+    assert_eq!(keys, [big, "small".to_string()]);
+
     // A logout through A ends the credential on B, and B's live subscription, within 1 s.
     let quiet = subscribe_op::<gql::SessionStatusChanges>(&b, &user, Default::default()).await;
     let before = b
@@ -173,6 +221,28 @@ async fn limits_hold_across_managers() {
         statuses.push(r.status().as_u16());
     }
     assert_eq!(statuses, [200, 200, 429], "4 through A, 2 more through B");
+
+    // A signed request captured on its way to A is refused when replayed to B (a load
+    // balancer sends the same Host to both).
+    let admin_kp = a
+        .op_ok::<gql::MyKeypair>(Some(&a.admin_token.clone()), Default::default())
+        .await;
+    let admin = crate::auth::Signed {
+        app: &a,
+        ak: admin_kp["keypair"]["access_key"].as_str().unwrap().into(),
+        sk: admin_kp["keypair"]["secret_key"].as_str().unwrap().into(),
+    };
+    let date = crate::auth::now_iso(0);
+    let first = admin.post_via(&a, "/admin/gql", &date).await;
+    assert_eq!(first.status(), 200);
+    let replayed = admin.post_via(&b, "/admin/gql", &date).await;
+    assert_eq!(
+        replayed.status(),
+        401,
+        "a replay accepted by another manager"
+    );
+    let problem: Value = replayed.json().await.unwrap();
+    assert!(problem.to_string().contains("already used"), "{problem}");
     drop(b);
     drop(a);
     took("managers::limits_hold_across_managers", started);
