@@ -124,7 +124,10 @@ async fn receive(
                     "the event listener is back; live streams end so that their clients refetch"
                 );
                 resyncs.send_modify(|n| *n += 1);
-                local.publish(Event::Revoked { by: String::new() });
+                local.publish(Event::Revoked {
+                    by: String::new(),
+                    user: None,
+                });
             }
         }
     }
@@ -223,9 +226,14 @@ mod tests {
         assert!(
             matches!(back, Event::Session(s) if s.event == "session_started" && s.user.as_u128() == 2)
         );
-        let revoked = Event::Revoked { by: "p1".into() };
+        let revoked = Event::Revoked {
+            by: "p1".into(),
+            user: Some(uuid::Uuid::from_u128(3)),
+        };
         let revoked: Event = serde_json::from_str(&encode(&revoked).unwrap()).unwrap();
-        assert!(matches!(revoked, Event::Revoked { by } if by == "p1"));
+        assert!(
+            matches!(revoked, Event::Revoked { by, user } if by == "p1" && user == Some(uuid::Uuid::from_u128(3)))
+        );
         // A name no code sends is refused, not invented.
         let forged = text.replace("session_started", "session_exploded");
         assert!(serde_json::from_str::<Event>(&forged).is_err());

@@ -155,6 +155,14 @@ impl Extension for WsGuardExtension {
                                     // The counter is gone with the server: nothing more to watch.
                                     return None;
                                 }
+                                // The one revocation since the last check was someone else's:
+                                // nothing to prove (thousands of streams are not re-proven for
+                                // one user's logout).
+                                let (count, whose) = *revocations.borrow_and_update();
+                                let mine = started_as.lock().as_ref().map(|i| i.0);
+                                if count == checked + 1 && whose.is_some() && whose != mine {
+                                    checked = count;
+                                }
                                 None
                             }
                         };

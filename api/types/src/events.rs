@@ -179,11 +179,13 @@ pub enum Event {
     Session(SessionEvent),
     BgTask(TaskState),
     Vfolder(VfolderEvent),
-    /// Credentials were revoked (a logout, a password, role or status change, a keypair
-    /// deactivated or deleted) by the manager `by` (empty: events may have been missed): every
-    /// other manager drops its cached credentials and proves its live streams' again.
+    /// Credentials of `user` were revoked (a logout, a password, role or status change, a
+    /// keypair deactivated or deleted) by the manager `by` (empty, and no user: events may
+    /// have been missed, anyone's may have been): every other manager drops its cached
+    /// credentials and proves again those of the live streams concerned.
     Revoked {
         by: String,
+        user: Option<uuid::Uuid>,
     },
 }
 

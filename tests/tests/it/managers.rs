@@ -112,6 +112,10 @@ async fn two_managers_serve_one_product() {
 
     // A logout through A ends the credential on B, and B's live subscription, within 1 s.
     let quiet = subscribe_op::<gql::SessionStatusChanges>(&b, &user, Default::default()).await;
+    // Someone else's stream lives on.
+    let admin_token = b.admin_token.clone();
+    let mut watching =
+        subscribe_op::<gql::SessionStatusChanges>(&b, &admin_token, Default::default()).await;
     let before = b
         .op::<gql::ops::WhoAmI>(Some(&user), Default::default())
         .await;
@@ -142,6 +146,13 @@ async fn two_managers_serve_one_product() {
     // The admin ends the session through B; A's bus hears it.
     destroy(&b, &b.admin_token.clone(), &id).await;
     wait_status(&a, &a.admin_token.clone(), &id, &["TERMINATED"]).await;
+    loop {
+        let msg = next_json(&mut watching).await;
+        assert_eq!(msg["type"], "next", "the admin's stream ended: {msg}");
+        if msg["payload"]["data"]["session_status_changes"]["event"] == "session_terminated" {
+            break;
+        }
+    }
     drop(b);
     drop(a);
     took("managers::two_managers_serve_one_product", started);

@@ -119,10 +119,16 @@ pub async fn usable(state: &AppState, user: &users::Model) -> ApiResult<()> {
 }
 
 pub async fn logout(state: &AppState, session: Uuid) -> ApiResult<()> {
+    let Some(row) = login_sessions::Entity::find_by_id(session)
+        .one(&state.db)
+        .await?
+    else {
+        return Ok(()); // ended already
+    };
     login_sessions::Entity::delete_by_id(session)
         .exec(&state.db)
         .await?;
-    state.revocations.bump();
+    state.revocations.bump(row.user_uuid);
     Ok(())
 }
 
@@ -140,7 +146,7 @@ pub async fn end_login_sessions<C: ConnectionTrait>(
         del = del.filter(login_sessions::Column::Id.ne(k));
     }
     del.exec(db).await?;
-    revocations.bump();
+    revocations.bump(user);
     Ok(())
 }
 

@@ -39,7 +39,8 @@ pub enum Credential {
 /// process serves a revoked credential from its cache.
 pub struct Revocations {
     count: AtomicU64,
-    changed: tokio::sync::watch::Sender<u64>,
+    /// The count after each revocation, and whose credentials it revoked (None: anyone's).
+    changed: tokio::sync::watch::Sender<(u64, Option<uuid::Uuid>)>,
     /// Where revocations are announced, and this process's id among the managers.
     bus: parking_lot::RwLock<Option<(std::sync::Arc<dyn crate::events::EventBus>, String)>>,
 }
@@ -48,7 +49,7 @@ impl Default for Revocations {
     fn default() -> Self {
         Self {
             count: AtomicU64::new(0),
-            changed: tokio::sync::watch::channel(0).0,
+            changed: tokio::sync::watch::channel((0, None)).0,
             bus: parking_lot::RwLock::new(None),
         }
     }
@@ -61,23 +62,28 @@ impl std::fmt::Debug for Revocations {
 }
 
 impl Revocations {
-    /// A revocation here: counted, and announced to the other managers.
-    pub fn bump(&self) {
-        self.count_one();
+    /// A revocation of `user`'s credentials here: counted, and announced to the other
+    /// managers.
+    pub fn bump(&self, user: uuid::Uuid) {
+        self.count_one(Some(user));
         if let Some((bus, me)) = self.bus.read().as_ref() {
-            bus.publish(crate::events::Event::Revoked { by: me.clone() });
+            bus.publish(crate::events::Event::Revoked {
+                by: me.clone(),
+                user: Some(user),
+            });
         }
     }
-    /// A revocation announced by another manager (or events possibly missed): counted only.
-    pub fn count_one(&self) {
+    /// A revocation announced by another manager, of `user`'s credentials (None: anyone's,
+    /// events may have been missed): counted only.
+    pub fn count_one(&self, user: Option<uuid::Uuid>) {
         let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
-        self.changed.send_replace(n);
+        self.changed.send_replace((n, user));
     }
     pub fn current(&self) -> u64 {
         self.count.load(Ordering::SeqCst)
     }
-    /// Wakes on every revocation.
-    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+    /// Wakes on every revocation: the count after it, and whose it was.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<(u64, Option<uuid::Uuid>)> {
         self.changed.subscribe()
     }
     /// Announces revocations on `bus` from now on (a bus across processes), as manager `me`.
@@ -94,10 +100,12 @@ pub async fn follow(state: crate::state::AppState) {
         return;
     }
     crate::events::follow(&*state.events, |e| match e {
-        Some(Event::Revoked { by }) if *by != state.cluster.id => state.revocations.count_one(),
+        Some(Event::Revoked { by, user }) if *by != state.cluster.id => {
+            state.revocations.count_one(*user)
+        }
         Some(_) => {}
-        // Missed events may have held a revocation.
-        None => state.revocations.count_one(),
+        // Missed events may have held a revocation of anyone's.
+        None => state.revocations.count_one(None),
     })
     .await
 }

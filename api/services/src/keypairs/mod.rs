@@ -276,7 +276,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.revocations.bump();
+    state.revocations.bump(owner.uuid);
     state.events.changed(
         ObjectKind::Keypair,
         ChangeAction::Modified,
@@ -321,7 +321,7 @@ pub async fn delete(
         },
     )
     .await?;
-    state.revocations.bump();
+    state.revocations.bump(owner.uuid);
     state.events.changed(
         ObjectKind::Keypair,
         ChangeAction::Deleted,

@@ -509,7 +509,7 @@ pub async fn modify_user(
             .await?;
     } else {
         // Cached copies of the account (auth::cache) are not used past this change.
-        state.revocations.bump();
+        state.revocations.bump(updated.uuid);
     }
     state.events.changed(
         ObjectKind::User,
