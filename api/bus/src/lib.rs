@@ -11,8 +11,6 @@ pub use bai_types::events::{
 use futures_util::{Stream, StreamExt};
 use tokio::sync::broadcast;
 
-pub mod pg;
-
 /// Events kept per topic for listeners that fall behind (a slower one skips, and only in its
 /// own stream).
 const TOPIC_BUFFER: usize = 256;
@@ -37,7 +35,7 @@ pub trait EventBus: Send + Sync {
     /// Listeners right now (for metrics): of the whole stream and of every topic.
     fn subscribers(&self) -> usize;
     /// Whether events reach other processes: then a change's events are sent inside its
-    /// transaction ([`pg::notify_in`]), delivered when it commits and never when it does not.
+    /// transaction (the services' `events::in_transaction`), delivered when it commits and never when it does not.
     fn spans_processes(&self) -> bool {
         false
     }

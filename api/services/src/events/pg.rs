@@ -1,4 +1,6 @@
-//! The event bus across processes: PostgreSQL's `LISTEN/NOTIFY`. Every manager on one database
+//! The event bus across processes, an implementation of the port `bai_bus::EventBus` kept
+//! here beside the database driver (the port's crate names no database crate): PostgreSQL's
+//! `LISTEN/NOTIFY`. Every manager on one database
 //! LISTENs on one channel; an event is published as a NOTIFY (inside the transaction of the
 //! change it announces where the service has one: PostgreSQL sends it when that transaction
 //! commits, and never when it rolls back), and each process hands what its listener receives
@@ -13,11 +15,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sea_orm::sqlx;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::{Event, EventBus, EventStream, LocalBus, Topic};
+use super::{Event, EventBus, EventStream, LocalBus, Topic};
 
 /// The channel every manager of a database LISTENs on.
 pub const CHANNEL: &str = "bai_events";
@@ -209,7 +212,7 @@ mod tests {
 
     #[test]
     fn events_travel_as_json_and_come_back_the_same() {
-        let e = Event::Session(crate::SessionEvent {
+        let e = Event::Session(crate::events::SessionEvent {
             session_id: uuid::Uuid::from_u128(1),
             name: "s".into(),
             access_key: "AK".into(),

@@ -1,11 +1,12 @@
 //! The event bus as the services see it: the port and its in-process implementation live in
 //! `bai_bus`, the payloads in `bai_types::events`.
-/// The bus across processes (several managers on PostgreSQL).
-pub use bai_bus::pg::PgBus;
+pub mod pg;
 pub use bai_bus::{
     Change, ChangeAction, Event, EventBus, EventStream, LocalBus, ObjectKind, SessionEvent,
     TaskState, TaskStatus, Topic, VfolderEvent, until,
 };
+/// The bus across processes (several managers on PostgreSQL).
+pub use pg::PgBus;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
 use crate::error::ApiResult;
@@ -36,10 +37,10 @@ pub async fn in_transaction<C: ConnectionTrait>(
         return Ok(events);
     }
     for event in events {
-        let Some(payload) = bai_bus::pg::encode(&event) else {
+        let Some(payload) = pg::encode(&event) else {
             continue;
         };
-        let inline = if payload.len() <= bai_bus::pg::MAX_INLINE {
+        let inline = if payload.len() <= pg::MAX_INLINE {
             payload
         } else {
             let row = txn
@@ -58,7 +59,7 @@ pub async fn in_transaction<C: ConnectionTrait>(
         txn.execute(Statement::from_sql_and_values(
             DbBackend::Postgres,
             "SELECT pg_notify($1, $2)",
-            [bai_bus::pg::CHANNEL.into(), inline.into()],
+            [pg::CHANNEL.into(), inline.into()],
         ))
         .await?;
     }
