@@ -197,6 +197,11 @@ pub async fn transition<C: ConnectionTrait>(
         .all(db)
         .await?;
     in_kernel_order(&mut kernel_rows);
+    if change.check_capacity
+        && let Some(agents) = &change.agents
+    {
+        check_capacity(db, id, agents, &kernel_rows).await?;
+    }
     if let Some(agents) = &change.agents {
         let mut ids: Vec<String> = Vec::new();
         for a in kernel_rows.iter().filter_map(|k| agents.get(&k.id)) {
@@ -300,15 +305,12 @@ async fn check_capacity<C: ConnectionTrait>(
     db: &C,
     id: Uuid,
     agents: &std::collections::HashMap<Uuid, String>,
+    own: &[kernels::Model],
 ) -> ApiResult<()> {
     use sea_orm::QuerySelect;
     let mut wanted: std::collections::HashMap<&str, ResourceSlots> =
         std::collections::HashMap::new();
-    let own = kernels::Entity::find()
-        .filter(kernels::Column::SessionId.eq(id))
-        .all(db)
-        .await?;
-    for k in &own {
+    for k in own {
         if let Some(a) = agents.get(&k.id) {
             let e = wanted.entry(a.as_str()).or_default();
             *e = e.add(&k.requested_slots);
@@ -359,11 +361,6 @@ pub async fn apply(
     // container.
     let (result, exit_code) = (change.result, change.exit_code);
     let txn = state.db.begin().await?;
-    if change.check_capacity
-        && let Some(agents) = &change.agents
-    {
-        check_capacity(&txn, id, agents).await?;
-    }
     let (s, kernels) =
         transition(&txn, id, to, change, state.clock.now(), &state.cluster.id).await?;
     // Backend.AI's order: a batch's result, then each container, then the session.
