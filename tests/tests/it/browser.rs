@@ -1374,3 +1374,51 @@ async fn console_launcher_templates_and_batch() {
         "{left}"
     );
 }
+
+/// Several managers: the console served by one follows, live, a session launched through
+/// another (the session list's subscription hears the other manager's events through
+/// PostgreSQL), and its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_on_one_manager_follows_a_session_launched_through_another() {
+    require_docker();
+    let dir = web_dir();
+    let a = spawn_with(Db::Postgres, |c| c.web_dir = dir).await;
+    let b_manager = a.beside().await;
+    let token = a.user("two@x.org", "user", "default").await;
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        login_as(c, &b_manager.base, "two@x.org", USER_PASSWORD).await?;
+        c.goto(&format!("{}/#sessions", b_manager.base))
+            .await
+            .map_err(|e| e.to_string())?;
+        wait_for(c, "#start-session", 15).await?;
+        let body = create_session(
+            &a,
+            &token,
+            serde_json::json!({"image": PYTHON, "name": "via-a", "resources": "{\"cpu\": \"1\", \"mem\": \"320m\"}"}),
+        )
+        .await;
+        let id = session_ids(&body)[0].clone();
+        // RUNNING without a reload.
+        wait_for(
+            c,
+            "tr.session-row[data-name='via-a'][data-status='RUNNING']",
+            60,
+        )
+        .await?;
+        shot(c, "managers-live.png").await?;
+        destroy(&a, &token, &id).await;
+        within(30, "the ended session to leave the running list", || async {
+            c.find(Locator::Css("tr.session-row[data-name='via-a']"))
+                .await
+                .is_err()
+                .then_some(())
+        })
+        .await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+}
