@@ -30,10 +30,14 @@ cargo clippy -p web --target wasm32-unknown-unknown -- -D warnings
 # The slowest integration tests, printed at the end whatever the outcome.
 export BAI_TEST_TIMES="${TMPDIR:-/tmp}/bai-test-times.$$"
 : > "$BAI_TEST_TIMES"
+# It keeps the run's exit status: `sort | head` under pipefail would end in SIGPIPE (141),
+# so the list is cut by sed, which reads its whole input.
 slowest() {
+  local rc=$?
   echo "slowest integration tests (seconds):"
-  sort -rn "$BAI_TEST_TIMES" | head -15
+  sort -rn "$BAI_TEST_TIMES" | sed -n '1,15p' || true
   rm -f "$BAI_TEST_TIMES"
+  exit "$rc"
 }
 trap slowest EXIT
 # The several-managers tests start `bai serve` processes of their own (and kill one).
