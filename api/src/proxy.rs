@@ -21,7 +21,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 use crate::sessions::apps::{
-    AppEntry, SSHD_PORT, app_of, owned_running, port_of, running, upstream,
+    AppEntry, SSHD_PORT, app_of, known, owned_running, port_of, running, share_route, upstream,
 };
 
 /// How an app is opened (the launcher's two check boxes).
@@ -60,24 +60,52 @@ pub async fn start(
     }
     let base = format!("/apps/{id}/{app}/");
     let is_tcp = service.protocol == "tcp";
-    let token = match state.started_apps.entry(id, app) {
+    // Started before, through this manager or (several managers) another: the same app.
+    let token = match known(state, id, app).await? {
         Some(e) => e.token,
         None if is_tcp => crate::auth::tokens::new_token(),
         None => launch_http_app(state, id, &k, app, port, &base).await?,
     };
-    let upstream = upstream(state, id, &k, port)
+    let token = share_route(state, id, app, &token, opts.public).await?;
+    let pool_port = serve_here(state, id, &k, app, &token, opts).await?;
+    crate::sessions::exec::touch(state, id).await;
+    Ok(Started {
+        url: if is_tcp {
+            String::new()
+        } else {
+            format!("{base}?token={token}")
+        },
+        token: if is_tcp { String::new() } else { token },
+        port: Some(pool_port),
+        public: opts.public,
+        protocol: service.protocol,
+    })
+}
+
+/// Serves a started app on a pool port of this manager's (the one it has, else a new one):
+/// every app has an origin of its own, so no page an app produces ever runs in the console's
+/// origin (with the visitor's login). Returns the port.
+async fn serve_here(
+    state: &AppState,
+    id: Uuid,
+    k: &entity::kernels::Model,
+    app: &str,
+    token: &str,
+    opts: StartOptions,
+) -> ApiResult<u16> {
+    let service = app_of(k, app)?;
+    let is_tcp = service.protocol == "tcp";
+    let port = port_of(k, app)?;
+    let upstream = upstream(state, id, k, port)
         .await?
         .ok_or_else(|| ApiError::internal("starting an app", "the container has no address"))?;
-    // Every app is served on a pool port of its own: an origin of its own, so no page an app
-    // produces ever runs in the console's origin (with the visitor's login).
-    let wants_pool = true;
     let existing = state.started_apps.entry(id, app);
     let (pool_port, listener) = match existing
         .as_ref()
         .and_then(|e| e.pool_port.zip(e.listener.clone()))
     {
-        Some((p, l)) => (Some(p), Some(l)),
-        None if wants_pool => {
+        Some((p, l)) => (p, l),
+        None => {
             let (listener, p) = bind_pool_port(state, opts.preferred_port).await?;
             let handle = if is_tcp {
                 tokio::spawn(forward_tcp(state.clone(), id, listener, upstream)).abort_handle()
@@ -93,32 +121,20 @@ pub async fn start(
                 })
                 .abort_handle()
             };
-            (Some(p), Some(handle))
+            (p, handle)
         }
-        None => (None, None),
     };
     state.started_apps.insert(
         id,
         app,
         AppEntry {
-            token: token.clone(),
+            token: token.to_string(),
             public: opts.public,
-            pool_port,
-            listener,
+            pool_port: Some(pool_port),
+            listener: Some(listener),
         },
     );
-    crate::sessions::exec::touch(state, id).await;
-    Ok(Started {
-        url: if is_tcp {
-            String::new()
-        } else {
-            format!("{base}?token={token}")
-        },
-        token: if is_tcp { String::new() } else { token },
-        port: pool_port,
-        public: opts.public,
-        protocol: service.protocol,
-    })
+    Ok(pool_port)
 }
 
 /// Launches a web app process in the container and waits until it answers; returns its
@@ -433,7 +449,7 @@ async fn proxy_inner(
             }
         });
     };
-    let entry = state.started_apps.entry(id, app);
+    let entry = known(state, id, app).await?;
     let set_cookie = authorize(
         principal,
         &s,
@@ -445,9 +461,23 @@ async fn proxy_inner(
     )?;
     if !via_pool {
         // The console's origin never serves an app: the browser goes to the app's own port.
-        let port = entry.as_ref().and_then(|e| e.pool_port).ok_or_else(|| {
-            ApiError::bad_request(format!("'{app}' is not running; start it first"))
-        })?;
+        let Some(entry) = entry else {
+            return Err(ApiError::bad_request(format!(
+                "'{app}' is not running; start it first"
+            )));
+        };
+        let port = match entry.pool_port {
+            Some(p) => p,
+            // Started through another manager: this one serves it too, on a port of its own.
+            None => {
+                let (_, k) = running(state, s.clone()).await?;
+                let opts = StartOptions {
+                    public: entry.public,
+                    preferred_port: None,
+                };
+                serve_here(state, id, &k, app, &entry.token, opts).await?
+            }
+        };
         let host = request_host(&req)
             .ok_or_else(|| ApiError::bad_request("The request has no usable Host header"))?;
         let path_and_query = req

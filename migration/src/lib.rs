@@ -9,6 +9,7 @@ mod m20261125_000003_session_dependencies;
 mod m20261125_000004_session_templates;
 mod m20261125_000005_customized_images;
 mod m20261126_000001_managers;
+mod m20261126_000002_shared_runs_and_apps;
 
 pub struct Migrator;
 
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000004_session_templates::Migration),
             Box::new(m20261125_000005_customized_images::Migration),
             Box::new(m20261126_000001_managers::Migration),
+            Box::new(m20261126_000002_shared_runs_and_apps::Migration),
         ]
     }
 }

@@ -96,14 +96,15 @@ pub(super) async fn execute(
                     let id = run_id.as_deref().ok_or_else(|| {
                         ApiError::bad_request(format!("mode '{mode}' needs the runId of a run"))
                     })?;
-                    let run = id
-                        .parse::<Uuid>()
-                        .ok()
-                        .and_then(|id| state.exec_runs.get(id))
+                    let found = match id.parse::<Uuid>() {
+                        Ok(run_id) => crate::sessions::exec::find(&state, run_id).await?,
+                        Err(_) => None,
+                    };
+                    let run = found
                         .filter(|r| r.session_id == s.id)
                         .ok_or_else(|| ApiError::not_found("execution run", id))?;
                     if mode == "input" {
-                        run.send_input(&code).await?;
+                        run.send_input(&state, &code).await?;
                     }
                     run
                 }
@@ -118,7 +119,8 @@ pub(super) async fn execute(
                     )));
                 }
             };
-            let (chunks, finished, exit_code) = run.poll(std::time::Duration::from_secs(2)).await;
+            let (chunks, finished, exit_code) =
+                run.poll(&state, std::time::Duration::from_secs(2)).await?;
             // Consecutive pieces of one stream are one console record, as Backend.AI's agent
             // merges them.
             let mut console: Vec<(&'static str, String)> = Vec::new();

@@ -81,7 +81,7 @@ async fn run_over_ws(
             return Ok(());
         }
     };
-    let mut output = std::pin::pin!(run.clone().follow());
+    let mut output = run.follow(&state);
     let stopping = state.shutdown.clone();
     loop {
         tokio::select! {
@@ -110,7 +110,7 @@ async fn run_over_ws(
                     if !line.ends_with('\n') {
                         line.push('\n');
                     }
-                    if let Err(e) = run.send_input(&line).await {
+                    if let Err(e) = run.send_input(&state, &line).await {
                         tracing::debug!(error = %e.message, cause = %e.chain(), "input after the end");
                     }
                 }

@@ -68,6 +68,15 @@ impl Cli {
         }
     }
 
+    /// The same client and keypair, sent to `endpoint` (a load balancer in front of the
+    /// managers).
+    pub(crate) fn through(self, endpoint: &str) -> Cli {
+        Cli {
+            endpoint: endpoint.to_string(),
+            ..self
+        }
+    }
+
     pub(crate) async fn for_user(app: &TestApp, token: &str) -> Cli {
         let kp = app
             .op_ok::<gql::MyKeypair>(Some(token), Default::default())

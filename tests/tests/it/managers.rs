@@ -3,7 +3,7 @@
 //! processes of which the leader is killed with SIGKILL during launches.
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -155,7 +155,7 @@ async fn two_managers_serve_one_product() {
     }
     drop(b);
     drop(a);
-    took("managers::two_managers_serve_one_product", started);
+    took("it::managers::two_managers_serve_one_product", started);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,7 +256,7 @@ async fn limits_hold_across_managers() {
     assert!(problem.to_string().contains("already used"), "{problem}");
     drop(b);
     drop(a);
-    took("managers::limits_hold_across_managers", started);
+    took("it::managers::limits_hold_across_managers", started);
 }
 
 /// The message that ends a subscription (an error's message; "complete" if it just ends).
@@ -503,7 +503,312 @@ async fn a_leader_killed_during_launches_is_replaced_and_nothing_is_lost_or_doub
     drop(second);
     let _ = std::fs::remove_dir_all(&dir);
     took(
-        "managers::a_leader_killed_during_launches_is_replaced_and_nothing_is_lost_or_doubled",
+        "it::managers::a_leader_killed_during_launches_is_replaced_and_nothing_is_lost_or_doubled",
+        started,
+    );
+}
+
+/// A load balancer in front of managers: each HTTP request goes to the next manager in turn
+/// (its Host kept, so HMAC signatures made for the balancer's name hold), the answer streams
+/// back. It records which manager took each request.
+struct RoundRobin {
+    url: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for RoundRobin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RoundRobin {
+    /// The managers that took requests whose line starts with `prefix`.
+    fn managers_of(&self, prefix: &str) -> std::collections::BTreeSet<usize> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, line)| line.starts_with(prefix))
+            .map(|(i, _)| *i)
+            .collect()
+    }
+}
+
+async fn round_robin(backends: Vec<String>) -> RoundRobin {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const HOP: [&str; 6] = [
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "proxy-connection",
+    ];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let backends = std::sync::Arc::new(backends);
+    let handler = {
+        let log = log.clone();
+        move |req: axum::extract::Request| {
+            let (log, next, client, backends) =
+                (log.clone(), next.clone(), client.clone(), backends.clone());
+            async move {
+                let i = next.fetch_add(1, Ordering::SeqCst) % backends.len();
+                let target = format!(
+                    "{}{}",
+                    backends[i],
+                    req.uri().path_and_query().map_or("/", |p| p.as_str())
+                );
+                log.lock()
+                    .unwrap()
+                    .push((i, format!("{} {}", req.method(), req.uri().path())));
+                let mut out = client.request(req.method().clone(), target);
+                for (k, v) in req.headers() {
+                    if !HOP.contains(&k.as_str()) {
+                        out = out.header(k, v);
+                    }
+                }
+                let body = axum::body::to_bytes(req.into_body(), 64 << 20)
+                    .await
+                    .unwrap_or_default();
+                let Ok(resp) = out.body(body).send().await else {
+                    return axum::response::Response::builder()
+                        .status(502)
+                        .body(axum::body::Body::empty())
+                        .unwrap();
+                };
+                let mut back = axum::response::Response::builder().status(resp.status());
+                for (k, v) in resp.headers() {
+                    if !HOP.contains(&k.as_str()) {
+                        back = back.header(k, v);
+                    }
+                }
+                back.body(axum::body::Body::from_stream(resp.bytes_stream()))
+                    .unwrap()
+            }
+        }
+    };
+    let router = axum::Router::new().fallback(handler);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    })
+    .abort_handle();
+    RoundRobin { url, log, task }
+}
+
+async fn start_jupyter(app: &TestApp, user: &str, id: &str) -> Value {
+    app.op_ok::<gql::StartService>(
+        Some(user),
+        gql::start_service::Variables {
+            session_id: id.to_string(),
+            app: "jupyter".into(),
+            open_to_public: false,
+            preferred_port: None,
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_managers_behind_a_load_balancer_serve_one_product() {
+    let started = Instant::now();
+    require_docker();
+    let a = spawn(Db::Postgres).await;
+    let b = a.beside().await;
+    let c = a.beside().await;
+    let user = a.user("lb@x.org", "user", "default").await;
+    let stranger = b.user("lb-stranger@x.org", "user", "default").await;
+    let body = create_session(
+        &a,
+        &user,
+        json!({"image": PYTHON, "name": "lb", "resources": "{\"cpu\": \"1\", \"mem\": \"320m\"}"}),
+    )
+    .await;
+    let id = session_ids(&body)[0].clone();
+    let running = wait_status(&a, &user, &id, &["RUNNING"]).await;
+    let container = running["containers"][0]["container_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{running}"))
+        .to_string();
+
+    // An execution started through A: followed live through B, fed through C, read whole
+    // through C, each piece once and in order.
+    let code = "import time\nfor i in range(4):\n    print('line', i, flush=True)\n    time.sleep(0.3)\nprint('got', input(), flush=True)\n";
+    let run = crate::sessions::execute(&a, &user, &id, "query", Some(code), None).await;
+    let run_id = run["data"]["execute_in_session"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}"))
+        .to_string();
+    let mut follow = subscribe_op_sent::<gql::ExecutionOutput>(
+        &b,
+        &user,
+        gql::execution_output::Variables {
+            run_id: run_id.clone(),
+        },
+    )
+    .await;
+    // Another user learns nothing of it through any manager.
+    let theirs = c
+        .op::<gql::Execution>(
+            Some(&stranger),
+            gql::execution::Variables {
+                run_id: run_id.clone(),
+            },
+        )
+        .await;
+    assert_code(&theirs, "NOT_FOUND");
+    let fed = c
+        .op::<gql::SendExecutionInput>(
+            Some(&stranger),
+            gql::send_execution_input::Variables {
+                run_id: run_id.clone(),
+                input: "intruder\n".into(),
+            },
+        )
+        .await;
+    assert_code(&fed, "NOT_FOUND");
+    c.op_ok::<gql::SendExecutionInput>(
+        Some(&user),
+        gql::send_execution_input::Variables {
+            run_id: run_id.clone(),
+            input: "hello\n".into(),
+        },
+    )
+    .await;
+    let (mut out, mut seqs, mut exit) = (String::new(), Vec::new(), None);
+    while exit.is_none() {
+        let msg = tokio::time::timeout(Duration::from_secs(60), follow.next())
+            .await
+            .expect("output through B")
+            .unwrap()
+            .unwrap();
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        let chunk = &v["payload"]["data"]["execution_output"];
+        seqs.push(chunk["seq"].as_u64().unwrap_or_else(|| panic!("{v}")));
+        match chunk["stream"].as_str().unwrap() {
+            "stdout" => out.push_str(chunk["data"].as_str().unwrap()),
+            "finished" => exit = chunk["exit_code"].as_i64(),
+            other => panic!("{other}: {v}"),
+        }
+    }
+    assert_eq!(
+        (out.as_str(), exit),
+        ("line 0\nline 1\nline 2\nline 3\ngot hello\n", Some(0))
+    );
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let whole = c
+        .op_ok::<gql::Execution>(
+            Some(&user),
+            gql::execution::Variables {
+                run_id: run_id.clone(),
+            },
+        )
+        .await;
+    assert_eq!(whole["execution"]["status"], "finished", "{whole}");
+    let text: String = whole["execution"]["console"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["stream"] == "stdout")
+        .map(|c| c["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, out);
+
+    // Backend.AI's official CLI through a load balancer that sends each request to the next
+    // manager: its execute polls (`continue`) land on different managers and read on from
+    // each other, nothing twice, nothing lost.
+    a.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
+        alias: "python".into(),
+        target: PYTHON.into(),
+    })
+    .await;
+    let lb = round_robin(vec![a.base.clone(), b.base.clone(), c.base.clone()]).await;
+    let cli = crate::cli::Cli::for_user(&a, &user).await.through(&lb.url);
+    let ticks = "import time\nfor i in range(6):\n    print('tick', i, flush=True)\n    time.sleep(0.7)\n";
+    let run = cli.run(&["run", "--rm", "-c", ticks, "python"]).await;
+    assert!(run.ok, "{run}");
+    let seen: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("tick "))
+        .collect();
+    assert_eq!(
+        seen,
+        ["tick 0", "tick 1", "tick 2", "tick 3", "tick 4", "tick 5"],
+        "{run}"
+    );
+    let polled_on = lb.managers_of("POST /session/");
+    assert!(
+        polled_on.len() >= 2,
+        "the execute calls all went to one manager: {:?}",
+        lb.log.lock().unwrap()
+    );
+
+    // An app started through A is served through B (on a port of B's own) and started again
+    // through C as the same app (its token), never a second Jupyter.
+    let on_a = start_jupyter(&a, &user, &id).await;
+    let token = on_a["start_service"]["token"].as_str().unwrap().to_string();
+    let redirect = |app: &TestApp, who: &str| {
+        app.http
+            .get(app.url(&format!("/apps/{id}/jupyter/api/status?token={token}")))
+            .bearer_auth(who.to_string())
+            .send()
+    };
+    let strangers = redirect(&b, &stranger).await.unwrap();
+    assert_eq!(strangers.status(), 404, "a stranger sees no app");
+    let to_b = redirect(&b, &user).await.unwrap();
+    assert_eq!(to_b.status(), 307);
+    let location = to_b.headers()["location"].to_str().unwrap().to_string();
+    let b_port = b.base.rsplit(':').next().unwrap();
+    assert!(
+        location.contains("127.0.0.1:") && !location.contains(&format!(":{b_port}/")),
+        "{location}"
+    );
+    let status = eventually("Jupyter through B's app port", WAIT, || async {
+        let r = b.http.get(&location).send().await.ok()?;
+        (r.status() == 200).then_some(r)
+    })
+    .await;
+    assert!(
+        status.json::<Value>().await.unwrap().get("started").is_some(),
+        "Jupyter's status through B"
+    );
+    let on_c = start_jupyter(&c, &user, &id).await;
+    assert_eq!(on_c["start_service"]["token"], token.as_str(), "{on_c}");
+    let jupyters = docker(&[
+        "exec",
+        &container,
+        "sh",
+        "-c",
+        "ps -eo args | grep -c '^[^ ]*jupyter-notebook' || true",
+    ]);
+    assert_eq!(jupyters.trim(), "1", "one Jupyter in the container");
+
+    // The terminal through C, for the session A launched.
+    let mut ws = crate::sessions::terminal_ws(&c, &user, &id)
+        .await
+        .expect("terminal through C");
+    ws.send(Message::binary(b"echo via-c-$((6*7))\r".to_vec()))
+        .await
+        .unwrap();
+    crate::sessions::read_until(&mut ws, "via-c-42").await;
+    drop(ws);
+    destroy(&b, &user, &id).await;
+    drop(lb);
+    drop(c);
+    drop(b);
+    drop(a);
+    took(
+        "it::managers::three_managers_behind_a_load_balancer_serve_one_product",
         started,
     );
 }

@@ -202,9 +202,21 @@ pub async fn ssh_private_key(
     let (_, k) = owned_running(state, principal, id).await?;
     state.started_apps.ssh_setup_done(id).await;
     let (agent, container) = super::container_of(state, &k).await?;
-    let data = agent
-        .read_file(&container, "/home/work/id_container", 64 * 1024)
-        .await?;
+    // Several managers: the setup may be going on through the manager that launched the
+    // session, unseen here; the key is read again until it is there (bounded).
+    let deadline = tokio::time::Instant::now() + SSH_SETUP_WAIT;
+    let data = loop {
+        match agent
+            .read_file(&container, "/home/work/id_container", 64 * 1024)
+            .await
+        {
+            Ok(data) => break data,
+            Err(_) if state.cluster.is_shared() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     String::from_utf8(data).map_err(|_| ApiError::bad_request("id_container is not a key file"))
 }
 
@@ -212,8 +224,9 @@ pub async fn ssh_private_key(
 /// reaches their container ports (the container's address on its host's session network,
 /// fixed for a container's life, so the proxy asks the engine only once).
 ///
-/// Process memory, owned by the process that drives the session's agent (agents live in their
-/// process; several managers: issue 33).
+/// Process memory: the listeners are this process's. With several managers, an app's token
+/// and visibility are also in the database ([`share_route`]), so every manager serves it
+/// (each on a pool port of its own) and none starts it twice.
 #[derive(Default)]
 pub struct StartedApps {
     inner: Mutex<AppsInner>,
@@ -305,6 +318,87 @@ impl StartedApps {
             .apps
             .insert((session, app.to_string()), entry);
     }
+}
+
+fn route_stmt(sql: &str, values: Vec<sea_orm::Value>) -> sea_orm::Statement {
+    sea_orm::Statement::from_sql_and_values(sea_orm::DbBackend::Postgres, sql, values)
+}
+
+/// What is known of an app started in a session through this manager or, with several
+/// managers, through any (then without a port here: [`StartedApps::entry`] has it once this
+/// manager serves the app too).
+///
+/// With several managers the visibility is always the database's: an app made private
+/// through one manager is private on every manager's port at once.
+pub async fn known(state: &AppState, session: Uuid, app: &str) -> ApiResult<Option<AppEntry>> {
+    let here = state.started_apps.entry(session, app);
+    if !state.cluster.is_shared() {
+        return Ok(here);
+    }
+    use sea_orm::ConnectionTrait as _;
+    let row = state
+        .read
+        .query_one(route_stmt(
+            "SELECT token, public FROM app_routes WHERE session_id = $1 AND app = $2",
+            vec![session.into(), app.to_string().into()],
+        ))
+        .await?;
+    Ok(match row {
+        Some(r) => Some(AppEntry {
+            token: r.try_get("", "token")?,
+            public: r.try_get("", "public")?,
+            pool_port: here.as_ref().and_then(|e| e.pool_port),
+            listener: here.and_then(|e| e.listener),
+        }),
+        // Not (or no longer) recorded: the session ended; nothing is served.
+        None => None,
+    })
+}
+
+/// Several managers: records an app's token and visibility where every manager finds it.
+/// An app already recorded keeps its first token (two managers starting it at once agree on
+/// one); the returned token is the one in force.
+pub async fn share_route(
+    state: &AppState,
+    session: Uuid,
+    app: &str,
+    token: &str,
+    public: bool,
+) -> ApiResult<String> {
+    if !state.cluster.is_shared() {
+        return Ok(token.to_string());
+    }
+    use sea_orm::ConnectionTrait as _;
+    let row = state
+        .db
+        .query_one(route_stmt(
+            "INSERT INTO app_routes (session_id, app, token, public) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (session_id, app) DO UPDATE SET public = EXCLUDED.public \
+             RETURNING token",
+            vec![
+                session.into(),
+                app.to_string().into(),
+                token.to_string().into(),
+                public.into(),
+            ],
+        ))
+        .await?
+        .ok_or_else(|| ApiError::internal("recording an app", "no row returned"))?;
+    Ok(row.try_get("", "token")?)
+}
+
+/// The leader's cleanup: routes of sessions no longer running.
+pub async fn expire_routes(state: &AppState) -> ApiResult<()> {
+    use sea_orm::ConnectionTrait as _;
+    state
+        .db
+        .execute(route_stmt(
+            "DELETE FROM app_routes WHERE session_id NOT IN \
+             (SELECT id FROM sessions WHERE status = 'RUNNING')",
+            vec![],
+        ))
+        .await?;
+    Ok(())
 }
 
 /// Where the server reaches `port` of the session's container (its address on the session

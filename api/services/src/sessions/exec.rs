@@ -26,6 +26,8 @@ use uuid::Uuid;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
+mod shared;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
     pub run_id: Uuid,
@@ -43,6 +45,21 @@ pub const FINISHED_TTL: std::time::Duration = std::time::Duration::from_secs(15 
 /// Runs kept at once, and per user.
 pub const MAX_RUNS: usize = 256;
 pub const MAX_RUNS_PER_USER: usize = 32;
+
+/// The notice that chunks `seq..first` were dropped.
+fn truncated(run_id: Uuid, seq: u64, first: u64) -> Chunk {
+    Chunk {
+        run_id,
+        seq,
+        stream: "truncated",
+        data: format!(
+            "[{} earlier output chunk(s) were dropped: output is kept up to {} KiB]\n",
+            first - seq,
+            MAX_OUTPUT_BYTES / 1024
+        ),
+        exit_code: None,
+    }
+}
 
 #[derive(Default)]
 struct RunState {
@@ -104,17 +121,7 @@ impl Run {
         let first = s.chunks.front().map_or(s.next_seq, |c| c.seq);
         let mut out = Vec::new();
         if seq < first {
-            out.push(Chunk {
-                run_id: self.id,
-                seq,
-                stream: "truncated",
-                data: format!(
-                    "[{} earlier output chunk(s) were dropped: output is kept up to {} KiB]\n",
-                    first - seq,
-                    MAX_OUTPUT_BYTES / 1024
-                ),
-                exit_code: None,
-            });
+            out.push(truncated(self.id, seq, first));
         }
         out.extend(s.chunks.iter().filter(|c| c.seq >= seq).cloned());
         (out, s.next_seq)
@@ -153,14 +160,7 @@ impl Run {
     /// Backend.AI's execute over HTTP: the output since the previous poll, once the run
     /// ends or `wait` passed (a long run answers in pieces); whether it ended, its exit code.
     pub async fn poll(&self, wait: std::time::Duration) -> (Vec<Chunk>, bool, Option<i64>) {
-        let mut rx = self.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + wait;
-        while !self.lock().finished {
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => break,
-            }
-        }
+        self.wait_finished(wait).await;
         // One poll at a time reads on from where the last one stopped (two at once would
         // answer the same output twice).
         let chunks = {
@@ -171,6 +171,23 @@ impl Run {
         };
         let s = self.lock();
         (chunks, s.finished, s.exit_code)
+    }
+
+    /// Until the run ends, or at most `wait`.
+    async fn wait_finished(&self, wait: std::time::Duration) {
+        let mut rx = self.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        while !self.lock().finished {
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => break,
+            }
+        }
+    }
+
+    fn is_finished(&self) -> (bool, Option<i64>) {
+        let s = self.lock();
+        (s.finished, s.exit_code)
     }
 
     fn push(&self, stream: &'static str, data: String, exit_code: Option<i64>) {
@@ -218,7 +235,8 @@ impl Run {
 
 /// Recent executions, by run id: process memory, bounded ([`MAX_RUNS`], [`FINISHED_TTL`]),
 /// owned by the process that started them (a run's output streams from its engine
-/// connection there; another `bai serve` answers NOT_FOUND for it: issue 33).
+/// connection there). With several managers, the owner copies each run to the database
+/// (`shared`), where every other manager reads it ([`find`]).
 #[derive(Default)]
 pub struct Runs {
     runs: Mutex<HashMap<Uuid, Arc<Run>>>,
@@ -282,6 +300,97 @@ impl Runs {
     }
 }
 
+/// An execution found by its id, wherever it runs: in this process (its output in memory), or
+/// through another manager on the same database (its output as that manager copied it there,
+/// at most [`shared::COPY_EVERY`] behind).
+pub struct Exec {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub owner: Uuid,
+    local: Option<Arc<Run>>,
+}
+
+/// The stream of an execution's output (see [`Run::follow`]).
+pub type Output = Pin<Box<dyn futures_util::Stream<Item = Chunk> + Send + 'static>>;
+
+/// The execution `id`, if this process or (several managers) any other keeps it.
+pub async fn find(state: &AppState, id: Uuid) -> ApiResult<Option<Exec>> {
+    if let Some(run) = state.exec_runs.get(id) {
+        return Ok(Some(Exec::local(run)));
+    }
+    if !state.cluster.is_shared() {
+        return Ok(None);
+    }
+    Ok(shared::header(state, id).await?.map(|h| Exec {
+        id,
+        session_id: h.session_id,
+        owner: h.owner,
+        local: None,
+    }))
+}
+
+impl Exec {
+    fn local(run: Arc<Run>) -> Self {
+        Self {
+            id: run.id,
+            session_id: run.session_id,
+            owner: run.owner,
+            local: Some(run),
+        }
+    }
+
+    /// What is kept so far, whether it ended, its exit code.
+    pub async fn snapshot(&self, state: &AppState) -> ApiResult<(Vec<Chunk>, bool, Option<i64>)> {
+        match &self.local {
+            Some(run) => Ok(run.snapshot()),
+            None => {
+                let h = shared::header(state, self.id)
+                    .await?
+                    .ok_or_else(|| ApiError::not_found("execution", self.id))?;
+                let (chunks, _) = shared::since(state, self.id, &h, 0).await?;
+                Ok((chunks, h.finished, h.exit_code))
+            }
+        }
+    }
+
+    /// Backend.AI's execute over HTTP (see [`Run::poll`]). With several managers the read
+    /// position is the database's, so polls through different managers read on from each
+    /// other.
+    pub async fn poll(
+        &self,
+        state: &AppState,
+        wait: std::time::Duration,
+    ) -> ApiResult<(Vec<Chunk>, bool, Option<i64>)> {
+        match &self.local {
+            Some(run) if !state.cluster.is_shared() => Ok(run.poll(wait).await),
+            Some(run) => {
+                run.wait_finished(wait).await;
+                shared::poll(state, self.id, Some(run)).await
+            }
+            None => {
+                shared::wait_finished(state, self.id, wait).await?;
+                shared::poll(state, self.id, None).await
+            }
+        }
+    }
+
+    /// Writes to the program's standard input (through the manager running it).
+    pub async fn send_input(&self, state: &AppState, data: &str) -> ApiResult<()> {
+        match &self.local {
+            Some(run) => run.send_input(data).await,
+            None => shared::send_input(state, self.id, data).await,
+        }
+    }
+
+    /// The output from the start (as kept), then live until the `finished` chunk.
+    pub fn follow(&self, state: &AppState) -> Output {
+        match &self.local {
+            Some(run) => Box::pin(run.clone().follow()),
+            None => Box::pin(shared::follow(state.clone(), self.id)),
+        }
+    }
+}
+
 fn option(options: &Value, key: &str) -> Option<String> {
     options
         .get(key)
@@ -336,14 +445,14 @@ pub fn command(
     }
 }
 
-/// Starts an execution in a running session; returns the run at once.
+/// Starts an execution in a running session; returns the run at once (this process runs it).
 pub async fn start(
     state: &AppState,
     session: &sessions::Model,
     mode: &str,
     code: &str,
     options: &Value,
-) -> ApiResult<Arc<Run>> {
+) -> ApiResult<Exec> {
     if session.status != SessionStatus::Running {
         return Err(ApiError::bad_request(format!(
             "Session '{}' is not running ({})",
@@ -371,20 +480,36 @@ pub async fn start(
         code,
         options,
     )?;
+    let run_id = Uuid::new_v4();
+    let shared = state.cluster.is_shared();
+    if shared {
+        // Before the program starts: its output has a place the moment it comes.
+        shared::register(state, run_id, session).await?;
+    }
+    let attached = agent.attach_exec(&container, cmd, false, Vec::new()).await;
     let bai_engine::AttachedExec {
         id: exec_id,
         mut output,
         input,
-    } = agent
-        .attach_exec(&container, cmd, false, Vec::new())
-        .await?;
-    let run = Arc::new(Run::new(
-        Uuid::new_v4(),
-        session.id,
-        session.user_uuid,
-        Some(input),
-    ));
-    state.exec_runs.insert(run.clone())?;
+    } = match attached {
+        Ok(a) => a,
+        Err(e) => {
+            if shared {
+                shared::forget(state, run_id).await;
+            }
+            return Err(e.into());
+        }
+    };
+    let run = Arc::new(Run::new(run_id, session.id, session.user_uuid, Some(input)));
+    if let Err(e) = state.exec_runs.insert(run.clone()) {
+        if shared {
+            shared::forget(state, run_id).await;
+        }
+        return Err(e);
+    }
+    if shared {
+        tokio::spawn(shared::mirror(state.clone(), run.clone()));
+    }
     touch(state, session.id).await;
     let (task_state, task_run) = (state.clone(), run.clone());
     tokio::spawn(async move {
@@ -417,7 +542,12 @@ pub async fn start(
         task_run.push("finished", String::new(), code);
         touch(&task_state, task_run.session_id).await;
     });
-    Ok(run)
+    Ok(Exec::local(run))
+}
+
+/// The leader's cleanup of executions copied to the database (several managers).
+pub async fn expire_shared(state: &AppState) -> ApiResult<()> {
+    shared::expire(&state.db, state.cluster.ttl() * 2).await
 }
 
 /// Marks the session as used now (idle timeout).

@@ -147,7 +147,7 @@ pub async fn take_over(state: &AppState) {
     if let Err(e) = crate::agents::refresh_agent_usage(state).await {
         tracing::warn!(error = %e.message, cause = %e.chain(), "refreshing agent usage failed");
     }
-    if let Err(e) = crate::cluster::forget_departed(&state.db, &state.cluster).await {
+    if let Err(e) = forget_expired(state).await {
         tracing::warn!(error = %e.message, cause = %e.chain(), "removing departed managers' rows failed");
     }
     state.scheduler.wake();
@@ -306,6 +306,17 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
     Ok(())
 }
 
+/// The leader's removal of shared rows past use (several managers): departed managers, old
+/// outbox events, limit windows, executions and app routes of ended sessions.
+pub async fn forget_expired(state: &AppState) -> ApiResult<()> {
+    if !state.cluster.is_shared() {
+        return Ok(());
+    }
+    crate::cluster::forget_departed(&state.db, &state.cluster).await?;
+    super::exec::expire_shared(state).await?;
+    super::apps::expire_routes(state).await
+}
+
 pub async fn sweep_loop(state: AppState) {
     loop {
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -314,7 +325,7 @@ pub async fn sweep_loop(state: AppState) {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
             }
             // Departed managers' rows, old outbox events, windows and signatures past use.
-            if let Err(e) = crate::cluster::forget_departed(&state.db, &state.cluster).await {
+            if let Err(e) = forget_expired(&state).await {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "removing expired rows failed");
             }
         }

@@ -52,10 +52,9 @@ async fn own_run(
     state: &AppState,
     caller: &Caller,
     run_id: Uuid,
-) -> ApiResult<std::sync::Arc<crate::sessions::exec::Run>> {
-    let run = state
-        .exec_runs
-        .get(run_id)
+) -> ApiResult<crate::sessions::exec::Exec> {
+    let run = crate::sessions::exec::find(state, run_id)
+        .await?
         .ok_or_else(|| ApiError::not_found("execution", run_id))?;
     find_own(state, caller, run.session_id)
         .await
@@ -83,7 +82,7 @@ impl ExecutionQuery {
     ) -> crate::graphql::Result<Execution> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
-        let (chunks, finished, exit_code) = run.snapshot();
+        let (chunks, finished, exit_code) = run.snapshot(state).await?;
         Ok(Execution {
             run_id,
             session_id: run.session_id,
@@ -131,7 +130,7 @@ impl ExecutionMutation {
     ) -> crate::graphql::Result<ExecutionStarted> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
-        run.send_input(&input).await?;
+        run.send_input(state, &input).await?;
         Ok(ExecutionStarted { ok: true, run_id })
     }
 }
@@ -149,6 +148,6 @@ impl ExecutionSubscription {
     ) -> crate::graphql::Result<impl Stream<Item = ExecutionChunk>> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
-        Ok(run.follow().map(ExecutionChunk::from))
+        Ok(run.follow(state).map(ExecutionChunk::from))
     }
 }
