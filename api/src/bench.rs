@@ -446,16 +446,16 @@ impl Load {
 }
 
 /// `connections` HTTP/1.1 keep-alive connections, each sending `make()`'s requests one after
-/// another for `seconds`.
+/// another for `seconds` (`make` is told which connection asks: 0, 1, …).
 async fn load<F>(connections: usize, seconds: u64, make: F) -> Load
 where
-    F: Fn(&reqwest::Client) -> reqwest::RequestBuilder + Send + Sync + 'static,
+    F: Fn(&reqwest::Client, usize) -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
     let make = std::sync::Arc::new(make);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..connections {
+    for n in 0..connections {
         let make = make.clone();
         tasks.push(tokio::spawn(async move {
             // One client per connection: its pool keeps that one connection alive.
@@ -467,7 +467,7 @@ where
             let (mut lat, mut errors) = (Vec::new(), 0usize);
             while Instant::now() < deadline {
                 let t = Instant::now();
-                match make(&client).send().await {
+                match make(&client, n).send().await {
                     Ok(r) if r.status().is_success() => {
                         // The body is read only to finish the request; its content is not measured.
                         let _ = r.bytes().await;
@@ -573,7 +573,7 @@ pub async fn api(
     let url = format!("{base}/graphql");
     let anon = {
         let url = url.clone();
-        load(connections, seconds, move |c| {
+        load(connections, seconds, move |c, _| {
             c.post(&url)
                 .json(&serde_json::json!({"query": "{ __typename }"}))
         })
@@ -582,7 +582,7 @@ pub async fn api(
     println!("{}", anon.line("baseline: anonymous { __typename }", None));
     let bearer = {
         let (url, token, list) = (url.clone(), token.clone(), list.clone());
-        load(connections, seconds, move |c| {
+        load(connections, seconds, move |c, _| {
             c.post(&url).bearer_auth(&token).json(&list)
         })
         .await
@@ -597,7 +597,7 @@ pub async fn api(
         let secret = kp.secret_key.clone();
         let body = list.to_string();
         let last_micros = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
-        load(connections, seconds, move |c| {
+        load(connections, seconds, move |c, _| {
             // A fresh date (microseconds, never the same twice across the connections) per
             // request: every signature is new, as the official client's are; two requests
             // signed in the same microsecond would be one replayed signature.
@@ -921,7 +921,6 @@ async fn subscriber(
 /// over WebSockets to a `bai serve` child process), against delivery to one subscriber in
 /// the same run; and the server's memory per subscriber.
 pub async fn fanout(n: usize, database_url: Option<String>) -> anyhow::Result<()> {
-    use sea_orm::ActiveModelTrait;
     let limit = (n + 10).to_string();
     let child = Child::start(
         database_url,
@@ -939,91 +938,241 @@ pub async fn fanout(n: usize, database_url: Option<String>) -> anyhow::Result<()
     let mut baseline = None;
     for count in [1, n] {
         let before = child.rss_bytes();
-        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(count.max(1));
-        let (got_tx, mut got_rx) = tokio::sync::mpsc::channel(count.max(1));
-        let mut tasks = Vec::new();
-        let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
-        for _ in 0..count {
-            let (url, token, ready, got, gate) = (
-                url.clone(),
-                token.clone(),
-                ready_tx.clone(),
-                got_tx.clone(),
-                gate.clone(),
-            );
-            tasks.push(tokio::spawn(async move {
-                let permit = gate.acquire_owned().await;
-                let (ready2, mut wait) = tokio::sync::mpsc::channel(1);
-                let run = subscriber(url, token, ready2, got);
-                tokio::pin!(run);
-                tokio::select! {
-                    r = &mut run => return r,
-                    _ = wait.recv() => {}
-                }
-                drop(permit);
-                // The bench may have stopped waiting; then nobody needs the signal.
-                let _ = ready.send(()).await;
-                run.await
-            }));
-        }
-        drop((ready_tx, got_tx));
-        for _ in 0..count {
-            ready_rx
-                .recv()
-                .await
-                .context("a subscriber failed to subscribe")?;
-        }
-        // Subscriptions start as their messages are handled: give the last ones a moment.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let held = child.rss_bytes().saturating_sub(before);
-        let row = session_row(
-            &format!("fanout-{count}"),
+        let fan = fan_out(
+            &child,
+            std::slice::from_ref(&url),
+            count,
+            &token,
+            &db,
             &admin,
             group.id,
-            entity::enums::SessionStatus::Pending,
+            || child.rss_bytes().saturating_sub(before),
         )
-        .insert(&db)
         .await?;
-        let t0 = Instant::now();
-        child
-            .gql(
-                Some(&token),
-                &format!(
-                    "mutation {{ destroy_session(id: \"{}\") {{ ok }} }}",
-                    row.id
-                ),
-            )
-            .await?;
-        let mut lat = Vec::with_capacity(count);
-        while lat.len() < count {
-            match tokio::time::timeout(Duration::from_secs(30), got_rx.recv()).await {
-                Ok(Some(at)) => lat.push(at.duration_since(t0)),
-                _ => break,
-            }
-        }
-        lat.sort();
-        let ms = |p: f64| percentile(&lat, p).as_secs_f64() * 1e3;
         let line = format!(
-            "  {count:>5} subscriber(s): delivered {:>5}/{count}  p50 {:>7.1} ms  p99 {:>7.1} ms  server memory {:>6.1} KiB per subscriber",
-            lat.len(),
-            ms(0.5),
-            ms(0.99),
-            held as f64 / 1024.0 / count as f64
+            "  {count:>5} subscriber(s): {}  server memory {:>6.1} KiB per subscriber",
+            fan.figures(count),
+            fan.held as f64 / 1024.0 / count as f64
         );
         match baseline {
             None => {
                 println!("{line}   (baseline)");
-                baseline = Some(ms(0.5));
+                baseline = Some(fan.p50);
             }
             Some(b) => println!(
                 "{line}   p99 = {:.1}x the baseline's p50",
-                ms(0.99) / b.max(0.001)
+                fan.p99 / b.max(0.001)
             ),
         }
-        for t in tasks {
-            t.abort();
+    }
+    Ok(())
+}
+
+/// One fan-out measurement's figures.
+struct Fan {
+    delivered: usize,
+    p50: f64,
+    p99: f64,
+    /// Server memory held by the subscribers (bytes), as the caller measured it.
+    held: u64,
+}
+
+impl Fan {
+    fn figures(&self, count: usize) -> String {
+        format!(
+            "delivered {:>5}/{count}  p50 {:>7.1} ms  p99 {:>7.1} ms",
+            self.delivered, self.p50, self.p99
+        )
+    }
+}
+
+/// `count` subscribers, spread in turn over the servers at `urls` (GraphQL WebSocket URLs),
+/// then one session event made through `trigger`: when each subscriber heard it.
+#[allow(clippy::too_many_arguments)]
+async fn fan_out(
+    trigger: &Child,
+    urls: &[String],
+    count: usize,
+    token: &str,
+    db: &sea_orm::DatabaseConnection,
+    admin: &entity::users::Model,
+    group: Uuid,
+    held: impl Fn() -> u64,
+) -> anyhow::Result<Fan> {
+    use sea_orm::ActiveModelTrait;
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(count.max(1));
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::channel(count.max(1));
+    let mut tasks = Vec::new();
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
+    for i in 0..count {
+        let (url, token, ready, got, gate) = (
+            urls[i % urls.len()].clone(),
+            token.to_string(),
+            ready_tx.clone(),
+            got_tx.clone(),
+            gate.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let permit = gate.acquire_owned().await;
+            let (ready2, mut wait) = tokio::sync::mpsc::channel(1);
+            let run = subscriber(url, token, ready2, got);
+            tokio::pin!(run);
+            tokio::select! {
+                r = &mut run => return r,
+                _ = wait.recv() => {}
+            }
+            drop(permit);
+            // The bench may have stopped waiting; then nobody needs the signal.
+            let _ = ready.send(()).await;
+            run.await
+        }));
+    }
+    drop((ready_tx, got_tx));
+    for _ in 0..count {
+        ready_rx
+            .recv()
+            .await
+            .context("a subscriber failed to subscribe")?;
+    }
+    // Subscriptions start as their messages are handled: give the last ones a moment.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = held();
+    let row = session_row(
+        &format!("fanout-{}", Uuid::new_v4().simple()),
+        admin,
+        group,
+        entity::enums::SessionStatus::Pending,
+    )
+    .insert(db)
+    .await?;
+    let t0 = Instant::now();
+    trigger
+        .gql(
+            Some(token),
+            &format!(
+                "mutation {{ destroy_session(id: \"{}\") {{ ok }} }}",
+                row.id
+            ),
+        )
+        .await?;
+    let mut lat = Vec::with_capacity(count);
+    while lat.len() < count {
+        match tokio::time::timeout(Duration::from_secs(30), got_rx.recv()).await {
+            Ok(Some(at)) => lat.push(at.duration_since(t0)),
+            _ => break,
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    lat.sort();
+    for t in tasks {
+        t.abort();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ms = |p: f64| percentile(&lat, p).as_secs_f64() * 1e3;
+    Ok(Fan {
+        delivered: lat.len(),
+        p50: ms(0.5),
+        p99: ms(0.99),
+        held,
+    })
+}
+
+/// Several managers on one PostgreSQL database: the bearer session list with all
+/// `connections` on one `bai serve` child process against split over two, and one event
+/// fanned out to `subscribers` on one process against split over two (made through the
+/// first), each beside the one-process figure of the same run; anonymous `{ __typename }`
+/// on one process is the baseline of the list.
+pub async fn managers(
+    seconds: u64,
+    connections: usize,
+    sessions: usize,
+    subscribers: usize,
+    database_url: String,
+) -> anyhow::Result<()> {
+    let limit = (subscribers + 10).to_string();
+    let env = [
+        ("BAI_WS_MAX_CONNECTIONS_PER_USER", limit.as_str()),
+        ("BAI_ADMIN_RATE_LIMIT", "4000000000"),
+    ];
+    let a = Child::start(Some(database_url.clone()), &env).await?;
+    // The second process once the first has migrated and seeded the database.
+    let b = Child::start(Some(database_url), &env).await?;
+    let token = a.login().await?;
+    let db = a.db().await?;
+    let (admin, group) = bench_admin(&db).await?;
+    for i in 0..sessions {
+        use sea_orm::ActiveModelTrait;
+        session_row(
+            &format!("bench-{i}"),
+            &admin,
+            group.id,
+            entity::enums::SessionStatus::Terminated,
+        )
+        .insert(&db)
+        .await?;
+    }
+    println!(
+        "managers on PostgreSQL: two bai serve child processes on one database; {connections} keep-alive connections, {seconds} s each, {sessions} sessions"
+    );
+    let list = serde_json::json!({"query": "{ compute_session_list(limit: 20, offset: 0, status: \"TERMINATED\") { total_count items { id name status } } }"});
+    let urls = [format!("{}/graphql", a.base), format!("{}/graphql", b.base)];
+    let anon = {
+        let url = urls[0].clone();
+        load(connections, seconds, move |c, _| {
+            c.post(&url)
+                .json(&serde_json::json!({"query": "{ __typename }"}))
+        })
+        .await
+    };
+    println!(
+        "{}",
+        anon.line("baseline: anonymous { __typename }, one", None)
+    );
+    for split in [1usize, 2] {
+        let (urls, token, list) = (urls.clone(), token.clone(), list.clone());
+        let run = load(connections, seconds, move |c, n| {
+            c.post(&urls[n % split]).bearer_auth(&token).json(&list)
+        })
+        .await;
+        let name = if split == 1 {
+            "bearer session list, one process"
+        } else {
+            "bearer session list, split over two"
+        };
+        println!("{}", run.line(name, Some(&anon)));
+    }
+    if subscribers > 0 {
+        let ws = |c: &Child| format!("{}/graphql/ws", c.base.replace("http://", "ws://"));
+        let one = fan_out(
+            &a,
+            &[ws(&a)],
+            subscribers,
+            &token,
+            &db,
+            &admin,
+            group.id,
+            || 0,
+        )
+        .await?;
+        println!(
+            "  fan-out to {subscribers:>5} subscribers, one process:     {}   (baseline)",
+            one.figures(subscribers)
+        );
+        let two = fan_out(
+            &a,
+            &[ws(&a), ws(&b)],
+            subscribers,
+            &token,
+            &db,
+            &admin,
+            group.id,
+            || 0,
+        )
+        .await?;
+        println!(
+            "  fan-out to {subscribers:>5} subscribers, split over two: {}   p99 = {:.1}x the baseline's p99",
+            two.figures(subscribers),
+            two.p99 / one.p99.max(0.001)
+        );
     }
     Ok(())
 }

@@ -94,8 +94,9 @@ enum Command {
         /// Sessions in the database the API lists from.
         #[arg(long, default_value_t = 10000)]
         api_sessions: usize,
-        /// Also run the api, queue and fanout benchmarks on PostgreSQL: a server URL; each run
-        /// creates a fresh database there.
+        /// Also run the api, queue and fanout benchmarks on PostgreSQL, and the two-manager
+        /// figures (two processes on one database): a server URL; each run creates a fresh
+        /// database there.
         #[arg(long, env = "BAI_BENCH_DATABASE_URL")]
         api_postgres: Option<String>,
         /// Subscribers of the fan-out benchmark (0 = skip).
@@ -269,6 +270,14 @@ async fn main() -> anyhow::Result<()> {
                 if fanout > 0 {
                     api::bench::fanout(fanout, fresh().await?).await?;
                 }
+            }
+            // Several managers: two processes on one PostgreSQL database.
+            if let Some(url) = &api_postgres
+                && api_seconds > 0
+            {
+                let fresh = api::bench::fresh_postgres(url).await?;
+                api::bench::managers(api_seconds, api_connections, api_sessions, fanout, fresh)
+                    .await?;
             }
             match (agents, pending) {
                 (Some(a), Some(p)) => api::bench::scheduler(&[(a, p)]),

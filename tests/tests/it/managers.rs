@@ -562,6 +562,16 @@ async fn round_robin(backends: Vec<String>) -> RoundRobin {
                 (log.clone(), next.clone(), client.clone(), backends.clone());
             async move {
                 let i = next.fetch_add(1, Ordering::SeqCst) % backends.len();
+                let wants_ws = req
+                    .headers()
+                    .get("upgrade")
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"));
+                if wants_ws {
+                    log.lock()
+                        .unwrap()
+                        .push((i, format!("WS {}", req.uri().path())));
+                    return websocket_through(req, &backends[i]).await;
+                }
                 let target = format!(
                     "{}{}",
                     backends[i],
@@ -617,6 +627,102 @@ async fn start_jupyter(app: &TestApp, user: &str, id: &str) -> Value {
     .await
 }
 
+/// A WebSocket through the balancer: the client's handshake headers (its Host and HMAC
+/// signature) go to the manager, then messages flow both ways until either side closes.
+async fn websocket_through(req: axum::extract::Request, backend: &str) -> axum::response::Response {
+    use axum::extract::FromRequestParts;
+    use axum::extract::ws::{Message as Axum, WebSocketUpgrade};
+    use axum::response::IntoResponse;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let (mut parts, _) = req.into_parts();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await else {
+        return (axum::http::StatusCode::BAD_REQUEST, "not a WebSocket").into_response();
+    };
+    let target = format!("{}{path}", backend.replacen("http://", "ws://", 1));
+    let mut to_backend = target.into_client_request().unwrap();
+    for (k, v) in &parts.headers {
+        let n = k.as_str();
+        if !n.starts_with("sec-websocket-") && !["connection", "upgrade"].contains(&n) {
+            to_backend.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    let Ok((server, _)) = tokio_tungstenite::connect_async(to_backend).await else {
+        return (axum::http::StatusCode::BAD_GATEWAY, "the manager refused").into_response();
+    };
+    upgrade.on_upgrade(move |client| async move {
+        let (mut client_tx, mut client_rx) = client.split();
+        let (mut server_tx, mut server_rx) = server.split();
+        let up = async {
+            while let Some(Ok(m)) = client_rx.next().await {
+                let m = match m {
+                    Axum::Text(t) => Message::text(t.as_str()),
+                    Axum::Binary(b) => Message::binary(b),
+                    Axum::Close(_) => break,
+                    _ => continue,
+                };
+                if server_tx.send(m).await.is_err() {
+                    break;
+                }
+            }
+            let _ = server_tx.close().await;
+        };
+        let down = async {
+            while let Some(Ok(m)) = server_rx.next().await {
+                let m = match m {
+                    Message::Text(t) => Axum::Text(t.as_str().into()),
+                    Message::Binary(b) => Axum::Binary(b),
+                    Message::Close(_) => break,
+                    _ => continue,
+                };
+                if client_tx.send(m).await.is_err() {
+                    break;
+                }
+            }
+            let _ = client_tx.close().await;
+        };
+        tokio::join!(up, down);
+    })
+}
+
+/// Through a load balancer: a session made, used and removed with the official SDK, each
+/// call to the next manager; its execute polls (`continue`) read on from each other.
+const THROUGH_BALANCER: &str = r#"
+import asyncio, json, sys, tempfile
+from pathlib import Path
+from ai.backend.client.session import AsyncSession
+
+async def main():
+    image = sys.argv[1]
+    out = {}
+    async with AsyncSession() as api:
+        s = await api.ComputeSession.get_or_create(image, name="balanced", max_wait=120)
+        code = "import time\nfor i in range(6):\n    print('tick', i, flush=True)\n    time.sleep(0.7)\n"
+        r = await s.execute(code=code, mode="query")
+        console, polls = list(r["console"]), 1
+        while r["status"] != "finished":
+            r = await s.execute(run_id=r["runId"], code="", mode="continue")
+            console += r["console"]
+            polls += 1
+        out["stdout"] = "".join(c[1] for c in console if c[0] == "stdout")
+        out["polls"] = polls
+        out["exit"] = r["exitCode"]
+        src = Path(tempfile.mkdtemp()) / "lb.txt"
+        src.write_text("through the balancer")
+        await s.upload([src], basedir=src.parent)
+        dest = Path(tempfile.mkdtemp())
+        await s.download(["lb.txt"], dest=dest)
+        out["downloaded"] = (dest / "lb.txt").read_text()
+        await s.destroy()
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_managers_behind_a_load_balancer_serve_one_product() {
     let started = Instant::now();
@@ -629,7 +735,7 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     let body = create_session(
         &a,
         &user,
-        json!({"image": PYTHON, "name": "lb", "resources": "{\"cpu\": \"1\", \"mem\": \"320m\"}"}),
+        json!({"image": PYTHON, "name": "lb-shared", "resources": "{\"cpu\": \"1\", \"mem\": \"320m\"}"}),
     )
     .await;
     let id = session_ids(&body)[0].clone();
@@ -732,33 +838,54 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     })
     .await;
     let lb = round_robin(vec![a.base.clone(), b.base.clone(), c.base.clone()]).await;
-    let cli = crate::cli::Cli::for_user(&a, &user).await.through(&lb.url);
-    let ticks = "import time\nfor i in range(6):\n    print('tick', i, flush=True)\n    time.sleep(0.7)\n";
-    let run = cli.run(&["run", "--rm", "-c", ticks, "python"]).await;
-    assert!(run.ok, "{run}");
-    let seen: Vec<&str> = run
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("tick "))
-        .collect();
+    let sdk = crate::cli::Cli::for_user26(&a, &user)
+        .await
+        .through(&lb.url);
+    let got = sdk
+        .sdk_script("balanced.py", THROUGH_BALANCER, &[PYTHON])
+        .await;
     assert_eq!(
-        seen,
-        ["tick 0", "tick 1", "tick 2", "tick 3", "tick 4", "tick 5"],
-        "{run}"
+        got["stdout"], "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\ntick 5\n",
+        "{got}"
     );
+    assert_eq!(got["exit"], 0, "{got}");
+    assert!(got["polls"].as_u64().unwrap() >= 2, "{got}");
+    assert_eq!(got["downloaded"], "through the balancer", "{got}");
     let polled_on = lb.managers_of("POST /session/");
     assert!(
         polled_on.len() >= 2,
         "the execute calls all went to one manager: {:?}",
         lb.log.lock().unwrap()
     );
+    // The CLI's `run` (a WebSocket for the code, the rest over HTTP) through the balancer.
+    let cli = crate::cli::Cli::for_user(&a, &user).await.through(&lb.url);
+    let ticks = "import time\nfor i in range(3):\n    print('cli tick', i, flush=True)\n    time.sleep(0.3)\n";
+    let run = cli.run(&["run", "--rm", "-c", ticks, "python"]).await;
+    assert!(run.ok, "{run}");
+    assert!(
+        run.stdout.contains("cli tick 0\ncli tick 1\ncli tick 2\n"),
+        "{run}"
+    );
+    let log = lb.log.lock().unwrap().clone();
+    let on = |m: usize| log.iter().filter(|(i, _)| *i == m).count();
+    println!(
+        "through the balancer: {} requests, {} on A, {} on B, {} on C",
+        log.len(),
+        on(0),
+        on(1),
+        on(2)
+    );
 
     // An app started through A is served through B (on a port of B's own) and started again
     // through C as the same app (its token), never a second Jupyter.
     let on_a = start_jupyter(&a, &user, &id).await;
     let token = on_a["start_service"]["token"].as_str().unwrap().to_string();
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
     let redirect = |app: &TestApp, who: &str| {
-        app.http
+        plain
             .get(app.url(&format!("/apps/{id}/jupyter/api/status?token={token}")))
             .bearer_auth(who.to_string())
             .send()
@@ -779,7 +906,12 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     })
     .await;
     assert!(
-        status.json::<Value>().await.unwrap().get("started").is_some(),
+        status
+            .json::<Value>()
+            .await
+            .unwrap()
+            .get("started")
+            .is_some(),
         "Jupyter's status through B"
     );
     let on_c = start_jupyter(&c, &user, &id).await;
@@ -789,7 +921,7 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
         &container,
         "sh",
         "-c",
-        "ps -eo args | grep -c '^[^ ]*jupyter-notebook' || true",
+        "ps -eo args | grep -c '[j]upyter-notebook' || true",
     ]);
     assert_eq!(jupyters.trim(), "1", "one Jupyter in the container");
 
