@@ -269,7 +269,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
     };
     let server = crate::start(config).await?;
     let state = server.state.clone();
-    let schema = crate::graphql::build_schema(state.clone());
+    let schema = crate::graphql::schema::build_schema(state.clone());
     let (admin, _) = bench_admin(&state.db).await?;
     let principal = Principal::User(std::sync::Arc::new(Caller {
         uuid: admin.uuid,

@@ -5,7 +5,7 @@ use futures_util::{Stream, StreamExt};
 
 use crate::error::ApiResult;
 use crate::events::{ChangeAction, Event, ObjectKind};
-use crate::graphql::authed;
+use crate::graphql::context::authed;
 
 #[derive(SimpleObject, Clone)]
 #[graphql(rename_fields = "snake_case")]
@@ -112,44 +112,44 @@ impl ChangeSubscription {
     async fn resource_preset_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::ResourcePreset, false, false)?)
     }
     async fn container_registry_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::ContainerRegistry, true, true)?)
     }
     async fn image_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::Image, false, false)?)
     }
     async fn scaling_group_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::ScalingGroup, false, false)?)
     }
     /// Users of the admin's scope (domain admins: their domain).
     async fn user_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::User, false, true)?)
     }
     async fn keypair_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::Keypair, false, true)?)
     }
     async fn keypair_resource_policy_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(
             ctx,
             ObjectKind::KeypairResourcePolicy,
@@ -161,13 +161,13 @@ impl ChangeSubscription {
     async fn agent_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::Agent, false, true)?)
     }
     async fn system_setting_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl Stream<Item = ChangeEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::SystemSetting, false, true)?)
     }
 }

@@ -323,7 +323,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Schema => {
-            print!("{}", api::graphql::sdl());
+            print!("{}", api::graphql::schema::sdl());
             Ok(())
         }
     }

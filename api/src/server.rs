@@ -1,7 +1,7 @@
 //! The HTTP server: GraphQL (+ GraphiQL, WebSocket subscriptions), Backend.AI's REST entry
 //! points, and the web console with SPA fallback.
 
-use axum::extract::{FromRef, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -11,23 +11,12 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::error::IntoProblem as _;
-use crate::graphql::{self, BaiSchema};
+use crate::graphql::http::{self, Web};
+use crate::graphql::schema;
 use crate::state::AppState;
 
-#[derive(Clone)]
-pub struct Web {
-    pub app: AppState,
-    pub schema: BaiSchema,
-}
-
-impl FromRef<Web> for AppState {
-    fn from_ref(web: &Web) -> AppState {
-        web.app.clone()
-    }
-}
-
 pub fn router(app: AppState) -> Router {
-    let schema = graphql::build_schema(app.clone());
+    let schema = schema::build_schema(app.clone());
     let body_limit = app.config.max_body_bytes;
     let web = Web {
         app: app.clone(),
@@ -35,12 +24,9 @@ pub fn router(app: AppState) -> Router {
     };
     let api = Router::new()
         .route("/", get(root))
-        .route(
-            "/graphql",
-            get(graphql::graphiql).post(graphql::graphql_post),
-        )
-        .route("/admin/gql", post(graphql::graphql_post))
-        .route("/graphql/ws", get(graphql::graphql_ws))
+        .route("/graphql", get(http::graphiql).post(http::graphql_post))
+        .route("/admin/gql", post(http::graphql_post))
+        .route("/graphql/ws", get(http::graphql_ws))
         .route("/manager/announcement", get(announcement))
         .route_layer(middleware::from_fn_with_state(
             app.clone(),

@@ -25,6 +25,28 @@ impl BgTasks {
     pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<Uuid, TaskState>> {
         self.tasks.lock()
     }
+
+    /// Several managers: a task's state as announced on the bus (by any manager, this one
+    /// included), so its state is read through every manager. A state never moves back: an
+    /// ended task stays ended, a running one only goes forward.
+    pub fn heard(&self, t: &TaskState) {
+        let mut tasks = self.lock();
+        let newer = tasks.get(&t.task_id).is_none_or(|known| {
+            known.status == TaskStatus::Running
+                && (t.status != TaskStatus::Running || t.current_progress >= known.current_progress)
+        });
+        if newer {
+            keep_recent(&mut tasks);
+            tasks.insert(t.task_id, t.clone());
+        }
+    }
+}
+
+/// Keeps the most recent tasks only (those still running, when more than 256 are known).
+fn keep_recent(tasks: &mut HashMap<Uuid, TaskState>) {
+    if tasks.len() > 256 {
+        tasks.retain(|_, t| t.status == TaskStatus::Running);
+    }
 }
 
 /// A handle the task's code reports through.
@@ -76,10 +98,7 @@ where
     };
     {
         let mut tasks = state.bgtasks.lock();
-        // Keep the most recent tasks only.
-        if tasks.len() > 256 {
-            tasks.retain(|_, t| t.status == TaskStatus::Running);
-        }
+        keep_recent(&mut tasks);
         tasks.insert(id, initial);
     }
     let progress = Progress {

@@ -36,16 +36,18 @@ pub struct AppState {
     pub session_locks: Arc<SessionLocks>,
     /// This installation's id (labels its containers).
     pub instance_id: String,
-    /// Per process (not yet shared): a task's state is read through the manager running it;
-    /// its events travel on the bus.
+    /// Per process, bounded: the tasks this manager runs, and every manager's as their events
+    /// (which carry the whole state) arrive on the bus (`sessions::follow`).
     pub bgtasks: Arc<crate::bgtasks::BgTasks>,
-    /// Per process (not yet shared): an execution's output is read through the manager that
-    /// started it.
+    /// Per process, bounded: the executions this manager runs. Several managers: each is copied
+    /// to the database, where every other manager reads it (`sessions::exec::find`).
     pub exec_runs: Arc<crate::sessions::exec::Runs>,
-    /// Per process (not yet shared): apps started through this manager; forgotten on any
-    /// manager's end of the session (`sessions::follow`).
+    /// Per process: this manager's listeners for started apps; forgotten on any manager's end
+    /// of the session (`sessions::follow`). Several managers: tokens and visibility are shared
+    /// (`app_routes`, `sessions::apps::known`).
     pub started_apps: Arc<crate::sessions::apps::StartedApps>,
-    /// Per process (not yet shared): sessions being committed to images through this manager.
+    /// Per process: sessions being committed to images through this manager (the commit's
+    /// progress is a background task, read through any manager).
     pub commits: Arc<crate::sessions::commit::Commits>,
     /// One HTTP client (connection pool) for the app proxy and probes.
     pub http: reqwest::Client,
@@ -53,8 +55,8 @@ pub struct AppState {
     pub login_throttle: Arc<crate::auth::throttle::LoginThrottle>,
     /// Shared: announced on the bus to every manager.
     pub revocations: Arc<crate::auth::Revocations>,
-    /// Open GraphQL WebSockets per user (or per address when anonymous). Per process (not yet
-    /// shared): the cap holds per manager.
+    /// Open GraphQL WebSockets per user (or per address when anonymous). Per process by
+    /// design: the cap holds per manager.
     pub ws_connections: Arc<crate::auth::ws::Connections>,
     /// HMAC signatures already used within the clock-skew window: this process's first, then
     /// the database's (`auth::shared`).

@@ -10,7 +10,7 @@ use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 
 use crate::error::ApiError;
 use crate::graphql::users::User;
-use crate::graphql::{authed, caller, state};
+use crate::graphql::{context::authed, context::caller, context::state};
 
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
@@ -70,7 +70,7 @@ pub struct AccountQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl AccountQuery {
     /// The caller's SSH public key (from its main keypair), if one was generated.
-    async fn ssh_keypair(&self, ctx: &Context<'_>) -> crate::graphql::Result<SshKeypair> {
+    async fn ssh_keypair(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<SshKeypair> {
         let (state, caller) = authed(ctx)?;
         let Some(ak) = &caller.access_key else {
             return Ok(SshKeypair {
@@ -87,7 +87,10 @@ impl AccountQuery {
     }
 
     /// Whether signup is open (for the login page); answered to anyone.
-    async fn signup_config(&self, ctx: &Context<'_>) -> crate::graphql::Result<SignupConfig> {
+    async fn signup_config(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<SignupConfig> {
         let state = state(ctx)?;
         Ok(SignupConfig {
             enabled: state.config.signup_enabled,
@@ -108,9 +111,9 @@ impl AccountMutation {
         ctx: &Context<'_>,
         email: String,
         password: String,
-    ) -> crate::graphql::Result<LoginResult> {
+    ) -> crate::graphql::context::Result<LoginResult> {
         let state = state(ctx)?;
-        let addr = crate::graphql::client_addr(ctx);
+        let addr = crate::graphql::context::client_addr(ctx);
         let login = crate::accounts::login(state, &email, &password, addr, None).await?;
         ctx.append_http_header(
             SET_COOKIE,
@@ -126,7 +129,7 @@ impl AccountMutation {
     }
 
     /// Ends the current login session (the cookie or bearer token stops working).
-    async fn logout(&self, ctx: &Context<'_>) -> crate::graphql::Result<OkResult> {
+    async fn logout(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<OkResult> {
         let state = state(ctx)?;
         ctx.append_http_header(SET_COOKIE, crate::accounts::clear_cookie(state));
         if let Ok(c) = caller(ctx)
@@ -147,7 +150,7 @@ impl AccountMutation {
         #[graphql(name = "password2")] password2: String,
         invitation_token: Option<String>,
         agreed_to_terms: bool,
-    ) -> crate::graphql::Result<OkResult> {
+    ) -> crate::graphql::context::Result<OkResult> {
         let state = state(ctx)?;
         crate::accounts::signup(
             state,
@@ -171,12 +174,12 @@ impl AccountMutation {
         old_password: String,
         new_password: String,
         #[graphql(name = "new_password2")] new_password2: String,
-    ) -> crate::graphql::Result<OkResult> {
+    ) -> crate::graphql::context::Result<OkResult> {
         let (state, caller) = authed(ctx)?;
         let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
         let current = caller
             .login_session
-            .map(|s| (s, crate::graphql::client_addr(ctx)));
+            .map(|s| (s, crate::graphql::context::client_addr(ctx)));
         crate::accounts::change_password(
             state,
             user,
@@ -198,9 +201,9 @@ impl AccountMutation {
         current_password: String,
         new_password: String,
         #[graphql(name = "new_password2")] new_password2: String,
-    ) -> crate::graphql::Result<OkResult> {
+    ) -> crate::graphql::context::Result<OkResult> {
         let state = state(ctx)?;
-        let addr = crate::graphql::client_addr(ctx);
+        let addr = crate::graphql::context::client_addr(ctx);
         let user =
             crate::accounts::check_credentials(state, &email, &current_password, addr).await?;
         crate::accounts::set_password(
@@ -220,7 +223,7 @@ impl AccountMutation {
     async fn refresh_ssh_keypair(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<RefreshSshKeypair> {
+    ) -> crate::graphql::context::Result<RefreshSshKeypair> {
         let (state, caller) = authed(ctx)?;
         let ak = caller
             .access_key

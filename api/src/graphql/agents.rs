@@ -7,7 +7,7 @@ use entity::{agents, kernels};
 use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, Select};
 
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{JsonString, authed, state};
+use crate::graphql::{context::authed, context::state, scalars::JsonString};
 
 pub struct Agent(pub agents::Model);
 
@@ -73,8 +73,8 @@ impl Agent {
             .unwrap_or(0.0)
     }
     /// Live memory use of the agent's session containers, in bytes.
-    async fn mem_cur_bytes(&self) -> crate::graphql::BigInt {
-        crate::graphql::BigInt(
+    async fn mem_cur_bytes(&self) -> crate::graphql::scalars::BigInt {
+        crate::graphql::scalars::BigInt(
             self.0
                 .live_stat
                 .as_ref()
@@ -84,7 +84,7 @@ impl Agent {
         )
     }
     /// Containers of running sessions on this agent.
-    async fn container_count(&self, ctx: &Context<'_>) -> crate::graphql::Result<u64> {
+    async fn container_count(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
         let state = state(ctx)?;
         Ok(kernels::Entity::find()
             .filter(kernels::Column::Agent.eq(&self.0.id))
@@ -132,7 +132,11 @@ pub struct AgentQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl AgentQuery {
-    async fn agent(&self, ctx: &Context<'_>, agent_id: String) -> crate::graphql::Result<Agent> {
+    async fn agent(
+        &self,
+        ctx: &Context<'_>,
+        agent_id: String,
+    ) -> crate::graphql::context::Result<Agent> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         Ok(Agent(
@@ -145,7 +149,7 @@ impl AgentQuery {
         ctx: &Context<'_>,
         status: Option<String>,
         scaling_group: Option<String>,
-    ) -> crate::graphql::Result<Vec<Agent>> {
+    ) -> crate::graphql::context::Result<Vec<Agent>> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let rows = filtered(status, scaling_group)?
@@ -163,11 +167,11 @@ impl AgentQuery {
         order: Option<String>,
         status: Option<String>,
         scaling_group: Option<String>,
-    ) -> crate::graphql::Result<AgentList> {
+    ) -> crate::graphql::context::Result<AgentList> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let select = filtered(status, scaling_group)?;
-        let (rows, total_count) = crate::graphql::paginate(
+        let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
             (limit, offset),
@@ -214,7 +218,7 @@ impl AgentMutation {
     async fn recalculate_usage(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<MaintenanceResult> {
+    ) -> crate::graphql::context::Result<MaintenanceResult> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         crate::sessions::reconcile::sweep(state).await?;
@@ -245,7 +249,7 @@ impl AgentMutation {
     async fn clean_up_images(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<MaintenanceResult> {
+    ) -> crate::graphql::context::Result<MaintenanceResult> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let (mut removed, mut reclaimed) = (0usize, 0i64);
@@ -282,7 +286,7 @@ impl AgentMutation {
         &self,
         ctx: &Context<'_>,
         registry: Option<String>,
-    ) -> crate::graphql::Result<RescanImages> {
+    ) -> crate::graphql::context::Result<RescanImages> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let registries = {

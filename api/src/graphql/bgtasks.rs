@@ -4,7 +4,7 @@ use futures_util::Stream;
 use uuid::Uuid;
 
 use crate::bgtasks::TaskState;
-use crate::graphql::authed;
+use crate::graphql::context::authed;
 
 #[derive(Default)]
 pub struct BgTaskQuery;
@@ -15,7 +15,7 @@ impl BgTaskQuery {
         &self,
         ctx: &Context<'_>,
         task_id: Uuid,
-    ) -> crate::graphql::Result<TaskState> {
+    ) -> crate::graphql::context::Result<TaskState> {
         let (state, caller) = authed(ctx)?;
         Ok(crate::bgtasks::visible(state, caller, task_id)?)
     }
@@ -31,7 +31,7 @@ impl BgTaskSubscription {
         &self,
         ctx: &Context<'_>,
         task_id: Uuid,
-    ) -> crate::graphql::Result<impl Stream<Item = TaskState>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = TaskState>> {
         let (state, caller) = authed(ctx)?;
         Ok(crate::bgtasks::follow(state, caller, task_id)?)
     }

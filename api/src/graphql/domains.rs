@@ -5,7 +5,7 @@ use entity::domains;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
 use crate::error::ApiError;
-use crate::graphql::{JsonString, authed};
+use crate::graphql::{context::authed, scalars::JsonString};
 
 pub struct Domain(pub domains::Model);
 
@@ -50,7 +50,7 @@ impl DomainQuery {
         &self,
         ctx: &Context<'_>,
         name: Option<String>,
-    ) -> crate::graphql::Result<Domain> {
+    ) -> crate::graphql::context::Result<Domain> {
         let (state, caller) = authed(ctx)?;
         let name = name.unwrap_or_else(|| caller.domain_name.clone());
         if !caller.is_superadmin() && name != caller.domain_name {
@@ -64,7 +64,7 @@ impl DomainQuery {
         &self,
         ctx: &Context<'_>,
         is_active: Option<bool>,
-    ) -> crate::graphql::Result<Vec<Domain>> {
+    ) -> crate::graphql::context::Result<Vec<Domain>> {
         let (state, caller) = authed(ctx)?;
         let mut select = domains::Entity::find().order_by_asc(domains::Column::Name);
         if !caller.is_superadmin() {
@@ -133,7 +133,7 @@ impl DomainMutation {
         ctx: &Context<'_>,
         name: String,
         props: DomainInput,
-    ) -> crate::graphql::Result<CreateDomain> {
+    ) -> crate::graphql::context::Result<CreateDomain> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let d = crate::domains::create(state, &scope, &name, props.into()).await?;
@@ -149,7 +149,7 @@ impl DomainMutation {
         ctx: &Context<'_>,
         name: String,
         props: DomainInput,
-    ) -> crate::graphql::Result<ModifyDomain> {
+    ) -> crate::graphql::context::Result<ModifyDomain> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let d = crate::domains::modify(state, &scope, &name, props.into()).await?;

@@ -7,7 +7,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{JsonString, authed, state};
+use crate::graphql::{context::authed, context::state, scalars::JsonString};
 
 pub struct Group(pub groups::Model);
 
@@ -48,7 +48,10 @@ impl Group {
         self.0.group_type.as_str()
     }
     /// Resource groups associated with this group.
-    async fn scaling_groups(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<String>> {
+    async fn scaling_groups(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Vec<String>> {
         let state = state(ctx)?;
         Ok(sgroups_for_groups::Entity::find()
             .filter(sgroups_for_groups::Column::Group.eq(self.0.id))
@@ -66,7 +69,7 @@ pub struct GroupQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl GroupQuery {
-    async fn group(&self, ctx: &Context<'_>, id: Uuid) -> crate::graphql::Result<Group> {
+    async fn group(&self, ctx: &Context<'_>, id: Uuid) -> crate::graphql::context::Result<Group> {
         let (state, caller) = authed(ctx)?;
         Ok(Group(
             crate::groups::find_visible(&state.db, caller, id).await?,
@@ -80,7 +83,7 @@ impl GroupQuery {
         domain_name: Option<String>,
         is_active: Option<bool>,
         #[graphql(name = "type")] group_type: Option<Vec<String>>,
-    ) -> crate::graphql::Result<Vec<Group>> {
+    ) -> crate::graphql::context::Result<Vec<Group>> {
         let (state, caller) = authed(ctx)?;
         let mut select = groups::Entity::find().order_by_asc(groups::Column::Name);
         match caller.admin_scope() {
@@ -209,7 +212,7 @@ impl GroupMutation {
         ctx: &Context<'_>,
         name: String,
         props: GroupInput,
-    ) -> crate::graphql::Result<CreateGroup> {
+    ) -> crate::graphql::context::Result<CreateGroup> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let g = crate::groups::create(state, &scope, &caller.email, &name, props.into()).await?;
@@ -226,7 +229,7 @@ impl GroupMutation {
         ctx: &Context<'_>,
         gid: Uuid,
         props: ModifyGroupInput,
-    ) -> crate::graphql::Result<ModifyGroup> {
+    ) -> crate::graphql::context::Result<ModifyGroup> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let g = crate::groups::modify(state, &scope, &caller.email, gid, props.into()).await?;

@@ -7,7 +7,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::graphql::{BigInt, authed, state};
+use crate::graphql::{context::authed, context::state, scalars::BigInt};
 
 pub struct Image(pub images::Model);
 
@@ -107,7 +107,7 @@ impl Image {
             })
             .unwrap_or_default()
     }
-    async fn aliases(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<String>> {
+    async fn aliases(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<String>> {
         let state = state(ctx)?;
         Ok(image_aliases::Entity::find()
             .filter(image_aliases::Column::Image.eq(self.0.id))
@@ -189,7 +189,7 @@ impl ImageQuery {
         id: Option<String>,
         reference: Option<String>,
         architecture: Option<String>,
-    ) -> crate::graphql::Result<Image> {
+    ) -> crate::graphql::context::Result<Image> {
         let (state, caller) = authed(ctx)?;
         let target = match (id, reference) {
             (Some(id), _) => {
@@ -214,7 +214,7 @@ impl ImageQuery {
         is_installed: Option<bool>,
         is_operation: Option<bool>,
         load_filters: Option<Vec<String>>,
-    ) -> crate::graphql::Result<Vec<Image>> {
+    ) -> crate::graphql::context::Result<Vec<Image>> {
         let (state, caller) = authed(ctx)?;
         let everyone = load_filters
             .unwrap_or_default()
@@ -244,7 +244,10 @@ impl ImageQuery {
     }
 
     /// The caller's own committed images (Backend.AI's `customized_images`).
-    async fn customized_images(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<Image>> {
+    async fn customized_images(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Vec<Image>> {
         let (state, caller) = authed(ctx)?;
         let rows = crate::images::owned_by(&state.db, caller.uuid).await?;
         Ok(rows.into_iter().map(Image).collect())
@@ -296,7 +299,7 @@ impl ImageMutation {
         target: String,
         architecture: Option<String>,
         props: ModifyImageInput,
-    ) -> crate::graphql::Result<ImageResult> {
+    ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let edits: Option<Vec<crate::images::ResourceLimitEdit>> = props
@@ -316,7 +319,7 @@ impl ImageMutation {
         alias: String,
         target: String,
         architecture: Option<String>,
-    ) -> crate::graphql::Result<ImageResult> {
+    ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::images::alias(state, &scope, &alias, &target, architecture.as_deref()).await?;
@@ -330,7 +333,7 @@ impl ImageMutation {
         &self,
         ctx: &Context<'_>,
         alias: String,
-    ) -> crate::graphql::Result<ImageResult> {
+    ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::images::dealias(state, &scope, &alias).await?;
@@ -346,7 +349,7 @@ impl ImageMutation {
         &self,
         ctx: &Context<'_>,
         image_id: String,
-    ) -> crate::graphql::Result<ImageResult> {
+    ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let Ok(id) = Uuid::parse_str(image_id.trim()) else {
             return Err(ApiError::not_found("image", image_id).into());
@@ -364,7 +367,7 @@ impl ImageMutation {
         ctx: &Context<'_>,
         reference: String,
         architecture: Option<String>,
-    ) -> crate::graphql::Result<ImageResult> {
+    ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::images::forget(state, &scope, &reference, architecture.as_deref()).await?;

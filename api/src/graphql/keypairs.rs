@@ -9,7 +9,7 @@ use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, QueryOrder, Select};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{BigInt, authed};
+use crate::graphql::{context::authed, scalars::BigInt};
 
 /// A keypair as the caller may see it. The secret key is shown to its owner and to
 /// superadmins only.
@@ -100,8 +100,8 @@ impl KeyPair {
         }
     }
     /// Sessions currently holding resources under this keypair.
-    async fn concurrency_used(&self, ctx: &Context<'_>) -> crate::graphql::Result<u64> {
-        let state = crate::graphql::state(ctx)?;
+    async fn concurrency_used(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
+        let state = crate::graphql::context::state(ctx)?;
         Ok(crate::keypairs::live_session_count(&state.db, &self.kp.access_key).await?)
     }
 }
@@ -175,7 +175,7 @@ impl KeypairQuery {
         ctx: &Context<'_>,
         #[graphql(desc = "accepted for compatibility")] _domain_name: Option<String>,
         access_key: Option<String>,
-    ) -> crate::graphql::Result<KeyPair> {
+    ) -> crate::graphql::context::Result<KeyPair> {
         let (state, caller) = authed(ctx)?;
         let ak = match access_key.or_else(|| caller.access_key.clone()) {
             Some(ak) => ak,
@@ -191,7 +191,7 @@ impl KeypairQuery {
         domain_name: Option<String>,
         email: Option<String>,
         is_active: Option<bool>,
-    ) -> crate::graphql::Result<Vec<KeyPair>> {
+    ) -> crate::graphql::context::Result<Vec<KeyPair>> {
         let (state, caller) = authed(ctx)?;
         let rows = listable(caller, domain_name, email, is_active)
             .order_by_asc(keypairs::Column::CreatedAt)
@@ -210,10 +210,10 @@ impl KeypairQuery {
         domain_name: Option<String>,
         email: Option<String>,
         is_active: Option<bool>,
-    ) -> crate::graphql::Result<KeyPairList> {
+    ) -> crate::graphql::context::Result<KeyPairList> {
         let (state, caller) = authed(ctx)?;
         let select = listable(caller, domain_name, email, is_active);
-        let (rows, total_count) = crate::graphql::paginate(
+        let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
             (limit, offset),
@@ -317,7 +317,7 @@ impl KeypairMutation {
         ctx: &Context<'_>,
         user_id: String,
         props: KeyPairInput,
-    ) -> crate::graphql::Result<CreateKeyPair> {
+    ) -> crate::graphql::context::Result<CreateKeyPair> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let (kp, owner) =
@@ -335,7 +335,7 @@ impl KeypairMutation {
         ctx: &Context<'_>,
         access_key: String,
         props: ModifyKeyPairInput,
-    ) -> crate::graphql::Result<ModifyKeyPair> {
+    ) -> crate::graphql::context::Result<ModifyKeyPair> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let (kp, owner) =
@@ -353,7 +353,7 @@ impl KeypairMutation {
         &self,
         ctx: &Context<'_>,
         access_key: String,
-    ) -> crate::graphql::Result<DeleteKeyPair> {
+    ) -> crate::graphql::context::Result<DeleteKeyPair> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::keypairs::delete(state, &scope, caller, &access_key).await?;

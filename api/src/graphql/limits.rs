@@ -144,8 +144,9 @@ impl Extension for DocumentLimits {
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
         let doc = request.parsed_query()?;
-        self.check(doc)
-            .map_err(|m| crate::graphql::server_error(crate::error::ApiError::bad_request(m)))?;
+        self.check(doc).map_err(|m| {
+            crate::graphql::context::server_error(crate::error::ApiError::bad_request(m))
+        })?;
         next.run(ctx, request).await
     }
 }

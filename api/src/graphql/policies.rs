@@ -6,7 +6,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{BigInt, JsonString, authed};
+use crate::graphql::{context::authed, scalars::BigInt, scalars::JsonString};
 use crate::policies::PolicyChange;
 
 pub struct KeyPairResourcePolicy(pub policies::Model);
@@ -89,7 +89,7 @@ impl PolicyQuery {
         &self,
         ctx: &Context<'_>,
         name: Option<String>,
-    ) -> crate::graphql::Result<KeyPairResourcePolicy> {
+    ) -> crate::graphql::context::Result<KeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let name = match name {
             Some(n) => n,
@@ -116,7 +116,7 @@ impl PolicyQuery {
     async fn keypair_resource_policies(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<Vec<KeyPairResourcePolicy>> {
+    ) -> crate::graphql::context::Result<Vec<KeyPairResourcePolicy>> {
         let (state, caller) = authed(ctx)?;
         let mut select = policies::Entity::find().order_by_asc(policies::Column::Name);
         if caller.admin_scope().is_none() {
@@ -212,7 +212,7 @@ impl PolicyMutation {
         ctx: &Context<'_>,
         name: String,
         props: CreateKeyPairResourcePolicyInput,
-    ) -> crate::graphql::Result<CreateKeyPairResourcePolicy> {
+    ) -> crate::graphql::context::Result<CreateKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let change = PolicyChange {
@@ -243,7 +243,7 @@ impl PolicyMutation {
         ctx: &Context<'_>,
         name: String,
         props: ModifyKeyPairResourcePolicyInput,
-    ) -> crate::graphql::Result<ModifyKeyPairResourcePolicy> {
+    ) -> crate::graphql::context::Result<ModifyKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let p = crate::policies::modify(state, &scope, &name, props.into()).await?;
@@ -259,7 +259,7 @@ impl PolicyMutation {
         &self,
         ctx: &Context<'_>,
         name: String,
-    ) -> crate::graphql::Result<DeleteKeyPairResourcePolicy> {
+    ) -> crate::graphql::context::Result<DeleteKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::policies::delete(state, &scope, &name).await?;

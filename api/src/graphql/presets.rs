@@ -5,7 +5,7 @@ use entity::slots::ResourceSlots;
 use sea_orm::{EntityTrait, QueryOrder};
 
 use crate::error::ApiError;
-use crate::graphql::{BigInt, JsonString, authed};
+use crate::graphql::{context::authed, scalars::BigInt, scalars::JsonString};
 
 pub struct ResourcePreset(pub presets::Model);
 
@@ -33,7 +33,7 @@ impl PresetQuery {
         &self,
         ctx: &Context<'_>,
         name: String,
-    ) -> crate::graphql::Result<ResourcePreset> {
+    ) -> crate::graphql::context::Result<ResourcePreset> {
         let (state, _) = authed(ctx)?;
         let p = crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.clone())
             .await?;
@@ -43,7 +43,7 @@ impl PresetQuery {
     async fn resource_presets(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<Vec<ResourcePreset>> {
+    ) -> crate::graphql::context::Result<Vec<ResourcePreset>> {
         let (state, _) = authed(ctx)?;
         let rows = presets::Entity::find()
             .order_by_asc(presets::Column::CreatedAt)
@@ -103,7 +103,7 @@ impl PresetMutation {
         ctx: &Context<'_>,
         name: String,
         props: CreateResourcePresetInput,
-    ) -> crate::graphql::Result<CreateResourcePreset> {
+    ) -> crate::graphql::context::Result<CreateResourcePreset> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let slots = ResourceSlots::parse_json(&props.resource_slots.0).map_err(ApiError::from)?;
@@ -126,7 +126,7 @@ impl PresetMutation {
         ctx: &Context<'_>,
         name: String,
         props: ModifyResourcePresetInput,
-    ) -> crate::graphql::Result<ModifyResourcePreset> {
+    ) -> crate::graphql::context::Result<ModifyResourcePreset> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let slots = props
@@ -151,7 +151,7 @@ impl PresetMutation {
         &self,
         ctx: &Context<'_>,
         name: String,
-    ) -> crate::graphql::Result<DeleteResourcePreset> {
+    ) -> crate::graphql::context::Result<DeleteResourcePreset> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::presets::delete(state, &scope, &name).await?;

@@ -5,7 +5,7 @@ use sea_orm::{EntityTrait, QueryOrder};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::graphql::authed;
+use crate::graphql::context::authed;
 
 const MASK: &str = "*****";
 
@@ -79,7 +79,7 @@ impl RegistryQuery {
         &self,
         ctx: &Context<'_>,
         hostname: String,
-    ) -> crate::graphql::Result<ContainerRegistry> {
+    ) -> crate::graphql::context::Result<ContainerRegistry> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         Ok(ContainerRegistry(
@@ -90,7 +90,7 @@ impl RegistryQuery {
     async fn container_registries(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<Vec<ContainerRegistry>> {
+    ) -> crate::graphql::context::Result<Vec<ContainerRegistry>> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let rows = registries::Entity::find()
@@ -176,7 +176,7 @@ impl RegistryMutation {
         ctx: &Context<'_>,
         hostname: String,
         props: CreateContainerRegistryInput,
-    ) -> crate::graphql::Result<ContainerRegistryResult> {
+    ) -> crate::graphql::context::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let r = crate::registries::create(state, &scope, &hostname, props.into()).await?;
@@ -192,7 +192,7 @@ impl RegistryMutation {
         ctx: &Context<'_>,
         hostname: String,
         props: ModifyContainerRegistryInput,
-    ) -> crate::graphql::Result<ContainerRegistryResult> {
+    ) -> crate::graphql::context::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let r = crate::registries::modify(state, &scope, &hostname, props.into()).await?;
@@ -207,7 +207,7 @@ impl RegistryMutation {
         &self,
         ctx: &Context<'_>,
         hostname: String,
-    ) -> crate::graphql::Result<ContainerRegistryResult> {
+    ) -> crate::graphql::context::Result<ContainerRegistryResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::registries::delete(state, &scope, &hostname).await?;

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{JsonString, authed, state};
+use crate::graphql::{context::authed, context::state, scalars::JsonString};
 use crate::scaling_groups::{Link, ScalingGroupChange};
 
 pub struct ScalingGroup(pub sg::Model);
@@ -55,7 +55,7 @@ impl ScalingGroup {
         &self,
         ctx: &Context<'_>,
         status: Option<String>,
-    ) -> crate::graphql::Result<u64> {
+    ) -> crate::graphql::context::Result<u64> {
         let state = state(ctx)?;
         let status = match status {
             Some(s) => AgentStatus::parse(&s).ok_or_else(|| {
@@ -104,7 +104,7 @@ impl ScalingGroupQuery {
         &self,
         ctx: &Context<'_>,
         name: String,
-    ) -> crate::graphql::Result<ScalingGroup> {
+    ) -> crate::graphql::context::Result<ScalingGroup> {
         let (state, caller) = authed(ctx)?;
         if visible_names(&state.db, caller)
             .await?
@@ -121,7 +121,7 @@ impl ScalingGroupQuery {
         ctx: &Context<'_>,
         name: Option<String>,
         is_active: Option<bool>,
-    ) -> crate::graphql::Result<Vec<ScalingGroup>> {
+    ) -> crate::graphql::context::Result<Vec<ScalingGroup>> {
         let (state, caller) = authed(ctx)?;
         let mut select = sg::Entity::find().order_by_asc(sg::Column::Name);
         if let Some(names) = visible_names(&state.db, caller).await? {
@@ -147,7 +147,7 @@ impl ScalingGroupQuery {
         &self,
         ctx: &Context<'_>,
         user_group: Uuid,
-    ) -> crate::graphql::Result<Vec<ScalingGroup>> {
+    ) -> crate::graphql::context::Result<Vec<ScalingGroup>> {
         let (state, caller) = authed(ctx)?;
         let g = crate::groups::find_visible(&state.db, caller, user_group).await?;
         let names = crate::scaling_groups::allowed_for(
@@ -232,7 +232,7 @@ async fn set_link(
     scaling_group: String,
     link: Link,
     associate: bool,
-) -> crate::graphql::Result<AssociationResult> {
+) -> crate::graphql::context::Result<AssociationResult> {
     let (state, caller) = authed(ctx)?;
     let scope = caller.require_superadmin()?;
     crate::scaling_groups::set_link(state, &scope, &scaling_group, link, associate).await?;
@@ -252,7 +252,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         name: String,
         props: ScalingGroupInput,
-    ) -> crate::graphql::Result<ScalingGroupResult> {
+    ) -> crate::graphql::context::Result<ScalingGroupResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let change = ScalingGroupChange {
@@ -287,7 +287,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         name: String,
         props: ModifyScalingGroupInput,
-    ) -> crate::graphql::Result<ScalingGroupResult> {
+    ) -> crate::graphql::context::Result<ScalingGroupResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let s = crate::scaling_groups::modify(state, &scope, &name, props.into()).await?;
@@ -303,7 +303,7 @@ impl ScalingGroupMutation {
         &self,
         ctx: &Context<'_>,
         name: String,
-    ) -> crate::graphql::Result<AssociationResult> {
+    ) -> crate::graphql::context::Result<AssociationResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         crate::scaling_groups::delete(state, &scope, &name).await?;
@@ -318,7 +318,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         scaling_group: String,
         domain: String,
-    ) -> crate::graphql::Result<AssociationResult> {
+    ) -> crate::graphql::context::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Domain(domain), true).await
     }
     async fn disassociate_scaling_group_with_domain(
@@ -326,7 +326,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         scaling_group: String,
         domain: String,
-    ) -> crate::graphql::Result<AssociationResult> {
+    ) -> crate::graphql::context::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Domain(domain), false).await
     }
     async fn associate_scaling_group_with_user_group(
@@ -334,7 +334,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         scaling_group: String,
         user_group: Uuid,
-    ) -> crate::graphql::Result<AssociationResult> {
+    ) -> crate::graphql::context::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Group(user_group), true).await
     }
     async fn disassociate_scaling_group_with_user_group(
@@ -342,7 +342,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         scaling_group: String,
         user_group: Uuid,
-    ) -> crate::graphql::Result<AssociationResult> {
+    ) -> crate::graphql::context::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Group(user_group), false).await
     }
     async fn associate_scaling_group_with_keypair(
@@ -350,7 +350,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         scaling_group: String,
         access_key: String,
-    ) -> crate::graphql::Result<AssociationResult> {
+    ) -> crate::graphql::context::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Keypair(access_key), true).await
     }
     async fn disassociate_scaling_group_with_keypair(
@@ -358,7 +358,7 @@ impl ScalingGroupMutation {
         ctx: &Context<'_>,
         scaling_group: String,
         access_key: String,
-    ) -> crate::graphql::Result<AssociationResult> {
+    ) -> crate::graphql::context::Result<AssociationResult> {
         set_link(ctx, scaling_group, Link::Keypair(access_key), false).await
     }
 }

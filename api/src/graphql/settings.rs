@@ -1,7 +1,7 @@
 //! GraphQL for system settings.
 use async_graphql::{Context, Object, SimpleObject};
 
-use crate::graphql::{JsonString, authed};
+use crate::graphql::{context::authed, scalars::JsonString};
 
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
@@ -40,7 +40,7 @@ impl SettingQuery {
     async fn system_settings(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<Vec<SystemSetting>> {
+    ) -> crate::graphql::context::Result<Vec<SystemSetting>> {
         let (state, caller) = authed(ctx)?;
         caller.require_admin()?;
         Ok(crate::settings::list(state)
@@ -62,7 +62,7 @@ impl SettingMutation {
         ctx: &Context<'_>,
         key: String,
         value: JsonString,
-    ) -> crate::graphql::Result<ModifySystemSetting> {
+    ) -> crate::graphql::context::Result<ModifySystemSetting> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let setting = crate::settings::modify(state, &scope, &key, value.0).await?;

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::auth::ReadScope;
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{BigInt, authed, state};
+use crate::graphql::{context::authed, context::state, scalars::BigInt};
 use crate::storage::Access;
 
 pub struct VirtualFolder {
@@ -41,7 +41,10 @@ impl VirtualFolder {
     async fn user(&self) -> Option<Uuid> {
         self.folder.user
     }
-    async fn user_email(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<String>> {
+    async fn user_email(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<String>> {
         let Some(u) = self.folder.user else {
             return Ok(None);
         };
@@ -54,7 +57,10 @@ impl VirtualFolder {
     async fn group(&self) -> Option<Uuid> {
         self.folder.group
     }
-    async fn group_name(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<String>> {
+    async fn group_name(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<String>> {
         let Some(g) = self.folder.group else {
             return Ok(None);
         };
@@ -98,7 +104,7 @@ impl VirtualFolder {
         self.folder.last_used
     }
     /// Bytes used (measured now).
-    async fn cur_size(&self, ctx: &Context<'_>) -> crate::graphql::Result<BigInt> {
+    async fn cur_size(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<BigInt> {
         let state = state(ctx)?;
         let root = crate::storage::folder_root(&state.config, &self.folder)?;
         Ok(BigInt(
@@ -106,7 +112,7 @@ impl VirtualFolder {
         ))
     }
     /// Files in the folder (measured now).
-    async fn num_files(&self, ctx: &Context<'_>) -> crate::graphql::Result<BigInt> {
+    async fn num_files(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<BigInt> {
         let state = state(ctx)?;
         let root = crate::storage::folder_root(&state.config, &self.folder)?;
         Ok(BigInt(
@@ -186,7 +192,11 @@ pub struct StorageQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl StorageQuery {
-    async fn vfolder(&self, ctx: &Context<'_>, id: Uuid) -> crate::graphql::Result<VirtualFolder> {
+    async fn vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<VirtualFolder> {
         let (state, caller) = authed(ctx)?;
         let (folder, access) = crate::storage::find(state, caller, id).await?;
         Ok(VirtualFolder { folder, access })
@@ -199,7 +209,7 @@ impl StorageQuery {
         limit: i32,
         offset: i32,
         order: Option<String>,
-    ) -> crate::graphql::Result<VirtualFolderList> {
+    ) -> crate::graphql::context::Result<VirtualFolderList> {
         let (state, caller) = authed(ctx)?;
         let select = match caller.read_scope() {
             ReadScope::Admin(scope) => match scope.domain() {
@@ -208,7 +218,7 @@ impl StorageQuery {
             },
             ReadScope::Own { .. } => crate::storage::accessible(caller),
         };
-        let (rows, total_count) = crate::graphql::paginate(
+        let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
             (limit, offset),
@@ -233,7 +243,10 @@ impl StorageQuery {
     }
 
     /// Storage hosts the caller may create folders on.
-    async fn vfolder_hosts(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<String>> {
+    async fn vfolder_hosts(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Vec<String>> {
         let (state, caller) = authed(ctx)?;
         let policy = crate::policies::of_caller(state, caller).await?;
         Ok(crate::storage::hosts(&state.config)
@@ -254,7 +267,7 @@ impl StorageQuery {
         ctx: &Context<'_>,
         id: Uuid,
         path: Option<String>,
-    ) -> crate::graphql::Result<Vec<VFolderFile>> {
+    ) -> crate::graphql::context::Result<Vec<VFolderFile>> {
         let (state, caller) = authed(ctx)?;
         let (folder, _) = crate::storage::find(state, caller, id).await?;
         let root = crate::storage::folder_root(&state.config, &folder)?;
@@ -302,7 +315,7 @@ impl StorageMutation {
         &self,
         ctx: &Context<'_>,
         props: CreateVFolderInput,
-    ) -> crate::graphql::Result<VFolderResult> {
+    ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
         let permission = match props.permission.as_deref() {
             None => VFolderPermission::ReadWrite,
@@ -349,7 +362,7 @@ impl StorageMutation {
         ctx: &Context<'_>,
         id: Uuid,
         new_name: String,
-    ) -> crate::graphql::Result<VFolderResult> {
+    ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
         let (f, access) = crate::storage::rename(state, caller, id, &new_name).await?;
         Ok(ok("renamed", Some(VirtualFolder { folder: f, access })))
@@ -361,7 +374,7 @@ impl StorageMutation {
         ctx: &Context<'_>,
         id: Uuid,
         confirm_name: String,
-    ) -> crate::graphql::Result<VFolderResult> {
+    ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
         crate::storage::delete(state, caller, id, &confirm_name).await?;
         Ok(ok("deleted", None))
@@ -373,7 +386,7 @@ impl StorageMutation {
         id: Uuid,
         path: String,
         parents: Option<bool>,
-    ) -> crate::graphql::Result<VFolderResult> {
+    ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
         let parents = parents.unwrap_or(false);
         crate::storage::create_directory(state, caller, id, path, parents).await?;
@@ -387,7 +400,7 @@ impl StorageMutation {
         id: Uuid,
         path: String,
         new_name: String,
-    ) -> crate::graphql::Result<VFolderResult> {
+    ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
         crate::storage::rename_file(state, caller, id, path, new_name).await?;
         Ok(ok("renamed", None))
@@ -400,7 +413,7 @@ impl StorageMutation {
         id: Uuid,
         paths: Vec<String>,
         recursive: Option<bool>,
-    ) -> crate::graphql::Result<VFolderResult> {
+    ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
         let recursive = recursive.unwrap_or(false);
         crate::storage::delete_files(state, caller, id, paths, recursive).await?;
@@ -425,7 +438,7 @@ impl StorageSubscription {
     async fn vfolder_changes(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<impl futures_util::Stream<Item = VFolderChange>> {
+    ) -> crate::graphql::context::Result<impl futures_util::Stream<Item = VFolderChange>> {
         let (state, caller) = authed(ctx)?;
         let (state, caller) = (state.clone(), caller.clone());
         Ok(futures_util::StreamExt::filter_map(

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::graphql::sessions::{ComputeSession, CreateSessionResult};
-use crate::graphql::{JsonString, authed};
+use crate::graphql::{context::authed, scalars::JsonString};
 use crate::templates::Scope;
 
 pub struct SessionTemplate {
@@ -75,7 +75,7 @@ impl TemplateQuery {
     async fn session_templates(
         &self,
         ctx: &Context<'_>,
-    ) -> crate::graphql::Result<Vec<SessionTemplate>> {
+    ) -> crate::graphql::context::Result<Vec<SessionTemplate>> {
         let (state, caller) = authed(ctx)?;
         let list = crate::templates::list(state, caller).await?;
         Ok(list.into_iter().map(|t| wrap(caller, t)).collect())
@@ -85,7 +85,7 @@ impl TemplateQuery {
         &self,
         ctx: &Context<'_>,
         id: Uuid,
-    ) -> crate::graphql::Result<SessionTemplate> {
+    ) -> crate::graphql::context::Result<SessionTemplate> {
         let (state, caller) = authed(ctx)?;
         Ok(wrap(
             caller,
@@ -124,7 +124,7 @@ impl TemplateMutation {
         &self,
         ctx: &Context<'_>,
         props: CreateSessionTemplateInput,
-    ) -> crate::graphql::Result<Vec<SessionTemplate>> {
+    ) -> crate::graphql::context::Result<Vec<SessionTemplate>> {
         let (state, caller) = authed(ctx)?;
         let scope = props
             .scope
@@ -144,7 +144,7 @@ impl TemplateMutation {
         ctx: &Context<'_>,
         id: Uuid,
         props: ModifySessionTemplateInput,
-    ) -> crate::graphql::Result<SessionTemplate> {
+    ) -> crate::graphql::context::Result<SessionTemplate> {
         let (state, caller) = authed(ctx)?;
         let scope = props.scope.as_deref().map(Scope::parse).transpose()?;
         let t = crate::templates::update(
@@ -163,7 +163,7 @@ impl TemplateMutation {
         &self,
         ctx: &Context<'_>,
         id: Uuid,
-    ) -> crate::graphql::Result<bool> {
+    ) -> crate::graphql::context::Result<bool> {
         let (state, caller) = authed(ctx)?;
         crate::templates::delete(state, caller, id).await?;
         Ok(true)
@@ -178,7 +178,7 @@ impl TemplateMutation {
         id: Uuid,
         overrides: Option<JsonString>,
         count: Option<i32>,
-    ) -> crate::graphql::Result<CreateSessionResult> {
+    ) -> crate::graphql::context::Result<CreateSessionResult> {
         let (state, caller) = authed(ctx)?;
         let overrides = overrides.map(|o| o.0).unwrap_or(serde_json::Value::Null);
         let body = crate::templates::creation_body(state, caller, id, &overrides).await?;

@@ -9,7 +9,7 @@ use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::authed;
+use crate::graphql::context::authed;
 
 pub struct User(pub users::Model);
 
@@ -68,8 +68,8 @@ impl User {
         self.0.main_access_key.as_deref()
     }
     /// The projects (groups) the user belongs to.
-    async fn groups(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<UserGroup>> {
-        let state = crate::graphql::state(ctx)?;
+    async fn groups(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<UserGroup>> {
+        let state = crate::graphql::context::state(ctx)?;
         let ids: Vec<Uuid> = association_groups_users::Entity::find()
             .filter(association_groups_users::Column::UserId.eq(self.0.uuid))
             .all(&state.db)
@@ -113,7 +113,7 @@ impl UserQuery {
             String,
         >,
         email: Option<String>,
-    ) -> crate::graphql::Result<User> {
+    ) -> crate::graphql::context::Result<User> {
         let (state, caller) = authed(ctx)?;
         let user = match email {
             Some(e) => crate::users::find_visible(&state.db, caller, &e).await?,
@@ -130,7 +130,7 @@ impl UserQuery {
         group_id: Option<Uuid>,
         is_active: Option<bool>,
         status: Option<String>,
-    ) -> crate::graphql::Result<Vec<User>> {
+    ) -> crate::graphql::context::Result<Vec<User>> {
         let (state, caller) = authed(ctx)?;
         let select = filtered(caller, domain_name, group_id, is_active, status)?;
         let rows = select.all(&state.db).await.map_err(ApiError::from)?;
@@ -147,10 +147,10 @@ impl UserQuery {
         group_id: Option<Uuid>,
         is_active: Option<bool>,
         status: Option<String>,
-    ) -> crate::graphql::Result<UserList> {
+    ) -> crate::graphql::context::Result<UserList> {
         let (state, caller) = authed(ctx)?;
         let select = filtered(caller, domain_name, group_id, is_active, status)?;
-        let (rows, total_count) = crate::graphql::paginate(
+        let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
             (limit, offset),
@@ -293,7 +293,7 @@ impl UserMutation {
         ctx: &Context<'_>,
         email: String,
         props: UserInput,
-    ) -> crate::graphql::Result<CreateUser> {
+    ) -> crate::graphql::context::Result<CreateUser> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let user = crate::users::create_user(state, &scope, email, props.into()).await?;
@@ -311,7 +311,7 @@ impl UserMutation {
         ctx: &Context<'_>,
         email: String,
         props: ModifyUserInput,
-    ) -> crate::graphql::Result<ModifyUser> {
+    ) -> crate::graphql::context::Result<ModifyUser> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
         let updated =

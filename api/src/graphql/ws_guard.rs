@@ -61,7 +61,7 @@ fn identity(p: &Principal) -> Option<Identity> {
 }
 
 fn shutting_down() -> Response {
-    Response::from_errors(vec![crate::graphql::server_error(
+    Response::from_errors(vec![crate::graphql::context::server_error(
         crate::error::ApiError::new(
             crate::error::ErrorCode::Unavailable,
             "The server is shutting down; subscribe again when it is back.",
@@ -70,7 +70,7 @@ fn shutting_down() -> Response {
 }
 
 fn revoked() -> Response {
-    Response::from_errors(vec![crate::graphql::server_error(
+    Response::from_errors(vec![crate::graphql::context::server_error(
         crate::error::ApiError::unauthenticated(
             "Your credentials were revoked or changed; subscribe again after logging in.",
         ),
@@ -90,7 +90,7 @@ impl Extension for WsGuardExtension {
         {
             let principal = middleware::reresolve(state, &conn.credential, true)
                 .await
-                .map_err(crate::graphql::server_error)?;
+                .map_err(crate::graphql::context::server_error)?;
             *self.started_as.lock() = identity(&principal);
             request.data.insert(principal);
         }
@@ -119,7 +119,7 @@ impl Extension for WsGuardExtension {
                 ),
             );
             return stream::once(async move {
-                Response::from_errors(vec![crate::graphql::server_error(e)])
+                Response::from_errors(vec![crate::graphql::context::server_error(e)])
             })
             .boxed();
         }

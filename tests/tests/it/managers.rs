@@ -925,6 +925,24 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     ]);
     assert_eq!(jupyters.trim(), "1", "one Jupyter in the container");
 
+    // A background task started through A is read through C until it ends; a user sees
+    // nothing of it.
+    let task =
+        a.admin_op::<gql::RescanImages>(Default::default()).await["rescan_images"]["task_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let theirs = c
+        .op::<gql::BackgroundTask>(
+            Some(&user),
+            gql::background_task::Variables {
+                task_id: task.clone(),
+            },
+        )
+        .await;
+    assert_code(&theirs, "NOT_FOUND");
+    wait_task_done(&c, &c.admin_token, &task).await;
+
     // The terminal through C, for the session A launched.
     let mut ws = crate::sessions::terminal_ws(&c, &user, &id)
         .await

@@ -1466,6 +1466,7 @@ pub async fn follow(state: AppState) {
                 state.started_apps.forget(e.session_id);
             }
         }
+        Some(Event::BgTask(t)) => state.bgtasks.heard(t),
         Some(_) => {}
         None => state.session_counts.changed(),
     })

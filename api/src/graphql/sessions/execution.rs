@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{JsonString, authed};
+use crate::graphql::{context::authed, scalars::JsonString};
 use crate::sessions::find_own;
 use crate::state::AppState;
 
@@ -79,7 +79,7 @@ impl ExecutionQuery {
         &self,
         ctx: &Context<'_>,
         run_id: Uuid,
-    ) -> crate::graphql::Result<Execution> {
+    ) -> crate::graphql::context::Result<Execution> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
         let (chunks, finished, exit_code) = run.snapshot(state).await?;
@@ -108,7 +108,7 @@ impl ExecutionMutation {
         mode: String,
         code: Option<String>,
         options: Option<JsonString>,
-    ) -> crate::graphql::Result<ExecutionStarted> {
+    ) -> crate::graphql::context::Result<ExecutionStarted> {
         let (state, caller) = authed(ctx)?;
         let s = find_own(state, caller, session_id).await?;
         let options = options.map(|o| o.0).unwrap_or_else(|| json!({}));
@@ -127,7 +127,7 @@ impl ExecutionMutation {
         ctx: &Context<'_>,
         run_id: Uuid,
         input: String,
-    ) -> crate::graphql::Result<ExecutionStarted> {
+    ) -> crate::graphql::context::Result<ExecutionStarted> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
         run.send_input(state, &input).await?;
@@ -145,7 +145,7 @@ impl ExecutionSubscription {
         &self,
         ctx: &Context<'_>,
         run_id: Uuid,
-    ) -> crate::graphql::Result<impl Stream<Item = ExecutionChunk>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = ExecutionChunk>> {
         let (state, caller) = authed(ctx)?;
         let run = own_run(state, caller, run_id).await?;
         Ok(run.follow(state).map(ExecutionChunk::from))

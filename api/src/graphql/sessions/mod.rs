@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::Event;
-use crate::graphql::{BigInt, JsonString, authed, state};
+use crate::graphql::{context::authed, context::state, scalars::BigInt, scalars::JsonString};
 use crate::sessions::{find_visible, visible};
 
 pub struct ComputeSession(pub sessions::Model);
@@ -140,7 +140,10 @@ impl ComputeSession {
     async fn group_id(&self) -> Uuid {
         self.0.group_id
     }
-    async fn group_name(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<String>> {
+    async fn group_name(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<String>> {
         let state = state(ctx)?;
         Ok(groups::Entity::find_by_id(self.0.group_id)
             .one(&state.db)
@@ -151,7 +154,10 @@ impl ComputeSession {
     async fn user_id(&self) -> Uuid {
         self.0.user_uuid
     }
-    async fn user_email(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<String>> {
+    async fn user_email(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<String>> {
         let state = state(ctx)?;
         Ok(users::Entity::find_by_id(self.0.user_uuid)
             .one(&state.db)
@@ -229,7 +235,7 @@ impl ComputeSession {
     /// The mounted folders; where they live on the host is for superadmins only.
     async fn vfolder_mounts(&self, ctx: &Context<'_>) -> JsonString {
         let mut mounts = serde_json::to_value(&self.0.vfolder_mounts).unwrap_or(Value::Null);
-        let superadmin = crate::graphql::caller(ctx).is_ok_and(|c| c.is_superadmin());
+        let superadmin = crate::graphql::context::caller(ctx).is_ok_and(|c| c.is_superadmin());
         if !superadmin && let Some(list) = mounts.as_array_mut() {
             for m in list {
                 if let Some(o) = m.as_object_mut() {
@@ -253,7 +259,7 @@ impl ComputeSession {
         BigInt(self.0.num_queries)
     }
     /// The app launcher's entries: the image's service ports and the built-in terminal.
-    async fn apps(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<ServicePort>> {
+    async fn apps(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<ServicePort>> {
         let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
         Ok(
             crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default())
@@ -263,7 +269,10 @@ impl ComputeSession {
         )
     }
     /// The main container's kernel id.
-    async fn main_kernel_id(&self, ctx: &Context<'_>) -> crate::graphql::Result<Option<Uuid>> {
+    async fn main_kernel_id(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<Uuid>> {
         Ok(crate::sessions::main_kernel(&state(ctx)?.db, self.0.id)
             .await
             .ok()
@@ -271,13 +280,16 @@ impl ComputeSession {
     }
     /// For each limit of the keypair policy, the seconds left before it ends the session
     /// (`network_timeout`: idle time, `session_lifetime`: age).
-    async fn idle_checks(&self, ctx: &Context<'_>) -> crate::graphql::Result<JsonString> {
+    async fn idle_checks(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<JsonString> {
         Ok(JsonString(
             crate::sessions::idle_checks(state(ctx)?, &self.0).await?,
         ))
     }
     /// The sessions this one waits for (they must end in success before it starts).
-    async fn dependencies(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<ComputeSession>> {
+    async fn dependencies(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Vec<ComputeSession>> {
         let state = state(ctx)?;
         let ids: Vec<Uuid> = entity::session_dependencies::Entity::find()
             .filter(entity::session_dependencies::Column::SessionId.eq(self.0.id))
@@ -295,7 +307,10 @@ impl ComputeSession {
             .map_err(ApiError::from)?;
         Ok(deps.into_iter().map(ComputeSession).collect())
     }
-    async fn containers(&self, ctx: &Context<'_>) -> crate::graphql::Result<Vec<ComputeContainer>> {
+    async fn containers(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Vec<ComputeContainer>> {
         let state = state(ctx)?;
         let ks = kernels::Entity::find()
             .filter(kernels::Column::SessionId.eq(self.0.id))
@@ -357,7 +372,7 @@ impl SessionQuery {
         &self,
         ctx: &Context<'_>,
         id: Uuid,
-    ) -> crate::graphql::Result<ComputeSession> {
+    ) -> crate::graphql::context::Result<ComputeSession> {
         let (state, caller) = authed(ctx)?;
         Ok(ComputeSession(find_visible(state, caller, id).await?))
     }
@@ -378,7 +393,7 @@ impl SessionQuery {
             desc = "Backend.AI's filter expression, e.g. `name ilike \"%test%\" & type == \"batch\"`"
         )]
         filter: Option<String>,
-    ) -> crate::graphql::Result<ComputeSessionList> {
+    ) -> crate::graphql::context::Result<ComputeSessionList> {
         let (state, caller) = authed(ctx)?;
         let mut select = visible(caller);
         if let Some(d) = domain_name {
@@ -394,7 +409,7 @@ impl SessionQuery {
             select = select.filter(sessions::Column::Status.is_in(parse_statuses(&s)?));
         }
         if let Some(f) = filter
-            && let Some(f) = crate::graphql::filter::parse(
+            && let Some(f) = bai_core::filter::parse(
                 &f,
                 &[
                     ("name", sessions::Column::Name),
@@ -424,7 +439,7 @@ impl SessionQuery {
         } else {
             0
         };
-        let rows = crate::graphql::page_rows(
+        let rows = crate::graphql::context::page_rows(
             &state.read,
             select,
             (limit, offset),
@@ -450,7 +465,7 @@ impl SessionQuery {
         &self,
         ctx: &Context<'_>,
         session_id: Uuid,
-    ) -> crate::graphql::Result<String> {
+    ) -> crate::graphql::context::Result<String> {
         let (state, _) = authed(ctx)?;
         let principal = ctx
             .data::<crate::auth::Principal>()
@@ -459,7 +474,11 @@ impl SessionQuery {
     }
 
     /// The session's container output (live while running, kept afterwards).
-    async fn session_logs(&self, ctx: &Context<'_>, id: Uuid) -> crate::graphql::Result<String> {
+    async fn session_logs(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<String> {
         let (state, caller) = authed(ctx)?;
         let s = find_visible(state, caller, id).await?;
         Ok(crate::sessions::logs(state, s.id).await?)
@@ -564,7 +583,7 @@ impl SessionMutation {
         &self,
         ctx: &Context<'_>,
         props: CreateSessionInput,
-    ) -> crate::graphql::Result<CreateSessionResult> {
+    ) -> crate::graphql::context::Result<CreateSessionResult> {
         let (state, caller) = authed(ctx)?;
         let session_type = match props.session_type.as_deref() {
             None => SessionType::Interactive,
@@ -624,7 +643,7 @@ impl SessionMutation {
         &self,
         ctx: &Context<'_>,
         id: Uuid,
-    ) -> crate::graphql::Result<DestroySessionResult> {
+    ) -> crate::graphql::context::Result<DestroySessionResult> {
         let (state, caller) = authed(ctx)?;
         let s = find_visible(state, caller, id).await?;
         let done = crate::sessions::terminate(state, s.id, "user-requested").await?;
@@ -644,7 +663,7 @@ impl SessionMutation {
         ctx: &Context<'_>,
         session_id: Uuid,
         image_name: String,
-    ) -> crate::graphql::Result<CommitSessionResult> {
+    ) -> crate::graphql::context::Result<CommitSessionResult> {
         let (state, caller) = authed(ctx)?;
         let s = crate::sessions::find_own(state, caller, session_id).await?;
         let started = crate::sessions::commit::start(state, caller, &s, Some(&image_name)).await?;
@@ -663,7 +682,7 @@ impl SessionMutation {
         app: String,
         #[graphql(default)] open_to_public: bool,
         preferred_port: Option<u16>,
-    ) -> crate::graphql::Result<StartedService> {
+    ) -> crate::graphql::context::Result<StartedService> {
         let (state, _) = authed(ctx)?;
         let principal = ctx
             .data::<crate::auth::Principal>()
@@ -688,7 +707,7 @@ impl SessionMutation {
         &self,
         ctx: &Context<'_>,
         ids: Vec<Uuid>,
-    ) -> crate::graphql::Result<Vec<DestroySessionResult>> {
+    ) -> crate::graphql::context::Result<Vec<DestroySessionResult>> {
         let (state, caller) = authed(ctx)?;
         if ids.len() > 100 {
             return Err(ApiError::bad_request("at most 100 sessions at once").into());
@@ -752,7 +771,7 @@ impl SessionSubscription {
         ctx: &Context<'_>,
         session_id: Option<Uuid>,
         session_name: Option<String>,
-    ) -> crate::graphql::Result<impl Stream<Item = SessionStatusEvent>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = SessionStatusEvent>> {
         let (state, caller) = authed(ctx)?;
         if let Some(id) = session_id {
             find_visible(state, caller, id).await?;
@@ -793,7 +812,7 @@ impl SessionSubscription {
         ctx: &Context<'_>,
         session_id: Uuid,
         interval_secs: Option<i32>,
-    ) -> crate::graphql::Result<impl Stream<Item = SessionStats>> {
+    ) -> crate::graphql::context::Result<impl Stream<Item = SessionStats>> {
         let (state, caller) = authed(ctx)?;
         find_visible(state, caller, session_id).await?;
         let period = Duration::from_secs(

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::slots_json;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{BigInt, JsonString, authed};
+use crate::graphql::{context::authed, scalars::BigInt, scalars::JsonString};
 use crate::sessions::visible;
 use crate::state::AppState;
 
@@ -66,7 +66,7 @@ impl UsageQuery {
         ctx: &Context<'_>,
         group_id: Option<Uuid>,
         scaling_group: Option<String>,
-    ) -> crate::graphql::Result<ResourceUsage> {
+    ) -> crate::graphql::context::Result<ResourceUsage> {
         let (state, caller) = authed(ctx)?;
         Ok(resource_usage(state, caller, group_id, scaling_group).await?)
     }

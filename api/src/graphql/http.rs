@@ -1,0 +1,176 @@
+//! GraphQL over HTTP and WebSockets (a surface's handlers): the router's state (`Web`: the
+//! application state and the schema), `/graphql` (POST), GraphiQL, and `/graphql/ws`.
+use async_graphql::Data;
+use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
+use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
+use axum::Extension;
+use axum::extract::{FromRef, State, WebSocketUpgrade};
+use axum::response::{Html, IntoResponse, Response};
+
+use crate::auth::ws::Owner;
+use crate::auth::{ClientAddr, Credential, Principal};
+use crate::graphql::context::GqlError;
+use crate::graphql::schema::BaiSchema;
+use crate::graphql::ws_guard::WsConnection;
+use crate::state::AppState;
+
+/// The router's state: the application's, and the schema built over it.
+#[derive(Clone)]
+pub struct Web {
+    pub app: AppState,
+    pub schema: BaiSchema,
+}
+
+impl FromRef<Web> for AppState {
+    fn from_ref(web: &Web) -> AppState {
+        web.app.clone()
+    }
+}
+
+/// Every error leaves with a stable `extensions.code`; errors raised by the GraphQL engine
+/// itself (syntax, validation, limits) get `GRAPHQL_VALIDATION_FAILED`.
+fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
+    let request_id = crate::error::request_id();
+    for err in &mut resp.errors {
+        if let Some(id) = &request_id {
+            err.extensions
+                .get_or_insert_with(Default::default)
+                .set("request_id", id.as_str());
+        }
+        let has_code = err
+            .extensions
+            .as_ref()
+            .is_some_and(|ext| ext.get("code").is_some());
+        if !has_code {
+            err.extensions
+                .get_or_insert_with(Default::default)
+                .set("code", "GRAPHQL_VALIDATION_FAILED");
+        }
+    }
+    resp
+}
+
+pub async fn graphql_post(
+    State(web): State<Web>,
+    Extension(principal): Extension<Principal>,
+    Extension(addr): Extension<ClientAddr>,
+    req: GraphQLRequest,
+) -> Response {
+    let request = req.into_inner();
+    let compressible = crate::observe::compressible_document(&request.query);
+    let resp = web.schema.execute(request.data(principal).data(addr)).await;
+    let code = resp
+        .errors
+        .first()
+        .and_then(|e| e.extensions.as_ref())
+        .and_then(|x| x.get("code"))
+        .map(|c| c.to_string().trim_matches('"').to_string())
+        .unwrap_or_else(|| {
+            if resp.errors.is_empty() {
+                "OK"
+            } else {
+                "GRAPHQL_VALIDATION_FAILED"
+            }
+            .to_string()
+        });
+    metrics::counter!("bai_graphql_requests_total", "code" => code).increment(1);
+    let mut response = GraphQLResponse::from(ensure_codes(resp)).into_response();
+    if compressible {
+        response
+            .extensions_mut()
+            .insert(crate::observe::Compressible);
+    }
+    response
+}
+
+pub async fn graphiql() -> impl IntoResponse {
+    Html(
+        GraphiQLSource::build()
+            .endpoint("/graphql")
+            .subscription_endpoint("/graphql/ws")
+            .finish(),
+    )
+}
+
+/// graphql-transport-ws (and legacy graphql-ws). The caller comes from the upgrade request's
+/// cookie or signature, or from `connection_init`'s payload `{"token": "<bearer token>"}`,
+/// and is proven again before every operation (`auth::ws`). Messages are bounded like HTTP
+/// bodies.
+pub async fn graphql_ws(
+    State(web): State<Web>,
+    Extension(principal): Extension<Principal>,
+    Extension(credential): Extension<Credential>,
+    Extension(addr): Extension<ClientAddr>,
+    protocol: GraphQLProtocol,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let schema = web.schema.clone();
+    let app = web.app.clone();
+    let max = app.config.max_body_bytes;
+    upgrade
+        .max_message_size(max)
+        .max_frame_size(max)
+        // Small buffers: thousands of idle subscribers must not cost 256 KiB each (the
+        // defaults); a larger message still arrives, the buffer grows for it.
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |stream| {
+            let resyncs = app.events.resyncs();
+            let served = GraphQLWebSocket::new(stream, schema, protocol)
+                .on_connection_init(move |payload| async move {
+                    let mut principal = principal;
+                    let mut credential = credential;
+                    if let Some(token) = payload.get("token").and_then(|t| t.as_str()) {
+                        match crate::auth::credentials::caller_from_token(&app, token).await {
+                            Ok(Some(c)) => {
+                                principal = Principal::User(std::sync::Arc::new(c));
+                                credential = Credential::Token(token.to_string());
+                            }
+                            Ok(None) => {
+                                return Err(async_graphql::Error::new(
+                                    "The token is invalid or has expired.",
+                                ));
+                            }
+                            Err(e) => return Err(GqlError::from(e).into()),
+                        }
+                    }
+                    let owner = match &principal {
+                        Principal::User(c) => Owner::User(c.uuid),
+                        Principal::Anonymous => Owner::Addr(addr.0),
+                    };
+                    let max_conns = app.config.ws_max_connections_per_user;
+                    let slot = app
+                        .ws_connections
+                        .admit(owner, max_conns)
+                        .map_err(|e| async_graphql::Error::from(GqlError::from(e)))?;
+                    let mut data = Data::default();
+                    data.insert(principal);
+                    data.insert(addr);
+                    data.insert(WsConnection {
+                        credential,
+                        operations: Default::default(),
+                        max_operations: app.config.ws_max_operations_per_connection,
+                        _slot: slot,
+                    });
+                    Ok(data)
+                })
+                .serve();
+            async move {
+                // Events may have been missed (the bus's connection to the database was lost
+                // and is back): the socket closes, and the client reconnects and refetches.
+                match resyncs {
+                    Some(mut resyncs) => {
+                        tokio::select! {
+                            _ = served => {}
+                            _ = resyncs.changed() => {
+                                tracing::info!("closing a GraphQL WebSocket: events may have been missed; the client refetches");
+                            }
+                        }
+                    }
+                    None => served.await,
+                }
+            }
+        })
+        .into_response()
+}

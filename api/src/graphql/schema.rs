@@ -1,0 +1,89 @@
+//! The schema: Backend.AI's `/admin/gql` names (snake_case) assembled from the per-domain
+//! query, mutation and subscription objects, with its limits.
+use async_graphql::{MergedObject, MergedSubscription, Schema};
+
+use crate::graphql::{limits, order};
+use crate::state::AppState;
+
+#[derive(MergedObject, Default)]
+pub struct Query(
+    crate::graphql::accounts::AccountQuery,
+    crate::graphql::users::UserQuery,
+    crate::graphql::keypairs::KeypairQuery,
+    crate::graphql::policies::PolicyQuery,
+    crate::graphql::domains::DomainQuery,
+    crate::graphql::groups::GroupQuery,
+    crate::graphql::presets::PresetQuery,
+    crate::graphql::scaling_groups::ScalingGroupQuery,
+    crate::graphql::registries::RegistryQuery,
+    crate::graphql::images::ImageQuery,
+    crate::graphql::settings::SettingQuery,
+    crate::graphql::sessions::SessionQuery,
+    crate::graphql::sessions::ExecutionQuery,
+    crate::graphql::sessions::UsageQuery,
+    crate::graphql::agents::AgentQuery,
+    crate::graphql::bgtasks::BgTaskQuery,
+    crate::graphql::storage::StorageQuery,
+    crate::graphql::templates::TemplateQuery,
+);
+
+#[derive(MergedObject, Default)]
+pub struct Mutation(
+    crate::graphql::accounts::AccountMutation,
+    crate::graphql::users::UserMutation,
+    crate::graphql::keypairs::KeypairMutation,
+    crate::graphql::policies::PolicyMutation,
+    crate::graphql::domains::DomainMutation,
+    crate::graphql::groups::GroupMutation,
+    crate::graphql::presets::PresetMutation,
+    crate::graphql::scaling_groups::ScalingGroupMutation,
+    crate::graphql::registries::RegistryMutation,
+    crate::graphql::images::ImageMutation,
+    crate::graphql::settings::SettingMutation,
+    crate::graphql::sessions::SessionMutation,
+    crate::graphql::sessions::ExecutionMutation,
+    crate::graphql::agents::AgentMutation,
+    crate::graphql::storage::StorageMutation,
+    crate::graphql::templates::TemplateMutation,
+);
+
+#[derive(MergedSubscription, Default)]
+pub struct Subscription(
+    crate::changes::ChangeSubscription,
+    crate::graphql::sessions::SessionSubscription,
+    crate::graphql::sessions::ExecutionSubscription,
+    crate::graphql::bgtasks::BgTaskSubscription,
+    crate::graphql::storage::StorageSubscription,
+);
+
+pub type BaiSchema = Schema<Query, Mutation, Subscription>;
+
+pub fn build_schema(state: AppState) -> BaiSchema {
+    let cfg = state.config.clone();
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+    )
+    .data(state)
+    .limit_depth(cfg.graphql_max_depth)
+    .limit_complexity(cfg.graphql_max_complexity)
+    .extension(limits::DocumentLimits {
+        max_aliases: cfg.graphql_max_aliases,
+        max_fields: cfg.graphql_max_fields,
+    })
+    .extension(order::SelectionOrder)
+    .extension(crate::graphql::ws_guard::WsGuard)
+    .finish()
+}
+
+/// The SDL committed as `api/schema.graphql`.
+pub fn sdl() -> String {
+    Schema::build(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+    )
+    .finish()
+    .sdl()
+}
