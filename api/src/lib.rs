@@ -177,7 +177,10 @@ where
         tokio::spawn(agents::heartbeat_loop(state.clone())),
         tokio::spawn(sessions::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
-        tokio::spawn(keypairs::usage::flush_loop(state.clone())),
+        tokio::spawn(keypairs::usage::flush_loop(
+            state.usage.clone(),
+            state.db.clone(),
+        )),
         tokio::spawn(sessions::reconcile::membership_loop(state.clone())),
         tokio::spawn(auth::follow(state.clone())),
         tokio::spawn(auth::shared::flush_rates(state.clone())),

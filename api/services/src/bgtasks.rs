@@ -1,9 +1,6 @@
 //! Background tasks with progress (image rescans, later maintenance jobs), as Backend.AI's
 //! `task_id` + `bgtask_updated/done/failed` events. The latest state of each task is kept so
 //! a late subscriber still sees where it is.
-use parking_lot::Mutex;
-use std::collections::HashMap;
-
 use uuid::Uuid;
 
 use crate::events::Event;
@@ -12,42 +9,9 @@ use crate::state::AppState;
 // The task payloads travel on the event bus, so they are defined there.
 pub use crate::events::{TaskState, TaskStatus};
 
-#[derive(Default)]
-pub struct BgTasks {
-    tasks: Mutex<HashMap<Uuid, TaskState>>,
-}
-
-impl BgTasks {
-    pub fn get(&self, id: Uuid) -> Option<TaskState> {
-        self.lock().get(&id).cloned()
-    }
-
-    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<Uuid, TaskState>> {
-        self.tasks.lock()
-    }
-
-    /// Several managers: a task's state as announced on the bus (by any manager, this one
-    /// included), so its state is read through every manager. A state never moves back: an
-    /// ended task stays ended, a running one only goes forward.
-    pub fn heard(&self, t: &TaskState) {
-        let mut tasks = self.lock();
-        let newer = tasks.get(&t.task_id).is_none_or(|known| {
-            known.status == TaskStatus::Running
-                && (t.status != TaskStatus::Running || t.current_progress >= known.current_progress)
-        });
-        if newer {
-            keep_recent(&mut tasks);
-            tasks.insert(t.task_id, t.clone());
-        }
-    }
-}
-
-/// Keeps the most recent tasks only (those still running, when more than 256 are known).
-fn keep_recent(tasks: &mut HashMap<Uuid, TaskState>) {
-    if tasks.len() > 256 {
-        tasks.retain(|_, t| t.status == TaskStatus::Running);
-    }
-}
+pub mod records;
+pub use records::BgTasks;
+use records::keep_recent;
 
 /// A handle the task's code reports through.
 #[derive(Clone)]

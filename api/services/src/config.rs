@@ -408,6 +408,12 @@ impl Config {
         Ok(out)
     }
 
+    /// Whether the database is PostgreSQL (several managers may share it).
+    pub fn shares_database(&self) -> bool {
+        let url = self.effective_database_url();
+        url.starts_with("postgres:") || url.starts_with("postgresql:")
+    }
+
     /// The database URL in effect: `DATABASE_URL`, else an SQLite file in the data directory.
     pub fn effective_database_url(&self) -> String {
         match &self.database_url {

@@ -3,11 +3,11 @@ use std::sync::Arc;
 
 use sea_orm::DatabaseConnection;
 
-use crate::agents::AgentRegistry;
+use crate::agents::registry::AgentRegistry;
 use crate::auth::ratelimit::RateLimiter;
 use crate::config::Config;
 use crate::events::{EventBus, LocalBus};
-use crate::scheduler::Scheduler;
+use crate::scheduler::handle::Scheduler;
 use crate::sessions::locks::SessionLocks;
 
 /// What every handler and service reaches. With several managers on one PostgreSQL each field
@@ -38,23 +38,23 @@ pub struct AppState {
     pub instance_id: String,
     /// Per process, bounded: the tasks this manager runs, and every manager's as their events
     /// (which carry the whole state) arrive on the bus (`sessions::follow`).
-    pub bgtasks: Arc<crate::bgtasks::BgTasks>,
+    pub bgtasks: Arc<crate::bgtasks::records::BgTasks>,
     /// Per process, bounded: the executions this manager runs. Several managers: each is copied
     /// to the database, where every other manager reads it (`sessions::exec::find`).
-    pub exec_runs: Arc<crate::sessions::exec::Runs>,
+    pub exec_runs: Arc<crate::sessions::exec::runs::Runs>,
     /// Per process: this manager's listeners for started apps; forgotten on any manager's end
     /// of the session (`sessions::follow`). Several managers: tokens and visibility are shared
     /// (`app_routes`, `sessions::apps::known`).
-    pub started_apps: Arc<crate::sessions::apps::StartedApps>,
+    pub started_apps: Arc<crate::sessions::apps::started::StartedApps>,
     /// Per process: sessions being committed to images through this manager (the commit's
     /// progress is a background task, read through any manager).
-    pub commits: Arc<crate::sessions::commit::Commits>,
+    pub commits: Arc<crate::sessions::commit::entries::Commits>,
     /// One HTTP client (connection pool) for the app proxy and probes.
     pub http: reqwest::Client,
     /// Per process: attempts running at once; failures are shared (`auth::shared`).
     pub login_throttle: Arc<crate::auth::throttle::LoginThrottle>,
     /// Shared: announced on the bus to every manager.
-    pub revocations: Arc<crate::auth::Revocations>,
+    pub revocations: Arc<crate::auth::revocations::Revocations>,
     /// Open GraphQL WebSockets per user (or per address when anonymous). Per process by
     /// design: the cap holds per manager.
     pub ws_connections: Arc<crate::auth::ws::Connections>,
@@ -70,10 +70,10 @@ pub struct AppState {
     /// each manager adds its own, none overwrites another's.
     pub usage: Arc<crate::keypairs::usage::Usage>,
     /// Time spent by the last launches' phases (`bai bench`, metrics).
-    pub launch_phases: Arc<crate::sessions::LaunchPhases>,
+    pub launch_phases: Arc<crate::sessions::phases::LaunchPhases>,
     /// `total_count` of session lists; `sessions::publish` marks every change, and every other
     /// manager's (`sessions::follow`). A bounded per-process cache.
-    pub session_counts: Arc<crate::db::CountCache>,
+    pub session_counts: Arc<crate::db::counts::CountCache>,
     /// The server's TLS settings when it speaks HTTPS (app ports use them too).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// What time it is (the system clock; tests move a manual one).
@@ -105,7 +105,7 @@ impl AppState {
             .advertise_addr
             .clone()
             .unwrap_or_else(|| config.listen.to_string());
-        let shared = crate::db::is_postgres(&config.effective_database_url());
+        let shared = config.shares_database();
         let cluster = if shared {
             crate::cluster::Cluster::shared(addr, std::time::Duration::from_secs(config.lease_secs))
         } else {
@@ -114,7 +114,7 @@ impl AppState {
         Self {
             cluster: Arc::new(cluster),
             login_throttle: Arc::new(crate::auth::throttle::LoginThrottle::new(login_limits)),
-            revocations: Arc::new(crate::auth::Revocations::default()),
+            revocations: Arc::new(crate::auth::revocations::Revocations::default()),
             ws_connections: Arc::new(crate::auth::ws::Connections::default()),
             seen_signatures: Arc::new(crate::auth::hmac::SeenSignatures::new(skew)),
             shutdown: tokio_util::sync::CancellationToken::new(),
@@ -123,7 +123,7 @@ impl AppState {
             auth_cache: Arc::default(),
             usage: Arc::default(),
             launch_phases: Arc::default(),
-            session_counts: Arc::new(crate::db::CountCache::new(std::time::Duration::from_secs(
+            session_counts: Arc::new(crate::db::counts::CountCache::new(std::time::Duration::from_secs(
                 2,
             ))),
             config: Arc::new(config),
@@ -134,9 +134,9 @@ impl AppState {
             scheduler: Arc::new(Scheduler::default()),
             session_locks: Arc::new(SessionLocks::default()),
             instance_id,
-            bgtasks: Arc::new(crate::bgtasks::BgTasks::default()),
-            exec_runs: Arc::new(crate::sessions::exec::Runs::default()),
-            started_apps: Arc::new(crate::sessions::apps::StartedApps::default()),
+            bgtasks: Arc::new(crate::bgtasks::records::BgTasks::default()),
+            exec_runs: Arc::new(crate::sessions::exec::runs::Runs::default()),
+            started_apps: Arc::new(crate::sessions::apps::started::StartedApps::default()),
             commits: Arc::default(),
             http,
             tls,

@@ -2,7 +2,7 @@
 //! and keypair), so that proving who calls costs no database round trip on most requests.
 //!
 //! Revocation still takes effect at once: each entry remembers the revocation count
-//! ([`super::Revocations`]) read *before* its row was fetched, and every revocation (logout,
+//! ([`Revocations`]) read *before* its row was fetched, and every revocation (logout,
 //! password change or reset, deactivation, role, user or keypair change) bumps that count
 //! after its change is committed, so no entry fetched before the change survives it. Entries
 //! also expire after [`TTL`]; misses are never cached (a guessed token cannot fill the cache),
@@ -11,10 +11,10 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use entity::{keypairs, login_sessions, users};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 
+use crate::auth::revocations::Revocations;
 use crate::error::ApiResult;
-use crate::state::AppState;
 
 pub const TTL: Duration = Duration::from_secs(5);
 pub const MAX_ENTRIES: u64 = 20_000;
@@ -70,55 +70,64 @@ pub struct AuthCache {
     keypairs: Memo<String, keypairs::Model>,
 }
 
-/// The login session whose token hashes to `hash`.
-pub async fn login_session(
-    state: &AppState,
-    hash: &str,
-) -> ApiResult<Option<login_sessions::Model>> {
-    let generation = state.revocations.current();
-    if let Some(s) = state.auth_cache.sessions.get(hash, generation) {
-        return Ok(Some(s));
+impl AuthCache {
+    /// The login session whose token hashes to `hash`.
+    pub async fn login_session(
+        &self,
+        read: &DatabaseConnection,
+        revocations: &Revocations,
+        hash: &str,
+    ) -> ApiResult<Option<login_sessions::Model>> {
+        let generation = revocations.current();
+        if let Some(s) = self.sessions.get(hash, generation) {
+            return Ok(Some(s));
+        }
+        let found = login_sessions::Entity::find()
+            .filter(login_sessions::Column::TokenHash.eq(hash))
+            .one(read)
+            .await?;
+        if let Some(s) = &found {
+            self.sessions.put(hash.to_string(), s.clone(), generation);
+        }
+        Ok(found)
     }
-    let found = login_sessions::Entity::find()
-        .filter(login_sessions::Column::TokenHash.eq(hash))
-        .one(&state.read)
-        .await?;
-    if let Some(s) = &found {
-        state
-            .auth_cache
-            .sessions
-            .put(hash.to_string(), s.clone(), generation);
-    }
-    Ok(found)
-}
 
-pub async fn user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
-    let generation = state.revocations.current();
-    if let Some(u) = state.auth_cache.users.get(&uuid, generation) {
-        return Ok(Some(u));
+    pub async fn user(
+        &self,
+        read: &DatabaseConnection,
+        revocations: &Revocations,
+        uuid: uuid::Uuid,
+    ) -> ApiResult<Option<users::Model>> {
+        let generation = revocations.current();
+        if let Some(u) = self.users.get(&uuid, generation) {
+            return Ok(Some(u));
+        }
+        let found = users::Entity::find_by_id(uuid).one(read).await?;
+        if let Some(u) = &found {
+            self.users.put(uuid, u.clone(), generation);
+        }
+        Ok(found)
     }
-    let found = users::Entity::find_by_id(uuid).one(&state.read).await?;
-    if let Some(u) = &found {
-        state.auth_cache.users.put(uuid, u.clone(), generation);
-    }
-    Ok(found)
-}
 
-pub async fn keypair(state: &AppState, access_key: &str) -> ApiResult<Option<keypairs::Model>> {
-    let generation = state.revocations.current();
-    if let Some(k) = state.auth_cache.keypairs.get(access_key, generation) {
-        return Ok(Some(k));
+    pub async fn keypair(
+        &self,
+        read: &DatabaseConnection,
+        revocations: &Revocations,
+        access_key: &str,
+    ) -> ApiResult<Option<keypairs::Model>> {
+        let generation = revocations.current();
+        if let Some(k) = self.keypairs.get(access_key, generation) {
+            return Ok(Some(k));
+        }
+        let found = keypairs::Entity::find_by_id(access_key.to_string())
+            .one(read)
+            .await?;
+        if let Some(k) = &found {
+            self.keypairs
+                .put(access_key.to_string(), k.clone(), generation);
+        }
+        Ok(found)
     }
-    let found = keypairs::Entity::find_by_id(access_key.to_string())
-        .one(&state.read)
-        .await?;
-    if let Some(k) = &found {
-        state
-            .auth_cache
-            .keypairs
-            .put(access_key.to_string(), k.clone(), generation);
-    }
-    Ok(found)
 }
 
 #[cfg(test)]

@@ -85,7 +85,9 @@ pub async fn reresolve(
     let caller = match credential {
         Credential::None => return Ok(Principal::Anonymous),
         Credential::Token(t) => caller_from_token(state, t).await?,
-        Credential::Keypair(ak) => match super::cache::keypair(state, ak)
+        Credential::Keypair(ak) => match state
+            .auth_cache
+            .keypair(&state.read, &state.revocations, ak)
             .await?
             .filter(|k| k.is_active)
         {
@@ -143,7 +145,9 @@ fn same_origin(headers: &HeaderMap) -> bool {
 }
 
 async fn active_user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
-    Ok(super::cache::user(state, uuid)
+    Ok(state
+        .auth_cache
+        .user(&state.read, &state.revocations, uuid)
         .await?
         .filter(|u| u.status == UserStatus::Active))
 }
@@ -154,7 +158,9 @@ pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiRe
     let Some(ak) = &user.main_access_key else {
         return Ok(true);
     };
-    Ok(super::cache::keypair(state, ak)
+    Ok(state
+        .auth_cache
+        .keypair(&state.read, &state.revocations, ak)
         .await?
         .is_some_and(|k| k.is_active))
 }
@@ -162,7 +168,11 @@ pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiRe
 /// Looks up a login session by its token (bearer or cookie).
 pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Option<Caller>> {
     let hash = tokens::hash_token(token);
-    let Some(session) = super::cache::login_session(state, &hash).await? else {
+    let Some(session) = state
+        .auth_cache
+        .login_session(&state.read, &state.revocations, &hash)
+        .await?
+    else {
         return Ok(None);
     };
     if session.expires_at <= state.clock.now() {
@@ -211,7 +221,9 @@ async fn from_signature(
         .ok_or_else(|| fail("X-BackendAI-Version header is missing"))?;
     let host = header_str(headers, "host").ok_or_else(|| fail("Host header is missing"))?;
     let content_type = hmac::signed_content_type(header_str(headers, "content-type"));
-    let keypair = super::cache::keypair(state, &cred.access_key)
+    let keypair = state
+        .auth_cache
+        .keypair(&state.read, &state.revocations, &cred.access_key)
         .await?
         .filter(|k| k.is_active);
     // Same message for unknown keys and bad signatures: nothing to learn by probing.
@@ -271,7 +283,11 @@ pub struct RateWindow(pub u32, pub u32);
 /// Rate limit per keypair, then `num_queries += 1` and `last_used = now` (in memory, written
 /// in batches: `keypairs::usage`).
 async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option<RateWindow>> {
-    let Some(kp) = super::cache::keypair(state, access_key).await? else {
+    let Some(kp) = state
+        .auth_cache
+        .keypair(&state.read, &state.revocations, access_key)
+        .await?
+    else {
         return Ok(None);
     };
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);

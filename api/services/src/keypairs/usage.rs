@@ -60,11 +60,11 @@ impl Usage {
 
 /// Flushes every [`FLUSH_EVERY`] until the task is stopped (the server flushes once more on
 /// its way out).
-pub async fn flush_loop(state: crate::state::AppState) {
+pub async fn flush_loop(usage: std::sync::Arc<Usage>, db: DatabaseConnection) {
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        state.usage.flush(&state.db).await;
+        usage.flush(&db).await;
     }
 }

@@ -5,6 +5,9 @@
 pub use bai_core::plan;
 
 mod dependencies;
+pub mod handle;
+
+pub use handle::Scheduler;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +20,6 @@ use entity::{
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::json;
-use tokio::sync::{Mutex, Notify};
 use uuid::Uuid;
 
 use self::plan::{
@@ -28,44 +30,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::ObjectKind;
 use crate::sessions::Change;
 use crate::state::AppState;
-
-#[derive(Default)]
-pub struct Scheduler {
-    notify: Notify,
-    /// Held while a pass runs (tests and benchmarks may run a pass directly).
-    pass: Mutex<()>,
-    /// Something relevant changed since the last pass (a session arrived or ended, an agent
-    /// came or went, resources were released).
-    dirty: std::sync::atomic::AtomicBool,
-    /// Passes each pending session waited through, kept here rather than written on every
-    /// pass (the database gets them with the next change of reason). The leader's: a new
-    /// leader starts from the counts last written.
-    retries: parking_lot::Mutex<HashMap<Uuid, u32>>,
-    /// Per resource group, its agents indexed by free capacity, kept between passes: each pass
-    /// re-keys only the agents whose capacity or use changed since (placements, terminations,
-    /// heartbeats), and a placement costs about log(agents).
-    ///
-    /// A bounded cache (one entry per resource group with pending sessions), never the truth:
-    /// every pass first brings it to the agents and allocations read from the database, so a
-    /// new leader builds its own and plans from the same rows.
-    indexes: parking_lot::Mutex<HashMap<String, plan::AgentIndex>>,
-}
-
-impl Scheduler {
-    pub fn wake(&self) {
-        self.dirty.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.notify.notify_one();
-    }
-
-    /// Waited passes of `s`: the count kept here, else the one last written.
-    fn retries_of(&self, s: &sessions::Model) -> u32 {
-        self.retries
-            .lock()
-            .get(&s.id)
-            .copied()
-            .unwrap_or_else(|| retries_of(s))
-    }
-}
 
 /// Ticks without a change between the passes the safety tick still makes (time-based
 /// predicates such as a reservation's start, and anything a wake-up missed).
@@ -218,15 +182,6 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
         placed += apply(state, &pending, decisions).await?;
     }
     Ok(placed)
-}
-
-fn retries_of(s: &sessions::Model) -> u32 {
-    s.status_data
-        .as_ref()
-        .and_then(|d| d.pointer("/scheduler/retries"))
-        .and_then(|v| v.as_u64())
-        .and_then(|v| u32::try_from(v).ok())
-        .unwrap_or(0)
 }
 
 async fn load_snapshot(

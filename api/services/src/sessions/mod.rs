@@ -11,6 +11,8 @@ pub mod files;
 #[cfg(test)]
 mod lifecycle_tests;
 pub mod locks;
+pub mod phases;
+pub use phases::LaunchPhases;
 pub mod reconcile;
 
 pub use create::{
@@ -1565,32 +1567,4 @@ pub async fn find_visible(
         .one(&state.db)
         .await?
         .ok_or_else(|| ApiError::not_found("session", id))
-}
-
-/// How long the last launches spent in the engine's own create+start (inside PREPARING), for
-/// `bai bench` and the metrics (SSH setup, after RUNNING, has its own histogram phase).
-#[derive(Default)]
-pub struct LaunchPhases {
-    last: parking_lot::Mutex<std::collections::VecDeque<(Uuid, std::time::Duration)>>,
-}
-
-impl LaunchPhases {
-    fn record(&self, session: Uuid, engine: std::time::Duration) {
-        metrics::histogram!("bai_launch_phase_seconds", "phase" => "engine")
-            .record(engine.as_secs_f64());
-        let mut last = self.last.lock();
-        if last.len() >= 64 {
-            last.pop_front();
-        }
-        last.push_back((session, engine));
-    }
-
-    /// The engine's create+start of `session`'s launch, if it is among the last 64.
-    pub fn of(&self, session: Uuid) -> Option<std::time::Duration> {
-        let last = self.last.lock();
-        last.iter()
-            .rev()
-            .find(|(id, _)| *id == session)
-            .map(|(_, e)| *e)
-    }
 }

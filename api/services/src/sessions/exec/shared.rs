@@ -5,7 +5,7 @@
 //! [`MAX_PENDING_INPUTS`] waiting). Every other manager reads a run from there: its snapshot,
 //! its output as it comes, and Backend.AI's `continue` polls, whose read position is the
 //! row's (`polled`, moved by compare-and-set), so polls through different managers never
-//! answer the same output twice. The leader removes finished runs after [`super::FINISHED_TTL`]
+//! answer the same output twice. The leader removes finished runs after [`FINISHED_TTL`]
 //! and the runs of managers that stopped (`reconcile::forget_expired`).
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait, Value};
 use uuid::Uuid;
 
-use super::{Chunk, MAX_OUTPUT_BYTES, Run};
+use super::runs::{Chunk, FINISHED_TTL, MAX_OUTPUT_BYTES, Run};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -140,7 +140,7 @@ pub async fn since(
         .unwrap_or(h.next_seq)
         .max(h.first_seq.min(h.next_seq));
     if from < first {
-        out.push(super::truncated(id, from, first));
+        out.push(super::runs::truncated(id, from, first));
     }
     let mut next = from.max(first);
     for r in rows {
@@ -422,7 +422,7 @@ pub async fn expire(db: &sea_orm::DatabaseConnection, alive_for: Duration) -> Ap
         "DELETE FROM exec_runs WHERE (finished AND updated_at < now() - make_interval(secs => $1)) \
          OR manager NOT IN (SELECT id FROM managers WHERE seen_at > now() - make_interval(secs => $2))",
         vec![
-            (super::FINISHED_TTL.as_secs_f64()).into(),
+            FINISHED_TTL.as_secs_f64().into(),
             alive_for.as_secs_f64().into(),
         ],
     ))
