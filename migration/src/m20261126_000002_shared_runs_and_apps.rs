@@ -2,10 +2,13 @@
 //! other. An execution's output (`exec_runs`, its newest chunks in `exec_chunks`) is copied to
 //! the database by the manager running it, input for it waits in `exec_inputs` until that
 //! manager writes it to the program; an app started in a session (`app_routes`) keeps its
-//! per-launch token here so every manager serves it on a port of its own.
+//! per-launch token here so every manager serves it on a port of its own; a session being
+//! committed to an image (`session_commits`) is claimed here, so no two managers commit it at
+//! once and images under way count against the owner's quota wherever they are made.
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::{
     big_integer, big_integer_null, boolean, pk_auto, string, text, timestamp_with_time_zone, uuid,
+    uuid_null,
 };
 
 pub struct Migration;
@@ -77,6 +80,17 @@ impl MigrationTrait for Migration {
         manager
             .create_table(
                 Table::create()
+                    .table(a("session_commits"))
+                    .col(uuid(a("session_id")).primary_key())
+                    .col(uuid_null(a("adds_for")))
+                    .col(string(a("manager")))
+                    .col(timestamp_with_time_zone(a("started_at")))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
                     .table(a("app_routes"))
                     .col(uuid(a("session_id")))
                     .col(string(a("app")))
@@ -89,7 +103,13 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for t in ["app_routes", "exec_inputs", "exec_chunks", "exec_runs"] {
+        for t in [
+            "session_commits",
+            "app_routes",
+            "exec_inputs",
+            "exec_chunks",
+            "exec_runs",
+        ] {
             manager
                 .drop_table(Table::drop().table(a(t)).to_owned())
                 .await?;

@@ -123,9 +123,9 @@ impl AppState {
             auth_cache: Arc::default(),
             usage: Arc::default(),
             launch_phases: Arc::default(),
-            session_counts: Arc::new(crate::db::counts::CountCache::new(std::time::Duration::from_secs(
-                2,
-            ))),
+            session_counts: Arc::new(crate::db::counts::CountCache::new(
+                std::time::Duration::from_secs(2),
+            )),
             config: Arc::new(config),
             // Several managers: the server puts a bus across processes here (`bai_bus::pg`).
             events: Arc::new(LocalBus::new()),

@@ -614,6 +614,17 @@ async fn round_robin(backends: Vec<String>) -> RoundRobin {
     RoundRobin { url, log, task }
 }
 
+async fn commit_session(app: &TestApp, user: &str, id: &str, name: &str) -> Value {
+    app.op::<gql::CommitSession>(
+        Some(user),
+        gql::commit_session::Variables {
+            session_id: id.to_string(),
+            image_name: name.into(),
+        },
+    )
+    .await
+}
+
 async fn start_jupyter(app: &TestApp, user: &str, id: &str) -> Value {
     app.op_ok::<gql::StartService>(
         Some(user),
@@ -942,6 +953,26 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
         .await;
     assert_code(&theirs, "NOT_FOUND");
     wait_task_done(&c, &c.admin_token, &task).await;
+
+    // A commit through A is one commit: B refuses a second one of the same session, C reads
+    // it under way, then done.
+    let first = commit_session(&a, &user, &id, "through-a").await;
+    let commit_task = first["data"]["commit_session"]["task_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let second = commit_session(&b, &user, &id, "through-b").await;
+    assert_code(&second, "CONFLICT");
+    let done = wait_task_done(&c, &user, &commit_task).await;
+    let reference = done["message"]
+        .as_str()
+        .unwrap_or_default()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!reference.is_empty(), "{done}");
+    docker(&["rmi", "-f", &reference]);
 
     // The terminal through C, for the session A launched.
     let mut ws = crate::sessions::terminal_ws(&c, &user, &id)

@@ -15,6 +15,7 @@ use crate::images::{
     CUSTOMIZED_NAME_LABEL as NAME_LABEL, CUSTOMIZED_OWNER_LABEL as OWNER_LABEL,
 };
 use crate::state::AppState;
+use sea_orm::ConnectionTrait as _;
 
 pub mod entries;
 pub use entries::Commits;
@@ -32,7 +33,104 @@ struct Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         self.state.commits.running.lock().remove(&self.session);
+        if self.state.cluster.is_shared() {
+            let (db, session) = (self.state.db.clone(), self.session);
+            // Best effort: a claim left behind goes with its manager at the leader's sweep.
+            tokio::spawn(async move {
+                if let Err(e) = db
+                    .execute(commit_stmt(
+                        "DELETE FROM session_commits WHERE session_id = $1",
+                        vec![session.into()],
+                    ))
+                    .await
+                {
+                    tracing::warn!(%session, error = %e, "releasing a commit's claim failed");
+                }
+            });
+        }
     }
+}
+
+fn commit_stmt(sql: &str, values: Vec<sea_orm::Value>) -> sea_orm::Statement {
+    sea_orm::Statement::from_sql_and_values(sea_orm::DbBackend::Postgres, sql, values)
+}
+
+/// The quota message: `have` images and `coming` under way against `limit`.
+fn over_quota(have: usize, coming: usize, limit: usize) -> ApiError {
+    let under_way = if coming > 0 {
+        format!(" ({coming} more under way)")
+    } else {
+        String::new()
+    };
+    ApiError::bad_request(format!(
+        "You already have {have} images of committed sessions{under_way}, the most \
+         your resource policy allows ({limit}); forget one or commit under its name \
+         again"
+    ))
+}
+
+/// Several managers: claims the commit of `session` in the database, so no two managers commit
+/// it at once; a new image (`quota`: its owner, the images they have, their limit) counts the
+/// images commits under way through any manager will add (the owner's row is locked meanwhile).
+async fn claim_shared(
+    state: &AppState,
+    session: &entity::sessions::Model,
+    quota: Option<(Uuid, usize, usize)>,
+) -> ApiResult<()> {
+    use sea_orm::TransactionTrait as _;
+    let txn = state.db.begin().await?;
+    if let Some((owner, have, limit)) = quota {
+        txn.execute(commit_stmt(
+            "SELECT uuid FROM users WHERE uuid = $1 FOR UPDATE",
+            vec![owner.into()],
+        ))
+        .await?;
+        let coming = txn
+            .query_one(commit_stmt(
+                "SELECT count(*) AS n FROM session_commits WHERE adds_for = $1",
+                vec![owner.into()],
+            ))
+            .await?
+            .map(|r| r.try_get::<i64>("", "n"))
+            .transpose()?
+            .unwrap_or(0);
+        let coming = usize::try_from(coming).unwrap_or(usize::MAX);
+        if have.saturating_add(coming) >= limit {
+            return Err(over_quota(have, coming, limit));
+        }
+    }
+    let claimed = txn
+        .execute(commit_stmt(
+            "INSERT INTO session_commits (session_id, adds_for, manager, started_at) \
+             VALUES ($1, $2, $3, now()) ON CONFLICT (session_id) DO NOTHING",
+            vec![
+                session.id.into(),
+                quota.map(|(owner, _, _)| owner).into(),
+                state.cluster.id.clone().into(),
+            ],
+        ))
+        .await?;
+    if claimed.rows_affected() == 0 {
+        return Err(ApiError::conflict(format!(
+            "Session '{}' is being committed already",
+            session.name
+        )));
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// The leader's cleanup: claims of managers no longer alive (their commits ended with them).
+pub async fn expire_claims(state: &AppState) -> ApiResult<()> {
+    state
+        .db
+        .execute(commit_stmt(
+            "DELETE FROM session_commits WHERE manager NOT IN \
+             (SELECT id FROM managers WHERE seen_at > now() - make_interval(secs => $1))",
+            vec![(state.cluster.ttl() * 2).as_secs_f64().into()],
+        ))
+        .await?;
+    Ok(())
 }
 
 /// Backend.AI's rule for an image name: letters, digits, `.`, `-`, `_`.
@@ -156,6 +254,10 @@ pub async fn start(
         labels,
         home_limit: HOME_LIMIT,
     };
+    if state.cluster.is_shared() {
+        let claim = quota.map(|(have, limit)| (caller.uuid, have, limit));
+        claim_shared(state, s, claim).await?;
+    }
     let task_id = {
         let mut running = state.commits.running.lock();
         if running.contains_key(&s.id) {
@@ -170,16 +272,7 @@ pub async fn start(
                 .filter(|r| r.adds_for == Some(caller.uuid))
                 .count();
             if have + coming >= limit {
-                let under_way = if coming > 0 {
-                    format!(" ({coming} more under way)")
-                } else {
-                    String::new()
-                };
-                return Err(ApiError::bad_request(format!(
-                    "You already have {have} images of committed sessions{under_way}, the most \
-                     your resource policy allows ({limit}); forget one or commit under its name \
-                     again"
-                )));
+                return Err(over_quota(have, coming, limit));
             }
         }
         let entry = Entry {
@@ -253,10 +346,19 @@ pub async fn status(
     s: &entity::sessions::Model,
 ) -> ApiResult<(&'static str, Uuid)> {
     let kernel = super::main_kernel(&state.db, s.id).await?;
-    let status = match state.commits.task_of(s.id) {
-        Some(_) => "ongoing",
-        None => "ready",
-    };
+    let here = state.commits.task_of(s.id).is_some();
+    // Several managers: a commit through another manager is claimed in the database.
+    let anywhere = here
+        || (state.cluster.is_shared()
+            && state
+                .read
+                .query_one(commit_stmt(
+                    "SELECT session_id FROM session_commits WHERE session_id = $1",
+                    vec![s.id.into()],
+                ))
+                .await?
+                .is_some());
+    let status = if anywhere { "ongoing" } else { "ready" };
     Ok((status, kernel.id))
 }
 

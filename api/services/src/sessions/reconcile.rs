@@ -307,13 +307,14 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
 }
 
 /// The leader's removal of shared rows past use (several managers): departed managers, old
-/// outbox events, limit windows, executions and app routes of ended sessions.
+/// outbox events, limit windows, executions, commit claims and app routes of ended sessions.
 pub async fn forget_expired(state: &AppState) -> ApiResult<()> {
     if !state.cluster.is_shared() {
         return Ok(());
     }
     crate::cluster::forget_departed(&state.db, &state.cluster).await?;
     super::exec::expire_shared(state).await?;
+    super::commit::expire_claims(state).await?;
     super::apps::expire_routes(state).await
 }
 

@@ -6,10 +6,10 @@ use uuid::Uuid;
 /// Sessions being committed now, with their task: one commit per session at a time.
 ///
 /// Per process, bounded by the live sessions (an entry leaves with its task; it also counts the
-/// images its commit will add against the owner's quota until the image is in the catalog): like the
-/// background tasks it points to, a second `bai serve` on the same database does not see it
-/// (there a commit of the same session could start, and its status reads `ready`); the
-/// many-managers issue moves both to PostgreSQL.
+/// images its commit will add against the owner's quota until the image is in the catalog).
+/// With several managers each commit is also claimed in the database (`session_commits`), so
+/// one session is committed through one manager at a time and the quota counts every
+/// manager's commits under way.
 #[derive(Default)]
 pub struct Commits {
     pub(super) running: parking_lot::Mutex<HashMap<Uuid, Running>>,
