@@ -301,7 +301,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
             .as_str()
             .context("session id")?
             .to_string();
-        let mut rx = state.events.subscribe();
+        let mut rx = state.shared.events.subscribe();
         loop {
             let s = crate::lookup::get::<entity::sessions::Entity>(
                 &state.db,
@@ -338,7 +338,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
             (Some(a), Some(b)) => (b - a).to_std().unwrap_or_default(),
             _ => Duration::ZERO,
         };
-        let engine = state.launch_phases.of(sid).unwrap_or_default();
+        let engine = state.local.launch_phases.of(sid).unwrap_or_default();
         let preparing = gap(at("PREPARING"), at("RUNNING"));
         let round_phases = [
             api_t,

@@ -38,7 +38,7 @@ fn changes(
         Audience::LoggedIn
     };
     let (state, caller) = (state.clone(), caller.clone());
-    Ok(state.events.stream().filter_map(move |ev| {
+    Ok(state.shared.events.stream().filter_map(move |ev| {
         let (state, caller) = (state.clone(), caller.clone());
         let scope = match &audience {
             Audience::LoggedIn => None,

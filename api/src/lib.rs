@@ -148,26 +148,31 @@ where
         config.advertise_addr = Some(addr.to_string());
     }
     let mut state = AppState::new(db, read, config, instance, http, tls.clone());
-    if state.cluster.is_shared() {
+    if state.elected.cluster.is_shared() {
         // Several managers may share this database: events travel through it.
         let pool = state.db.get_postgres_connection_pool().clone();
         let bus = events::PgBus::connect(pool)
             .await
             .context("listening for the other managers' events (LISTEN bai_events)")?;
-        state.events = std::sync::Arc::new(bus);
+        state.shared.events = std::sync::Arc::new(bus);
         state
+            .shared
             .revocations
-            .announce_on(state.events.clone(), &state.cluster.id);
+            .announce_on(state.shared.events.clone(), &state.elected.cluster.id);
     }
     agents::start_all(&state)
         .await
         .map_err(|e| anyhow::anyhow!("starting agents: {}", e.describe()))?;
-    let engines = state.agents.ids().await;
-    cluster::round(&state.db, &state.cluster, &engines)
+    let engines = state.local.agents.ids().await;
+    cluster::round(&state.db, &state.elected.cluster, &engines)
         .await
         .map_err(|e| anyhow::anyhow!("taking this process's leases: {}", e.describe()))?;
-    tracing::info!(process = %state.cluster.id, addr = %state.cluster.addr, role = state.cluster.role(), "manager started");
-    ::metrics::gauge!("bai_leader").set(if state.cluster.is_leader() { 1.0 } else { 0.0 });
+    tracing::info!(process = %state.elected.cluster.id, addr = %state.elected.cluster.addr, role = state.elected.cluster.role(), "manager started");
+    ::metrics::gauge!("bai_leader").set(if state.elected.cluster.is_leader() {
+        1.0
+    } else {
+        0.0
+    });
     sessions::reconcile::on_start(&state)
         .await
         .map_err(|e| anyhow::anyhow!("reconciling sessions with containers: {}", e.describe()))?;
@@ -178,7 +183,7 @@ where
         tokio::spawn(sessions::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
         tokio::spawn(keypairs::usage::flush_loop(
-            state.usage.clone(),
+            state.shared.usage.clone(),
             state.db.clone(),
         )),
         tokio::spawn(sessions::reconcile::membership_loop(state.clone())),
@@ -204,7 +209,7 @@ where
             }
         }));
     }
-    state.scheduler.wake();
+    state.elected.scheduler.wake();
     let app = server::router(state.clone());
     let stopping = state.clone();
     let signalled = state.shutdown.clone();
@@ -236,10 +241,10 @@ where
             task.abort();
         }
         // Nothing counted is lost on a clean shutdown.
-        stopping.usage.flush(&stopping.db).await;
+        stopping.shared.usage.flush(&stopping.db).await;
         agents::stop_all(&stopping).await;
         // Another manager takes the leases over at once.
-        cluster::leave(&stopping.db, &stopping.cluster).await;
+        cluster::leave(&stopping.db, &stopping.elected.cluster).await;
         drop(data_lock);
         served
     });

@@ -104,7 +104,7 @@ async fn gauges(state: &AppState) -> Result<String, sea_orm::DbErr> {
     let _ = writeln!(
         out,
         "# HELP bai_event_subscribers Listeners on the event bus.\n# TYPE bai_event_subscribers gauge\nbai_event_subscribers {}",
-        state.events.subscribers()
+        state.shared.events.subscribers()
     );
     let (size, idle) = pool_use(&state.db);
     let _ = writeln!(

@@ -269,7 +269,7 @@ pub async fn ready(State(state): State<AppState>) -> Response {
         .map(|p| p.len())
         .ok();
     // Side by side: an engine that hangs (until the call timeout) delays the answer once.
-    let agents = state.agents.all().await;
+    let agents = state.local.agents.all().await;
     let engines: Vec<_> = futures_util::future::join_all(agents.iter().map(|agent| async move {
         json!({"agent": agent.info().id, "endpoint": agent.info().endpoint, "alive": agent.ping().await.is_ok()})
     }))
@@ -282,9 +282,9 @@ pub async fn ready(State(state): State<AppState>) -> Response {
         "database": {"reachable": db_ok, "pending_migrations": pending},
         "engines": {"configured": configured, "connected": engines},
         "manager": {
-            "id": state.cluster.id,
-            "addr": state.cluster.addr,
-            "role": state.cluster.role(),
+            "id": state.elected.cluster.id,
+            "addr": state.elected.cluster.addr,
+            "role": state.elected.cluster.role(),
             "drives": engines_driven(&state, &agents),
         },
     });
@@ -304,7 +304,7 @@ fn engines_driven(
     agents
         .iter()
         .map(|a| a.info().id.clone())
-        .filter(|id| state.cluster.drives(id))
+        .filter(|id| state.elected.cluster.drives(id))
         .collect()
 }
 

@@ -56,7 +56,7 @@ pub async fn start(
     let service = app_of(&k, app)?;
     let port = port_of(&k, app)?;
     if port == SSHD_PORT {
-        state.started_apps.ssh_setup_done(id).await;
+        state.local.started_apps.ssh_setup_done(id).await;
     }
     let base = format!("/apps/{id}/{app}/");
     let is_tcp = service.protocol == "tcp";
@@ -99,7 +99,7 @@ async fn serve_here(
     let upstream = upstream(state, id, k, port)
         .await?
         .ok_or_else(|| ApiError::internal("starting an app", "the container has no address"))?;
-    let existing = state.started_apps.entry(id, app);
+    let existing = state.local.started_apps.entry(id, app);
     let (pool_port, listener) = match existing
         .as_ref()
         .and_then(|e| e.pool_port.zip(e.listener.clone()))
@@ -124,7 +124,7 @@ async fn serve_here(
             (p, handle)
         }
     };
-    state.started_apps.insert(
+    state.local.started_apps.insert(
         id,
         app,
         AppEntry {

@@ -23,14 +23,14 @@ pub struct Progress {
 impl Progress {
     fn set(&self, f: impl FnOnce(&mut TaskState)) {
         let snapshot = {
-            let mut tasks = self.state.bgtasks.lock();
+            let mut tasks = self.state.local.bgtasks.lock();
             let Some(t) = tasks.get_mut(&self.id) else {
                 return;
             };
             f(t);
             t.clone()
         };
-        self.state.events.publish(Event::BgTask(snapshot));
+        self.state.shared.events.publish(Event::BgTask(snapshot));
     }
 
     pub fn update(&self, current: u64, total: u64, message: impl Into<String>) {
@@ -61,7 +61,7 @@ where
         owner,
     };
     {
-        let mut tasks = state.bgtasks.lock();
+        let mut tasks = state.local.bgtasks.lock();
         keep_recent(&mut tasks);
         tasks.insert(id, initial);
     }
@@ -96,6 +96,7 @@ pub fn visible(
     id: Uuid,
 ) -> crate::error::ApiResult<TaskState> {
     state
+        .local
         .bgtasks
         .get(id)
         .filter(|t| t.owner == caller.uuid || caller.is_superadmin())
@@ -111,7 +112,10 @@ pub fn follow(
     id: Uuid,
 ) -> crate::error::ApiResult<impl futures_util::Stream<Item = TaskState> + Send + use<>> {
     use futures_util::StreamExt as _;
-    let live = state.events.stream_topic(crate::events::Topic::Task(id));
+    let live = state
+        .shared
+        .events
+        .stream_topic(crate::events::Topic::Task(id));
     let first = visible(state, caller, id)?;
     let live = live.filter_map(move |ev| {
         let out = match &*ev {

@@ -211,7 +211,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         }
     }
     // Listen before creating, so no status change slips by.
-    let events = state.events.stream();
+    let events = state.shared.events.stream();
     let created = crate::sessions::create(state, caller, req).await?;
     let s = created
         .into_iter()

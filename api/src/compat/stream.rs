@@ -212,48 +212,52 @@ pub async fn session_events(
     let for_events = state.clone();
     let follow = std::sync::Arc::new(follow);
     let topic = crate::sessions::session_topic(&caller);
-    let stream = state.events.stream_topic(topic).filter_map(move |ev| {
-        let (state, caller, follow) = (for_events.clone(), caller.clone(), follow.clone());
-        async move {
-            let Event::Session(e) = &*ev else {
-                return None;
-            };
-            let followed = match &*follow {
-                Follow::Every => true,
-                Follow::Id(id) => *id == e.session_id,
-                Follow::Named { name, access_key } => {
-                    *name == e.name && *access_key == e.access_key
+    let stream = state
+        .shared
+        .events
+        .stream_topic(topic)
+        .filter_map(move |ev| {
+            let (state, caller, follow) = (for_events.clone(), caller.clone(), follow.clone());
+            async move {
+                let Event::Session(e) = &*ev else {
+                    return None;
+                };
+                let followed = match &*follow {
+                    Follow::Every => true,
+                    Follow::Id(id) => *id == e.session_id,
+                    Follow::Named { name, access_key } => {
+                        *name == e.name && *access_key == e.access_key
+                    }
+                };
+                let in_scope = if e.event.starts_with("kernel_") {
+                    kernels
+                } else {
+                    sessions
+                };
+                if !followed
+                    || !in_scope
+                    || !bai_types::events::BACKEND_AI_SESSION_EVENTS.contains(&e.event)
+                    || !crate::sessions::sees(&state, &caller, e).await
+                {
+                    return None;
                 }
-            };
-            let in_scope = if e.event.starts_with("kernel_") {
-                kernels
-            } else {
-                sessions
-            };
-            if !followed
-                || !in_scope
-                || !bai_types::events::BACKEND_AI_SESSION_EVENTS.contains(&e.event)
-                || !crate::sessions::sees(&state, &caller, e).await
-            {
-                return None;
+                let mut data = json!({
+                    "reason": e.reason.clone().unwrap_or_default(),
+                    "sessionName": e.name,
+                    "ownerAccessKey": e.access_key,
+                    "sessionId": e.session_id,
+                    "exitCode": e.exit_code,
+                });
+                if let (Some(k), Some(o)) = (e.kernel, data.as_object_mut()) {
+                    o.insert("kernelId".into(), json!(k.id));
+                    o.insert("clusterRole".into(), json!(k.role.as_str()));
+                    o.insert("clusterIdx".into(), json!(k.idx));
+                }
+                Some(Ok::<_, Infallible>(
+                    SseEvent::default().event(e.event).data(data.to_string()),
+                ))
             }
-            let mut data = json!({
-                "reason": e.reason.clone().unwrap_or_default(),
-                "sessionName": e.name,
-                "ownerAccessKey": e.access_key,
-                "sessionId": e.session_id,
-                "exitCode": e.exit_code,
-            });
-            if let (Some(k), Some(o)) = (e.kernel, data.as_object_mut()) {
-                o.insert("kernelId".into(), json!(k.id));
-                o.insert("clusterRole".into(), json!(k.role.as_str()));
-                o.insert("clusterIdx".into(), json!(k.idx));
-            }
-            Some(Ok::<_, Infallible>(
-                SseEvent::default().event(e.event).data(data.to_string()),
-            ))
-        }
-    });
+        });
     // At shutdown the stream ends with an event that says so.
     let stopping = state.shutdown.clone();
     let farewell = futures_util::stream::once(async {
@@ -288,7 +292,7 @@ fn live_slot(
     state: &AppState,
     caller: &crate::auth::Caller,
 ) -> crate::error::ApiResult<crate::auth::ws::ConnectionSlot> {
-    state.ws_connections.admit(
+    state.local.ws_connections.admit(
         crate::auth::ws::Owner::User(caller.uuid),
         state.config.ws_max_connections_per_user,
     )

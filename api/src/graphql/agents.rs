@@ -254,7 +254,7 @@ impl AgentMutation {
         caller.require_superadmin()?;
         let (mut removed, mut reclaimed) = (0usize, 0i64);
         let mut problems = Vec::new();
-        for agent in state.agents.all().await {
+        for agent in state.local.agents.all().await {
             match agent.prune_dangling_images().await {
                 Ok((n, bytes)) => {
                     removed += n;
@@ -318,7 +318,7 @@ impl AgentMutation {
                 let mut done = 0u64;
                 let mut problems = Vec::new();
                 if scan_local {
-                    for agent in state.agents.all().await {
+                    for agent in state.local.agents.all().await {
                         progress.update(
                             done,
                             done + 1,

@@ -116,7 +116,7 @@ pub async fn graphql_ws(
         .write_buffer_size(0)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |stream| {
-            let resyncs = app.events.resyncs();
+            let resyncs = app.shared.events.resyncs();
             let served = GraphQLWebSocket::new(stream, schema, protocol)
                 .on_connection_init(move |payload| async move {
                     let mut principal = principal;
@@ -141,6 +141,7 @@ pub async fn graphql_ws(
                     };
                     let max_conns = app.config.ws_max_connections_per_user;
                     let slot = app
+                        .local
                         .ws_connections
                         .admit(owner, max_conns)
                         .map_err(|e| async_graphql::Error::from(GqlError::from(e)))?;

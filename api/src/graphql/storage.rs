@@ -442,7 +442,7 @@ impl StorageSubscription {
         let (state, caller) = authed(ctx)?;
         let (state, caller) = (state.clone(), caller.clone());
         Ok(futures_util::StreamExt::filter_map(
-            state.events.stream(),
+            state.shared.events.stream(),
             move |ev| {
                 let (state, caller) = (state.clone(), caller.clone());
                 async move {

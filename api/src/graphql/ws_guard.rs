@@ -127,9 +127,9 @@ impl Extension for WsGuardExtension {
         let credential = conn.credential.clone();
         let state = state.clone();
         let started_as = self.started_as.clone();
-        let checked = state.revocations.current();
+        let checked = state.shared.revocations.current();
         let stopping = state.shutdown.clone();
-        let revocations = state.revocations.watch();
+        let revocations = state.shared.revocations.watch();
         // Whenever anything is revoked (here or on another manager), the credential is proven
         // again at once, not at the next item: a failure or a different identity ends the
         // stream even when it is quiet.
@@ -166,7 +166,7 @@ impl Extension for WsGuardExtension {
                                 None
                             }
                         };
-                        let now = state.revocations.current();
+                        let now = state.shared.revocations.current();
                         if now != checked {
                             checked = now;
                             let before = started_as.lock().clone();

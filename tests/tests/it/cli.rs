@@ -324,7 +324,7 @@ both_dbs!(official_cli_against_bai, |db| async move {
     assert_eq!(big["compute_session_list"]["items"][0]["status"], "PENDING");
 
     // events: a live stream of the session's lifecycle while it is removed.
-    let listeners = app.state().events.subscribers();
+    let listeners = app.state().shared.events.subscribers();
     let mut events = cli
         .command(&["events", &keep_id])
         .stdout(Stdio::piped())
@@ -334,7 +334,7 @@ both_dbs!(official_cli_against_bai, |db| async move {
     let mut lines = tokio::io::BufReader::new(events.stdout.take().unwrap()).lines();
     // The client's event stream (Server-Sent Events) listens on the event bus.
     eventually("the client's event stream to listen", WAIT, || async {
-        (app.state().events.subscribers() > listeners).then_some(())
+        (app.state().shared.events.subscribers() > listeners).then_some(())
     })
     .await;
     // rm with two ids: the kept session and the queued one (a pending session is cancelled).

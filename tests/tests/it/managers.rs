@@ -82,15 +82,15 @@ async fn two_managers_serve_one_product() {
     assert!(out.ok && out.stdout.contains("newest through B"), "{out}");
 
     // An event too large for NOTIFY travels by its outbox row, once.
-    let mut heard = b.state().events.stream();
+    let mut heard = b.state().shared.events.stream();
     let big = "k".repeat(10_000);
-    a.state().events.changed(
+    a.state().shared.events.changed(
         api::events::ObjectKind::Agent,
         api::events::ChangeAction::Modified,
         big.clone(),
         None,
     );
-    a.state().events.changed(
+    a.state().shared.events.changed(
         api::events::ObjectKind::Agent,
         api::events::ChangeAction::Modified,
         "small",

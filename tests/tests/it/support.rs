@@ -705,12 +705,12 @@ pub async fn subscribe_op<Q: GraphQLQuery>(
     variables: Q::Variables,
 ) -> Ws {
     let payload = serde_json::to_value(Q::build_query(variables)).unwrap();
-    let before = app.state().events.subscribers();
+    let before = app.state().shared.events.subscribers();
     let ws = subscribe_payload(app, token, payload).await;
     eventually(
         "the subscription to listen on the event bus",
         WAIT,
-        || async { (app.state().events.subscribers() > before).then_some(()) },
+        || async { (app.state().shared.events.subscribers() > before).then_some(()) },
     )
     .await;
     ws

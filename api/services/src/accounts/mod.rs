@@ -25,7 +25,7 @@ pub async fn check_credentials(
     let email = email.trim().to_ascii_lowercase();
     // Failures counted by any manager first, then this process's own attempts.
     crate::auth::shared::login_allowed(state, &email, addr).await?;
-    let attempt = state.login_throttle.start(&email, addr)?;
+    let attempt = state.shared.login_throttle.start(&email, addr)?;
     let user = users::Entity::find()
         .filter(users::Column::Email.eq(&email))
         .one(&state.db)
@@ -128,7 +128,7 @@ pub async fn logout(state: &AppState, session: Uuid) -> ApiResult<()> {
     login_sessions::Entity::delete_by_id(session)
         .exec(&state.db)
         .await?;
-    state.revocations.bump(row.user_uuid);
+    state.shared.revocations.bump(row.user_uuid);
     Ok(())
 }
 
@@ -239,7 +239,7 @@ pub async fn change_password(
     current: Option<(Uuid, Option<std::net::IpAddr>)>,
 ) -> ApiResult<()> {
     let addr = current.and_then(|(_, a)| a);
-    let attempt = state.login_throttle.start(&user.email, addr)?;
+    let attempt = state.shared.login_throttle.start(&user.email, addr)?;
     if !password::verify(old, &user.password).await? {
         return Err(ApiError::bad_request("The current password is incorrect."));
     }
@@ -272,7 +272,7 @@ pub async fn set_password(
     m.password_changed_at = Set(Some(state.clock.now()));
     m.modified_at = Set(state.clock.now());
     m.update(&state.db).await?;
-    end_login_sessions(&state.db, &state.revocations, uuid, keep).await?;
+    end_login_sessions(&state.db, &state.shared.revocations, uuid, keep).await?;
     crate::audit::record(
         &state.db,
         state.clock.now(),

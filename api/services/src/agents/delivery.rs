@@ -40,6 +40,7 @@ pub async fn bring(
 ) -> ApiResult<()> {
     // One transfer of an image to an agent at a time; whoever waited finds it there.
     let _turn = state
+        .local
         .agents
         .turn(format!("image-transfer:{agent_id}:{}", image.id))
         .await;
@@ -103,7 +104,7 @@ async fn arrive(
         .iter()
         .filter(|a| a.as_str() != agent_id && alive.contains(a))
     {
-        let Some(source) = state.agents.get(source_id).await else {
+        let Some(source) = state.local.agents.get(source_id).await else {
             continue;
         };
         match copy(source.as_ref(), agent.as_ref(), reference, progress).await {

@@ -73,10 +73,10 @@ pub async fn add_to(
         .map(|s| s.keys().cloned().collect::<Vec<_>>());
     register(state, agent.info(), scaling_group, hosts).await?;
     match storage {
-        Some(paths) => state.agents.storage.write().insert(id, paths),
-        None => state.agents.storage.write().remove(&id),
+        Some(paths) => state.local.agents.storage.write().insert(id, paths),
+        None => state.local.agents.storage.write().remove(&id),
     };
-    state.agents.insert(agent.clone()).await;
+    state.local.agents.insert(agent.clone()).await;
     if let Err(e) = scan_local_images(state, agent.as_ref()).await {
         tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "scanning local images failed");
     }
@@ -90,7 +90,7 @@ pub async fn add_to(
 /// multi-node cluster): its engine has a session subnet; an agent another process drives is
 /// told by its address (a remote engine's subnet is required).
 pub async fn routed(state: &AppState, agent: &agents::Model) -> bool {
-    match state.agents.get(&agent.id).await {
+    match state.local.agents.get(&agent.id).await {
         Some(engine) => engine.info().session_subnet.is_some(),
         None => agent.addr.starts_with("tcp://"),
     }
@@ -215,6 +215,7 @@ async fn register(
         }
     }
     state
+        .shared
         .events
         .changed(ObjectKind::Agent, ChangeAction::Modified, &agent.id, None);
     Ok(())
@@ -252,9 +253,10 @@ async fn apply_status(state: &AppState, row: agents::Model, status: AgentStatus)
     if changed {
         tracing::info!(agent = id, status = %status, "agent status changed");
         state
+            .shared
             .events
             .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
-        state.scheduler.wake();
+        state.elected.scheduler.wake();
     }
     Ok(())
 }
@@ -317,11 +319,12 @@ pub async fn heartbeat_loop(state: AppState) {
         // Side by side: an engine that hangs (until the call timeout) delays no other agent.
         // Each engine's heartbeat is beaten by the process that drives it (its lease).
         let agents: Vec<Arc<Agent>> = state
+            .local
             .agents
             .all()
             .await
             .into_iter()
-            .filter(|a| state.cluster.drives(&a.info().id))
+            .filter(|a| state.elected.cluster.drives(&a.info().id))
             .collect();
         let beats = agents.iter().map(|agent| {
             let mut missed = misses.get(&agent.info().id).copied().unwrap_or(0);
@@ -344,7 +347,7 @@ pub async fn heartbeat_loop(state: AppState) {
             }
         }
         // Agents nobody beats for a while are LOST: the leader says so.
-        if !state.cluster.is_leader() {
+        if !state.elected.cluster.is_leader() {
             continue;
         }
         let silent = period * state.config.agent_lost_after_misses.max(1);
@@ -396,6 +399,7 @@ async fn record_live_use(
         .await;
     match updated {
         Ok(_) => state
+            .shared
             .events
             .changed(ObjectKind::Agent, ChangeAction::Modified, id, None),
         Err(e) => tracing::warn!(agent = id, error = %e, "recording live use failed"),
@@ -405,11 +409,13 @@ async fn record_live_use(
 /// On shutdown the agents of this process stop: TERMINATED, unless another manager is alive
 /// to drive them (it takes their leases over and beats their heartbeats).
 pub async fn stop_all(state: &AppState) {
-    if state.cluster.is_shared() && crate::cluster::others_alive(&state.db, &state.cluster).await {
+    if state.elected.cluster.is_shared()
+        && crate::cluster::others_alive(&state.db, &state.elected.cluster).await
+    {
         tracing::info!("other managers are alive: the agents stay theirs to drive");
         return;
     }
-    for agent in state.agents.all().await {
+    for agent in state.local.agents.all().await {
         if let Err(e) = set_status(state, &agent.info().id, AgentStatus::Terminated).await {
             // Shutting down: the next start's heartbeat corrects the row.
             tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "marking an agent terminated at shutdown failed");
@@ -526,6 +532,7 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                 ),
             };
             state
+                .shared
                 .events
                 .changed(ObjectKind::Image, action, &installed.name, None);
             count += 1;
@@ -541,7 +548,11 @@ pub async fn mark_installed(
     agent_id: &str,
 ) -> ApiResult<()> {
     // Read again under the image's turn: two agents marked at once must not undo each other.
-    let _turn = state.agents.turn(format!("image-row:{}", image.id)).await;
+    let _turn = state
+        .local
+        .agents
+        .turn(format!("image-row:{}", image.id))
+        .await;
     let image = crate::lookup::get::<images::Entity>(&state.db, "image", image.id).await?;
     let mut agents = image.installed_agents.clone();
     if agents.contains(agent_id) {
@@ -552,6 +563,7 @@ pub async fn mark_installed(
     m.installed_agents = Set(agents);
     m.update(&state.db).await?;
     state
+        .shared
         .events
         .changed(ObjectKind::Image, ChangeAction::Modified, &image.name, None);
     Ok(())
@@ -580,6 +592,7 @@ pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
             m.occupied_slots = Set(now);
             m.update(&state.db).await?;
             state
+                .shared
                 .events
                 .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
         }

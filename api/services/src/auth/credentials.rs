@@ -86,8 +86,9 @@ pub async fn reresolve(
         Credential::None => return Ok(Principal::Anonymous),
         Credential::Token(t) => caller_from_token(state, t).await?,
         Credential::Keypair(ak) => match state
+            .local
             .auth_cache
-            .keypair(&state.read, &state.revocations, ak)
+            .keypair(&state.read, &state.shared.revocations, ak)
             .await?
             .filter(|k| k.is_active)
         {
@@ -146,8 +147,9 @@ fn same_origin(headers: &HeaderMap) -> bool {
 
 async fn active_user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
     Ok(state
+        .local
         .auth_cache
-        .user(&state.read, &state.revocations, uuid)
+        .user(&state.read, &state.shared.revocations, uuid)
         .await?
         .filter(|u| u.status == UserStatus::Active))
 }
@@ -159,8 +161,9 @@ pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiRe
         return Ok(true);
     };
     Ok(state
+        .local
         .auth_cache
-        .keypair(&state.read, &state.revocations, ak)
+        .keypair(&state.read, &state.shared.revocations, ak)
         .await?
         .is_some_and(|k| k.is_active))
 }
@@ -169,8 +172,9 @@ pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiRe
 pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Option<Caller>> {
     let hash = tokens::hash_token(token);
     let Some(session) = state
+        .local
         .auth_cache
-        .login_session(&state.read, &state.revocations, &hash)
+        .login_session(&state.read, &state.shared.revocations, &hash)
         .await?
     else {
         return Ok(None);
@@ -222,8 +226,9 @@ async fn from_signature(
     let host = header_str(headers, "host").ok_or_else(|| fail("Host header is missing"))?;
     let content_type = hmac::signed_content_type(header_str(headers, "content-type"));
     let keypair = state
+        .local
         .auth_cache
-        .keypair(&state.read, &state.revocations, &cred.access_key)
+        .keypair(&state.read, &state.shared.revocations, &cred.access_key)
         .await?
         .filter(|k| k.is_active);
     // Same message for unknown keys and bad signatures: nothing to learn by probing.
@@ -243,7 +248,7 @@ async fn from_signature(
     if !hmac::verify(&keypair.secret_key, &input, &cred.signature) {
         return Err(invalid());
     }
-    match state.seen_signatures.record(&cred.signature) {
+    match state.shared.seen_signatures.record(&cred.signature) {
         // Used on another manager already: a replay all the same.
         hmac::Replay::Fresh if !super::shared::fresh_signature(state, &cred.signature).await? => {
             return Err(fail(
@@ -284,8 +289,9 @@ pub struct RateWindow(pub u32, pub u32);
 /// in batches: `keypairs::usage`).
 async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option<RateWindow>> {
     let Some(kp) = state
+        .local
         .auth_cache
-        .keypair(&state.read, &state.revocations, access_key)
+        .keypair(&state.read, &state.shared.revocations, access_key)
         .await?
     else {
         return Ok(None);
@@ -296,6 +302,7 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
         super::shared::seed_rate(state, access_key).await?;
     }
     let remaining = match state
+        .shared
         .rate_limiter
         .check(access_key, limit, state.clock.now())
     {
@@ -315,6 +322,6 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
             .with_header("x-ratelimit-window", window));
         }
     };
-    state.usage.record(access_key, state.clock.now());
+    state.shared.usage.record(access_key, state.clock.now());
     Ok((limit > 0).then_some(RateWindow(limit, remaining)))
 }

@@ -36,16 +36,16 @@ pub use revocations::Revocations;
 /// processes; its own come back too, and were counted when they were made).
 pub async fn follow(state: crate::state::AppState) {
     use crate::events::Event;
-    if !state.events.spans_processes() {
+    if !state.shared.events.spans_processes() {
         return;
     }
-    crate::events::follow(&*state.events, |e| match e {
-        Some(Event::Revoked { by, user }) if *by != state.cluster.id => {
-            state.revocations.count_one(*user)
+    crate::events::follow(&*state.shared.events, |e| match e {
+        Some(Event::Revoked { by, user }) if *by != state.elected.cluster.id => {
+            state.shared.revocations.count_one(*user)
         }
         Some(_) => {}
         // Missed events may have held a revocation of anyone's.
-        None => state.revocations.count_one(None),
+        None => state.shared.revocations.count_one(None),
     })
     .await
 }

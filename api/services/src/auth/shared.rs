@@ -20,7 +20,7 @@ use crate::state::AppState;
 pub const FLUSH: Duration = Duration::from_secs(1);
 
 fn shared(state: &AppState) -> bool {
-    state.cluster.is_shared()
+    state.elected.cluster.is_shared()
 }
 
 /// Adds `delta` to `key`'s count in `window` (kept until `keep_secs` from now); the total.
@@ -149,13 +149,15 @@ pub async fn seed_rate(state: &AppState, access_key: &str) -> ApiResult<()> {
         return Ok(());
     }
     let window = super::ratelimit::window_of(state.clock.now());
-    if state.rate_limiter.knows(access_key, window) {
+    if state.shared.rate_limiter.knows(access_key, window) {
         return Ok(());
     }
     let total = count(state, &format!("rate:{access_key}"), window as i64).await?;
-    state
-        .rate_limiter
-        .set_others(access_key, window, u32::try_from(total).unwrap_or(u32::MAX));
+    state.shared.rate_limiter.set_others(
+        access_key,
+        window,
+        u32::try_from(total).unwrap_or(u32::MAX),
+    );
     Ok(())
 }
 
@@ -168,7 +170,7 @@ pub async fn flush_rates(state: AppState) {
     let keep = (super::ratelimit::WINDOW.as_secs() * 2) as f64;
     loop {
         tokio::time::sleep(FLUSH).await;
-        for (key, window, delta, mine) in state.rate_limiter.take_pending() {
+        for (key, window, delta, mine) in state.shared.rate_limiter.take_pending() {
             match add(
                 &state,
                 &format!("rate:{key}"),
@@ -181,12 +183,13 @@ pub async fn flush_rates(state: AppState) {
                 Ok(total) => {
                     let total = u32::try_from(total).unwrap_or(u32::MAX);
                     state
+                        .shared
                         .rate_limiter
                         .set_others(&key, window, total.saturating_sub(mine));
                 }
                 Err(e) => {
                     // Counted again with the next flush.
-                    state.rate_limiter.give_back(&key, window, delta);
+                    state.shared.rate_limiter.give_back(&key, window, delta);
                     tracing::warn!(error = %e.message, cause = %e.chain(), "sharing rate-limit counts failed; retried");
                 }
             }

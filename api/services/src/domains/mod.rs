@@ -89,7 +89,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::Domain,
         ChangeAction::Created,
         &d.name,
@@ -123,7 +123,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::Domain,
         ChangeAction::Modified,
         &d.name,

@@ -142,7 +142,7 @@ pub async fn create(
         })
     })
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::Group,
         ChangeAction::Created,
         g.id.to_string(),
@@ -255,7 +255,7 @@ pub async fn modify(
         })
     })
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::Group,
         ChangeAction::Modified,
         g.id.to_string(),

@@ -224,6 +224,7 @@ pub async fn modify(
     })
     .await?;
     state
+        .shared
         .events
         .changed(ObjectKind::Image, ChangeAction::Modified, &img.name, None);
     Ok(img)
@@ -269,6 +270,7 @@ pub async fn alias(
     })
     .await?;
     state
+        .shared
         .events
         .changed(ObjectKind::Image, ChangeAction::Modified, &name, None);
     Ok(())
@@ -290,6 +292,7 @@ pub async fn dealias(state: &AppState, scope: &SuperadminScope, alias: &str) -> 
     })
     .await?;
     state
+        .shared
         .events
         .changed(ObjectKind::Image, ChangeAction::Modified, alias, None);
     Ok(())
@@ -313,6 +316,7 @@ pub async fn forget(
     })
     .await?;
     state
+        .shared
         .events
         .changed(ObjectKind::Image, ChangeAction::Deleted, &name, None);
     Ok(())
@@ -330,7 +334,7 @@ pub async fn forget_by_id(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
     };
     let reference = crate::agents::docker_reference(&image);
     for agent_id in image.installed_agents.0.iter() {
-        let Some(agent) = state.agents.get(agent_id).await else {
+        let Some(agent) = state.local.agents.get(agent_id).await else {
             continue;
         };
         agent.remove_image(&reference).await?;
@@ -338,6 +342,7 @@ pub async fn forget_by_id(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
     image.delete(&state.db).await?;
     tracing::info!(image = %reference, user = %caller.email, "a committed session's image was removed");
     state
+        .shared
         .events
         .changed(ObjectKind::Image, ChangeAction::Deleted, &reference, None);
     Ok(())

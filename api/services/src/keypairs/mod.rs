@@ -192,7 +192,7 @@ pub async fn create(
     )
     .await?;
     let owner = crate::users::by_uuid(&state.db, kp.user).await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::Keypair,
         ChangeAction::Created,
         &kp.access_key,
@@ -276,8 +276,8 @@ pub async fn modify(
         },
     )
     .await?;
-    state.revocations.bump(owner.uuid);
-    state.events.changed(
+    state.shared.revocations.bump(owner.uuid);
+    state.shared.events.changed(
         ObjectKind::Keypair,
         ChangeAction::Modified,
         &kp.access_key,
@@ -321,8 +321,8 @@ pub async fn delete(
         },
     )
     .await?;
-    state.revocations.bump(owner.uuid);
-    state.events.changed(
+    state.shared.revocations.bump(owner.uuid);
+    state.shared.events.changed(
         ObjectKind::Keypair,
         ChangeAction::Deleted,
         access_key,

@@ -233,7 +233,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::KeypairResourcePolicy,
         ChangeAction::Created,
         &p.name,
@@ -272,7 +272,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::KeypairResourcePolicy,
         ChangeAction::Modified,
         &p.name,
@@ -313,7 +313,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::KeypairResourcePolicy,
         ChangeAction::Deleted,
         name,

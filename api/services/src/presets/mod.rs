@@ -52,7 +52,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ResourcePreset,
         ChangeAction::Created,
         &p.name,
@@ -95,7 +95,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ResourcePreset,
         ChangeAction::Modified,
         &p.name,
@@ -123,7 +123,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ResourcePreset,
         ChangeAction::Deleted,
         name,

@@ -159,7 +159,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ContainerRegistry,
         ChangeAction::Created,
         &r.hostname,
@@ -213,7 +213,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ContainerRegistry,
         ChangeAction::Modified,
         &r.hostname,
@@ -240,7 +240,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, hostname: &str) -
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ContainerRegistry,
         ChangeAction::Deleted,
         &key,
@@ -317,6 +317,7 @@ pub async fn scan_into_catalog(
             }
         };
         state
+            .shared
             .events
             .changed(crate::events::ObjectKind::Image, action, &name, None);
         found += 1;

@@ -234,7 +234,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ScalingGroup,
         ChangeAction::Created,
         &s.name,
@@ -266,7 +266,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ScalingGroup,
         ChangeAction::Modified,
         &s.name,
@@ -313,6 +313,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
     )
     .await?;
     state
+        .shared
         .events
         .changed(ObjectKind::ScalingGroup, ChangeAction::Deleted, name, None);
     Ok(())
@@ -422,7 +423,7 @@ pub async fn set_link(
         })
     })
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::ScalingGroup,
         ChangeAction::Modified,
         scaling_group,

@@ -147,7 +147,7 @@ pub(super) async fn gate(
 
 /// Cancels a pending session whose dependency failed, unless it left PENDING meanwhile.
 async fn cancel(state: &AppState, id: Uuid, why: String) -> ApiResult<()> {
-    let lock = state.session_locks.get(id).await;
+    let lock = state.local.session_locks.get(id).await;
     let _guard = lock.lock().await;
     let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
     if now.status != SessionStatus::Pending {

@@ -40,11 +40,11 @@ pub async fn run(state: AppState) {
     let mut idle_ticks = 0;
     loop {
         tokio::select! {
-            _ = state.scheduler.notify.notified() => {}
+            _ = state.elected.scheduler.notify.notified() => {}
             _ = tokio::time::sleep(tick) => {
                 // Nothing changed: a queue that could not be placed a moment ago still
                 // cannot; only every few ticks is it looked at again.
-                if !state.scheduler.dirty.load(std::sync::atomic::Ordering::SeqCst) {
+                if !state.elected.scheduler.dirty.load(std::sync::atomic::Ordering::SeqCst) {
                     idle_ticks += 1;
                     if idle_ticks < IDLE_TICKS_PER_PASS {
                         continue;
@@ -54,10 +54,11 @@ pub async fn run(state: AppState) {
         }
         idle_ticks = 0;
         // One scheduler at a time: the leader's (a follower's wake-ups reach it as events).
-        if !state.cluster.is_leader() {
+        if !state.elected.cluster.is_leader() {
             continue;
         }
         state
+            .elected
             .scheduler
             .dirty
             .store(false, std::sync::atomic::Ordering::SeqCst);
@@ -81,8 +82,8 @@ pub async fn run(state: AppState) {
 pub async fn wake_on_changes(state: AppState) {
     use crate::events::Event;
     // Sessions arriving or ending through another manager (this one wakes where they happen).
-    let others = state.events.spans_processes();
-    crate::events::follow(&*state.events, |event| match event {
+    let others = state.shared.events.spans_processes();
+    crate::events::follow(&*state.shared.events, |event| match event {
         Some(Event::Session(e))
             if others
                 && e.kernel.is_none()
@@ -95,7 +96,7 @@ pub async fn wake_on_changes(state: AppState) {
                         | SessionStatus::Error
                 ) =>
         {
-            state.scheduler.wake()
+            state.elected.scheduler.wake()
         }
         Some(Event::Changed(c))
             if matches!(
@@ -108,18 +109,18 @@ pub async fn wake_on_changes(state: AppState) {
                     | ObjectKind::SystemSetting
             ) =>
         {
-            state.scheduler.wake()
+            state.elected.scheduler.wake()
         }
         Some(_) => {}
         // Missed events: waking once more costs one pass.
-        None => state.scheduler.wake(),
+        None => state.elected.scheduler.wake(),
     })
     .await
 }
 
 /// One pass over every active resource group with pending sessions; returns placements made.
 pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
-    let _pass = state.scheduler.pass.lock().await;
+    let _pass = state.elected.scheduler.pass.lock().await;
     // Snapshots are read on the read pool: a pass never holds up a writer (a create).
     let pending = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Pending))
@@ -129,6 +130,7 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
     {
         let ids: std::collections::HashSet<Uuid> = pending.iter().map(|s| s.id).collect();
         state
+            .elected
             .scheduler
             .retries
             .lock()
@@ -151,6 +153,7 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
     // Indexes of resource groups with nothing pending (or gone) are dropped: memory follows
     // the groups in use, and one rebuilt later costs a single pass's indexing.
     state
+        .elected
         .scheduler
         .indexes
         .lock()
@@ -165,6 +168,7 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
         };
         let snapshot = load_snapshot(state, &sg, &pending).await?;
         let mut index = state
+            .elected
             .scheduler
             .indexes
             .lock()
@@ -178,7 +182,12 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
         })
         .await
         .map_err(|e| ApiError::internal("planning a scheduling pass", e))?;
-        state.scheduler.indexes.lock().insert(sg_name, index);
+        state
+            .elected
+            .scheduler
+            .indexes
+            .lock()
+            .insert(sg_name, index);
         placed += apply(state, &pending, decisions).await?;
     }
     Ok(placed)
@@ -352,7 +361,7 @@ async fn load_snapshot(
                 domain: s.domain_name.clone(),
                 requested: Dense::from_slots(&s.requested_slots),
                 order: s.created_at.timestamp_micros(),
-                retries: state.scheduler.retries_of(s),
+                retries: state.elected.scheduler.retries_of(s),
                 storage_hosts: {
                     let mut hosts: Vec<String> = s
                         .vfolder_mounts
@@ -415,9 +424,14 @@ async fn apply(
                 let (_, failed) = reason_json
                     .entry(std::sync::Arc::as_ptr(&reason) as usize)
                     .or_insert_with(|| (reason.clone(), json!(reason.failed)));
-                let retries = state.scheduler.retries_of(s)
+                let retries = state.elected.scheduler.retries_of(s)
                     + u32::from(status_info == "no-available-instances");
-                state.scheduler.retries.lock().insert(session, retries);
+                state
+                    .elected
+                    .scheduler
+                    .retries
+                    .lock()
+                    .insert(session, retries);
                 // Only write (and notify) when the reason changed, not on every pass.
                 let old = s
                     .status_data
@@ -473,7 +487,7 @@ async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> Ap
     let session = s.id;
     // The session may have been cancelled since the snapshot: place it only if it is still
     // pending, holding its lock so no termination interleaves.
-    let lock = state.session_locks.get(session).await;
+    let lock = state.local.session_locks.get(session).await;
     let _guard = lock.lock().await;
     let current = crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
     if current.status != SessionStatus::Pending {
@@ -582,7 +596,7 @@ async fn assign_gpus(
     requested: &ResourceSlots,
     used: &std::collections::BTreeMap<String, rust_decimal::Decimal>,
 ) -> Option<Vec<(String, rust_decimal::Decimal)>> {
-    let agent = state.agents.get(agent_id).await?;
+    let agent = state.local.agents.get(agent_id).await?;
     let per_gpu = rust_decimal::Decimal::from(state.config.cuda_shares_per_gpu.max(1));
     bai_engine::gpu::allocate(
         &agent.info().gpus,

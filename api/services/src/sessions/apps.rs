@@ -201,7 +201,7 @@ pub async fn ssh_private_key(
     id: Uuid,
 ) -> ApiResult<String> {
     let (_, k) = owned_running(state, principal, id).await?;
-    state.started_apps.ssh_setup_done(id).await;
+    state.local.started_apps.ssh_setup_done(id).await;
     let (agent, container) = super::container_of(state, &k).await?;
     // Several managers: the setup may be going on through the manager that launched the
     // session, unseen here; the key is read again until it is there (bounded).
@@ -212,7 +212,9 @@ pub async fn ssh_private_key(
             .await
         {
             Ok(data) => break data,
-            Err(_) if state.cluster.is_shared() && tokio::time::Instant::now() < deadline => {
+            Err(_)
+                if state.elected.cluster.is_shared() && tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
             Err(e) => return Err(e.into()),
@@ -232,8 +234,8 @@ fn route_stmt(sql: &str, values: Vec<sea_orm::Value>) -> sea_orm::Statement {
 /// With several managers the visibility is always the database's: an app made private
 /// through one manager is private on every manager's port at once.
 pub async fn known(state: &AppState, session: Uuid, app: &str) -> ApiResult<Option<AppEntry>> {
-    let here = state.started_apps.entry(session, app);
-    if !state.cluster.is_shared() {
+    let here = state.local.started_apps.entry(session, app);
+    if !state.elected.cluster.is_shared() {
         return Ok(here);
     }
     use sea_orm::ConnectionTrait as _;
@@ -266,7 +268,7 @@ pub async fn share_route(
     token: &str,
     public: bool,
 ) -> ApiResult<String> {
-    if !state.cluster.is_shared() {
+    if !state.elected.cluster.is_shared() {
         return Ok(token.to_string());
     }
     use sea_orm::ConnectionTrait as _;
@@ -310,7 +312,7 @@ pub async fn upstream(
     k: &entity::kernels::Model,
     port: u16,
 ) -> ApiResult<Option<std::net::SocketAddr>> {
-    if let Some(p) = state.started_apps.port(session, port) {
+    if let Some(p) = state.local.started_apps.port(session, port) {
         return Ok(Some(p));
     }
     let (agent, container) = super::container_of(state, k).await?;
@@ -319,7 +321,7 @@ pub async fn upstream(
         .await
         .map(|ip| std::net::SocketAddr::new(ip, port));
     if let Some(p) = found {
-        state.started_apps.remember_port(session, port, p);
+        state.local.started_apps.remember_port(session, port, p);
     }
     Ok(found)
 }

@@ -32,8 +32,13 @@ struct Entry {
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        self.state.commits.running.lock().remove(&self.session);
-        if self.state.cluster.is_shared() {
+        self.state
+            .local
+            .commits
+            .running
+            .lock()
+            .remove(&self.session);
+        if self.state.elected.cluster.is_shared() {
             let (db, session) = (self.state.db.clone(), self.session);
             // Best effort: a claim left behind goes with its manager at the leader's sweep.
             tokio::spawn(async move {
@@ -106,7 +111,7 @@ async fn claim_shared(
             vec![
                 session.id.into(),
                 quota.map(|(owner, _, _)| owner).into(),
-                state.cluster.id.clone().into(),
+                state.elected.cluster.id.clone().into(),
             ],
         ))
         .await?;
@@ -127,7 +132,7 @@ pub async fn expire_claims(state: &AppState) -> ApiResult<()> {
         .execute(commit_stmt(
             "DELETE FROM session_commits WHERE manager NOT IN \
              (SELECT id FROM managers WHERE seen_at > now() - make_interval(secs => $1))",
-            vec![(state.cluster.ttl() * 2).as_secs_f64().into()],
+            vec![(state.elected.cluster.ttl() * 2).as_secs_f64().into()],
         ))
         .await?;
     Ok(())
@@ -254,12 +259,12 @@ pub async fn start(
         labels,
         home_limit: HOME_LIMIT,
     };
-    if state.cluster.is_shared() {
+    if state.elected.cluster.is_shared() {
         let claim = quota.map(|(have, limit)| (caller.uuid, have, limit));
         claim_shared(state, s, claim).await?;
     }
     let task_id = {
-        let mut running = state.commits.running.lock();
+        let mut running = state.local.commits.running.lock();
         if running.contains_key(&s.id) {
             return Err(ApiError::conflict(format!(
                 "Session '{}' is being committed already",
@@ -346,10 +351,10 @@ pub async fn status(
     s: &entity::sessions::Model,
 ) -> ApiResult<(&'static str, Uuid)> {
     let kernel = super::main_kernel(&state.db, s.id).await?;
-    let here = state.commits.task_of(s.id).is_some();
+    let here = state.local.commits.task_of(s.id).is_some();
     // Several managers: a commit through another manager is claimed in the database.
     let anywhere = here
-        || (state.cluster.is_shared()
+        || (state.elected.cluster.is_shared()
             && state
                 .read
                 .query_one(commit_stmt(

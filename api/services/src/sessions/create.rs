@@ -718,7 +718,7 @@ fn enqueue(state: &AppState, created: &[sessions::Model]) {
     for s in created {
         publish(state, s, "session_enqueued", None);
     }
-    state.scheduler.wake();
+    state.elected.scheduler.wake();
 }
 
 #[cfg(test)]

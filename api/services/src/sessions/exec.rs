@@ -37,10 +37,10 @@ pub type Output = Pin<Box<dyn futures_util::Stream<Item = Chunk> + Send + 'stati
 
 /// The execution `id`, if this process or (several managers) any other keeps it.
 pub async fn find(state: &AppState, id: Uuid) -> ApiResult<Option<Exec>> {
-    if let Some(run) = state.exec_runs.get(id) {
+    if let Some(run) = state.local.exec_runs.get(id) {
         return Ok(Some(Exec::local(run)));
     }
-    if !state.cluster.is_shared() {
+    if !state.elected.cluster.is_shared() {
         return Ok(None);
     }
     Ok(shared::header(state, id).await?.map(|h| Exec {
@@ -84,7 +84,7 @@ impl Exec {
         wait: std::time::Duration,
     ) -> ApiResult<(Vec<Chunk>, bool, Option<i64>)> {
         match &self.local {
-            Some(run) if !state.cluster.is_shared() => Ok(run.poll(wait).await),
+            Some(run) if !state.elected.cluster.is_shared() => Ok(run.poll(wait).await),
             Some(run) => {
                 run.wait_finished(wait).await;
                 shared::poll(state, self.id, Some(run)).await
@@ -203,7 +203,7 @@ pub async fn start(
         options,
     )?;
     let run_id = Uuid::new_v4();
-    let shared = state.cluster.is_shared();
+    let shared = state.elected.cluster.is_shared();
     if shared {
         // Before the program starts: its output has a place the moment it comes.
         shared::register(state, run_id, session).await?;
@@ -223,7 +223,7 @@ pub async fn start(
         }
     };
     let run = Arc::new(Run::new(run_id, session.id, session.user_uuid, Some(input)));
-    if let Err(e) = state.exec_runs.insert(run.clone()) {
+    if let Err(e) = state.local.exec_runs.insert(run.clone()) {
         if shared {
             shared::forget(state, run_id).await;
         }
@@ -269,7 +269,7 @@ pub async fn start(
 
 /// The leader's cleanup of executions copied to the database (several managers).
 pub async fn expire_shared(state: &AppState) -> ApiResult<()> {
-    shared::expire(&state.db, state.cluster.ttl() * 2).await
+    shared::expire(&state.db, state.elected.cluster.ttl() * 2).await
 }
 
 /// Marks the session as used now (idle timeout).

@@ -305,6 +305,7 @@ async fn a_job_that_ends_before_its_ssh_set_up_is_no_error() {
     let (id, kernel, container) = running_batch(&w, "true").await;
     let agent = w
         .state
+        .local
         .agents
         .get(kernel.agent.as_deref().unwrap())
         .await
@@ -334,7 +335,7 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
         tokio::task::yield_now().await;
     }
     // … and concludes nothing: the session runs on, nothing is removed.
-    let agent = w.state.agents.get("i-memory").await.unwrap();
+    let agent = w.state.local.agents.get("i-memory").await.unwrap();
     let mut misses = 0;
     for beat in 1..=3 {
         let status = crate::agents::beat(&w.state, &agent, &mut misses).await;
@@ -382,7 +383,7 @@ async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_th
     let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
     let (container, _) = w.engine.container_of(kernel.id).expect("a container");
     w.engine.set_unreachable(true);
-    let agent = w.state.agents.get("i-memory").await.unwrap();
+    let agent = w.state.local.agents.get("i-memory").await.unwrap();
     let mut misses = 0;
     for _ in 0..3 {
         crate::agents::beat(&w.state, &agent, &mut misses).await;
@@ -430,7 +431,7 @@ async fn an_agent_without_the_image_gets_a_copy_from_one_that_has_it_with_progre
         .with("mem", Decimal::from(8i64 << 30));
     let bare = Arc::new(MemoryEngine::new("i-bare", capacity, &[]));
     crate::agents::add(&w.state, bare.clone()).await.unwrap();
-    let mut events = w.state.events.subscribe();
+    let mut events = w.state.shared.events.subscribe();
     // Larger than the first agent: only the bare one can run it.
     let mut big = request(SessionType::Interactive, None);
     big.resources.insert("cpu".into(), "6".into());
@@ -651,7 +652,7 @@ async fn audit_records_settings_and_rate_windows_follow_the_states_clock() {
     assert_eq!(audit.created_at, then);
     // One request allowed per window: the next is refused until the clock crosses into the
     // next 15-minute window, however much wall time passes.
-    let limiter = &w.state.rate_limiter;
+    let limiter = &w.state.shared.rate_limiter;
     assert!(limiter.check("ak", 1, w.clock.now()).is_ok());
     assert!(limiter.check("ak", 1, w.clock.now()).is_err());
     w.clock.advance(chrono::Duration::minutes(15));
@@ -917,7 +918,10 @@ async fn commits_racing_past_the_image_quota_are_refused_while_one_is_under_way(
         "{}",
         second.message
     );
-    assert_eq!(w.state.commits.task_of(running[0].id), Some(first.task_id));
+    assert_eq!(
+        w.state.local.commits.task_of(running[0].id),
+        Some(first.task_id)
+    );
     w.engine.hold_commits(false);
     for s in running {
         crate::sessions::terminate(&w.state, s.id, "user-requested")
@@ -935,9 +939,9 @@ async fn two_schedulers_that_both_lead_place_each_session_once() {
     let w = world().await;
     // The second manager: the same database and engine, its own process memory.
     let mut other = w.state.clone();
-    other.scheduler = Arc::default();
-    other.session_locks = Arc::default();
-    other.cluster = Arc::new(crate::cluster::Cluster::single("127.0.0.1:2".into()));
+    other.elected.scheduler = Arc::default();
+    other.local.session_locks = Arc::default();
+    other.elected.cluster = Arc::new(crate::cluster::Cluster::single("127.0.0.1:2".into()));
     let mut ids = Vec::new();
     for _ in 0..6 {
         let created =
@@ -1015,7 +1019,7 @@ async fn recovery_leaves_a_live_managers_work_alone() {
     // Mid-launch, owned by this (live) process: not touched.
     let mut m = sea_orm::IntoActiveModel::into_active_model(session(&w, id).await);
     m.status = sea_orm::Set(SessionStatus::Preparing);
-    m.owner = sea_orm::Set(Some(w.state.cluster.id.clone()));
+    m.owner = sea_orm::Set(Some(w.state.elected.cluster.id.clone()));
     sea_orm::ActiveModelTrait::update(m, &w.state.db)
         .await
         .unwrap();
@@ -1058,7 +1062,7 @@ async fn a_termination_through_another_manager_wins_over_a_launch() {
     }
     // The other manager: its own session locks (this launch holds this one's).
     let mut other = w.state.clone();
-    other.session_locks = Arc::default();
+    other.local.session_locks = Arc::default();
     let ended = crate::sessions::terminate(&other, id, "user-requested")
         .await
         .unwrap();

@@ -64,8 +64,9 @@ fn emit(
     kernel: Option<&kernels::Model>,
 ) {
     // Every committed change of a session passes here: list counts are stale.
-    state.session_counts.changed();
+    state.local.session_counts.changed();
     state
+        .shared
         .events
         .publish(session_event(s, event, reason, exit_code, kernel));
 }
@@ -363,8 +364,15 @@ pub async fn apply(
     // container.
     let (result, exit_code) = (change.result, change.exit_code);
     let txn = state.db.begin().await?;
-    let (s, kernels) =
-        transition(&txn, id, to, change, state.clock.now(), &state.cluster.id).await?;
+    let (s, kernels) = transition(
+        &txn,
+        id,
+        to,
+        change,
+        state.clock.now(),
+        &state.elected.cluster.id,
+    )
+    .await?;
     // Backend.AI's order: a batch's result, then each container, then the session.
     let mut events = Vec::new();
     match result {
@@ -384,16 +392,16 @@ pub async fn apply(
     // A failed start (ERROR, `session_failure`) has no exit code of its own: -1.
     let code = (to == SessionStatus::Error).then_some(exit_code.unwrap_or(-1));
     events.push(session_event(&s, event_name(to), None, code, None));
-    let events = crate::events::in_transaction(&*state.events, &txn, events).await?;
+    let events = crate::events::in_transaction(&*state.shared.events, &txn, events).await?;
     txn.commit().await?;
-    state.session_counts.changed();
-    crate::events::after_commit(&*state.events, events);
+    state.local.session_counts.changed();
+    crate::events::after_commit(&*state.shared.events, events);
     if matches!(
         to,
         SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
     ) {
         // Its apps are gone with its container.
-        state.started_apps.forget(id);
+        state.local.started_apps.forget(id);
     }
     if matches!(
         to,
@@ -403,7 +411,7 @@ pub async fn apply(
             | SessionStatus::Running
     ) {
         crate::agents::refresh_agent_usage(state).await?;
-        state.scheduler.wake();
+        state.elected.scheduler.wake();
     }
     Ok(s)
 }
@@ -476,6 +484,7 @@ pub async fn container_of(
         return Err(ApiError::bad_request("The session has no container"));
     };
     let agent = state
+        .local
         .agents
         .get(agent_id)
         .await
@@ -494,7 +503,7 @@ pub async fn main_kernel<C: ConnectionTrait>(db: &C, session: Uuid) -> ApiResult
 
 /// Starts the container of a SCHEDULED session: PREPARING → RUNNING, or ERROR.
 pub async fn launch(state: AppState, id: Uuid) {
-    let lock = state.session_locks.get(id).await;
+    let lock = state.local.session_locks.get(id).await;
     let _guard = lock.lock().await;
     if let Err(e) = launch_locked(&state, id).await {
         if lost_race(&e) {
@@ -616,6 +625,7 @@ async fn placement(state: &AppState, all: &[kernels::Model]) -> ApiResult<Placem
             .clone()
             .ok_or_else(|| ApiError::internal("launching a session", "no agent assigned"))?;
         let agent = state
+            .local
             .agents
             .get(&agent_id)
             .await
@@ -652,6 +662,7 @@ async fn multi_node_places(
     for agent in order {
         turns.push(
             state
+                .local
                 .agents
                 .turn(format!("session-addresses:{}", agent.info().id))
                 .await,
@@ -748,14 +759,18 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     for (kernel, on) in all.iter().zip(&each) {
         let on = &on.info().id;
         mounts.push(
-            crate::storage::mounts_on(state.agents.storage_of(on), on, kernel.mounts.0.clone())?
-                .into_iter()
-                .map(|m| BindMount {
-                    host_path: m.host_path,
-                    target: m.target,
-                    read_only: m.read_only,
-                })
-                .collect(),
+            crate::storage::mounts_on(
+                state.local.agents.storage_of(on),
+                on,
+                kernel.mounts.0.clone(),
+            )?
+            .into_iter()
+            .map(|m| BindMount {
+                host_path: m.host_path,
+                target: m.target,
+                read_only: m.read_only,
+            })
+            .collect(),
         );
     }
     let service_ports = k.service_ports.as_str().unwrap_or_default().to_string();
@@ -879,7 +894,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             bootstrapped(state, on.as_ref(), id, c, deadline).await;
         }
     }
-    state.launch_phases.record(id, started.elapsed());
+    state.local.launch_phases.record(id, started.elapsed());
     if cluster {
         // Each container's own id on its kernel (the status change below leaves them).
         for (kernel, container, _) in &containers {
@@ -897,7 +912,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     // SSH keys and the daemon go in after RUNNING (they are not the engine's work and took
     // a third of the launch); whatever needs them (the sshd app, the key download) waits
     // for this setup, registered before RUNNING is visible.
-    let ssh_setup = state.started_apps.ssh_setup_begins(id);
+    let ssh_setup = state.local.started_apps.ssh_setup_begins(id);
     let running = apply(
         state,
         id,
@@ -911,7 +926,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     )
     .await;
     if let Err(e) = running {
-        state.started_apps.ssh_setup_ends(id, ssh_setup);
+        state.local.started_apps.ssh_setup_ends(id, ssh_setup);
         if lost_race(&e) {
             // Ended meanwhile (through another manager): what this launch made goes now,
             // not at the next sweep.
@@ -933,7 +948,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         tokio::spawn(async move {
             // Under the session's lock: a termination waits for the setup instead of racing
             // it, and a session already ended gets none.
-            let lock = state.session_locks.get(id).await;
+            let lock = state.local.session_locks.get(id).await;
             let _guard = lock.lock().await;
             let started = std::time::Instant::now();
             let still_running = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
@@ -964,7 +979,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             }
             metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh")
                 .record(started.elapsed().as_secs_f64());
-            state.started_apps.ssh_setup_ends(id, ssh_setup);
+            state.local.started_apps.ssh_setup_ends(id, ssh_setup);
         });
     }
     if s.session_type == SessionType::Batch {
@@ -991,7 +1006,7 @@ async fn bootstrapped(
 ) {
     let mut pause = std::time::Duration::from_millis(100);
     loop {
-        if state.session_locks.asked_to_end(id) {
+        if state.local.session_locks.asked_to_end(id) {
             return;
         }
         let moved_on = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
@@ -1030,7 +1045,7 @@ pub async fn watch_batch(
     container_id: String,
     kernel_id: Uuid,
 ) {
-    let Some(agent) = state.agents.get(&agent_id).await else {
+    let Some(agent) = state.local.agents.get(&agent_id).await else {
         return;
     };
     let deadline = batch_deadline(&state, id).await;
@@ -1067,7 +1082,7 @@ pub async fn watch_batch(
             }
         }
     };
-    let lock = state.session_locks.get(id).await;
+    let lock = state.local.session_locks.get(id).await;
     let _guard = lock.lock().await;
     let Ok(s) = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await else {
         return;
@@ -1128,7 +1143,7 @@ async fn remove_others(
     let mut others = Vec::new();
     for k in all {
         let Some(agent) = (match k.agent.as_deref().filter(|a| Some(*a) != silent) {
-            Some(a) => state.agents.get(a).await,
+            Some(a) => state.local.agents.get(a).await,
             None => None,
         }) else {
             continue;
@@ -1180,9 +1195,9 @@ async fn batch_deadline(state: &AppState, id: Uuid) -> Option<tokio::time::Insta
 /// Terminates a session: a pending one is CANCELLED; a running one goes TERMINATING, its
 /// container is stopped and removed (output kept), then TERMINATED.
 pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<sessions::Model> {
-    let lock = state.session_locks.get(id).await;
+    let lock = state.local.session_locks.get(id).await;
     // A launch waiting for a bootstrap script lets go at once.
-    let _asked = state.session_locks.ask_to_end(id);
+    let _asked = state.local.session_locks.ask_to_end(id);
     let _guard = lock.lock().await;
     let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
     let info = Some(reason.to_string());
@@ -1224,7 +1239,7 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
             let mut log = None;
             let mut silent = None;
             if let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
-                && let Some(agent) = state.agents.get(agent_id).await
+                && let Some(agent) = state.local.agents.get(agent_id).await
             {
                 // A user may end a session whose agent does not answer; its container is
                 // removed by the reconciliation when the agent is back.
@@ -1267,7 +1282,7 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
 /// keypair's live sessions.
 pub async fn rename(state: &AppState, id: Uuid, new_name: &str) -> ApiResult<sessions::Model> {
     validate_name(new_name)?;
-    let lock = state.session_locks.get(id).await;
+    let lock = state.local.session_locks.get(id).await;
     let _guard = lock.lock().await;
     let txn = state.db.begin().await?;
     let s = crate::lookup::get::<sessions::Entity>(&txn, "session", id).await?;
@@ -1443,7 +1458,7 @@ pub async fn idle_loop(state: AppState) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         // One reaper at a time: the leader's.
-        if !state.cluster.is_leader() {
+        if !state.elected.cluster.is_leader() {
             continue;
         }
         if let Err(e) = reap_idle(&state).await {
@@ -1455,22 +1470,22 @@ pub async fn idle_loop(state: AppState) {
 /// Several managers: what another process's session changes mean here (its list counts are
 /// stale; an ended session's apps are gone). On one process this happens where they change.
 pub async fn follow(state: AppState) {
-    if !state.events.spans_processes() {
+    if !state.shared.events.spans_processes() {
         return;
     }
-    crate::events::follow(&*state.events, |e| match e {
+    crate::events::follow(&*state.shared.events, |e| match e {
         Some(Event::Session(e)) => {
-            state.session_counts.changed();
+            state.local.session_counts.changed();
             if matches!(
                 e.status,
                 SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
             ) {
-                state.started_apps.forget(e.session_id);
+                state.local.started_apps.forget(e.session_id);
             }
         }
-        Some(Event::BgTask(t)) => state.bgtasks.heard(t),
+        Some(Event::BgTask(t)) => state.local.bgtasks.heard(t),
         Some(_) => {}
-        None => state.session_counts.changed(),
+        None => state.local.session_counts.changed(),
     })
     .await
 }
@@ -1480,7 +1495,7 @@ pub async fn logs(state: &AppState, id: Uuid) -> ApiResult<String> {
     let k = main_kernel(&state.db, id).await?;
     if k.status == SessionStatus::Running
         && let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
-        && let Some(agent) = state.agents.get(agent_id).await
+        && let Some(agent) = state.local.agents.get(agent_id).await
     {
         return Ok(agent.logs(container).await?);
     }

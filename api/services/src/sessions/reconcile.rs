@@ -25,7 +25,7 @@ async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option
     let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
         return None;
     };
-    let agent = state.agents.get(agent_id).await?;
+    let agent = state.local.agents.get(agent_id).await?;
     let log = agent.logs(container).await.ok();
     if let Err(e) = agent.remove(container, k.id).await {
         // Left to the next sweep: the session no longer holds the container.
@@ -37,7 +37,7 @@ async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option
 /// Runs once when the server starts, before the scheduler: the leader (on SQLite, the one
 /// process) recovers the work of processes that are gone and reconciles its engines.
 pub async fn on_start(state: &AppState) -> ApiResult<()> {
-    if state.cluster.is_leader() {
+    if state.elected.cluster.is_leader() {
         recover(state).await?;
     }
     sweep(state).await?;
@@ -48,7 +48,7 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
 /// midway, a batch job nobody watches); the work of live processes is theirs. Every change is
 /// a compare-and-set, so a process that was only slow loses nothing but the race.
 pub async fn recover(state: &AppState) -> ApiResult<()> {
-    let alive = crate::cluster::alive(&state.db, &state.cluster).await?;
+    let alive = crate::cluster::alive(&state.db, &state.elected.cluster).await?;
     let orphaned = |owner: &Option<String>| owner.as_ref().is_none_or(|o| !alive.contains(o));
     let stuck = sessions::Entity::find()
         .filter(
@@ -108,7 +108,7 @@ pub async fn recover(state: &AppState) -> ApiResult<()> {
         let mut take = sessions::Entity::update_many()
             .col_expr(
                 sessions::Column::Owner,
-                sea_orm::sea_query::Expr::value(state.cluster.id.clone()),
+                sea_orm::sea_query::Expr::value(state.elected.cluster.id.clone()),
             )
             .filter(sessions::Column::Id.eq(s.id))
             .filter(sessions::Column::Status.eq(SessionStatus::Running));
@@ -150,31 +150,31 @@ pub async fn take_over(state: &AppState) {
     if let Err(e) = forget_expired(state).await {
         tracing::warn!(error = %e.message, cause = %e.chain(), "removing departed managers' rows failed");
     }
-    state.scheduler.wake();
-    tracing::info!(process = %state.cluster.id, took_ms = started.elapsed().as_millis() as u64, "this process leads now: scheduler, reaper and recovery run here");
+    state.elected.scheduler.wake();
+    tracing::info!(process = %state.elected.cluster.id, took_ms = started.elapsed().as_millis() as u64, "this process leads now: scheduler, reaper and recovery run here");
 }
 
 /// Several managers: renews this process's row and leases every third of `lease_secs`, and
 /// takes over when it becomes the leader. Without PostgreSQL there is nothing to do.
 pub async fn membership_loop(state: AppState) {
-    if !state.cluster.is_shared() {
+    if !state.elected.cluster.is_shared() {
         return;
     }
-    let mut led = state.cluster.is_leader();
+    let mut led = state.elected.cluster.is_leader();
     loop {
-        tokio::time::sleep(crate::cluster::period(&state.cluster)).await;
-        let engines = state.agents.ids().await;
-        if let Err(e) = crate::cluster::round(&state.db, &state.cluster, &engines).await {
+        tokio::time::sleep(crate::cluster::period(&state.elected.cluster)).await;
+        let engines = state.local.agents.ids().await;
+        if let Err(e) = crate::cluster::round(&state.db, &state.elected.cluster, &engines).await {
             // Unsure whether its leases still hold: this process acts as if they did not.
             tracing::warn!(error = %e.message, cause = %e.chain(), "renewing this process's leases failed; it leads and drives nothing until it can");
-            crate::cluster::step_down(&state.cluster);
+            crate::cluster::step_down(&state.elected.cluster);
         }
-        let leads = state.cluster.is_leader();
+        let leads = state.elected.cluster.is_leader();
         metrics::gauge!("bai_leader").set(if leads { 1.0 } else { 0.0 });
         if leads && !led {
             take_over(&state).await;
         } else if led && !leads {
-            tracing::warn!(process = %state.cluster.id, "this process no longer leads");
+            tracing::warn!(process = %state.elected.cluster.id, "this process no longer leads");
         }
         led = leads;
     }
@@ -183,9 +183,9 @@ pub async fn membership_loop(state: AppState) {
 /// Removes containers that belong to no live session; marks live sessions whose container
 /// is gone.
 pub async fn sweep(state: &AppState) -> ApiResult<()> {
-    for agent in state.agents.all().await {
+    for agent in state.local.agents.all().await {
         // Each engine is reconciled by the process that drives it.
-        if state.cluster.drives(&agent.info().id) {
+        if state.elected.cluster.drives(&agent.info().id) {
             sweep_agent(state, agent.as_ref()).await?;
         }
     }
@@ -277,7 +277,7 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
         if s.session_type == SessionType::Batch {
             continue;
         }
-        let lock = state.session_locks.get(s.id).await;
+        let lock = state.local.session_locks.get(s.id).await;
         let _guard = lock.lock().await;
         let current = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
         if current.status != SessionStatus::Running {
@@ -309,10 +309,10 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
 /// The leader's removal of shared rows past use (several managers): departed managers, old
 /// outbox events, limit windows, executions, commit claims and app routes of ended sessions.
 pub async fn forget_expired(state: &AppState) -> ApiResult<()> {
-    if !state.cluster.is_shared() {
+    if !state.elected.cluster.is_shared() {
         return Ok(());
     }
-    crate::cluster::forget_departed(&state.db, &state.cluster).await?;
+    crate::cluster::forget_departed(&state.db, &state.elected.cluster).await?;
     super::exec::expire_shared(state).await?;
     super::commit::expire_claims(state).await?;
     super::apps::expire_routes(state).await
@@ -321,7 +321,7 @@ pub async fn forget_expired(state: &AppState) -> ApiResult<()> {
 pub async fn sweep_loop(state: AppState) {
     loop {
         tokio::time::sleep(Duration::from_secs(30)).await;
-        if state.cluster.is_leader() {
+        if state.elected.cluster.is_leader() {
             if let Err(e) = recover(&state).await {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
             }

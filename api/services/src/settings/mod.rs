@@ -135,6 +135,7 @@ pub async fn modify(
     )
     .await?;
     state
+        .shared
         .events
         .changed(ObjectKind::SystemSetting, ChangeAction::Modified, key, None);
     let description = definition(key)

@@ -343,6 +343,7 @@ pub async fn create(
 
 pub fn publish(state: &AppState, f: &vfolders::Model, action: crate::events::ChangeAction) {
     state
+        .shared
         .events
         .publish(crate::events::Event::Vfolder(crate::events::VfolderEvent {
             id: f.id,

@@ -363,7 +363,7 @@ pub async fn create_user(
         })
     })
     .await?;
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::User,
         ChangeAction::Created,
         &user.email,
@@ -505,13 +505,18 @@ pub async fn modify_user(
     // A reset password, a deactivation or a new role ends the account's login sessions (and
     // the rights of its open WebSockets) at once.
     if reset || updated.role != old_role || updated.status != UserStatus::Active {
-        crate::accounts::end_login_sessions(&state.db, &state.revocations, updated.uuid, None)
-            .await?;
+        crate::accounts::end_login_sessions(
+            &state.db,
+            &state.shared.revocations,
+            updated.uuid,
+            None,
+        )
+        .await?;
     } else {
         // Cached copies of the account (auth::cache) are not used past this change.
-        state.revocations.bump(updated.uuid);
+        state.shared.revocations.bump(updated.uuid);
     }
-    state.events.changed(
+    state.shared.events.changed(
         ObjectKind::User,
         ChangeAction::Modified,
         &updated.email,

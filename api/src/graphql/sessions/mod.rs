@@ -433,6 +433,7 @@ impl SessionQuery {
         // the count only when asked for, and from the cache while no session changed.
         let total_count = if ctx.look_ahead().field("total_count").exists() {
             state
+                .local
                 .session_counts
                 .count(&state.read, select.clone())
                 .await?
@@ -778,32 +779,36 @@ impl SessionSubscription {
         }
         let (state, caller) = (state.clone(), caller.clone());
         let topic = crate::sessions::session_topic(&caller);
-        Ok(state.events.stream_topic(topic).filter_map(move |ev| {
-            let (state, caller, session_name) =
-                (state.clone(), caller.clone(), session_name.clone());
-            async move {
-                let Event::Session(e) = &*ev else {
-                    return None;
-                };
-                // Containers' events are Backend.AI's stream's; here a session is one thing.
-                if session_id.is_some_and(|id| id != e.session_id)
-                    || session_name.as_ref().is_some_and(|n| *n != e.name)
-                    || e.kernel.is_some()
-                    || !crate::sessions::sees(&state, &caller, e).await
-                {
-                    return None;
+        Ok(state
+            .shared
+            .events
+            .stream_topic(topic)
+            .filter_map(move |ev| {
+                let (state, caller, session_name) =
+                    (state.clone(), caller.clone(), session_name.clone());
+                async move {
+                    let Event::Session(e) = &*ev else {
+                        return None;
+                    };
+                    // Containers' events are Backend.AI's stream's; here a session is one thing.
+                    if session_id.is_some_and(|id| id != e.session_id)
+                        || session_name.as_ref().is_some_and(|n| *n != e.name)
+                        || e.kernel.is_some()
+                        || !crate::sessions::sees(&state, &caller, e).await
+                    {
+                        return None;
+                    }
+                    Some(SessionStatusEvent {
+                        session_id: e.session_id,
+                        name: e.name.clone(),
+                        status: e.status.as_str().into(),
+                        event: e.event.into(),
+                        reason: e.reason.clone(),
+                        access_key: e.access_key.clone(),
+                        exit_code: e.exit_code,
+                    })
                 }
-                Some(SessionStatusEvent {
-                    session_id: e.session_id,
-                    name: e.name.clone(),
-                    status: e.status.as_str().into(),
-                    event: e.event.into(),
-                    reason: e.reason.clone(),
-                    access_key: e.access_key.clone(),
-                    exit_code: e.exit_code,
-                })
-            }
-        }))
+            }))
     }
 
     /// Live CPU and memory use of a running session, every `interval_secs` (default 2).
@@ -833,7 +838,7 @@ impl SessionSubscription {
                     }
                     if let (SessionStatus::Running, Some(agent_id), Some(container)) =
                         (k.status, &k.agent, &k.container_id)
-                        && let Some(agent) = state.agents.get(agent_id).await
+                        && let Some(agent) = state.local.agents.get(agent_id).await
                         && let Some((cpu, mem)) = agent.stats(container).await
                     {
                         let limit = rust_decimal::prelude::ToPrimitive::to_i64(

@@ -77,7 +77,7 @@ pub async fn register(
                 id.into(),
                 session.id.into(),
                 session.user_uuid.into(),
-                state.cluster.id.clone().into(),
+                state.elected.cluster.id.clone().into(),
             ],
         ))
         .await?;
