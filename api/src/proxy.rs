@@ -478,7 +478,17 @@ async fn proxy_inner(
                 serve_here(state, id, &k, app, &entry.token, opts).await?
             }
         };
-        let host = request_host(&req)
+        // Several managers: the port is this manager's, at the host it is known by (a load
+        // balancer's name would lead the browser to whichever manager it picks).
+        let advertised = state
+            .config
+            .advertise_addr
+            .as_deref()
+            .filter(|_| state.elected.cluster.is_shared())
+            .and_then(|a| a.parse::<axum::http::uri::Authority>().ok())
+            .map(|a| a.host().to_string());
+        let host = advertised
+            .or_else(|| request_host(&req))
             .ok_or_else(|| ApiError::bad_request("The request has no usable Host header"))?;
         let path_and_query = req
             .uri()
