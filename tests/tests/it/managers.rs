@@ -740,7 +740,10 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     require_docker();
     let a = spawn(Db::Postgres).await;
     let b = a.beside().await;
-    let c = a.beside().await;
+    // C is known by a name of its own: its app ports are found there.
+    let c = a
+        .beside_with(|c| c.advertise_addr = Some("localhost:8090".into()))
+        .await;
     let user = a.user("lb@x.org", "user", "default").await;
     let stranger = b.user("lb-stranger@x.org", "user", "default").await;
     let body = create_session(
@@ -927,6 +930,24 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     );
     let on_c = start_jupyter(&c, &user, &id).await;
     assert_eq!(on_c["start_service"]["token"], token.as_str(), "{on_c}");
+    // Through C, the redirect names C's advertised host, whatever Host the request had.
+    let to_c = redirect(&c, &user).await.unwrap();
+    assert_eq!(to_c.status(), 307);
+    let on_c_at = to_c.headers()["location"].to_str().unwrap().to_string();
+    assert!(on_c_at.starts_with("http://localhost:"), "{on_c_at}");
+    let status = eventually("Jupyter through C's advertised host", WAIT, || async {
+        let r = c.http.get(&on_c_at).send().await.ok()?;
+        (r.status() == 200).then_some(r)
+    })
+    .await;
+    assert!(
+        status
+            .json::<Value>()
+            .await
+            .unwrap()
+            .get("started")
+            .is_some()
+    );
     let jupyters = docker(&[
         "exec",
         &container,

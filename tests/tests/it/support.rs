@@ -317,9 +317,15 @@ impl TestApp {
     /// Another manager (`bai serve`) on the same PostgreSQL database and data directory, in
     /// this test process (its own state: bus, leases, caches); the same superadmin.
     pub async fn beside(&self) -> TestApp {
+        self.beside_with(|_| {}).await
+    }
+
+    /// As [`TestApp::beside`], its configuration changed by `tweak` first.
+    pub async fn beside_with(&self, tweak: impl FnOnce(&mut api::Config)) -> TestApp {
         let mut config = self.config.clone();
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.advertise_addr = None;
+        tweak(&mut config);
         let server = api::start(config.clone())
             .await
             .expect("a second manager starts");
