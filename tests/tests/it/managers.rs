@@ -625,6 +625,17 @@ async fn commit_session(app: &TestApp, user: &str, id: &str, name: &str) -> Valu
     .await
 }
 
+/// Jupyter's status answers at `url` (an app port a manager redirected to).
+async fn jupyter_answers(app: &TestApp, url: &str) {
+    let status = eventually(&format!("Jupyter at {url}"), WAIT, || async {
+        let r = app.http.get(url).send().await.ok()?;
+        (r.status() == 200).then_some(r)
+    })
+    .await;
+    let body: Value = status.json().await.unwrap();
+    assert!(body.get("started").is_some(), "{body}");
+}
+
 async fn start_jupyter(app: &TestApp, user: &str, id: &str) -> Value {
     app.op_ok::<gql::StartService>(
         Some(user),
@@ -914,20 +925,7 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
         location.contains("127.0.0.1:") && !location.contains(&format!(":{b_port}/")),
         "{location}"
     );
-    let status = eventually("Jupyter through B's app port", WAIT, || async {
-        let r = b.http.get(&location).send().await.ok()?;
-        (r.status() == 200).then_some(r)
-    })
-    .await;
-    assert!(
-        status
-            .json::<Value>()
-            .await
-            .unwrap()
-            .get("started")
-            .is_some(),
-        "Jupyter's status through B"
-    );
+    jupyter_answers(&b, &location).await;
     let on_c = start_jupyter(&c, &user, &id).await;
     assert_eq!(on_c["start_service"]["token"], token.as_str(), "{on_c}");
     // Through C, the redirect names C's advertised host, whatever Host the request had.
@@ -935,19 +933,7 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     assert_eq!(to_c.status(), 307);
     let on_c_at = to_c.headers()["location"].to_str().unwrap().to_string();
     assert!(on_c_at.starts_with("http://localhost:"), "{on_c_at}");
-    let status = eventually("Jupyter through C's advertised host", WAIT, || async {
-        let r = c.http.get(&on_c_at).send().await.ok()?;
-        (r.status() == 200).then_some(r)
-    })
-    .await;
-    assert!(
-        status
-            .json::<Value>()
-            .await
-            .unwrap()
-            .get("started")
-            .is_some()
-    );
+    jupyter_answers(&c, &on_c_at).await;
     let jupyters = docker(&[
         "exec",
         &container,

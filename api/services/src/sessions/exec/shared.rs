@@ -96,8 +96,12 @@ pub async fn forget(state: &AppState, id: Uuid) {
 }
 
 pub async fn header(state: &AppState, id: Uuid) -> ApiResult<Option<Header>> {
-    let row = state
-        .read
+    header_on(&state.read, id).await
+}
+
+/// The run's row as `conn` reads it (the writer's connection sees a poll just made).
+async fn header_on(conn: &sea_orm::DatabaseConnection, id: Uuid) -> ApiResult<Option<Header>> {
+    let row = conn
         .query_one(stmt(
             "SELECT session_id, owner, first_seq, next_seq, polled, finished, exit_code \
              FROM exec_runs WHERE id = $1",
@@ -181,17 +185,8 @@ pub async fn poll(
     for _ in 0..8 {
         // The position is read from the writer: a poll just made through another manager
         // is seen.
-        let h = state
-            .db
-            .query_one(stmt(
-                "SELECT session_id, owner, first_seq, next_seq, polled, finished, exit_code \
-                 FROM exec_runs WHERE id = $1",
-                vec![id.into()],
-            ))
+        let h = header_on(&state.db, id)
             .await?
-            .as_ref()
-            .map(header_of)
-            .transpose()?
             .ok_or_else(|| ApiError::not_found("execution run", id))?;
         // The running manager answers from memory (ahead of its copy); its end is its
         // memory's too.
