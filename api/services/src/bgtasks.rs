@@ -1,10 +1,13 @@
 //! Background tasks with progress (image rescans, later maintenance jobs), as Backend.AI's
 //! `task_id` + `bgtask_updated/done/failed` events. The latest state of each task is kept so
-//! a late subscriber still sees where it is.
+//! a late subscriber still sees where it is. The service takes only the handles it uses
+//! ([`Tasks`]: this process's records and the bus), never the whole application state.
+use std::sync::Arc;
+
 use uuid::Uuid;
 
-use crate::events::Event;
-use crate::state::AppState;
+use crate::auth::caller::Caller;
+use crate::events::{Event, EventBus};
 
 // The task payloads travel on the event bus, so they are defined there.
 pub use crate::events::{TaskState, TaskStatus};
@@ -13,24 +16,41 @@ pub mod records;
 pub use records::BgTasks;
 use records::keep_recent;
 
+/// What background tasks use: this process's records of them (shared through their events)
+/// and the bus their events travel on.
+#[derive(Clone)]
+pub struct Tasks {
+    pub records: Arc<BgTasks>,
+    pub events: Arc<dyn EventBus>,
+}
+
+impl Tasks {
+    pub fn new(records: &Arc<BgTasks>, events: &Arc<dyn EventBus>) -> Self {
+        Self {
+            records: records.clone(),
+            events: events.clone(),
+        }
+    }
+}
+
 /// A handle the task's code reports through.
 #[derive(Clone)]
 pub struct Progress {
-    state: AppState,
+    tasks: Tasks,
     id: Uuid,
 }
 
 impl Progress {
     fn set(&self, f: impl FnOnce(&mut TaskState)) {
         let snapshot = {
-            let mut tasks = self.state.local.bgtasks.lock();
+            let mut tasks = self.tasks.records.lock();
             let Some(t) = tasks.get_mut(&self.id) else {
                 return;
             };
             f(t);
             t.clone()
         };
-        self.state.shared.events.publish(Event::BgTask(snapshot));
+        self.tasks.events.publish(Event::BgTask(snapshot));
     }
 
     pub fn update(&self, current: u64, total: u64, message: impl Into<String>) {
@@ -44,7 +64,7 @@ impl Progress {
 }
 
 /// Starts `work` in the background and returns its task id at once.
-pub fn spawn<F, Fut>(state: &AppState, kind: &str, owner: Uuid, work: F) -> Uuid
+pub fn spawn<F, Fut>(tasks: &Tasks, kind: &str, owner: Uuid, work: F) -> Uuid
 where
     F: FnOnce(Progress) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<String, String>> + Send + 'static,
@@ -61,12 +81,12 @@ where
         owner,
     };
     {
-        let mut tasks = state.local.bgtasks.lock();
-        keep_recent(&mut tasks);
-        tasks.insert(id, initial);
+        let mut records = tasks.records.lock();
+        keep_recent(&mut records);
+        records.insert(id, initial);
     }
     let progress = Progress {
-        state: state.clone(),
+        tasks: tasks.clone(),
         id,
     };
     tokio::spawn(async move {
@@ -90,14 +110,9 @@ where
 
 /// Background task `id` of `caller`'s (a superadmin: anyone's); another user's is NOT_FOUND,
 /// as one that does not exist.
-pub fn visible(
-    state: &AppState,
-    caller: &crate::auth::Caller,
-    id: Uuid,
-) -> crate::error::ApiResult<TaskState> {
-    state
-        .local
-        .bgtasks
+pub fn visible(tasks: &Tasks, caller: &Caller, id: Uuid) -> crate::error::ApiResult<TaskState> {
+    tasks
+        .records
         .get(id)
         .filter(|t| t.owner == caller.uuid || caller.is_superadmin())
         .ok_or_else(|| crate::error::ApiError::not_found("background task", id))
@@ -107,16 +122,13 @@ pub fn visible(
 /// stream ends with its last state. Listening starts before the state is read, so nothing in
 /// between is lost.
 pub fn follow(
-    state: &AppState,
-    caller: &crate::auth::Caller,
+    tasks: &Tasks,
+    caller: &Caller,
     id: Uuid,
 ) -> crate::error::ApiResult<impl futures_util::Stream<Item = TaskState> + Send + use<>> {
     use futures_util::StreamExt as _;
-    let live = state
-        .shared
-        .events
-        .stream_topic(crate::events::Topic::Task(id));
-    let first = visible(state, caller, id)?;
+    let live = tasks.events.stream_topic(crate::events::Topic::Task(id));
+    let first = visible(tasks, caller, id)?;
     let live = live.filter_map(move |ev| {
         let out = match &*ev {
             Event::BgTask(t) if t.task_id == id => Some(t.clone()),

@@ -334,7 +334,11 @@ pub async fn task_events(
     let Ok(id) = raw.parse::<Uuid>() else {
         return crate::error::ApiError::bad_request("task_id is not a UUID").into_response();
     };
-    let states = match crate::bgtasks::follow(&state, &caller, id) {
+    let states = match crate::bgtasks::follow(
+        &crate::bgtasks::Tasks::new(&state.local.bgtasks, &state.shared.events),
+        &caller,
+        id,
+    ) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };

@@ -309,7 +309,7 @@ impl AgentMutation {
         let scan_local = registry.is_none();
         let task_state = state.clone();
         let task_id = crate::bgtasks::spawn(
-            state,
+            &crate::bgtasks::Tasks::new(&state.local.bgtasks, &state.shared.events),
             "rescan_images",
             caller.uuid,
             move |progress| async move {

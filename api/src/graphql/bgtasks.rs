@@ -17,7 +17,7 @@ impl BgTaskQuery {
         task_id: Uuid,
     ) -> crate::graphql::context::Result<TaskState> {
         let (state, caller) = authed(ctx)?;
-        Ok(crate::bgtasks::visible(state, caller, task_id)?)
+        Ok(crate::bgtasks::visible(&tasks_of(state), caller, task_id)?)
     }
 }
 
@@ -33,6 +33,11 @@ impl BgTaskSubscription {
         task_id: Uuid,
     ) -> crate::graphql::context::Result<impl Stream<Item = TaskState>> {
         let (state, caller) = authed(ctx)?;
-        Ok(crate::bgtasks::follow(state, caller, task_id)?)
+        Ok(crate::bgtasks::follow(&tasks_of(state), caller, task_id)?)
     }
+}
+
+/// The background tasks' handles in `state`.
+fn tasks_of(state: &crate::state::AppState) -> crate::bgtasks::Tasks {
+    crate::bgtasks::Tasks::new(&state.local.bgtasks, &state.shared.events)
 }

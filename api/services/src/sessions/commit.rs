@@ -286,48 +286,54 @@ pub async fn start(
         };
         let st = state.clone();
         let session = s.clone();
-        let task_id = crate::bgtasks::spawn(state, "commit_session", caller.uuid, move |p| {
-            async move {
-                let _entry = entry;
-                p.update(0, 0, format!("committing session '{}'", session.name));
-                let report = |done: u64, _total: u64| {
-                    p.update(
-                        done,
-                        0,
-                        format!("copying /home/work: {:.1} MiB", done as f64 / 1_048_576.0),
-                    );
-                };
-                let made = agent.commit(&spec, &report).await;
-                // The session may have ended meanwhile: its scratch volume, which the commit
-                // held, goes now (the container is gone already, which is fine).
-                if let Ok(now) =
-                    crate::lookup::get::<entity::sessions::Entity>(&st.db, "session", session.id)
-                        .await
-                    && !entity::enums::SessionStatus::ALLOCATED.contains(&now.status)
-                    && let Err(e) = agent.remove(&spec.container_id, spec.kernel_id).await
-                {
-                    tracing::warn!(session = %session.id, error = ?e, "removing an ended session's scratch volume after a commit failed");
-                }
-                let image = made.map_err(|e| {
-                    let e = ApiError::from(e);
-                    e.report();
-                    format!(
-                        "committing session '{}' failed: {}",
-                        session.name, e.message
+        let task_id = crate::bgtasks::spawn(
+            &crate::bgtasks::Tasks::new(&state.local.bgtasks, &state.shared.events),
+            "commit_session",
+            caller.uuid,
+            move |p| {
+                async move {
+                    let _entry = entry;
+                    p.update(0, 0, format!("committing session '{}'", session.name));
+                    let report = |done: u64, _total: u64| {
+                        p.update(
+                            done,
+                            0,
+                            format!("copying /home/work: {:.1} MiB", done as f64 / 1_048_576.0),
+                        );
+                    };
+                    let made = agent.commit(&spec, &report).await;
+                    // The session may have ended meanwhile: its scratch volume, which the commit
+                    // held, goes now (the container is gone already, which is fine).
+                    if let Ok(now) = crate::lookup::get::<entity::sessions::Entity>(
+                        &st.db, "session", session.id,
                     )
-                })?;
-                crate::agents::scan_local_images(&st, agent.as_ref())
                     .await
-                    .map_err(|e| {
-                        format!("the image was made, but recording it failed: {}", e.message)
+                        && !entity::enums::SessionStatus::ALLOCATED.contains(&now.status)
+                        && let Err(e) = agent.remove(&spec.container_id, spec.kernel_id).await
+                    {
+                        tracing::warn!(session = %session.id, error = ?e, "removing an ended session's scratch volume after a commit failed");
+                    }
+                    let image = made.map_err(|e| {
+                        let e = ApiError::from(e);
+                        e.report();
+                        format!(
+                            "committing session '{}' failed: {}",
+                            session.name, e.message
+                        )
                     })?;
-                tracing::info!(session = %session.id, image = %image, reference = %spec.reference, "session committed to an image");
-                Ok(format!(
-                    "committed session '{}' as {}",
-                    session.name, spec.reference
-                ))
-            }
-        });
+                    crate::agents::scan_local_images(&st, agent.as_ref())
+                        .await
+                        .map_err(|e| {
+                            format!("the image was made, but recording it failed: {}", e.message)
+                        })?;
+                    tracing::info!(session = %session.id, image = %image, reference = %spec.reference, "session committed to an image");
+                    Ok(format!(
+                        "committed session '{}' as {}",
+                        session.name, spec.reference
+                    ))
+                }
+            },
+        );
         running.insert(
             s.id,
             Running {
