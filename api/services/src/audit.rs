@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, NotSet, Set};
 
 use crate::error::ApiResult;
+use crate::store::Store;
 
 /// Records `actor` did `action` on `target_type` `target` at `at` (the state's clock). Call
 /// inside the same transaction as the change so the log never disagrees with the data.
@@ -38,7 +39,7 @@ pub type AuditedFuture<'c, T> = std::pin::Pin<
 /// Runs `op` in a transaction and records `actor` did `action` on the target it reports, in
 /// the same transaction, at the time the state's clock tells.
 pub(crate) async fn audited<T, F>(
-    state: &crate::state::AppState,
+    store: &impl Store,
     actor: &str,
     action: &str,
     target_type: &str,
@@ -49,9 +50,9 @@ where
     F: for<'c> FnOnce(&'c sea_orm::DatabaseTransaction) -> AuditedFuture<'c, T> + Send,
 {
     use sea_orm::TransactionTrait;
-    let txn = state.db.begin().await?;
+    let txn = store.db().begin().await?;
     let (value, target, detail) = op(&txn).await?;
-    let at = state.clock.now();
+    let at = store.clock().now();
     record(&txn, at, actor, action, target_type, &target, detail).await?;
     // Dropping an uncommitted transaction rolls it back, so every early return above undoes
     // the operation.

@@ -28,6 +28,7 @@ pub mod settings;
 pub mod sql;
 pub mod state;
 pub mod storage;
+pub mod store;
 pub mod templates;
 pub mod users;
 pub use bai_core::validate;

@@ -188,3 +188,24 @@ impl AppState {
         }
     }
 }
+
+impl crate::store::Store for AppState {
+    fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+    fn read(&self) -> &DatabaseConnection {
+        &self.read
+    }
+    fn clock(&self) -> &dyn bai_core::clock::Clock {
+        &*self.clock
+    }
+    fn events(&self) -> &(dyn EventBus + 'static) {
+        &*self.shared.events
+    }
+    fn config(&self) -> &Config {
+        &self.config
+    }
+    fn revocations(&self) -> &Revocations {
+        &self.shared.revocations
+    }
+}

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 /// A change to a domain as a surface read it; `None` keeps the value. The JSON values are
 /// checked here (`policies::parse_limits`, `normalize_allowed_hosts`).
@@ -22,7 +22,7 @@ pub struct DomainChange {
     pub integration_id: Option<String>,
 }
 
-fn apply(state: &AppState, m: &mut domains::ActiveModel, c: DomainChange) -> ApiResult<()> {
+fn apply(store: &impl Store, m: &mut domains::ActiveModel, c: DomainChange) -> ApiResult<()> {
     if let Some(v) = c.description {
         m.description = Set(Some(v));
     }
@@ -41,20 +41,20 @@ fn apply(state: &AppState, m: &mut domains::ActiveModel, c: DomainChange) -> Api
     if let Some(v) = c.integration_id {
         m.integration_id = Set(Some(v));
     }
-    m.modified_at = Set(state.clock.now());
+    m.modified_at = Set(store.clock().now());
     Ok(())
 }
 
 /// Creates domain `name` (superadmins only), with its audit record, and announces it.
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     change: DomainChange,
 ) -> ApiResult<domains::Model> {
     let name = crate::validate::object_name("domain", name)?;
     if domains::Entity::find_by_id(name.clone())
-        .one(&state.db)
+        .one(store.db())
         .await?
         .is_some()
     {
@@ -62,7 +62,7 @@ pub async fn create(
             "Domain '{name}' already exists"
         )));
     }
-    let now = state.clock.now();
+    let now = store.clock().now();
     let mut m = domains::ActiveModel {
         name: Set(name),
         description: Set(None),
@@ -74,9 +74,9 @@ pub async fn create(
         allowed_docker_registries: Set(Default::default()),
         integration_id: Set(None),
     };
-    apply(state, &mut m, change)?;
+    apply(store, &mut m, change)?;
     let d = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "create_domain",
         "domain",
@@ -89,7 +89,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::Domain,
         ChangeAction::Created,
         &d.name,
@@ -100,17 +100,17 @@ pub async fn create(
 
 /// Changes domain `name` (superadmins only).
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     change: DomainChange,
 ) -> ApiResult<domains::Model> {
     let existing =
-        crate::lookup::get::<domains::Entity>(&state.db, "domain", name.to_string()).await?;
+        crate::lookup::get::<domains::Entity>(store.db(), "domain", name.to_string()).await?;
     let mut m = existing.into_active_model();
-    apply(state, &mut m, change)?;
+    apply(store, &mut m, change)?;
     let d = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "modify_domain",
         "domain",
@@ -123,7 +123,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::Domain,
         ChangeAction::Modified,
         &d.name,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::auth::{AdminScope, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 pub async fn is_member<C: ConnectionTrait>(db: &C, user: Uuid, group: Uuid) -> ApiResult<bool> {
     Ok(association_groups_users::Entity::find()
@@ -79,7 +79,7 @@ pub struct GroupChange {
 /// Creates group `name` in a domain the scope covers (NOT_FOUND for another domain), with
 /// its audit record by `actor`, and announces it.
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     scope: &AdminScope,
     actor: &str,
     name: &str,
@@ -89,7 +89,7 @@ pub async fn create(
         return Err(ApiError::not_found("domain", &props.domain_name));
     }
     if domains::Entity::find_by_id(props.domain_name.clone())
-        .one(&state.db)
+        .one(store.db())
         .await?
         .is_none()
     {
@@ -99,7 +99,7 @@ pub async fn create(
     let taken = groups::Entity::find()
         .filter(groups::Column::DomainName.eq(&props.domain_name))
         .filter(groups::Column::Name.eq(&name))
-        .one(&state.db)
+        .one(store.db())
         .await?;
     if taken.is_some() {
         return Err(ApiError::conflict(format!(
@@ -107,7 +107,7 @@ pub async fn create(
             props.domain_name
         )));
     }
-    let now = state.clock.now();
+    let now = store.clock().now();
     let m = groups::ActiveModel {
         id: Set(Uuid::new_v4()),
         name: Set(name),
@@ -134,7 +134,7 @@ pub async fn create(
             .transpose()?
             .unwrap_or(GroupType::General)),
     };
-    let g = crate::audit::audited(state, actor, "create_group", "group", move |txn| {
+    let g = crate::audit::audited(store, actor, "create_group", "group", move |txn| {
         Box::pin(async move {
             let g = m.insert(txn).await?;
             let key = g.id.to_string();
@@ -142,7 +142,7 @@ pub async fn create(
         })
     })
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::Group,
         ChangeAction::Created,
         g.id.to_string(),
@@ -155,14 +155,14 @@ pub async fn create(
 /// `user_update_mode`, its members (users of the group's domain), with its audit record by
 /// `actor`, and announces it.
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     scope: &AdminScope,
     actor: &str,
     gid: Uuid,
     props: GroupChange,
 ) -> ApiResult<groups::Model> {
     let existing = groups::Entity::find_by_id(gid)
-        .one(&state.db)
+        .one(store.db())
         .await?
         .filter(|g| scope.covers_domain(&g.domain_name))
         .ok_or_else(|| ApiError::not_found("group", gid))?;
@@ -191,7 +191,7 @@ pub async fn modify(
             .filter(groups::Column::DomainName.eq(&domain))
             .filter(groups::Column::Name.eq(n))
             .filter(groups::Column::Id.ne(gid))
-            .one(&state.db)
+            .one(store.db())
             .await?;
         if taken.is_some() {
             return Err(ApiError::conflict(format!(
@@ -218,9 +218,9 @@ pub async fn modify(
     if let Some(v) = props.integration_id {
         m.integration_id = Set(Some(v));
     }
-    m.modified_at = Set(state.clock.now());
+    m.modified_at = Set(store.clock().now());
     let user_uuids = props.user_uuids.unwrap_or_default();
-    let g = crate::audit::audited(state, actor, "modify_group", "group", move |txn| {
+    let g = crate::audit::audited(store, actor, "modify_group", "group", move |txn| {
         Box::pin(async move {
             let g = m.update(txn).await?;
             if let Some(mode) = &mode {
@@ -255,7 +255,7 @@ pub async fn modify(
         })
     })
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::Group,
         ChangeAction::Modified,
         g.id.to_string(),

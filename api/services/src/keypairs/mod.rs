@@ -12,7 +12,7 @@ use sea_orm::{
 use crate::auth::{AdminScope, Caller, SuperadminScope, tokens};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 pub struct NewKeypair {
     pub resource_policy: String,
@@ -168,16 +168,16 @@ pub struct KeypairChange {
 /// Adds a keypair for the user with email `user_id` (superadmins only), with its audit
 /// record, and announces it. Returns the keypair and its owner.
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     caller: &Caller,
     user_id: &str,
     new: NewKeypair,
 ) -> ApiResult<(keypairs::Model, users::Model)> {
-    let owner = crate::users::find_visible(&state.db, caller, user_id).await?;
-    let now = state.clock.now();
+    let owner = crate::users::find_visible(store.db(), caller, user_id).await?;
+    let now = store.clock().now();
     let kp = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "create_keypair",
         "keypair",
@@ -191,8 +191,8 @@ pub async fn create(
         },
     )
     .await?;
-    let owner = crate::users::by_uuid(&state.db, kp.user).await?;
-    state.shared.events.changed(
+    let owner = crate::users::by_uuid(store.db(), kp.user).await?;
+    store.events().changed(
         ObjectKind::Keypair,
         ChangeAction::Created,
         &kp.access_key,
@@ -206,13 +206,13 @@ pub async fn create(
 /// only superadmins change whether a keypair is an admin keypair. `_scope` is the proof of
 /// `Caller::require_admin`. Returns the keypair and its owner.
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     _scope: &AdminScope,
     caller: &Caller,
     access_key: &str,
     change: KeypairChange,
 ) -> ApiResult<(keypairs::Model, users::Model)> {
-    let (kp, owner) = find_visible(&state.db, caller, access_key).await?;
+    let (kp, owner) = find_visible(store.db(), caller, access_key).await?;
     if owner.uuid == caller.uuid
         && (change.is_active.is_some_and(|a| a != kp.is_active)
             || change.is_admin.is_some_and(|a| a != kp.is_admin)
@@ -236,15 +236,15 @@ pub async fn modify(
     }
     if let Some(p) = &change.resource_policy
         && keypair_resource_policies::Entity::find_by_id(p.clone())
-            .one(&state.db)
+            .one(store.db())
             .await?
             .is_none()
     {
         return Err(ApiError::not_found("resource policy", p));
     }
-    let now = state.clock.now();
+    let now = store.clock().now();
     let kp = crate::audit::audited(
-        state,
+        store,
         &caller.email,
         "modify_keypair",
         "keypair",
@@ -276,8 +276,8 @@ pub async fn modify(
         },
     )
     .await?;
-    state.shared.revocations.bump(owner.uuid);
-    state.shared.events.changed(
+    store.revocations().bump(owner.uuid);
+    store.events().changed(
         ObjectKind::Keypair,
         ChangeAction::Modified,
         &kp.access_key,
@@ -289,13 +289,13 @@ pub async fn modify(
 /// Deletes a keypair for good (superadmins only). Refused while any session was created
 /// with it, and for a user's main keypair.
 pub async fn delete(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     caller: &Caller,
     access_key: &str,
 ) -> ApiResult<()> {
-    let (kp, owner) = find_visible(&state.db, caller, access_key).await?;
-    let used = used_by_sessions(&state.db, access_key).await?;
+    let (kp, owner) = find_visible(store.db(), caller, access_key).await?;
+    let used = used_by_sessions(store.db(), access_key).await?;
     if used > 0 {
         return Err(ApiError::conflict(format!(
             "Keypair {access_key} cannot be deleted: {used} compute session(s) were created with it. Deactivate it instead."
@@ -308,7 +308,7 @@ pub async fn delete(
         )));
     }
     crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "delete_keypair",
         "keypair",
@@ -321,8 +321,8 @@ pub async fn delete(
         },
     )
     .await?;
-    state.shared.revocations.bump(owner.uuid);
-    state.shared.events.changed(
+    store.revocations().bump(owner.uuid);
+    store.events().changed(
         ObjectKind::Keypair,
         ChangeAction::Deleted,
         access_key,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::auth::{Caller, SuperadminScope};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 use crate::validate::{non_negative, non_negative_i32};
 
 /// Backend.AI's storage-host permissions; a host listed without permissions gets all.
@@ -179,7 +179,7 @@ fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> Api
 /// (LIMITED or UNLIMITED), then `change` over the defaults (its `default_for_unspecified` is
 /// not read); every value is checked before the name's uniqueness.
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     default_for_unspecified: &str,
@@ -189,7 +189,7 @@ pub async fn create(
     let (_, default_hosts) = default_policy_values();
     let mut m = keypair_resource_policies::ActiveModel {
         name: Set(name.clone()),
-        created_at: Set(state.clock.now()),
+        created_at: Set(store.clock().now()),
         default_for_unspecified: Set(parse_default(default_for_unspecified)?),
         total_resource_slots: Set(Default::default()),
         max_session_lifetime: Set(0),
@@ -210,7 +210,7 @@ pub async fn create(
         },
     )?;
     if keypair_resource_policies::Entity::find_by_id(name.clone())
-        .one(&state.db)
+        .one(store.db())
         .await?
         .is_some()
     {
@@ -219,7 +219,7 @@ pub async fn create(
         )));
     }
     let p = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "create_keypair_resource_policy",
         "resource_policy",
@@ -233,7 +233,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::KeypairResourcePolicy,
         ChangeAction::Created,
         &p.name,
@@ -244,13 +244,13 @@ pub async fn create(
 
 /// Changes keypair resource policy `name` (superadmins only).
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     change: PolicyChange,
 ) -> ApiResult<keypair_resource_policies::Model> {
     let existing = crate::lookup::get::<keypair_resource_policies::Entity>(
-        &state.db,
+        store.db(),
         "resource policy",
         name.to_string(),
     )
@@ -258,7 +258,7 @@ pub async fn modify(
     let mut m = existing.into_active_model();
     apply(&mut m, change)?;
     let p = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "modify_keypair_resource_policy",
         "resource_policy",
@@ -272,7 +272,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::KeypairResourcePolicy,
         ChangeAction::Modified,
         &p.name,
@@ -283,16 +283,16 @@ pub async fn modify(
 
 /// Deletes keypair resource policy `name` (superadmins only); refused while any keypair
 /// uses it.
-pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
+pub async fn delete(store: &impl Store, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
     let existing = crate::lookup::get::<keypair_resource_policies::Entity>(
-        &state.db,
+        store.db(),
         "resource policy",
         name.to_string(),
     )
     .await?;
     let users = keypairs::Entity::find()
         .filter(keypairs::Column::ResourcePolicy.eq(name))
-        .count(&state.db)
+        .count(store.db())
         .await?;
     if users > 0 {
         return Err(ApiError::conflict(format!(
@@ -300,7 +300,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         )));
     }
     crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "delete_keypair_resource_policy",
         "resource_policy",
@@ -313,7 +313,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::KeypairResourcePolicy,
         ChangeAction::Deleted,
         name,
@@ -324,16 +324,16 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
 
 /// The resource policy of the caller's keypair.
 pub async fn of_caller(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
 ) -> ApiResult<keypair_resource_policies::Model> {
     let ak = caller
         .access_key
         .clone()
         .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
-    let kp = crate::lookup::get::<keypairs::Entity>(&state.db, "keypair", ak).await?;
+    let kp = crate::lookup::get::<keypairs::Entity>(store.db(), "keypair", ak).await?;
     crate::lookup::get::<keypair_resource_policies::Entity>(
-        &state.db,
+        store.db(),
         "resource policy",
         kp.resource_policy,
     )

@@ -9,11 +9,11 @@ use serde_json::json;
 use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 /// Creates preset `name` (superadmins only): checked, written with its audit record, announced.
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     slots: ResourceSlots,
@@ -22,7 +22,7 @@ pub async fn create(
     let name = crate::validate::object_name("preset", name)?;
     validate(&slots, shared_memory)?;
     if presets::Entity::find_by_id(name.clone())
-        .one(&state.db)
+        .one(store.db())
         .await?
         .is_some()
     {
@@ -34,10 +34,10 @@ pub async fn create(
         name: Set(name),
         resource_slots: Set(slots),
         shared_memory: Set(shared_memory),
-        created_at: Set(state.clock.now()),
+        created_at: Set(store.clock().now()),
     };
     let p = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "create_resource_preset",
         "resource_preset",
@@ -52,7 +52,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ResourcePreset,
         ChangeAction::Created,
         &p.name,
@@ -64,14 +64,14 @@ pub async fn create(
 /// Changes preset `name` (superadmins only); `None` keeps a value, `Some(None)` clears the
 /// shared memory.
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     slots: Option<ResourceSlots>,
     shared_memory: Option<Option<i64>>,
 ) -> ApiResult<presets::Model> {
     let existing =
-        crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.to_string())
+        crate::lookup::get::<presets::Entity>(store.db(), "resource preset", name.to_string())
             .await?;
     let slots = slots.unwrap_or_else(|| existing.resource_slots.clone());
     let shm = shared_memory.unwrap_or(existing.shared_memory);
@@ -80,7 +80,7 @@ pub async fn modify(
     m.resource_slots = Set(slots);
     m.shared_memory = Set(shm);
     let p = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "modify_resource_preset",
         "resource_preset",
@@ -95,7 +95,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ResourcePreset,
         ChangeAction::Modified,
         &p.name,
@@ -105,12 +105,12 @@ pub async fn modify(
 }
 
 /// Deletes preset `name` (superadmins only).
-pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
+pub async fn delete(store: &impl Store, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
     let existing =
-        crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.to_string())
+        crate::lookup::get::<presets::Entity>(store.db(), "resource preset", name.to_string())
             .await?;
     crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "delete_resource_preset",
         "resource_preset",
@@ -123,7 +123,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ResourcePreset,
         ChangeAction::Deleted,
         name,

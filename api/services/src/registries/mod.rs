@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 /// Checks a registry URL (scheme must be explicit: `http://` or `https://`) and returns its
 /// `host[:port]`.
@@ -119,18 +119,18 @@ pub struct RegistryChange {
 /// Creates registry `hostname` (superadmins only): checked, written with its audit record,
 /// announced.
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     hostname: &str,
     new: NewRegistry,
 ) -> ApiResult<registries::Model> {
     let hostname = validate(hostname, &new.url)?;
-    if find(&state.db, &hostname).await.is_ok() {
+    if find(store.db(), &hostname).await.is_ok() {
         return Err(ApiError::conflict(format!(
             "Registry '{hostname}' already exists"
         )));
     }
-    let now = state.clock.now();
+    let now = store.clock().now();
     let m = registries::ActiveModel {
         id: Set(Uuid::new_v4()),
         hostname: Set(hostname),
@@ -145,7 +145,7 @@ pub async fn create(
         modified_at: Set(now),
     };
     let r = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "create_container_registry",
         "container_registry",
@@ -159,7 +159,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ContainerRegistry,
         ChangeAction::Created,
         &r.hostname,
@@ -170,12 +170,12 @@ pub async fn create(
 
 /// Changes registry `hostname` (superadmins only).
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     hostname: &str,
     change: RegistryChange,
 ) -> ApiResult<registries::Model> {
-    let existing = find(&state.db, hostname).await?;
+    let existing = find(store.db(), hostname).await?;
     let url = change.url.clone().unwrap_or_else(|| existing.url.clone());
     validate(&existing.hostname, &url)?;
     let mut m = existing.into_active_model();
@@ -198,9 +198,9 @@ pub async fn modify(
     if let Some(v) = change.is_global {
         m.is_global = Set(v);
     }
-    m.modified_at = Set(state.clock.now());
+    m.modified_at = Set(store.clock().now());
     let r = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "modify_container_registry",
         "container_registry",
@@ -213,7 +213,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ContainerRegistry,
         ChangeAction::Modified,
         &r.hostname,
@@ -223,11 +223,11 @@ pub async fn modify(
 }
 
 /// Deletes registry `hostname` (superadmins only).
-pub async fn delete(state: &AppState, scope: &SuperadminScope, hostname: &str) -> ApiResult<()> {
-    let existing = find(&state.db, hostname).await?;
+pub async fn delete(store: &impl Store, scope: &SuperadminScope, hostname: &str) -> ApiResult<()> {
+    let existing = find(store.db(), hostname).await?;
     let key = existing.hostname.clone();
     crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "delete_container_registry",
         "container_registry",
@@ -240,7 +240,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, hostname: &str) -
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ContainerRegistry,
         ChangeAction::Deleted,
         &key,
@@ -251,7 +251,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, hostname: &str) -
 
 /// Scans one registry and adds its environment images to the catalog; returns how many.
 pub async fn scan_into_catalog(
-    state: &crate::state::AppState,
+    store: &impl Store,
     reg: &entity::container_registries::Model,
     progress: &crate::bgtasks::Progress,
     done_before: u64,
@@ -259,7 +259,7 @@ pub async fn scan_into_catalog(
     use entity::enums::ImageType;
     use entity::images;
 
-    let client = scan::RegistryClient::new(reg, state.config.registry_ca_file.as_deref())?;
+    let client = scan::RegistryClient::new(reg, store.config().registry_ca_file.as_deref())?;
     let mut refs = Vec::new();
     for repo in client.repositories(reg.project.as_deref()).await? {
         for tag in client.tags(&repo).await? {
@@ -281,7 +281,7 @@ pub async fn scan_into_catalog(
         let existing = images::Entity::find()
             .filter(images::Column::Name.eq(&name))
             .filter(images::Column::Architecture.eq(&img.architecture))
-            .one(&state.db)
+            .one(store.db())
             .await?;
         let action = match existing {
             Some(row) => {
@@ -289,7 +289,7 @@ pub async fn scan_into_catalog(
                 m.config_digest = Set(img.digest.clone());
                 m.size_bytes = Set(img.size_bytes);
                 m.labels = Set(json!(img.labels));
-                m.update(&state.db).await?;
+                m.update(store.db()).await?;
                 crate::events::ChangeAction::Modified
             }
             None => {
@@ -307,18 +307,17 @@ pub async fn scan_into_catalog(
                     accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
                     labels: Set(json!(img.labels)),
                     resources: Set(crate::agents::resources_from_labels(&img.labels)),
-                    created_at: Set(state.clock.now()),
+                    created_at: Set(store.clock().now()),
                     installed_agents: Set(Default::default()),
                     owner_id: Set(None),
                 }
-                .insert(&state.db)
+                .insert(store.db())
                 .await?;
                 crate::events::ChangeAction::Created
             }
         };
-        state
-            .shared
-            .events
+        store
+            .events()
             .changed(crate::events::ObjectKind::Image, action, &name, None);
         found += 1;
     }

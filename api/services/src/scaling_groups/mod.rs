@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 /// Names of the active resource groups a user may use: those associated with its domain,
 /// with its groups (or only `group` when given) and with its keypair.
@@ -182,7 +182,7 @@ async fn existing(
 /// Creates resource group `name` (superadmins only) with `driver` and `scheduler`; `change`
 /// sets the rest (its `driver` and `scheduler` are not read).
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     driver: &str,
@@ -191,7 +191,7 @@ pub async fn create(
 ) -> ApiResult<scaling_groups::Model> {
     let name = crate::validate::object_name("resource group", name)?;
     if scaling_groups::Entity::find_by_id(name.clone())
-        .one(&state.db)
+        .one(store.db())
         .await?
         .is_some()
     {
@@ -204,7 +204,7 @@ pub async fn create(
         description: Set(None),
         is_active: Set(true),
         is_public: Set(true),
-        created_at: Set(state.clock.now()),
+        created_at: Set(store.clock().now()),
         wsproxy_addr: Set(None),
         driver: Set(validate_driver(driver)?),
         driver_opts: Set(json!({})),
@@ -221,7 +221,7 @@ pub async fn create(
         },
     )?;
     let s = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "create_scaling_group",
         "scaling_group",
@@ -234,7 +234,7 @@ pub async fn create(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ScalingGroup,
         ChangeAction::Created,
         &s.name,
@@ -245,15 +245,15 @@ pub async fn create(
 
 /// Changes resource group `name` (superadmins only).
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     name: &str,
     change: ScalingGroupChange,
 ) -> ApiResult<scaling_groups::Model> {
-    let mut m = existing(&state.db, name).await?.into_active_model();
+    let mut m = existing(store.db(), name).await?.into_active_model();
     apply(&mut m, change)?;
     let s = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "modify_scaling_group",
         "scaling_group",
@@ -266,7 +266,7 @@ pub async fn modify(
         },
     )
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ScalingGroup,
         ChangeAction::Modified,
         &s.name,
@@ -277,12 +277,12 @@ pub async fn modify(
 
 /// Deletes resource group `name` (superadmins only); refused while agents or live sessions
 /// are in it.
-pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
-    let s = existing(&state.db, name).await?;
+pub async fn delete(store: &impl Store, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
+    let s = existing(store.db(), name).await?;
     let agents = agents::Entity::find()
         .filter(agents::Column::ScalingGroup.eq(name))
         .filter(agents::Column::Status.ne(AgentStatus::Terminated))
-        .count(&state.db)
+        .count(store.db())
         .await?;
     let live = sessions::Entity::find()
         .filter(sessions::Column::ScalingGroupName.eq(name))
@@ -291,7 +291,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
             SessionStatus::Cancelled,
             SessionStatus::Error,
         ]))
-        .count(&state.db)
+        .count(store.db())
         .await?;
     if agents > 0 || live > 0 {
         return Err(ApiError::conflict(format!(
@@ -299,7 +299,7 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         )));
     }
     crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "delete_scaling_group",
         "scaling_group",
@@ -312,9 +312,8 @@ pub async fn delete(state: &AppState, scope: &SuperadminScope, name: &str) -> Ap
         },
     )
     .await?;
-    state
-        .shared
-        .events
+    store
+        .events()
         .changed(ObjectKind::ScalingGroup, ChangeAction::Deleted, name, None);
     Ok(())
 }
@@ -331,14 +330,14 @@ pub enum Link {
 /// group or keypair (superadmins only). Both sides must exist; associating twice or
 /// disassociating what is not associated changes nothing but is still recorded.
 pub async fn set_link(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     scaling_group: &str,
     link: Link,
     associate: bool,
 ) -> ApiResult<()> {
-    existing(&state.db, scaling_group).await?;
-    let db = &state.db;
+    existing(store.db(), scaling_group).await?;
+    let db = store.db();
     let target = match &link {
         Link::Domain(d) => {
             crate::lookup::get::<domains::Entity>(db, "domain", d.clone()).await?;
@@ -359,7 +358,7 @@ pub async fn set_link(
         "disassociate_scaling_group"
     };
     let sgname = scaling_group.to_string();
-    crate::audit::audited(state, scope.actor(), action, "scaling_group", move |txn| {
+    crate::audit::audited(store, scope.actor(), action, "scaling_group", move |txn| {
         Box::pin(async move {
             match (link, associate) {
                 (Link::Domain(d), true) => {
@@ -423,7 +422,7 @@ pub async fn set_link(
         })
     })
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::ScalingGroup,
         ChangeAction::Modified,
         scaling_group,

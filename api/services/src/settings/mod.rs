@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 #[derive(Clone, Copy)]
 pub enum Kind {
@@ -114,15 +114,15 @@ pub async fn set<C: ConnectionTrait>(
 /// Changes the editable setting `key` (superadmins only), with its audit record, and
 /// announces it; returns the setting as stored.
 pub async fn modify(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     key: &str,
     value: Value,
 ) -> ApiResult<Setting> {
     let k = key.to_string();
-    let now = state.clock.now();
+    let now = store.clock().now();
     let value = crate::audit::audited(
-        state,
+        store,
         scope.actor(),
         "modify_system_setting",
         "system_setting",
@@ -134,9 +134,8 @@ pub async fn modify(
         },
     )
     .await?;
-    state
-        .shared
-        .events
+    store
+        .events()
         .changed(ObjectKind::SystemSetting, ChangeAction::Modified, key, None);
     let description = definition(key)
         .map(|d| d.description.to_string())
@@ -150,8 +149,8 @@ pub async fn modify(
 }
 
 /// Every setting: read-only ones from the configuration, then the editable ones.
-pub async fn list(state: &AppState) -> ApiResult<Vec<Setting>> {
-    let c = &state.config;
+pub async fn list(store: &impl Store) -> ApiResult<Vec<Setting>> {
+    let c = store.config();
     let ro = |key: &str, value: Value, description: &str| Setting {
         key: key.to_string(),
         value,
@@ -204,7 +203,7 @@ pub async fn list(state: &AppState) -> ApiResult<Vec<Setting>> {
     for def in EDITABLE {
         out.push(Setting {
             key: def.key.to_string(),
-            value: get(&state.db, def.key).await?,
+            value: get(store.db(), def.key).await?,
             description: def.description.to_string(),
             editable: true,
         });

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Store;
 
 /// Who may see a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,10 +90,10 @@ pub fn visible(caller: &Caller) -> sea_orm::Select<templates::Entity> {
 }
 
 /// A template the caller may see (NOT_FOUND otherwise, as for none at all).
-pub async fn find(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<templates::Model> {
+pub async fn find(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<templates::Model> {
     visible(caller)
         .filter(templates::Column::Id.eq(id))
-        .one(&state.db)
+        .one(store.db())
         .await?
         .ok_or_else(|| ApiError::not_found("session template", id))
 }
@@ -101,9 +101,9 @@ pub async fn find(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<temp
 /// A template the caller may change: its owner, a superadmin, or an administrator governing
 /// the owner. Others who can see it (a shared one) are refused; those who cannot get
 /// NOT_FOUND.
-async fn find_mine(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<templates::Model> {
-    let t = find(state, caller, id).await?;
-    let owner = crate::users::by_uuid(&state.db, t.user_uuid).await?;
+async fn find_mine(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<templates::Model> {
+    let t = find(store, caller, id).await?;
+    let owner = crate::users::by_uuid(store.db(), t.user_uuid).await?;
     let may = caller.governs(owner.uuid, owner.role, &owner.domain_name);
     if !may {
         return Err(ApiError::forbidden(
@@ -116,7 +116,7 @@ async fn find_mine(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<tem
 /// Where a new template goes: the caller's project (by name or id, default `default`) and a
 /// scope the caller may give (`domain` is for administrators).
 async fn placement(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     group: Option<&str>,
     scope: Scope,
@@ -126,21 +126,21 @@ async fn placement(
             "Only administrators may share a template with the whole domain",
         ));
     }
-    let g = crate::sessions::resolve_group(&state.db, caller, group).await?;
+    let g = crate::sessions::resolve_group(store.db(), caller, group).await?;
     Ok(g.id)
 }
 
 /// Stores the templates of `payload` (JSON or YAML, see [`spec::parse_payload`]).
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     payload: &str,
     group: Option<&str>,
     scope: Scope,
 ) -> ApiResult<Vec<templates::Model>> {
     let items = spec::parse_payload(payload)?;
-    let group_id = placement(state, caller, group, scope).await?;
-    let now = state.clock.now();
+    let group_id = placement(store, caller, group, scope).await?;
+    let now = store.clock().now();
     let mut out = Vec::new();
     for item in items {
         let m = templates::ActiveModel {
@@ -156,7 +156,7 @@ pub async fn create(
             name: Set(item.name),
             template: Set(item.template),
         }
-        .insert(&state.db)
+        .insert(store.db())
         .await?;
         out.push(m);
     }
@@ -164,24 +164,24 @@ pub async fn create(
 }
 
 /// The templates the caller may see, newest first.
-pub async fn list(state: &AppState, caller: &Caller) -> ApiResult<Vec<templates::Model>> {
+pub async fn list(store: &impl Store, caller: &Caller) -> ApiResult<Vec<templates::Model>> {
     Ok(visible(caller)
         .order_by_desc(templates::Column::CreatedAt)
-        .all(&state.db)
+        .all(store.db())
         .await?)
 }
 
 /// Replaces a template's content (its first item), and optionally its name and scope.
 /// Ownership stays (Backend.AI's update also moved the template to whoever updated it).
 pub async fn update(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
     payload: Option<&str>,
     name: Option<&str>,
     scope: Option<Scope>,
 ) -> ApiResult<templates::Model> {
-    let t = find_mine(state, caller, id).await?;
+    let t = find_mine(store, caller, id).await?;
     let mut m = t.into_active_model();
     if let Some(p) = payload {
         let mut items = spec::parse_payload(p)?;
@@ -210,35 +210,35 @@ pub async fn update(
         }
         m.scope = Set(s.as_str().into());
     }
-    m.modified_at = Set(state.clock.now());
-    Ok(m.update(&state.db).await?)
+    m.modified_at = Set(store.clock().now());
+    Ok(m.update(store.db()).await?)
 }
 
 /// Deletes a template (kept inactive, as Backend.AI keeps it).
-pub async fn delete(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
-    let t = find_mine(state, caller, id).await?;
+pub async fn delete(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let t = find_mine(store, caller, id).await?;
     let mut m = t.into_active_model();
     m.is_active = Set(false);
-    m.modified_at = Set(state.clock.now());
-    m.update(&state.db).await?;
+    m.modified_at = Set(store.clock().now());
+    m.update(store.db()).await?;
     Ok(())
 }
 
 /// The creation body (Backend.AI's `POST /session` keys) of a session from template `id`
 /// with the request's overrides over it.
 pub async fn creation_body(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
     overrides: &Value,
 ) -> ApiResult<Value> {
-    let t = find(state, caller, id).await?;
+    let t = find(store, caller, id).await?;
     Ok(spec::merge(spec::creation_body(&t.template), overrides))
 }
 
 /// The owner's e-mail and the project's name of each template, for listings.
 pub async fn names(
-    state: &AppState,
+    store: &impl Store,
     list: &[templates::Model],
 ) -> ApiResult<(
     std::collections::HashMap<Uuid, String>,
@@ -252,14 +252,14 @@ pub async fn names(
     group_ids.dedup();
     let emails = users::Entity::find()
         .filter(users::Column::Uuid.is_in(user_ids))
-        .all(&state.db)
+        .all(store.db())
         .await?
         .into_iter()
         .map(|u| (u.uuid, u.email))
         .collect();
     let groups = entity::groups::Entity::find()
         .filter(entity::groups::Column::Id.is_in(group_ids))
-        .all(&state.db)
+        .all(store.db())
         .await?
         .into_iter()
         .map(|g| (g.id, g.name))

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::auth::{AdminScope, Caller, SuperadminScope, password};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Store;
 
 pub struct NewUser {
     pub email: String,
@@ -315,7 +315,7 @@ pub struct UserChange {
 /// Creates the user `email` with a main keypair (superadmins only), with its audit record,
 /// and announces it.
 pub async fn create_user(
-    state: &AppState,
+    store: &impl Store,
     scope: &SuperadminScope,
     email: String,
     props: UserCreation,
@@ -334,9 +334,9 @@ pub async fn create_user(
     };
     let password_hash = password::hash(&props.password).await?;
     let rate_limit = if matches!(role, UserRole::Superadmin | UserRole::Admin) {
-        state.config.admin_rate_limit
+        store.config().admin_rate_limit
     } else {
-        state.config.default_rate_limit
+        store.config().default_rate_limit
     };
     let new = NewUser {
         email,
@@ -352,8 +352,8 @@ pub async fn create_user(
         resource_policy: props.resource_policy.unwrap_or_else(|| "default".into()),
         rate_limit: i32::try_from(rate_limit).unwrap_or(i32::MAX),
     };
-    let now = state.clock.now();
-    let user = crate::audit::audited(state, scope.actor(), "create_user", "user", move |txn| {
+    let now = store.clock().now();
+    let user = crate::audit::audited(store, scope.actor(), "create_user", "user", move |txn| {
         Box::pin(async move {
             let (user, _) = create(txn, new, now).await?;
             let key = user.email.to_string();
@@ -363,7 +363,7 @@ pub async fn create_user(
         })
     })
     .await?;
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::User,
         ChangeAction::Created,
         &user.email,
@@ -377,13 +377,13 @@ pub async fn create_user(
 /// deactivate anyone. A deactivation ends the account's keypairs and login sessions; a
 /// reset password or a new role ends its login sessions too.
 pub async fn modify_user(
-    state: &AppState,
+    store: &impl Store,
     scope: &AdminScope,
     caller: &Caller,
     email: &str,
     props: UserChange,
 ) -> ApiResult<users::Model> {
-    let target = find_visible(&state.db, caller, email).await?;
+    let target = find_visible(store.db(), caller, email).await?;
     if !scope.covers_domain(&target.domain_name) {
         return Err(ApiError::not_found("user", email));
     }
@@ -443,8 +443,8 @@ pub async fn modify_user(
     } = props;
     let old_role = target.role;
     let reset = password_hash.is_some();
-    let now = state.clock.now();
-    let updated = crate::audit::audited(state, &caller.email, "modify_user", "user", move |txn| {
+    let now = store.clock().now();
+    let updated = crate::audit::audited(store, &caller.email, "modify_user", "user", move |txn| {
         Box::pin(async move {
             let was_active = target.status == UserStatus::Active;
             let uuid = target.uuid;
@@ -505,18 +505,13 @@ pub async fn modify_user(
     // A reset password, a deactivation or a new role ends the account's login sessions (and
     // the rights of its open WebSockets) at once.
     if reset || updated.role != old_role || updated.status != UserStatus::Active {
-        crate::accounts::end_login_sessions(
-            &state.db,
-            &state.shared.revocations,
-            updated.uuid,
-            None,
-        )
-        .await?;
+        crate::accounts::end_login_sessions(store.db(), store.revocations(), updated.uuid, None)
+            .await?;
     } else {
         // Cached copies of the account (auth::cache) are not used past this change.
-        state.shared.revocations.bump(updated.uuid);
+        store.revocations().bump(updated.uuid);
     }
-    state.shared.events.changed(
+    store.events().changed(
         ObjectKind::User,
         ChangeAction::Modified,
         &updated.email,
