@@ -205,6 +205,9 @@ impl crate::store::Store for AppState {
     fn config(&self) -> &Config {
         &self.config
     }
+    fn storage(&self) -> &dyn bai_storage::FolderStore {
+        &*self.storage
+    }
     fn revocations(&self) -> &Revocations {
         &self.shared.revocations
     }

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::config::Config;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Store;
 
 /// Configured storage hosts: `name=/absolute/path` entries; `local` alone means
 /// `<data_dir>/vfolders`.
@@ -167,13 +167,13 @@ pub fn accessible(caller: &Caller) -> sea_orm::Select<vfolders::Entity> {
 
 /// The folder and the caller's access to it; NOT_FOUND for folders it cannot reach.
 pub async fn find(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
 ) -> ApiResult<(vfolders::Model, Access)> {
     let not_found = || ApiError::not_found("folder", id);
     let f = vfolders::Entity::find_by_id(id)
-        .one(&state.db)
+        .one(store.db())
         .await?
         .ok_or_else(not_found)?;
     if f.user == Some(caller.uuid) {
@@ -186,13 +186,13 @@ pub async fn find(
         if admin {
             return Ok((f, Access::Owner));
         }
-        if crate::groups::is_member(&state.db, caller.uuid, g).await? {
+        if crate::groups::is_member(store.db(), caller.uuid, g).await? {
             let access = Access::from_permission(f.permission);
             return Ok((f, access));
         }
     }
     if let Some(p) = vfolder_permissions::Entity::find_by_id((id, caller.uuid))
-        .one(&state.db)
+        .one(store.db())
         .await?
     {
         let access = Access::from_permission(p.permission);
@@ -213,12 +213,12 @@ pub struct NewFolder {
 /// Creates a folder (a directory on the host, then its record). User folders count against
 /// the policy's folder limit; group folders need an admin of the project's domain.
 pub async fn create(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     req: NewFolder,
 ) -> ApiResult<vfolders::Model> {
     let name = validate_name(&req.name)?;
-    let all_hosts = hosts(&state.config);
+    let all_hosts = hosts(store.config());
     let host = match req.host.filter(|h| !h.trim().is_empty()) {
         Some(h) => h.trim().to_string(),
         None => all_hosts
@@ -230,7 +230,7 @@ pub async fn create(
     let Some(host_root) = all_hosts.get(&host) else {
         return Err(ApiError::not_found("storage host", &host));
     };
-    let policy = crate::policies::of_caller(state, caller).await?;
+    let policy = crate::policies::of_caller(store, caller).await?;
     let allowed = policy
         .allowed_vfolder_hosts
         .get(&host)
@@ -249,7 +249,7 @@ pub async fn create(
             caller.domain_name.clone(),
         ),
         Some(gid) => {
-            let g = crate::groups::find_visible(&state.db, caller, gid).await?;
+            let g = crate::groups::find_visible(store.db(), caller, gid).await?;
             // A project's own host list, when it has one, narrows where its folders live.
             let listed = crate::policies::normalize_allowed_hosts(&g.allowed_vfolder_hosts)
                 .unwrap_or_default();
@@ -277,7 +277,7 @@ pub async fn create(
     let taken = vfolders::Entity::find()
         .filter(same_owner.clone())
         .filter(vfolders::Column::Name.eq(&name))
-        .count(&state.db)
+        .count(store.db())
         .await?;
     if taken > 0 {
         return Err(ApiError::conflict(format!(
@@ -287,7 +287,7 @@ pub async fn create(
     if ownership == VFolderOwnershipType::User && policy.max_vfolder_count > 0 {
         let owned = vfolders::Entity::find()
             .filter(same_owner)
-            .count(&state.db)
+            .count(store.db())
             .await?;
         if owned >= u64::try_from(policy.max_vfolder_count).unwrap_or(0) {
             return Err(ApiError::bad_request(format!(
@@ -298,7 +298,7 @@ pub async fn create(
     }
     let id = Uuid::new_v4();
     let dir = host_root.join(id.simple().to_string());
-    state.storage.create_folder(&dir).await?;
+    store.storage().create_folder(&dir).await?;
     let model = vfolders::ActiveModel {
         id: Set(id),
         host: Set(host),
@@ -316,11 +316,11 @@ pub async fn create(
         creator: Set(Some(caller.email.clone())),
         cloneable: Set(req.cloneable),
         status: Set(VFolderStatus::Ready),
-        created_at: Set(state.clock.now()),
+        created_at: Set(store.clock().now()),
         last_used: Set(None),
     };
     let actor = caller.email.clone();
-    let created = crate::audit::audited(state, &actor, "create_vfolder", "vfolder", move |txn| {
+    let created = crate::audit::audited(store, &actor, "create_vfolder", "vfolder", move |txn| {
         Box::pin(async move {
             let f = model.insert(txn).await?;
             let key = f.id.to_string();
@@ -329,11 +329,11 @@ pub async fn create(
     })
     .await;
     match &created {
-        Ok(f) => publish(state, f, crate::events::ChangeAction::Created),
+        Ok(f) => publish(store, f, crate::events::ChangeAction::Created),
         Err(_) => {
             // The record was not created: take back its directory. The caller gets the
             // creation's error; a directory left behind only costs space, so it is logged.
-            if let Err(e) = state.storage.remove_folder(&dir).await {
+            if let Err(e) = store.storage().remove_folder(&dir).await {
                 tracing::warn!(dir = %dir.display(), error = %e, "removing the directory of a folder not created failed");
             }
         }
@@ -341,10 +341,9 @@ pub async fn create(
     created
 }
 
-pub fn publish(state: &AppState, f: &vfolders::Model, action: crate::events::ChangeAction) {
-    state
-        .shared
-        .events
+pub fn publish(store: &impl Store, f: &vfolders::Model, action: crate::events::ChangeAction) {
+    store
+        .events()
         .publish(crate::events::Event::Vfolder(crate::events::VfolderEvent {
             id: f.id,
             name: f.name.clone(),
@@ -359,12 +358,12 @@ pub fn publish(state: &AppState, f: &vfolders::Model, action: crate::events::Cha
 /// NOT_FOUND); the new name must be free among its owner's folders. Returns the folder and
 /// the caller's access to it.
 pub async fn rename(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
     new_name: &str,
 ) -> ApiResult<(vfolders::Model, Access)> {
-    let (f, access) = find(state, caller, id).await?;
+    let (f, access) = find(store, caller, id).await?;
     if access != Access::Owner {
         return Err(ApiError::forbidden(
             "Only the folder's owner may rename it.",
@@ -380,7 +379,7 @@ pub async fn rename(
         .filter(same_owner)
         .filter(vfolders::Column::Name.eq(&name))
         .filter(vfolders::Column::Id.ne(id))
-        .one(&state.db)
+        .one(store.db())
         .await?;
     if clash.is_some() {
         return Err(ApiError::conflict(format!(
@@ -390,7 +389,7 @@ pub async fn rename(
     let mut m = f.into_active_model();
     m.name = Set(name);
     let f = crate::audit::audited(
-        state,
+        store,
         &caller.email,
         "rename_vfolder",
         "vfolder",
@@ -404,19 +403,19 @@ pub async fn rename(
         },
     )
     .await?;
-    publish(state, &f, crate::events::ChangeAction::Modified);
+    publish(store, &f, crate::events::ChangeAction::Modified);
     Ok((f, access))
 }
 
 /// Deletes folder `id` and its files (its owner only). Refused while a live session mounts
 /// it; `confirm_name` must be the folder's name.
 pub async fn delete(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
     confirm_name: &str,
 ) -> ApiResult<()> {
-    let (f, access) = find(state, caller, id).await?;
+    let (f, access) = find(store, caller, id).await?;
     if access != Access::Owner {
         return Err(ApiError::forbidden(
             "Only the folder's owner may delete it.",
@@ -424,7 +423,7 @@ pub async fn delete(
     }
     let live = entity::sessions::Entity::find()
         .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
-        .all(&state.db)
+        .all(store.db())
         .await?;
     if let Some(s) = live
         .iter()
@@ -441,10 +440,10 @@ pub async fn delete(
             f.name
         )));
     }
-    let root = folder_root(&state.config, &f)?;
+    let root = folder_root(store.config(), &f)?;
     let gone = f.clone();
     crate::audit::audited(
-        state,
+        store,
         &caller.email,
         "delete_vfolder",
         "vfolder",
@@ -458,61 +457,61 @@ pub async fn delete(
         },
     )
     .await?;
-    if let Err(e) = state.storage.remove_folder(&root).await {
+    if let Err(e) = store.storage().remove_folder(&root).await {
         tracing::warn!(dir = %root.display(), error = %e, "removing a deleted folder's files failed");
     }
-    publish(state, &gone, crate::events::ChangeAction::Deleted);
+    publish(store, &gone, crate::events::ChangeAction::Deleted);
     Ok(())
 }
 
 /// Creates directory `path` in folder `id` (read-write access needed); `parents` also
 /// creates the missing directories above it.
 pub async fn create_directory(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
     path: String,
     parents: bool,
 ) -> ApiResult<()> {
-    let (f, access) = find(state, caller, id).await?;
+    let (f, access) = find(store, caller, id).await?;
     access.require(Access::ReadWrite, "create directories")?;
-    let root = folder_root(&state.config, &f)?;
-    state.storage.mkdir(&root, &path, parents).await
+    let root = folder_root(store.config(), &f)?;
+    store.storage().mkdir(&root, &path, parents).await
 }
 
 /// Renames file or directory `path` of folder `id` within its directory (read-write access
 /// needed).
 pub async fn rename_file(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
     path: String,
     new_name: String,
 ) -> ApiResult<()> {
-    let (f, access) = find(state, caller, id).await?;
+    let (f, access) = find(store, caller, id).await?;
     access.require(Access::ReadWrite, "rename files")?;
-    let root = folder_root(&state.config, &f)?;
-    state.storage.rename(&root, &path, &new_name).await
+    let root = folder_root(store.config(), &f)?;
+    store.storage().rename(&root, &path, &new_name).await
 }
 
 /// Deletes files of folder `id` (read-write-delete access needed; at most 1000 paths);
 /// directories need `recursive`. Every path is checked before anything is deleted.
 pub async fn delete_files(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     id: Uuid,
     paths: Vec<String>,
     recursive: bool,
 ) -> ApiResult<()> {
-    let (f, access) = find(state, caller, id).await?;
+    let (f, access) = find(store, caller, id).await?;
     access.require(Access::ReadWriteDelete, "delete files")?;
-    let root = folder_root(&state.config, &f)?;
+    let root = folder_root(store.config(), &f)?;
     if paths.len() > 1000 {
         return Err(ApiError::bad_request("At most 1000 paths at once"));
     }
     // Every path is checked before anything is deleted.
     for p in &paths {
-        match state.storage.kind(&root, p).await? {
+        match store.storage().kind(&root, p).await? {
             None => return Err(ApiError::not_found("file", p)),
             Some(fsat::Kind::Directory) if path::components(p)?.is_empty() => {
                 return Err(ApiError::bad_request(
@@ -528,7 +527,7 @@ pub async fn delete_files(
         }
     }
     for p in &paths {
-        state.storage.remove(&root, p, recursive).await?;
+        store.storage().remove(&root, p, recursive).await?;
     }
     Ok(())
 }
@@ -565,13 +564,13 @@ fn mount_target(name: &str, alias: Option<&String>) -> ApiResult<String> {
 /// may access, read-only where it may only read, plus its own automount (dot-named) folders.
 /// Overlapping targets are refused.
 pub async fn session_mounts(
-    state: &AppState,
+    store: &impl Store,
     caller: &Caller,
     requested: &[String],
     mount_map: &BTreeMap<String, String>,
 ) -> ApiResult<Vec<MountSpec>> {
     let mut out: Vec<MountSpec> = Vec::new();
-    let reachable = accessible(caller).all(&state.db).await?;
+    let reachable = accessible(caller).all(store.db()).await?;
     for want in requested {
         let by_id = Uuid::parse_str(want).ok();
         let mut candidates: Vec<&vfolders::Model> = reachable
@@ -583,13 +582,13 @@ pub async fn session_mounts(
         let folder = candidates
             .first()
             .ok_or_else(|| ApiError::not_found("folder", want))?;
-        let (folder, access) = find(state, caller, folder.id).await?;
+        let (folder, access) = find(store, caller, folder.id).await?;
         let alias = mount_map.get(want).or_else(|| mount_map.get(&folder.name));
         out.push(MountSpec {
             id: folder.id,
             name: folder.name.clone(),
             storage_host: Some(folder.host.clone()),
-            host_path: folder_root(&state.config, &folder)?.display().to_string(),
+            host_path: folder_root(store.config(), &folder)?.display().to_string(),
             target: mount_target(&folder.name, alias)?,
             read_only: access < Access::ReadWrite,
         });
@@ -605,7 +604,7 @@ pub async fn session_mounts(
             id: f.id,
             name: f.name.clone(),
             storage_host: Some(f.host.clone()),
-            host_path: folder_root(&state.config, f)?.display().to_string(),
+            host_path: folder_root(store.config(), f)?.display().to_string(),
             target: mount_target(&f.name, None)?,
             read_only: false,
         });
@@ -613,14 +612,14 @@ pub async fn session_mounts(
     // A folder already over the policy's size limit is not mounted writable again: what a
     // container writes cannot be stopped half-way without filesystem quotas, but it is
     // stopped from growing further through bai.
-    let max = crate::policies::of_caller(state, caller)
+    let max = crate::policies::of_caller(store, caller)
         .await?
         .max_vfolder_size;
     if let Ok(max) = u64::try_from(max)
         && max > 0
     {
         for m in out.iter().filter(|m| !m.read_only) {
-            let (used, _) = state.storage.usage(Path::new(&m.host_path)).await;
+            let (used, _) = store.storage().usage(Path::new(&m.host_path)).await;
             if used > max {
                 return Err(ApiError::bad_request(format!(
                     "The folder '{}' holds {used} bytes, more than the size limit of your resource policy ({max} bytes): make room before mounting it",
