@@ -188,7 +188,10 @@ where
         )),
         tokio::spawn(sessions::reconcile::membership_loop(state.clone())),
         tokio::spawn(auth::follow(state.clone())),
-        tokio::spawn(auth::shared::flush_rates(state.clone())),
+        tokio::spawn(auth::shared::flush_rates(
+            state.clone(),
+            state.shared.rate_limiter.clone(),
+        )),
         tokio::spawn(sessions::follow(state.clone())),
     ];
     if let Some(listener) = metrics_listener {

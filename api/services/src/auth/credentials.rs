@@ -299,7 +299,7 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
     let window = super::ratelimit::WINDOW.as_secs().to_string();
     if limit > 0 {
-        super::shared::seed_rate(state, access_key).await?;
+        super::shared::seed_rate(state, &state.shared.rate_limiter, access_key).await?;
     }
     let remaining = match state
         .shared

@@ -13,26 +13,28 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
+use super::ratelimit::RateLimiter;
 use crate::error::ApiResult;
-use crate::state::AppState;
+use crate::store::Store;
 
 /// How often each process adds its rate-limit counts to the shared ones.
 pub const FLUSH: Duration = Duration::from_secs(1);
 
-fn shared(state: &AppState) -> bool {
-    state.elected.cluster.is_shared()
+/// Whether other managers may share the database (PostgreSQL).
+fn shared(store: &impl Store) -> bool {
+    store.config().shares_database()
 }
 
 /// Adds `delta` to `key`'s count in `window` (kept until `keep_secs` from now); the total.
 async fn add(
-    state: &AppState,
+    store: &impl Store,
     key: &str,
     window: i64,
     delta: i64,
     keep_secs: f64,
 ) -> ApiResult<i64> {
-    let row = state
-        .db
+    let row = store
+        .db()
         .query_one(Statement::from_sql_and_values(
             DbBackend::Postgres,
             "INSERT INTO limit_windows (key, \"window\", count, expires_at) \
@@ -49,9 +51,9 @@ async fn add(
 }
 
 /// `key`'s count in `window` (0 when none).
-async fn count(state: &AppState, key: &str, window: i64) -> ApiResult<i64> {
-    let row = state
-        .db
+async fn count(store: &impl Store, key: &str, window: i64) -> ApiResult<i64> {
+    let row = store
+        .db()
         .query_one(Statement::from_sql_and_values(
             DbBackend::Postgres,
             "SELECT count FROM limit_windows WHERE key = $1 AND \"window\" = $2",
@@ -65,13 +67,13 @@ async fn count(state: &AppState, key: &str, window: i64) -> ApiResult<i64> {
 }
 
 /// Whether `signature` (hex) is used here for the first time across every manager.
-pub async fn fresh_signature(state: &AppState, signature: &str) -> ApiResult<bool> {
-    if !shared(state) {
+pub async fn fresh_signature(store: &impl Store, signature: &str) -> ApiResult<bool> {
+    if !shared(store) {
         return Ok(true);
     }
-    let keep = (state.config.hmac_clock_skew_secs.saturating_mul(2)) as f64;
-    let inserted = state
-        .db
+    let keep = (store.config().hmac_clock_skew_secs.saturating_mul(2)) as f64;
+    let inserted = store
+        .db()
         .execute(Statement::from_sql_and_values(
             DbBackend::Postgres,
             "INSERT INTO limit_windows (key, \"window\", count, expires_at) \
@@ -82,9 +84,9 @@ pub async fn fresh_signature(state: &AppState, signature: &str) -> ApiResult<boo
     Ok(inserted.rows_affected() == 1)
 }
 
-fn login_window(state: &AppState) -> (i64, f64) {
-    let secs = state.config.login_block_secs.max(1);
-    let now = u64::try_from(state.clock.now().timestamp()).unwrap_or(0);
+fn login_window(store: &impl Store) -> (i64, f64) {
+    let secs = store.config().login_block_secs.max(1);
+    let now = u64::try_from(store.clock().now().timestamp()).unwrap_or(0);
     (i64::try_from(now / secs).unwrap_or(0), (secs * 2) as f64)
 }
 
@@ -98,23 +100,23 @@ fn login_keys(account: &str, addr: Option<std::net::IpAddr>) -> Vec<(String, boo
 
 /// Refuses an attempt while the account or address has failed too often on any manager.
 pub async fn login_allowed(
-    state: &AppState,
+    store: &impl Store,
     account: &str,
     addr: Option<std::net::IpAddr>,
 ) -> ApiResult<()> {
-    if !shared(state) {
+    if !shared(store) {
         return Ok(());
     }
-    let (window, _) = login_window(state);
+    let (window, _) = login_window(store);
     for (key, is_account) in login_keys(account, addr) {
         let max = if is_account {
-            state.config.login_max_failures_per_account
+            store.config().login_max_failures_per_account
         } else {
-            state.config.login_max_failures_per_addr
+            store.config().login_max_failures_per_addr
         };
-        if count(state, &key, window).await? >= i64::from(max) {
-            let secs = state.config.login_block_secs.max(1);
-            let now = u64::try_from(state.clock.now().timestamp()).unwrap_or(0);
+        if count(store, &key, window).await? >= i64::from(max) {
+            let secs = store.config().login_block_secs.max(1);
+            let now = u64::try_from(store.clock().now().timestamp()).unwrap_or(0);
             let whom = if is_account {
                 "for this account"
             } else {
@@ -130,13 +132,13 @@ pub async fn login_allowed(
 }
 
 /// Counts a failed password check of `account` from `addr` for every manager.
-pub async fn login_failed(state: &AppState, account: &str, addr: Option<std::net::IpAddr>) {
-    if !shared(state) {
+pub async fn login_failed(store: &impl Store, account: &str, addr: Option<std::net::IpAddr>) {
+    if !shared(store) {
         return;
     }
-    let (window, keep) = login_window(state);
+    let (window, keep) = login_window(store);
     for (key, _) in login_keys(account, addr) {
-        if let Err(e) = add(state, &key, window, 1, keep).await {
+        if let Err(e) = add(store, &key, window, 1, keep).await {
             tracing::warn!(error = %e.message, cause = %e.chain(), "counting a failed login for the other managers failed");
         }
     }
@@ -144,35 +146,35 @@ pub async fn login_failed(state: &AppState, account: &str, addr: Option<std::net
 
 /// Before a keypair's first request in a window on this process: what the other managers
 /// have counted already.
-pub async fn seed_rate(state: &AppState, access_key: &str) -> ApiResult<()> {
-    if !shared(state) {
+pub async fn seed_rate(
+    store: &impl Store,
+    limiter: &RateLimiter,
+    access_key: &str,
+) -> ApiResult<()> {
+    if !shared(store) {
         return Ok(());
     }
-    let window = super::ratelimit::window_of(state.clock.now());
-    if state.shared.rate_limiter.knows(access_key, window) {
+    let window = super::ratelimit::window_of(store.clock().now());
+    if limiter.knows(access_key, window) {
         return Ok(());
     }
-    let total = count(state, &format!("rate:{access_key}"), window as i64).await?;
-    state.shared.rate_limiter.set_others(
-        access_key,
-        window,
-        u32::try_from(total).unwrap_or(u32::MAX),
-    );
+    let total = count(store, &format!("rate:{access_key}"), window as i64).await?;
+    limiter.set_others(access_key, window, u32::try_from(total).unwrap_or(u32::MAX));
     Ok(())
 }
 
 /// Adds this process's rate-limit counts to the shared ones every [`FLUSH`], learning the
 /// others' in return. Without PostgreSQL there is nothing to do.
-pub async fn flush_rates(state: AppState) {
-    if !shared(&state) {
+pub async fn flush_rates(store: impl Store, limiter: std::sync::Arc<RateLimiter>) {
+    if !shared(&store) {
         return;
     }
     let keep = (super::ratelimit::WINDOW.as_secs() * 2) as f64;
     loop {
         tokio::time::sleep(FLUSH).await;
-        for (key, window, delta, mine) in state.shared.rate_limiter.take_pending() {
+        for (key, window, delta, mine) in limiter.take_pending() {
             match add(
-                &state,
+                &store,
                 &format!("rate:{key}"),
                 window as i64,
                 i64::from(delta),
@@ -182,14 +184,11 @@ pub async fn flush_rates(state: AppState) {
             {
                 Ok(total) => {
                     let total = u32::try_from(total).unwrap_or(u32::MAX);
-                    state
-                        .shared
-                        .rate_limiter
-                        .set_others(&key, window, total.saturating_sub(mine));
+                    limiter.set_others(&key, window, total.saturating_sub(mine));
                 }
                 Err(e) => {
                     // Counted again with the next flush.
-                    state.shared.rate_limiter.give_back(&key, window, delta);
+                    limiter.give_back(&key, window, delta);
                     tracing::warn!(error = %e.message, cause = %e.chain(), "sharing rate-limit counts failed; retried");
                 }
             }
