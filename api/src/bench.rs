@@ -506,7 +506,7 @@ pub async fn api(
     sessions: usize,
     database_url: Option<String>,
 ) -> anyhow::Result<()> {
-    use sea_orm::{ActiveModelTrait, EntityTrait};
+    use sea_orm::EntityTrait;
     let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
     let db_name = if database_url.is_some() {
         "PostgreSQL"
@@ -533,16 +533,15 @@ pub async fn api(
         .one(&state.db)
         .await?
         .context("admin keypair")?;
-    for i in 0..sessions {
-        session_row(
-            &format!("bench-{i}"),
-            &admin,
-            group.id,
-            entity::enums::SessionStatus::Terminated,
-        )
-        .insert(&state.db)
-        .await?;
-    }
+    seed_sessions(
+        &state.db,
+        "bench",
+        sessions,
+        &admin,
+        group.id,
+        entity::enums::SessionStatus::Terminated,
+    )
+    .await?;
     let login: serde_json::Value = reqwest::Client::new()
         .post(format!("{base}/graphql"))
         .json(&serde_json::json!({"query": "mutation { login(email: \"admin@bai.local\", password: \"Bench-pass-1\") { token } }"}))
@@ -641,6 +640,24 @@ pub async fn api(
     server.stop().await?;
     // A scratch directory of the bench; one left behind is harmless.
     let _ = std::fs::remove_dir_all(dir);
+    Ok(())
+}
+
+/// `count` session rows named `<prefix>-<i>` (see [`session_row`]).
+async fn seed_sessions(
+    db: &sea_orm::DatabaseConnection,
+    prefix: &str,
+    count: usize,
+    owner: &entity::users::Model,
+    group: Uuid,
+    status: entity::enums::SessionStatus,
+) -> anyhow::Result<()> {
+    use sea_orm::ActiveModelTrait;
+    for i in 0..count {
+        session_row(&format!("{prefix}-{i}"), owner, group, status)
+            .insert(db)
+            .await?;
+    }
     Ok(())
 }
 
@@ -1099,17 +1116,15 @@ pub async fn managers(
     let token = a.login().await?;
     let db = a.db().await?;
     let (admin, group) = bench_admin(&db).await?;
-    for i in 0..sessions {
-        use sea_orm::ActiveModelTrait;
-        session_row(
-            &format!("bench-{i}"),
-            &admin,
-            group.id,
-            entity::enums::SessionStatus::Terminated,
-        )
-        .insert(&db)
-        .await?;
-    }
+    seed_sessions(
+        &db,
+        "bench",
+        sessions,
+        &admin,
+        group.id,
+        entity::enums::SessionStatus::Terminated,
+    )
+    .await?;
     println!(
         "managers on PostgreSQL: two bai serve child processes on one database; {connections} keep-alive connections, {seconds} s each, {sessions} sessions"
     );
@@ -1218,7 +1233,7 @@ pub async fn queue(
             child
                 .gql(
                     Some(&token),
-                    &format!(r#"mutation {{ create_session(props: {{image: "{image}", name: "queue-{i:05}", resources: "{{\"cpu\": \"1\", \"mem\": \"1g\"}}"}}) {{ sessions {{ id }} }} }}"#),
+                    &format!(r#"mutation {{ create_session(props: {{image: "{image}", name: "queue-{i:05}", resources: "{{\"cpu\": \"1\", \"mem\": \"2g\"}}"}}) {{ sessions {{ id }} }} }}"#),
                 )
                 .await?;
             Ok::<_, anyhow::Error>(t.elapsed())
@@ -1231,16 +1246,15 @@ pub async fn queue(
     let mut created = 0;
     for queued in [0, pending] {
         if queued > 0 {
-            for i in 0..queued {
-                session_row(
-                    &format!("queued-{i}"),
-                    &admin,
-                    group.id,
-                    entity::enums::SessionStatus::Pending,
-                )
-                .insert(&db)
-                .await?;
-            }
+            seed_sessions(
+                &db,
+                "queued",
+                queued,
+                &admin,
+                group.id,
+                entity::enums::SessionStatus::Pending,
+            )
+            .await?;
             // One create wakes the scheduler, which sees the whole queue once and records
             // each session's reason; the idle measurement starts when that is done.
             create(created).await?;
