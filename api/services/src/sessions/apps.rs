@@ -212,7 +212,8 @@ pub async fn ssh_private_key(
             .await
         {
             Ok(data) => break data,
-            Err(_)
+            // Only a key not there yet is waited for; any other failure answers at once.
+            Err(bai_engine::EngineError::NotFound { .. })
                 if state.elected.cluster.is_shared() && tokio::time::Instant::now() < deadline =>
             {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
