@@ -187,7 +187,11 @@ where
             state.db.clone(),
         )),
         tokio::spawn(sessions::reconcile::membership_loop(state.clone())),
-        tokio::spawn(auth::follow(state.clone())),
+        tokio::spawn(auth::follow(
+            state.shared.events.clone(),
+            state.shared.revocations.clone(),
+            state.elected.cluster.id.clone(),
+        )),
         tokio::spawn(auth::shared::flush_rates(
             state.clone(),
             state.shared.rate_limiter.clone(),

@@ -212,3 +212,72 @@ impl crate::store::Store for AppState {
         &self.shared.revocations
     }
 }
+
+impl crate::store::Engines for AppState {
+    fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+    fn agents(&self) -> &Arc<AgentRegistry> {
+        &self.local.agents
+    }
+    fn cluster(&self) -> &Arc<Cluster> {
+        &self.elected.cluster
+    }
+    fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.elected.scheduler
+    }
+}
+
+impl crate::store::Runtime for AppState {
+    fn session_locks(&self) -> &SessionLocks {
+        &self.local.session_locks
+    }
+    fn bgtasks(&self) -> &Arc<BgTasks> {
+        &self.local.bgtasks
+    }
+    fn tasks(&self) -> crate::bgtasks::Tasks {
+        crate::bgtasks::Tasks::new(&self.local.bgtasks, &self.shared.events)
+    }
+    fn exec_runs(&self) -> &Runs {
+        &self.local.exec_runs
+    }
+    fn started_apps(&self) -> &StartedApps {
+        &self.local.started_apps
+    }
+    fn commits(&self) -> &Commits {
+        &self.local.commits
+    }
+    fn launch_phases(&self) -> &LaunchPhases {
+        &self.local.launch_phases
+    }
+    fn session_counts(&self) -> &CountCache {
+        &self.local.session_counts
+    }
+    fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+    fn tls(&self) -> Option<&tokio_rustls::TlsAcceptor> {
+        self.tls.as_ref()
+    }
+    fn shutdown(&self) -> &tokio_util::sync::CancellationToken {
+        &self.shutdown
+    }
+}
+
+impl crate::store::Gate for AppState {
+    fn auth_cache(&self) -> &AuthCache {
+        &self.local.auth_cache
+    }
+    fn rate_limiter(&self) -> &RateLimiter {
+        &self.shared.rate_limiter
+    }
+    fn seen_signatures(&self) -> &SeenSignatures {
+        &self.shared.seen_signatures
+    }
+    fn login_throttle(&self) -> &LoginThrottle {
+        &self.shared.login_throttle
+    }
+    fn usage(&self) -> &Usage {
+        &self.shared.usage
+    }
+}

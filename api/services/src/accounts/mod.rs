@@ -10,14 +10,14 @@ use uuid::Uuid;
 use crate::auth::credentials::session_cookie_name;
 use crate::auth::{password, tokens};
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::state::AppState;
+use crate::store::Gate;
 
 const BAD_LOGIN: &str = "Invalid email or password.";
 
 /// Checks email + password, throttled per account and per client address. Wrong email and
 /// wrong password are indistinguishable, in message and in time.
 pub async fn check_credentials(
-    state: &AppState,
+    state: &impl Gate,
     email: &str,
     pw: &str,
     addr: Option<std::net::IpAddr>,
@@ -25,10 +25,10 @@ pub async fn check_credentials(
     let email = email.trim().to_ascii_lowercase();
     // Failures counted by any manager first, then this process's own attempts.
     crate::auth::shared::login_allowed(state, &email, addr).await?;
-    let attempt = state.shared.login_throttle.start(&email, addr)?;
+    let attempt = state.login_throttle().start(&email, addr)?;
     let user = users::Entity::find()
         .filter(users::Column::Email.eq(&email))
-        .one(&state.db)
+        .one(state.db())
         .await?;
     let hash = user
         .as_ref()
@@ -64,7 +64,7 @@ pub struct NewLogin {
 /// Email + password → a new login session. Refused with PASSWORD_CHANGE_REQUIRED when an
 /// admin flagged the account; the user then changes it with `update_password_no_auth`.
 pub async fn login(
-    state: &AppState,
+    state: &impl Gate,
     email: &str,
     pw: &str,
     addr: Option<std::net::IpAddr>,
@@ -73,8 +73,8 @@ pub async fn login(
     let user = check_credentials(state, email, pw, addr).await?;
     usable(state, &user).await?;
     let token = tokens::new_token();
-    let now = state.clock.now();
-    let ttl = i64::try_from(state.config.login_session_ttl_secs).unwrap_or(i64::MAX / 2);
+    let now = state.clock().now();
+    let ttl = i64::try_from(state.config().login_session_ttl_secs).unwrap_or(i64::MAX / 2);
     let expires_at = now + Duration::seconds(ttl);
     login_sessions::ActiveModel {
         id: Set(Uuid::new_v4()),
@@ -85,13 +85,13 @@ pub async fn login(
         last_seen: Set(now),
         user_agent: Set(user_agent),
     }
-    .insert(&state.db)
+    .insert(state.db())
     .await?;
     // Expired sessions of this user are of no further use.
     login_sessions::Entity::delete_many()
         .filter(login_sessions::Column::UserUuid.eq(user.uuid))
         .filter(login_sessions::Column::ExpiresAt.lte(now))
-        .exec(&state.db)
+        .exec(state.db())
         .await?;
     Ok(NewLogin {
         token,
@@ -103,7 +103,7 @@ pub async fn login(
 /// What must hold after the password was proven before credentials are handed out (a login
 /// session, or the keypair through `/auth/authorize`): no pending forced password change and
 /// an active main keypair.
-pub async fn usable(state: &AppState, user: &users::Model) -> ApiResult<()> {
+pub async fn usable(state: &impl Gate, user: &users::Model) -> ApiResult<()> {
     if user.need_password_change {
         return Err(ApiError::new(
             ErrorCode::PasswordChangeRequired,
@@ -118,17 +118,17 @@ pub async fn usable(state: &AppState, user: &users::Model) -> ApiResult<()> {
     Ok(())
 }
 
-pub async fn logout(state: &AppState, session: Uuid) -> ApiResult<()> {
+pub async fn logout(state: &impl Gate, session: Uuid) -> ApiResult<()> {
     let Some(row) = login_sessions::Entity::find_by_id(session)
-        .one(&state.db)
+        .one(state.db())
         .await?
     else {
         return Ok(()); // ended already
     };
     login_sessions::Entity::delete_by_id(session)
-        .exec(&state.db)
+        .exec(state.db())
         .await?;
-    state.shared.revocations.bump(row.user_uuid);
+    state.revocations().bump(row.user_uuid);
     Ok(())
 }
 
@@ -151,13 +151,13 @@ pub async fn end_login_sessions<C: ConnectionTrait>(
 }
 
 /// The `Set-Cookie` value for a new login session (HttpOnly, SameSite=Strict).
-pub fn session_cookie(state: &AppState, token: &str) -> String {
-    login_cookie(state, token, state.config.login_session_ttl_secs)
+pub fn session_cookie(state: &impl Gate, token: &str) -> String {
+    login_cookie(state, token, state.config().login_session_ttl_secs)
 }
 
 /// The login cookie (`__Host-` and `Secure` over HTTPS) with `value` for `max_age` seconds.
-fn login_cookie(state: &AppState, value: &str, max_age: u64) -> String {
-    let secure = state.config.cookie_secure;
+fn login_cookie(state: &impl Gate, value: &str, max_age: u64) -> String {
+    let secure = state.config().cookie_secure;
     format!(
         "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
         session_cookie_name(secure),
@@ -165,7 +165,7 @@ fn login_cookie(state: &AppState, value: &str, max_age: u64) -> String {
     )
 }
 
-pub fn clear_cookie(state: &AppState) -> String {
+pub fn clear_cookie(state: &impl Gate) -> String {
     login_cookie(state, "", 0)
 }
 
@@ -180,13 +180,13 @@ pub struct Signup {
 
 /// Self-service signup, only when enabled by configuration (CVE-2025-49652 was a signup
 /// endpoint that stayed open while "disabled").
-pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
-    if !state.config.signup_enabled {
+pub async fn signup(state: &impl Gate, req: Signup) -> ApiResult<users::Model> {
+    if !state.config().signup_enabled {
         return Err(ApiError::forbidden(
             "Signup is disabled on this server. Contact your administrator.",
         ));
     }
-    if let Some(expected) = &state.config.signup_invitation_token {
+    if let Some(expected) = &state.config().signup_invitation_token {
         let given = req.invitation_token.as_deref().unwrap_or("").trim();
         if !crate::auth::tokens::eq(given, expected) {
             return Err(ApiError::forbidden(
@@ -213,10 +213,10 @@ pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
         role: UserRole::User,
         group_ids: vec![],
         resource_policy: "default".into(),
-        rate_limit: i32::try_from(state.config.default_rate_limit).unwrap_or(i32::MAX),
+        rate_limit: i32::try_from(state.config().default_rate_limit).unwrap_or(i32::MAX),
     };
     let email_for_audit = new.email.trim().to_ascii_lowercase();
-    let now = state.clock.now();
+    let now = state.clock().now();
     let user = crate::audit::audited(state, &email_for_audit, "signup", "user", move |txn| {
         Box::pin(async move {
             let (user, _) = crate::users::create(txn, new, now).await?;
@@ -231,7 +231,7 @@ pub async fn signup(state: &AppState, req: Signup) -> ApiResult<users::Model> {
 /// Sets a new password after checking the current one (throttled like logins) and the
 /// rules; clears the "require password change" flag and ends every other login session.
 pub async fn change_password(
-    state: &AppState,
+    state: &impl Gate,
     user: users::Model,
     old: &str,
     new: &str,
@@ -239,7 +239,7 @@ pub async fn change_password(
     current: Option<(Uuid, Option<std::net::IpAddr>)>,
 ) -> ApiResult<()> {
     let addr = current.and_then(|(_, a)| a);
-    let attempt = state.shared.login_throttle.start(&user.email, addr)?;
+    let attempt = state.login_throttle().start(&user.email, addr)?;
     if !password::verify(old, &user.password).await? {
         return Err(ApiError::bad_request("The current password is incorrect."));
     }
@@ -250,7 +250,7 @@ pub async fn change_password(
 /// Sets a new password whose current one was already proven; ends every login session but
 /// `keep`.
 pub async fn set_password(
-    state: &AppState,
+    state: &impl Gate,
     user: users::Model,
     old: &str,
     new: &str,
@@ -269,13 +269,13 @@ pub async fn set_password(
     let mut m: users::ActiveModel = user.into();
     m.password = Set(hash);
     m.need_password_change = Set(false);
-    m.password_changed_at = Set(Some(state.clock.now()));
-    m.modified_at = Set(state.clock.now());
-    m.update(&state.db).await?;
-    end_login_sessions(&state.db, &state.shared.revocations, uuid, keep).await?;
+    m.password_changed_at = Set(Some(state.clock().now()));
+    m.modified_at = Set(state.clock().now());
+    m.update(state.db()).await?;
+    end_login_sessions(state.db(), state.revocations(), uuid, keep).await?;
     crate::audit::record(
-        &state.db,
-        state.clock.now(),
+        state.db(),
+        state.clock().now(),
         &email,
         "change_password",
         "user",

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::Agent;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Runtime;
 
 /// The shortest time between two progress updates of a session (each is a row write and an
 /// event).
@@ -31,7 +31,7 @@ pub fn percent(done: u64, total: u64) -> u8 {
 /// Brings `reference` (the catalog's `image`) onto `agent`, reporting progress on `session`,
 /// and records the agent as holding it.
 pub async fn bring(
-    state: &AppState,
+    state: &impl Runtime,
     session: Uuid,
     image: &images::Model,
     agent_id: &str,
@@ -40,8 +40,7 @@ pub async fn bring(
 ) -> ApiResult<()> {
     // One transfer of an image to an agent at a time; whoever waited finds it there.
     let _turn = state
-        .local
-        .agents
+        .agents()
         .turn(format!("image-transfer:{agent_id}:{}", image.id))
         .await;
     if agent.has_image(reference).await? {
@@ -65,7 +64,7 @@ pub async fn bring(
 }
 
 async fn arrive(
-    state: &AppState,
+    state: &impl Runtime,
     image: &images::Model,
     agent_id: &str,
     agent: &Arc<Agent>,
@@ -74,7 +73,7 @@ async fn arrive(
 ) -> ApiResult<()> {
     let registry = entity::container_registries::Entity::find()
         .filter(entity::container_registries::Column::Hostname.eq(&image.registry))
-        .one(&state.db)
+        .one(state.db())
         .await?;
     let mut pull_failed = None;
     if let Some(registry) = registry {
@@ -92,7 +91,7 @@ async fn arrive(
     // Agents that hold it and answer, this one excepted.
     let alive: Vec<String> = agents::Entity::find()
         .filter(agents::Column::Status.eq(AgentStatus::Alive))
-        .all(&state.db)
+        .all(state.db())
         .await?
         .into_iter()
         .map(|a| a.id)
@@ -104,7 +103,7 @@ async fn arrive(
         .iter()
         .filter(|a| a.as_str() != agent_id && alive.contains(a))
     {
-        let Some(source) = state.local.agents.get(source_id).await else {
+        let Some(source) = state.agents().get(source_id).await else {
             continue;
         };
         match copy(source.as_ref(), agent.as_ref(), reference, progress).await {
@@ -163,7 +162,7 @@ async fn copy(
 /// Writes the session's progress ("pulling <image>: 42%") as it changes, at most every
 /// [`PROGRESS_EVERY`], until the transfer ends (the sender is dropped).
 async fn report(
-    state: AppState,
+    state: impl Runtime,
     session: Uuid,
     reference: String,
     mut rx: tokio::sync::watch::Receiver<Option<u8>>,

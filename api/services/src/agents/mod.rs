@@ -17,7 +17,7 @@ use bai_engine::docker::{DockerEngine, DockerSettings};
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Runtime;
 
 pub mod delivery;
 pub mod registry;
@@ -39,11 +39,11 @@ fn docker_settings(config: &crate::config::Config) -> DockerSettings {
 
 /// Registers an engine as an ALIVE agent of this process (in the default resource group)
 /// and scans its images.
-pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
+pub async fn add(state: &impl Runtime, agent: Arc<Agent>) -> ApiResult<()> {
     add_to(
         state,
         agent,
-        &state.config.agent_scaling_group.clone(),
+        &state.config().agent_scaling_group.clone(),
         None,
     )
     .await
@@ -52,7 +52,7 @@ pub async fn add(state: &AppState, agent: Arc<Agent>) -> ApiResult<()> {
 /// Registers an engine as an ALIVE agent in `scaling_group` and scans its images. `storage`:
 /// where its host sees each storage host (None: where the manager does, every one).
 pub async fn add_to(
-    state: &AppState,
+    state: &impl Runtime,
     agent: Arc<Agent>,
     scaling_group: &str,
     storage: Option<StoragePaths>,
@@ -60,7 +60,7 @@ pub async fn add_to(
     let id = agent.info().id.clone();
     // Only storage hosts that exist here count.
     let storage = storage.map(|paths| {
-        let known = crate::storage::hosts(&state.config);
+        let known = crate::storage::hosts(state.config());
         let (kept, unknown): (StoragePaths, StoragePaths) =
             paths.into_iter().partition(|(name, _)| known.contains_key(name));
         for name in unknown.keys() {
@@ -73,10 +73,10 @@ pub async fn add_to(
         .map(|s| s.keys().cloned().collect::<Vec<_>>());
     register(state, agent.info(), scaling_group, hosts).await?;
     match storage {
-        Some(paths) => state.local.agents.storage.write().insert(id, paths),
-        None => state.local.agents.storage.write().remove(&id),
+        Some(paths) => state.agents().storage.write().insert(id, paths),
+        None => state.agents().storage.write().remove(&id),
     };
-    state.local.agents.insert(agent.clone()).await;
+    state.agents().insert(agent.clone()).await;
     if let Err(e) = scan_local_images(state, agent.as_ref()).await {
         tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "scanning local images failed");
     }
@@ -89,19 +89,19 @@ pub async fn add_to(
 /// Whether an agent's session network is routed between the hosts (it may hold a container of a
 /// multi-node cluster): its engine has a session subnet; an agent another process drives is
 /// told by its address (a remote engine's subnet is required).
-pub async fn routed(state: &AppState, agent: &agents::Model) -> bool {
-    match state.local.agents.get(&agent.id).await {
+pub async fn routed(state: &impl Runtime, agent: &agents::Model) -> bool {
+    match state.agents().get(&agent.id).await {
         Some(engine) => engine.info().session_subnet.is_some(),
         None => agent.addr.starts_with("tcp://"),
     }
 }
 
 /// Whether a resource group has a routed agent that is not gone for good.
-pub async fn group_has_routed(state: &AppState, scaling_group: &str) -> ApiResult<bool> {
+pub async fn group_has_routed(state: &impl Runtime, scaling_group: &str) -> ApiResult<bool> {
     let rows = agents::Entity::find()
         .filter(agents::Column::ScalingGroup.eq(scaling_group))
         .filter(agents::Column::Status.ne(AgentStatus::Terminated))
-        .all(&state.read)
+        .all(state.read())
         .await?;
     for a in &rows {
         if routed(state, a).await {
@@ -111,10 +111,10 @@ pub async fn group_has_routed(state: &AppState, scaling_group: &str) -> ApiResul
     Ok(false)
 }
 
-pub async fn start_all(state: &AppState) -> ApiResult<()> {
-    let settings = docker_settings(&state.config);
+pub async fn start_all(state: &impl Runtime) -> ApiResult<()> {
+    let settings = docker_settings(state.config());
     let engines = state
-        .config
+        .config()
         .all_engines()
         .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
     let connects = engines.into_iter().map(|planned| {
@@ -123,7 +123,7 @@ pub async fn start_all(state: &AppState) -> ApiResult<()> {
             let connected = DockerEngine::connect(
                 &planned.endpoint,
                 settings,
-                &state.instance_id,
+                state.instance_id(),
                 &planned.network,
             )
             .await;
@@ -148,14 +148,14 @@ pub async fn start_all(state: &AppState) -> ApiResult<()> {
 }
 
 async fn register(
-    state: &AppState,
+    state: &impl Runtime,
     agent: &bai_engine::EngineInfo,
     scaling_group: &str,
     storage_hosts: Option<Vec<String>>,
 ) -> ApiResult<()> {
     let storage_hosts = storage_hosts.map(entity::columns::StringList);
     if entity::scaling_groups::Entity::find_by_id(scaling_group.to_string())
-        .one(&state.db)
+        .one(state.db())
         .await?
         .is_none()
     {
@@ -163,9 +163,9 @@ async fn register(
         // nobody may schedule there (`--scaling-group` answers NOT_FOUND).
         tracing::warn!(agent = %agent.id, scaling_group, "the agent joins a resource group that does not exist yet; create it (Admin → Resource groups) to run sessions there");
     }
-    let now = state.clock.now();
+    let now = state.clock().now();
     let existing = agents::Entity::find_by_id(agent.id.clone())
-        .one(&state.db)
+        .one(state.db())
         .await?;
     let plugins = json!({
         "cuda": {
@@ -177,7 +177,7 @@ async fn register(
             let mut m = row.into_active_model();
             m.status = Set(AgentStatus::Alive);
             m.status_changed = Set(Some(now));
-            m.region = Set(state.config.agent_region.clone());
+            m.region = Set(state.config().agent_region.clone());
             m.scaling_group = Set(scaling_group.to_string());
             m.available_slots = Set(agent.capacity.clone());
             m.addr = Set(agent.endpoint.clone());
@@ -187,14 +187,14 @@ async fn register(
             m.architecture = Set(agent.architecture.clone());
             m.compute_plugins = Set(plugins);
             m.storage_hosts = Set(storage_hosts);
-            m.update(&state.db).await?;
+            m.update(state.db()).await?;
         }
         None => {
             agents::ActiveModel {
                 id: Set(agent.id.clone()),
                 status: Set(AgentStatus::Alive),
                 status_changed: Set(Some(now)),
-                region: Set(state.config.agent_region.clone()),
+                region: Set(state.config().agent_region.clone()),
                 scaling_group: Set(scaling_group.to_string()),
                 schedulable: Set(true),
                 available_slots: Set(agent.capacity.clone()),
@@ -210,21 +210,20 @@ async fn register(
                 live_stat: Set(None),
                 storage_hosts: Set(storage_hosts),
             }
-            .insert(&state.db)
+            .insert(state.db())
             .await?;
         }
     }
     state
-        .shared
-        .events
+        .events()
         .changed(ObjectKind::Agent, ChangeAction::Modified, &agent.id, None);
     Ok(())
 }
 
 /// Sets an agent's status (and publishes the change) when it differs.
-async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResult<()> {
+async fn set_status(state: &impl Runtime, id: &str, status: AgentStatus) -> ApiResult<()> {
     match agents::Entity::find_by_id(id.to_string())
-        .one(&state.db)
+        .one(state.db())
         .await?
     {
         Some(row) => apply_status(state, row, status).await,
@@ -233,10 +232,14 @@ async fn set_status(state: &AppState, id: &str, status: AgentStatus) -> ApiResul
 }
 
 /// [`set_status`] on a row already read.
-async fn apply_status(state: &AppState, row: agents::Model, status: AgentStatus) -> ApiResult<()> {
+async fn apply_status(
+    state: &impl Runtime,
+    row: agents::Model,
+    status: AgentStatus,
+) -> ApiResult<()> {
     let id = row.id.clone();
     let id = id.as_str();
-    let now = state.clock.now();
+    let now = state.clock().now();
     let changed = row.status != status;
     let mut m = row.into_active_model();
     if changed {
@@ -249,14 +252,13 @@ async fn apply_status(state: &AppState, row: agents::Model, status: AgentStatus)
     if status == AgentStatus::Alive {
         m.last_heartbeat = Set(Some(now));
     }
-    m.update(&state.db).await?;
+    m.update(state.db()).await?;
     if changed {
         tracing::info!(agent = id, status = %status, "agent status changed");
         state
-            .shared
-            .events
+            .events()
             .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
-        state.elected.scheduler.wake();
+        state.scheduler().wake();
     }
     Ok(())
 }
@@ -267,7 +269,7 @@ async fn apply_status(state: &AppState, row: agents::Model, status: AgentStatus)
 /// while containers of sessions that ended meanwhile still hold its resources.
 ///
 /// `misses` is owned by the process that drives the agent (agents live in their process).
-pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> AgentStatus {
+pub async fn beat(state: &impl Runtime, agent: &Arc<Agent>, misses: &mut u32) -> AgentStatus {
     let id = &agent.info().id;
     let status = match agent.ping().await {
         Ok(()) => {
@@ -277,7 +279,7 @@ pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> Age
         Err(e) => {
             *misses = misses.saturating_add(1);
             tracing::warn!(agent = %id, misses = *misses, error = ?e, "the agent's container engine does not answer");
-            if *misses < state.config.agent_lost_after_misses.max(1) {
+            if *misses < state.config().agent_lost_after_misses.max(1) {
                 return AgentStatus::Alive;
             }
             AgentStatus::Lost
@@ -285,7 +287,7 @@ pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> Age
     };
     let updated = async {
         let Some(row) = agents::Entity::find_by_id(id.clone())
-            .one(&state.db)
+            .one(state.db())
             .await?
         else {
             return Ok(());
@@ -309,8 +311,8 @@ pub async fn beat(state: &AppState, agent: &Arc<Agent>, misses: &mut u32) -> Age
 
 /// Heartbeats: every `heartbeat_secs`, each agent pings its engine (see [`beat`]). Agents of
 /// other processes that stopped beating for `agent_lost_after_misses` periods become LOST.
-pub async fn heartbeat_loop(state: AppState) {
-    let period = Duration::from_secs(state.config.heartbeat_secs.max(1));
+pub async fn heartbeat_loop(state: impl Runtime) {
+    let period = Duration::from_secs(state.config().heartbeat_secs.max(1));
     // Previous cumulative CPU time per agent, to turn it into a rate.
     let mut previous: HashMap<String, (std::time::Instant, u64)> = HashMap::new();
     let mut misses: HashMap<String, u32> = HashMap::new();
@@ -319,12 +321,11 @@ pub async fn heartbeat_loop(state: AppState) {
         // Side by side: an engine that hangs (until the call timeout) delays no other agent.
         // Each engine's heartbeat is beaten by the process that drives it (its lease).
         let agents: Vec<Arc<Agent>> = state
-            .local
-            .agents
+            .agents()
             .all()
             .await
             .into_iter()
-            .filter(|a| state.elected.cluster.drives(&a.info().id))
+            .filter(|a| state.cluster().drives(&a.info().id))
             .collect();
         let beats = agents.iter().map(|agent| {
             let mut missed = misses.get(&agent.info().id).copied().unwrap_or(0);
@@ -347,15 +348,15 @@ pub async fn heartbeat_loop(state: AppState) {
             }
         }
         // Agents nobody beats for a while are LOST: the leader says so.
-        if !state.elected.cluster.is_leader() {
+        if !state.cluster().is_leader() {
             continue;
         }
-        let silent = period * state.config.agent_lost_after_misses.max(1);
-        let deadline = state.clock.now() - chrono::Duration::from_std(silent).unwrap_or_default();
+        let silent = period * state.config().agent_lost_after_misses.max(1);
+        let deadline = state.clock().now() - chrono::Duration::from_std(silent).unwrap_or_default();
         let stale = agents::Entity::find()
             .filter(agents::Column::Status.eq(AgentStatus::Alive))
             .filter(agents::Column::LastHeartbeat.lt(deadline))
-            .all(&state.db)
+            .all(state.db())
             .await;
         match stale {
             Ok(rows) => {
@@ -374,7 +375,7 @@ pub async fn heartbeat_loop(state: AppState) {
 
 /// Stores the agent's live CPU (as a rate since the last heartbeat) and memory use.
 async fn record_live_use(
-    state: &AppState,
+    state: &impl Runtime,
     id: &str,
     previous: &mut HashMap<String, (std::time::Instant, u64)>,
     cpu_ns: u64,
@@ -395,12 +396,11 @@ async fn record_live_use(
             sea_orm::sea_query::Expr::value(live),
         )
         .filter(agents::Column::Id.eq(id))
-        .exec(&state.db)
+        .exec(state.db())
         .await;
     match updated {
         Ok(_) => state
-            .shared
-            .events
+            .events()
             .changed(ObjectKind::Agent, ChangeAction::Modified, id, None),
         Err(e) => tracing::warn!(agent = id, error = %e, "recording live use failed"),
     }
@@ -408,14 +408,14 @@ async fn record_live_use(
 
 /// On shutdown the agents of this process stop: TERMINATED, unless another manager is alive
 /// to drive them (it takes their leases over and beats their heartbeats).
-pub async fn stop_all(state: &AppState) {
-    if state.elected.cluster.is_shared()
-        && crate::cluster::others_alive(&state.db, &state.elected.cluster).await
+pub async fn stop_all(state: &impl Runtime) {
+    if state.cluster().is_shared()
+        && crate::cluster::others_alive(state.db(), state.cluster()).await
     {
         tracing::info!("other managers are alive: the agents stay theirs to drive");
         return;
     }
-    for agent in state.local.agents.all().await {
+    for agent in state.agents().all().await {
         if let Err(e) = set_status(state, &agent.info().id, AgentStatus::Terminated).await {
             // Shutting down: the next start's heartbeat corrects the row.
             tracing::warn!(agent = %agent.info().id, error = %e.message, cause = %e.chain(), "marking an agent terminated at shutdown failed");
@@ -475,7 +475,7 @@ pub fn resources_from_labels(labels: &HashMap<String, String>) -> Value {
 
 /// Adds the engine's environment images (those with `ai.backend.kernelspec`) to the catalog
 /// and records which agent has them. Edited minimum resources are kept on rescan.
-pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usize> {
+pub async fn scan_local_images(state: &impl Runtime, agent: &Agent) -> ApiResult<usize> {
     let found = agent.environment_images().await?;
     let agent = agent.info();
     let mut count = 0;
@@ -485,13 +485,13 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                 continue;
             }
             let (registry, image, tag) =
-                split_reference(reference, &state.config.local_registry_name);
+                split_reference(reference, &state.config().local_registry_name);
             let name = format!("{registry}/{image}:{tag}");
             let labels: Value = json!(img.labels);
             let existing = images::Entity::find()
                 .filter(images::Column::Name.eq(&name))
                 .filter(images::Column::Architecture.eq(&agent.architecture))
-                .one(&state.db)
+                .one(state.db())
                 .await?;
             let (installed, action) = match existing {
                 Some(row) => {
@@ -505,7 +505,7 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                     m.labels = Set(labels);
                     m.is_local = Set(true);
                     m.installed_agents = Set(agents);
-                    (m.update(&state.db).await?, ChangeAction::Modified)
+                    (m.update(state.db()).await?, ChangeAction::Modified)
                 }
                 None => (
                     images::ActiveModel {
@@ -522,18 +522,17 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
                         accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
                         resources: Set(resources_from_labels(&img.labels)),
                         labels: Set(labels),
-                        created_at: Set(state.clock.now()),
+                        created_at: Set(state.clock().now()),
                         installed_agents: Set(vec![agent.id.clone()].into()),
                         owner_id: Set(crate::images::owner_of(&img.labels)),
                     }
-                    .insert(&state.db)
+                    .insert(state.db())
                     .await?,
                     ChangeAction::Created,
                 ),
             };
             state
-                .shared
-                .events
+                .events()
                 .changed(ObjectKind::Image, action, &installed.name, None);
             count += 1;
         }
@@ -543,17 +542,13 @@ pub async fn scan_local_images(state: &AppState, agent: &Agent) -> ApiResult<usi
 
 /// Records that `agent_id` now has `image` locally.
 pub async fn mark_installed(
-    state: &AppState,
+    state: &impl Runtime,
     image: &images::Model,
     agent_id: &str,
 ) -> ApiResult<()> {
     // Read again under the image's turn: two agents marked at once must not undo each other.
-    let _turn = state
-        .local
-        .agents
-        .turn(format!("image-row:{}", image.id))
-        .await;
-    let image = crate::lookup::get::<images::Entity>(&state.db, "image", image.id).await?;
+    let _turn = state.agents().turn(format!("image-row:{}", image.id)).await;
+    let image = crate::lookup::get::<images::Entity>(state.db(), "image", image.id).await?;
     let mut agents = image.installed_agents.clone();
     if agents.contains(agent_id) {
         return Ok(());
@@ -561,10 +556,9 @@ pub async fn mark_installed(
     agents.0.push(agent_id.to_string());
     let mut m = image.clone().into_active_model();
     m.installed_agents = Set(agents);
-    m.update(&state.db).await?;
+    m.update(state.db()).await?;
     state
-        .shared
-        .events
+        .events()
         .changed(ObjectKind::Image, ChangeAction::Modified, &image.name, None);
     Ok(())
 }
@@ -572,10 +566,10 @@ pub async fn mark_installed(
 /// The Docker reference of a catalog image (local images keep their tag as found).
 /// Recomputes every agent's `occupied_slots` from the kernels holding resources (the
 /// source of truth), for display.
-pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
+pub async fn refresh_agent_usage(state: &impl Runtime) -> ApiResult<()> {
     let live = kernels::Entity::find()
         .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
-        .all(&state.db)
+        .all(state.db())
         .await?;
     let mut usage: HashMap<String, ResourceSlots> = HashMap::new();
     for k in live {
@@ -584,16 +578,15 @@ pub async fn refresh_agent_usage(state: &AppState) -> ApiResult<()> {
             *e = e.add(&k.requested_slots);
         }
     }
-    for a in agents::Entity::find().all(&state.db).await? {
+    for a in agents::Entity::find().all(state.db()).await? {
         let now = usage.remove(&a.id).unwrap_or_default();
         if a.occupied_slots != now {
             let id = a.id.clone();
             let mut m = a.into_active_model();
             m.occupied_slots = Set(now);
-            m.update(&state.db).await?;
+            m.update(state.db()).await?;
             state
-                .shared
-                .events
+                .events()
                 .changed(ObjectKind::Agent, ChangeAction::Modified, id, None);
         }
     }

@@ -12,7 +12,7 @@ use super::Credential;
 use super::caller::{Caller, Principal};
 use super::{hmac, tokens};
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::state::AppState;
+use crate::store::Gate;
 
 pub const SESSION_COOKIE: &str = "bai_session";
 /// The login cookie's name over HTTPS: the `__Host-` prefix makes browsers refuse it unless
@@ -30,7 +30,7 @@ pub fn session_cookie_name(secure: bool) -> &'static str {
 /// Who the request's credentials prove (a bearer token, an HMAC signature or the login
 /// cookie), with the keypair's rate-limit window when it counts against one.
 pub async fn resolve(
-    state: &AppState,
+    state: &impl Gate,
     method: &Method,
     path_and_query: &str,
     headers: &HeaderMap,
@@ -51,7 +51,7 @@ pub async fn resolve(
             let key = caller.access_key.clone().unwrap_or_default();
             (Some(caller), Credential::Keypair(key))
         }
-    } else if let Some(token) = cookie(headers, session_cookie_name(state.config.cookie_secure)) {
+    } else if let Some(token) = cookie(headers, session_cookie_name(state.config().cookie_secure)) {
         // A stale or foreign-origin cookie is simply ignored: the caller is anonymous and
         // may log in again.
         match same_origin(headers) {
@@ -78,7 +78,7 @@ pub async fn resolve(
 /// each operation): revoked tokens, deactivated users or keypairs and changed roles take
 /// effect at once, and the operation counts against the keypair's rate limit.
 pub async fn reresolve(
-    state: &AppState,
+    state: &impl Gate,
     credential: &Credential,
     count: bool,
 ) -> ApiResult<Principal> {
@@ -86,9 +86,8 @@ pub async fn reresolve(
         Credential::None => return Ok(Principal::Anonymous),
         Credential::Token(t) => caller_from_token(state, t).await?,
         Credential::Keypair(ak) => match state
-            .local
-            .auth_cache
-            .keypair(&state.read, &state.shared.revocations, ak)
+            .auth_cache()
+            .keypair(state.read(), state.revocations(), ak)
             .await?
             .filter(|k| k.is_active)
         {
@@ -145,41 +144,38 @@ fn same_origin(headers: &HeaderMap) -> bool {
     }
 }
 
-async fn active_user(state: &AppState, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
+async fn active_user(state: &impl Gate, uuid: uuid::Uuid) -> ApiResult<Option<users::Model>> {
     Ok(state
-        .local
-        .auth_cache
-        .user(&state.read, &state.shared.revocations, uuid)
+        .auth_cache()
+        .user(state.read(), state.revocations(), uuid)
         .await?
         .filter(|u| u.status == UserStatus::Active))
 }
 
 /// Whether the user has no main keypair or an active one (a deactivated main keypair locks
 /// the whole account out: logins, cookies, bearer tokens, `/auth/authorize`).
-pub async fn main_keypair_active(state: &AppState, user: &users::Model) -> ApiResult<bool> {
+pub async fn main_keypair_active(state: &impl Gate, user: &users::Model) -> ApiResult<bool> {
     let Some(ak) = &user.main_access_key else {
         return Ok(true);
     };
     Ok(state
-        .local
-        .auth_cache
-        .keypair(&state.read, &state.shared.revocations, ak)
+        .auth_cache()
+        .keypair(state.read(), state.revocations(), ak)
         .await?
         .is_some_and(|k| k.is_active))
 }
 
 /// Looks up a login session by its token (bearer or cookie).
-pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Option<Caller>> {
+pub async fn caller_from_token(state: &impl Gate, token: &str) -> ApiResult<Option<Caller>> {
     let hash = tokens::hash_token(token);
     let Some(session) = state
-        .local
-        .auth_cache
-        .login_session(&state.read, &state.shared.revocations, &hash)
+        .auth_cache()
+        .login_session(state.read(), state.revocations(), &hash)
         .await?
     else {
         return Ok(None);
     };
-    if session.expires_at <= state.clock.now() {
+    if session.expires_at <= state.clock().now() {
         return Ok(None);
     }
     let Some(user) = active_user(state, session.user_uuid).await? else {
@@ -200,7 +196,7 @@ pub async fn caller_from_token(state: &AppState, token: &str) -> ApiResult<Optio
 }
 
 async fn from_signature(
-    state: &AppState,
+    state: &impl Gate,
     method: &Method,
     path_and_query: &str,
     headers: &HeaderMap,
@@ -212,10 +208,10 @@ async fn from_signature(
         .or_else(|| header_str(headers, "x-backendai-date"))
         .ok_or_else(|| fail("Date header is missing"))?;
     let date = hmac::parse_date(raw_date).ok_or_else(|| fail("Date header is malformed"))?;
-    let skew = (state.clock.now() - date.to_utc())
+    let skew = (state.clock().now() - date.to_utc())
         .num_seconds()
         .unsigned_abs();
-    if skew > state.config.hmac_clock_skew_secs {
+    if skew > state.config().hmac_clock_skew_secs {
         return Err(fail(
             "Request date is too far from the server's time (check your clock)",
         ));
@@ -226,9 +222,8 @@ async fn from_signature(
     let host = header_str(headers, "host").ok_or_else(|| fail("Host header is missing"))?;
     let content_type = hmac::signed_content_type(header_str(headers, "content-type"));
     let keypair = state
-        .local
-        .auth_cache
-        .keypair(&state.read, &state.shared.revocations, &cred.access_key)
+        .auth_cache()
+        .keypair(state.read(), state.revocations(), &cred.access_key)
         .await?
         .filter(|k| k.is_active);
     // Same message for unknown keys and bad signatures: nothing to learn by probing.
@@ -248,7 +243,7 @@ async fn from_signature(
     if !hmac::verify(&keypair.secret_key, &input, &cred.signature) {
         return Err(invalid());
     }
-    match state.shared.seen_signatures.record(&cred.signature) {
+    match state.seen_signatures().record(&cred.signature) {
         // Used on another manager already: a replay all the same.
         hmac::Replay::Fresh if !super::shared::fresh_signature(state, &cred.signature).await? => {
             return Err(fail(
@@ -287,11 +282,10 @@ pub struct RateWindow(pub u32, pub u32);
 
 /// Rate limit per keypair, then `num_queries += 1` and `last_used = now` (in memory, written
 /// in batches: `keypairs::usage`).
-async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option<RateWindow>> {
+async fn account_request(state: &impl Gate, access_key: &str) -> ApiResult<Option<RateWindow>> {
     let Some(kp) = state
-        .local
-        .auth_cache
-        .keypair(&state.read, &state.shared.revocations, access_key)
+        .auth_cache()
+        .keypair(state.read(), state.revocations(), access_key)
         .await?
     else {
         return Ok(None);
@@ -299,12 +293,11 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
     let limit = u32::try_from(kp.rate_limit).unwrap_or(0);
     let window = super::ratelimit::WINDOW.as_secs().to_string();
     if limit > 0 {
-        super::shared::seed_rate(state, &state.shared.rate_limiter, access_key).await?;
+        super::shared::seed_rate(state, state.rate_limiter(), access_key).await?;
     }
     let remaining = match state
-        .shared
-        .rate_limiter
-        .check(access_key, limit, state.clock.now())
+        .rate_limiter()
+        .check(access_key, limit, state.clock().now())
     {
         Ok(r) => r,
         Err(over) => {
@@ -322,6 +315,6 @@ async fn account_request(state: &AppState, access_key: &str) -> ApiResult<Option
             .with_header("x-ratelimit-window", window));
         }
     };
-    state.shared.usage.record(access_key, state.clock.now());
+    state.usage().record(access_key, state.clock().now());
     Ok((limit > 0).then_some(RateWindow(limit, remaining)))
 }

@@ -33,19 +33,22 @@ pub mod revocations;
 pub use revocations::Revocations;
 
 /// Counts the revocations other managers announce (every process runs it on a bus across
-/// processes; its own come back too, and were counted when they were made).
-pub async fn follow(state: crate::state::AppState) {
+/// processes; its own come back too, and were counted when they were made): `me` is this
+/// manager's id.
+pub async fn follow(
+    events: std::sync::Arc<dyn crate::events::EventBus>,
+    revocations: std::sync::Arc<Revocations>,
+    me: String,
+) {
     use crate::events::Event;
-    if !state.shared.events.spans_processes() {
+    if !events.spans_processes() {
         return;
     }
-    crate::events::follow(&*state.shared.events, |e| match e {
-        Some(Event::Revoked { by, user }) if *by != state.elected.cluster.id => {
-            state.shared.revocations.count_one(*user)
-        }
+    crate::events::follow(&*events, |e| match e {
+        Some(Event::Revoked { by, user }) if *by != me => revocations.count_one(*user),
         Some(_) => {}
         // Missed events may have held a revocation of anyone's.
-        None => state.shared.revocations.count_one(None),
+        None => revocations.count_one(None),
     })
     .await
 }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::auth::{Caller, SuperadminScope};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
-use crate::state::AppState;
+use crate::store::Engines;
 
 /// Labels of a committed session's image, Backend.AI's names.
 pub const CUSTOMIZED_OWNER_LABEL: &str = "ai.backend.customized-image.owner";
@@ -201,13 +201,13 @@ fn edit_limits(resources: &Value, edits: &[ResourceLimitEdit]) -> ApiResult<Valu
 /// Edits the minimum/maximum resources of image `target` (superadmins only); `None` keeps
 /// them.
 pub async fn modify(
-    state: &AppState,
+    state: &impl Engines,
     scope: &SuperadminScope,
     target: &str,
     architecture: Option<&str>,
     resource_limits: Option<Vec<ResourceLimitEdit>>,
 ) -> ApiResult<images::Model> {
-    let image = resolve(&state.db, target, architecture).await?;
+    let image = resolve(state.db(), target, architecture).await?;
     let resources = match &resource_limits {
         Some(edits) => edit_limits(&image.resources, edits)?,
         None => image.resources.clone(),
@@ -224,15 +224,14 @@ pub async fn modify(
     })
     .await?;
     state
-        .shared
-        .events
+        .events()
         .changed(ObjectKind::Image, ChangeAction::Modified, &img.name, None);
     Ok(img)
 }
 
 /// Gives image `target` the short name `alias` such as `python` (superadmins only).
 pub async fn alias(
-    state: &AppState,
+    state: &impl Engines,
     scope: &SuperadminScope,
     alias: &str,
     target: &str,
@@ -244,10 +243,10 @@ pub async fn alias(
             "An alias must be 1 to 256 characters without spaces",
         ));
     }
-    let image = resolve(&state.db, target, architecture).await?;
+    let image = resolve(state.db(), target, architecture).await?;
     if image_aliases::Entity::find()
         .filter(image_aliases::Column::Alias.eq(&alias))
-        .one(&state.db)
+        .one(state.db())
         .await?
         .is_some()
     {
@@ -270,17 +269,16 @@ pub async fn alias(
     })
     .await?;
     state
-        .shared
-        .events
+        .events()
         .changed(ObjectKind::Image, ChangeAction::Modified, &name, None);
     Ok(())
 }
 
 /// Removes the alias `alias` (superadmins only).
-pub async fn dealias(state: &AppState, scope: &SuperadminScope, alias: &str) -> ApiResult<()> {
+pub async fn dealias(state: &impl Engines, scope: &SuperadminScope, alias: &str) -> ApiResult<()> {
     let row = image_aliases::Entity::find()
         .filter(image_aliases::Column::Alias.eq(alias))
-        .one(&state.db)
+        .one(state.db())
         .await?
         .ok_or_else(|| ApiError::not_found("image alias", alias))?;
     crate::audit::audited(state, scope.actor(), "dealias_image", "image", move |txn| {
@@ -292,20 +290,19 @@ pub async fn dealias(state: &AppState, scope: &SuperadminScope, alias: &str) -> 
     })
     .await?;
     state
-        .shared
-        .events
+        .events()
         .changed(ObjectKind::Image, ChangeAction::Modified, alias, None);
     Ok(())
 }
 
 /// Removes image `reference` from the catalog, not from the engines (superadmins only).
 pub async fn forget(
-    state: &AppState,
+    state: &impl Engines,
     scope: &SuperadminScope,
     reference: &str,
     architecture: Option<&str>,
 ) -> ApiResult<()> {
-    let image = resolve(&state.db, reference, architecture).await?;
+    let image = resolve(state.db(), reference, architecture).await?;
     let name = image.name.clone();
     crate::audit::audited(state, scope.actor(), "forget_image", "image", move |txn| {
         Box::pin(async move {
@@ -316,8 +313,7 @@ pub async fn forget(
     })
     .await?;
     state
-        .shared
-        .events
+        .events()
         .changed(ObjectKind::Image, ChangeAction::Deleted, &name, None);
     Ok(())
 }
@@ -326,24 +322,23 @@ pub async fn forget(
 /// superadmin's for anyone's) is removed from the engines that hold it as well, or a rescan
 /// would bring it back and it would still count against its owner's policy; a catalog image
 /// is forgotten by a superadmin only, as [`forget`]. Another user's image is NOT_FOUND.
-pub async fn forget_by_id(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
-    let image = resolve_for(&state.db, caller, &id.to_string(), None).await?;
+pub async fn forget_by_id(state: &impl Engines, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let image = resolve_for(state.db(), caller, &id.to_string(), None).await?;
     let Some(_) = image.owner_id else {
         let scope = caller.require_superadmin()?;
         return forget(state, &scope, &id.to_string(), None).await;
     };
     let reference = crate::agents::docker_reference(&image);
     for agent_id in image.installed_agents.0.iter() {
-        let Some(agent) = state.local.agents.get(agent_id).await else {
+        let Some(agent) = state.agents().get(agent_id).await else {
             continue;
         };
         agent.remove_image(&reference).await?;
     }
-    image.delete(&state.db).await?;
+    image.delete(state.db()).await?;
     tracing::info!(image = %reference, user = %caller.email, "a committed session's image was removed");
     state
-        .shared
-        .events
+        .events()
         .changed(ObjectKind::Image, ChangeAction::Deleted, &reference, None);
     Ok(())
 }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::plan::{Decision, Predicate, Reason};
 use crate::error::ApiResult;
 use crate::sessions::Change;
-use crate::state::AppState;
+use crate::store::Runtime;
 
 /// Pending sessions held back by their dependencies, with why.
 #[derive(Default)]
@@ -55,7 +55,7 @@ fn standing(name: &str, status: SessionStatus, result: SessionResult) -> Standin
 /// Splits the pending sessions into those free to be placed and those that wait; cancels
 /// those whose dependency failed.
 pub(super) async fn gate(
-    state: &AppState,
+    state: &impl Runtime,
     pending: Vec<sessions::Model>,
 ) -> ApiResult<(Vec<sessions::Model>, Waiting)> {
     let edges = session_dependencies::Entity::find()
@@ -68,7 +68,7 @@ pub(super) async fn gate(
                     .to_owned(),
             ),
         )
-        .all(&state.read)
+        .all(state.read())
         .await?;
     if edges.is_empty() {
         return Ok((pending, Waiting::default()));
@@ -84,7 +84,7 @@ pub(super) async fn gate(
     for chunk in wanted.chunks(500) {
         for d in sessions::Entity::find()
             .filter(sessions::Column::Id.is_in(chunk.iter().copied()))
-            .all(&state.read)
+            .all(state.read())
             .await?
         {
             deps.insert(d.id, d);
@@ -146,10 +146,10 @@ pub(super) async fn gate(
 }
 
 /// Cancels a pending session whose dependency failed, unless it left PENDING meanwhile.
-async fn cancel(state: &AppState, id: Uuid, why: String) -> ApiResult<()> {
-    let lock = state.local.session_locks.get(id).await;
+async fn cancel(state: &impl Runtime, id: Uuid, why: String) -> ApiResult<()> {
+    let lock = state.session_locks().get(id).await;
     let _guard = lock.lock().await;
-    let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
+    let now = crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await?;
     if now.status != SessionStatus::Pending {
         return Ok(());
     }

@@ -29,22 +29,22 @@ use self::plan::{
 use crate::error::{ApiError, ApiResult};
 use crate::events::ObjectKind;
 use crate::sessions::Change;
-use crate::state::AppState;
+use crate::store::Runtime;
 
 /// Ticks without a change between the passes the safety tick still makes (time-based
 /// predicates such as a reservation's start, and anything a wake-up missed).
 const IDLE_TICKS_PER_PASS: u32 = 6;
 
-pub async fn run(state: AppState) {
-    let tick = Duration::from_secs(state.config.scheduler_tick_secs.max(1));
+pub async fn run(state: impl Runtime) {
+    let tick = Duration::from_secs(state.config().scheduler_tick_secs.max(1));
     let mut idle_ticks = 0;
     loop {
         tokio::select! {
-            _ = state.elected.scheduler.notify.notified() => {}
+            _ = state.scheduler().notify.notified() => {}
             _ = tokio::time::sleep(tick) => {
                 // Nothing changed: a queue that could not be placed a moment ago still
                 // cannot; only every few ticks is it looked at again.
-                if !state.elected.scheduler.dirty.load(std::sync::atomic::Ordering::SeqCst) {
+                if !state.scheduler().dirty.load(std::sync::atomic::Ordering::SeqCst) {
                     idle_ticks += 1;
                     if idle_ticks < IDLE_TICKS_PER_PASS {
                         continue;
@@ -54,12 +54,11 @@ pub async fn run(state: AppState) {
         }
         idle_ticks = 0;
         // One scheduler at a time: the leader's (a follower's wake-ups reach it as events).
-        if !state.elected.cluster.is_leader() {
+        if !state.cluster().is_leader() {
             continue;
         }
         state
-            .elected
-            .scheduler
+            .scheduler()
             .dirty
             .store(false, std::sync::atomic::Ordering::SeqCst);
         let started = std::time::Instant::now();
@@ -79,11 +78,11 @@ pub async fn run(state: AppState) {
 /// project/domain limits, resource groups, keypairs, scheduler settings. Sessions arriving
 /// and ending and agents coming and going wake it where they happen; an agent's heartbeat
 /// (live use) does not. Lagging behind the bus only means waking once more.
-pub async fn wake_on_changes(state: AppState) {
+pub async fn wake_on_changes(state: impl Runtime) {
     use crate::events::Event;
     // Sessions arriving or ending through another manager (this one wakes where they happen).
-    let others = state.shared.events.spans_processes();
-    crate::events::follow(&*state.shared.events, |event| match event {
+    let others = state.events().spans_processes();
+    crate::events::follow(state.events(), |event| match event {
         Some(Event::Session(e))
             if others
                 && e.kernel.is_none()
@@ -96,7 +95,7 @@ pub async fn wake_on_changes(state: AppState) {
                         | SessionStatus::Error
                 ) =>
         {
-            state.elected.scheduler.wake()
+            state.scheduler().wake()
         }
         Some(Event::Changed(c))
             if matches!(
@@ -109,29 +108,28 @@ pub async fn wake_on_changes(state: AppState) {
                     | ObjectKind::SystemSetting
             ) =>
         {
-            state.elected.scheduler.wake()
+            state.scheduler().wake()
         }
         Some(_) => {}
         // Missed events: waking once more costs one pass.
-        None => state.elected.scheduler.wake(),
+        None => state.scheduler().wake(),
     })
     .await
 }
 
 /// One pass over every active resource group with pending sessions; returns placements made.
-pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
-    let _pass = state.elected.scheduler.pass.lock().await;
+pub async fn schedule_once(state: &impl Runtime) -> ApiResult<usize> {
+    let _pass = state.scheduler().pass.lock().await;
     // Snapshots are read on the read pool: a pass never holds up a writer (a create).
     let pending = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Pending))
         .order_by_asc(sessions::Column::CreatedAt)
-        .all(&state.read)
+        .all(state.read())
         .await?;
     {
         let ids: std::collections::HashSet<Uuid> = pending.iter().map(|s| s.id).collect();
         state
-            .elected
-            .scheduler
+            .scheduler()
             .retries
             .lock()
             .retain(|id, _| ids.contains(id));
@@ -153,23 +151,21 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
     // Indexes of resource groups with nothing pending (or gone) are dropped: memory follows
     // the groups in use, and one rebuilt later costs a single pass's indexing.
     state
-        .elected
-        .scheduler
+        .scheduler()
         .indexes
         .lock()
         .retain(|name, _| by_group.contains_key(name));
     let mut placed = 0;
     for (sg_name, pending) in by_group {
         let Some(sg) = scaling_groups::Entity::find_by_id(sg_name.clone())
-            .one(&state.read)
+            .one(state.read())
             .await?
         else {
             continue;
         };
         let snapshot = load_snapshot(state, &sg, &pending).await?;
         let mut index = state
-            .elected
-            .scheduler
+            .scheduler()
             .indexes
             .lock()
             .remove(&sg_name)
@@ -182,23 +178,18 @@ pub async fn schedule_once(state: &AppState) -> ApiResult<usize> {
         })
         .await
         .map_err(|e| ApiError::internal("planning a scheduling pass", e))?;
-        state
-            .elected
-            .scheduler
-            .indexes
-            .lock()
-            .insert(sg_name, index);
+        state.scheduler().indexes.lock().insert(sg_name, index);
         placed += apply(state, &pending, decisions).await?;
     }
     Ok(placed)
 }
 
 async fn load_snapshot(
-    state: &AppState,
+    state: &impl Runtime,
     sg: &scaling_groups::Model,
     pending: &[sessions::Model],
 ) -> ApiResult<Snapshot> {
-    let db = &state.read;
+    let db = state.read();
     let alive = agents::Entity::find()
         .filter(agents::Column::ScalingGroup.eq(&sg.name))
         .filter(agents::Column::Status.eq(AgentStatus::Alive))
@@ -361,7 +352,7 @@ async fn load_snapshot(
                 domain: s.domain_name.clone(),
                 requested: Dense::from_slots(&s.requested_slots),
                 order: s.created_at.timestamp_micros(),
-                retries: state.elected.scheduler.retries_of(s),
+                retries: state.scheduler().retries_of(s),
                 storage_hosts: {
                     let mut hosts: Vec<String> = s
                         .vfolder_mounts
@@ -390,7 +381,7 @@ fn add(d: &mut Dense, s: &ResourceSlots) {
 }
 
 async fn apply(
-    state: &AppState,
+    state: &impl Runtime,
     pending: &[sessions::Model],
     decisions: Vec<Decision>,
 ) -> ApiResult<usize> {
@@ -424,14 +415,9 @@ async fn apply(
                 let (_, failed) = reason_json
                     .entry(std::sync::Arc::as_ptr(&reason) as usize)
                     .or_insert_with(|| (reason.clone(), json!(reason.failed)));
-                let retries = state.elected.scheduler.retries_of(s)
+                let retries = state.scheduler().retries_of(s)
                     + u32::from(status_info == "no-available-instances");
-                state
-                    .elected
-                    .scheduler
-                    .retries
-                    .lock()
-                    .insert(session, retries);
+                state.scheduler().retries.lock().insert(session, retries);
                 // Only write (and notify) when the reason changed, not on every pass.
                 let old = s
                     .status_data
@@ -445,7 +431,7 @@ async fn apply(
                 }
                 let data = json!({"scheduler": {
                     "retries": retries,
-                    "last_try": state.clock.now().to_rfc3339(),
+                    "last_try": state.clock().now().to_rfc3339(),
                     "failed_predicates": failed,
                     "passed_predicates": reason.passed.iter().map(|p| json!({"name": p})).collect::<Vec<_>>(),
                 }});
@@ -461,13 +447,13 @@ async fn apply(
                     )
                     .filter(sessions::Column::Id.eq(session))
                     .filter(sessions::Column::Status.eq(SessionStatus::Pending))
-                    .exec(&state.db)
+                    .exec(state.db())
                     .await?;
                 if res.rows_affected == 0 {
                     continue;
                 }
                 let updated =
-                    crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
+                    crate::lookup::get::<sessions::Entity>(state.db(), "session", session).await?;
                 crate::sessions::publish(
                     state,
                     &updated,
@@ -483,17 +469,17 @@ async fn apply(
 /// Places a pending session: its containers on `agents` (one for all, or one each in kernel
 /// order), each given its GPU devices, all or none; SCHEDULED, and its launch begins. False
 /// when it is no longer pending or the devices are not free after all.
-async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> ApiResult<bool> {
+async fn place(state: &impl Runtime, s: &sessions::Model, agents: &[Arc<str>]) -> ApiResult<bool> {
     let session = s.id;
     // The session may have been cancelled since the snapshot: place it only if it is still
     // pending, holding its lock so no termination interleaves.
-    let lock = state.local.session_locks.get(session).await;
+    let lock = state.session_locks().get(session).await;
     let _guard = lock.lock().await;
-    let current = crate::lookup::get::<sessions::Entity>(&state.db, "session", session).await?;
+    let current = crate::lookup::get::<sessions::Entity>(state.db(), "session", session).await?;
     if current.status != SessionStatus::Pending {
         return Ok(false);
     }
-    let kernels = crate::sessions::kernels_of(&state.db, session).await?;
+    let kernels = crate::sessions::kernels_of(state.db(), session).await?;
     let agent_of = |i: usize| -> Option<&Arc<str>> {
         if agents.len() == 1 {
             agents.first()
@@ -591,13 +577,13 @@ async fn place(state: &AppState, s: &sessions::Model, agents: &[Arc<str>]) -> Ap
 /// `used` (shares by device: the live kernels' and this session's other containers'); None when
 /// the devices are not free.
 async fn assign_gpus(
-    state: &AppState,
+    state: &impl Runtime,
     agent_id: &str,
     requested: &ResourceSlots,
     used: &std::collections::BTreeMap<String, rust_decimal::Decimal>,
 ) -> Option<Vec<(String, rust_decimal::Decimal)>> {
-    let agent = state.local.agents.get(agent_id).await?;
-    let per_gpu = rust_decimal::Decimal::from(state.config.cuda_shares_per_gpu.max(1));
+    let agent = state.agents().get(agent_id).await?;
+    let per_gpu = rust_decimal::Decimal::from(state.config().cuda_shares_per_gpu.max(1));
     bai_engine::gpu::allocate(
         &agent.info().gpus,
         used,
@@ -609,14 +595,14 @@ async fn assign_gpus(
 
 /// Shares in use per GPU device on `agent_id`: what its live kernels were given.
 async fn gpu_use_on(
-    state: &AppState,
+    state: &impl Runtime,
     agent_id: &str,
 ) -> ApiResult<std::collections::BTreeMap<String, rust_decimal::Decimal>> {
     let mut used = std::collections::BTreeMap::new();
     let live = kernels::Entity::find()
         .filter(kernels::Column::Agent.eq(agent_id))
         .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
-        .all(&state.db)
+        .all(state.db())
         .await?;
     for k in live {
         for g in k

@@ -11,7 +11,7 @@ pub use started::{AppEntry, SSH_SETUP_WAIT, StartedApps};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Runtime;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicePort {
@@ -196,12 +196,12 @@ pub async fn install_ssh(
 
 /// The session's SSH private key (`/home/work/id_container`), for the console's download.
 pub async fn ssh_private_key(
-    state: &AppState,
+    state: &impl Runtime,
     principal: &Principal,
     id: Uuid,
 ) -> ApiResult<String> {
     let (_, k) = owned_running(state, principal, id).await?;
-    state.local.started_apps.ssh_setup_done(id).await;
+    state.started_apps().ssh_setup_done(id).await;
     let (agent, container) = super::container_of(state, &k).await?;
     // Several managers: the setup may be going on through the manager that launched the
     // session, unseen here; the key is read again until it is there (bounded).
@@ -214,7 +214,7 @@ pub async fn ssh_private_key(
             Ok(data) => break data,
             // Only a key not there yet is waited for; any other failure answers at once.
             Err(bai_engine::EngineError::NotFound { .. })
-                if state.elected.cluster.is_shared() && tokio::time::Instant::now() < deadline =>
+                if state.cluster().is_shared() && tokio::time::Instant::now() < deadline =>
             {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
@@ -234,14 +234,14 @@ fn route_stmt(sql: &str, values: Vec<sea_orm::Value>) -> sea_orm::Statement {
 ///
 /// With several managers the visibility is always the database's: an app made private
 /// through one manager is private on every manager's port at once.
-pub async fn known(state: &AppState, session: Uuid, app: &str) -> ApiResult<Option<AppEntry>> {
-    let here = state.local.started_apps.entry(session, app);
-    if !state.elected.cluster.is_shared() {
+pub async fn known(state: &impl Runtime, session: Uuid, app: &str) -> ApiResult<Option<AppEntry>> {
+    let here = state.started_apps().entry(session, app);
+    if !state.cluster().is_shared() {
         return Ok(here);
     }
     use sea_orm::ConnectionTrait as _;
     let row = state
-        .read
+        .read()
         .query_one(route_stmt(
             "SELECT token, public FROM app_routes WHERE session_id = $1 AND app = $2",
             vec![session.into(), app.to_string().into()],
@@ -263,18 +263,18 @@ pub async fn known(state: &AppState, session: Uuid, app: &str) -> ApiResult<Opti
 /// An app already recorded keeps its first token (two managers starting it at once agree on
 /// one); the returned token is the one in force.
 pub async fn share_route(
-    state: &AppState,
+    state: &impl Runtime,
     session: Uuid,
     app: &str,
     token: &str,
     public: bool,
 ) -> ApiResult<String> {
-    if !state.elected.cluster.is_shared() {
+    if !state.cluster().is_shared() {
         return Ok(token.to_string());
     }
     use sea_orm::ConnectionTrait as _;
     let row = state
-        .db
+        .db()
         .query_one(route_stmt(
             "INSERT INTO app_routes (session_id, app, token, public) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (session_id, app) DO UPDATE SET public = EXCLUDED.public \
@@ -292,10 +292,10 @@ pub async fn share_route(
 }
 
 /// The leader's cleanup: routes of sessions no longer running.
-pub async fn expire_routes(state: &AppState) -> ApiResult<()> {
+pub async fn expire_routes(state: &impl Runtime) -> ApiResult<()> {
     use sea_orm::ConnectionTrait as _;
     state
-        .db
+        .db()
         .execute(route_stmt(
             "DELETE FROM app_routes WHERE session_id NOT IN \
              (SELECT id FROM sessions WHERE status = 'RUNNING')",
@@ -308,12 +308,12 @@ pub async fn expire_routes(state: &AppState) -> ApiResult<()> {
 /// Where the server reaches `port` of the session's container (its address on the session
 /// network), cached after the first lookup.
 pub async fn upstream(
-    state: &AppState,
+    state: &impl Runtime,
     session: Uuid,
     k: &entity::kernels::Model,
     port: u16,
 ) -> ApiResult<Option<std::net::SocketAddr>> {
-    if let Some(p) = state.local.started_apps.port(session, port) {
+    if let Some(p) = state.started_apps().port(session, port) {
         return Ok(Some(p));
     }
     let (agent, container) = super::container_of(state, k).await?;
@@ -322,13 +322,13 @@ pub async fn upstream(
         .await
         .map(|ip| std::net::SocketAddr::new(ip, port));
     if let Some(p) = found {
-        state.local.started_apps.remember_port(session, port, p);
+        state.started_apps().remember_port(session, port, p);
     }
     Ok(found)
 }
 
 pub async fn owned_running(
-    state: &AppState,
+    state: &impl Runtime,
     principal: &Principal,
     id: Uuid,
 ) -> ApiResult<(entity::sessions::Model, entity::kernels::Model)> {
@@ -340,7 +340,7 @@ pub async fn owned_running(
 
 /// `s` (already authorized) with its main kernel, when it is running.
 pub async fn running(
-    state: &AppState,
+    state: &impl Runtime,
     s: entity::sessions::Model,
 ) -> ApiResult<(entity::sessions::Model, entity::kernels::Model)> {
     let id = s.id;
@@ -350,7 +350,7 @@ pub async fn running(
             s.name, s.status
         )));
     }
-    let k = super::main_kernel(&state.db, id).await?;
+    let k = super::main_kernel(state.db(), id).await?;
     Ok((s, k))
 }
 

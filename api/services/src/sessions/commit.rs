@@ -14,7 +14,7 @@ use crate::images::{
     CUSTOMIZED_EMAIL_LABEL as EMAIL_LABEL, CUSTOMIZED_ID_LABEL as ID_LABEL,
     CUSTOMIZED_NAME_LABEL as NAME_LABEL, CUSTOMIZED_OWNER_LABEL as OWNER_LABEL,
 };
-use crate::state::AppState;
+use crate::store::Runtime;
 use sea_orm::ConnectionTrait as _;
 
 pub mod entries;
@@ -25,21 +25,16 @@ use entries::Running;
 pub const HOME_LIMIT: u64 = 16 * 1024 * 1024 * 1024;
 
 /// Ends a session's entry in [`Commits`] however its task ends.
-struct Entry {
-    state: AppState,
+struct Entry<S: Runtime> {
+    state: S,
     session: Uuid,
 }
 
-impl Drop for Entry {
+impl<S: Runtime> Drop for Entry<S> {
     fn drop(&mut self) {
-        self.state
-            .local
-            .commits
-            .running
-            .lock()
-            .remove(&self.session);
-        if self.state.elected.cluster.is_shared() {
-            let (db, session) = (self.state.db.clone(), self.session);
+        self.state.commits().running.lock().remove(&self.session);
+        if self.state.cluster().is_shared() {
+            let (db, session) = (self.state.db().clone(), self.session);
             // Best effort: a claim left behind goes with its manager at the leader's sweep.
             tokio::spawn(async move {
                 if let Err(e) = db
@@ -78,12 +73,12 @@ fn over_quota(have: usize, coming: usize, limit: usize) -> ApiError {
 /// it at once; a new image (`quota`: its owner, the images they have, their limit) counts the
 /// images commits under way through any manager will add (the owner's row is locked meanwhile).
 async fn claim_shared(
-    state: &AppState,
+    state: &impl Runtime,
     session: &entity::sessions::Model,
     quota: Option<(Uuid, usize, usize)>,
 ) -> ApiResult<()> {
     use sea_orm::TransactionTrait as _;
-    let txn = state.db.begin().await?;
+    let txn = state.db().begin().await?;
     if let Some((owner, have, limit)) = quota {
         txn.execute(commit_stmt(
             "SELECT uuid FROM users WHERE uuid = $1 FOR UPDATE",
@@ -111,7 +106,7 @@ async fn claim_shared(
             vec![
                 session.id.into(),
                 quota.map(|(owner, _, _)| owner).into(),
-                state.elected.cluster.id.clone().into(),
+                state.cluster().id.clone().into(),
             ],
         ))
         .await?;
@@ -126,13 +121,13 @@ async fn claim_shared(
 }
 
 /// The leader's cleanup: claims of managers no longer alive (their commits ended with them).
-pub async fn expire_claims(state: &AppState) -> ApiResult<()> {
+pub async fn expire_claims(state: &impl Runtime) -> ApiResult<()> {
     state
-        .db
+        .db()
         .execute(commit_stmt(
             "DELETE FROM session_commits WHERE manager NOT IN \
              (SELECT id FROM managers WHERE seen_at > now() - make_interval(secs => $1))",
-            vec![(state.elected.cluster.ttl() * 2).as_secs_f64().into()],
+            vec![(state.cluster().ttl() * 2).as_secs_f64().into()],
         ))
         .await?;
     Ok(())
@@ -192,7 +187,7 @@ pub struct Started {
 /// already gave an image of the same base replaces that image; a new one must fit the
 /// policy's count.
 pub async fn start(
-    state: &AppState,
+    state: &impl Runtime,
     caller: &Caller,
     s: &entity::sessions::Model,
     name: Option<&str>,
@@ -204,10 +199,11 @@ pub async fn start(
             s.name, s.status
         )));
     }
-    let kernel = super::main_kernel(&state.db, s.id).await?;
+    let kernel = super::main_kernel(state.db(), s.id).await?;
     let (agent, container) = super::container_of(state, &kernel).await?;
-    let base = crate::images::resolve(&state.db, &kernel.image, Some(&kernel.architecture)).await?;
-    let owned = crate::images::owned_by(&state.db, caller.uuid).await?;
+    let base =
+        crate::images::resolve(state.db(), &kernel.image, Some(&kernel.architecture)).await?;
+    let owned = crate::images::owned_by(state.db(), caller.uuid).await?;
     let label = |img: &images::Model, key: &str| {
         img.labels
             .get(key)
@@ -238,7 +234,7 @@ pub async fn start(
         }
     };
     let reference = reference(
-        &state.config.local_registry_name,
+        &state.config().local_registry_name,
         caller.uuid,
         &base,
         image_id,
@@ -259,12 +255,12 @@ pub async fn start(
         labels,
         home_limit: HOME_LIMIT,
     };
-    if state.elected.cluster.is_shared() {
+    if state.cluster().is_shared() {
         let claim = quota.map(|(have, limit)| (caller.uuid, have, limit));
         claim_shared(state, s, claim).await?;
     }
     let task_id = {
-        let mut running = state.local.commits.running.lock();
+        let mut running = state.commits().running.lock();
         if running.contains_key(&s.id) {
             return Err(ApiError::conflict(format!(
                 "Session '{}' is being committed already",
@@ -287,7 +283,7 @@ pub async fn start(
         let st = state.clone();
         let session = s.clone();
         let task_id = crate::bgtasks::spawn(
-            &crate::bgtasks::Tasks::new(&state.local.bgtasks, &state.shared.events),
+            &state.tasks(),
             "commit_session",
             caller.uuid,
             move |p| {
@@ -305,7 +301,9 @@ pub async fn start(
                     // The session may have ended meanwhile: its scratch volume, which the commit
                     // held, goes now (the container is gone already, which is fine).
                     if let Ok(now) = crate::lookup::get::<entity::sessions::Entity>(
-                        &st.db, "session", session.id,
+                        st.db(),
+                        "session",
+                        session.id,
                     )
                     .await
                         && !entity::enums::SessionStatus::ALLOCATED.contains(&now.status)
@@ -353,16 +351,16 @@ pub async fn start(
 /// Backend.AI's commit status of session `s` (one the caller may work inside): `ongoing`
 /// while a commit runs, else `ready`.
 pub async fn status(
-    state: &AppState,
+    state: &impl Runtime,
     s: &entity::sessions::Model,
 ) -> ApiResult<(&'static str, Uuid)> {
-    let kernel = super::main_kernel(&state.db, s.id).await?;
-    let here = state.local.commits.task_of(s.id).is_some();
+    let kernel = super::main_kernel(state.db(), s.id).await?;
+    let here = state.commits().task_of(s.id).is_some();
     // Several managers: a commit through another manager is claimed in the database.
     let anywhere = here
-        || (state.elected.cluster.is_shared()
+        || (state.cluster().is_shared()
             && state
-                .read
+                .read()
                 .query_one(commit_stmt(
                     "SELECT session_id FROM session_commits WHERE session_id = $1",
                     vec![s.id.into()],

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::{DEFAULT_SHMEM, LIVE, publish};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Runtime;
 
 pub struct CreateRequest {
     pub image: String,
@@ -268,12 +268,12 @@ pub async fn resolve_group<C: ConnectionTrait>(
 
 /// Creates `count` identical PENDING sessions and wakes the scheduler.
 pub async fn create(
-    state: &AppState,
+    state: &impl Runtime,
     caller: &Caller,
     req: CreateRequest,
 ) -> ApiResult<Vec<sessions::Model>> {
     let valid = validate(caller, &req)?;
-    let image = crate::images::resolve_for(&state.db, caller, &req.image, None).await?;
+    let image = crate::images::resolve_for(state.db(), caller, &req.image, None).await?;
     let sized = size(state, &image, &req).await?;
     let place = authorise(state, caller, &valid, &image, &sized, &req).await?;
     let created = persist(state, caller, &valid, &image, &sized, &place, &req).await?;
@@ -372,12 +372,19 @@ struct Sized {
 }
 
 /// The slots: a preset, then the amounts given, sized against the image (§6).
-async fn size(state: &AppState, image: &images::Model, req: &CreateRequest) -> ApiResult<Sized> {
+async fn size(
+    state: &impl Runtime,
+    image: &images::Model,
+    req: &CreateRequest,
+) -> ApiResult<Sized> {
     let (mut slots, mut shmem) = (ResourceSlots::new(), None);
     if let Some(p) = &req.preset {
-        let preset =
-            crate::lookup::get::<resource_presets::Entity>(&state.db, "resource preset", p.clone())
-                .await?;
+        let preset = crate::lookup::get::<resource_presets::Entity>(
+            state.db(),
+            "resource preset",
+            p.clone(),
+        )
+        .await?;
         slots = preset.resource_slots.clone();
         shmem = preset.shared_memory;
     }
@@ -425,14 +432,14 @@ struct Placement {
 /// The caller's rights: the domain's registries, an installed or pullable image, a project
 /// they belong to, a resource group open to them, their folders, their keypair's policy.
 async fn authorise(
-    state: &AppState,
+    state: &impl Runtime,
     caller: &Caller,
     valid: &Valid,
     image: &images::Model,
     sized: &Sized,
     req: &CreateRequest,
 ) -> ApiResult<Placement> {
-    let db = &state.db;
+    let db = state.db();
     // The domain's registry allowlist (empty = any registry).
     let domain =
         crate::lookup::get::<entity::domains::Entity>(db, "domain", caller.domain_name.clone())
@@ -528,13 +535,13 @@ async fn resolve_dependencies<C: ConnectionTrait>(
 /// A request beyond the keypair policy's absolute limits could never run: refuse it now, as
 /// one that would exceed the pending sessions the policy allows.
 async fn within_policy(
-    state: &AppState,
+    state: &impl Runtime,
     access_key: &str,
     requested: &ResourceSlots,
     req: &CreateRequest,
 ) -> ApiResult<()> {
     let count = req.count;
-    let db = &state.db;
+    let db = state.db();
     let kp = crate::lookup::get::<entity::keypairs::Entity>(db, "keypair", access_key.to_string())
         .await?;
     let policy = crate::lookup::get::<keypair_resource_policies::Entity>(
@@ -580,7 +587,7 @@ async fn within_policy(
 /// The sessions and their main kernels, in one transaction that also checks that no live
 /// session of the keypair has one of the names.
 async fn persist(
-    state: &AppState,
+    state: &impl Runtime,
     caller: &Caller,
     valid: &Valid,
     image: &images::Model,
@@ -589,7 +596,7 @@ async fn persist(
     req: &CreateRequest,
 ) -> ApiResult<Vec<sessions::Model>> {
     let access_key = &valid.access_key;
-    let txn = state.db.begin().await?;
+    let txn = state.db().begin().await?;
     for n in &valid.names {
         let taken = sessions::Entity::find()
             .filter(sessions::Column::AccessKey.eq(access_key))
@@ -603,7 +610,7 @@ async fn persist(
             )));
         }
     }
-    let now = state.clock.now();
+    let now = state.clock().now();
     let history = json!({ "PENDING": now.to_rfc3339() });
     let environ = json!(req.environ);
     let resource_opts = json!({ "shmem": sized.shmem });
@@ -714,11 +721,11 @@ pub fn cluster_member(rank: u32) -> (ClusterRole, i32, String) {
 }
 
 /// Committed sessions are announced and the scheduler woken: it allocates on its next pass.
-fn enqueue(state: &AppState, created: &[sessions::Model]) {
+fn enqueue(state: &impl Runtime, created: &[sessions::Model]) {
     for s in created {
         publish(state, s, "session_enqueued", None);
     }
-    state.elected.scheduler.wake();
+    state.scheduler().wake();
 }
 
 #[cfg(test)]

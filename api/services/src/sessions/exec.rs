@@ -15,7 +15,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Runtime;
 
 pub mod runs;
 mod shared;
@@ -36,11 +36,11 @@ pub struct Exec {
 pub type Output = Pin<Box<dyn futures_util::Stream<Item = Chunk> + Send + 'static>>;
 
 /// The execution `id`, if this process or (several managers) any other keeps it.
-pub async fn find(state: &AppState, id: Uuid) -> ApiResult<Option<Exec>> {
-    if let Some(run) = state.local.exec_runs.get(id) {
+pub async fn find(state: &impl Runtime, id: Uuid) -> ApiResult<Option<Exec>> {
+    if let Some(run) = state.exec_runs().get(id) {
         return Ok(Some(Exec::local(run)));
     }
-    if !state.elected.cluster.is_shared() {
+    if !state.cluster().is_shared() {
         return Ok(None);
     }
     Ok(shared::header(state, id).await?.map(|h| Exec {
@@ -62,7 +62,10 @@ impl Exec {
     }
 
     /// What is kept so far, whether it ended, its exit code.
-    pub async fn snapshot(&self, state: &AppState) -> ApiResult<(Vec<Chunk>, bool, Option<i64>)> {
+    pub async fn snapshot(
+        &self,
+        state: &impl Runtime,
+    ) -> ApiResult<(Vec<Chunk>, bool, Option<i64>)> {
         match &self.local {
             Some(run) => Ok(run.snapshot()),
             None => {
@@ -80,11 +83,11 @@ impl Exec {
     /// other.
     pub async fn poll(
         &self,
-        state: &AppState,
+        state: &impl Runtime,
         wait: std::time::Duration,
     ) -> ApiResult<(Vec<Chunk>, bool, Option<i64>)> {
         match &self.local {
-            Some(run) if !state.elected.cluster.is_shared() => Ok(run.poll(wait).await),
+            Some(run) if !state.cluster().is_shared() => Ok(run.poll(wait).await),
             Some(run) => {
                 run.wait_finished(wait).await;
                 shared::poll(state, self.id, Some(run)).await
@@ -97,7 +100,7 @@ impl Exec {
     }
 
     /// Writes to the program's standard input (through the manager running it).
-    pub async fn send_input(&self, state: &AppState, data: &str) -> ApiResult<()> {
+    pub async fn send_input(&self, state: &impl Runtime, data: &str) -> ApiResult<()> {
         match &self.local {
             Some(run) => run.send_input(data).await,
             None => shared::send_input(state, self.id, data).await,
@@ -105,7 +108,7 @@ impl Exec {
     }
 
     /// The output from the start (as kept), then live until the `finished` chunk.
-    pub fn follow(&self, state: &AppState) -> Output {
+    pub fn follow(&self, state: &impl Runtime) -> Output {
         match &self.local {
             Some(run) => Box::pin(run.clone().follow()),
             None => Box::pin(shared::follow(state.clone(), self.id)),
@@ -169,7 +172,7 @@ pub fn command(
 
 /// Starts an execution in a running session; returns the run at once (this process runs it).
 pub async fn start(
-    state: &AppState,
+    state: &impl Runtime,
     session: &sessions::Model,
     mode: &str,
     code: &str,
@@ -184,9 +187,9 @@ pub async fn start(
     if code.len() > 1024 * 1024 {
         return Err(ApiError::bad_request("The code is larger than 1 MiB"));
     }
-    let k = super::main_kernel(&state.db, session.id).await?;
+    let k = super::main_kernel(state.db(), session.id).await?;
     let (agent, container) = super::container_of(state, &k).await?;
-    let image = crate::images::resolve(&state.db, &k.image, Some(&k.architecture)).await?;
+    let image = crate::images::resolve(state.db(), &k.image, Some(&k.architecture)).await?;
     let label = |key: &str| {
         image
             .labels
@@ -203,7 +206,7 @@ pub async fn start(
         options,
     )?;
     let run_id = Uuid::new_v4();
-    let shared = state.elected.cluster.is_shared();
+    let shared = state.cluster().is_shared();
     if shared {
         // Before the program starts: its output has a place the moment it comes.
         shared::register(state, run_id, session).await?;
@@ -223,7 +226,7 @@ pub async fn start(
         }
     };
     let run = Arc::new(Run::new(run_id, session.id, session.user_uuid, Some(input)));
-    if let Err(e) = state.local.exec_runs.insert(run.clone()) {
+    if let Err(e) = state.exec_runs().insert(run.clone()) {
         if shared {
             shared::forget(state, run_id).await;
         }
@@ -268,19 +271,19 @@ pub async fn start(
 }
 
 /// The leader's cleanup of executions copied to the database (several managers).
-pub async fn expire_shared(state: &AppState) -> ApiResult<()> {
-    shared::expire(&state.db, state.elected.cluster.ttl() * 2).await
+pub async fn expire_shared(state: &impl Runtime) -> ApiResult<()> {
+    shared::expire(state.db(), state.cluster().ttl() * 2).await
 }
 
 /// Marks the session as used now (idle timeout).
-pub async fn touch(state: &AppState, session: Uuid) {
+pub async fn touch(state: &impl Runtime, session: Uuid) {
     let touched = sessions::Entity::update_many()
         .col_expr(
             sessions::Column::LastActivity,
-            sea_orm::sea_query::Expr::value(state.clock.now()),
+            sea_orm::sea_query::Expr::value(state.clock().now()),
         )
         .filter(sessions::Column::Id.eq(session))
-        .exec(&state.db)
+        .exec(state.db())
         .await;
     // Activity is advisory (the idle reaper reads it): a missed write only makes the session
     // look idle a little earlier, so it is logged, not returned.

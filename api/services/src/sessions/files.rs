@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use serde::Serialize;
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Runtime;
 use entity::sessions;
 
 /// The session's work directory: every path given here is beneath it.
@@ -87,7 +87,7 @@ fn parse_listing(out: &[u8]) -> Vec<Entry> {
 /// The entries of a directory in the session (`path` as for [`work_path`]), sorted by name,
 /// and what the listing said on stderr (a missing directory, a permission).
 pub async fn list(
-    state: &AppState,
+    state: &impl Runtime,
     s: &sessions::Model,
     path: &str,
 ) -> ApiResult<(String, Vec<Entry>, String)> {
@@ -126,7 +126,7 @@ pub async fn list(
 
 /// Each path as a tar archive (Backend.AI's download: at most five, each at most 1 MiB).
 pub async fn download(
-    state: &AppState,
+    state: &impl Runtime,
     s: &sessions::Model,
     paths: &[String],
 ) -> ApiResult<Vec<(String, Vec<u8>)>> {
@@ -167,7 +167,7 @@ pub async fn download(
 }
 
 /// One regular file's contents (at most 1 MiB); a directory or link is refused.
-pub async fn read_one(state: &AppState, s: &sessions::Model, path: &str) -> ApiResult<Vec<u8>> {
+pub async fn read_one(state: &impl Runtime, s: &sessions::Model, path: &str) -> ApiResult<Vec<u8>> {
     let p = work_path(path)?;
     let (agent, container) = running_container(state, s).await?;
     let data = agent
@@ -188,7 +188,7 @@ pub async fn read_one(state: &AppState, s: &sessions::Model, path: &str) -> ApiR
 }
 
 async fn running_container(
-    state: &AppState,
+    state: &impl Runtime,
     s: &sessions::Model,
 ) -> ApiResult<(std::sync::Arc<crate::agents::Agent>, String)> {
     if s.status != entity::enums::SessionStatus::Running {
@@ -197,7 +197,7 @@ async fn running_container(
             s.name, s.status
         )));
     }
-    let k = super::main_kernel(&state.db, s.id).await?;
+    let k = super::main_kernel(state.db(), s.id).await?;
     super::container_of(state, &k).await
 }
 

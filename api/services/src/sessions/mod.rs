@@ -35,7 +35,7 @@ use uuid::Uuid;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{Event, SessionEvent};
-use crate::state::AppState;
+use crate::store::Runtime;
 use bai_engine::{BindMount, KernelSpec};
 
 /// Statuses of sessions that are not over yet.
@@ -51,12 +51,17 @@ pub const LIVE: &[SessionStatus] = &[
 
 pub const DEFAULT_SHMEM: i64 = 64 * 1024 * 1024;
 
-pub fn publish(state: &AppState, s: &sessions::Model, event: &'static str, reason: Option<String>) {
+pub fn publish(
+    state: &impl Runtime,
+    s: &sessions::Model,
+    event: &'static str,
+    reason: Option<String>,
+) {
     emit(state, s, event, reason, None, None);
 }
 
 fn emit(
-    state: &AppState,
+    state: &impl Runtime,
     s: &sessions::Model,
     event: &'static str,
     reason: Option<String>,
@@ -64,10 +69,9 @@ fn emit(
     kernel: Option<&kernels::Model>,
 ) {
     // Every committed change of a session passes here: list counts are stale.
-    state.local.session_counts.changed();
+    state.session_counts().changed();
     state
-        .shared
-        .events
+        .events()
         .publish(session_event(s, event, reason, exit_code, kernel));
 }
 
@@ -355,7 +359,7 @@ async fn check_capacity<C: ConnectionTrait>(
 /// Applies a status change in one transaction with the events that announce it, and what
 /// follows it in this process (list counts, started apps, agent usage, the scheduler).
 pub async fn apply(
-    state: &AppState,
+    state: &impl Runtime,
     id: Uuid,
     to: SessionStatus,
     change: Change,
@@ -363,14 +367,14 @@ pub async fn apply(
     // Session and kernel rows change together: nobody sees a RUNNING session without its
     // container.
     let (result, exit_code) = (change.result, change.exit_code);
-    let txn = state.db.begin().await?;
+    let txn = state.db().begin().await?;
     let (s, kernels) = transition(
         &txn,
         id,
         to,
         change,
-        state.clock.now(),
-        &state.elected.cluster.id,
+        state.clock().now(),
+        &state.cluster().id,
     )
     .await?;
     // Backend.AI's order: a batch's result, then each container, then the session.
@@ -392,16 +396,16 @@ pub async fn apply(
     // A failed start (ERROR, `session_failure`) has no exit code of its own: -1.
     let code = (to == SessionStatus::Error).then_some(exit_code.unwrap_or(-1));
     events.push(session_event(&s, event_name(to), None, code, None));
-    let events = crate::events::in_transaction(&*state.shared.events, &txn, events).await?;
+    let events = crate::events::in_transaction(state.events(), &txn, events).await?;
     txn.commit().await?;
-    state.local.session_counts.changed();
-    crate::events::after_commit(&*state.shared.events, events);
+    state.session_counts().changed();
+    crate::events::after_commit(state.events(), events);
     if matches!(
         to,
         SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
     ) {
         // Its apps are gone with its container.
-        state.local.started_apps.forget(id);
+        state.started_apps().forget(id);
     }
     if matches!(
         to,
@@ -411,25 +415,25 @@ pub async fn apply(
             | SessionStatus::Running
     ) {
         crate::agents::refresh_agent_usage(state).await?;
-        state.elected.scheduler.wake();
+        state.scheduler().wake();
     }
     Ok(s)
 }
 
 /// How far the session's image has come to its agent ("pulling <image>: 42%"): written on
 /// the session (not its status history) and announced as Backend.AI's `kernel_pulling`.
-pub async fn pulling(state: &AppState, id: Uuid, image: &str, percent: u8) -> ApiResult<()> {
+pub async fn pulling(state: &impl Runtime, id: Uuid, image: &str, percent: u8) -> ApiResult<()> {
     let info = format!("pulling {image}: {percent}%");
     let updated = sessions::Entity::update_many()
         .col_expr(sessions::Column::StatusInfo, Expr::value(info.clone()))
         .filter(sessions::Column::Id.eq(id))
         .filter(sessions::Column::Status.eq(SessionStatus::Pulling))
-        .exec(&state.db)
+        .exec(state.db())
         .await?;
     if updated.rows_affected == 0 {
         return Ok(()); // no longer pulling: nothing to say
     }
-    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
+    let s = crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await?;
     publish(state, &s, "kernel_pulling", Some(info));
     Ok(())
 }
@@ -437,12 +441,12 @@ pub async fn pulling(state: &AppState, id: Uuid, image: &str, percent: u8) -> Ap
 /// The sessions on an agent that stopped answering say so (`status_info` "agent-lost": the
 /// session may well still run, nothing is concluded); when it answers again and its
 /// reconciliation kept them, they stop saying it.
-pub async fn agent_lost(state: &AppState, agent_id: &str, lost: bool) -> ApiResult<()> {
+pub async fn agent_lost(state: &impl Runtime, agent_id: &str, lost: bool) -> ApiResult<()> {
     const LOST: &str = "agent-lost";
     let on_agent = kernels::Entity::find()
         .filter(kernels::Column::Agent.eq(agent_id))
         .filter(kernels::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
-        .all(&state.db)
+        .all(state.db())
         .await?;
     for k in on_agent {
         let (from, to) = if lost {
@@ -461,10 +465,10 @@ pub async fn agent_lost(state: &AppState, agent_id: &str, lost: bool) -> ApiResu
             Some(old) => update.filter(sessions::Column::StatusInfo.eq(old)),
             None => update,
         };
-        if update.exec(&state.db).await?.rows_affected == 0 {
+        if update.exec(state.db()).await?.rows_affected == 0 {
             continue;
         }
-        let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", k.session_id).await?;
+        let s = crate::lookup::get::<sessions::Entity>(state.db(), "session", k.session_id).await?;
         let event = if lost {
             "session_agent_lost"
         } else {
@@ -477,15 +481,14 @@ pub async fn agent_lost(state: &AppState, agent_id: &str, lost: bool) -> ApiResu
 
 /// The agent and container of a kernel that is running now.
 pub async fn container_of(
-    state: &AppState,
+    state: &impl Runtime,
     k: &kernels::Model,
 ) -> ApiResult<(std::sync::Arc<crate::agents::Agent>, String)> {
     let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
         return Err(ApiError::bad_request("The session has no container"));
     };
     let agent = state
-        .local
-        .agents
+        .agents()
         .get(agent_id)
         .await
         .ok_or_else(|| crate::agents::not_alive(agent_id))?;
@@ -502,8 +505,8 @@ pub async fn main_kernel<C: ConnectionTrait>(db: &C, session: Uuid) -> ApiResult
 }
 
 /// Starts the container of a SCHEDULED session: PREPARING → RUNNING, or ERROR.
-pub async fn launch(state: AppState, id: Uuid) {
-    let lock = state.local.session_locks.get(id).await;
+pub async fn launch(state: impl Runtime, id: Uuid) {
+    let lock = state.session_locks().get(id).await;
     let _guard = lock.lock().await;
     if let Err(e) = launch_locked(&state, id).await {
         if lost_race(&e) {
@@ -616,7 +619,7 @@ type Placement = (
     Vec<Arc<crate::agents::Agent>>,
 );
 
-async fn placement(state: &AppState, all: &[kernels::Model]) -> ApiResult<Placement> {
+async fn placement(state: &impl Runtime, all: &[kernels::Model]) -> ApiResult<Placement> {
     let mut each = Vec::with_capacity(all.len());
     let mut distinct: Vec<Arc<crate::agents::Agent>> = Vec::new();
     for k in all {
@@ -625,8 +628,7 @@ async fn placement(state: &AppState, all: &[kernels::Model]) -> ApiResult<Placem
             .clone()
             .ok_or_else(|| ApiError::internal("launching a session", "no agent assigned"))?;
         let agent = state
-            .local
-            .agents
+            .agents()
             .get(&agent_id)
             .await
             .ok_or_else(|| crate::agents::not_alive(&agent_id))?;
@@ -647,7 +649,7 @@ async fn placement(state: &AppState, all: &[kernels::Model]) -> ApiResult<Placem
 /// the engine refuses one of two containers given the same address, whose launch ends in ERROR
 /// with its rules removed.
 async fn multi_node_places(
-    state: &AppState,
+    state: &impl Runtime,
     id: Uuid,
     all: &[kernels::Model],
     each: &[Arc<crate::agents::Agent>],
@@ -662,8 +664,7 @@ async fn multi_node_places(
     for agent in order {
         turns.push(
             state
-                .local
-                .agents
+                .agents()
                 .turn(format!("session-addresses:{}", agent.info().id))
                 .await,
         );
@@ -701,12 +702,12 @@ async fn multi_node_places(
     Ok((places, turns))
 }
 
-async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
-    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
+async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
+    let s = crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await?;
     if s.status != SessionStatus::Scheduled {
         return Ok(()); // terminated while waiting for the lock
     }
-    let all = kernels_of(&state.db, id).await?;
+    let all = kernels_of(state.db(), id).await?;
     let k = all
         .first()
         .filter(|k| k.cluster_role == ClusterRole::Main)
@@ -728,7 +729,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         from(SessionStatus::Scheduled),
     )
     .await?;
-    let image = crate::images::resolve(&state.db, &k.image, Some(&k.architecture)).await?;
+    let image = crate::images::resolve(state.db(), &k.image, Some(&k.architecture)).await?;
     let shmem = k
         .resource_opts
         .get("shmem")
@@ -743,7 +744,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
                 .collect()
         })
         .unwrap_or_default();
-    let user = crate::users::by_uuid(&state.db, s.user_uuid).await?;
+    let user = crate::users::by_uuid(state.db(), s.user_uuid).await?;
     env.extend([
         ("BACKENDAI_USER_UUID".into(), s.user_uuid.to_string()),
         ("BACKENDAI_USER_EMAIL".into(), user.email.clone()),
@@ -759,18 +760,14 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     for (kernel, on) in all.iter().zip(&each) {
         let on = &on.info().id;
         mounts.push(
-            crate::storage::mounts_on(
-                state.local.agents.storage_of(on),
-                on,
-                kernel.mounts.0.clone(),
-            )?
-            .into_iter()
-            .map(|m| BindMount {
-                host_path: m.host_path,
-                target: m.target,
-                read_only: m.read_only,
-            })
-            .collect(),
+            crate::storage::mounts_on(state.agents().storage_of(on), on, kernel.mounts.0.clone())?
+                .into_iter()
+                .map(|m| BindMount {
+                    host_path: m.host_path,
+                    target: m.target,
+                    read_only: m.read_only,
+                })
+                .collect(),
         );
     }
     let service_ports = k.service_ports.as_str().unwrap_or_default().to_string();
@@ -873,7 +870,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             cluster: places.get(rank).cloned().flatten(),
             ports: crate::sessions::apps::container_ports(&service_ports),
             service_ports: service_ports.clone(),
-            pids_limit: i64::from(state.config.container_pids_limit),
+            pids_limit: i64::from(state.config().container_pids_limit),
             mounts: mounts.get(rank).cloned().unwrap_or_default(),
         };
         let on = &each[rank];
@@ -894,14 +891,14 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             bootstrapped(state, on.as_ref(), id, c, deadline).await;
         }
     }
-    state.local.launch_phases.record(id, started.elapsed());
+    state.launch_phases().record(id, started.elapsed());
     if cluster {
         // Each container's own id on its kernel (the status change below leaves them).
         for (kernel, container, _) in &containers {
             kernels::Entity::update_many()
                 .col_expr(kernels::Column::ContainerId, Expr::value(container.clone()))
                 .filter(kernels::Column::Id.eq(*kernel))
-                .exec(&state.db)
+                .exec(state.db())
                 .await?;
         }
     }
@@ -912,7 +909,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     // SSH keys and the daemon go in after RUNNING (they are not the engine's work and took
     // a third of the launch); whatever needs them (the sshd app, the key download) waits
     // for this setup, registered before RUNNING is visible.
-    let ssh_setup = state.local.started_apps.ssh_setup_begins(id);
+    let ssh_setup = state.started_apps().ssh_setup_begins(id);
     let running = apply(
         state,
         id,
@@ -926,7 +923,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
     )
     .await;
     if let Err(e) = running {
-        state.local.started_apps.ssh_setup_ends(id, ssh_setup);
+        state.started_apps().ssh_setup_ends(id, ssh_setup);
         if lost_race(&e) {
             // Ended meanwhile (through another manager): what this launch made goes now,
             // not at the next sweep.
@@ -948,10 +945,10 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
         tokio::spawn(async move {
             // Under the session's lock: a termination waits for the setup instead of racing
             // it, and a session already ended gets none.
-            let lock = state.local.session_locks.get(id).await;
+            let lock = state.session_locks().get(id).await;
             let _guard = lock.lock().await;
             let started = std::time::Instant::now();
-            let still_running = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
+            let still_running = crate::lookup::get::<sessions::Entity>(state.db(), "session", id)
                 .await
                 .is_ok_and(|s| s.status == SessionStatus::Running);
             let cluster_key = if all_containers.len() > 1 {
@@ -979,7 +976,7 @@ async fn launch_locked(state: &AppState, id: Uuid) -> ApiResult<()> {
             }
             metrics::histogram!("bai_launch_phase_seconds", "phase" => "ssh")
                 .record(started.elapsed().as_secs_f64());
-            state.local.started_apps.ssh_setup_ends(id, ssh_setup);
+            state.started_apps().ssh_setup_ends(id, ssh_setup);
         });
     }
     if s.session_type == SessionType::Batch {
@@ -998,7 +995,7 @@ const BOOTSTRAP_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 /// session is being ended: through this process (it asked, `SessionLocks::ask_to_end`) or
 /// through another manager (its status moved on; read once per poll).
 async fn bootstrapped(
-    state: &AppState,
+    state: &impl Runtime,
     agent: &crate::agents::Agent,
     id: Uuid,
     container_id: &str,
@@ -1006,10 +1003,10 @@ async fn bootstrapped(
 ) {
     let mut pause = std::time::Duration::from_millis(100);
     loop {
-        if state.local.session_locks.asked_to_end(id) {
+        if state.session_locks().asked_to_end(id) {
             return;
         }
-        let moved_on = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
+        let moved_on = crate::lookup::get::<sessions::Entity>(state.db(), "session", id)
             .await
             .map(|s| !matches!(s.status, SessionStatus::Preparing | SessionStatus::Pulling))
             .unwrap_or(true);
@@ -1039,13 +1036,13 @@ async fn bootstrapped(
 /// A batch session ends when its command exits: success for 0, failure otherwise, the exit
 /// code in `status_data`, the output kept as the session log.
 pub async fn watch_batch(
-    state: AppState,
+    state: impl Runtime,
     id: Uuid,
     agent_id: String,
     container_id: String,
     kernel_id: Uuid,
 ) {
-    let Some(agent) = state.local.agents.get(&agent_id).await else {
+    let Some(agent) = state.agents().get(&agent_id).await else {
         return;
     };
     let deadline = batch_deadline(&state, id).await;
@@ -1073,7 +1070,7 @@ pub async fn watch_batch(
                 tracing::warn!(session = %id, agent = %agent_id, error = ?e, "waiting for a batch job: the engine does not answer; waiting on");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
-                match crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await {
+                match crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await {
                     Ok(s) if s.status == SessionStatus::Running => continue,
                     Ok(_) => return,
                     Err(e) if e.code == crate::error::ErrorCode::NotFound => return,
@@ -1082,9 +1079,9 @@ pub async fn watch_batch(
             }
         }
     };
-    let lock = state.local.session_locks.get(id).await;
+    let lock = state.session_locks().get(id).await;
     let _guard = lock.lock().await;
-    let Ok(s) = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await else {
+    let Ok(s) = crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await else {
         return;
     };
     if s.status != SessionStatus::Running {
@@ -1096,7 +1093,7 @@ pub async fn watch_batch(
         tracing::warn!(session = %id, container = %container_id, error = ?e, "removing a finished batch container failed");
     }
     // A cluster's other containers stood by for the main one: they go with it.
-    match kernels_of(&state.db, id).await {
+    match kernels_of(state.db(), id).await {
         Ok(all) => remove_others(&state, &s, &all, kernel_id, None).await,
         Err(e) => {
             tracing::warn!(session = %id, error = %e.message, "cannot list a session's containers to remove them; the reconciliation removes them")
@@ -1129,7 +1126,7 @@ pub async fn watch_batch(
 /// whatever is on the agent `silent` (which did not answer just now), are left to the
 /// reconciliation.
 async fn remove_others(
-    state: &AppState,
+    state: &impl Runtime,
     s: &sessions::Model,
     all: &[kernels::Model],
     main: Uuid,
@@ -1143,7 +1140,7 @@ async fn remove_others(
     let mut others = Vec::new();
     for k in all {
         let Some(agent) = (match k.agent.as_deref().filter(|a| Some(*a) != silent) {
-            Some(a) => state.local.agents.get(a).await,
+            Some(a) => state.agents().get(a).await,
             None => None,
         }) else {
             continue;
@@ -1176,12 +1173,12 @@ async fn remove_others(
 /// status history says, so a restarted server keeps the same end); None without a limit.
 /// The timer is owned by the process that drives the job's agent (it runs `watch_batch`);
 /// the deadline itself is in the database, so whichever process watches next keeps it.
-async fn batch_deadline(state: &AppState, id: Uuid) -> Option<tokio::time::Instant> {
-    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id)
+async fn batch_deadline(state: &impl Runtime, id: Uuid) -> Option<tokio::time::Instant> {
+    let s = crate::lookup::get::<sessions::Entity>(state.db(), "session", id)
         .await
         .ok()?;
     let limit = chrono::Duration::seconds(s.batch_timeout?);
-    let now = state.clock.now();
+    let now = state.clock().now();
     let started = s
         .status_history
         .get("RUNNING")
@@ -1194,12 +1191,12 @@ async fn batch_deadline(state: &AppState, id: Uuid) -> Option<tokio::time::Insta
 
 /// Terminates a session: a pending one is CANCELLED; a running one goes TERMINATING, its
 /// container is stopped and removed (output kept), then TERMINATED.
-pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<sessions::Model> {
-    let lock = state.local.session_locks.get(id).await;
+pub async fn terminate(state: &impl Runtime, id: Uuid, reason: &str) -> ApiResult<sessions::Model> {
+    let lock = state.session_locks().get(id).await;
     // A launch waiting for a bootstrap script lets go at once.
-    let _asked = state.local.session_locks.ask_to_end(id);
+    let _asked = state.session_locks().ask_to_end(id);
     let _guard = lock.lock().await;
-    let s = crate::lookup::get::<sessions::Entity>(&state.db, "session", id).await?;
+    let s = crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await?;
     let info = Some(reason.to_string());
     match s.status {
         SessionStatus::Pending => {
@@ -1231,7 +1228,7 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
                 },
             )
             .await?;
-            let all = kernels_of(&state.db, id).await?;
+            let all = kernels_of(state.db(), id).await?;
             let k = all
                 .first()
                 .filter(|k| k.cluster_role == ClusterRole::Main)
@@ -1239,7 +1236,7 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
             let mut log = None;
             let mut silent = None;
             if let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
-                && let Some(agent) = state.local.agents.get(agent_id).await
+                && let Some(agent) = state.agents().get(agent_id).await
             {
                 // A user may end a session whose agent does not answer; its container is
                 // removed by the reconciliation when the agent is back.
@@ -1280,11 +1277,11 @@ pub async fn terminate(state: &AppState, id: Uuid, reason: &str) -> ApiResult<se
 
 /// Renames a running session (Backend.AI renames only those), keeping names unique among the
 /// keypair's live sessions.
-pub async fn rename(state: &AppState, id: Uuid, new_name: &str) -> ApiResult<sessions::Model> {
+pub async fn rename(state: &impl Runtime, id: Uuid, new_name: &str) -> ApiResult<sessions::Model> {
     validate_name(new_name)?;
-    let lock = state.local.session_locks.get(id).await;
+    let lock = state.session_locks().get(id).await;
     let _guard = lock.lock().await;
-    let txn = state.db.begin().await?;
+    let txn = state.db().begin().await?;
     let s = crate::lookup::get::<sessions::Entity>(&txn, "session", id).await?;
     if s.status != SessionStatus::Running {
         return Err(ApiError::bad_request(format!(
@@ -1315,7 +1312,7 @@ pub async fn rename(state: &AppState, id: Uuid, new_name: &str) -> ApiResult<ses
 }
 
 /// The live sessions that depend on `id`, directly or through others.
-pub async fn dependents(state: &AppState, id: Uuid) -> ApiResult<Vec<Uuid>> {
+pub async fn dependents(state: &impl Runtime, id: Uuid) -> ApiResult<Vec<Uuid>> {
     let mut seen: std::collections::HashSet<Uuid> = std::collections::HashSet::from([id]);
     let mut all = Vec::new();
     let mut frontier = vec![id];
@@ -1324,7 +1321,7 @@ pub async fn dependents(state: &AppState, id: Uuid) -> ApiResult<Vec<Uuid>> {
         for chunk in frontier.chunks(500) {
             for e in entity::session_dependencies::Entity::find()
                 .filter(entity::session_dependencies::Column::DependsOn.is_in(chunk.to_vec()))
-                .all(&state.db)
+                .all(state.db())
                 .await?
             {
                 if seen.insert(e.session_id) {
@@ -1341,7 +1338,7 @@ pub async fn dependents(state: &AppState, id: Uuid) -> ApiResult<Vec<Uuid>> {
             sessions::Entity::find()
                 .filter(sessions::Column::Id.is_in(chunk.to_vec()))
                 .filter(sessions::Column::Status.is_in(LIVE.iter().copied()))
-                .all(&state.db)
+                .all(state.db())
                 .await?
                 .into_iter()
                 .map(|s| s.id),
@@ -1351,14 +1348,14 @@ pub async fn dependents(state: &AppState, id: Uuid) -> ApiResult<Vec<Uuid>> {
 }
 
 /// The keypair policy's idle timeout and maximum session lifetime, seconds (0: none).
-async fn idle_limits(state: &AppState, access_key: &str) -> ApiResult<(i64, i64)> {
+async fn idle_limits(state: &impl Runtime, access_key: &str) -> ApiResult<(i64, i64)> {
     Ok(
         match entity::keypairs::Entity::find_by_id(access_key.to_string())
-            .one(&state.db)
+            .one(state.db())
             .await?
         {
             Some(kp) => keypair_resource_policies::Entity::find_by_id(kp.resource_policy)
-                .one(&state.db)
+                .one(state.db())
                 .await?
                 .map(|p| (p.idle_timeout, p.max_session_lifetime))
                 .unwrap_or((0, 0)),
@@ -1387,12 +1384,12 @@ fn idle_since(s: &sessions::Model) -> chrono::DateTime<chrono::Utc> {
 /// Backend.AI's `idle_checks` of a running session: for each limit of its keypair policy,
 /// the seconds left before it ends the session (`network_timeout`: idle time,
 /// `session_lifetime`: age). Empty for a session not running or a policy without limits.
-pub async fn idle_checks(state: &AppState, s: &sessions::Model) -> ApiResult<Value> {
+pub async fn idle_checks(state: &impl Runtime, s: &sessions::Model) -> ApiResult<Value> {
     if s.status != SessionStatus::Running {
         return Ok(json!({}));
     }
     let (timeout, lifetime) = idle_limits(state, &s.access_key).await?;
-    let now = state.clock.now();
+    let now = state.clock().now();
     let left = |limit: i64, from: chrono::DateTime<chrono::Utc>| {
         let secs =
             (from + chrono::Duration::seconds(limit) - now).num_milliseconds() as f64 / 1000.0;
@@ -1410,15 +1407,15 @@ pub async fn idle_checks(state: &AppState, s: &sessions::Model) -> ApiResult<Val
 
 /// Terminates running sessions idle for longer than their keypair policy's `idle_timeout`
 /// (reason `idle-timeout`). Activity (apps, terminal, executions) moves `last_activity`.
-pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
+pub async fn reap_idle(state: &impl Runtime) -> ApiResult<usize> {
     let running = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
-        .all(&state.db)
+        .all(state.db())
         .await?;
     // Per keypair: (idle timeout, maximum lifetime) in seconds, 0 = none.
     let mut timeouts: std::collections::HashMap<String, (i64, i64)> =
         std::collections::HashMap::new();
-    let now = state.clock.now();
+    let now = state.clock().now();
     let mut reaped = 0;
     for s in running {
         let (timeout, lifetime) = match timeouts.get(&s.access_key) {
@@ -1454,11 +1451,11 @@ pub async fn reap_idle(state: &AppState) -> ApiResult<usize> {
     Ok(reaped)
 }
 
-pub async fn idle_loop(state: AppState) {
+pub async fn idle_loop(state: impl Runtime) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         // One reaper at a time: the leader's.
-        if !state.elected.cluster.is_leader() {
+        if !state.cluster().is_leader() {
             continue;
         }
         if let Err(e) = reap_idle(&state).await {
@@ -1469,33 +1466,33 @@ pub async fn idle_loop(state: AppState) {
 
 /// Several managers: what another process's session changes mean here (its list counts are
 /// stale; an ended session's apps are gone). On one process this happens where they change.
-pub async fn follow(state: AppState) {
-    if !state.shared.events.spans_processes() {
+pub async fn follow(state: impl Runtime) {
+    if !state.events().spans_processes() {
         return;
     }
-    crate::events::follow(&*state.shared.events, |e| match e {
+    crate::events::follow(state.events(), |e| match e {
         Some(Event::Session(e)) => {
-            state.local.session_counts.changed();
+            state.session_counts().changed();
             if matches!(
                 e.status,
                 SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
             ) {
-                state.local.started_apps.forget(e.session_id);
+                state.started_apps().forget(e.session_id);
             }
         }
-        Some(Event::BgTask(t)) => state.local.bgtasks.heard(t),
+        Some(Event::BgTask(t)) => state.bgtasks().heard(t),
         Some(_) => {}
-        None => state.local.session_counts.changed(),
+        None => state.session_counts().changed(),
     })
     .await
 }
 
 /// The container's output: live while it runs, the kept copy afterwards.
-pub async fn logs(state: &AppState, id: Uuid) -> ApiResult<String> {
-    let k = main_kernel(&state.db, id).await?;
+pub async fn logs(state: &impl Runtime, id: Uuid) -> ApiResult<String> {
+    let k = main_kernel(state.db(), id).await?;
     if k.status == SessionStatus::Running
         && let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id)
-        && let Some(agent) = state.local.agents.get(agent_id).await
+        && let Some(agent) = state.agents().get(agent_id).await
     {
         return Ok(agent.logs(container).await?);
     }
@@ -1518,14 +1515,14 @@ pub fn session_topic(caller: &Caller) -> crate::events::Topic {
 
 /// Whether `caller` may hear about the session of event `e`: the same rule as for seeing the
 /// session (`Caller::governs`); a domain admin's check reads the owner's role.
-pub async fn sees(state: &AppState, caller: &Caller, e: &crate::events::SessionEvent) -> bool {
+pub async fn sees(state: &impl Runtime, caller: &Caller, e: &crate::events::SessionEvent) -> bool {
     if e.user == caller.uuid || caller.is_superadmin() {
         return true;
     }
     match caller.read_scope() {
         crate::auth::ReadScope::Admin(s) if s.covers_domain(&e.domain) => {
             match entity::users::Entity::find_by_id(e.user)
-                .one(&state.db)
+                .one(state.db())
                 .await
             {
                 Ok(Some(owner)) => caller.governs(owner.uuid, owner.role, &owner.domain_name),
@@ -1564,7 +1561,11 @@ pub fn works_inside(caller: &Caller, s: &sessions::Model) -> bool {
 /// A session the caller may work inside (execute code, upload files, open the terminal or
 /// apps, read the SSH key): only its owner's and a superadmin's. Anyone else gets the same
 /// NOT_FOUND as for a session that does not exist, checked before anything else.
-pub async fn find_own(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<sessions::Model> {
+pub async fn find_own(
+    state: &impl Runtime,
+    caller: &Caller,
+    id: Uuid,
+) -> ApiResult<sessions::Model> {
     let s = find_visible(state, caller, id).await?;
     if !works_inside(caller, &s) {
         return Err(ApiError::not_found("session", id));
@@ -1573,13 +1574,13 @@ pub async fn find_own(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<
 }
 
 pub async fn find_visible(
-    state: &AppState,
+    state: &impl Runtime,
     caller: &Caller,
     id: Uuid,
 ) -> ApiResult<sessions::Model> {
     visible(caller)
         .filter(sessions::Column::Id.eq(id))
-        .one(&state.db)
+        .one(state.db())
         .await?
         .ok_or_else(|| ApiError::not_found("session", id))
 }

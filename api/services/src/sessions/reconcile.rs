@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::error::ApiResult;
 use crate::sessions::{Change, apply};
-use crate::state::AppState;
+use crate::store::Runtime;
 
 const IN_FLIGHT: &[SessionStatus] = &[
     SessionStatus::Scheduled,
@@ -21,11 +21,11 @@ const IN_FLIGHT: &[SessionStatus] = &[
     SessionStatus::Pulling,
 ];
 
-async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option<String> {
+async fn remove_kernel_container(state: &impl Runtime, k: &kernels::Model) -> Option<String> {
     let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
         return None;
     };
-    let agent = state.local.agents.get(agent_id).await?;
+    let agent = state.agents().get(agent_id).await?;
     let log = agent.logs(container).await.ok();
     if let Err(e) = agent.remove(container, k.id).await {
         // Left to the next sweep: the session no longer holds the container.
@@ -36,8 +36,8 @@ async fn remove_kernel_container(state: &AppState, k: &kernels::Model) -> Option
 
 /// Runs once when the server starts, before the scheduler: the leader (on SQLite, the one
 /// process) recovers the work of processes that are gone and reconciles its engines.
-pub async fn on_start(state: &AppState) -> ApiResult<()> {
-    if state.elected.cluster.is_leader() {
+pub async fn on_start(state: &impl Runtime) -> ApiResult<()> {
+    if state.cluster().is_leader() {
         recover(state).await?;
     }
     sweep(state).await?;
@@ -47,8 +47,8 @@ pub async fn on_start(state: &AppState) -> ApiResult<()> {
 /// Finishes the in-flight work of processes that are gone (a launch or termination stopped
 /// midway, a batch job nobody watches); the work of live processes is theirs. Every change is
 /// a compare-and-set, so a process that was only slow loses nothing but the race.
-pub async fn recover(state: &AppState) -> ApiResult<()> {
-    let alive = crate::cluster::alive(&state.db, &state.elected.cluster).await?;
+pub async fn recover(state: &impl Runtime) -> ApiResult<()> {
+    let alive = crate::cluster::alive(state.db(), state.cluster()).await?;
     let orphaned = |owner: &Option<String>| owner.as_ref().is_none_or(|o| !alive.contains(o));
     let stuck = sessions::Entity::find()
         .filter(
@@ -59,11 +59,11 @@ pub async fn recover(state: &AppState) -> ApiResult<()> {
                     .chain([SessionStatus::Terminating]),
             ),
         )
-        .all(&state.db)
+        .all(state.db())
         .await?;
     for s in stuck.into_iter().filter(|s| orphaned(&s.owner)) {
         let mut log = None;
-        for k in crate::sessions::kernels_of(&state.db, s.id).await? {
+        for k in crate::sessions::kernels_of(state.db(), s.id).await? {
             let l = remove_kernel_container(state, &k).await;
             if k.cluster_role == entity::enums::ClusterRole::Main {
                 log = l;
@@ -102,13 +102,13 @@ pub async fn recover(state: &AppState) -> ApiResult<()> {
     let running = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
         .filter(sessions::Column::SessionType.eq(SessionType::Batch))
-        .all(&state.db)
+        .all(state.db())
         .await?;
     for s in running.into_iter().filter(|s| orphaned(&s.owner)) {
         let mut take = sessions::Entity::update_many()
             .col_expr(
                 sessions::Column::Owner,
-                sea_orm::sea_query::Expr::value(state.elected.cluster.id.clone()),
+                sea_orm::sea_query::Expr::value(state.cluster().id.clone()),
             )
             .filter(sessions::Column::Id.eq(s.id))
             .filter(sessions::Column::Status.eq(SessionStatus::Running));
@@ -116,10 +116,10 @@ pub async fn recover(state: &AppState) -> ApiResult<()> {
             Some(o) => take.filter(sessions::Column::Owner.eq(o.clone())),
             None => take.filter(sessions::Column::Owner.is_null()),
         };
-        if take.exec(&state.db).await?.rows_affected == 0 {
+        if take.exec(state.db()).await?.rows_affected == 0 {
             continue; // another process took it first
         }
-        let k = crate::sessions::main_kernel(&state.db, s.id).await?;
+        let k = crate::sessions::main_kernel(state.db(), s.id).await?;
         if let (Some(agent), Some(container)) = (k.agent.clone(), k.container_id.clone()) {
             tokio::spawn(crate::sessions::watch_batch(
                 state.clone(),
@@ -135,7 +135,7 @@ pub async fn recover(state: &AppState) -> ApiResult<()> {
 
 /// What a process does when it becomes the leader: the work of processes that are gone, the
 /// allocation figures, the database's leftovers, and a scheduling pass.
-pub async fn take_over(state: &AppState) {
+pub async fn take_over(state: &impl Runtime) {
     let started = std::time::Instant::now();
     if let Err(e) = recover(state).await {
         tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed; the next sweep retries");
@@ -150,31 +150,31 @@ pub async fn take_over(state: &AppState) {
     if let Err(e) = forget_expired(state).await {
         tracing::warn!(error = %e.message, cause = %e.chain(), "removing departed managers' rows failed");
     }
-    state.elected.scheduler.wake();
-    tracing::info!(process = %state.elected.cluster.id, took_ms = started.elapsed().as_millis() as u64, "this process leads now: scheduler, reaper and recovery run here");
+    state.scheduler().wake();
+    tracing::info!(process = %state.cluster().id, took_ms = started.elapsed().as_millis() as u64, "this process leads now: scheduler, reaper and recovery run here");
 }
 
 /// Several managers: renews this process's row and leases every third of `lease_secs`, and
 /// takes over when it becomes the leader. Without PostgreSQL there is nothing to do.
-pub async fn membership_loop(state: AppState) {
-    if !state.elected.cluster.is_shared() {
+pub async fn membership_loop(state: impl Runtime) {
+    if !state.cluster().is_shared() {
         return;
     }
-    let mut led = state.elected.cluster.is_leader();
+    let mut led = state.cluster().is_leader();
     loop {
-        tokio::time::sleep(crate::cluster::period(&state.elected.cluster)).await;
-        let engines = state.local.agents.ids().await;
-        if let Err(e) = crate::cluster::round(&state.db, &state.elected.cluster, &engines).await {
+        tokio::time::sleep(crate::cluster::period(state.cluster())).await;
+        let engines = state.agents().ids().await;
+        if let Err(e) = crate::cluster::round(state.db(), state.cluster(), &engines).await {
             // Unsure whether its leases still hold: this process acts as if they did not.
             tracing::warn!(error = %e.message, cause = %e.chain(), "renewing this process's leases failed; it leads and drives nothing until it can");
-            crate::cluster::step_down(&state.elected.cluster);
+            crate::cluster::step_down(state.cluster());
         }
-        let leads = state.elected.cluster.is_leader();
+        let leads = state.cluster().is_leader();
         metrics::gauge!("bai_leader").set(if leads { 1.0 } else { 0.0 });
         if leads && !led {
             take_over(&state).await;
         } else if led && !leads {
-            tracing::warn!(process = %state.elected.cluster.id, "this process no longer leads");
+            tracing::warn!(process = %state.cluster().id, "this process no longer leads");
         }
         led = leads;
     }
@@ -182,10 +182,10 @@ pub async fn membership_loop(state: AppState) {
 
 /// Removes containers that belong to no live session; marks live sessions whose container
 /// is gone.
-pub async fn sweep(state: &AppState) -> ApiResult<()> {
-    for agent in state.local.agents.all().await {
+pub async fn sweep(state: &impl Runtime) -> ApiResult<()> {
+    for agent in state.agents().all().await {
         // Each engine is reconciled by the process that drives it.
-        if state.elected.cluster.drives(&agent.info().id) {
+        if state.cluster().drives(&agent.info().id) {
             sweep_agent(state, agent.as_ref()).await?;
         }
     }
@@ -193,7 +193,7 @@ pub async fn sweep(state: &AppState) -> ApiResult<()> {
 }
 
 /// [`sweep`] for one agent (also when it answers again after being LOST).
-pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiResult<()> {
+pub async fn sweep_agent(state: &impl Runtime, agent: &crate::agents::Agent) -> ApiResult<()> {
     let Ok(containers) = agent.managed_containers().await else {
         // Not answering: nothing is concluded about its containers.
         return Ok(());
@@ -201,7 +201,7 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
     let kernel_ids: Vec<Uuid> = containers.iter().filter_map(|c| c.kernel_id).collect();
     let known: HashMap<Uuid, kernels::Model> = kernels::Entity::find()
         .filter(kernels::Column::Id.is_in(kernel_ids))
-        .all(&state.db)
+        .all(state.db())
         .await?
         .into_iter()
         .map(|k| (k.id, k))
@@ -215,7 +215,7 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
         let live: std::collections::HashSet<Uuid> = sessions::Entity::find()
             .filter(sessions::Column::Id.is_in(nets.clone()))
             .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
-            .all(&state.db)
+            .all(state.db())
             .await?
             .into_iter()
             .map(|s| s.id)
@@ -260,7 +260,7 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
     let running = kernels::Entity::find()
         .filter(kernels::Column::Agent.eq(&agent.info().id))
         .filter(kernels::Column::Status.eq(SessionStatus::Running))
-        .all(&state.db)
+        .all(state.db())
         .await?;
     for k in running {
         let alive = containers
@@ -270,16 +270,16 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
             continue;
         }
         let Ok(s) =
-            crate::lookup::get::<sessions::Entity>(&state.db, "session", k.session_id).await
+            crate::lookup::get::<sessions::Entity>(state.db(), "session", k.session_id).await
         else {
             continue;
         };
         if s.session_type == SessionType::Batch {
             continue;
         }
-        let lock = state.local.session_locks.get(s.id).await;
+        let lock = state.session_locks().get(s.id).await;
         let _guard = lock.lock().await;
-        let current = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+        let current = crate::lookup::get::<sessions::Entity>(state.db(), "session", s.id).await?;
         if current.status != SessionStatus::Running {
             continue;
         }
@@ -308,20 +308,20 @@ pub async fn sweep_agent(state: &AppState, agent: &crate::agents::Agent) -> ApiR
 
 /// The leader's removal of shared rows past use (several managers): departed managers, old
 /// outbox events, limit windows, executions, commit claims and app routes of ended sessions.
-pub async fn forget_expired(state: &AppState) -> ApiResult<()> {
-    if !state.elected.cluster.is_shared() {
+pub async fn forget_expired(state: &impl Runtime) -> ApiResult<()> {
+    if !state.cluster().is_shared() {
         return Ok(());
     }
-    crate::cluster::forget_departed(&state.db, &state.elected.cluster).await?;
+    crate::cluster::forget_departed(state.db(), state.cluster()).await?;
     super::exec::expire_shared(state).await?;
     super::commit::expire_claims(state).await?;
     super::apps::expire_routes(state).await
 }
 
-pub async fn sweep_loop(state: AppState) {
+pub async fn sweep_loop(state: impl Runtime) {
     loop {
         tokio::time::sleep(Duration::from_secs(30)).await;
-        if state.elected.cluster.is_leader() {
+        if state.cluster().is_leader() {
             if let Err(e) = recover(&state).await {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
             }

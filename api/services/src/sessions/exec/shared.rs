@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::runs::{Chunk, FINISHED_TTL, MAX_OUTPUT_BYTES, Run};
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::store::Runtime;
 
 /// How often the running manager copies new output (and reads waiting input).
 pub const COPY_EVERY: Duration = Duration::from_millis(200);
@@ -64,12 +64,12 @@ fn header_of(r: &QueryResult) -> Result<Header, sea_orm::DbErr> {
 
 /// A new run of this manager's, before its program starts.
 pub async fn register(
-    state: &AppState,
+    state: &impl Runtime,
     id: Uuid,
     session: &entity::sessions::Model,
 ) -> ApiResult<()> {
     state
-        .db
+        .db()
         .execute(stmt(
             "INSERT INTO exec_runs (id, session_id, owner, manager, first_seq, next_seq, polled, \
              finished, exit_code, updated_at) VALUES ($1, $2, $3, $4, 0, 0, 0, false, NULL, now())",
@@ -77,7 +77,7 @@ pub async fn register(
                 id.into(),
                 session.id.into(),
                 session.user_uuid.into(),
-                state.elected.cluster.id.clone().into(),
+                state.cluster().id.clone().into(),
             ],
         ))
         .await?;
@@ -85,9 +85,9 @@ pub async fn register(
 }
 
 /// Removes a run that never started (best effort: the leader removes it later otherwise).
-pub async fn forget(state: &AppState, id: Uuid) {
+pub async fn forget(state: &impl Runtime, id: Uuid) {
     if let Err(e) = state
-        .db
+        .db()
         .execute(stmt("DELETE FROM exec_runs WHERE id = $1", vec![id.into()]))
         .await
     {
@@ -95,8 +95,8 @@ pub async fn forget(state: &AppState, id: Uuid) {
     }
 }
 
-pub async fn header(state: &AppState, id: Uuid) -> ApiResult<Option<Header>> {
-    header_on(&state.read, id).await
+pub async fn header(state: &impl Runtime, id: Uuid) -> ApiResult<Option<Header>> {
+    header_on(state.read(), id).await
 }
 
 /// The run's row as `conn` reads it (the writer's connection sees a poll just made).
@@ -123,13 +123,13 @@ fn static_stream(s: &str) -> &'static str {
 /// The copied chunks from `from` on (a `truncated` chunk first when some were dropped), and
 /// the next sequence number to ask for.
 pub async fn since(
-    state: &AppState,
+    state: &impl Runtime,
     id: Uuid,
     h: &Header,
     from: u64,
 ) -> ApiResult<(Vec<Chunk>, u64)> {
     let rows = state
-        .read
+        .read()
         .query_all(stmt(
             "SELECT seq, stream, data, exit_code FROM exec_chunks \
              WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
@@ -162,7 +162,7 @@ pub async fn since(
 }
 
 /// Until the run ends, or at most `wait` (reading its row every [`READ_EVERY`]).
-pub async fn wait_finished(state: &AppState, id: Uuid, wait: Duration) -> ApiResult<()> {
+pub async fn wait_finished(state: &impl Runtime, id: Uuid, wait: Duration) -> ApiResult<()> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let h = header(state, id)
@@ -178,14 +178,14 @@ pub async fn wait_finished(state: &AppState, id: Uuid, wait: Duration) -> ApiRes
 /// The output since the last poll through any manager; the read position moves by
 /// compare-and-set (a poll that lost reads again from the winner's position).
 pub async fn poll(
-    state: &AppState,
+    state: &impl Runtime,
     id: Uuid,
     local: Option<&Arc<Run>>,
 ) -> ApiResult<(Vec<Chunk>, bool, Option<i64>)> {
     for _ in 0..8 {
         // The position is read from the writer: a poll just made through another manager
         // is seen.
-        let h = header_on(&state.db, id)
+        let h = header_on(state.db(), id)
             .await?
             .ok_or_else(|| ApiError::not_found("execution run", id))?;
         // The running manager answers from memory (ahead of its copy); its end is its
@@ -202,7 +202,7 @@ pub async fn poll(
             }
         };
         let moved = state
-            .db
+            .db()
             .execute(stmt(
                 "UPDATE exec_runs SET polled = $2 WHERE id = $1 AND polled = $3",
                 vec![id.into(), db_seq(next).into(), db_seq(h.polled).into()],
@@ -218,7 +218,7 @@ pub async fn poll(
 }
 
 /// Leaves input for the manager running the program (it writes it within [`COPY_EVERY`]).
-pub async fn send_input(state: &AppState, id: Uuid, data: &str) -> ApiResult<()> {
+pub async fn send_input(state: &impl Runtime, id: Uuid, data: &str) -> ApiResult<()> {
     let h = header(state, id)
         .await?
         .ok_or_else(|| ApiError::not_found("execution run", id))?;
@@ -228,7 +228,7 @@ pub async fn send_input(state: &AppState, id: Uuid, data: &str) -> ApiResult<()>
         ));
     }
     let left = state
-        .db
+        .db()
         .execute(stmt(
             "INSERT INTO exec_inputs (run_id, data) SELECT $1, $2 \
              WHERE (SELECT count(*) FROM exec_inputs WHERE run_id = $1) < $3",
@@ -253,7 +253,7 @@ pub async fn send_input(state: &AppState, id: Uuid, data: &str) -> ApiResult<()>
 /// The output through another manager: what was copied, then more as it is copied, until the
 /// `finished` chunk (or the run is removed).
 pub fn follow(
-    state: AppState,
+    state: impl Runtime,
     id: Uuid,
 ) -> impl futures_util::Stream<Item = Chunk> + Send + 'static {
     futures_util::stream::unfold(
@@ -294,7 +294,7 @@ pub fn follow(
 
 /// The running manager's copy of `run` to the database, every [`COPY_EVERY`] until its end
 /// is copied; it also writes the input other managers left.
-pub async fn mirror(state: AppState, run: Arc<Run>) {
+pub async fn mirror(state: impl Runtime, run: Arc<Run>) {
     let mut copied = 0u64;
     let mut failures = 0u32;
     let mut tick = tokio::time::interval(COPY_EVERY);
@@ -327,7 +327,7 @@ pub async fn mirror(state: AppState, run: Arc<Run>) {
 
 /// Copies chunks from `from` on and the run's state in one transaction; returns where the
 /// next copy starts and whether the end was copied.
-async fn copy(state: &AppState, run: &Run, from: u64) -> ApiResult<(u64, bool)> {
+async fn copy(state: &impl Runtime, run: &Run, from: u64) -> ApiResult<(u64, bool)> {
     let (chunks, first, next, finished, exit_code) = {
         let s = run.lock();
         let chunks: Vec<Chunk> = s.chunks.iter().filter(|c| c.seq >= from).cloned().collect();
@@ -338,7 +338,7 @@ async fn copy(state: &AppState, run: &Run, from: u64) -> ApiResult<(u64, bool)> 
         return Ok((from, false));
     }
     debug_assert!(chunks.iter().map(|c| c.data.len()).sum::<usize>() <= MAX_OUTPUT_BYTES * 2);
-    let txn = state.db.begin().await?;
+    let txn = state.db().begin().await?;
     for part in chunks.chunks(CHUNKS_PER_INSERT) {
         let mut sql =
             String::from("INSERT INTO exec_chunks (run_id, seq, stream, data, exit_code) VALUES ");
@@ -389,9 +389,9 @@ async fn copy(state: &AppState, run: &Run, from: u64) -> ApiResult<(u64, bool)> 
 }
 
 /// Writes the input other managers left for `run`, in the order it was left.
-async fn deliver_inputs(state: &AppState, run: &Run) -> ApiResult<()> {
+async fn deliver_inputs(state: &impl Runtime, run: &Run) -> ApiResult<()> {
     let rows = state
-        .db
+        .db()
         .query_all(stmt(
             "DELETE FROM exec_inputs WHERE run_id = $1 RETURNING id, data",
             vec![run.id.into()],
