@@ -24,5 +24,6 @@ pub mod sgroups_for_groups;
 pub mod sgroups_for_keypairs;
 pub mod system_settings;
 pub mod users;
+pub mod vfolder_invitations;
 pub mod vfolder_permissions;
 pub mod vfolders;

@@ -26,6 +26,8 @@ pub struct Model {
     pub status: VFolderStatus,
     pub created_at: DateTimeUtc,
     pub last_used: Option<DateTimeUtc>,
+    /// When `cur_size` and `num_files` were last measured (None: never).
+    pub usage_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

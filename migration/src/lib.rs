@@ -10,6 +10,7 @@ mod m20261125_000004_session_templates;
 mod m20261125_000005_customized_images;
 mod m20261126_000001_managers;
 mod m20261126_000002_shared_runs_and_apps;
+mod m20261126_000003_folder_sharing;
 
 pub struct Migrator;
 
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000005_customized_images::Migration),
             Box::new(m20261126_000001_managers::Migration),
             Box::new(m20261126_000002_shared_runs_and_apps::Migration),
+            Box::new(m20261126_000003_folder_sharing::Migration),
         ]
     }
 }

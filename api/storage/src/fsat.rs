@@ -325,6 +325,93 @@ impl Folder {
         }
     }
 
+    /// Moves the file or directory at `src` to `dst` (into it, when `dst` is a directory);
+    /// never replaces, never moves the root or a directory into itself.
+    pub fn move_to(&self, src: &str, dst: &str) -> ApiResult<()> {
+        let from = components(src)?;
+        let mut to = components(dst)?;
+        let Some(last) = from.last().cloned() else {
+            return Err(ApiError::bad_request("The folder itself cannot be moved"));
+        };
+        // An existing directory (the root too): the source goes into it.
+        if self.walk(&to, dst).is_ok() {
+            to.push(last);
+        }
+        if to.starts_with(&from) {
+            return Err(ApiError::bad_request(format!(
+                "'{}' cannot be moved into itself",
+                shown(src)
+            )));
+        }
+        let s = self.locate(src)?;
+        let new_name = to.pop().unwrap_or_default();
+        let d = self.walk(&to, dst)?;
+        let name = s.name.unwrap_or_default();
+        match rfs::renameat_with(
+            &s.dir,
+            name.as_str(),
+            &d,
+            new_name.as_str(),
+            RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(ApiError::conflict(format!(
+                "'{}' already exists",
+                shown(dst)
+            ))),
+            Err(e) => Err(fail(src, e, "moving a file")),
+        }
+    }
+
+    /// Moves the finished file `name` of the server's own directory `staged` (outside every
+    /// folder) to `path`, owned by `work`: a file there is replaced, a directory is not; a link
+    /// on the way is refused, a link at the name is replaced, never written through.
+    pub fn adopt(&self, staged: &Path, name: &str, path: &str) -> ApiResult<()> {
+        let l = self.locate(path)?;
+        let target = l.name.ok_or_else(|| {
+            ApiError::bad_request("Give the path of the file to write, e.g. data/input.csv")
+        })?;
+        if let Ok(st) = rfs::statat(&l.dir, target.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            && kind_of(&st) == Kind::Directory
+        {
+            return Err(ApiError::conflict(format!(
+                "'{}' is a directory",
+                shown(path)
+            )));
+        }
+        let from = rfs::open(staged, dir_flags(), Mode::empty())
+            .map_err(|e| ApiError::internal("opening the uploads' directory", e))?;
+        if let Ok(fd) = rfs::openat(
+            &from,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            // Best effort: without privileges (tests, rootless) the file stays the server's.
+            let _ = rfs::fchown(
+                &fd,
+                Some(Uid::from_raw(WORK_ID)),
+                Some(Gid::from_raw(WORK_ID)),
+            );
+        }
+        rfs::renameat(&from, name, &l.dir, target.as_str())
+            .map_err(|e| fail(path, e, "storing an upload"))
+    }
+
+    /// Copies everything in this folder into `dst` (an empty folder): directories and regular
+    /// files, never a link, FIFO, socket or device (left out), through handles at both ends.
+    /// `copied` is told the bytes so far; returns (bytes, files).
+    pub fn copy_into(&self, dst: &Folder, copied: &mut dyn FnMut(u64)) -> ApiResult<(u64, u64)> {
+        let src = rfs::openat(&self.root, ".", dir_flags(), Mode::empty())
+            .map_err(|e| ApiError::internal("opening a folder", e))?;
+        let to = rfs::openat(&dst.root, ".", dir_flags(), Mode::empty())
+            .map_err(|e| ApiError::internal("opening a folder", e))?;
+        let mut total = (0u64, 0u64);
+        copy_dir(&src, &to, 0, &mut total, copied)
+            .map_err(|e| ApiError::internal("copying a folder", e))?;
+        Ok(total)
+    }
+
     /// Size in bytes and number of files (nothing is followed; bounded depth).
     pub fn usage(&self) -> (u64, u64) {
         let mut total = (0u64, 0u64);
@@ -437,6 +524,88 @@ fn remove_tree(parent: &OwnedFd, name: &OsStr, depth: usize) -> rustix::io::Resu
         };
     }
     Err(Errno::AGAIN)
+}
+
+fn copy_dir(
+    from: &OwnedFd,
+    to: &OwnedFd,
+    depth: usize,
+    total: &mut (u64, u64),
+    copied: &mut dyn FnMut(u64),
+) -> std::io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(std::io::Error::other("directories nested too deep"));
+    }
+    for n in names(from)? {
+        let n = OsStr::from_bytes(&n);
+        let Ok(st) = rfs::statat(from, n, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        match kind_of(&st) {
+            Kind::Directory => {
+                let sub = match rfs::openat(from, n, dir_flags(), Mode::empty()) {
+                    Ok(d) => d,
+                    // Swapped for a link since it was listed: left out.
+                    Err(Errno::LOOP) | Err(Errno::NOTDIR) | Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                rfs::mkdirat(to, n, Mode::from_raw_mode(st.st_mode & 0o777))?;
+                let made = rfs::openat(to, n, dir_flags(), Mode::empty())?;
+                let _ = rfs::fchown(
+                    &made,
+                    Some(Uid::from_raw(WORK_ID)),
+                    Some(Gid::from_raw(WORK_ID)),
+                );
+                copy_dir(&sub, &made, depth + 1, total, copied)?;
+            }
+            Kind::File => {
+                let fd = match rfs::openat(
+                    from,
+                    n,
+                    OFlags::RDONLY
+                        | OFlags::NOFOLLOW
+                        | OFlags::NONBLOCK
+                        | OFlags::NOCTTY
+                        | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ) {
+                    Ok(fd) => fd,
+                    Err(Errno::LOOP) | Err(Errno::NOENT) | Err(Errno::NXIO) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                let now = rfs::fstat(&fd)?;
+                // Other hard links are left out, as reads refuse them.
+                if kind_of(&now) != Kind::File || now.st_nlink > 1 {
+                    continue;
+                }
+                let out = rfs::openat(
+                    to,
+                    n,
+                    OFlags::WRONLY
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(now.st_mode & 0o777),
+                )?;
+                let _ = rfs::fchown(
+                    &out,
+                    Some(Uid::from_raw(WORK_ID)),
+                    Some(Gid::from_raw(WORK_ID)),
+                );
+                let size = u64::try_from(now.st_size).unwrap_or(0);
+                // Exactly the size it had when opened.
+                let mut reader = std::fs::File::from(fd).take(size);
+                let mut writer = std::fs::File::from(out);
+                let n = std::io::copy(&mut reader, &mut writer)?;
+                total.0 += n;
+                total.1 += 1;
+                copied(total.0);
+            }
+            Kind::Symlink | Kind::Other => {}
+        }
+    }
+    Ok(())
 }
 
 fn usage_of(dir: &OwnedFd, depth: usize, total: &mut (u64, u64)) {
@@ -754,6 +923,88 @@ mod tests {
             "written outside: {outside_names:?}"
         );
         assert!(outside.join("sub").is_dir(), "removed outside");
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_copy_takes_files_and_directories_never_links_fifos_or_hard_links() {
+        let (root, outside, base) = tree();
+        let copy = base.join("copy");
+        std::fs::create_dir_all(&copy).unwrap();
+        let (src, dst) = (Folder::open(&root).unwrap(), Folder::open(&copy).unwrap());
+        let mut seen = 0;
+        let (bytes, files) = src.copy_into(&dst, &mut |b| seen = b).unwrap();
+        assert_eq!((bytes, files, seen), (2, 1, 2));
+        assert_eq!(
+            std::fs::read_to_string(copy.join("sub/file.txt")).unwrap(),
+            "in"
+        );
+        assert!(copy.join("sub/deeper").is_dir());
+        for gone in ["escape", "inner-link", "hard", "pipe"] {
+            assert!(
+                std::fs::symlink_metadata(copy.join(gone)).is_err(),
+                "{gone} copied"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(outside.join("secret")).unwrap(),
+            "out"
+        );
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_move_never_replaces_never_goes_through_links_nor_into_itself() {
+        let (root, outside, base) = tree();
+        let f = Folder::open(&root).unwrap();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        // Into an existing directory, then to a new name.
+        f.move_to("a.txt", "sub").unwrap();
+        assert!(root.join("sub/a.txt").is_file());
+        f.move_to("sub/a.txt", "b.txt").unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "a");
+        // Never over an existing file.
+        std::fs::write(root.join("c.txt"), "c").unwrap();
+        assert_eq!(
+            f.move_to("b.txt", "c.txt").unwrap_err().code.as_str(),
+            "CONFLICT"
+        );
+        // Never through a link (out of the folder), never into itself, never `..`.
+        assert!(f.move_to("b.txt", "escape/x").is_err());
+        assert!(
+            f.move_to("escape", "sub").is_ok(),
+            "a link itself moves as a link"
+        );
+        assert!(f.move_to("sub", "sub/deeper").is_err());
+        assert!(f.move_to("b.txt", "../b.txt").is_err());
+        assert!(f.move_to("", "sub").is_err());
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn an_adopted_upload_replaces_a_link_at_its_name_never_writes_through_it() {
+        let (root, outside, base) = tree();
+        let staged = base.join("staged");
+        std::fs::create_dir_all(&staged).unwrap();
+        std::fs::write(staged.join("up"), "new").unwrap();
+        let f = Folder::open(&root).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), root.join("target")).unwrap();
+        f.adopt(&staged, "up", "target").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.join("secret")).unwrap(),
+            "out"
+        );
+        assert!(
+            std::fs::symlink_metadata(root.join("target"))
+                .unwrap()
+                .is_file()
+        );
+        // A link on the way is refused; a directory at the name is kept.
+        std::fs::write(staged.join("up2"), "x").unwrap();
+        assert!(f.adopt(&staged, "up2", "escape/planted").is_err());
+        assert!(f.adopt(&staged, "up2", "sub").is_err());
+        assert!(!outside.join("planted").exists());
         std::fs::remove_dir_all(base).unwrap();
     }
 }

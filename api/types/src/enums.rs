@@ -172,6 +172,13 @@ string_enum!(VFolderStatus {
     DeleteComplete = "delete-complete",
 });
 
+string_enum!(InvitationState {
+    Pending = "pending",
+    Accepted = "accepted",
+    Rejected = "rejected",
+    Canceled = "canceled",
+});
+
 string_enum!(GroupType {
     General = "general",
     ModelStore = "model-store",

@@ -716,6 +716,7 @@ async fn websocket_through(req: axum::extract::Request, backend: &str) -> axum::
 const THROUGH_BALANCER: &str = r#"
 import asyncio, json, sys, tempfile
 from pathlib import Path
+from ai.backend.client.exceptions import BackendAPIError
 from ai.backend.client.session import AsyncSession
 
 async def main():
@@ -733,6 +734,14 @@ async def main():
         out["stdout"] = "".join(c[1] for c in console if c[0] == "stdout")
         out["polls"] = polls
         out["exit"] = r["exitCode"]
+        # The run of another session (argv[2]), named on this one: not found on every manager.
+        out["foreign"] = []
+        for _ in range(3):
+            try:
+                await s.execute(run_id=sys.argv[2], code="", mode="continue")
+                out["foreign"].append("answered")
+            except BackendAPIError as e:
+                out["foreign"].append(e.status)
         src = Path(tempfile.mkdtemp()) / "lb.txt"
         src.write_text("through the balancer")
         await s.upload([src], basedir=src.parent)
@@ -867,8 +876,9 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
         .await
         .through(&lb.url);
     let got = sdk
-        .sdk_script("balanced.py", THROUGH_BALANCER, &[PYTHON])
+        .sdk_script("balanced.py", THROUGH_BALANCER, &[PYTHON, &run_id])
         .await;
+    assert_eq!(got["foreign"], json!([404, 404, 404]), "{got}");
     assert_eq!(
         got["stdout"], "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\ntick 5\n",
         "{got}"

@@ -318,6 +318,7 @@ pub async fn create(
         status: Set(VFolderStatus::Ready),
         created_at: Set(store.clock().now()),
         last_used: Set(None),
+        usage_at: Set(None),
     };
     let actor = caller.email.clone();
     let created = crate::audit::audited(store, &actor, "create_vfolder", "vfolder", move |txn| {
