@@ -68,6 +68,7 @@ pub fn router(app: AppState) -> Router {
         .with_state(app.clone());
     let api = api
         .merge(files)
+        .merge(crate::compat::transfer_router(app.clone()))
         .merge(crate::compat::router(app_for_compat));
     let health = Router::new()
         .route("/health/live", get(crate::observe::live))

@@ -23,7 +23,7 @@ pub struct PathQuery {
     path: String,
 }
 
-fn attachment(name: &str) -> HeaderValue {
+pub(crate) fn attachment(name: &str) -> HeaderValue {
     let safe: String = name
         .chars()
         .map(|c| {

@@ -26,4 +26,5 @@ pub mod system_settings;
 pub mod users;
 pub mod vfolder_invitations;
 pub mod vfolder_permissions;
+pub mod vfolder_transfers;
 pub mod vfolders;

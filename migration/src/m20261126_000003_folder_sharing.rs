@@ -1,10 +1,12 @@
 //! Folders the Backend.AI way: invitations to share a folder with a user (`vfolder_invitations`,
-//! as Backend.AI keeps them: pending until accepted, rejected or canceled), and when a
+//! as Backend.AI keeps them: pending until accepted, rejected or canceled), transfers under way
+//! (`vfolder_transfers`: an upload or download token, kept by its hash, bound to its folder,
+//! path and user, with its expiry; any manager serves it), and when a
 //! folder's usage figure was last measured (`vfolders.usage_at`: lists show the kept figure,
 //! never a walk per request).
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::{
-    string_len, timestamp_with_time_zone, timestamp_with_time_zone_null, uuid,
+    big_integer, string_len, timestamp_with_time_zone, timestamp_with_time_zone_null, uuid,
 };
 
 pub struct Migration;
@@ -61,6 +63,37 @@ impl MigrationTrait for Migration {
                 .await?;
         }
         manager
+            .create_table(
+                Table::create()
+                    .table(a("vfolder_transfers"))
+                    .col(string_len(a("token_hash"), 64).primary_key())
+                    .col(string_len(a("op"), 16))
+                    .col(uuid(a("vfolder")))
+                    .col(uuid(a("user")))
+                    .col(string_len(a("path"), 4096))
+                    .col(big_integer(a("size")))
+                    .col(timestamp_with_time_zone(a("created_at")))
+                    .col(timestamp_with_time_zone(a("expires_at")))
+                    .foreign_key(
+                        &mut ForeignKey::create()
+                            .name("fk_vfolder_transfers_vfolder")
+                            .from(a("vfolder_transfers"), a("vfolder"))
+                            .to(a("vfolders"), a("id"))
+                            .on_delete(ForeignKeyAction::Cascade)
+                            .to_owned(),
+                    )
+                    .foreign_key(
+                        &mut ForeignKey::create()
+                            .name("fk_vfolder_transfers_user")
+                            .from(a("vfolder_transfers"), a("user"))
+                            .to(a("users"), a("uuid"))
+                            .on_delete(ForeignKeyAction::Cascade)
+                            .to_owned(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
             .alter_table(
                 Table::alter()
                     .table(a("vfolders"))
@@ -79,6 +112,9 @@ impl MigrationTrait for Migration {
                     .drop_column(a("usage_at"))
                     .to_owned(),
             )
+            .await?;
+        manager
+            .drop_table(Table::drop().table(a("vfolder_transfers")).to_owned())
             .await?;
         manager
             .drop_table(Table::drop().table(a("vfolder_invitations")).to_owned())

@@ -5,6 +5,7 @@
 //! handler delegates to the same functions the GraphQL API uses; errors are Backend.AI's
 //! `application/problem+json`.
 mod auth;
+mod folder;
 mod resource;
 mod session;
 mod session_calls;
@@ -13,7 +14,7 @@ mod template;
 
 use axum::Router;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 
 use crate::auth::{Caller, Principal};
 use crate::error::IntoProblem as _;
@@ -90,12 +91,100 @@ pub fn router(state: AppState) -> Router {
         .route("/scaling-groups", get(resource::scaling_groups))
         .route("/config/resource-slots", get(resource::resource_slots))
         .route("/auth/authorize", post(auth::authorize))
+        .route(
+            "/folders",
+            get(folder::list)
+                .post(folder::create)
+                .delete(folder::delete_by_id),
+        )
+        .route("/folders/_/id", get(folder::id_of))
+        .route("/folders/_/hosts", get(folder::hosts))
+        .route("/folders/_/all_hosts", get(folder::all_hosts))
+        .route("/folders/_/all-hosts", get(folder::all_hosts))
+        .route("/folders/_/allowed_types", get(folder::allowed_types))
+        .route("/folders/_/allowed-types", get(folder::allowed_types))
+        .route(
+            "/folders/_/shared",
+            get(folder::shared).post(folder::set_shared),
+        )
+        .route("/folders/restore-from-trash-bin", post(folder::restore))
+        .route("/folders/delete-from-trash-bin", post(folder::purge))
+        .route("/folders/purge", post(folder::purge))
+        .route("/folders/invitations/list", get(folder::invitations))
+        .route(
+            "/folders/invitations/list-sent",
+            get(folder::invitations_sent),
+        )
+        .route(
+            "/folders/invitations/list_sent",
+            get(folder::invitations_sent),
+        )
+        .route(
+            "/folders/invitations/update/{inv_id}",
+            post(folder::update_invitation),
+        )
+        .route("/folders/invitations/accept", post(folder::accept))
+        .route(
+            "/folders/invitations/delete",
+            post(folder::decline).delete(folder::decline),
+        )
+        .route(
+            "/folders/{name}",
+            get(folder::info).delete(folder::delete_named),
+        )
+        .route("/folders/{name}/force", delete(folder::force_delete))
+        .route("/folders/{name}/rename", post(folder::rename))
+        .route(
+            "/folders/{name}/update-options",
+            post(folder::update_options),
+        )
+        .route("/folders/{name}/mkdir", post(folder::mkdir))
+        .route("/folders/{name}/files", get(folder::files))
+        .route("/folders/{name}/rename-file", post(folder::rename_file))
+        .route("/folders/{name}/rename_file", post(folder::rename_file))
+        .route("/folders/{name}/move-file", post(folder::move_file))
+        .route(
+            "/folders/{name}/delete-files",
+            post(folder::delete_files).delete(folder::delete_files),
+        )
+        .route("/folders/{name}/delete_files", delete(folder::delete_files))
+        .route(
+            "/folders/{name}/request-upload",
+            post(folder::request_upload),
+        )
+        .route(
+            "/folders/{name}/request-download",
+            post(folder::request_download),
+        )
+        .route("/folders/{name}/invite", post(folder::invite))
+        .route("/folders/{name}/leave", post(folder::leave))
+        .route("/folders/{name}/share", post(folder::share))
+        .route(
+            "/folders/{name}/unshare",
+            post(folder::unshare).delete(folder::unshare),
+        )
+        .route("/folders/{name}/clone", post(folder::clone))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::middleware::authenticate,
         ))
         .route_layer(axum::middleware::from_fn(check_version))
         .layer(body_limit)
+        .with_state(state)
+}
+
+/// The transfers of Backend.AI's storage-proxy flow (`/folders/_/transfer/…`): the token in
+/// the query is the only credential (its client sends no signature there), and an upload's
+/// body is bounded by the size it declared, not by the API's body limit.
+pub fn transfer_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/folders/_/transfer/upload",
+            axum::routing::patch(folder::upload_patch)
+                .head(folder::upload_head)
+                .options(folder::upload_options),
+        )
+        .route("/folders/_/transfer/download", get(folder::download))
         .with_state(state)
 }
 

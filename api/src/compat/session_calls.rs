@@ -67,7 +67,7 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for Params {
     }
 }
 
-fn string(p: &Map<String, Value>, keys: &[&str]) -> Option<String> {
+pub(super) fn string(p: &Map<String, Value>, keys: &[&str]) -> Option<String> {
     keys.iter()
         .find_map(|k| p.get(*k).and_then(Value::as_str).map(str::to_string))
 }
@@ -196,7 +196,7 @@ pub(super) async fn list_files(
 }
 
 /// The paths a download names: `files` as a list or repeated, one path per entry.
-fn file_list(p: &Map<String, Value>, key: &str) -> Vec<String> {
+pub(super) fn file_list(p: &Map<String, Value>, key: &str) -> Vec<String> {
     match p.get(key) {
         Some(Value::Array(a)) => a
             .iter()

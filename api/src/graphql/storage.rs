@@ -1,6 +1,11 @@
 //! GraphQL for storage folders: `vfolder`, `vfolder_list`, `vfolder_hosts`, `vfolder_files`,
-//! `create_vfolder`, `rename_vfolder`, `delete_vfolder` (the name must be typed as
-//! confirmation), `create_vfolder_directory`, `rename_vfolder_file`, `delete_vfolder_files`.
+//! `create_vfolder`, `rename_vfolder`, `delete_vfolder` (to the trash; the name must be typed
+//! as confirmation), `restore_vfolder`, `purge_vfolder`, `empty_vfolder_trash`,
+//! `update_vfolder_options`, `clone_vfolder`, `create_vfolder_directory`,
+//! `rename_vfolder_file`, `move_vfolder_file`, `delete_vfolder_files`; sharing:
+//! `vfolder_invitations`, `vfolder_shares`, `invite_to_vfolder`, `accept_vfolder_invitation`,
+//! `decline_vfolder_invitation`, `update_vfolder_invitation`, `leave_vfolder`,
+//! `set_vfolder_share`, `share_vfolder_with_members`.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{VFolderPermission, VFolderUsageMode};
@@ -103,22 +108,96 @@ impl VirtualFolder {
     async fn last_used(&self) -> Option<DateTime<Utc>> {
         self.folder.last_used
     }
-    /// Bytes used (measured now).
-    async fn cur_size(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<BigInt> {
-        let state = state(ctx)?;
-        let root = crate::storage::folder_root(&state.config, &self.folder)?;
-        Ok(BigInt(
-            i64::try_from(state.storage.usage(&root).await.0).unwrap_or(i64::MAX),
-        ))
+    /// Bytes used, as last measured (`usage_at`): after bai changed the folder's content and
+    /// whenever one folder is asked for (`vfolder`); lists never walk folders.
+    async fn cur_size(&self) -> BigInt {
+        BigInt(self.folder.cur_size)
     }
-    /// Files in the folder (measured now).
-    async fn num_files(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<BigInt> {
-        let state = state(ctx)?;
-        let root = crate::storage::folder_root(&state.config, &self.folder)?;
-        Ok(BigInt(
-            i64::try_from(state.storage.usage(&root).await.1).unwrap_or(i64::MAX),
-        ))
+    /// Files in the folder, as last measured (`usage_at`).
+    async fn num_files(&self) -> BigInt {
+        BigInt(self.folder.num_files)
     }
+    /// When `cur_size` and `num_files` were measured (null: not yet).
+    async fn usage_at(&self) -> Option<DateTime<Utc>> {
+        self.folder.usage_at
+    }
+    /// Another user's folder the caller reaches because it was shared with it (an accepted
+    /// invitation).
+    async fn shared_with_me(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<bool> {
+        let (state, caller) = authed(ctx)?;
+        if self.folder.user.is_none() || self.folder.user == Some(caller.uuid) {
+            return Ok(false);
+        }
+        Ok(
+            entity::vfolder_permissions::Entity::find_by_id((self.folder.id, caller.uuid))
+                .one(&state.db)
+                .await
+                .map_err(ApiError::from)?
+                .is_some(),
+        )
+    }
+}
+
+/// An invitation to share a folder, as its inviter and invitee see it.
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct VFolderInvitation {
+    pub id: Uuid,
+    pub vfolder_id: Uuid,
+    pub vfolder_name: String,
+    pub inviter: String,
+    pub invitee: String,
+    /// ro, rw or wd.
+    pub permission: String,
+    /// pending, accepted, rejected or canceled.
+    pub state: String,
+    pub created_at: DateTime<Utc>,
+    pub modified_at: Option<DateTime<Utc>>,
+}
+
+impl From<crate::storage::sharing::Invitation> for VFolderInvitation {
+    fn from(i: crate::storage::sharing::Invitation) -> Self {
+        Self {
+            id: i.id,
+            vfolder_id: i.vfolder_id,
+            vfolder_name: i.vfolder_name,
+            inviter: i.inviter,
+            invitee: i.invitee,
+            permission: i.permission.as_str().into(),
+            state: i.state.as_str().into(),
+            created_at: i.created_at,
+            modified_at: i.modified_at,
+        }
+    }
+}
+
+/// A user a folder is shared with, and the permission it mounts it with.
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct VFolderShare {
+    pub user: Uuid,
+    pub email: String,
+    pub permission: String,
+}
+
+/// `ro`, `rw` or `wd`, or a clear error.
+pub fn permission(p: &str) -> ApiResult<VFolderPermission> {
+    VFolderPermission::parse(p).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid permission '{p}' (one of: {})",
+            VFolderPermission::choices()
+        ))
+    })
+}
+
+/// `general`, `model` or `data`, or a clear error.
+pub fn usage_mode(m: &str) -> ApiResult<VFolderUsageMode> {
+    VFolderUsageMode::parse(m).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid usage mode '{m}' (one of: {})",
+            VFolderUsageMode::choices()
+        ))
+    })
 }
 
 #[derive(SimpleObject)]
@@ -142,7 +221,7 @@ pub struct VFolderFile {
     pub mode: String,
 }
 
-fn mode_string(mode: u32) -> String {
+pub(crate) fn mode_string(mode: u32) -> String {
     let bits = ['r', 'w', 'x'];
     (0..9)
         .map(|i| {
@@ -199,25 +278,89 @@ impl StorageQuery {
     ) -> crate::graphql::context::Result<VirtualFolder> {
         let (state, caller) = authed(ctx)?;
         let (folder, access) = crate::storage::find(state, caller, id).await?;
+        // One folder asked for: measured now, and the figure kept for lists.
+        crate::storage::measure(state, &folder).await?;
+        let (folder, access) = match crate::storage::find(state, caller, id).await {
+            Ok(found) => found,
+            Err(_) => (folder, access),
+        };
         Ok(VirtualFolder { folder, access })
     }
 
-    /// Folders the caller can reach (superadmins: all; domain admins: their domain).
+    /// Pending invitations the caller received (`sent`: those it sent).
+    async fn vfolder_invitations(
+        &self,
+        ctx: &Context<'_>,
+        sent: Option<bool>,
+    ) -> crate::graphql::context::Result<Vec<VFolderInvitation>> {
+        let (state, caller) = authed(ctx)?;
+        let list =
+            crate::storage::sharing::invitations(state, caller, sent.unwrap_or(false)).await?;
+        Ok(list.into_iter().map(Into::into).collect())
+    }
+
+    /// Whom a folder is shared with (its owner only).
+    async fn vfolder_shares(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<Vec<VFolderShare>> {
+        let (state, caller) = authed(ctx)?;
+        let list = crate::storage::sharing::shares(state, caller, id).await?;
+        Ok(list
+            .into_iter()
+            .map(|s| VFolderShare {
+                user: s.user,
+                email: s.email,
+                permission: s.permission.as_str().into(),
+            })
+            .collect())
+    }
+
+    /// Folders the caller can reach (superadmins: all; domain admins: their domain), in the
+    /// trash too (`status` delete-pending). `group_id`: user folders and that project's;
+    /// `filter` in Backend.AI's language over name, host, status, permission, ownership_type,
+    /// usage_mode, created_at.
     async fn vfolder_list(
         &self,
         ctx: &Context<'_>,
         limit: i32,
         offset: i32,
         order: Option<String>,
+        group_id: Option<Uuid>,
+        filter: Option<String>,
     ) -> crate::graphql::context::Result<VirtualFolderList> {
         let (state, caller) = authed(ctx)?;
-        let select = match caller.read_scope() {
+        let mut select = match caller.read_scope() {
             ReadScope::Admin(scope) => match scope.domain() {
                 None => vfolders::Entity::find(),
                 Some(d) => vfolders::Entity::find().filter(vfolders::Column::DomainName.eq(d)),
             },
             ReadScope::Own { .. } => crate::storage::accessible(caller),
         };
+        if let Some(g) = group_id {
+            select = select.filter(
+                sea_orm::Condition::any()
+                    .add(vfolders::Column::Group.eq(g))
+                    .add(vfolders::Column::Group.is_null()),
+            );
+        }
+        if let Some(f) = filter
+            && let Some(f) = bai_core::filter::parse(
+                &f,
+                &[
+                    ("name", vfolders::Column::Name),
+                    ("host", vfolders::Column::Host),
+                    ("status", vfolders::Column::Status),
+                    ("permission", vfolders::Column::Permission),
+                    ("ownership_type", vfolders::Column::OwnershipType),
+                    ("usage_mode", vfolders::Column::UsageMode),
+                    ("created_at", vfolders::Column::CreatedAt),
+                ],
+            )?
+        {
+            select = select.filter(crate::sql::condition(&f));
+        }
         let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
@@ -290,6 +433,26 @@ pub struct CreateVFolderInput {
     pub cloneable: Option<bool>,
 }
 
+#[derive(InputObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct CloneVFolderInput {
+    /// The new folder's name.
+    pub name: String,
+    /// Its storage host (default: the source's).
+    pub host: Option<String>,
+    pub usage_mode: Option<String>,
+    pub permission: Option<String>,
+    pub cloneable: Option<bool>,
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct CloneVFolderResult {
+    pub vfolder: VirtualFolder,
+    /// The background task copying the files.
+    pub task_id: Uuid,
+}
+
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
 pub struct VFolderResult {
@@ -317,24 +480,18 @@ impl StorageMutation {
         props: CreateVFolderInput,
     ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let permission = match props.permission.as_deref() {
-            None => VFolderPermission::ReadWrite,
-            Some(p) => VFolderPermission::parse(p).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "invalid permission '{p}' (one of: {})",
-                    VFolderPermission::choices()
-                ))
-            })?,
-        };
-        let usage_mode = match props.usage_mode.as_deref() {
-            None => VFolderUsageMode::General,
-            Some(m) => VFolderUsageMode::parse(m).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "invalid usage mode '{m}' (one of: {})",
-                    VFolderUsageMode::choices()
-                ))
-            })?,
-        };
+        let permission = props
+            .permission
+            .as_deref()
+            .map(self::permission)
+            .transpose()?
+            .unwrap_or(VFolderPermission::ReadWrite);
+        let usage_mode = props
+            .usage_mode
+            .as_deref()
+            .map(self::usage_mode)
+            .transpose()?
+            .unwrap_or(VFolderUsageMode::General);
         let f = crate::storage::create(
             state,
             caller,
@@ -368,7 +525,8 @@ impl StorageMutation {
         Ok(ok("renamed", Some(VirtualFolder { folder: f, access })))
     }
 
-    /// Deletes a folder and its files. `confirm_name` must be the folder's name.
+    /// Moves a folder to the trash (its files stay until it is purged; `restore_vfolder`
+    /// brings it back). `confirm_name` must be the folder's name.
     async fn delete_vfolder(
         &self,
         ctx: &Context<'_>,
@@ -377,7 +535,208 @@ impl StorageMutation {
     ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
         crate::storage::delete(state, caller, id, &confirm_name).await?;
-        Ok(ok("deleted", None))
+        Ok(ok("moved to the trash", None))
+    }
+
+    /// Brings a folder back from the trash (its owner).
+    async fn restore_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        crate::storage::restore(state, caller, id).await?;
+        let (folder, access) = crate::storage::find(state, caller, id).await?;
+        Ok(ok("restored", Some(VirtualFolder { folder, access })))
+    }
+
+    /// Deletes a folder in the trash for good, files and all (its owner, or an admin of its
+    /// domain).
+    async fn purge_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        crate::storage::purge(state, caller, id).await?;
+        Ok(ok("deleted for good", None))
+    }
+
+    /// Deletes for good every folder in the trash the caller may purge (its own; an admin's:
+    /// its domain's). Returns how many.
+    async fn empty_vfolder_trash(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<i32> {
+        let (state, caller) = authed(ctx)?;
+        let n = crate::storage::empty_trash(state, caller).await?;
+        Ok(i32::try_from(n).unwrap_or(i32::MAX))
+    }
+
+    /// Changes whether a folder may be cloned and the permission its project's members mount
+    /// it with (its owner).
+    async fn update_vfolder_options(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        cloneable: Option<bool>,
+        permission: Option<String>,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let permission = permission.as_deref().map(self::permission).transpose()?;
+        let folder =
+            crate::storage::update_options(state, caller, id, cloneable, permission).await?;
+        Ok(ok(
+            "updated",
+            Some(VirtualFolder {
+                folder,
+                access: Access::Owner,
+            }),
+        ))
+    }
+
+    /// Copies a cloneable folder into a new folder of the caller's, as a background task
+    /// (follow `task_id` with `background_task`).
+    async fn clone_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        props: CloneVFolderInput,
+    ) -> crate::graphql::context::Result<CloneVFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let req = crate::storage::clone::CloneRequest {
+            name: props.name,
+            host: props.host,
+            usage_mode: props
+                .usage_mode
+                .as_deref()
+                .map(usage_mode)
+                .transpose()?
+                .unwrap_or(VFolderUsageMode::General),
+            permission: props
+                .permission
+                .as_deref()
+                .map(permission)
+                .transpose()?
+                .unwrap_or(VFolderPermission::ReadWrite),
+            cloneable: props.cloneable.unwrap_or(false),
+        };
+        let (folder, task) = crate::storage::clone::clone(
+            state,
+            &bai_services::store::Runtime::tasks(state),
+            caller,
+            id,
+            req,
+        )
+        .await?;
+        Ok(CloneVFolderResult {
+            vfolder: VirtualFolder {
+                folder,
+                access: Access::Owner,
+            },
+            task_id: task,
+        })
+    }
+
+    /// Moves a file or directory (into `dst` when it is a directory); never replaces.
+    async fn move_vfolder_file(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        src: String,
+        dst: String,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        crate::storage::move_file(state, caller, id, &src, &dst).await?;
+        Ok(ok("moved", None))
+    }
+
+    /// Invites users of the folder's domain, by address, to share a user folder the caller
+    /// owns with `permission` (ro, rw or wd). Returns the addresses invited (not those
+    /// already sharing it or invited).
+    async fn invite_to_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        emails: Vec<String>,
+        permission: String,
+    ) -> crate::graphql::context::Result<Vec<String>> {
+        let (state, caller) = authed(ctx)?;
+        let p = self::permission(&permission)?;
+        Ok(crate::storage::sharing::invite(state, caller, id, p, &emails).await?)
+    }
+
+    /// Accepts an invitation: the folder is shared with the caller.
+    async fn accept_vfolder_invitation(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let f = crate::storage::sharing::accept(state, caller, id).await?;
+        let (folder, access) = crate::storage::find(state, caller, f.id).await?;
+        Ok(ok("accepted", Some(VirtualFolder { folder, access })))
+    }
+
+    /// Rejects an invitation received, or cancels one sent.
+    async fn decline_vfolder_invitation(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        crate::storage::sharing::decline(state, caller, id).await?;
+        Ok(ok("declined", None))
+    }
+
+    /// Changes the permission of a pending invitation the caller sent.
+    async fn update_vfolder_invitation(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        permission: String,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let p = self::permission(&permission)?;
+        crate::storage::sharing::update_invitation(state, caller, id, p).await?;
+        Ok(ok("updated", None))
+    }
+
+    /// Leaves a folder shared with the caller.
+    async fn leave_vfolder(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        crate::storage::sharing::leave(state, caller, id).await?;
+        Ok(ok("left", None))
+    }
+
+    /// Changes the permission of a user a folder is shared with, or revokes the share (no
+    /// `permission`): its owner.
+    async fn set_vfolder_share(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        user: Uuid,
+        permission: Option<String>,
+    ) -> crate::graphql::context::Result<VFolderResult> {
+        let (state, caller) = authed(ctx)?;
+        let p = permission.as_deref().map(self::permission).transpose()?;
+        crate::storage::sharing::set_share(state, caller, id, user, p).await?;
+        Ok(ok(if p.is_some() { "changed" } else { "revoked" }, None))
+    }
+
+    /// Gives project members a permission of their own on a project folder, or takes it back
+    /// (no `permission`): admins of its domain. Returns the addresses changed.
+    async fn share_vfolder_with_members(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        emails: Vec<String>,
+        permission: Option<String>,
+    ) -> crate::graphql::context::Result<Vec<String>> {
+        let (state, caller) = authed(ctx)?;
+        let p = permission.as_deref().map(self::permission).transpose()?;
+        Ok(crate::storage::sharing::share_with_members(state, caller, id, p, &emails).await?)
     }
 
     async fn create_vfolder_directory(
@@ -458,7 +817,11 @@ impl StorageSubscription {
                                 .await
                                 .unwrap_or(false),
                             None => false,
-                        };
+                        }
+                        || entity::vfolder_permissions::Entity::find_by_id((e.id, caller.uuid))
+                            .one(&state.db)
+                            .await
+                            .is_ok_and(|p| p.is_some());
                     visible.then(|| VFolderChange {
                         id: e.id,
                         name: e.name.clone(),

@@ -47,6 +47,14 @@ pub trait FolderStore: Send + Sync {
     async fn usage(&self, root: &Path) -> (u64, u64);
     /// Regular file `path` (never a FIFO, socket or device) and its size when opened.
     async fn read(&self, root: &Path, path: &str) -> ApiResult<(ByteReader, u64)>;
+    /// Regular file `path` from byte `offset` on (ranged downloads): the reader, the file's
+    /// whole size when opened, and when it was last modified.
+    async fn read_from(
+        &self,
+        root: &Path,
+        path: &str,
+        offset: u64,
+    ) -> ApiResult<(ByteReader, u64, Option<std::time::SystemTime>)>;
     /// A new file at `path`, written beside it and moved into place on commit.
     async fn write(&self, root: &Path, path: &str) -> ApiResult<Box<dyn Upload>>;
     /// Directory `path` as a tar archive whose top directory is named `top`.
@@ -56,6 +64,37 @@ pub trait FolderStore: Send + Sync {
     /// Removes a folder's root and everything in it (links are removed, never followed);
     /// a folder already gone is fine.
     async fn remove_folder(&self, root: &Path) -> std::io::Result<()>;
+    /// Moves `src` to `dst` (into it when it is a directory); never replaces.
+    async fn move_to(&self, root: &Path, src: &str, dst: &str) -> ApiResult<()>;
+    /// Copies every directory and regular file of folder `from` into the empty folder `to`
+    /// (never a link, FIFO or hard link); `copied` hears the bytes so far. (bytes, files).
+    async fn copy(
+        &self,
+        from: &Path,
+        to: &Path,
+        copied: Box<dyn FnMut(u64) + Send>,
+    ) -> ApiResult<(u64, u64)>;
+    /// The size of upload `name` staged in the server's own directory `staging` (beside the
+    /// folders of a storage host, never inside one); None when there is none.
+    async fn staged_len(&self, staging: &Path, name: &str) -> ApiResult<Option<u64>>;
+    /// Upload `name` in `staging` opened to append at `offset`, which must be its size (a
+    /// new upload at 0); CONFLICT otherwise.
+    async fn stage(
+        &self,
+        staging: &Path,
+        name: &str,
+        offset: u64,
+    ) -> ApiResult<Box<dyn tokio::io::AsyncWrite + Send + Unpin>>;
+    /// Moves staged upload `name` to `path` of the folder at `root` (a file there is
+    /// replaced, a link at the name too, never written through).
+    async fn adopt(&self, root: &Path, staging: &Path, name: &str, path: &str) -> ApiResult<()>;
+    /// Forgets staged upload `name` (gone already is fine).
+    async fn unstage(&self, staging: &Path, name: &str);
+}
+
+/// `O_NOFOLLOW`: the server's own staging files are never links.
+fn libc_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
 }
 
 /// The storage of this machine.
@@ -138,6 +177,29 @@ impl FolderStore for LocalStore {
         Ok((Box::pin(reader), len))
     }
 
+    async fn read_from(
+        &self,
+        root: &Path,
+        path: &str,
+        offset: u64,
+    ) -> ApiResult<(ByteReader, u64, Option<std::time::SystemTime>)> {
+        use std::io::Seek;
+        let path = path.to_string();
+        let (file, len, modified) = with_folder(root, move |f| {
+            let (mut file, len) = f.open_file(&path)?;
+            let modified = file.metadata().ok().and_then(|m| m.modified().ok());
+            file.seek(std::io::SeekFrom::Start(offset.min(len)))
+                .map_err(|e| ApiError::internal("reading a file", e))?;
+            Ok((file, len, modified))
+        })
+        .await?;
+        let reader = tokio::io::AsyncReadExt::take(
+            tokio::fs::File::from_std(file),
+            len.saturating_sub(offset),
+        );
+        Ok((Box::pin(reader), len, modified))
+    }
+
     async fn write(&self, root: &Path, path: &str) -> ApiResult<Box<dyn Upload>> {
         let path = path.to_string();
         let mut upload = with_folder(root, move |f| f.create_upload(&path)).await?;
@@ -164,6 +226,81 @@ impl FolderStore for LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
+    }
+
+    async fn move_to(&self, root: &Path, src: &str, dst: &str) -> ApiResult<()> {
+        let (src, dst) = (src.to_string(), dst.to_string());
+        with_folder(root, move |f| f.move_to(&src, &dst)).await
+    }
+
+    async fn copy(
+        &self,
+        from: &Path,
+        to: &Path,
+        mut copied: Box<dyn FnMut(u64) + Send>,
+    ) -> ApiResult<(u64, u64)> {
+        let to = to.to_path_buf();
+        with_folder(from, move |f| {
+            let dst = fsat::Folder::open(&to)?;
+            f.copy_into(&dst, &mut *copied)
+        })
+        .await
+    }
+
+    async fn staged_len(&self, staging: &Path, name: &str) -> ApiResult<Option<u64>> {
+        match tokio::fs::symlink_metadata(staging.join(name)).await {
+            Ok(m) if m.is_file() => Ok(Some(m.len())),
+            Ok(_) => Err(ApiError::internal("reading an upload", "not a file")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ApiError::internal("reading an upload", e)),
+        }
+    }
+
+    async fn stage(
+        &self,
+        staging: &Path,
+        name: &str,
+        offset: u64,
+    ) -> ApiResult<Box<dyn tokio::io::AsyncWrite + Send + Unpin>> {
+        tokio::fs::create_dir_all(staging)
+            .await
+            .map_err(|e| ApiError::internal("making the uploads' directory", e))?;
+        let file = tokio::fs::OpenOptions::new()
+            .append(true)
+            .create(offset == 0)
+            .custom_flags(libc_nofollow())
+            .open(staging.join(name))
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => ApiError::not_found("upload", name),
+                _ => ApiError::internal("writing an upload", e),
+            })?;
+        // One writer at a time, whichever manager it reached: the others are told so.
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Err(ApiError::conflict(
+                "Another request is writing this upload; retry after it ends",
+            ));
+        }
+        let len = file
+            .metadata()
+            .await
+            .map_err(|e| ApiError::internal("writing an upload", e))?
+            .len();
+        if len != offset {
+            return Err(ApiError::conflict(format!(
+                "The upload is at offset {len}, not {offset}"
+            )));
+        }
+        Ok(Box::new(file))
+    }
+
+    async fn adopt(&self, root: &Path, staging: &Path, name: &str, path: &str) -> ApiResult<()> {
+        let (staging, name, path) = (staging.to_path_buf(), name.to_string(), path.to_string());
+        with_folder(root, move |f| f.adopt(&staging, &name, &path)).await
+    }
+
+    async fn unstage(&self, staging: &Path, name: &str) {
+        let _ = tokio::fs::remove_file(staging.join(name)).await;
     }
 
     fn archive(&self, root: &Path, path: &str, top: &str) -> ByteStream {

@@ -309,6 +309,8 @@ pub async fn sweep_agent(state: &impl Runtime, agent: &crate::agents::Agent) -> 
 /// The leader's removal of shared rows past use (several managers): departed managers, old
 /// outbox events, limit windows, executions, commit claims and app routes of ended sessions.
 pub async fn forget_expired(state: &impl Runtime) -> ApiResult<()> {
+    // Transfer tokens past their time, and what they staged (one manager or several).
+    crate::storage::transfer::expire(state).await?;
     if !state.cluster().is_shared() {
         return Ok(());
     }
@@ -325,7 +327,8 @@ pub async fn sweep_loop(state: impl Runtime) {
             if let Err(e) = recover(&state).await {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
             }
-            // Departed managers' rows, old outbox events, windows and signatures past use.
+            // Departed managers' rows, old outbox events, windows and signatures past use,
+            // expired transfer tokens.
             if let Err(e) = forget_expired(&state).await {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "removing expired rows failed");
             }

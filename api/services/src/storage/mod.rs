@@ -5,6 +5,10 @@
 pub use bai_core::path;
 pub use bai_storage::fsat;
 
+pub mod clone;
+pub mod sharing;
+pub mod transfer;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -187,8 +191,12 @@ pub async fn find(
             return Ok((f, Access::Owner));
         }
         if crate::groups::is_member(store.db(), caller.uuid, g).await? {
-            let access = Access::from_permission(f.permission);
-            return Ok((f, access));
+            // An admin's per-user permission overrides the project folder's own.
+            let own = vfolder_permissions::Entity::find_by_id((id, caller.uuid))
+                .one(store.db())
+                .await?
+                .map_or(f.permission, |p| p.permission);
+            return Ok((f, Access::from_permission(own)));
         }
     }
     if let Some(p) = vfolder_permissions::Entity::find_by_id((id, caller.uuid))
@@ -199,6 +207,44 @@ pub async fn find(
         return Ok((f, access));
     }
     Err(not_found())
+}
+
+/// The folder the caller names by id (dashed or 32 hex digits, as Backend.AI's client 26
+/// sends it) or by name (its own first, then its projects' and those shared with it), and its
+/// access; NOT_FOUND for anything it cannot reach.
+pub async fn resolve(
+    store: &impl Store,
+    caller: &Caller,
+    key: &str,
+) -> ApiResult<(vfolders::Model, Access)> {
+    if let Ok(id) = Uuid::parse_str(key) {
+        return find(store, caller, id).await;
+    }
+    let mut named = accessible(caller)
+        .filter(vfolders::Column::Name.eq(key))
+        .all(store.db())
+        .await?;
+    // Its own folder first when a project folder has the same name.
+    named.sort_by_key(|f| f.user != Some(caller.uuid));
+    match named.first() {
+        Some(f) => find(store, caller, f.id).await,
+        None => Err(ApiError::not_found("folder", key)),
+    }
+}
+
+/// Refused for a folder in the trash (restore it first) or one being prepared (a clone).
+pub fn require_ready(f: &vfolders::Model) -> ApiResult<()> {
+    match f.status {
+        VFolderStatus::Ready | VFolderStatus::Mounted => Ok(()),
+        VFolderStatus::DeletePending => Err(ApiError::bad_request(format!(
+            "The folder '{}' is in the trash: restore it first",
+            f.name
+        ))),
+        other => Err(ApiError::bad_request(format!(
+            "The folder '{}' is not ready ({other})",
+            f.name
+        ))),
+    }
 }
 
 pub struct NewFolder {
@@ -408,8 +454,8 @@ pub async fn rename(
     Ok((f, access))
 }
 
-/// Deletes folder `id` and its files (its owner only). Refused while a live session mounts
-/// it; `confirm_name` must be the folder's name.
+/// Moves folder `id` to the trash after its name is typed to confirm (`confirm_name`); see
+/// [`trash`].
 pub async fn delete(
     store: &impl Store,
     caller: &Caller,
@@ -422,6 +468,32 @@ pub async fn delete(
             "Only the folder's owner may delete it.",
         ));
     }
+    if confirm_name != f.name {
+        return Err(ApiError::bad_request(format!(
+            "Type the folder's name ('{}') to confirm the deletion",
+            f.name
+        )));
+    }
+    trash(store, caller, id).await
+}
+
+/// Moves folder `id` to the trash (its owner only; Backend.AI's `delete-pending`): it keeps
+/// its files and its name, is mounted nowhere any more, and its shares and pending
+/// invitations end. Refused while a live session mounts it.
+pub async fn trash(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let (f, access) = find(store, caller, id).await?;
+    if access != Access::Owner {
+        return Err(ApiError::forbidden(
+            "Only the folder's owner may delete it.",
+        ));
+    }
+    if f.status == VFolderStatus::DeletePending {
+        return Err(ApiError::bad_request(format!(
+            "The folder '{}' is already in the trash",
+            f.name
+        )));
+    }
+    require_ready(&f)?;
     let live = entity::sessions::Entity::find()
         .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
         .all(store.db())
@@ -435,9 +507,76 @@ pub async fn delete(
             s.name
         )));
     }
-    if confirm_name != f.name {
+    let f = set_status(
+        store,
+        caller,
+        f,
+        VFolderStatus::DeletePending,
+        "trash_vfolder",
+        true,
+    )
+    .await?;
+    publish(store, &f, crate::events::ChangeAction::Modified);
+    Ok(())
+}
+
+/// Brings folder `id` back from the trash (its owner only).
+pub async fn restore(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let (f, access) = find(store, caller, id).await?;
+    if access != Access::Owner {
+        return Err(ApiError::forbidden(
+            "Only the folder's owner may restore it.",
+        ));
+    }
+    if f.status != VFolderStatus::DeletePending {
         return Err(ApiError::bad_request(format!(
-            "Type the folder's name ('{}') to confirm the deletion",
+            "The folder '{}' is not in the trash",
+            f.name
+        )));
+    }
+    let f = set_status(
+        store,
+        caller,
+        f,
+        VFolderStatus::Ready,
+        "restore_vfolder",
+        false,
+    )
+    .await?;
+    publish(store, &f, crate::events::ChangeAction::Modified);
+    Ok(())
+}
+
+/// Deletes folder `id` for good, files and all; it must be in the trash. Its owner, or an
+/// admin of its domain (Backend.AI's `purge`), may.
+pub async fn purge(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let f = match find(store, caller, id).await {
+        Ok((f, Access::Owner)) => f,
+        Ok((f, _)) => {
+            return Err(ApiError::forbidden(format!(
+                "Only the owner of '{}' may delete it for good",
+                f.name
+            )));
+        }
+        Err(e) => {
+            // An admin reaches its domain's user folders in the trash too.
+            let f = vfolders::Entity::find_by_id(id).one(store.db()).await?;
+            match f {
+                Some(f)
+                    if caller
+                        .admin_scope()
+                        .is_some_and(|s| s.covers_domain(&f.domain_name))
+                        && admin_governs_owner(store, caller, &f).await? =>
+                {
+                    f
+                }
+                _ => return Err(e),
+            }
+        }
+    };
+    if f.status != VFolderStatus::DeletePending {
+        return Err(ApiError::bad_request(format!(
+            "The folder '{}' is not in the trash: delete it first",
             f.name
         )));
     }
@@ -446,7 +585,7 @@ pub async fn delete(
     crate::audit::audited(
         store,
         &caller.email,
-        "delete_vfolder",
+        "purge_vfolder",
         "vfolder",
         move |txn| {
             Box::pin(async move {
@@ -459,10 +598,150 @@ pub async fn delete(
     )
     .await?;
     if let Err(e) = store.storage().remove_folder(&root).await {
-        tracing::warn!(dir = %root.display(), error = %e, "removing a deleted folder's files failed");
+        tracing::warn!(dir = %root.display(), error = %e, "removing a purged folder's files failed");
     }
     publish(store, &gone, crate::events::ChangeAction::Deleted);
     Ok(())
+}
+
+/// Whether an admin may act on folder `f` of another user: a superadmin always, a domain admin
+/// for lower-ranked users and projects of its domain.
+async fn admin_governs_owner(
+    store: &impl Store,
+    caller: &Caller,
+    f: &vfolders::Model,
+) -> ApiResult<bool> {
+    match f.user {
+        Some(u) => Ok(entity::users::Entity::find_by_id(u)
+            .one(store.db())
+            .await?
+            .is_some_and(|o| caller.governs(o.uuid, o.role, &o.domain_name))),
+        None => Ok(caller
+            .admin_scope()
+            .is_some_and(|s| s.covers_domain(&f.domain_name))),
+    }
+}
+
+/// Empties the trash: every folder in it the caller may purge (its own; an admin's: its
+/// domain's). Returns how many were deleted for good.
+pub async fn empty_trash(store: &impl Store, caller: &Caller) -> ApiResult<usize> {
+    let mut q =
+        vfolders::Entity::find().filter(vfolders::Column::Status.eq(VFolderStatus::DeletePending));
+    q = match caller.admin_scope() {
+        Some(crate::auth::AdminScope::Super) => q,
+        Some(crate::auth::AdminScope::Domain(d)) => q.filter(vfolders::Column::DomainName.eq(d)),
+        None => q.filter(vfolders::Column::User.eq(caller.uuid)),
+    };
+    let mut done = 0;
+    for f in q.all(store.db()).await? {
+        match purge(store, caller, f.id).await {
+            Ok(()) => done += 1,
+            // Another user's folder a domain admin does not govern: left in the trash.
+            Err(e) if matches!(e.code.as_str(), "NOT_FOUND" | "FORBIDDEN") => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+async fn set_status(
+    store: &impl Store,
+    caller: &Caller,
+    f: vfolders::Model,
+    status: VFolderStatus,
+    action: &'static str,
+    end_shares: bool,
+) -> ApiResult<vfolders::Model> {
+    let id = f.id;
+    let mut m = f.into_active_model();
+    m.status = Set(status);
+    crate::audit::audited(store, &caller.email, action, "vfolder", move |txn| {
+        Box::pin(async move {
+            if end_shares {
+                vfolder_permissions::Entity::delete_many()
+                    .filter(vfolder_permissions::Column::Vfolder.eq(id))
+                    .exec(txn)
+                    .await?;
+                entity::vfolder_invitations::Entity::delete_many()
+                    .filter(entity::vfolder_invitations::Column::Vfolder.eq(id))
+                    .filter(
+                        entity::vfolder_invitations::Column::State
+                            .eq(entity::enums::InvitationState::Pending),
+                    )
+                    .exec(txn)
+                    .await?;
+            }
+            let f = m.update(txn).await?;
+            let key = f.id.to_string();
+            let detail = json!({"name": f.name, "status": f.status.as_str()});
+            Ok((f, key, detail))
+        })
+    })
+    .await
+}
+
+/// Changes a folder's options (its owner only): whether it may be cloned, and the permission
+/// its project's members mount it with.
+pub async fn update_options(
+    store: &impl Store,
+    caller: &Caller,
+    id: Uuid,
+    cloneable: Option<bool>,
+    permission: Option<VFolderPermission>,
+) -> ApiResult<vfolders::Model> {
+    let (f, access) = find(store, caller, id).await?;
+    if access != Access::Owner {
+        return Err(ApiError::forbidden(
+            "Only the folder's owner may change its options.",
+        ));
+    }
+    require_ready(&f)?;
+    let mut m = f.into_active_model();
+    if let Some(c) = cloneable {
+        m.cloneable = Set(c);
+    }
+    if let Some(p) = permission {
+        m.permission = Set(p);
+    }
+    let f = crate::audit::audited(
+        store,
+        &caller.email,
+        "update_vfolder_options",
+        "vfolder",
+        move |txn| {
+            Box::pin(async move {
+                let f = m.update(txn).await?;
+                let key = f.id.to_string();
+                let detail = json!({"cloneable": f.cloneable, "permission": f.permission.as_str()});
+                Ok((f, key, detail))
+            })
+        },
+    )
+    .await?;
+    publish(store, &f, crate::events::ChangeAction::Modified);
+    Ok(f)
+}
+
+/// Measures folder `f` again and keeps the figure (`cur_size`, `num_files`, `usage_at`):
+/// after bai changed its content, and when its information is asked for. Lists show the kept
+/// figure, never a walk per request.
+pub async fn measure(store: &impl Store, f: &vfolders::Model) -> ApiResult<(u64, u64)> {
+    let root = folder_root(store.config(), f)?;
+    let (bytes, files) = store.storage().usage(&root).await;
+    vfolders::Entity::update_many()
+        .col_expr(
+            vfolders::Column::CurSize,
+            Expr::value(i64::try_from(bytes).unwrap_or(i64::MAX)),
+        )
+        .col_expr(
+            vfolders::Column::NumFiles,
+            Expr::value(i64::try_from(files).unwrap_or(i64::MAX)),
+        )
+        .col_expr(vfolders::Column::UsageAt, Expr::value(store.clock().now()))
+        .filter(vfolders::Column::Id.eq(f.id))
+        .exec(store.db())
+        .await?;
+    Ok((bytes, files))
 }
 
 /// Creates directory `path` in folder `id` (read-write access needed); `parents` also
@@ -476,6 +755,7 @@ pub async fn create_directory(
 ) -> ApiResult<()> {
     let (f, access) = find(store, caller, id).await?;
     access.require(Access::ReadWrite, "create directories")?;
+    require_ready(&f)?;
     let root = folder_root(store.config(), &f)?;
     store.storage().mkdir(&root, &path, parents).await
 }
@@ -491,8 +771,25 @@ pub async fn rename_file(
 ) -> ApiResult<()> {
     let (f, access) = find(store, caller, id).await?;
     access.require(Access::ReadWrite, "rename files")?;
+    require_ready(&f)?;
     let root = folder_root(store.config(), &f)?;
     store.storage().rename(&root, &path, &new_name).await
+}
+
+/// Moves `src` of folder `id` to `dst` (into it when it is a directory; read-write access
+/// needed).
+pub async fn move_file(
+    store: &impl Store,
+    caller: &Caller,
+    id: Uuid,
+    src: &str,
+    dst: &str,
+) -> ApiResult<()> {
+    let (f, access) = find(store, caller, id).await?;
+    access.require(Access::ReadWrite, "move files")?;
+    require_ready(&f)?;
+    let root = folder_root(store.config(), &f)?;
+    store.storage().move_to(&root, src, dst).await
 }
 
 /// Deletes files of folder `id` (read-write-delete access needed; at most 1000 paths);
@@ -506,6 +803,7 @@ pub async fn delete_files(
 ) -> ApiResult<()> {
     let (f, access) = find(store, caller, id).await?;
     access.require(Access::ReadWriteDelete, "delete files")?;
+    require_ready(&f)?;
     let root = folder_root(store.config(), &f)?;
     if paths.len() > 1000 {
         return Err(ApiError::bad_request("At most 1000 paths at once"));
@@ -584,6 +882,7 @@ pub async fn session_mounts(
             .first()
             .ok_or_else(|| ApiError::not_found("folder", want))?;
         let (folder, access) = find(store, caller, folder.id).await?;
+        require_ready(&folder)?;
         let alias = mount_map.get(want).or_else(|| mount_map.get(&folder.name));
         out.push(MountSpec {
             id: folder.id,
@@ -594,10 +893,11 @@ pub async fn session_mounts(
             read_only: access < Access::ReadWrite,
         });
     }
-    for f in reachable
-        .iter()
-        .filter(|f| f.user == Some(caller.uuid) && is_automount(&f.name))
-    {
+    for f in reachable.iter().filter(|f| {
+        f.user == Some(caller.uuid)
+            && is_automount(&f.name)
+            && f.status != VFolderStatus::DeletePending
+    }) {
         if out.iter().any(|m| m.id == f.id) {
             continue;
         }
