@@ -9,6 +9,7 @@ mod admin;
 mod auth;
 mod browser;
 mod cli;
+mod folders;
 mod hostile;
 mod hosts;
 mod i18n;
