@@ -203,6 +203,22 @@ both_dbs!(
         assert!(root.exists(), "nothing deleted without the confirmation");
         let right = delete("user2-data").await;
         assert_ok(&right);
+        // In the trash: its files kept, its status says so, until it is purged.
+        assert!(root.exists(), "the trash keeps the files");
+        let trashed = app
+            .ok(
+                Some(&user),
+                "query($id: UUID!) { vfolder(id: $id) { status } }",
+                json!({"id": id}),
+            )
+            .await;
+        assert_eq!(trashed["vfolder"]["status"], "delete-pending");
+        app.ok(
+            Some(&user),
+            "mutation($id: UUID!) { purge_vfolder(id: $id) { ok } }",
+            json!({"id": id}),
+        )
+        .await;
         assert!(!root.exists());
         assert_code(
             &app.op::<gql::Vfolder>(Some(&user), gql::vfolder::Variables { id: id.clone() })
@@ -727,6 +743,17 @@ both_dbs!(folder_list_changes_are_live_and_private, |db| async move {
             id: id.clone(),
             confirm_name: "renamed".into(),
         },
+    )
+    .await;
+    // To the trash (a change), then deleted for good.
+    assert_eq!(
+        next(&mut mine).await,
+        json!({"name": "renamed", "action": "modified"})
+    );
+    app.ok(
+        Some(&owner),
+        "mutation($id: UUID!) { purge_vfolder(id: $id) { ok } }",
+        json!({"id": id}),
     )
     .await;
     assert_eq!(
