@@ -349,8 +349,13 @@ pub async fn task_events(
         Ok(slot) => slot,
         Err(e) => return e.into_response(),
     };
-    let stream = states
-        .map(|t| Ok::<_, Infallible>(task_payload(&t)))
+    // The first state waits a moment after the headers: Backend.AI's CLI starts a spinner once
+    // the stream is open and fails (cancelling a task that never ran) when an event is already
+    // there to read, as it is for a task that ended before the client listened.
+    let pause = futures_util::stream::once(tokio::time::sleep(Duration::from_millis(200)))
+        .filter_map(|()| std::future::ready(None));
+    let stream = pause
+        .chain(states.map(|t| Ok::<_, Infallible>(task_payload(&t))))
         .take_until(state.shutdown.clone().cancelled_owned())
         .chain(close)
         .map(move |e| {

@@ -147,6 +147,33 @@ impl Cli {
         serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{name}: {e}: {stdout}"))
     }
 
+    /// As [`Cli::run`], answering the command's prompts with `input`.
+    pub(crate) async fn run_input(&self, args: &[&str], input: &str) -> Out {
+        use tokio::io::AsyncWriteExt as _;
+        let mut cmd = self.command(args);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).await.unwrap();
+        drop(stdin);
+        let out = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("backend.ai {args:?} timed out"))
+            .unwrap();
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The directory the client runs in (its files to upload, downloads land here).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     pub(crate) async fn run(&self, args: &[&str]) -> Out {
         let out = tokio::time::timeout(Duration::from_secs(180), self.command(args).output())
             .await

@@ -728,3 +728,270 @@ async fn expire_tokens(app: &TestApp) {
         .await
         .unwrap();
 }
+
+/// Backend.AI's official CLI `v` ("23": 23.9.10, "26": 26.9.x) through every `vfolder`
+/// command a user has: create, list, list-hosts, info, upload (20 MiB and a directory), ls,
+/// download (bytes compared), mkdir, mv, rename-file, rm, rename, invite / invitations,
+/// share, clone, update-options, leave, delete, and with 26 restore and delete-trash.
+async fn vfolder_commands(app: &TestApp, v: &str, owner: &str, invitee: &str) {
+    use crate::cli::Cli;
+    let (a, b) = if v == "26" {
+        (
+            Cli::for_user26(app, owner).await,
+            Cli::for_user26(app, invitee).await,
+        )
+    } else {
+        (
+            Cli::for_user(app, owner).await,
+            Cli::for_user(app, invitee).await,
+        )
+    };
+    let admin = if v == "26" {
+        Cli::for_user26(app, &app.admin_token).await
+    } else {
+        Cli::for_user(app, &app.admin_token).await
+    };
+    let ok = |out: &crate::cli::Out, what: &str| assert!(out.ok, "{v} {what}: {out}");
+    let name = format!("data{v}");
+    let out = a.run(&["vfolder", "list-hosts"]).await;
+    ok(&out, "list-hosts");
+    assert!(out.stdout.contains("local"), "{out}");
+    let out = a.run(&["vfolder", "create", &name, "local"]).await;
+    ok(&out, "create");
+    assert!(
+        out.stdout.contains(&format!("\"{name}\" is created")),
+        "{out}"
+    );
+    let clonable = format!("cl{v}");
+    ok(
+        &a.run(&["vfolder", "create", &clonable, "local", "--cloneable"])
+            .await,
+        "create --cloneable",
+    );
+    let out = a.run(&["vfolder", "list"]).await;
+    ok(&out, "list");
+    assert!(
+        out.stdout.contains("Ownership Type") && out.stdout.contains(&name),
+        "{out}"
+    );
+    let out = a.run(&["vfolder", "info", &name]).await;
+    ok(&out, "info");
+    assert!(
+        out.stdout.contains(&format!("Virtual folder \"{name}\"")),
+        "{out}"
+    );
+    assert!(out.stdout.contains("- Owner: True"), "{out}");
+
+    // 20 MiB and a directory up; listed; the big one down again, byte for byte.
+    let big: Vec<u8> = (0..20u32 * 1024 * 1024)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(a.dir().join("big.bin"), &big).unwrap();
+    std::fs::create_dir_all(a.dir().join("tree/sub")).unwrap();
+    std::fs::write(a.dir().join("tree/a.txt"), "a").unwrap();
+    std::fs::write(a.dir().join("tree/sub/b.txt"), "bb").unwrap();
+    ok(
+        &a.run(&["vfolder", "upload", &name, "big.bin"]).await,
+        "upload",
+    );
+    ok(
+        &a.run(&["vfolder", "upload", &name, "tree", "-r"]).await,
+        "upload -r",
+    );
+    let out = a.run(&["vfolder", "ls", &name]).await;
+    assert!(
+        out.stdout.contains("big.bin") && out.stdout.contains("tree"),
+        "{v} ls: {out}"
+    );
+    assert!(out.stdout.contains("20971520"), "{v} ls sizes: {out}");
+    let out = a.run(&["vfolder", "ls", &name, "tree/sub"]).await;
+    assert!(out.stdout.contains("b.txt"), "{v} ls tree/sub: {out}");
+    std::fs::create_dir_all(a.dir().join("down")).unwrap();
+    ok(
+        &a.run(&["vfolder", "download", &name, "big.bin", "-b", "down"])
+            .await,
+        "download",
+    );
+    assert!(
+        std::fs::read(a.dir().join("down/big.bin")).unwrap() == big,
+        "{v}: the download differs"
+    );
+
+    // Files moved about, renamed and removed.
+    ok(&a.run(&["vfolder", "mkdir", &name, "made"]).await, "mkdir");
+    ok(
+        &a.run(&["vfolder", "mv", &name, "tree/a.txt", "made"]).await,
+        "mv",
+    );
+    ok(
+        &a.run(&["vfolder", "rename-file", &name, "made/a.txt", "c.txt"])
+            .await,
+        "rename-file",
+    );
+    let out = a.run(&["vfolder", "ls", &name, "made"]).await;
+    assert!(
+        out.stdout.contains("c.txt") && !out.stdout.contains("a.txt"),
+        "{v}: {out}"
+    );
+    ok(
+        &a.run_input(&["vfolder", "rm", &name, "made/c.txt"], "y\n")
+            .await,
+        "rm",
+    );
+    let out = a.run(&["vfolder", "ls", &name, "made"]).await;
+    assert!(!out.stdout.contains("c.txt"), "{v}: {out}");
+    let renamed = format!("shared{v}");
+    ok(
+        &a.run(&["vfolder", "rename", &name, &renamed]).await,
+        "rename",
+    );
+
+    // Shared with the invitee read-only: accepted, listed, readable, never writable.
+    let out = a
+        .run(&["vfolder", "invite", &renamed, "inv@x.org", "-p", "ro"])
+        .await;
+    ok(&out, "invite");
+    assert!(out.stdout.contains("inv@x.org"), "{out}");
+    let out = b.run_input(&["vfolder", "invitations"], "1\na\n").await;
+    ok(&out, "invitations");
+    assert!(out.stdout.contains("You can now access"), "{v}: {out}");
+    let out = b.run(&["vfolder", "info", &renamed]).await;
+    ok(&out, "info (invitee)");
+    assert!(
+        out.stdout.contains("- Permission: ro") && out.stdout.contains("- Owner: False"),
+        "{out}"
+    );
+    std::fs::write(b.dir().join("intruder.txt"), "x").unwrap();
+    let out = b
+        .run(&["vfolder", "upload", &renamed, "intruder.txt"])
+        .await;
+    assert!(!out.ok, "{v}: a read-only invitee uploaded: {out}");
+    std::fs::create_dir_all(b.dir().join("got/tree/sub")).unwrap();
+    ok(
+        &b.run(&[
+            "vfolder",
+            "download",
+            &renamed,
+            "tree/sub/b.txt",
+            "-b",
+            "got",
+        ])
+        .await,
+        "download (invitee)",
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.dir().join("got/tree/sub/b.txt"))
+            .ok()
+            .or_else(|| std::fs::read_to_string(b.dir().join("got/b.txt")).ok())
+            .as_deref(),
+        Some("bb")
+    );
+    let out = b.run(&["vfolder", "leave", &renamed]).await;
+    ok(&out, "leave");
+    assert!(
+        out.stdout.contains("Left the shared virtual folder"),
+        "{out}"
+    );
+    let out = b.run(&["vfolder", "info", &renamed]).await;
+    assert!(!out.ok, "{v}: still reachable after leaving: {out}");
+
+    // A project folder shared with a member by the admin.
+    let project = format!("proj{v}");
+    ok(
+        &admin
+            .run(&["vfolder", "create", &project, "local", "-g", "default"])
+            .await,
+        "create -g",
+    );
+    let out = admin
+        .run(&["vfolder", "share", &project, "inv@x.org", "-p", "ro"])
+        .await;
+    ok(&out, "share");
+    assert!(out.stdout.contains("inv@x.org"), "{out}");
+    let out = b.run(&["vfolder", "info", &project]).await;
+    assert!(out.stdout.contains("- Permission: ro"), "{v}: {out}");
+    let out = admin
+        .run(&["vfolder", "unshare", &project, "inv@x.org"])
+        .await;
+    ok(&out, "unshare");
+    assert!(out.stdout.contains("inv@x.org"), "{out}");
+
+    // Clone (a background task followed to its end) and options.
+    ok(
+        &a.run(&["vfolder", "upload", &clonable, "big.bin"]).await,
+        "upload to clone",
+    );
+    let copy = format!("copy{v}");
+    let out = a
+        .run(&["vfolder", "clone", &clonable, &copy, "local"])
+        .await;
+    ok(&out, "clone");
+    let out = a.run(&["vfolder", "ls", &copy]).await;
+    assert!(
+        out.stdout.contains("big.bin") && out.stdout.contains("20971520"),
+        "{v} clone: {out}"
+    );
+    ok(
+        &a.run(&[
+            "vfolder",
+            "update-options",
+            &copy,
+            "-p",
+            "ro",
+            "--set-cloneable",
+            "true",
+        ])
+        .await,
+        "update-options",
+    );
+
+    // Delete: to the trash; 26 restores it and deletes it for good.
+    ok(&a.run(&["vfolder", "delete", &copy]).await, "delete");
+    let status = app
+        .ok(
+            Some(owner),
+            "query { vfolder_list(limit: 100, offset: 0) { items { name status } } }",
+            json!({}),
+        )
+        .await;
+    let items = status["vfolder_list"]["items"].as_array().unwrap().clone();
+    assert!(
+        items
+            .iter()
+            .any(|i| i["name"] == copy.as_str() && i["status"] == "delete-pending"),
+        "{v}: {status}"
+    );
+    if v == "26" {
+        ok(&a.run(&["vfolder", "restore", &copy]).await, "restore");
+        ok(&a.run(&["vfolder", "delete", &copy]).await, "delete again");
+        ok(
+            &a.run(&["vfolder", "delete-trash", &copy]).await,
+            "delete-trash",
+        );
+        let out = a.run(&["vfolder", "info", &copy]).await;
+        assert!(!out.ok, "{v}: deleted for good, still there: {out}");
+    }
+}
+
+both_dbs!(both_official_clients_use_folders_whole, |db| async move {
+    let app = spawn(db).await;
+    let owner = app.user("own@x.org", "user", "default").await;
+    let invitee = app.user("inv@x.org", "user", "default").await;
+    // The invitee is a member of the default project (for a project folder's share).
+    let groups = app.admin("{ groups { id name } }", json!({})).await;
+    let default = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "default")
+        .unwrap()["id"]
+        .clone();
+    let inv_uuid = reader_uuid(&app, &invitee).await;
+    app.admin(
+        "mutation($gid: UUID!, $u: [UUID!]) { modify_group(gid: $gid, props: {user_update_mode: \"add\", user_uuids: $u}) { ok } }",
+        json!({"gid": default, "u": [inv_uuid]}),
+    )
+    .await;
+    vfolder_commands(&app, "23", &owner, &invitee).await;
+    vfolder_commands(&app, "26", &owner, &invitee).await;
+});
