@@ -13,6 +13,7 @@ mod gql;
 mod i18n;
 mod ops;
 mod sessions;
+mod sharing;
 mod storage;
 mod summary;
 mod terminal;

@@ -280,6 +280,69 @@ pub struct DeleteFolderFiles;
     response_derives = "Debug, Clone, PartialEq"
 )]
 pub struct RenameFolderFile;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/folder_invitations.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct FolderInvitations;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/invite_to_folder.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct InviteToFolder;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/accept_invitation.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct AcceptInvitation;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/decline_invitation.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct DeclineInvitation;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/leave_folder.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct LeaveFolder;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/restore_folder.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct RestoreFolder;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/purge_folder.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct PurgeFolder;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/folder_shares.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct FolderShares;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/storage/set_folder_share.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct SetFolderShare;
 
 // ---------------------------------------------------------------- Summary and the usage bars (summary.rs)
 #[derive(GraphQLQuery)]

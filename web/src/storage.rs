@@ -1,6 +1,7 @@
-//! Data & Storage: Folders / Automount Folders / Shared (project) tabs, NEW FOLDER, rename,
-//! delete by typing the name, and the file explorer (navigate, upload with progress, new
-//! folder, download, rename, delete the checked entries).
+//! Data & Storage: Folders / Automount Folders / Shared Data / Trash tabs, NEW FOLDER, rename,
+//! share (invitations: `sharing.rs`), leave, delete to the trash by typing the name, restore
+//! and delete for good, and the file explorer (navigate, upload with progress, new folder,
+//! download, rename, delete the checked entries).
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::Value;
@@ -22,6 +23,8 @@ struct Folder {
     group: String,
     size: f64,
     files: i64,
+    trashed: bool,
+    shared_with_me: bool,
 }
 
 fn folder(v: ops::folder_list::FolderListVfolderListItems) -> Folder {
@@ -36,6 +39,8 @@ fn folder(v: ops::folder_list::FolderListVfolderListItems) -> Folder {
         group: v.group_name.unwrap_or_default(),
         size: v.cur_size as f64,
         files: v.num_files,
+        trashed: v.status == "delete-pending",
+        shared_with_me: v.shared_with_me,
     }
 }
 
@@ -46,6 +51,7 @@ enum Dialog {
     Explore(Folder),
     Rename(Folder),
     Delete(Folder),
+    Share(Folder),
 }
 
 #[component]
@@ -72,9 +78,11 @@ pub fn DataPage() -> impl IntoView {
             .get()
             .into_iter()
             .filter(|f| match tab.get() {
+                "trash" => f.trashed,
+                _ if f.trashed => false,
                 "automount" => f.automount,
-                "shared" => f.ownership == "group",
-                _ => !f.automount && f.ownership == "user",
+                "shared" => f.ownership == "group" || f.shared_with_me,
+                _ => !f.automount && f.ownership == "user" && !f.shared_with_me,
             })
             .collect::<Vec<_>>()
     };
@@ -91,15 +99,20 @@ pub fn DataPage() -> impl IntoView {
         <div class="tabs">
             {tab_button(key("Folders"), "folders")}
             {tab_button(key("Automount Folders"), "automount")}
-            {tab_button(key("Shared (project)"), "shared")}
+            {tab_button(key("Shared Data"), "shared")}
+            {tab_button(key("Trash"), "trash")}
         </div>
+        <Show when=move || tab.get() == "shared">
+            <crate::sharing::Invitations on_change=refresh />
+        </Show>
         {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
         <div class="card wide table-wrap">
             <table class="list" id="folder-table">
                 <thead><tr><th>{t("Name")}</th><th>{t("Location")}</th><th>{t("Type")}</th><th>{t("Permission")}</th><th>{t("Size")}</th><th>{t("Control")}</th></tr></thead>
                 <tbody>
                     <For each=shown key=|f| (f.id.clone(), f.name.clone(), f.files) children=move |f: Folder| {
-                        let (f1, f2, f3) = (f.clone(), f.clone(), f.clone());
+                        let (f1, f2, f3, f4) = (f.clone(), f.clone(), f.clone(), f.clone());
+                        let (f5, f6, f7) = (f.clone(), f.clone(), f.clone());
                         view! {
                             <tr class="folder-row" data-name=f.name.clone()>
                                 <td><button class="link folder-open" on:click=move |_| dialog.set(Dialog::Explore(f1.clone()))>{f.name.clone()}</button></td>
@@ -108,9 +121,19 @@ pub fn DataPage() -> impl IntoView {
                                 <td>{f.permission.clone()}</td>
                                 <td class="small">{human_size(f.size)} " · " {tr("{count} files", &[("count", &f.files.to_string())])}</td>
                                 <td class="controls">
-                                    <Show when=move || f.owner>
+                                    <Show when=move || f.owner && !f.trashed>
                                         <button class="icon" title=t("Rename") aria-label=t("Rename") data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
-                                        <button class="icon danger" title=t("Delete") aria-label=t("Delete") data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
+                                        <Show when=move || f.ownership == "user" && !f.automount>
+                                            <button class="icon" title=t("Share") aria-label=t("Share") data-action="share" on:click={let f = f4.clone(); move |_| dialog.set(Dialog::Share(f.clone()))}>"⇪"</button>
+                                        </Show>
+                                        <button class="icon danger" title=t("Move to the trash") aria-label=t("Move to the trash") data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
+                                    </Show>
+                                    <Show when=move || f.shared_with_me && !f.trashed>
+                                        <button class="icon" title=t("Leave") aria-label=t("Leave") data-action="leave" on:click={let id = f5.id.clone(); move |_| crate::sharing::row_action(crate::sharing::RowAction::Leave, id.clone(), error, refresh)}>"⎋"</button>
+                                    </Show>
+                                    <Show when=move || f.owner && f.trashed>
+                                        <button class="icon" title=t("Restore") aria-label=t("Restore") data-action="restore" on:click={let id = f6.id.clone(); move |_| crate::sharing::row_action(crate::sharing::RowAction::Restore, id.clone(), error, refresh)}>"↺"</button>
+                                        <button class="icon danger" title=t("Delete for good") aria-label=t("Delete for good") data-action="purge" on:click={let id = f7.id.clone(); move |_| crate::sharing::row_action(crate::sharing::RowAction::Purge, id.clone(), error, refresh)}>"✕"</button>
                                     </Show>
                                 </td>
                             </tr>
@@ -128,6 +151,7 @@ pub fn DataPage() -> impl IntoView {
             Dialog::Explore(f) => view! { <Explorer folder=f on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
             Dialog::Rename(f) => view! { <RenameFolder folder=f on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
             Dialog::Delete(f) => view! { <DeleteFolder folder=f on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
+            Dialog::Share(f) => view! { <crate::sharing::ShareFolder id=f.id.clone() name=f.name.clone() on_close=move || { dialog.set(Dialog::None); refresh(); } /> }.into_any(),
         }}
     }
 }
@@ -249,7 +273,7 @@ fn DeleteFolder(
     };
     view! {
         <Modal title=tr("Delete {name}", &[("name", &fname)]) id="delete-folder-dialog" on_close=on_close>
-            <p>{t("This deletes the folder and every file in it. Type the folder's name to confirm.")}</p>
+            <p>{t("This moves the folder to the trash: it is mounted nowhere until you restore it, and deleted for good from the trash. Type the folder's name to confirm.")}</p>
             <input id="delete-folder-name" prop:value=move || typed.get() on:input=move |ev| typed.set(event_target_value(&ev)) />
             {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
             <div class="dialog-actions">

@@ -1422,3 +1422,81 @@ async fn console_on_one_manager_follows_a_session_launched_through_another() {
     let _ = b.client.clone().close().await;
     result.unwrap();
 }
+
+/// Sharing in the console: the owner invites a user read-only from the folder's Share dialog;
+/// the invitee finds the invitation on the Shared Data tab, accepts it, sees the folder there
+/// read-only, and a session it launches mounts it read-only (a write inside fails). The
+/// owner's trash: a folder deleted shows under Trash and comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_shares_a_folder_read_only() {
+    require_docker();
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
+    let owner = app.user("sharer@x.org", "user", "default").await;
+    let friend = app.user("friend@x.org", "user", "default").await;
+    app.ok(
+        Some(&owner),
+        "mutation { a: create_vfolder(props: {name: \"lab-data\"}) { ok } b: create_vfolder(props: {name: \"old-data\"}) { ok } }",
+        serde_json::json!({}),
+    )
+    .await;
+    let base = app.base.clone();
+    let a = browser().await;
+    let result: Result<(), String> = async {
+        let c = &a.client;
+        login_as(c, &base, "sharer@x.org", USER_PASSWORD).await?;
+        c.goto(&format!("{base}/#data")).await.map_err(|e| e.to_string())?;
+        open_dialog(c, "tr.folder-row[data-name='lab-data'] [data-action='share']", "#share-folder-dialog").await?;
+        type_into(c, "#share-emails", "friend@x.org").await?;
+        click(c, "#share-invite").await?;
+        wait_text(c, "#share-notice", "friend@x.org", 10).await?;
+        shot(c, "folders-share-dialog.png").await?;
+        c.goto(&format!("{base}/#data")).await.map_err(|e| e.to_string())?;
+        // The trash: deleted (name typed), listed under Trash, restored.
+        open_dialog(c, "tr.folder-row[data-name='old-data'] [data-action='delete']", "#delete-folder-dialog").await?;
+        type_into(c, "#delete-folder-name", "old-data").await?;
+        click(c, "#delete-folder-confirm").await?;
+        wait_gone(c, "tr.folder-row[data-name='old-data']", 10).await?;
+        click(c, "#tab-trash").await?;
+        wait_for(c, "tr.folder-row[data-name='old-data'] [data-action='restore']", 10).await?;
+        shot(c, "folders-trash.png").await?;
+        click(c, "tr.folder-row[data-name='old-data'] [data-action='restore']").await?;
+        wait_gone(c, "tr.folder-row[data-name='old-data']", 10).await?;
+        Ok(())
+    }
+    .await;
+    result.unwrap_or_else(|e| panic!("owner: {e}"));
+    let b = browser().await;
+    let result: Result<(), String> = async {
+        let c = &b.client;
+        login_as(c, &base, "friend@x.org", USER_PASSWORD).await?;
+        c.goto(&format!("{base}/#data")).await.map_err(|e| e.to_string())?;
+        click(c, "#tab-shared").await?;
+        wait_for(c, ".invitation.received[data-folder='lab-data']", 10).await?;
+        shot(c, "folders-invitation.png").await?;
+        click(c, ".invitation.received[data-folder='lab-data'] [data-action='accept']").await?;
+        wait_for(c, "tr.folder-row[data-name='lab-data']", 10).await?;
+        wait_text(c, "tr.folder-row[data-name='lab-data']", "ro", 10).await?;
+        wait_gone(c, ".invitation.received", 10).await?;
+        shot(c, "folders-shared-tab.png").await?;
+        Ok(())
+    }
+    .await;
+    result.unwrap_or_else(|e| panic!("invitee: {e}"));
+    // Mounted read-only in the invitee's session: reading works, writing fails.
+    let body = create_session(&app, &friend, serde_json::json!({"image": PYTHON, "mounts": ["lab-data"]})).await;
+    let id = session_ids(&body)[0].clone();
+    let running = wait_status(&app, &friend, &id, &["RUNNING"]).await;
+    let container = running["containers"][0]["container_id"].as_str().unwrap().to_string();
+    let tried = std::process::Command::new("docker")
+        .args(["exec", &container, "sh", "-c", "ls /home/work/lab-data && touch /home/work/lab-data/x"])
+        .output()
+        .unwrap();
+    assert!(!tried.status.success(), "a write into a read-only share succeeded");
+    assert!(
+        String::from_utf8_lossy(&tried.stderr).contains("Read-only file system"),
+        "{}",
+        String::from_utf8_lossy(&tried.stderr)
+    );
+    destroy(&app, &friend, &id).await;
+}

@@ -332,6 +332,10 @@ pub async fn sweep_loop(state: impl Runtime) {
             if let Err(e) = forget_expired(&state).await {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "removing expired rows failed");
             }
+            // Folders' kept usage figures, a few of the stalest each time.
+            if let Err(e) = crate::storage::measure_stalest(&state, 5).await {
+                tracing::warn!(error = %e.message, cause = %e.chain(), "measuring folders failed");
+            }
         }
         if let Err(e) = sweep(&state).await {
             tracing::warn!(error = %e.message, cause = %e.chain(), "reconciliation sweep failed");

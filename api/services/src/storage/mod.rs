@@ -722,6 +722,25 @@ pub async fn update_options(
     Ok(f)
 }
 
+/// Measures the `n` folders measured longest ago (never measured first): the leader's sweep
+/// keeps the figures of folders that sessions write into fresh, a few at a time.
+pub async fn measure_stalest(store: &impl Store, n: u64) -> ApiResult<()> {
+    use sea_orm::{QueryOrder, QuerySelect};
+    let rows = vfolders::Entity::find()
+        .order_by_with_nulls(
+            vfolders::Column::UsageAt,
+            sea_orm::Order::Asc,
+            sea_orm::sea_query::NullOrdering::First,
+        )
+        .limit(n)
+        .all(store.db())
+        .await?;
+    for f in rows {
+        measure(store, &f).await?;
+    }
+    Ok(())
+}
+
 /// Measures folder `f` again and keeps the figure (`cur_size`, `num_files`, `usage_at`):
 /// after bai changed its content, and when its information is asked for. Lists show the kept
 /// figure, never a walk per request.
