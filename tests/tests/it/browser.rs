@@ -1498,5 +1498,22 @@ async fn console_shares_a_folder_read_only() {
         "{}",
         String::from_utf8_lossy(&tried.stderr)
     );
+    // A share revoked: gone from the invitee's next mount.
+    let folder_id = app.ok(Some(&friend), "{ vfolder_list(limit: 10, offset: 0) { items { id name } } }", serde_json::json!({})).await["vfolder_list"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "lab-data")
+        .unwrap()["id"]
+        .clone();
+    let friend_uuid = app.ok(Some(&friend), "{ user { uuid } }", serde_json::json!({})).await["user"]["uuid"].clone();
+    app.ok(
+        Some(&owner),
+        "mutation($id: UUID!, $u: UUID!) { set_vfolder_share(id: $id, user: $u) { ok } }",
+        serde_json::json!({"id": folder_id, "u": friend_uuid}),
+    )
+    .await;
+    let again = create_session(&app, &friend, serde_json::json!({"image": PYTHON, "mounts": ["lab-data"]})).await;
+    assert_code(&again, "NOT_FOUND");
     destroy(&app, &friend, &id).await;
 }
