@@ -320,7 +320,7 @@ pub(super) async fn info(
     reply(
         async {
             let (_, f, access) = folder(&state, &principal, &key).await?;
-            let (bytes, files) = storage::measure(&state, &f).await?;
+            let (bytes, files) = storage::usage(&state, &f).await?;
             Ok(ok_json(json!({
                 "name": f.name,
                 "id": f.id.simple().to_string(),
@@ -657,9 +657,6 @@ pub(super) async fn delete_files(
             }
             let recursive = boolean(&p, &["recursive"]).unwrap_or(false);
             storage::delete_files(&state, &caller, f.id, files, recursive).await?;
-            if let Ok((f, _)) = storage::find(&state, &caller, f.id).await {
-                storage::measure(&state, &f).await?;
-            }
             Ok(ok_json(json!({})))
         }
         .await,
@@ -1131,19 +1128,58 @@ pub(super) async fn upload_patch(
 }
 
 /// `bytes=N-` or `bytes=N-M` (one range), within `len`.
-fn range(headers: &HeaderMap, len: u64) -> Option<(u64, u64)> {
-    let v = headers.get(header::RANGE)?.to_str().ok()?;
-    let spec = v.strip_prefix("bytes=")?;
-    if spec.contains(',') {
-        return None;
-    }
-    let (a, b) = spec.split_once('-')?;
-    let start: u64 = a.trim().parse().ok()?;
-    let end = match b.trim() {
-        "" => len.checked_sub(1)?,
-        e => e.parse::<u64>().ok()?.min(len.checked_sub(1)?),
+/// What a `Range` header asks of a file of `len` bytes.
+#[derive(Debug, PartialEq)]
+enum Wanted {
+    /// No header, or a form not served (several ranges, another unit, bad syntax): all of it.
+    Whole,
+    /// One range, first and last byte.
+    Part(u64, u64),
+    /// A range that starts past the end.
+    Unsatisfiable,
+}
+
+/// `bytes=N-`, `bytes=N-M` or `bytes=-N` (the last N bytes), within `len`.
+fn range(headers: &HeaderMap, len: u64) -> Wanted {
+    let Some(spec) = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().strip_prefix("bytes="))
+    else {
+        return Wanted::Whole;
     };
-    (start <= end).then_some((start, end))
+    if spec.contains(',') {
+        return Wanted::Whole;
+    }
+    let Some((a, b)) = spec.split_once('-') else {
+        return Wanted::Whole;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    let Some(last) = len.checked_sub(1) else {
+        return Wanted::Unsatisfiable;
+    };
+    if a.is_empty() {
+        return match b.parse::<u64>() {
+            Ok(0) => Wanted::Unsatisfiable,
+            Ok(n) => Wanted::Part(len.saturating_sub(n), last),
+            Err(_) => Wanted::Whole,
+        };
+    }
+    let Ok(start) = a.parse::<u64>() else {
+        return Wanted::Whole;
+    };
+    let end = match b {
+        "" => last,
+        e => match e.parse::<u64>() {
+            Ok(e) if e >= start => e.min(last),
+            _ => return Wanted::Whole,
+        },
+    };
+    if start > last {
+        Wanted::Unsatisfiable
+    } else {
+        Wanted::Part(start, end)
+    }
 }
 
 /// `GET /folders/_/transfer/download?token=`: the file (a `Range` answered with 206 while the
@@ -1180,7 +1216,7 @@ pub(super) async fn download(
                 );
                 return Ok(resp);
             }
-            let (_, len, modified) = state.storage.read_from(&t.root, &t.row.path, 0).await?;
+            let (whole, len, modified) = state.storage.read_from(&t.root, &t.row.path, 0).await?;
             let last_modified = modified.map(|m| {
                 chrono::DateTime::<chrono::Utc>::from(m)
                     .format("%a, %d %b %Y %H:%M:%S GMT")
@@ -1193,11 +1229,11 @@ pub(super) async fn download(
             let wanted = if if_range_ok {
                 range(&headers, len)
             } else {
-                None
+                Wanted::Whole
             };
             let (start, end, status) = match wanted {
-                Some((s, e)) => (s, e, StatusCode::PARTIAL_CONTENT),
-                None if headers.contains_key(header::RANGE) && if_range_ok && len > 0 => {
+                Wanted::Part(s, e) => (s, e, StatusCode::PARTIAL_CONTENT),
+                Wanted::Unsatisfiable => {
                     let mut resp = StatusCode::RANGE_NOT_SATISFIABLE.into_response();
                     resp.headers_mut().insert(
                         header::CONTENT_RANGE,
@@ -1206,10 +1242,22 @@ pub(super) async fn download(
                     );
                     return Ok(resp);
                 }
-                None => (0, len.saturating_sub(1), StatusCode::OK),
+                Wanted::Whole => (0, len.saturating_sub(1), StatusCode::OK),
             };
             let count = if len == 0 { 0 } else { end - start + 1 };
-            let (reader, _, _) = state.storage.read_from(&t.root, &t.row.path, start).await?;
+            let reader = if start == 0 {
+                whole
+            } else {
+                drop(whole);
+                let (part, len2, modified2) =
+                    state.storage.read_from(&t.root, &t.row.path, start).await?;
+                if (len2, modified2) != (len, modified) {
+                    return Err(ApiError::conflict(
+                        "The file changed while it was being read: download it again",
+                    ));
+                }
+                part
+            };
             let body = Body::from_stream(tokio_util::io::ReaderStream::new(
                 tokio::io::AsyncReadExt::take(reader, count),
             ));
@@ -1237,4 +1285,33 @@ pub(super) async fn download(
         }
         .await,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(range: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::RANGE, HeaderValue::from_str(range).unwrap());
+        h
+    }
+
+    #[test]
+    fn ranges_are_read_as_http_says() {
+        assert_eq!(range(&HeaderMap::new(), 10), Wanted::Whole);
+        assert_eq!(range(&with("bytes=4-"), 10), Wanted::Part(4, 9));
+        assert_eq!(range(&with("bytes=2-5"), 10), Wanted::Part(2, 5));
+        assert_eq!(range(&with("bytes=2-50"), 10), Wanted::Part(2, 9));
+        assert_eq!(range(&with("bytes=-3"), 10), Wanted::Part(7, 9));
+        assert_eq!(range(&with("bytes=-30"), 10), Wanted::Part(0, 9));
+        assert_eq!(range(&with("bytes=-0"), 10), Wanted::Unsatisfiable);
+        assert_eq!(range(&with("bytes=10-"), 10), Wanted::Unsatisfiable);
+        assert_eq!(range(&with("bytes=0-"), 0), Wanted::Unsatisfiable);
+        assert_eq!(range(&with("bytes=5-2"), 10), Wanted::Whole);
+        assert_eq!(range(&with("bytes=0-1,4-5"), 10), Wanted::Whole);
+        assert_eq!(range(&with("items=0-1"), 10), Wanted::Whole);
+        assert_eq!(range(&with("bytes=x-"), 10), Wanted::Whole);
+        assert_eq!(range(&with("bytes=18446744073709551615-"), 10), Wanted::Unsatisfiable);
+    }
 }

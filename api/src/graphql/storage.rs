@@ -278,8 +278,9 @@ impl StorageQuery {
     ) -> crate::graphql::context::Result<VirtualFolder> {
         let (state, caller) = authed(ctx)?;
         let (folder, access) = crate::storage::find(state, caller, id).await?;
-        // One folder asked for: measured now, and the figure kept for lists.
-        crate::storage::measure(state, &folder).await?;
+        // One folder asked for: measured unless measured in the last seconds; the figure is
+        // kept for lists.
+        crate::storage::usage(state, &folder).await?;
         let (folder, access) = match crate::storage::find(state, caller, id).await {
             Ok(found) => found,
             Err(_) => (folder, access),

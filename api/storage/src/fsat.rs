@@ -399,16 +399,30 @@ impl Folder {
     }
 
     /// Copies everything in this folder into `dst` (an empty folder): directories and regular
-    /// files, never a link, FIFO, socket or device (left out), through handles at both ends.
-    /// `copied` is told the bytes so far; returns (bytes, files).
-    pub fn copy_into(&self, dst: &Folder, copied: &mut dyn FnMut(u64)) -> ApiResult<(u64, u64)> {
+    /// files, never a link, FIFO, socket or device (left out), through handles at both ends;
+    /// stops with an error once more than `limit` bytes were copied. `copied` is told the bytes
+    /// so far; returns (bytes, files).
+    pub fn copy_into(
+        &self,
+        dst: &Folder,
+        limit: u64,
+        copied: &mut dyn FnMut(u64),
+    ) -> ApiResult<(u64, u64)> {
         let src = rfs::openat(&self.root, ".", dir_flags(), Mode::empty())
             .map_err(|e| ApiError::internal("opening a folder", e))?;
         let to = rfs::openat(&dst.root, ".", dir_flags(), Mode::empty())
             .map_err(|e| ApiError::internal("opening a folder", e))?;
         let mut total = (0u64, 0u64);
-        copy_dir(&src, &to, 0, &mut total, copied)
-            .map_err(|e| ApiError::internal("copying a folder", e))?;
+        copy_dir(&src, &to, 0, &mut total, &mut |done| {
+            copied(done);
+            done <= limit
+        })
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::FileTooLarge => ApiError::bad_request(format!(
+                "The copy passed the size limit ({limit} bytes) and was stopped"
+            )),
+            _ => ApiError::internal("copying a folder", e),
+        })?;
         Ok(total)
     }
 
@@ -531,7 +545,7 @@ fn copy_dir(
     to: &OwnedFd,
     depth: usize,
     total: &mut (u64, u64),
-    copied: &mut dyn FnMut(u64),
+    copied: &mut dyn FnMut(u64) -> bool,
 ) -> std::io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(std::io::Error::other("directories nested too deep"));
@@ -600,7 +614,9 @@ fn copy_dir(
                 let n = std::io::copy(&mut reader, &mut writer)?;
                 total.0 += n;
                 total.1 += 1;
-                copied(total.0);
+                if !copied(total.0) {
+                    return Err(std::io::ErrorKind::FileTooLarge.into());
+                }
             }
             Kind::Symlink | Kind::Other => {}
         }
@@ -933,8 +949,15 @@ mod tests {
         std::fs::create_dir_all(&copy).unwrap();
         let (src, dst) = (Folder::open(&root).unwrap(), Folder::open(&copy).unwrap());
         let mut seen = 0;
-        let (bytes, files) = src.copy_into(&dst, &mut |b| seen = b).unwrap();
+        let (bytes, files) = src.copy_into(&dst, u64::MAX, &mut |b| seen = b).unwrap();
         assert_eq!((bytes, files, seen), (2, 1, 2));
+        // Past a limit, the copy stops with a clear error.
+        let small = base.join("small");
+        std::fs::create_dir_all(&small).unwrap();
+        let err = src
+            .copy_into(&Folder::open(&small).unwrap(), 1, &mut |_| {})
+            .unwrap_err();
+        assert!(err.message.contains("size limit"), "{}", err.message);
         assert_eq!(
             std::fs::read_to_string(copy.join("sub/file.txt")).unwrap(),
             "in"

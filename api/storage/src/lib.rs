@@ -67,11 +67,13 @@ pub trait FolderStore: Send + Sync {
     /// Moves `src` to `dst` (into it when it is a directory); never replaces.
     async fn move_to(&self, root: &Path, src: &str, dst: &str) -> ApiResult<()>;
     /// Copies every directory and regular file of folder `from` into the empty folder `to`
-    /// (never a link, FIFO or hard link); `copied` hears the bytes so far. (bytes, files).
+    /// (never a link, FIFO or hard link), stopping with an error past `limit` bytes; `copied`
+    /// hears the bytes so far. (bytes, files).
     async fn copy(
         &self,
         from: &Path,
         to: &Path,
+        limit: u64,
         copied: Box<dyn FnMut(u64) + Send>,
     ) -> ApiResult<(u64, u64)>;
     /// The size of upload `name` staged in the server's own directory `staging` (beside the
@@ -237,12 +239,13 @@ impl FolderStore for LocalStore {
         &self,
         from: &Path,
         to: &Path,
+        limit: u64,
         mut copied: Box<dyn FnMut(u64) + Send>,
     ) -> ApiResult<(u64, u64)> {
         let to = to.to_path_buf();
         with_folder(from, move |f| {
             let dst = fsat::Folder::open(&to)?;
-            f.copy_into(&dst, &mut *copied)
+            f.copy_into(&dst, limit, &mut *copied)
         })
         .await
     }

@@ -201,9 +201,11 @@ both_dbs!(
             ),
         )
         .await;
+        // Every address given is answered (but the owner's own): whether one belongs to an
+        // account is never told.
         assert_eq!(
             (s, &inv["invited_ids"]),
-            (201, &json!(["reader@x.org"])),
+            (201, &json!(["nobody@x.org", "reader@x.org"])),
             "{inv}"
         );
         let (_, list) = rest(

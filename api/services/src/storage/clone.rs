@@ -38,7 +38,7 @@ pub async fn clone<S: Store + Clone + 'static>(
             src.name
         )));
     }
-    let (bytes, _) = super::measure(store, &src).await?;
+    let (bytes, _) = super::usage(store, &src).await?;
     let max = crate::policies::of_caller(store, caller)
         .await?
         .max_vfolder_size;
@@ -71,6 +71,8 @@ pub async fn clone<S: Store + Clone + 'static>(
         folder_root(store.config(), &src)?,
         folder_root(store.config(), &made)?,
     );
+    // The copy stops where the size limit would pass, should the source grow meanwhile.
+    let limit = u64::try_from(max).ok().filter(|m| *m > 0).unwrap_or(u64::MAX);
     let (st, target) = (store.clone(), made.clone());
     let task = crate::bgtasks::spawn(tasks, "clone_vfolder", caller.uuid, move |p| async move {
         p.update(0, bytes, format!("copying '{}'", src.name));
@@ -80,6 +82,7 @@ pub async fn clone<S: Store + Clone + 'static>(
             .copy(
                 &from,
                 &to,
+                limit,
                 Box::new(move |done| progress.update(done, bytes, "copying")),
             )
             .await;

@@ -165,7 +165,13 @@ pub fn accessible(caller: &Caller) -> sea_orm::Select<vfolders::Entity> {
         Condition::any()
             .add(vfolders::Column::User.eq(caller.uuid))
             .add(vfolders::Column::Group.in_subquery(member_groups))
-            .add(vfolders::Column::Id.in_subquery(shared)),
+            // A share row reaches a user folder; on a project folder it only overrides a
+            // member's permission (a former member's row reaches nothing).
+            .add(
+                Condition::all()
+                    .add(vfolders::Column::Id.in_subquery(shared))
+                    .add(vfolders::Column::Group.is_null()),
+            ),
     )
 }
 
@@ -198,6 +204,9 @@ pub async fn find(
                 .map_or(f.permission, |p| p.permission);
             return Ok((f, Access::from_permission(own)));
         }
+        // A project folder is its members' (and its domain admins'): a share row left from
+        // a former membership reaches nothing.
+        return Err(not_found());
     }
     if let Some(p) = vfolder_permissions::Entity::find_by_id((id, caller.uuid))
         .one(store.db())
@@ -493,7 +502,10 @@ pub async fn trash(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<(
             f.name
         )));
     }
-    require_ready(&f)?;
+    // A folder a failed clone left in `error` may go to the trash too.
+    if f.status != VFolderStatus::Error {
+        require_ready(&f)?;
+    }
     let live = entity::sessions::Entity::find()
         .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
         .all(store.db())
@@ -550,18 +562,13 @@ pub async fn restore(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult
 /// Deletes folder `id` for good, files and all; it must be in the trash. Its owner, or an
 /// admin of its domain (Backend.AI's `purge`), may.
 pub async fn purge(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<()> {
-    let f = match find(store, caller, id).await {
+    let found = find(store, caller, id).await;
+    let f = match found {
         Ok((f, Access::Owner)) => f,
-        Ok((f, _)) => {
-            return Err(ApiError::forbidden(format!(
-                "Only the owner of '{}' may delete it for good",
-                f.name
-            )));
-        }
-        Err(e) => {
-            // An admin reaches its domain's user folders in the trash too.
-            let f = vfolders::Entity::find_by_id(id).one(store.db()).await?;
-            match f {
+        other => {
+            // An admin reaches its domain's folders of lower-ranked users in the trash too.
+            let row = vfolders::Entity::find_by_id(id).one(store.db()).await?;
+            match row {
                 Some(f)
                     if caller
                         .admin_scope()
@@ -570,7 +577,15 @@ pub async fn purge(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<(
                 {
                     f
                 }
-                _ => return Err(e),
+                _ => {
+                    return Err(match other {
+                        Ok((f, _)) => ApiError::forbidden(format!(
+                            "Only the owner of '{}' may delete it for good",
+                            f.name
+                        )),
+                        Err(e) => e,
+                    });
+                }
             }
         }
     };
@@ -581,6 +596,8 @@ pub async fn purge(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<(
         )));
     }
     let root = folder_root(store.config(), &f)?;
+    // Its transfers end with it, and what they staged.
+    transfer::forget_folder(store, &f).await?;
     let gone = f.clone();
     crate::audit::audited(
         store,
@@ -736,8 +753,62 @@ pub async fn measure_stalest(store: &impl Store, n: u64) -> ApiResult<()> {
         .all(store.db())
         .await?;
     for f in rows {
-        measure(store, &f).await?;
+        if let Err(e) = measure(store, &f).await {
+            tracing::warn!(folder = %f.id, error = %e.message, "measuring a folder failed");
+            // Still marked measured, so one folder that cannot be read never holds the rest up.
+            vfolders::Entity::update_many()
+                .col_expr(vfolders::Column::UsageAt, Expr::value(store.clock().now()))
+                .filter(vfolders::Column::Id.eq(f.id))
+                .exec(store.db())
+                .await?;
+        }
     }
+    Ok(())
+}
+
+/// How long a kept usage figure stands before a request that needs it measures again.
+pub const USAGE_FRESH: chrono::Duration = chrono::Duration::seconds(10);
+
+/// The folder's usage (bytes, files): the kept figure while it is fresh, else measured now.
+/// At most one walk per folder every [`USAGE_FRESH`], however many requests ask.
+pub async fn usage(store: &impl Store, f: &vfolders::Model) -> ApiResult<(u64, u64)> {
+    match f.usage_at {
+        Some(at) if store.clock().now() - at < USAGE_FRESH => Ok((
+            u64::try_from(f.cur_size).unwrap_or(0),
+            u64::try_from(f.num_files).unwrap_or(0),
+        )),
+        _ => measure(store, f).await,
+    }
+}
+
+/// bai added `bytes` in `files` to the folder (a finished upload): the kept figure moves by as
+/// much, without a walk (the next measure corrects an overwritten file).
+pub async fn add_usage(store: &impl Store, id: Uuid, bytes: u64, files: u64) -> ApiResult<()> {
+    vfolders::Entity::update_many()
+        .col_expr(
+            vfolders::Column::CurSize,
+            Expr::col(vfolders::Column::CurSize).add(i64::try_from(bytes).unwrap_or(i64::MAX)),
+        )
+        .col_expr(
+            vfolders::Column::NumFiles,
+            Expr::col(vfolders::Column::NumFiles).add(i64::try_from(files).unwrap_or(i64::MAX)),
+        )
+        .filter(vfolders::Column::Id.eq(id))
+        .exec(store.db())
+        .await?;
+    Ok(())
+}
+
+/// The kept figure is stale (files were deleted): the next request that needs it measures.
+pub async fn mark_stale(store: &impl Store, id: Uuid) -> ApiResult<()> {
+    vfolders::Entity::update_many()
+        .col_expr(
+            vfolders::Column::UsageAt,
+            Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+        )
+        .filter(vfolders::Column::Id.eq(id))
+        .exec(store.db())
+        .await?;
     Ok(())
 }
 
@@ -847,7 +918,7 @@ pub async fn delete_files(
     for p in &paths {
         store.storage().remove(&root, p, recursive).await?;
     }
-    Ok(())
+    mark_stale(store, f.id).await
 }
 
 pub use bai_types::columns::MountSpec;
@@ -915,7 +986,7 @@ pub async fn session_mounts(
     for f in reachable.iter().filter(|f| {
         f.user == Some(caller.uuid)
             && is_automount(&f.name)
-            && f.status != VFolderStatus::DeletePending
+            && matches!(f.status, VFolderStatus::Ready | VFolderStatus::Mounted)
     }) {
         if out.iter().any(|m| m.id == f.id) {
             continue;
@@ -939,7 +1010,10 @@ pub async fn session_mounts(
         && max > 0
     {
         for m in out.iter().filter(|m| !m.read_only) {
-            let (used, _) = store.storage().usage(Path::new(&m.host_path)).await;
+            let Some(f) = reachable.iter().find(|f| f.id == m.id) else {
+                continue;
+            };
+            let (used, _) = usage(store, f).await?;
             if used > max {
                 return Err(ApiError::bad_request(format!(
                     "The folder '{}' holds {used} bytes, more than the size limit of your resource policy ({max} bytes): make room before mounting it",

@@ -74,7 +74,8 @@ async fn owned(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<vfold
 
 /// Invites the active users with these addresses in the folder's domain (never the caller) to
 /// folder `id` with `permission`; those already sharing it or already invited are left out.
-/// Returns the addresses invited.
+/// Returns the addresses given (but the caller's own): whether an address belongs to an
+/// account is never told.
 pub async fn invite(
     store: &impl Store,
     caller: &Caller,
@@ -83,15 +84,17 @@ pub async fn invite(
     emails: &[String],
 ) -> ApiResult<Vec<String>> {
     let f = owned(store, caller, id).await?;
-    let emails = check_emails(emails)?;
+    let mut emails = check_emails(emails)?;
+    emails.retain(|e| !e.is_empty() && *e != caller.email.to_ascii_lowercase());
+    emails.sort();
+    emails.dedup();
     let invitees = users::Entity::find()
-        .filter(users::Column::Email.is_in(emails))
+        .filter(users::Column::Email.is_in(emails.clone()))
         .filter(users::Column::Status.eq(UserStatus::Active))
         .filter(users::Column::DomainName.eq(&f.domain_name))
         .filter(users::Column::Uuid.ne(caller.uuid))
         .all(store.db())
         .await?;
-    let mut invited = Vec::new();
     let now = store.clock().now();
     for u in invitees {
         let shared = vfolder_permissions::Entity::find_by_id((f.id, u.uuid))
@@ -133,9 +136,8 @@ pub async fn invite(
             },
         )
         .await?;
-        invited.push(u.email);
     }
-    Ok(invited)
+    Ok(emails)
 }
 
 async fn described(
@@ -226,6 +228,7 @@ pub async fn accept(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<
         .one(store.db())
         .await?
         .ok_or_else(|| ApiError::not_found("folder", inv.vfolder))?;
+    require_ready(&f)?;
     let clash = super::accessible(caller)
         .filter(vfolders::Column::Name.eq(&f.name))
         .one(store.db())
@@ -241,10 +244,8 @@ pub async fn accept(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<
         user: Set(caller.uuid),
         permission: Set(inv.permission),
     };
-    let mut m = inv.into_active_model();
-    m.state = Set(InvitationState::Accepted);
-    m.modified_at = Set(Some(store.clock().now()));
     let detail = json!({"vfolder": f.id});
+    let (now, inv_id) = (store.clock().now(), inv.id);
     crate::audit::audited(
         store,
         &caller.email,
@@ -252,9 +253,10 @@ pub async fn accept(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<
         "vfolder",
         move |txn| {
             Box::pin(async move {
+                // Still pending (not canceled meanwhile), else nothing is shared.
+                settle(txn, inv_id, InvitationState::Accepted, now).await?;
                 share.insert(txn).await?;
-                let i = m.update(txn).await?;
-                Ok(((), i.id.to_string(), detail))
+                Ok(((), inv_id.to_string(), detail))
             })
         },
     )
@@ -271,10 +273,28 @@ pub async fn decline(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult
     } else {
         InvitationState::Canceled
     };
-    let mut m = inv.into_active_model();
-    m.state = Set(state);
-    m.modified_at = Set(Some(store.clock().now()));
-    m.update(store.db()).await?;
+    settle(store.db(), inv.id, state, store.clock().now()).await
+}
+
+/// Moves pending invitation `id` to `state`; NOT_FOUND when it is no longer pending (another
+/// request settled it first).
+async fn settle<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    id: Uuid,
+    state: InvitationState,
+    now: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<()> {
+    use sea_orm::sea_query::Expr;
+    let done = vfolder_invitations::Entity::update_many()
+        .col_expr(vfolder_invitations::Column::State, Expr::value(state.as_str()))
+        .col_expr(vfolder_invitations::Column::ModifiedAt, Expr::value(now))
+        .filter(vfolder_invitations::Column::Id.eq(id))
+        .filter(vfolder_invitations::Column::State.eq(InvitationState::Pending))
+        .exec(db)
+        .await?;
+    if done.rows_affected == 0 {
+        return Err(ApiError::not_found("folder invitation", id));
+    }
     Ok(())
 }
 

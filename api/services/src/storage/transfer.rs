@@ -23,6 +23,8 @@ use crate::store::Store;
 pub const TOKEN_TTL: chrono::Duration = chrono::Duration::hours(24);
 /// The largest file one upload declares.
 pub const MAX_UPLOAD: u64 = 1 << 40;
+/// The most uploads one user has under way at once.
+pub const MAX_OPEN_UPLOADS: u64 = 64;
 
 /// What a token allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +60,8 @@ fn staging_of(store: &impl Store, f: &vfolders::Model) -> ApiResult<PathBuf> {
 }
 
 /// Room left under the caller's policy size limit for folder `f`, if it has one: an error
-/// naming the figures when `adding` bytes would pass it.
+/// naming the figures when `adding` bytes, beside what uploads under way declared, would pass
+/// it.
 pub async fn check_room(
     store: &impl Store,
     caller: &Caller,
@@ -74,10 +77,25 @@ pub async fn check_room(
     if max == 0 {
         return Ok(());
     }
-    let (used, _) = super::measure(store, f).await?;
-    if used.saturating_add(adding) > max {
+    let (used, _) = super::usage(store, f).await?;
+    let coming: i64 = vfolder_transfers::Entity::find()
+        .filter(vfolder_transfers::Column::Vfolder.eq(f.id))
+        .filter(vfolder_transfers::Column::Op.eq(Op::Upload.as_str()))
+        .filter(vfolder_transfers::Column::ExpiresAt.gt(store.clock().now()))
+        .all(store.db())
+        .await?
+        .iter()
+        .map(|t| t.size)
+        .sum();
+    let coming = u64::try_from(coming).unwrap_or(0);
+    if used.saturating_add(coming).saturating_add(adding) > max {
+        let under_way = if coming > 0 {
+            format!(" and uploads under way declared {coming} more")
+        } else {
+            String::new()
+        };
         return Err(ApiError::bad_request(format!(
-            "The folder '{}' holds {used} bytes; {adding} more would pass the size limit of your resource policy ({max} bytes)",
+            "The folder '{}' holds {used} bytes{under_way}; {adding} more would pass the size limit of your resource policy ({max} bytes)",
             f.name
         )));
     }
@@ -103,6 +121,19 @@ pub async fn request_upload(
     if size > MAX_UPLOAD {
         return Err(ApiError::bad_request(format!(
             "A file of {size} bytes is larger than one upload takes ({MAX_UPLOAD} bytes)"
+        )));
+    }
+    let open = sea_orm::PaginatorTrait::count(
+        vfolder_transfers::Entity::find()
+            .filter(vfolder_transfers::Column::User.eq(caller.uuid))
+            .filter(vfolder_transfers::Column::Op.eq(Op::Upload.as_str()))
+            .filter(vfolder_transfers::Column::ExpiresAt.gt(store.clock().now())),
+        store.db(),
+    )
+    .await?;
+    if open >= MAX_OPEN_UPLOADS {
+        return Err(ApiError::new(crate::error::ErrorCode::RateLimited, format!(
+            "You have {open} uploads under way, the most at once: finish them or wait until they expire"
         )));
     }
     check_room(store, caller, &f, size).await?;
@@ -232,8 +263,7 @@ impl Transfer {
             .adopt(&self.root, &self.staging, self.staged_name(), &target)
             .await?;
         self.end(store).await?;
-        super::measure(store, &self.folder).await?;
-        Ok(())
+        super::add_usage(store, self.folder.id, self.size(), 1).await
     }
 
     /// Ends the token (and drops what was staged).
@@ -247,6 +277,24 @@ impl Transfer {
             .await?;
         Ok(())
     }
+}
+
+/// Ends every transfer of folder `f` and drops what they staged (the folder is purged).
+pub async fn forget_folder(store: &impl Store, f: &vfolders::Model) -> ApiResult<()> {
+    let rows = vfolder_transfers::Entity::find()
+        .filter(vfolder_transfers::Column::Vfolder.eq(f.id))
+        .all(store.db())
+        .await?;
+    if let Ok(staging) = staging_of(store, f) {
+        for row in &rows {
+            store.storage().unstage(&staging, &row.token_hash).await;
+        }
+    }
+    vfolder_transfers::Entity::delete_many()
+        .filter(vfolder_transfers::Column::Vfolder.eq(f.id))
+        .exec(store.db())
+        .await?;
+    Ok(())
 }
 
 /// Forgets expired tokens and what they staged (the leader's sweep).
