@@ -137,12 +137,17 @@ pub fn ShareFolder(
             match gql::run::<ops::InviteToFolder>(vars).await {
                 Ok(d) if d.invite_to_vfolder.is_empty() => {
                     error.set(None);
-                    notice.set(Some(t("Nobody was invited: no such user in this domain, or already invited.")));
+                    notice.set(Some(t(
+                        "Nobody was invited: no such user in this domain, or already invited.",
+                    )));
                 }
                 Ok(d) => {
                     error.set(None);
                     emails.set(String::new());
-                    notice.set(Some(tr("Invited: {emails}", &[("emails", &d.invite_to_vfolder.join(", "))])));
+                    notice.set(Some(tr(
+                        "Invited: {emails}",
+                        &[("emails", &d.invite_to_vfolder.join(", "))],
+                    )));
                 }
                 Err(e) => error.set(Some(e.message)),
             }
@@ -151,7 +156,11 @@ pub fn ShareFolder(
     let revoke = move |user: String| {
         let id = folder.get_value();
         spawn_local(async move {
-            let vars = ops::set_folder_share::Variables { id, user, permission: None };
+            let vars = ops::set_folder_share::Variables {
+                id,
+                user,
+                permission: None,
+            };
             match gql::run::<ops::SetFolderShare>(vars).await {
                 Ok(_) => load(),
                 Err(e) => error.set(Some(e.message)),
@@ -206,9 +215,17 @@ pub fn row_action(
 ) {
     spawn_local(async move {
         let r = match action {
-            RowAction::Leave => gql::run::<ops::LeaveFolder>(ops::leave_folder::Variables { id }).await.map(|_| ()),
-            RowAction::Restore => gql::run::<ops::RestoreFolder>(ops::restore_folder::Variables { id }).await.map(|_| ()),
-            RowAction::Purge => gql::run::<ops::PurgeFolder>(ops::purge_folder::Variables { id }).await.map(|_| ()),
+            RowAction::Leave => gql::run::<ops::LeaveFolder>(ops::leave_folder::Variables { id })
+                .await
+                .map(|_| ()),
+            RowAction::Restore => {
+                gql::run::<ops::RestoreFolder>(ops::restore_folder::Variables { id })
+                    .await
+                    .map(|_| ())
+            }
+            RowAction::Purge => gql::run::<ops::PurgeFolder>(ops::purge_folder::Variables { id })
+                .await
+                .map(|_| ()),
         };
         match r {
             Ok(()) => {

@@ -113,6 +113,7 @@ pub fn DataPage() -> impl IntoView {
                     <For each=shown key=|f| (f.id.clone(), f.name.clone(), f.files) children=move |f: Folder| {
                         let (f1, f2, f3, f4) = (f.clone(), f.clone(), f.clone(), f.clone());
                         let (f5, f6, f7) = (f.clone(), f.clone(), f.clone());
+                        let shareable = f.ownership == "user" && !f.automount;
                         view! {
                             <tr class="folder-row" data-name=f.name.clone()>
                                 <td><button class="link folder-open" on:click=move |_| dialog.set(Dialog::Explore(f1.clone()))>{f.name.clone()}</button></td>
@@ -123,9 +124,11 @@ pub fn DataPage() -> impl IntoView {
                                 <td class="controls">
                                     <Show when=move || f.owner && !f.trashed>
                                         <button class="icon" title=t("Rename") aria-label=t("Rename") data-action="rename" on:click={let f = f2.clone(); move |_| dialog.set(Dialog::Rename(f.clone()))}>"✎"</button>
-                                        <Show when=move || f.ownership == "user" && !f.automount>
-                                            <button class="icon" title=t("Share") aria-label=t("Share") data-action="share" on:click={let f = f4.clone(); move |_| dialog.set(Dialog::Share(f.clone()))}>"⇪"</button>
-                                        </Show>
+                                    </Show>
+                                    <Show when=move || f.owner && !f.trashed && shareable>
+                                        <button class="icon" title=t("Share") aria-label=t("Share") data-action="share" on:click={let f = f4.clone(); move |_| dialog.set(Dialog::Share(f.clone()))}>"⇪"</button>
+                                    </Show>
+                                    <Show when=move || f.owner && !f.trashed>
                                         <button class="icon danger" title=t("Move to the trash") aria-label=t("Move to the trash") data-action="delete" on:click={let f = f3.clone(); move |_| dialog.set(Dialog::Delete(f.clone()))}>"✕"</button>
                                     </Show>
                                     <Show when=move || f.shared_with_me && !f.trashed>

@@ -1312,6 +1312,9 @@ mod tests {
         assert_eq!(range(&with("bytes=0-1,4-5"), 10), Wanted::Whole);
         assert_eq!(range(&with("items=0-1"), 10), Wanted::Whole);
         assert_eq!(range(&with("bytes=x-"), 10), Wanted::Whole);
-        assert_eq!(range(&with("bytes=18446744073709551615-"), 10), Wanted::Unsatisfiable);
+        assert_eq!(
+            range(&with("bytes=18446744073709551615-"), 10),
+            Wanted::Unsatisfiable
+        );
     }
 }

@@ -1445,22 +1445,45 @@ async fn console_shares_a_folder_read_only() {
     let result: Result<(), String> = async {
         let c = &a.client;
         login_as(c, &base, "sharer@x.org", USER_PASSWORD).await?;
-        c.goto(&format!("{base}/#data")).await.map_err(|e| e.to_string())?;
-        open_dialog(c, "tr.folder-row[data-name='lab-data'] [data-action='share']", "#share-folder-dialog").await?;
+        c.goto(&format!("{base}/#data"))
+            .await
+            .map_err(|e| e.to_string())?;
+        open_dialog(
+            c,
+            "tr.folder-row[data-name='lab-data'] [data-action='share']",
+            "#share-folder-dialog",
+        )
+        .await?;
         type_into(c, "#share-emails", "friend@x.org").await?;
         click(c, "#share-invite").await?;
         wait_text(c, "#share-notice", "friend@x.org", 10).await?;
         shot(c, "folders-share-dialog.png").await?;
-        c.goto(&format!("{base}/#data")).await.map_err(|e| e.to_string())?;
+        c.goto(&format!("{base}/#data"))
+            .await
+            .map_err(|e| e.to_string())?;
         // The trash: deleted (name typed), listed under Trash, restored.
-        open_dialog(c, "tr.folder-row[data-name='old-data'] [data-action='delete']", "#delete-folder-dialog").await?;
+        open_dialog(
+            c,
+            "tr.folder-row[data-name='old-data'] [data-action='delete']",
+            "#delete-folder-dialog",
+        )
+        .await?;
         type_into(c, "#delete-folder-name", "old-data").await?;
         click(c, "#delete-folder-confirm").await?;
         wait_gone(c, "tr.folder-row[data-name='old-data']", 10).await?;
         click(c, "#tab-trash").await?;
-        wait_for(c, "tr.folder-row[data-name='old-data'] [data-action='restore']", 10).await?;
+        wait_for(
+            c,
+            "tr.folder-row[data-name='old-data'] [data-action='restore']",
+            10,
+        )
+        .await?;
         shot(c, "folders-trash.png").await?;
-        click(c, "tr.folder-row[data-name='old-data'] [data-action='restore']").await?;
+        click(
+            c,
+            "tr.folder-row[data-name='old-data'] [data-action='restore']",
+        )
+        .await?;
         wait_gone(c, "tr.folder-row[data-name='old-data']", 10).await?;
         Ok(())
     }
@@ -1470,11 +1493,17 @@ async fn console_shares_a_folder_read_only() {
     let result: Result<(), String> = async {
         let c = &b.client;
         login_as(c, &base, "friend@x.org", USER_PASSWORD).await?;
-        c.goto(&format!("{base}/#data")).await.map_err(|e| e.to_string())?;
+        c.goto(&format!("{base}/#data"))
+            .await
+            .map_err(|e| e.to_string())?;
         click(c, "#tab-shared").await?;
         wait_for(c, ".invitation.received[data-folder='lab-data']", 10).await?;
         shot(c, "folders-invitation.png").await?;
-        click(c, ".invitation.received[data-folder='lab-data'] [data-action='accept']").await?;
+        click(
+            c,
+            ".invitation.received[data-folder='lab-data'] [data-action='accept']",
+        )
+        .await?;
         wait_for(c, "tr.folder-row[data-name='lab-data']", 10).await?;
         wait_text(c, "tr.folder-row[data-name='lab-data']", "ro", 10).await?;
         wait_gone(c, ".invitation.received", 10).await?;
@@ -1484,36 +1513,67 @@ async fn console_shares_a_folder_read_only() {
     .await;
     result.unwrap_or_else(|e| panic!("invitee: {e}"));
     // Mounted read-only in the invitee's session: reading works, writing fails.
-    let body = create_session(&app, &friend, serde_json::json!({"image": PYTHON, "mounts": ["lab-data"]})).await;
+    let body = create_session(
+        &app,
+        &friend,
+        serde_json::json!({"image": PYTHON, "mounts": ["lab-data"]}),
+    )
+    .await;
     let id = session_ids(&body)[0].clone();
     let running = wait_status(&app, &friend, &id, &["RUNNING"]).await;
-    let container = running["containers"][0]["container_id"].as_str().unwrap().to_string();
+    let container = running["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let tried = std::process::Command::new("docker")
-        .args(["exec", &container, "sh", "-c", "ls /home/work/lab-data && touch /home/work/lab-data/x"])
+        .args([
+            "exec",
+            &container,
+            "sh",
+            "-c",
+            "ls /home/work/lab-data && touch /home/work/lab-data/x",
+        ])
         .output()
         .unwrap();
-    assert!(!tried.status.success(), "a write into a read-only share succeeded");
+    assert!(
+        !tried.status.success(),
+        "a write into a read-only share succeeded"
+    );
     assert!(
         String::from_utf8_lossy(&tried.stderr).contains("Read-only file system"),
         "{}",
         String::from_utf8_lossy(&tried.stderr)
     );
     // A share revoked: gone from the invitee's next mount.
-    let folder_id = app.ok(Some(&friend), "{ vfolder_list(limit: 10, offset: 0) { items { id name } } }", serde_json::json!({})).await["vfolder_list"]["items"]
+    let folder_id = app
+        .ok(
+            Some(&friend),
+            "{ vfolder_list(limit: 10, offset: 0) { items { id name } } }",
+            serde_json::json!({}),
+        )
+        .await["vfolder_list"]["items"]
         .as_array()
         .unwrap()
         .iter()
         .find(|f| f["name"] == "lab-data")
         .unwrap()["id"]
         .clone();
-    let friend_uuid = app.ok(Some(&friend), "{ user { uuid } }", serde_json::json!({})).await["user"]["uuid"].clone();
+    let friend_uuid = app
+        .ok(Some(&friend), "{ user { uuid } }", serde_json::json!({}))
+        .await["user"]["uuid"]
+        .clone();
     app.ok(
         Some(&owner),
         "mutation($id: UUID!, $u: UUID!) { set_vfolder_share(id: $id, user: $u) { ok } }",
         serde_json::json!({"id": folder_id, "u": friend_uuid}),
     )
     .await;
-    let again = create_session(&app, &friend, serde_json::json!({"image": PYTHON, "mounts": ["lab-data"]})).await;
+    let again = create_session(
+        &app,
+        &friend,
+        serde_json::json!({"image": PYTHON, "mounts": ["lab-data"]}),
+    )
+    .await;
     assert_code(&again, "NOT_FOUND");
     destroy(&app, &friend, &id).await;
 }

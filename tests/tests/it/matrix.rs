@@ -59,6 +59,13 @@ const NOT_IDS: &[&str] = &[
     "load_filters",
     "count",
     "is_operation",
+    // A folder's mount permission (ro, rw, wd), its options, a path inside it, whether the
+    // invitations asked for are the sent ones: never someone's object.
+    "permission",
+    "cloneable",
+    "src",
+    "dst",
+    "sent",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +82,8 @@ enum Kind {
     /// A committed session's image (its id; `ImageRef`: its reference).
     Image,
     ImageRef,
+    /// An invitation to share a folder.
+    Invitation,
 }
 
 /// What a request answered, as text: a query's or mutation's whole body, or a subscription's
@@ -904,6 +913,199 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             ),
         ),
         (
+            "Query",
+            "vfolder_shares",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::VfolderShares, |v| m::vfolder_shares::Variables { id: v }),
+            ),
+        ),
+        (
+            "Query",
+            "vfolder_list",
+            "group_id",
+            Tenant(
+                Group,
+                ask!(m::VfolderListOfGroup, |v| {
+                    m::vfolder_list_of_group::Variables { group_id: Some(v) }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "clone_vfolder",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::CloneVfolder, |v| m::clone_vfolder::Variables {
+                    id: v,
+                    props: m::clone_vfolder::CloneVFolderInput {
+                        name: "stolen".into(),
+                        ..Default::default()
+                    },
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "leave_vfolder",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::LeaveVfolder, |v| m::leave_vfolder::Variables { id: v }),
+            ),
+        ),
+        (
+            "Mutation",
+            "move_vfolder_file",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::MoveVfolderFile, |v| m::move_vfolder_file::Variables {
+                    id: v,
+                    src: "keep.txt".into(),
+                    dst: "moved.txt".into(),
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "purge_vfolder",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::PurgeVfolder, |v| m::purge_vfolder::Variables { id: v }),
+            ),
+        ),
+        (
+            "Mutation",
+            "restore_vfolder",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::RestoreVfolder, |v| m::restore_vfolder::Variables {
+                    id: v
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "update_vfolder_options",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::UpdateVfolderOptions, |v| {
+                    m::update_vfolder_options::Variables {
+                        id: v,
+                        cloneable: Some(true),
+                        permission: None,
+                    }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "invite_to_vfolder",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::InviteToVfolder, |v| m::invite_to_vfolder::Variables {
+                    id: v,
+                    emails: vec!["stranger@x.org".into()],
+                    permission: "rw".into(),
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "invite_to_vfolder",
+            "emails",
+            Global(
+                "the addresses invited to the caller's own folder (checked first by id); the answer never tells whether one is an account",
+            ),
+        ),
+        (
+            "Mutation",
+            "set_vfolder_share",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::SetVfolderShare, |v| m::set_vfolder_share::Variables {
+                    id: v,
+                    user: uuid::Uuid::new_v4().to_string(),
+                    permission: None,
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "set_vfolder_share",
+            "user",
+            Global(
+                "the user a share of the caller's own folder is with: the folder (id) is checked first, an unknown share is NOT_FOUND",
+            ),
+        ),
+        (
+            "Mutation",
+            "share_vfolder_with_members",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::ShareVfolderWithMembers, |v| {
+                    m::share_vfolder_with_members::Variables {
+                        id: v,
+                        emails: vec!["stranger@x.org".into()],
+                        permission: Some("rw".into()),
+                    }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "share_vfolder_with_members",
+            "emails",
+            Global(
+                "members of the folder's project, named by an admin of its domain after the folder (id) is checked",
+            ),
+        ),
+        (
+            "Mutation",
+            "accept_vfolder_invitation",
+            "id",
+            Tenant(
+                Invitation,
+                ask!(m::AcceptVfolderInvitation, |v| {
+                    m::accept_vfolder_invitation::Variables { id: v }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "decline_vfolder_invitation",
+            "id",
+            Tenant(
+                Invitation,
+                ask!(m::DeclineVfolderInvitation, |v| {
+                    m::decline_vfolder_invitation::Variables { id: v }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "update_vfolder_invitation",
+            "id",
+            Tenant(
+                Invitation,
+                ask!(m::UpdateVfolderInvitation, |v| {
+                    m::update_vfolder_invitation::Variables {
+                        id: v,
+                        permission: "wd".into(),
+                    }
+                }),
+            ),
+        ),
+        (
             "Mutation",
             "rename_vfolder",
             "id",
@@ -1154,6 +1356,20 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
         .as_str()
         .unwrap()
         .to_string();
+    // The superadmin's invitation of another user of its domain to its folder.
+    app.user("invitee@x.org", "user", "default").await;
+    app.admin_op::<m::InviteToVfolder>(m::invite_to_vfolder::Variables {
+        id: folder.clone(),
+        emails: vec!["invitee@x.org".into()],
+        permission: "ro".into(),
+    })
+    .await;
+    let invitation = app
+        .admin_op::<m::VfolderInvitations>(m::vfolder_invitations::Variables { sent: Some(true) })
+        .await["vfolder_invitations"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let created = create_session(
         &app,
         &app.admin_token,
@@ -1226,6 +1442,7 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             Template => template.clone(),
             Image => image_id.clone(),
             ImageRef => image_ref.clone(),
+            Invitation => invitation.clone(),
         }
     };
     let fake = |k: Kind| -> String {

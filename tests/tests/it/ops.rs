@@ -27,8 +27,8 @@ both_dbs!(routing_tells_the_truth, |db| async move {
     // Unknown API paths: 404 problems, never the console's page (the official client and
     // Lablup's web UI call these).
     for path in [
-        "/folders/_/hosts",
-        "/folders/invitations/list",
+        "/folders/_/nope",
+        "/folders/invitations/nope",
         "/totp",
         "/license",
         "/resource/stats/user/month",

@@ -72,7 +72,10 @@ pub async fn clone<S: Store + Clone + 'static>(
         folder_root(store.config(), &made)?,
     );
     // The copy stops where the size limit would pass, should the source grow meanwhile.
-    let limit = u64::try_from(max).ok().filter(|m| *m > 0).unwrap_or(u64::MAX);
+    let limit = u64::try_from(max)
+        .ok()
+        .filter(|m| *m > 0)
+        .unwrap_or(u64::MAX);
     let (st, target) = (store.clone(), made.clone());
     let task = crate::bgtasks::spawn(tasks, "clone_vfolder", caller.uuid, move |p| async move {
         p.update(0, bytes, format!("copying '{}'", src.name));

@@ -10,7 +10,7 @@ pub mod sharing;
 pub mod transfer;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFolderUsageMode};
 use entity::{vfolder_permissions, vfolders};

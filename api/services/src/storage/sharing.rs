@@ -286,7 +286,10 @@ async fn settle<C: sea_orm::ConnectionTrait>(
 ) -> ApiResult<()> {
     use sea_orm::sea_query::Expr;
     let done = vfolder_invitations::Entity::update_many()
-        .col_expr(vfolder_invitations::Column::State, Expr::value(state.as_str()))
+        .col_expr(
+            vfolder_invitations::Column::State,
+            Expr::value(state.as_str()),
+        )
         .col_expr(vfolder_invitations::Column::ModifiedAt, Expr::value(now))
         .filter(vfolder_invitations::Column::Id.eq(id))
         .filter(vfolder_invitations::Column::State.eq(InvitationState::Pending))

@@ -132,9 +132,12 @@ pub async fn request_upload(
     )
     .await?;
     if open >= MAX_OPEN_UPLOADS {
-        return Err(ApiError::new(crate::error::ErrorCode::RateLimited, format!(
-            "You have {open} uploads under way, the most at once: finish them or wait until they expire"
-        )));
+        return Err(ApiError::new(
+            crate::error::ErrorCode::RateLimited,
+            format!(
+                "You have {open} uploads under way, the most at once: finish them or wait until they expire"
+            ),
+        ));
     }
     check_room(store, caller, &f, size).await?;
     let root = folder_root(store.config(), &f)?;

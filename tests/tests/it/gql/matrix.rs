@@ -36,3 +36,39 @@ operation!(SessionTemplate, "graphql/matrix/session_template.graphql");
 operation!(User, "graphql/matrix/user.graphql");
 operation!(VfolderFiles, "graphql/matrix/vfolder_files.graphql");
 operation!(VictimsAfter, "graphql/matrix/victims_after.graphql");
+operation!(CloneVfolder, "graphql/matrix/clone_vfolder.graphql");
+operation!(LeaveVfolder, "graphql/matrix/leave_vfolder.graphql");
+operation!(MoveVfolderFile, "graphql/matrix/move_vfolder_file.graphql");
+operation!(PurgeVfolder, "graphql/matrix/purge_vfolder.graphql");
+operation!(RestoreVfolder, "graphql/matrix/restore_vfolder.graphql");
+operation!(SetVfolderShare, "graphql/matrix/set_vfolder_share.graphql");
+operation!(
+    ShareVfolderWithMembers,
+    "graphql/matrix/share_vfolder_with_members.graphql"
+);
+operation!(
+    UpdateVfolderOptions,
+    "graphql/matrix/update_vfolder_options.graphql"
+);
+operation!(InviteToVfolder, "graphql/matrix/invite_to_vfolder.graphql");
+operation!(VfolderShares, "graphql/matrix/vfolder_shares.graphql");
+operation!(
+    AcceptVfolderInvitation,
+    "graphql/matrix/accept_vfolder_invitation.graphql"
+);
+operation!(
+    DeclineVfolderInvitation,
+    "graphql/matrix/decline_vfolder_invitation.graphql"
+);
+operation!(
+    UpdateVfolderInvitation,
+    "graphql/matrix/update_vfolder_invitation.graphql"
+);
+operation!(
+    VfolderInvitations,
+    "graphql/matrix/vfolder_invitations.graphql"
+);
+operation!(
+    VfolderListOfGroup,
+    "graphql/matrix/vfolder_list_of_group.graphql"
+);
