@@ -1458,9 +1458,8 @@ async fn console_shares_a_folder_read_only() {
         click(c, "#share-invite").await?;
         wait_text(c, "#share-notice", "friend@x.org", 10).await?;
         shot(c, "folders-share-dialog.png").await?;
-        c.goto(&format!("{base}/#data"))
-            .await
-            .map_err(|e| e.to_string())?;
+        click(c, "#share-folder-dialog .close").await?;
+        wait_gone(c, "#share-folder-dialog", 10).await?;
         // The trash: deleted (name typed), listed under Trash, restored.
         open_dialog(
             c,
