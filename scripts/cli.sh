@@ -2,7 +2,8 @@
 # Installs Backend.AI's official clients (`backend.ai` CLI) and the fuzzer (schemathesis) from
 # PyPI into virtualenvs outside the clone, for the compatibility and fuzz tests. Idempotent.
 # - 23.9.10 on Python 3.11 (it reads yarl internals that yarl 1.10 changed, hence the pin);
-# - the newest 26.9.x on Python 3.13 from pyenv.
+# - the newest 26.9.x on Python 3.13 from pyenv;
+# - Lablup's CLI test suite (backend.ai-test 26.9.x) with the client it pins.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 
@@ -31,6 +32,10 @@ if [ -z "$PY313" ]; then
 fi
 [ -x "$PY313" ] || { echo "Python 3.13 (pyenv) is missing: the 26.9 client needs it" >&2; exit 1; }
 install_client "${BAI_CLI26_VENV:-$HOME/.cache/bai-cli/venv26}" "$PY313" "backend.ai-client>=26.9,<26.10"
+
+# Lablup's CLI test suite (`cli_integration` of PyPI backend.ai-test, 26.9.x) with the client and
+# CLI it pins, in a venv of its own (its pins may differ from the newest client's).
+install_client "${BAI_SUITE_VENV:-$HOME/.cache/bai-cli/suite}" "$PY313" "backend.ai-test>=26.9,<26.10"
 
 # Schemathesis (GraphQL mode) for the live-API fuzz test.
 FUZZ_VENV="${BAI_FUZZ_VENV:-$HOME/.cache/bai-cli/fuzz}"

@@ -1103,7 +1103,7 @@ fn ResourceGroups() -> impl IntoView {
                     };
                     run::<ops::ModifyScalingGroup>(ops::modify_scaling_group::Variables { name, props }, error, move |_| done());
                 } else {
-                    let props = ops::create_scaling_group::ScalingGroupInput {
+                    let props = ops::create_scaling_group::CreateScalingGroupInput {
                         description: Some(desc.get_untracked()),
                         scheduler: sched.get_untracked(),
                         is_active: Some(active.get_untracked()),

@@ -94,6 +94,32 @@ pub struct DomainInput {
     pub integration_id: Option<String>,
 }
 
+/// A change to a domain (Backend.AI's `ModifyDomainInput`): `name` renames it.
+#[derive(InputObject, Default)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ModifyDomainInput {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub is_active: Option<bool>,
+    pub total_resource_slots: Option<JsonString>,
+    pub allowed_vfolder_hosts: Option<JsonString>,
+    pub allowed_docker_registries: Option<Vec<String>>,
+    pub integration_id: Option<String>,
+}
+
+impl From<ModifyDomainInput> for crate::domains::DomainChange {
+    fn from(p: ModifyDomainInput) -> Self {
+        Self {
+            description: p.description,
+            is_active: p.is_active,
+            total_resource_slots: p.total_resource_slots.map(|v| v.0),
+            allowed_vfolder_hosts: p.allowed_vfolder_hosts.map(|v| v.0),
+            allowed_docker_registries: p.allowed_docker_registries,
+            integration_id: p.integration_id,
+        }
+    }
+}
+
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
 pub struct CreateDomain {
@@ -144,19 +170,41 @@ impl DomainMutation {
         })
     }
 
+    /// Modifies a domain; `props.name` renames it (superadmins).
     async fn modify_domain(
         &self,
         ctx: &Context<'_>,
         name: String,
-        props: DomainInput,
+        props: ModifyDomainInput,
     ) -> crate::graphql::context::Result<ModifyDomain> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
-        let d = crate::domains::modify(state, &scope, &name, props.into()).await?;
+        let new_name = props.name.clone();
+        let mut d = crate::domains::modify(state, &scope, &name, props.into()).await?;
+        if let Some(new) = new_name.filter(|n| *n != name) {
+            d = crate::domains::rename(state, &scope, &name, &new).await?;
+        }
         Ok(ModifyDomain {
             ok: true,
             msg: "success".into(),
             domain: Some(Domain(d)),
+        })
+    }
+
+    /// Deletes an empty domain for good (no users, sessions or folders; its empty projects go
+    /// with it). Superadmins; never the default domain.
+    async fn purge_domain(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+    ) -> crate::graphql::context::Result<ModifyDomain> {
+        let (state, caller) = authed(ctx)?;
+        let scope = caller.require_superadmin()?;
+        crate::domains::purge(state, &scope, &name).await?;
+        Ok(ModifyDomain {
+            ok: true,
+            msg: "success".into(),
+            domain: None,
         })
     }
 }

@@ -127,6 +127,18 @@ impl GroupQuery {
             .map(Group)
             .collect())
     }
+
+    /// The projects called `name` the caller may see (as `groups` lists them), in
+    /// `domain_name` when given (Backend.AI's `groups_by_name`).
+    async fn groups_by_name(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        domain_name: Option<String>,
+    ) -> crate::graphql::context::Result<Vec<Group>> {
+        let all = self.groups(ctx, domain_name, None, None).await?;
+        Ok(all.into_iter().filter(|g| g.0.name == name).collect())
+    }
 }
 
 #[derive(InputObject)]

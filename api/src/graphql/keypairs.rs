@@ -93,6 +93,28 @@ impl KeyPair {
     async fn is_main(&self) -> bool {
         self.owner.main_access_key.as_deref() == Some(self.kp.access_key.as_str())
     }
+    /// The names of the owner's projects.
+    async fn projects(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<String>> {
+        let state = crate::graphql::context::state(ctx)?;
+        let ids: Vec<uuid::Uuid> = entity::association_groups_users::Entity::find()
+            .filter(entity::association_groups_users::Column::UserId.eq(self.owner.uuid))
+            .all(&state.read)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(|a| a.group_id)
+            .collect();
+        let mut names: Vec<String> = entity::groups::Entity::find()
+            .filter(entity::groups::Column::Id.is_in(ids))
+            .all(&state.read)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(|g| g.name)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
     async fn user_info(&self) -> UserInfo {
         UserInfo {
             email: self.owner.email.clone(),
@@ -210,9 +232,26 @@ impl KeypairQuery {
         domain_name: Option<String>,
         email: Option<String>,
         is_active: Option<bool>,
+        filter: Option<String>,
     ) -> crate::graphql::context::Result<KeyPairList> {
         let (state, caller) = authed(ctx)?;
-        let select = listable(caller, domain_name, email, is_active);
+        let mut select = listable(caller, domain_name, email, is_active);
+        if let Some(f) = filter
+            && let Some(f) = bai_core::filter::parse(
+                &f,
+                &[
+                    ("access_key", keypairs::Column::AccessKey),
+                    ("user_id", keypairs::Column::UserId),
+                    ("is_active", keypairs::Column::IsActive),
+                    ("is_admin", keypairs::Column::IsAdmin),
+                    ("resource_policy", keypairs::Column::ResourcePolicy),
+                    ("created_at", keypairs::Column::CreatedAt),
+                    ("last_used", keypairs::Column::LastUsed),
+                ],
+            )?
+        {
+            select = select.filter(crate::sql::condition(&f));
+        }
         let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
@@ -226,7 +265,8 @@ impl KeypairQuery {
                 ("resource_policy", keypairs::Column::ResourcePolicy),
                 ("num_queries", keypairs::Column::NumQueries),
             ],
-            (keypairs::Column::CreatedAt, Order::Asc),
+            // Newest first, as Backend.AI lists keypairs.
+            (keypairs::Column::CreatedAt, Order::Desc),
         )
         .await?;
         Ok(KeyPairList {

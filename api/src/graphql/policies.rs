@@ -42,6 +42,14 @@ impl KeyPairResourcePolicy {
     async fn max_pending_session_count(&self) -> Option<i32> {
         self.0.max_pending_session_count
     }
+    /// Backend.AI's limit of pending sessions' resources: bai keeps none (null: unlimited).
+    async fn max_pending_session_resource_slots(&self) -> Option<JsonString> {
+        None
+    }
+    /// Backend.AI's SFTP sessions: bai has none (null).
+    async fn max_concurrent_sftp_sessions(&self) -> Option<i32> {
+        None
+    }
     /// Seconds; 0 = sessions are never reclaimed for idleness.
     async fn idle_timeout(&self) -> BigInt {
         BigInt(self.0.idle_timeout)
@@ -143,6 +151,11 @@ pub struct CreateKeyPairResourcePolicyInput {
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
     pub max_customized_image_count: Option<i32>,
+    /// Accepted as Backend.AI's clients send it; bai has no SFTP sessions (ignored).
+    pub max_concurrent_sftp_sessions: Option<i32>,
+    /// Accepted as Backend.AI's clients send it; bai keeps no limit on pending sessions'
+    /// resources (null only).
+    pub max_pending_session_resource_slots: Option<JsonString>,
 }
 
 #[derive(InputObject, Default)]
@@ -159,6 +172,10 @@ pub struct ModifyKeyPairResourcePolicyInput {
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
     pub max_customized_image_count: Option<i32>,
+    /// Accepted as Backend.AI's clients send it; bai has no SFTP sessions (ignored).
+    pub max_concurrent_sftp_sessions: Option<i32>,
+    /// Accepted as Backend.AI's clients send it; null only.
+    pub max_pending_session_resource_slots: Option<JsonString>,
 }
 
 #[derive(SimpleObject)]
@@ -205,6 +222,18 @@ impl From<ModifyKeyPairResourcePolicyInput> for PolicyChange {
 #[derive(Default)]
 pub struct PolicyMutation;
 
+/// A limit on pending sessions' resources is refused: bai keeps none (an empty one is fine).
+fn no_pending_slot_limit(v: &Option<JsonString>) -> ApiResult<()> {
+    match v {
+        Some(j) if !(j.0.is_null() || j.0.as_object().is_some_and(|m| m.is_empty())) => {
+            Err(ApiError::bad_request(
+                "A limit on pending sessions' resources (max_pending_session_resource_slots) is not supported by this server; use max_pending_session_count",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl PolicyMutation {
     async fn create_keypair_resource_policy(
@@ -215,6 +244,7 @@ impl PolicyMutation {
     ) -> crate::graphql::context::Result<CreateKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
+        no_pending_slot_limit(&props.max_pending_session_resource_slots)?;
         let change = PolicyChange {
             default_for_unspecified: None,
             total_resource_slots: Some(props.total_resource_slots.0),
@@ -246,6 +276,7 @@ impl PolicyMutation {
     ) -> crate::graphql::context::Result<ModifyKeyPairResourcePolicy> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
+        no_pending_slot_limit(&props.max_pending_session_resource_slots)?;
         let p = crate::policies::modify(state, &scope, &name, props.into()).await?;
         Ok(ModifyKeyPairResourcePolicy {
             ok: true,

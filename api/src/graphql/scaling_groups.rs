@@ -44,8 +44,25 @@ impl ScalingGroup {
     async fn scheduler(&self) -> &str {
         self.0.scheduler.as_str()
     }
+    /// The scheduler's options, with Backend.AI's defaults for those not set.
     async fn scheduler_opts(&self) -> JsonString {
-        JsonString(self.0.scheduler_opts.clone())
+        let mut opts = serde_json::json!({
+            "allowed_session_types": ["interactive", "batch"],
+            "pending_timeout": 0.0,
+            "config": {},
+            "agent_selection_strategy": "dispersed",
+            "roundrobin": false,
+        });
+        if let (Some(all), Some(set)) = (opts.as_object_mut(), self.0.scheduler_opts.as_object()) {
+            for (k, v) in set {
+                all.insert(k.clone(), v.clone());
+            }
+        }
+        JsonString(opts)
+    }
+    /// Backend.AI's app proxy token: bai proxies apps itself (null).
+    async fn wsproxy_api_token(&self) -> Option<String> {
+        None
     }
     async fn use_host_network(&self) -> bool {
         self.0.use_host_network
@@ -103,9 +120,10 @@ impl ScalingGroupQuery {
     async fn scaling_group(
         &self,
         ctx: &Context<'_>,
-        name: String,
+        name: Option<String>,
     ) -> crate::graphql::context::Result<ScalingGroup> {
         let (state, caller) = authed(ctx)?;
+        let name = name.ok_or_else(|| ApiError::bad_request("'name' is required"))?;
         if visible_names(&state.db, caller)
             .await?
             .is_some_and(|v| !v.contains(&name))
@@ -168,13 +186,26 @@ impl ScalingGroupQuery {
     }
 }
 
+/// Backend.AI's app-proxy token is refused: bai proxies apps itself (empty is fine).
+fn no_wsproxy_token(t: Option<&str>) -> ApiResult<()> {
+    match t {
+        Some(t) if !t.is_empty() => Err(ApiError::bad_request(
+            "An app-proxy token (wsproxy_api_token) is not supported by this server: bai proxies apps itself",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A new resource group (Backend.AI's `CreateScalingGroupInput`).
 #[derive(InputObject)]
-#[graphql(rename_fields = "snake_case")]
+#[graphql(name = "CreateScalingGroupInput", rename_fields = "snake_case")]
 pub struct ScalingGroupInput {
     pub description: Option<String>,
     pub is_active: Option<bool>,
     pub is_public: Option<bool>,
     pub wsproxy_addr: Option<String>,
+    /// Accepted as Backend.AI's clients send it; bai proxies apps itself (null only).
+    pub wsproxy_api_token: Option<String>,
     pub driver: String,
     pub driver_opts: Option<JsonString>,
     pub scheduler: String,
@@ -189,6 +220,8 @@ pub struct ModifyScalingGroupInput {
     pub is_active: Option<bool>,
     pub is_public: Option<bool>,
     pub wsproxy_addr: Option<String>,
+    /// Accepted as Backend.AI's clients send it; null only.
+    pub wsproxy_api_token: Option<String>,
     pub driver: Option<String>,
     pub driver_opts: Option<JsonString>,
     pub scheduler: Option<String>,
@@ -255,6 +288,7 @@ impl ScalingGroupMutation {
     ) -> crate::graphql::context::Result<ScalingGroupResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
+        no_wsproxy_token(props.wsproxy_api_token.as_deref())?;
         let change = ScalingGroupChange {
             description: props.description,
             is_active: props.is_active,
@@ -290,6 +324,7 @@ impl ScalingGroupMutation {
     ) -> crate::graphql::context::Result<ScalingGroupResult> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
+        no_wsproxy_token(props.wsproxy_api_token.as_deref())?;
         let s = crate::scaling_groups::modify(state, &scope, &name, props.into()).await?;
         Ok(ScalingGroupResult {
             ok: true,

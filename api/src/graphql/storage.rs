@@ -266,6 +266,55 @@ async fn list_dir(
     Ok(out)
 }
 
+/// A storage host as Backend.AI's clients list volumes (`admin storage list`): its name is the
+/// volume id, folders live on the server's own filesystem (`vfs`).
+pub struct StorageVolume {
+    id: String,
+    path: std::path::PathBuf,
+}
+
+#[Object(rename_fields = "snake_case")]
+impl StorageVolume {
+    async fn id(&self) -> &str {
+        &self.id
+    }
+    async fn backend(&self) -> &str {
+        "vfs"
+    }
+    async fn capabilities(&self) -> Vec<String> {
+        vec!["vfolder".into()]
+    }
+    /// Where the host's folders are on the server.
+    async fn path(&self) -> String {
+        self.path.display().to_string()
+    }
+    async fn fsprefix(&self) -> &str {
+        ""
+    }
+    /// Backend.AI's storage hardware data: bai has none (`{}`).
+    async fn hardware_metadata(&self) -> crate::graphql::scalars::JsonString {
+        crate::graphql::scalars::JsonString(serde_json::json!({}))
+    }
+    /// Backend.AI's storage performance data: bai has none (`{}`).
+    async fn performance_metric(&self) -> crate::graphql::scalars::JsonString {
+        crate::graphql::scalars::JsonString(serde_json::json!({}))
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct StorageVolumeList {
+    pub items: Vec<StorageVolume>,
+    pub total_count: u64,
+}
+
+fn volumes(state: &crate::state::AppState) -> Vec<StorageVolume> {
+    crate::storage::hosts(&state.config)
+        .into_iter()
+        .map(|(id, path)| StorageVolume { id, path })
+        .collect()
+}
+
 #[derive(Default)]
 pub struct StorageQuery;
 
@@ -286,6 +335,44 @@ impl StorageQuery {
             Err(_) => (folder, access),
         };
         Ok(VirtualFolder { folder, access })
+    }
+
+    /// The storage hosts as volumes (superadmins: they are infrastructure).
+    async fn storage_volume_list(
+        &self,
+        ctx: &Context<'_>,
+        limit: i32,
+        offset: i32,
+        filter: Option<String>,
+        order: Option<String>,
+    ) -> crate::graphql::context::Result<StorageVolumeList> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        if filter.as_deref().is_some_and(|f| !f.trim().is_empty()) || order.is_some() {
+            return Err(ApiError::bad_request(
+                "Storage volumes are listed whole, by name: filter and order are not supported",
+            )
+            .into());
+        }
+        let all = volumes(state);
+        let total_count = all.len() as u64;
+        let items = all
+            .into_iter()
+            .skip(usize::try_from(offset.max(0)).unwrap_or(0))
+            .take(usize::try_from(limit.clamp(0, 100)).unwrap_or(0))
+            .collect();
+        Ok(StorageVolumeList { items, total_count })
+    }
+
+    /// One storage host as a volume (superadmins); null when there is none of that name.
+    async fn storage_volume(
+        &self,
+        ctx: &Context<'_>,
+        id: String,
+    ) -> crate::graphql::context::Result<Option<StorageVolume>> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        Ok(volumes(state).into_iter().find(|v| v.id == id))
     }
 
     /// Pending invitations the caller received (`sent`: those it sent).

@@ -67,6 +67,18 @@ impl User {
     async fn main_access_key(&self) -> Option<&str> {
         self.0.main_access_key.as_deref()
     }
+    /// Backend.AI's client-address allowlist: bai restricts none (null).
+    async fn allowed_client_ip(&self) -> Option<Vec<String>> {
+        None
+    }
+    /// Backend.AI's sudo sessions: bai has none (false).
+    async fn sudo_session_enabled(&self) -> bool {
+        false
+    }
+    /// Backend.AI's TOTP: bai has none (false).
+    async fn totp_activated(&self) -> bool {
+        false
+    }
     /// The projects (groups) the user belongs to.
     async fn groups(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<UserGroup>> {
         let state = crate::graphql::context::state(ctx)?;
@@ -147,9 +159,27 @@ impl UserQuery {
         group_id: Option<Uuid>,
         is_active: Option<bool>,
         status: Option<String>,
+        filter: Option<String>,
     ) -> crate::graphql::context::Result<UserList> {
         let (state, caller) = authed(ctx)?;
-        let select = filtered(caller, domain_name, group_id, is_active, status)?;
+        let mut select = filtered(caller, domain_name, group_id, is_active, status)?;
+        if let Some(f) = filter
+            && let Some(f) = bai_core::filter::parse(
+                &f,
+                &[
+                    ("email", users::Column::Email),
+                    ("username", users::Column::Username),
+                    ("full_name", users::Column::FullName),
+                    ("role", users::Column::Role),
+                    ("status", users::Column::Status),
+                    ("domain_name", users::Column::DomainName),
+                    ("created_at", users::Column::CreatedAt),
+                    ("need_password_change", users::Column::NeedPasswordChange),
+                ],
+            )?
+        {
+            select = select.filter(crate::sql::condition(&f));
+        }
         let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
@@ -164,7 +194,8 @@ impl UserQuery {
                 ("role", users::Column::Role),
                 ("status", users::Column::Status),
             ],
-            (users::Column::CreatedAt, Order::Asc),
+            // Newest first, as Backend.AI lists users.
+            (users::Column::CreatedAt, Order::Desc),
         )
         .await?;
         Ok(UserList {
@@ -215,6 +246,50 @@ pub struct UserInput {
     pub group_ids: Option<Vec<Uuid>>,
     /// Resource policy of the user's main keypair (default: `default`).
     pub resource_policy: Option<String>,
+    /// Accepted as Backend.AI's clients send it; bai has no TOTP (must be false or absent).
+    pub totp_activated: Option<bool>,
+    /// Accepted as Backend.AI's clients send it; bai has no sudo sessions (false or absent).
+    pub sudo_session_enabled: Option<bool>,
+    /// Accepted as Backend.AI's clients send it; bai does not restrict client addresses
+    /// (null or empty).
+    pub allowed_client_ip: Option<Vec<String>>,
+    /// Accepted as Backend.AI's clients send it: sessions run as the images' `work` user
+    /// (null).
+    pub container_uid: Option<i32>,
+    pub container_main_gid: Option<i32>,
+    pub container_gids: Option<Vec<i32>>,
+}
+
+/// Refuses what Backend.AI's clients may set but bai has no concept of, unless it is the
+/// default they send anyway.
+fn unsupported_user_options(
+    totp: Option<bool>,
+    sudo: Option<bool>,
+    ips: &Option<Vec<String>>,
+    uid: Option<i32>,
+    gid: Option<i32>,
+    gids: &Option<Vec<i32>>,
+) -> ApiResult<()> {
+    let set = |what: &str| {
+        Err(ApiError::bad_request(format!(
+            "{what} is not supported by this server"
+        )))
+    };
+    if totp == Some(true) {
+        return set("TOTP (totp_activated)");
+    }
+    if sudo == Some(true) {
+        return set("Sudo sessions (sudo_session_enabled)");
+    }
+    if ips.as_ref().is_some_and(|v| !v.is_empty()) {
+        return set("Restricting client addresses (allowed_client_ip)");
+    }
+    if uid.is_some() || gid.is_some() || gids.as_ref().is_some_and(|v| !v.is_empty()) {
+        return set(
+            "Container user and group ids (container_uid, container_main_gid, container_gids)",
+        );
+    }
+    Ok(())
 }
 
 #[derive(InputObject, Default)]
@@ -230,6 +305,23 @@ pub struct ModifyUserInput {
     pub role: Option<String>,
     /// Replaces the user's projects.
     pub group_ids: Option<Vec<Uuid>>,
+    /// Accepted when it is the user's own domain: bai does not move users between domains.
+    pub domain_name: Option<String>,
+    pub totp_activated: Option<bool>,
+    pub sudo_session_enabled: Option<bool>,
+    pub allowed_client_ip: Option<Vec<String>>,
+    pub container_uid: Option<i32>,
+    pub container_main_gid: Option<i32>,
+    pub container_gids: Option<Vec<i32>>,
+}
+
+/// Backend.AI's `PurgeUserInput`: bai has no model services, and a purged user's folders go
+/// to the trash.
+#[derive(InputObject, Default)]
+#[graphql(rename_fields = "snake_case")]
+pub struct PurgeUserInput {
+    pub purge_shared_vfolders: Option<bool>,
+    pub delegate_endpoint_ownership: Option<bool>,
 }
 
 impl From<UserInput> for crate::users::UserCreation {
@@ -296,6 +388,14 @@ impl UserMutation {
     ) -> crate::graphql::context::Result<CreateUser> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
+        unsupported_user_options(
+            props.totp_activated,
+            props.sudo_session_enabled,
+            &props.allowed_client_ip,
+            props.container_uid,
+            props.container_main_gid,
+            &props.container_gids,
+        )?;
         let user = crate::users::create_user(state, &scope, email, props.into()).await?;
         Ok(CreateUser {
             ok: true,
@@ -314,12 +414,49 @@ impl UserMutation {
     ) -> crate::graphql::context::Result<ModifyUser> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_admin()?;
+        unsupported_user_options(
+            props.totp_activated,
+            props.sudo_session_enabled,
+            &props.allowed_client_ip,
+            props.container_uid,
+            props.container_main_gid,
+            &props.container_gids,
+        )?;
+        if let Some(d) = &props.domain_name {
+            let target = crate::users::find_visible(&state.db, caller, &email).await?;
+            if *d != target.domain_name {
+                return Err(ApiError::bad_request(
+                    "Moving a user to another domain is not supported by this server",
+                )
+                .into());
+            }
+        }
         let updated =
             crate::users::modify_user(state, &scope, caller, &email, props.into()).await?;
         Ok(ModifyUser {
             ok: true,
             msg: "success".into(),
             user: Some(User(updated)),
+        })
+    }
+
+    /// Backend.AI's purge: the account is marked `deleted` (keypairs and login sessions end;
+    /// its sessions and records stay for history). Superadmins only; refused while the user
+    /// has live sessions.
+    async fn purge_user(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        props: Option<PurgeUserInput>,
+    ) -> crate::graphql::context::Result<ModifyUser> {
+        let (state, caller) = authed(ctx)?;
+        let scope = caller.require_superadmin()?;
+        let _ = props;
+        let user = crate::users::purge_user(state, &scope, caller, &email).await?;
+        Ok(ModifyUser {
+            ok: true,
+            msg: "success".into(),
+            user: Some(User(user)),
         })
     }
 }

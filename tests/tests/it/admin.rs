@@ -571,7 +571,7 @@ both_dbs!(
         }
         app.admin_op::<gql::ModifyDomain>(gql::modify_domain::Variables {
             name: "lab".into(),
-            props: gql::modify_domain::DomainInput {
+            props: gql::modify_domain::ModifyDomainInput {
                 is_active: Some(false),
                 ..Default::default()
             },
@@ -628,14 +628,15 @@ both_dbs!(
         assert_code(&bad_mode, "BAD_REQUEST");
 
         // Resource groups.
-        let sgroup = |driver: &str, scheduler: &str| gql::create_scaling_group::ScalingGroupInput {
-            driver: driver.into(),
-            scheduler: scheduler.into(),
-            ..Default::default()
-        };
+        let sgroup =
+            |driver: &str, scheduler: &str| gql::create_scaling_group::CreateScalingGroupInput {
+                driver: driver.into(),
+                scheduler: scheduler.into(),
+                ..Default::default()
+            };
         app.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
             name: "gpu-nodes".into(),
-            props: gql::create_scaling_group::ScalingGroupInput {
+            props: gql::create_scaling_group::CreateScalingGroupInput {
                 description: Some("GPU".into()),
                 scheduler_opts: Some(json!(r#"{"pending_timeout": 60}"#)),
                 ..sgroup("static", "drf")
@@ -647,7 +648,7 @@ both_dbs!(
             ("x", sgroup("k8s", "fifo"), "BAD_REQUEST"),
             (
                 "x",
-                gql::create_scaling_group::ScalingGroupInput {
+                gql::create_scaling_group::CreateScalingGroupInput {
                     scheduler_opts: Some(json!(r#"{"colour": 1}"#)),
                     ..sgroup("static", "fifo")
                 },

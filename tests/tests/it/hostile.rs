@@ -783,7 +783,7 @@ both_dbs!(written_quotas_are_applied, |db| async move {
     // The domain's registry allowlist.
     app.admin_op::<gql::ModifyDomain>(gql::modify_domain::Variables {
         name: "default".into(),
-        props: gql::modify_domain::DomainInput {
+        props: gql::modify_domain::ModifyDomainInput {
             allowed_docker_registries: Some(vec!["registry.example".into()]),
             ..Default::default()
         },

@@ -13,6 +13,7 @@ mod folders;
 mod hostile;
 mod hosts;
 mod i18n;
+mod lablup;
 mod live;
 mod managers;
 mod matrix;

@@ -653,7 +653,7 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
                 Domain,
                 ask!(gql::ModifyDomain, |v| gql::modify_domain::Variables {
                     name: v,
-                    props: gql::modify_domain::DomainInput {
+                    props: gql::modify_domain::ModifyDomainInput {
                         description: Some("pwned".into()),
                         is_active: Some(false),
                         ..Default::default()
@@ -1104,6 +1104,46 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
                     }
                 }),
             ),
+        ),
+        (
+            "Mutation",
+            "purge_domain",
+            "name",
+            Tenant(
+                Domain,
+                ask!(m::PurgeDomain, |v| m::purge_domain::Variables { name: v }),
+            ),
+        ),
+        (
+            "Mutation",
+            "purge_user",
+            "email",
+            Tenant(
+                User,
+                ask!(m::PurgeUser, |v| m::purge_user::Variables { email: v }),
+            ),
+        ),
+        (
+            "Query",
+            "groups_by_name",
+            "name",
+            Global(
+                "projects by name, only among those `groups` shows the caller (its own; an admin's domain's): another domain's are never listed",
+            ),
+        ),
+        (
+            "Query",
+            "groups_by_name",
+            "domain_name",
+            Global(
+                "narrows `groups_by_name` among the projects the caller may see; never widens it",
+            ),
+        ),
+        (
+            "Query",
+            "storage_volume",
+            "id",
+            Global("storage hosts are infrastructure: superadmins only, checked before the id"),
         ),
         (
             "Mutation",

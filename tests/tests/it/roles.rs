@@ -141,7 +141,7 @@ both_dbs!(users_see_only_their_own_things, |db| async move {
             Some(&alice),
             gql::create_scaling_group::Variables {
                 name: "sg".into(),
-                props: gql::create_scaling_group::ScalingGroupInput {
+                props: gql::create_scaling_group::CreateScalingGroupInput {
                     driver: "static".into(),
                     scheduler: "fifo".into(),
                     ..Default::default()

@@ -481,7 +481,7 @@ impl TestApp {
     pub async fn resource_group(&self, name: &str) {
         self.admin_op::<gql::CreateScalingGroup>(gql::create_scaling_group::Variables {
             name: name.into(),
-            props: gql::create_scaling_group::ScalingGroupInput {
+            props: gql::create_scaling_group::CreateScalingGroupInput {
                 driver: "static".into(),
                 scheduler: "fifo".into(),
                 ..Default::default()

@@ -2,7 +2,7 @@
 //! everyone else sees only their own domain.
 
 use entity::domains;
-use sea_orm::{ActiveModelTrait, EntityTrait, IntoActiveModel, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 use serde_json::{Value, json};
 
 use crate::auth::SuperadminScope;
@@ -130,4 +130,151 @@ pub async fn modify(
         Some(d.name.clone()),
     );
     Ok(d)
+}
+
+/// Renames domain `old` to `new` (Backend.AI's `modify_domain` with `name`): its users,
+/// projects, resource-group links and templates follow by the database's cascades, its
+/// sessions, kernels and folders in the same transaction. The default domain keeps its name.
+pub async fn rename(
+    store: &impl Store,
+    scope: &SuperadminScope,
+    old: &str,
+    new: &str,
+) -> ApiResult<domains::Model> {
+    let new = crate::validate::object_name("domain", new)?;
+    crate::lookup::get::<domains::Entity>(store.db(), "domain", old.to_string()).await?;
+    if new == old {
+        return crate::lookup::get::<domains::Entity>(store.db(), "domain", new).await;
+    }
+    if old == "default" {
+        return Err(ApiError::bad_request("The default domain keeps its name"));
+    }
+    if domains::Entity::find_by_id(new.clone())
+        .one(store.db())
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(format!("Domain '{new}' already exists")));
+    }
+    let (from, to) = (old.to_string(), new.clone());
+    let d = crate::audit::audited(
+        store,
+        scope.actor(),
+        "rename_domain",
+        "domain",
+        move |txn| {
+            Box::pin(async move {
+                use sea_orm::sea_query::Expr;
+                domains::Entity::update_many()
+                    .col_expr(domains::Column::Name, Expr::value(to.clone()))
+                    .filter(domains::Column::Name.eq(&from))
+                    .exec(txn)
+                    .await?;
+                entity::sessions::Entity::update_many()
+                    .col_expr(
+                        entity::sessions::Column::DomainName,
+                        Expr::value(to.clone()),
+                    )
+                    .filter(entity::sessions::Column::DomainName.eq(&from))
+                    .exec(txn)
+                    .await?;
+                entity::kernels::Entity::update_many()
+                    .col_expr(entity::kernels::Column::DomainName, Expr::value(to.clone()))
+                    .filter(entity::kernels::Column::DomainName.eq(&from))
+                    .exec(txn)
+                    .await?;
+                entity::vfolders::Entity::update_many()
+                    .col_expr(
+                        entity::vfolders::Column::DomainName,
+                        Expr::value(to.clone()),
+                    )
+                    .filter(entity::vfolders::Column::DomainName.eq(&from))
+                    .exec(txn)
+                    .await?;
+                let d = crate::lookup::get::<domains::Entity>(txn, "domain", to.clone()).await?;
+                Ok((d, to, json!({"from": from})))
+            })
+        },
+    )
+    .await?;
+    store.events().changed(
+        ObjectKind::Domain,
+        ChangeAction::Modified,
+        &d.name,
+        Some(d.name.clone()),
+    );
+    Ok(d)
+}
+
+/// Deletes domain `name` for good (Backend.AI's `purge_domain`): only an empty one — no
+/// users, projects with members, sessions or folders; its empty projects and resource-group
+/// links go with it. The default domain stays.
+pub async fn purge(store: &impl Store, scope: &SuperadminScope, name: &str) -> ApiResult<()> {
+    use sea_orm::PaginatorTrait;
+    let d = crate::lookup::get::<domains::Entity>(store.db(), "domain", name.to_string()).await?;
+    if d.name == "default" {
+        return Err(ApiError::bad_request("The default domain cannot be purged"));
+    }
+    let users = entity::users::Entity::find()
+        .filter(entity::users::Column::DomainName.eq(&d.name))
+        .count(store.db())
+        .await?;
+    let sessions = entity::sessions::Entity::find()
+        .filter(entity::sessions::Column::DomainName.eq(&d.name))
+        .count(store.db())
+        .await?;
+    let folders = entity::vfolders::Entity::find()
+        .filter(entity::vfolders::Column::DomainName.eq(&d.name))
+        .count(store.db())
+        .await?;
+    if users + sessions + folders > 0 {
+        return Err(ApiError::conflict(format!(
+            "The domain '{}' still has {users} users, {sessions} sessions and {folders} folders: remove them first",
+            d.name
+        )));
+    }
+    let key = d.name.clone();
+    crate::audit::audited(store, scope.actor(), "purge_domain", "domain", move |txn| {
+        Box::pin(async move {
+            let groups: Vec<uuid::Uuid> = entity::groups::Entity::find()
+                .filter(entity::groups::Column::DomainName.eq(&key))
+                .all(txn)
+                .await?
+                .into_iter()
+                .map(|g| g.id)
+                .collect();
+            for g in &groups {
+                entity::association_groups_users::Entity::delete_many()
+                    .filter(entity::association_groups_users::Column::GroupId.eq(*g))
+                    .exec(txn)
+                    .await?;
+                entity::sgroups_for_groups::Entity::delete_many()
+                    .filter(entity::sgroups_for_groups::Column::Group.eq(*g))
+                    .exec(txn)
+                    .await?;
+            }
+            entity::session_templates::Entity::delete_many()
+                .filter(entity::session_templates::Column::DomainName.eq(&key))
+                .exec(txn)
+                .await?;
+            entity::groups::Entity::delete_many()
+                .filter(entity::groups::Column::DomainName.eq(&key))
+                .exec(txn)
+                .await?;
+            entity::sgroups_for_domains::Entity::delete_many()
+                .filter(entity::sgroups_for_domains::Column::Domain.eq(&key))
+                .exec(txn)
+                .await?;
+            domains::Entity::delete_by_id(key.clone()).exec(txn).await?;
+            Ok(((), key, json!({})))
+        })
+    })
+    .await?;
+    store.events().changed(
+        ObjectKind::Domain,
+        ChangeAction::Deleted,
+        name,
+        Some(name.to_string()),
+    );
+    Ok(())
 }

@@ -519,3 +519,43 @@ pub async fn modify_user(
     );
     Ok(updated)
 }
+
+/// Backend.AI's `purge_user`, as far as bai keeps history: the account `email` is marked
+/// `deleted` (its keypairs and login sessions end, as for a deactivation; its sessions and
+/// audit records stay for the record). Superadmins only; refused for the caller itself and
+/// while the user has live sessions.
+pub async fn purge_user(
+    store: &impl Store,
+    scope: &crate::auth::SuperadminScope,
+    caller: &Caller,
+    email: &str,
+) -> ApiResult<users::Model> {
+    let _ = scope;
+    let target = find_visible(store.db(), caller, email).await?;
+    if target.uuid == caller.uuid {
+        return Err(ApiError::bad_request("You cannot purge your own account."));
+    }
+    let live = sea_orm::PaginatorTrait::count(
+        entity::sessions::Entity::find()
+            .filter(entity::sessions::Column::UserUuid.eq(target.uuid))
+            .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied())),
+        store.db(),
+    )
+    .await?;
+    if live > 0 {
+        return Err(ApiError::conflict(format!(
+            "The user has {live} live sessions: terminate them first"
+        )));
+    }
+    modify_user(
+        store,
+        &AdminScope::Super,
+        caller,
+        email,
+        UserChange {
+            status: Some(UserStatus::Deleted.as_str().into()),
+            ..Default::default()
+        },
+    )
+    .await
+}

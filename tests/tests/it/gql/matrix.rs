@@ -72,3 +72,5 @@ operation!(
     VfolderListOfGroup,
     "graphql/matrix/vfolder_list_of_group.graphql"
 );
+operation!(PurgeDomain, "graphql/matrix/purge_domain.graphql");
+operation!(PurgeUser, "graphql/matrix/purge_user.graphql");
