@@ -10,7 +10,7 @@ use axum::{Extension, Json};
 use entity::enums::{SessionStatus, UserRole};
 use entity::sessions;
 use futures_util::StreamExt;
-use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -177,8 +177,44 @@ pub(super) async fn create_from_template(
     )
 }
 
+/// Who a creation acts as: the caller, or with `owner_access_key` (administrators only, as in
+/// Backend.AI) the owner of that keypair, whom the caller must govern: a keypair it may not
+/// see is NOT_FOUND, an inactive one too.
+async fn acting_as(state: &AppState, caller: &Caller, body: &Value) -> ApiResult<Caller> {
+    let Some(ak) = crate::sessions::body::text(body.get("owner_access_key"))
+        .filter(|ak| Some(ak.as_str()) != caller.access_key.as_deref())
+    else {
+        return Ok(caller.clone());
+    };
+    if caller.admin_scope().is_none() {
+        return Err(ApiError::forbidden(
+            "Only administrators may create sessions for another keypair",
+        ));
+    }
+    let not_found = || ApiError::not_found("keypair", &ak);
+    let kp = entity::keypairs::Entity::find_by_id(ak.clone())
+        .one(&state.db)
+        .await?
+        .filter(|k| k.is_active)
+        .ok_or_else(not_found)?;
+    let owner = entity::users::Entity::find_by_id(kp.user)
+        .one(&state.db)
+        .await?
+        .filter(|u| caller.governs(u.uuid, u.role, &u.domain_name))
+        .ok_or_else(not_found)?;
+    Ok(Caller {
+        uuid: owner.uuid,
+        email: owner.email,
+        domain_name: owner.domain_name,
+        role: owner.role,
+        access_key: Some(kp.access_key),
+        login_session: None,
+    })
+}
+
 async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
-    let caller = caller(principal)?;
+    let acting = acting_as(state, caller(principal)?, &body).await?;
+    let caller = &acting;
     let req = crate::sessions::body::creation_request(caller, &body)?;
     let flag = |k: &str, default: bool| body.get(k).and_then(Value::as_bool).unwrap_or(default);
     let enqueue_only = flag("enqueueOnly", false);

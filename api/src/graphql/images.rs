@@ -49,8 +49,13 @@ impl Image {
     async fn id(&self) -> Uuid {
         self.0.id
     }
-    /// The canonical reference `registry/namespace/name:tag`.
+    /// The image's name as Backend.AI names it: the repository path without the registry and
+    /// the tag (`stable/python`), so that `{registry}/{name}:{tag}` is its reference.
     async fn name(&self) -> &str {
+        &self.0.image
+    }
+    /// The canonical reference `registry/namespace/name:tag`.
+    async fn canonical_ref(&self) -> &str {
         &self.0.name
     }
     async fn namespace(&self) -> String {

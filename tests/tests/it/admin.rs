@@ -645,7 +645,7 @@ both_dbs!(
         .await;
         for (name, props, code) in [
             ("x", sgroup("static", "random"), "BAD_REQUEST"),
-            ("x", sgroup("k8s", "fifo"), "BAD_REQUEST"),
+            ("x", sgroup("k 8s", "fifo"), "BAD_REQUEST"),
             (
                 "x",
                 gql::create_scaling_group::CreateScalingGroupInput {

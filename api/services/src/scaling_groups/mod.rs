@@ -104,14 +104,11 @@ pub fn validate_scheduler_opts(v: &Value) -> ApiResult<Value> {
     Ok(v.clone())
 }
 
+/// A resource group's driver name. bai, like Backend.AI's manager, runs every group as the
+/// `static` driver does (a fixed set of agents); another name is kept as given, as Backend.AI
+/// keeps it, and changes nothing (README, "Compatibility").
 pub fn validate_driver(driver: &str) -> ApiResult<String> {
-    if driver == "static" {
-        Ok(driver.to_string())
-    } else {
-        Err(ApiError::bad_request(format!(
-            "unsupported resource group driver '{driver}' (only 'static')"
-        )))
-    }
+    crate::validate::object_name("resource group driver", driver)
 }
 
 fn parse_scheduler(s: &str) -> ApiResult<SchedulerKind> {
