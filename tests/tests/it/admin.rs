@@ -856,7 +856,7 @@ both_dbs!(
 );
 
 both_dbs!(
-    keypair_used_by_a_session_cannot_be_deleted,
+    keypair_with_a_live_session_cannot_be_deleted,
     |db| async move {
         let app = spawn(db).await;
         app.user("owner@x.org", "user", "default").await;
@@ -885,7 +885,21 @@ both_dbs!(
             .as_str()
             .unwrap()
             .to_string();
-        insert_session(&app, &ak, user, group).await;
+        // A live session holds it (as Backend.AI refuses it); an ended one would not.
+        let session = insert_session(&app, &ak, user, group).await;
+        let set_status = |status: entity::enums::SessionStatus| {
+            use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+            entity::sessions::Entity::update_many()
+                .col_expr(
+                    entity::sessions::Column::Status,
+                    Expr::value(status.as_str()),
+                )
+                .filter(entity::sessions::Column::Id.eq(session))
+                .exec(&app.state().db)
+        };
+        set_status(entity::enums::SessionStatus::Running)
+            .await
+            .unwrap();
         let refused = app
             .op::<ops::DeleteKeypair>(
                 Some(&app.admin_token),
@@ -909,8 +923,16 @@ both_dbs!(
         })
         .await;
         let still = app
-            .admin_op::<ops::KeypairIsActive>(ops::keypair_is_active::Variables { access_key: ak })
+            .admin_op::<ops::KeypairIsActive>(ops::keypair_is_active::Variables {
+                access_key: ak.clone(),
+            })
             .await;
         assert_eq!(still["keypair"]["is_active"], false);
+        // Once the session ended, the keypair may go (the session keeps its key for history).
+        set_status(entity::enums::SessionStatus::Terminated)
+            .await
+            .unwrap();
+        app.admin_op::<ops::DeleteKeypair>(ops::delete_keypair::Variables { access_key: ak })
+            .await;
     }
 );

@@ -1684,7 +1684,9 @@ both_dbs!(commit_sessions_to_images, |db| async move {
     // The CLI lists them with the names given; a stranger's list has none.
     let listed = cli.run(&["image", "list", "--customized"]).await;
     // Its name as Backend.AI names images: the path without the registry and the tag.
-    let path = reference.split_once('/').map_or(reference.as_str(), |(_, r)| r);
+    let path = reference
+        .split_once('/')
+        .map_or(reference.as_str(), |(_, r)| r);
     let bai_name = path.rsplit_once(':').map_or(path, |(n, _)| n);
     assert!(
         listed.ok && listed.stdout.contains("my-env") && listed.stdout.contains(bai_name),

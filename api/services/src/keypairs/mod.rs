@@ -148,14 +148,6 @@ pub async fn live_session_count<C: ConnectionTrait>(db: &C, access_key: &str) ->
         .await?)
 }
 
-/// Any session ever created with this keypair (its history keeps the key referenced).
-pub async fn used_by_sessions<C: ConnectionTrait>(db: &C, access_key: &str) -> ApiResult<u64> {
-    Ok(sessions::Entity::find()
-        .filter(sessions::Column::AccessKey.eq(access_key))
-        .count(db)
-        .await?)
-}
-
 /// A change to a keypair as a surface read it; `None` keeps the value.
 #[derive(Debug, Default, Clone)]
 pub struct KeypairChange {
@@ -286,8 +278,9 @@ pub async fn modify(
     Ok((kp, owner))
 }
 
-/// Deletes a keypair for good (superadmins only). Refused while any session was created
-/// with it, and for a user's main keypair.
+/// Deletes a keypair for good (superadmins only). Refused while a session created with it is
+/// live (as Backend.AI's manager refuses it; ended sessions keep its access key for history),
+/// and for a user's main keypair.
 pub async fn delete(
     store: &impl Store,
     scope: &SuperadminScope,
@@ -295,10 +288,14 @@ pub async fn delete(
     access_key: &str,
 ) -> ApiResult<()> {
     let (kp, owner) = find_visible(store.db(), caller, access_key).await?;
-    let used = used_by_sessions(store.db(), access_key).await?;
-    if used > 0 {
+    let live = sessions::Entity::find()
+        .filter(sessions::Column::AccessKey.eq(access_key))
+        .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+        .count(store.db())
+        .await?;
+    if live > 0 {
         return Err(ApiError::conflict(format!(
-            "Keypair {access_key} cannot be deleted: {used} compute session(s) were created with it. Deactivate it instead."
+            "Keypair {access_key} cannot be deleted: {live} compute session(s) created with it are still live. Terminate them, or deactivate it instead."
         )));
     }
     if owner.main_access_key.as_deref() == Some(access_key) {
