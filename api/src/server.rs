@@ -26,6 +26,7 @@ pub fn router(app: AppState) -> Router {
         .route("/", get(root))
         .route("/graphql", get(http::graphiql).post(http::graphql_post))
         .route("/admin/gql", post(http::graphql_post))
+        .route("/admin/graphql", post(http::graphql_legacy))
         .route("/graphql/ws", get(http::graphql_ws))
         .route("/manager/announcement", get(announcement))
         .route_layer(middleware::from_fn_with_state(

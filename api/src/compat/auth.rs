@@ -36,12 +36,18 @@ pub(super) async fn authorize(
                     body.kind
                 )));
             }
-            let user =
-                crate::accounts::check_credentials(&state, &body.username, &body.password, addr.0)
-                    .await?;
-            // The keypair's secret is a credential like a login session: not before a forced
-            // password change is done.
-            crate::accounts::usable(&state, &user).await?;
+            // A login session too, as Backend.AI's web servers expect one (`session_token`):
+            // the keypair's secret is a credential like it, handed out only after a forced
+            // password change is done (`accounts::login` checks it).
+            let login = crate::accounts::login(
+                &state,
+                &body.username,
+                &body.password,
+                addr.0,
+                Some("Backend.AI web server (/auth/authorize)".into()),
+            )
+            .await?;
+            let user = login.user;
             let mut keys = keypairs::Entity::find()
                 .filter(keypairs::Column::User.eq(user.uuid))
                 .filter(keypairs::Column::IsActive.eq(true))
@@ -57,12 +63,47 @@ pub(super) async fn authorize(
             }
             let k = keys.swap_remove(pick);
             Ok(Json(json!({"data": {
+                "response_type": "success",
                 "access_key": k.access_key,
                 "secret_key": k.secret_key,
                 "role": role_name(&user),
                 "status": user.status.as_str(),
+                "user_id": user.uuid,
+                "session_token": login.token,
             }}))
             .into_response())
+        }
+        .await,
+    )
+}
+
+#[derive(Deserialize)]
+pub(super) struct Logout {
+    session_token: String,
+}
+
+/// `POST /auth/logout` (signed by the user's keypair, as Backend.AI's web servers send it):
+/// ends the login session `/auth/authorize` gave; another user's token ends nothing.
+pub(super) async fn logout(
+    State(state): State<AppState>,
+    Extension(principal): Extension<crate::auth::Principal>,
+    Json(body): Json<Logout>,
+) -> Response {
+    reply(
+        async {
+            let caller = super::caller(&principal)?;
+            let row = entity::login_sessions::Entity::find()
+                .filter(
+                    entity::login_sessions::Column::TokenHash
+                        .eq(crate::auth::tokens::hash_token(&body.session_token)),
+                )
+                .filter(entity::login_sessions::Column::UserUuid.eq(caller.uuid))
+                .one(&state.db)
+                .await?;
+            if let Some(row) = row {
+                crate::accounts::logout(&state, row.id).await?;
+            }
+            Ok(Json(json!({})).into_response())
         }
         .await,
     )

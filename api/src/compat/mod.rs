@@ -91,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         .route("/scaling-groups", get(resource::scaling_groups))
         .route("/config/resource-slots", get(resource::resource_slots))
         .route("/auth/authorize", post(auth::authorize))
+        .route("/auth/logout", post(auth::logout))
         .route(
             "/folders",
             get(folder::list)

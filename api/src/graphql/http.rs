@@ -83,6 +83,38 @@ pub async fn graphql_post(
     response
 }
 
+/// `POST /admin/graphql`: Backend.AI's legacy GraphQL endpoint, which older clients and
+/// Console 21.02 use: the answer is the bare `data` object; errors come as Backend.AI's
+/// `graphql-error` problem (400) with the errors in `data`. Never compressed (Lablup's
+/// console server copies the encoding header of what it proxies).
+pub async fn graphql_legacy(
+    State(web): State<Web>,
+    Extension(principal): Extension<Principal>,
+    Extension(addr): Extension<ClientAddr>,
+    req: GraphQLRequest,
+) -> Response {
+    let resp = web
+        .schema
+        .execute(req.into_inner().data(principal).data(addr))
+        .await;
+    let resp = ensure_codes(resp);
+    if resp.errors.is_empty() {
+        return axum::Json(resp.data).into_response();
+    }
+    let errors = serde_json::to_value(&resp.errors).unwrap_or(serde_json::Value::Null);
+    let body = serde_json::json!({
+        "type": "https://api.backend.ai/probs/graphql-error",
+        "title": "GraphQL-generated error",
+        "data": errors,
+    });
+    let mut out = (axum::http::StatusCode::BAD_REQUEST, body.to_string()).into_response();
+    out.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/problem+json"),
+    );
+    out
+}
+
 pub async fn graphiql() -> impl IntoResponse {
     Html(
         GraphiQLSource::build()

@@ -137,3 +137,100 @@ async fn lablup_cli_integration_suite_passes() {
     );
     took("it::lablup::lablup_cli_integration_suite_passes", started);
 }
+
+crate::both_dbs!(web_server_login_and_legacy_graphql, |db| async move {
+    use serde_json::{Value, json};
+    let app = spawn(db).await;
+    app.user("web@x.org", "user", "default").await;
+    // Lablup's web servers log in through `/auth/authorize`: the keypair, who, and a login
+    // session of its own.
+    let resp = app
+        .http
+        .post(app.url("/auth/authorize"))
+        .json(&json!({"type": "keypair", "domain": "default", "username": "web@x.org", "password": USER_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let got: Value = resp.json().await.unwrap();
+    let data = &got["data"];
+    assert_eq!(data["response_type"], "success", "{got}");
+    assert_eq!(data["role"], "user", "{got}");
+    assert_eq!(data["status"], "active", "{got}");
+    assert!(data["access_key"].is_string() && data["secret_key"].is_string(), "{got}");
+    assert!(uuid::Uuid::parse_str(data["user_id"].as_str().unwrap()).is_ok(), "{got}");
+    let token = data["session_token"].as_str().unwrap().to_string();
+    let me = app.ok(Some(&token), "{ user { email } }", json!({})).await;
+    assert_eq!(me["user"]["email"], "web@x.org");
+    // A wrong password: Backend.AI's problem, 401.
+    let wrong = app
+        .http
+        .post(app.url("/auth/authorize"))
+        .json(&json!({"type": "keypair", "domain": "default", "username": "web@x.org", "password": "nope"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let problem: Value = wrong.json().await.unwrap();
+    assert!(problem["type"].is_string() && problem["title"].is_string(), "{problem}");
+
+    // The legacy endpoint: the bare data, errors as Backend.AI's graphql-error problem.
+    let legacy = app
+        .http
+        .post(app.url("/admin/graphql"))
+        .bearer_auth(&token)
+        .json(&json!({"query": "{ user { email role } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(legacy.status(), 200);
+    assert!(
+        legacy.headers()["content-type"].to_str().unwrap().starts_with("application/json")
+    );
+    let bare: Value = legacy.json().await.unwrap();
+    assert_eq!(bare, json!({"user": {"email": "web@x.org", "role": "user"}}));
+    let bad = app
+        .http
+        .post(app.url("/admin/graphql"))
+        .bearer_auth(&token)
+        .json(&json!({"query": "{ users { email } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let problem: Value = bad.json().await.unwrap();
+    assert_eq!(problem["type"], "https://api.backend.ai/probs/graphql-error", "{problem}");
+    assert_eq!(problem["data"][0]["extensions"]["code"], "FORBIDDEN", "{problem}");
+
+    // `/auth/logout` ends that login session, and only the caller's own.
+    let other = app.user("other@x.org", "user", "default").await;
+    let theirs = app
+        .http
+        .post(app.url("/auth/logout"))
+        .bearer_auth(&other)
+        .json(&json!({"session_token": token}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theirs.status(), 200);
+    let still = app.ok(Some(&token), "{ user { email } }", json!({})).await;
+    assert_eq!(still["user"]["email"], "web@x.org");
+    let out = app
+        .http
+        .post(app.url("/auth/logout"))
+        .bearer_auth(&token)
+        .json(&json!({"session_token": token}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 200);
+    let gone = app
+        .http
+        .post(app.url("/graphql"))
+        .bearer_auth(&token)
+        .json(&json!({"query": "{ user { email } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 401, "the login session ended");
+});
