@@ -157,8 +157,14 @@ crate::both_dbs!(web_server_login_and_legacy_graphql, |db| async move {
     assert_eq!(data["response_type"], "success", "{got}");
     assert_eq!(data["role"], "user", "{got}");
     assert_eq!(data["status"], "active", "{got}");
-    assert!(data["access_key"].is_string() && data["secret_key"].is_string(), "{got}");
-    assert!(uuid::Uuid::parse_str(data["user_id"].as_str().unwrap()).is_ok(), "{got}");
+    assert!(
+        data["access_key"].is_string() && data["secret_key"].is_string(),
+        "{got}"
+    );
+    assert!(
+        uuid::Uuid::parse_str(data["user_id"].as_str().unwrap()).is_ok(),
+        "{got}"
+    );
     let token = data["session_token"].as_str().unwrap().to_string();
     let me = app.ok(Some(&token), "{ user { email } }", json!({})).await;
     assert_eq!(me["user"]["email"], "web@x.org");
@@ -172,7 +178,10 @@ crate::both_dbs!(web_server_login_and_legacy_graphql, |db| async move {
         .unwrap();
     assert_eq!(wrong.status(), 401);
     let problem: Value = wrong.json().await.unwrap();
-    assert!(problem["type"].is_string() && problem["title"].is_string(), "{problem}");
+    assert!(
+        problem["type"].is_string() && problem["title"].is_string(),
+        "{problem}"
+    );
 
     // The legacy endpoint: the bare data, errors as Backend.AI's graphql-error problem.
     let legacy = app
@@ -185,10 +194,16 @@ crate::both_dbs!(web_server_login_and_legacy_graphql, |db| async move {
         .unwrap();
     assert_eq!(legacy.status(), 200);
     assert!(
-        legacy.headers()["content-type"].to_str().unwrap().starts_with("application/json")
+        legacy.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
     );
     let bare: Value = legacy.json().await.unwrap();
-    assert_eq!(bare, json!({"user": {"email": "web@x.org", "role": "user"}}));
+    assert_eq!(
+        bare,
+        json!({"user": {"email": "web@x.org", "role": "user"}})
+    );
     let bad = app
         .http
         .post(app.url("/admin/graphql"))
@@ -199,8 +214,14 @@ crate::both_dbs!(web_server_login_and_legacy_graphql, |db| async move {
         .unwrap();
     assert_eq!(bad.status(), 400);
     let problem: Value = bad.json().await.unwrap();
-    assert_eq!(problem["type"], "https://api.backend.ai/probs/graphql-error", "{problem}");
-    assert_eq!(problem["data"][0]["extensions"]["code"], "FORBIDDEN", "{problem}");
+    assert_eq!(
+        problem["type"], "https://api.backend.ai/probs/graphql-error",
+        "{problem}"
+    );
+    assert_eq!(
+        problem["data"][0]["extensions"]["code"], "FORBIDDEN",
+        "{problem}"
+    );
 
     // `/auth/logout` ends that login session, and only the caller's own.
     let other = app.user("other@x.org", "user", "default").await;
