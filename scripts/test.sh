@@ -43,3 +43,5 @@ trap slowest EXIT
 # The several-managers tests start `bai serve` processes of their own (and kill one).
 cargo build -p api --bin bai
 cargo test --workspace --exclude web
+# Lablup's CLI test suite, alone on the machine: it allows each CLI command 5 seconds.
+cargo test -p tests --test it -- --ignored --exact lablup::lablup_cli_integration_suite_passes
