@@ -5,8 +5,8 @@
 pub use bai_core::validate;
 pub use bai_services::{
     API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config, db, domains,
-    events, groups, images, keypairs, lookup, policies, presets, registries, scaling_groups,
-    scheduler, sessions, settings, sql, state, storage, templates, users,
+    dotfiles, events, groups, images, keypairs, lookup, policies, presets, registries,
+    scaling_groups, scheduler, sessions, settings, sql, state, storage, templates, users,
 };
 
 // Layer 5: the surfaces and the server.

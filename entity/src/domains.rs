@@ -20,6 +20,8 @@ pub struct Model {
     #[sea_orm(column_type = "Json")]
     pub allowed_docker_registries: StringList,
     pub integration_id: Option<String>,
+    /// Dotfiles put into the sessions' /home/work (`bai_services::dotfiles`).
+    pub dotfiles: Option<Vec<u8>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -22,6 +22,8 @@ pub struct Model {
     pub integration_id: Option<String>,
     #[sea_orm(column_name = "type")]
     pub group_type: GroupType,
+    /// Dotfiles put into the sessions' /home/work (`bai_services::dotfiles`).
+    pub dotfiles: Option<Vec<u8>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -11,6 +11,7 @@ mod m20261125_000005_customized_images;
 mod m20261126_000001_managers;
 mod m20261126_000002_shared_runs_and_apps;
 mod m20261126_000003_folder_sharing;
+mod m20261126_000004_dotfiles;
 
 pub struct Migrator;
 
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000001_managers::Migration),
             Box::new(m20261126_000002_shared_runs_and_apps::Migration),
             Box::new(m20261126_000003_folder_sharing::Migration),
+            Box::new(m20261126_000004_dotfiles::Migration),
         ]
     }
 }

@@ -780,6 +780,34 @@ impl crate::Engine for DockerEngine {
                 return Err(engine_err("joining the cluster network", e));
             }
         }
+        if !spec.home_files.is_empty() {
+            // Into the created container's /home/work (its scratch volume, already filled from
+            // the image), before anything in it runs.
+            let written = home_archive(&spec.home_files)
+                .map_err(|e| EngineError::failed("writing dotfiles into a container", e));
+            let written = match written {
+                Ok(archive) => self
+                    .docker
+                    .upload_to_container(
+                        &created.id,
+                        Some(
+                            bollard::query_parameters::UploadToContainerOptionsBuilder::default()
+                                .path("/home/work")
+                                .build(),
+                        ),
+                        bollard::body_full(bytes::Bytes::from(archive)),
+                    )
+                    .await
+                    .map_err(|e| engine_err("writing dotfiles into a container", e)),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = written {
+                if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
+                    tracing::warn!(container = %created.id, error = ?cleanup, "removing a container whose dotfiles could not be written failed");
+                }
+                return Err(e);
+            }
+        }
         if let Err(e) = self.docker.start_container(&created.id, None).await {
             if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
                 // The reconciliation removes a container of no live session.
@@ -1619,6 +1647,42 @@ fn tar_of(dir: &str, files: &[(&str, u32, &[u8])]) -> Result<Vec<u8>, String> {
     for (name, mode, data) in files {
         let mut h = header(*mode, data.len() as u64, tar::EntryType::Regular);
         b.append_data(&mut h, format!("{prefix}{name}"), *data)
+            .map_err(|e| e.to_string())?;
+    }
+    b.into_inner().map_err(|e| e.to_string())
+}
+
+/// A tar archive of `files` under /home/work, each with its parent directories (owned by
+/// `work`, 0755) so that nested paths such as `.config/app/rc` are the user's to change.
+fn home_archive(files: &[crate::HomeFile]) -> Result<Vec<u8>, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let header = |mode: u32, size: u64, kind: tar::EntryType| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(mode & 0o777);
+        h.set_uid(1000);
+        h.set_gid(1000);
+        h.set_mtime(now);
+        h.set_size(size);
+        h
+    };
+    let mut b = tar::Builder::new(Vec::new());
+    let mut dirs = std::collections::BTreeSet::new();
+    for f in files {
+        let parts: Vec<&str> = f.path.split('/').collect();
+        for depth in 1..parts.len() {
+            let dir = parts[..depth].join("/");
+            if dirs.insert(dir.clone()) {
+                let mut h = header(0o755, 0, tar::EntryType::Directory);
+                b.append_data(&mut h, format!("{dir}/"), std::io::empty())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        let mut h = header(f.mode, f.data.len() as u64, tar::EntryType::Regular);
+        b.append_data(&mut h, &f.path, f.data.as_slice())
             .map_err(|e| e.to_string())?;
     }
     b.into_inner().map_err(|e| e.to_string())

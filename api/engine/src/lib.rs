@@ -147,6 +147,19 @@ pub struct KernelSpec {
     pub pids_limit: i64,
     /// Storage folders bound into the container.
     pub mounts: Vec<BindMount>,
+    /// Files written into /home/work before the container starts (Backend.AI's dotfiles),
+    /// owned by `work`.
+    pub home_files: Vec<HomeFile>,
+}
+
+/// A file put into a container's /home/work before it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeFile {
+    /// Relative to /home/work, checked by the caller: no `..`, no empty component.
+    pub path: String,
+    /// Permission bits (at most 0o777).
+    pub mode: u32,
+    pub data: Vec<u8>,
 }
 
 /// Where one container of a cluster session sits: on the session's private network (one host),
@@ -415,6 +428,7 @@ mod tests {
             ports: Vec::new(),
             pids_limit: 0,
             mounts: Vec::new(),
+            home_files: Vec::new(),
         }
     }
 

@@ -228,6 +228,11 @@ impl crate::Engine for MemoryEngine {
                         .iter()
                         .filter(|_| !i.hold_bootstraps)
                         .map(|_| (crate::BOOTSTRAP_DONE.to_string(), Vec::new()))
+                        .chain(
+                            spec.home_files
+                                .iter()
+                                .map(|f| (format!("/home/work/{}", f.path), f.data.clone())),
+                        )
                         .collect(),
                     spawned: Vec::new(),
                 },
@@ -648,6 +653,7 @@ mod tests {
             ports: Vec::new(),
             pids_limit: 1024,
             mounts: Vec::new(),
+            home_files: Vec::new(),
         }
     }
 

@@ -149,6 +149,7 @@ pub async fn seed_defaults(db: &DatabaseConnection, clock: &dyn Clock) -> anyhow
         allowed_vfolder_hosts: Set(hosts.clone()),
         allowed_docker_registries: Set(Default::default()),
         integration_id: Set(None),
+        dotfiles: Set(None),
     }
     .insert(&txn)
     .await?;
@@ -163,6 +164,7 @@ pub async fn seed_defaults(db: &DatabaseConnection, clock: &dyn Clock) -> anyhow
         total_resource_slots: Set(Default::default()),
         allowed_vfolder_hosts: Set(hosts.clone()),
         integration_id: Set(None),
+        dotfiles: Set(None),
         group_type: Set(GroupType::General),
     }
     .insert(&txn)

@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod config;
 pub mod db;
 pub mod domains;
+pub mod dotfiles;
 pub use bai_core::error;
 pub mod events;
 pub mod groups;

@@ -5,6 +5,7 @@
 //! handler delegates to the same functions the GraphQL API uses; errors are Backend.AI's
 //! `application/problem+json`.
 mod auth;
+mod dotfile;
 mod folder;
 mod resource;
 mod session;
@@ -90,6 +91,27 @@ pub fn router(state: AppState) -> Router {
         .route("/resource/check-presets", post(resource::check_presets))
         .route("/scaling-groups", get(resource::scaling_groups))
         .route("/config/resource-slots", get(resource::resource_slots))
+        .route(
+            "/user-config/dotfiles",
+            get(dotfile::dotfiles)
+                .post(dotfile::dotfiles)
+                .patch(dotfile::dotfiles)
+                .delete(dotfile::dotfiles),
+        )
+        .route(
+            "/group-config/dotfiles",
+            get(dotfile::dotfiles)
+                .post(dotfile::dotfiles)
+                .patch(dotfile::dotfiles)
+                .delete(dotfile::dotfiles),
+        )
+        .route(
+            "/domain-config/dotfiles",
+            get(dotfile::dotfiles)
+                .post(dotfile::dotfiles)
+                .patch(dotfile::dotfiles)
+                .delete(dotfile::dotfiles),
+        )
         .route("/auth/authorize", post(auth::authorize))
         .route("/auth/logout", post(auth::logout))
         .route(
@@ -197,6 +219,7 @@ const VERSIONS: &[&str] = &[
     "v4.20190615",
     "v5.20191215",
     "v6.20200815",
+    "v6.20210815",
     "v6.20220315",
     "v6.20220615",
     "v6.20221201",

@@ -78,16 +78,43 @@ pub(super) async fn check_presets(
                     })
                 })
                 .collect();
+            // Backend.AI's shape: every known slot in every map ("Infinity" where unlimited,
+            // "0" where nothing is used or left), which Lablup's consoles read unguarded.
+            let remaining = full(&u.keypair_remaining.0, |_| "Infinity");
+            let keypair_limits = full(&u.keypair_limits.0, |slot| {
+                if remaining.get(slot) == Some(&json!("Infinity")) {
+                    "Infinity"
+                } else {
+                    "0"
+                }
+            });
+            let group_limits = full(&u.group_limits.0, |_| "Infinity");
+            let group_using = full(&u.group_using.0, |_| "0");
+            let group_remaining: serde_json::Map<String, Value> = group_limits
+                .iter()
+                .map(|(slot, limit)| {
+                    let left = match (decimal(limit), decimal(&group_using[slot])) {
+                        (Some(l), Some(used)) => {
+                            json!((l - used).max(rust_decimal::Decimal::ZERO).to_string())
+                        }
+                        _ => json!("Infinity"),
+                    };
+                    (slot.clone(), left)
+                })
+                .collect();
+            let sg_remaining = full(&u.scaling_group_remaining.0, |_| "0");
             Ok(Json(json!({
-                "keypair_limits": u.keypair_limits.0,
-                "keypair_using": u.keypair_using.0,
-                "keypair_remaining": u.keypair_remaining.0,
-                "group_using": u.group_using.0,
-                "scaling_group_remaining": u.scaling_group_remaining.0,
+                "keypair_limits": keypair_limits,
+                "keypair_using": full(&u.keypair_using.0, |_| "0"),
+                "keypair_remaining": remaining,
+                "group_limits": group_limits,
+                "group_using": group_using,
+                "group_remaining": group_remaining,
+                "scaling_group_remaining": sg_remaining,
                 "scaling_groups": {
                     u.scaling_group.clone(): {
-                        "using": u.group_using.0,
-                        "remaining": u.scaling_group_remaining.0,
+                        "using": full(&u.keypair_using_in_scaling_group.0, |_| "0"),
+                        "remaining": sg_remaining,
                     }
                 },
                 "presets": presets,
@@ -96,6 +123,25 @@ pub(super) async fn check_presets(
         }
         .await,
     )
+}
+
+/// `map` with every known slot: its own value as a string, else `missing(slot)`.
+fn full(map: &Value, missing: impl Fn(&str) -> &'static str) -> serde_json::Map<String, Value> {
+    entity::slots::KNOWN_SLOTS
+        .iter()
+        .map(|(slot, _)| {
+            let v = match map.get(*slot) {
+                Some(Value::String(s)) => json!(s),
+                Some(Value::Number(n)) => json!(n.to_string()),
+                _ => json!(missing(slot)),
+            };
+            (slot.to_string(), v)
+        })
+        .collect()
+}
+
+fn decimal(v: &Value) -> Option<rust_decimal::Decimal> {
+    v.as_str().and_then(|s| s.parse().ok())
 }
 
 #[derive(Deserialize, Default)]

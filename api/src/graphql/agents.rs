@@ -1,5 +1,7 @@
 //! GraphQL for agents (superadmins, as the seeds say): `agent`, `agents`, `agent_list`;
 //! and `rescan_images` for the engines' local images.
+// Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
+#![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{AgentStatus, SessionStatus};
@@ -167,10 +169,32 @@ impl AgentQuery {
         order: Option<String>,
         status: Option<String>,
         scaling_group: Option<String>,
+        #[graphql(
+            desc = "Backend.AI's filter expression over id, status, region, scaling_group, addr, architecture, version, schedulable, first_contact"
+        )]
+        filter: Option<String>,
     ) -> crate::graphql::context::Result<AgentList> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let select = filtered(status, scaling_group)?;
+        let mut select = filtered(status, scaling_group)?;
+        if let Some(f) = filter
+            && let Some(f) = bai_core::filter::parse(
+                &f,
+                &[
+                    ("id", agents::Column::Id),
+                    ("status", agents::Column::Status),
+                    ("region", agents::Column::Region),
+                    ("scaling_group", agents::Column::ScalingGroup),
+                    ("addr", agents::Column::Addr),
+                    ("architecture", agents::Column::Architecture),
+                    ("version", agents::Column::Version),
+                    ("schedulable", agents::Column::Schedulable),
+                    ("first_contact", agents::Column::FirstContact),
+                ],
+            )?
+        {
+            select = select.filter(crate::sql::condition(&f));
+        }
         let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
@@ -180,6 +204,9 @@ impl AgentQuery {
                 ("id", agents::Column::Id),
                 ("first_contact", agents::Column::FirstContact),
                 ("status", agents::Column::Status),
+                ("scaling_group", agents::Column::ScalingGroup),
+                ("region", agents::Column::Region),
+                ("architecture", agents::Column::Architecture),
             ],
             (agents::Column::FirstContact, Order::Asc),
         )

@@ -81,8 +81,9 @@ pub fn authed<'a>(ctx: &Context<'a>) -> ApiResult<(&'a AppState, &'a Caller)> {
 
 /// Validated `limit`/`offset` of Backend.AI's paginated lists.
 pub fn page(limit: i32, offset: i32) -> ApiResult<(u64, u64)> {
-    if !(1..=100).contains(&limit) {
-        return Err(ApiError::bad_request("limit must be between 1 and 100"));
+    // 1000: the most Backend.AI's consoles ask for in one page (Console 21.02's launcher).
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 1000"));
     }
     let offset =
         u64::try_from(offset).map_err(|_| ApiError::bad_request("offset must not be negative"))?;

@@ -93,10 +93,11 @@ pub async fn graphql_legacy(
     Extension(addr): Extension<ClientAddr>,
     req: GraphQLRequest,
 ) -> Response {
-    let resp = web
-        .schema
-        .execute(req.into_inner().data(principal).data(addr))
-        .await;
+    let mut req = req.into_inner();
+    if let std::borrow::Cow::Owned(q) = legacy_variable_types(&req.query) {
+        req.query = q;
+    }
+    let resp = web.schema.execute(req.data(principal).data(addr)).await;
     let resp = ensure_codes(resp);
     if resp.errors.is_empty() {
         return axum::Json(resp.data).into_response();
@@ -113,6 +114,41 @@ pub async fn graphql_legacy(
         axum::http::HeaderValue::from_static("application/problem+json"),
     );
     out
+}
+
+/// Lablup's Console 21.02 declares `$group_id: String` (Backend.AI 20.09 took any string there)
+/// where Backend.AI's later managers and bai take a UUID: on the legacy endpoint that
+/// declaration reads as `UUID` (the value is still checked as one).
+fn legacy_variable_types(query: &str) -> std::borrow::Cow<'_, str> {
+    const NAME: &str = "$group_id";
+    let mut out = String::new();
+    let mut rest = query;
+    let mut changed = false;
+    while let Some(at) = rest.find(NAME) {
+        let (before, from) = rest.split_at(at);
+        let after = &from[NAME.len()..];
+        let trimmed = after.trim_start();
+        let typed = trimmed.strip_prefix(':').map(str::trim_start);
+        match typed.and_then(|t| t.strip_prefix("String")) {
+            Some(tail) if !tail.starts_with(|c: char| c.is_alphanumeric() || c == '_') => {
+                out.push_str(before);
+                out.push_str(NAME);
+                out.push_str(": UUID");
+                rest = tail;
+                changed = true;
+            }
+            _ => {
+                out.push_str(before);
+                out.push_str(NAME);
+                rest = after;
+            }
+        }
+    }
+    if !changed {
+        return std::borrow::Cow::Borrowed(query);
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 pub async fn graphiql() -> impl IntoResponse {
@@ -206,4 +242,32 @@ pub async fn graphql_ws(
             }
         })
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::legacy_variable_types;
+
+    #[test]
+    fn consoles_string_group_ids_read_as_uuids() {
+        assert_eq!(
+            legacy_variable_types(
+                "query($ak:String, $group_id:String, $status:String) { x(group_id:$group_id) }"
+            ),
+            "query($ak:String, $group_id: UUID, $status:String) { x(group_id:$group_id) }"
+        );
+        assert_eq!(
+            legacy_variable_types("query($group_id : String!) { x }"),
+            "query($group_id: UUID!) { x }"
+        );
+        // Other names and types stay as written.
+        for q in [
+            "query($group_id: UUID) { x }",
+            "query($group_ids: String) { x }",
+            "query($group_id: StringList) { x }",
+            "{ x }",
+        ] {
+            assert_eq!(legacy_variable_types(q), q);
+        }
+    }
 }

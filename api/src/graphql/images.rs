@@ -144,7 +144,14 @@ impl Image {
                             .and_then(Value::as_str)
                             .unwrap_or("0")
                             .to_string(),
-                        max: v.get("max").and_then(Value::as_str).map(str::to_string),
+                        // No maximum: "Infinity", as Backend.AI answers (its consoles
+                        // compare against it).
+                        max: Some(
+                            v.get("max")
+                                .and_then(Value::as_str)
+                                .unwrap_or("Infinity")
+                                .to_string(),
+                        ),
                     })
                     .collect()
             })

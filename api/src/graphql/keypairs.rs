@@ -121,6 +121,18 @@ impl KeyPair {
             full_name: self.owner.full_name.clone(),
         }
     }
+    /// Backend.AI 20.09's `concurrency_limit`: the keypair's policy's `max_concurrent_sessions`
+    /// (0 = unlimited).
+    async fn concurrency_limit(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<i32> {
+        let state = crate::graphql::context::state(ctx)?;
+        Ok(
+            entity::keypair_resource_policies::Entity::find_by_id(self.kp.resource_policy.clone())
+                .one(&state.read)
+                .await
+                .map_err(ApiError::from)?
+                .map_or(0, |p| p.max_concurrent_sessions),
+        )
+    }
     /// Sessions currently holding resources under this keypair.
     async fn concurrency_used(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
         let state = crate::graphql::context::state(ctx)?;

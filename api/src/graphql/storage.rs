@@ -299,6 +299,15 @@ impl StorageVolume {
     async fn performance_metric(&self) -> crate::graphql::scalars::JsonString {
         crate::graphql::scalars::JsonString(serde_json::json!({}))
     }
+    /// The filesystem's `capacity_bytes` and `used_bytes` (`{}` when it cannot be read).
+    async fn usage(&self) -> crate::graphql::scalars::JsonString {
+        crate::graphql::scalars::JsonString(match crate::storage::volume_usage(&self.path) {
+            Some((capacity, used)) => {
+                serde_json::json!({"capacity_bytes": capacity, "used_bytes": used})
+            }
+            None => serde_json::json!({}),
+        })
+    }
 }
 
 #[derive(SimpleObject)]

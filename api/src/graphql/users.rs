@@ -75,6 +75,11 @@ impl User {
     async fn sudo_session_enabled(&self) -> bool {
         false
     }
+    /// Backend.AI 20.09 answered a user's password hash here; bai never does (null). Lablup's
+    /// Console 21.02 selects it.
+    async fn password(&self) -> Option<String> {
+        None
+    }
     /// Backend.AI's TOTP: bai has none (false).
     async fn totp_activated(&self) -> bool {
         false

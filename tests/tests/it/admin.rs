@@ -210,7 +210,7 @@ both_dbs!(users_and_keypairs, |db| async move {
         &app.op::<gql::KeypairList>(
             admin,
             gql::keypair_list::Variables {
-                limit: 1000,
+                limit: 1001,
                 offset: 0,
                 order: None,
                 ..Default::default()

@@ -197,12 +197,43 @@ fn session_id_in(text: &str) -> String {
 both_dbs!(official_cli_against_bai, |db| async move {
     require_docker();
     let app = spawn(db).await;
-    // The seed's note: admins make `python` an alias of the full image reference.
-    app.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
-        alias: "python".into(),
-        target: PYTHON.into(),
+    // `python` is an alias the first start seeded (the guides' commands use it), with
+    // `python3` and `python:<tag>`; one an admin removes stays removed after a rescan.
+    let aliases = |img: Value| img["image"]["aliases"].clone();
+    let img = app
+        .admin_op::<gql::Image>(gql::image::Variables {
+            reference: "python3".into(),
+        })
+        .await;
+    assert_eq!(img["image"]["name"], PYTHON, "{img}");
+    for a in ["python", "python3", "python:3.11-debian12"] {
+        assert!(
+            aliases(img.clone()).as_array().unwrap().contains(&json!(a)),
+            "{img}"
+        );
+    }
+    app.admin_op::<gql::live::DealiasImage>(gql::live::dealias_image::Variables {
+        alias: "python:3.11-debian12".into(),
     })
     .await;
+    let task =
+        app.admin_op::<gql::RescanImages>(Default::default()).await["rescan_images"]["task_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    wait_task_done(&app, &app.admin_token, &task).await;
+    let img = app
+        .admin_op::<gql::Image>(gql::image::Variables {
+            reference: "python".into(),
+        })
+        .await;
+    assert!(
+        !aliases(img.clone())
+            .as_array()
+            .unwrap()
+            .contains(&json!("python:3.11-debian12")),
+        "{img}"
+    );
     let user = app.user("cli@x.org", "user", "default").await;
     let cli = Cli::for_user(&app, &user).await;
 
@@ -503,6 +534,27 @@ both_dbs!(rest_resources_and_authorize, |db| async move {
             .all(|p| p["allocatable"].is_boolean())
     );
     assert!(check["keypair_remaining"].is_object(), "{check}");
+    // Every known slot in every map, as Lablup's consoles read them unguarded: "Infinity"
+    // where unlimited (the default policy, the project without limits), "0" where unused.
+    let sg = check["scaling_groups"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    for slot in ["cpu", "mem", "cuda.device", "cuda.shares"] {
+        assert_eq!(check["keypair_limits"][slot], "Infinity", "{check}");
+        assert_eq!(check["group_limits"][slot], "Infinity", "{check}");
+        assert_eq!(check["group_remaining"][slot], "Infinity", "{check}");
+        assert_eq!(check["keypair_using"][slot], "0", "{check}");
+        assert_eq!(check["group_using"][slot], "0", "{check}");
+        assert!(
+            check["scaling_groups"][&sg]["remaining"][slot].is_string(),
+            "{check}"
+        );
+        assert_eq!(check["scaling_groups"][&sg]["using"][slot], "0", "{check}");
+    }
     // An API version Backend.AI never had; an unknown session; anonymous callers.
     let odd = app
         .http
@@ -540,11 +592,7 @@ both_dbs!(official_clis_over_https, |db| async move {
         c.tls_key = Some(tls.key.clone());
     })
     .await;
-    app.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
-        alias: "python".into(),
-        target: PYTHON.into(),
-    })
-    .await;
+    // `python` is an alias the first start seeded (the guides' commands use it).
     let user = app.user("tls-cli@x.org", "user", "default").await;
     for (bin, name) in [(cli_path(), "tls-sdk23"), (cli26_path(), "tls-sdk26")] {
         let mut cli = Cli::for_user(&app, &user).await;
@@ -1744,3 +1792,142 @@ both_dbs!(commit_sessions_to_images, |db| async move {
         .await;
     }
 });
+
+// Both official clients' admin lists, unchanged, with Backend.AI's `--filter` and `--order`:
+// the rows asked for, in the order asked for, under their headers; the other lists answer
+// without a traceback.
+both_dbs!(
+    admin_lists_filter_and_order_on_both_clients,
+    |db| async move {
+        let app = spawn(db).await;
+        app.user("lst-b@x.org", "user", "default").await;
+        app.user("lst-a@x.org", "user", "default").await;
+        let agent = app
+            .admin_op::<gql::sessions::Agents>(Default::default())
+            .await["agents"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let before = |out: &Out, a: &str, b: &str| {
+            let (i, j) = (out.stdout.find(a), out.stdout.find(b));
+            assert!(i.is_some() && j.is_some() && i < j, "{a} before {b}: {out}");
+        };
+        for (v, cli) in [
+            (23, Cli::for_user(&app, &app.admin_token).await),
+            (26, Cli::for_user26(&app, &app.admin_token).await),
+        ] {
+            let run = |args: &'static [&'static str]| cli.run(args);
+            let up = run(&[
+                "admin",
+                "user",
+                "list",
+                "--filter",
+                "email ilike \"%lst-%\"",
+                "--order",
+                "email",
+            ])
+            .await;
+            assert!(up.ok && up.stdout.contains("Email"), "{up}");
+            before(&up, "lst-a@x.org", "lst-b@x.org");
+            assert!(!up.stdout.contains("admin@bai.local"), "{up}");
+            let down = run(&[
+                "admin",
+                "user",
+                "list",
+                "--filter",
+                "email ilike \"%lst-%\"",
+                "--order",
+                "-email",
+            ])
+            .await;
+            before(&down, "lst-b@x.org", "lst-a@x.org");
+            let keys = run(&[
+                "admin",
+                "keypair",
+                "list",
+                "--filter",
+                "user_id ilike \"%lst-%\"",
+                "--order",
+                "user_id",
+            ])
+            .await;
+            assert!(keys.ok, "{keys}");
+            before(&keys, "lst-a@x.org", "lst-b@x.org");
+            assert!(!keys.stdout.contains("admin@bai.local"), "{keys}");
+            let alive = run(&[
+                "admin",
+                "agent",
+                "list",
+                "--filter",
+                "status == \"ALIVE\"",
+                "--order",
+                "id",
+            ])
+            .await;
+            assert!(alive.ok && alive.stdout.contains(&agent), "{alive}");
+            let nowhere = run(&[
+                "admin",
+                "agent",
+                "list",
+                "--filter",
+                "region == \"nowhere\"",
+            ])
+            .await;
+            // An empty page: the 23.9 client's own `NoItems` (it says so for any empty list).
+            let empty = |o: &Out| o.ok || o.stderr.contains("NoItems");
+            assert!(
+                empty(&nowhere) && !nowhere.stdout.contains(&agent),
+                "{nowhere}"
+            );
+            let bad = run(&["admin", "user", "list", "--filter", "password == \"x\""]).await;
+            assert!(
+                !bad.ok || bad.stderr.contains("filter") || bad.stdout.contains("filter"),
+                "{bad}"
+            );
+            for args in [
+                &[
+                    "admin",
+                    "session",
+                    "list",
+                    "--filter",
+                    "name ilike \"%x%\"",
+                    "--order",
+                    "-created_at",
+                ][..],
+                &["admin", "domain", "list"],
+                &["admin", "group", "list"],
+                &["admin", "scaling-group", "list"],
+                &["admin", "keypair-resource-policy", "list"],
+                &["admin", "image", "list"],
+                &["admin", "storage", "list"],
+                &["admin", "vfolder", "list", "--filter", "name ilike \"%x%\""],
+                &["session-template", "list"],
+                &["dotfile", "list"],
+            ] {
+                let out = cli.run(args).await;
+                assert!(empty(&out), "{args:?}: {out}");
+            }
+            if v == 26 {
+                // The 26.x client's own image list (23.9 has `admin image list` only).
+                let out = cli.run(&["image", "list"]).await;
+                assert!(out.ok && out.stdout.contains("python"), "{out}");
+            }
+            if v == 26 {
+                // The 26.x client's own image list (23.9 has `admin image list` only).
+                let out = cli.run(&["image", "list"]).await;
+                assert!(out.ok && out.stdout.contains("python"), "{out}");
+            }
+            for args in [
+                &["admin", "domain", "list"][..],
+                &["admin", "scaling-group", "list"],
+            ] {
+                let out = cli.run(args).await;
+                assert!(
+                    out.stdout.contains("Name") && out.stdout.contains("default"),
+                    "{args:?}: {out}"
+                );
+            }
+            assert!(!format!("{bad}").contains("Traceback"), "{bad}");
+        }
+    }
+);

@@ -8,24 +8,6 @@ use serde_json::{Value, json};
 use crate::both_dbs;
 use crate::support::*;
 
-/// A REST call with a login token: the status and the JSON answer (Null when none).
-async fn rest(
-    app: &TestApp,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = app.http.request(method, app.url(path)).bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 async fn make(app: &TestApp, token: &str, body: Value) -> Value {
     let (status, made) = rest(app, token, Method::POST, "/folders", Some(body)).await;
     assert_eq!(status, 201, "{made}");

@@ -222,7 +222,7 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         }
     };
     let alias = || gql::alias_image::Variables {
-        alias: "python".into(),
+        alias: "py-live".into(),
         target: r.into(),
     };
     app.admin_op::<gql::ModifyImage>(limits(&[("mem", Some("256m"), None)]))
@@ -233,7 +233,7 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         .op_ok::<gql::Image>(
             Some(&user),
             gql::image::Variables {
-                reference: "python".into(),
+                reference: "py-live".into(),
             },
         )
         .await;
@@ -241,12 +241,12 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
     assert_eq!(i["base_distro"], "debian12");
     assert_eq!(i["namespace"], "stable");
     assert_eq!(i["installed"], true);
-    assert_eq!(i["aliases"], json!(["python"]));
+    assert_eq!(i["aliases"], json!(["py-live"]));
     assert!(
         i["resource_limits"]
             .as_array()
             .unwrap()
-            .contains(&json!({"key": "mem", "min": "268435456", "max": null})),
+            .contains(&json!({"key": "mem", "min": "268435456", "max": "Infinity"})),
         "{i}"
     );
     assert_code(
@@ -274,7 +274,7 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         "BAD_REQUEST",
     );
     app.admin_op::<gql::live::DealiasImage>(gql::live::dealias_image::Variables {
-        alias: "python".into(),
+        alias: "py-live".into(),
     })
     .await;
     app.admin_op::<gql::live::ForgetImage>(gql::live::forget_image::Variables {

@@ -9,6 +9,7 @@ mod admin;
 mod auth;
 mod browser;
 mod cli;
+mod dotfiles;
 mod folders;
 mod hostile;
 mod hosts;

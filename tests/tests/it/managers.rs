@@ -64,11 +64,7 @@ async fn two_managers_serve_one_product() {
 
     // Backend.AI's official clients through B (the follower): the session is placed by A,
     // its events reach B's stream through the database, its code runs through B.
-    b.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
-        alias: "python".into(),
-        target: PYTHON.into(),
-    })
-    .await;
+    // `python` is an alias the first start seeded (the guides' commands use it).
     let cli_user = a.user("cli-across@x.org", "user", "default").await;
     let old = crate::cli::Cli::for_user(&b, &cli_user).await;
     let out = old
@@ -866,11 +862,7 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
     // Backend.AI's official CLI through a load balancer that sends each request to the next
     // manager: its execute polls (`continue`) land on different managers and read on from
     // each other, nothing twice, nothing lost.
-    a.admin_op::<gql::AliasImage>(gql::alias_image::Variables {
-        alias: "python".into(),
-        target: PYTHON.into(),
-    })
-    .await;
+    // `python` is an alias the first start seeded (the guides' commands use it).
     let lb = round_robin(vec![a.base.clone(), b.base.clone(), c.base.clone()]).await;
     let sdk = crate::cli::Cli::for_user26(&a, &user)
         .await

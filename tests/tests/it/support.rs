@@ -551,6 +551,24 @@ impl TestApp {
     }
 }
 
+/// A REST call with a login token: the status and the JSON answer (Null when none).
+pub async fn rest(
+    app: &TestApp,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = app.http.request(method, app.url(path)).bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
 /// The `extensions.code` of the first error.
 pub fn code(body: &Value) -> &str {
     body["errors"][0]["extensions"]["code"]

@@ -531,6 +531,9 @@ pub async fn scan_local_images(state: &impl Runtime, agent: &Agent) -> ApiResult
                     ChangeAction::Created,
                 ),
             };
+            if action == ChangeAction::Created {
+                crate::images::seed_aliases(state.db(), &installed).await?;
+            }
             state
                 .events()
                 .changed(ObjectKind::Image, action, &installed.name, None);

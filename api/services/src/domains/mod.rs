@@ -73,6 +73,7 @@ pub async fn create(
         allowed_vfolder_hosts: Set(json!({})),
         allowed_docker_registries: Set(Default::default()),
         integration_id: Set(None),
+        dotfiles: Set(None),
     };
     apply(store, &mut m, change)?;
     let d = crate::audit::audited(

@@ -127,6 +127,7 @@ pub async fn create(
             .transpose()?
             .unwrap_or_else(|| json!({}))),
         integration_id: Set(props.integration_id),
+        dotfiles: Set(None),
         group_type: Set(props
             .group_type
             .as_deref()

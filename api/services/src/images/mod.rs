@@ -103,6 +103,44 @@ pub async fn resolve<C: ConnectionTrait>(
     select.one(db).await?.ok_or_else(not_found)
 }
 
+/// Short names for an image the catalog has just learned of, so the guides' commands work as
+/// written (`backend.ai run python …`): the repository's base name (`python`), the base name
+/// with the tag's major version (`python3`) and with the whole tag (`python:3.11-debian12`).
+/// An alias already taken stays with its image (the first image scanned keeps `python`); only
+/// new images seed, so an alias an admin removed is not brought back by a rescan. A committed
+/// session's image (it has an owner) seeds nothing.
+pub async fn seed_aliases<C: ConnectionTrait>(db: &C, image: &images::Model) -> ApiResult<()> {
+    if image.owner_id.is_some() {
+        return Ok(());
+    }
+    let base = image.image.rsplit('/').next().unwrap_or(&image.image);
+    let major: String = image.tag.chars().take_while(char::is_ascii_digit).collect();
+    let mut names = vec![base.to_string(), format!("{base}:{}", image.tag)];
+    if !major.is_empty() {
+        names.push(format!("{base}{major}"));
+    }
+    for alias in names {
+        if alias.len() > 256 || alias.chars().any(char::is_whitespace) {
+            continue;
+        }
+        // Another manager scanning the same engine may seed the same alias at once.
+        image_aliases::Entity::insert(image_aliases::ActiveModel {
+            id: Set(Uuid::new_v4()),
+            alias: Set(alias),
+            image: Set(image.id),
+        })
+        .on_conflict(
+            sea_orm::sea_query::OnConflict::column(image_aliases::Column::Alias)
+                .do_nothing()
+                .to_owned(),
+        )
+        .do_nothing()
+        .exec(db)
+        .await?;
+    }
+    Ok(())
+}
+
 /// The user an image's labels say it belongs to (`user:<uuid>`).
 pub fn owner_of(labels: &std::collections::HashMap<String, String>) -> Option<Uuid> {
     labels

@@ -793,6 +793,9 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
             .await?;
         }
     }
+    // Backend.AI's dotfiles (the domain's, the project's, the keypair's), in every container.
+    let home_files =
+        crate::dotfiles::for_session(state.db(), &s.access_key, s.group_id, &s.domain_name).await?;
     let started = std::time::Instant::now();
     // Where each container sits: a single-node cluster on its private network; a multi-node
     // one at fixed addresses on the routed session networks.
@@ -872,6 +875,7 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
             service_ports: service_ports.clone(),
             pids_limit: i64::from(state.config().container_pids_limit),
             mounts: mounts.get(rank).cloned().unwrap_or_default(),
+            home_files: home_files.clone(),
         };
         let on = &each[rank];
         match on.create_and_start(&spec).await {

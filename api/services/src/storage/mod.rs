@@ -1042,6 +1042,15 @@ pub async fn session_mounts(
     Ok(out)
 }
 
+/// The filesystem a storage host lives on: its capacity and what is used, in bytes (None when
+/// it cannot be read).
+pub fn volume_usage(path: &std::path::Path) -> Option<(u64, u64)> {
+    let s = rustix::fs::statvfs(path).ok()?;
+    let capacity = s.f_blocks.saturating_mul(s.f_frsize);
+    let free = s.f_bfree.saturating_mul(s.f_frsize);
+    Some((capacity, capacity.saturating_sub(free)))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

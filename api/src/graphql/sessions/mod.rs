@@ -268,6 +268,35 @@ impl ComputeSession {
                 .collect(),
         )
     }
+    /// Backend.AI's `service_ports`: the main container's apps as a JSON array of
+    /// `{name, protocol, container_ports}` (what Lablup's Console 21.02 lists).
+    async fn service_ports(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<JsonString> {
+        let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
+        let apps = crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default());
+        Ok(JsonString(Value::Array(
+            apps.into_iter()
+                .map(|a| {
+                    serde_json::json!({
+                        "name": a.name,
+                        "protocol": a.protocol,
+                        "container_ports": a.container_port.into_iter().collect::<Vec<_>>(),
+                    })
+                })
+                .collect(),
+        )))
+    }
+    /// Backend.AI's `mounts`: the names of the folders mounted.
+    async fn mounts(&self) -> Vec<String> {
+        self.0
+            .vfolder_mounts
+            .0
+            .iter()
+            .map(|m| m.name.clone())
+            .collect()
+    }
     /// The main container's kernel id.
     async fn main_kernel_id(
         &self,
