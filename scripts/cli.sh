@@ -3,7 +3,8 @@
 # PyPI into virtualenvs outside the clone, for the compatibility and fuzz tests. Idempotent.
 # - 23.9.10 on Python 3.11 (it reads yarl internals that yarl 1.10 changed, hence the pin);
 # - the newest 26.9.x on Python 3.13 from pyenv;
-# - Lablup's CLI test suite (backend.ai-test 26.9.x) with the client it pins.
+# - Lablup's CLI test suite (backend.ai-test 26.9.x) with the client it pins;
+# - Lablup's web servers (backend.ai-webserver 26.9.x, backend.ai-console-server 20.9.7).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 
@@ -36,6 +37,19 @@ install_client "${BAI_CLI26_VENV:-$HOME/.cache/bai-cli/venv26}" "$PY313" "backen
 # Lablup's CLI test suite (`cli_integration` of PyPI backend.ai-test, 26.9.x) with the client and
 # CLI it pins, in a venv of its own (its pins may differ from the newest client's).
 install_client "${BAI_SUITE_VENV:-$HOME/.cache/bai-cli/suite}" "$PY313" "backend.ai-test>=26.9,<26.10"
+
+# Lablup's web servers, for the consoles' journeys through them (with Redis from Debian):
+# backend.ai-webserver 26.9.x (the Web UI 26) on Python 3.13, and backend.ai-console-server
+# 20.9.7 (Console 21.02, the console the guides show) on Python 3.8, whose Jinja needs a
+# markupsafe from before 2.1.
+install_client "${BAI_WEBSERVER_VENV:-$HOME/.cache/bai-cli/webserver}" "$PY313" "backend.ai-webserver>=26.9,<26.10"
+PY38="${BAI_PYTHON38:-}"
+if [ -z "$PY38" ]; then
+  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+  PY38="$(ls -d "$root"/versions/3.8*/bin/python3 2>/dev/null | sort -V | tail -1 || true)"
+fi
+[ -x "$PY38" ] || { echo "Python 3.8 (pyenv) is missing: backend.ai-console-server 20.9.7 needs it" >&2; exit 1; }
+install_client "${BAI_CONSOLE_SERVER_VENV:-$HOME/.cache/bai-cli/console-server}" "$PY38" "backend.ai-console-server==20.9.7 markupsafe<2.1"
 
 # Schemathesis (GraphQL mode) for the live-API fuzz test.
 FUZZ_VENV="${BAI_FUZZ_VENV:-$HOME/.cache/bai-cli/fuzz}"

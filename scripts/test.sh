@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
-ensure_debs chromium chromium-driver fonts-nanum docker-registry busybox-static openssh-client prometheus apache2-utils openssl
+ensure_debs chromium chromium-driver fonts-nanum docker-registry busybox-static openssh-client prometheus apache2-utils openssl redis-server
 . scripts/postgres.sh
 # Sessions run on the real Docker engine: its absence fails the run (never skips).
 docker info >/dev/null || { echo "Docker engine unavailable: session tests need it" >&2; exit 1; }

@@ -9,6 +9,7 @@ mod admin;
 mod auth;
 mod browser;
 mod cli;
+mod consoles;
 mod dotfiles;
 mod folders;
 mod hostile;

@@ -551,6 +551,14 @@ impl TestApp {
     }
 }
 
+/// A loopback port free now (for a server a test starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
 /// A REST call with a login token: the status and the JSON answer (Null when none).
 pub async fn rest(
     app: &TestApp,

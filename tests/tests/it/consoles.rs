@@ -1,0 +1,383 @@
+//! Lablup's consoles through Lablup's own web servers, unchanged, in front of bai, with Redis
+//! from Debian (installed by `scripts/cli.sh` and `scripts/test.sh`): `backend.ai-console-server`
+//! 20.9.7 with Console 21.02 (the console the guides show), walked in headless Chromium — a user
+//! logs in, reaches the Summary and the session list, launches a session from the launcher,
+//! opens Data & Storage; an admin opens the user and agent lists — and `backend.ai-webserver`
+//! 26.9.x, whose login the official CLI uses with `BACKEND_ENDPOINT_TYPE=session`.
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use fantoccini::Client;
+use serde_json::{Value, json};
+
+use crate::browser::{browser, screenshot_dir};
+use crate::support::*;
+
+fn venv(var: &str, name: &str) -> PathBuf {
+    let dir = std::env::var(var).map(PathBuf::from).unwrap_or_else(|_| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default())
+            .join(".cache/bai-cli")
+            .join(name)
+    });
+    assert!(
+        dir.join("bin/python").exists(),
+        "{name} is not installed in {}: run scripts/cli.sh (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
+/// A process group (a server and the workers it forks), killed whole with the value.
+struct Group {
+    pid: u32,
+    log: PathBuf,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.pid)])
+            .status();
+    }
+}
+
+fn spawn_group(
+    program: &std::path::Path,
+    args: &[&str],
+    dir: &std::path::Path,
+    name: &str,
+) -> Group {
+    use std::os::unix::process::CommandExt as _;
+    let log = dir.join(format!("{name}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let child = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .env("PYTHONWARNINGS", "ignore")
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name} ({}): {e}", program.display()));
+    Group {
+        pid: child.id(),
+        log,
+    }
+}
+
+/// Debian's Redis on a free loopback port, for the web servers' sessions.
+async fn redis(dir: &std::path::Path) -> (Group, u16) {
+    let port = free_port();
+    let g = spawn_group(
+        std::path::Path::new("redis-server"),
+        &[
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        dir,
+        "redis",
+    );
+    eventually("Redis to listen", WAIT, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+    })
+    .await;
+    (g, port)
+}
+
+async fn listening(g: &Group, url: &str, what: &str) {
+    let http = reqwest::Client::new();
+    let ok = tokio::time::timeout(WAIT, async {
+        loop {
+            if http
+                .get(url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(
+        ok.is_ok(),
+        "{what} did not serve {url}:\n{}",
+        std::fs::read_to_string(&g.log).unwrap_or_default()
+    );
+}
+
+/// Lablup's backend.ai-console-server 20.9.7 in front of `app`; its URL.
+async fn console_server(app: &TestApp, redis_port: u16) -> (Group, String) {
+    let venv = venv("BAI_CONSOLE_SERVER_VENV", "console-server");
+    let port = free_port();
+    let dir = app.dir.join("console-server");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("console-server.conf"),
+        format!(
+            r#"[service]
+ip = "127.0.0.1"
+port = {port}
+mode = "webconsole"
+enable_signup = false
+allow_project_resource_monitor = false
+force-endpoint-protocol = "http"
+[service.wsproxy]
+url = "{base}"
+[api]
+domain = "default"
+endpoint = "{base}"
+text = "bai"
+ssl-verify = false
+[ui]
+brand = "bai"
+[session]
+max_age = 3600
+flush_on_startup = true
+[session.redis]
+host = "127.0.0.1"
+port = {redis_port}
+"#,
+            base = app.base
+        ),
+    )
+    .unwrap();
+    let g = spawn_group(
+        &venv.join("bin/python"),
+        &[
+            "-m",
+            "ai.backend.console.server",
+            "-f",
+            "console-server.conf",
+        ],
+        &dir,
+        "console-server",
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    listening(&g, &format!("{url}/config.toml"), "console-server").await;
+    (g, url)
+}
+
+/// Finds elements through every shadow root (Console 21.02 is made of web components) and
+/// reads their text, shadow trees included.
+const DEEP: &str = r#"
+const __deep = (sel) => { const out = []; const walk = (r) => { r.querySelectorAll(sel).forEach(e => out.push(e)); r.querySelectorAll('*').forEach(e => { if (e.shadowRoot) walk(e.shadowRoot); }); }; walk(document); return out; };
+const __text = (sel) => __deep(sel).map(e => { const acc = []; const walk = (n) => { if (n.nodeType === 3) acc.push(n.textContent); if (n.shadowRoot) walk(n.shadowRoot); (n.childNodes || []).forEach(walk); }; walk(e); return acc.join(' '); }).join(' ');
+"#;
+
+async fn js(c: &Client, code: &str, args: Vec<Value>) -> Value {
+    c.execute(&format!("{DEEP}\n{code}"), args)
+        .await
+        .unwrap_or_else(|e| panic!("{code}: {e}"))
+}
+
+/// Waits until `code` (a JS expression over `__deep`/`__text`) is true.
+async fn until(c: &Client, what: &str, code: &str) {
+    let script = format!("return !!({code});");
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if js(c, &script, vec![]).await == json!(true) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    if done.is_err() {
+        let _ = shot(
+            c,
+            &format!("console21-timeout-{}.png", what.replace(' ', "-")),
+        )
+        .await;
+        panic!("Console 21.02: {what} did not happen in 60 s");
+    }
+}
+
+async fn shot(c: &Client, name: &str) -> std::io::Result<()> {
+    let png = c.screenshot().await.map_err(std::io::Error::other)?;
+    std::fs::write(screenshot_dir().join(name), png)
+}
+
+async fn console_login(c: &Client, url: &str, email: &str, password: &str) {
+    c.goto(url).await.unwrap();
+    until(
+        c,
+        "the login panel",
+        "__deep('backend-ai-login').length && __deep('backend-ai-login')[0].shadowRoot.querySelector('#login-panel').open === true",
+    )
+    .await;
+    js(
+        c,
+        "const l = __deep('backend-ai-login')[0].shadowRoot;
+         l.querySelector('#id_user_id').value = arguments[0];
+         l.querySelector('#id_password').value = arguments[1];
+         l.querySelector('#login-button').click();",
+        vec![json!(email), json!(password)],
+    )
+    .await;
+    until(
+        c,
+        "the login panel to close",
+        "__deep('backend-ai-login')[0].shadowRoot.querySelector('#login-panel').open === false",
+    )
+    .await;
+    until(
+        c,
+        "the Summary after login",
+        "__text('backend-ai-summary-view').includes('Start Menu')",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_21_through_lablups_console_server() {
+    let started = std::time::Instant::now();
+    require_docker();
+    let app = spawn(Db::Sqlite).await;
+    let (_redis, redis_port) = redis(&app.dir).await;
+    let (_server, url) = console_server(&app, redis_port).await;
+    let user = app.user("console21@x.org", "user", "default").await;
+    let b = browser().await;
+    let c = &b.client;
+
+    // A user: Summary, the session list, a session from the launcher, Data & Storage.
+    console_login(c, &url, "console21@x.org", USER_PASSWORD).await;
+    // The resource monitor has read the user's resource group, limits and what is free.
+    until(
+        c,
+        "the Summary's resource statistics",
+        "__deep('lablup-progress-bar').some(e => String(e.description).startsWith('0/2'))",
+    )
+    .await;
+    shot(c, "console21-1-summary.png").await.unwrap();
+    c.goto(&format!("{url}/job")).await.unwrap();
+    until(
+        c,
+        "the session list",
+        "__deep('backend-ai-session-list').some(e => e.offsetParent !== null)",
+    )
+    .await;
+    shot(c, "console21-2-sessions.png").await.unwrap();
+    let launcher = "__deep('backend-ai-session-launcher').filter(e => e.offsetParent !== null)[0]";
+    until(
+        c,
+        "the launcher's button",
+        &format!("{launcher} && {launcher}.shadowRoot.querySelector('#launch-session')"),
+    )
+    .await;
+    js(
+        c,
+        &format!("{launcher}.shadowRoot.querySelector('#launch-session').click();"),
+        vec![],
+    )
+    .await;
+    until(
+        c,
+        "an environment in the launcher",
+        &format!("{launcher}.shadowRoot.querySelector('#environment').value && !{launcher}.shadowRoot.querySelector('#launch-button').disabled"),
+    )
+    .await;
+    shot(c, "console21-3-launcher.png").await.unwrap();
+    js(
+        c,
+        &format!("{launcher}.shadowRoot.querySelector('#launch-button').click();"),
+        vec![],
+    )
+    .await;
+    // No folder is mounted: the console asks once more.
+    until(
+        c,
+        "the no-folder confirmation",
+        &format!("{launcher}.shadowRoot.querySelector('#launch-confirmation-button').getBoundingClientRect().width > 0"),
+    )
+    .await;
+    js(
+        c,
+        &format!("{launcher}.shadowRoot.querySelector('#launch-confirmation-button').click();"),
+        vec![],
+    )
+    .await;
+    let session = eventually("the console's session to run", WAIT, || async {
+        let list = app
+            .ok(
+                Some(&user),
+                "{ compute_session_list(limit: 10, offset: 0) { items { name status image } } }",
+                json!({}),
+            )
+            .await;
+        let item = list["compute_session_list"]["items"][0].clone();
+        (item["status"] == "RUNNING").then_some(item)
+    })
+    .await;
+    assert_eq!(session["image"], PYTHON, "{session}");
+    let name = session["name"].as_str().unwrap().to_string();
+    c.goto(&format!("{url}/job")).await.unwrap();
+    until(
+        c,
+        "the session in the list",
+        &format!(
+            "__text('backend-ai-session-list').includes({})",
+            json!(name)
+        ),
+    )
+    .await;
+    shot(c, "console21-4-session-running.png").await.unwrap();
+    let (st, made) = rest(
+        &app,
+        &user,
+        reqwest::Method::POST,
+        "/folders",
+        Some(json!({"name": "console-data"})),
+    )
+    .await;
+    assert_eq!(st, 201, "{made}");
+    c.goto(&format!("{url}/data")).await.unwrap();
+    until(
+        c,
+        "Data & Storage",
+        "__text('backend-ai-data-view').includes('console-data')",
+    )
+    .await;
+    shot(c, "console21-5-data.png").await.unwrap();
+
+    // An admin: the user list and the agent list.
+    c.delete_all_cookies().await.unwrap();
+    console_login(c, &url, ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    c.goto(&format!("{url}/credential")).await.unwrap();
+    until(
+        c,
+        "the user list",
+        "__text('backend-ai-credential-view').includes('console21@x.org')",
+    )
+    .await;
+    shot(c, "console21-6-users.png").await.unwrap();
+    let agent = app
+        .admin_op::<crate::gql::sessions::Agents>(Default::default())
+        .await["agents"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.goto(&format!("{url}/agent")).await.unwrap();
+    until(
+        c,
+        "the agent list",
+        &format!("__text('backend-ai-agent-view').includes({})", json!(agent)),
+    )
+    .await;
+    shot(c, "console21-7-agents.png").await.unwrap();
+    took(
+        "it::consoles::console_21_through_lablups_console_server",
+        started,
+    );
+}
