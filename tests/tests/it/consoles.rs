@@ -30,15 +30,16 @@ fn venv(var: &str, name: &str) -> PathBuf {
 
 /// A process group (a server and the workers it forks), killed whole with the value.
 struct Group {
-    pid: u32,
+    child: std::process::Child,
     log: PathBuf,
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
         let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.pid)])
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
             .status();
+        let _ = self.child.wait();
     }
 }
 
@@ -61,10 +62,7 @@ fn spawn_group(
         .process_group(0)
         .spawn()
         .unwrap_or_else(|e| panic!("{name} ({}): {e}", program.display()));
-    Group {
-        pid: child.id(),
-        log,
-    }
+    Group { child, log }
 }
 
 /// Debian's Redis on a free loopback port, for the web servers' sessions.
