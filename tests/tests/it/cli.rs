@@ -41,6 +41,9 @@ pub(crate) struct Cli {
     dir: PathBuf,
     /// The CA the client must trust (an HTTPS server made by the test).
     ca: Option<PathBuf>,
+    /// `BACKEND_ENDPOINT_TYPE=session`: through a Lablup web server, after `backend.ai login`
+    /// (no keypair in the environment; the login cookie kept in the client's own directory).
+    session: bool,
 }
 
 pub(crate) struct Out {
@@ -77,6 +80,15 @@ impl Cli {
         }
     }
 
+    /// The same client through Lablup's web server at `url`, in its session mode.
+    pub(crate) fn through_web_server(self, url: &str) -> Cli {
+        Cli {
+            endpoint: url.to_string(),
+            session: true,
+            ..self
+        }
+    }
+
     pub(crate) async fn for_user(app: &TestApp, token: &str) -> Cli {
         let kp = app
             .op_ok::<gql::MyKeypair>(Some(token), Default::default())
@@ -96,6 +108,7 @@ impl Cli {
                 .tls_cert
                 .as_ref()
                 .map(|c| c.with_file_name("ca.pem")),
+            session: false,
         }
     }
 
@@ -120,6 +133,12 @@ impl Cli {
             .env("COLUMNS", "300")
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        if self.session {
+            c.env("BACKEND_ENDPOINT_TYPE", "session")
+                .env_remove("BACKEND_ACCESS_KEY")
+                .env_remove("BACKEND_SECRET_KEY")
+                .env("XDG_STATE_HOME", &self.dir);
+        }
         if let Some(ca) = &self.ca {
             // Python's default TLS context (the client's) reads its roots from here.
             c.env("SSL_CERT_FILE", ca);

@@ -12,6 +12,7 @@ use fantoccini::Client;
 use serde_json::{Value, json};
 
 use crate::browser::{browser, screenshot_dir};
+use crate::cli::Cli;
 use crate::support::*;
 
 fn venv(var: &str, name: &str) -> PathBuf {
@@ -164,6 +165,48 @@ port = {redis_port}
     );
     let url = format!("http://127.0.0.1:{port}");
     listening(&g, &format!("{url}/config.toml"), "console-server").await;
+    (g, url)
+}
+
+/// Lablup's backend.ai-webserver 26.9.x in front of `app`; its URL.
+async fn web_server(app: &TestApp, redis_port: u16) -> (Group, String) {
+    let venv = venv("BAI_WEBSERVER_VENV", "webserver");
+    let port = free_port();
+    let dir = app.dir.join("webserver");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("webserver.toml"),
+        format!(
+            r#"[service]
+ip = "127.0.0.1"
+port = {port}
+[security]
+cookie-secure = false
+[api]
+endpoint = "{base}"
+[session]
+flush-on-startup = true
+[session.redis]
+addr = "127.0.0.1:{redis_port}"
+[webserver]
+event-loop = "asyncio"
+pid-file = "{pid}"
+ipc-base-path = "{ipc}"
+"#,
+            base = app.base,
+            pid = dir.join("webserver.pid").display(),
+            ipc = dir.display(),
+        ),
+    )
+    .unwrap();
+    let g = spawn_group(
+        &venv.join("bin/backend.ai"),
+        &["web", "start-server", "-f", "webserver.toml"],
+        &dir,
+        "webserver",
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    listening(&g, &format!("{url}/config.toml"), "backend.ai-webserver").await;
     (g, url)
 }
 
@@ -379,3 +422,41 @@ async fn console_21_through_lablups_console_server() {
         started,
     );
 }
+
+// Both official CLIs in their session mode (`BACKEND_ENDPOINT_TYPE=session`) through Lablup's
+// web server 26.9: `login` (the web server asks bai's `/auth/authorize`), commands through its
+// signed proxy, `logout`; a wrong password is refused, and nothing works once logged out.
+crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
+    let app = spawn(db).await;
+    let (_redis, redis_port) = redis(&app.dir).await;
+    let (_server, url) = web_server(&app, redis_port).await;
+    let user = app.user("ws-cli@x.org", "user", "default").await;
+    for (n, cli) in [
+        (23, Cli::for_user(&app, &user).await),
+        (26, Cli::for_user26(&app, &user).await),
+    ] {
+        let cli = cli.through_web_server(&url);
+        let wrong = cli
+            .run_input(&["login"], "ws-cli@x.org\nnot-the-password\n")
+            .await;
+        assert!(!format!("{wrong}").contains("Login succeeded"), "{wrong}");
+        let login = cli
+            .run_input(&["login"], &format!("ws-cli@x.org\n{USER_PASSWORD}\n"))
+            .await;
+        assert!(
+            login.ok && format!("{login}").contains("Login succeeded"),
+            "{login}"
+        );
+        let name = format!("ws-folder-{n}");
+        let made = cli.run(&["vfolder", "create", &name, "local"]).await;
+        assert!(made.ok, "{made}");
+        let listed = cli.run(&["vfolder", "list"]).await;
+        assert!(listed.ok && listed.stdout.contains(&name), "{listed}");
+        let ps = cli.run(&["ps"]).await;
+        assert!(ps.ok || ps.stderr.contains("NoItems"), "{ps}");
+        let out = cli.run(&["logout"]).await;
+        assert!(out.ok && format!("{out}").contains("Logout done"), "{out}");
+        let after = cli.run(&["vfolder", "list"]).await;
+        assert!(!after.stdout.contains(&name), "logged out: {after}");
+    }
+});
