@@ -25,7 +25,7 @@ pub fn router(app: AppState) -> Router {
     let api = Router::new()
         .route("/", get(root))
         .route("/graphql", get(http::graphiql).post(http::graphql_post))
-        .route("/admin/gql", post(http::graphql_post))
+        .route("/admin/gql", post(http::graphql_admin))
         .route("/admin/graphql", post(http::graphql_legacy))
         .route("/graphql/ws", get(http::graphql_ws))
         .route("/manager/announcement", get(announcement))

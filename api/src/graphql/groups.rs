@@ -40,6 +40,11 @@ impl Group {
     async fn allowed_vfolder_hosts(&self) -> JsonString {
         JsonString(self.0.allowed_vfolder_hosts.clone())
     }
+    /// Backend.AI's project resource policy: bai has none (null; the keypair's policy and the
+    /// project's `total_resource_slots` bound its sessions).
+    async fn resource_policy(&self) -> Option<String> {
+        None
+    }
     async fn integration_id(&self) -> Option<&str> {
         self.0.integration_id.as_deref()
     }
@@ -82,7 +87,7 @@ impl GroupQuery {
         ctx: &Context<'_>,
         domain_name: Option<String>,
         is_active: Option<bool>,
-        #[graphql(name = "type")] group_type: Option<Vec<String>>,
+        #[graphql(name = "type")] group_type: Option<Vec<Option<String>>>,
     ) -> crate::graphql::context::Result<Vec<Group>> {
         let (state, caller) = authed(ctx)?;
         let mut select = groups::Entity::find().order_by_asc(groups::Column::Name);
@@ -115,6 +120,7 @@ impl GroupQuery {
         if let Some(types) = group_type {
             let parsed = types
                 .iter()
+                .flatten()
                 .map(|t| crate::groups::parse_type(t))
                 .collect::<ApiResult<Vec<_>>>()?;
             select = select.filter(groups::Column::GroupType.is_in(parsed));

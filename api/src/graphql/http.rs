@@ -50,6 +50,27 @@ fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
     resp
 }
 
+/// `POST /admin/gql`: Backend.AI's GraphQL endpoint for its clients and Lablup's consoles:
+/// answered as `application/json` (Lablup's Web UI reads nothing else as JSON) and never
+/// compressed (Lablup's web servers copy the encoding header of what they proxy while their
+/// HTTP client has already decoded the body).
+pub async fn graphql_admin(
+    state: State<Web>,
+    principal: Extension<Principal>,
+    addr: Extension<ClientAddr>,
+    req: GraphQLRequest,
+) -> Response {
+    let mut response = graphql_post(state, principal, addr, req).await;
+    response
+        .extensions_mut()
+        .remove::<crate::observe::Compressible>();
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 pub async fn graphql_post(
     State(web): State<Web>,
     Extension(principal): Extension<Principal>,

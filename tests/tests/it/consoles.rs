@@ -460,3 +460,59 @@ crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
         assert!(!after.stdout.contains(&name), "logged out: {after}");
     }
 });
+
+/// Lablup's Web UI 26.9 through its web server: a user logs in (the web server asks bai's
+/// `/auth/authorize`, the UI reads the caller, its projects and `myUserV2`/`myClientIp`) and
+/// reaches the Start page in the project. Its other pages need Backend.AI 26's Relay node
+/// layer, which bai does not have yet (README: compatibility).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_ui_26_logs_in_through_lablups_web_server() {
+    use fantoccini::Locator;
+    let started = std::time::Instant::now();
+    let app = spawn(Db::Sqlite).await;
+    let (_redis, redis_port) = redis(&app.dir).await;
+    let (_server, url) = web_server(&app, redis_port).await;
+    app.user("webui@x.org", "user", "default").await;
+    let b = browser().await;
+    let c = &b.client;
+    c.goto(&url).await.unwrap();
+    let password = c
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("input[type=password]"))
+        .await
+        .unwrap();
+    let email = c.find(Locator::Css("input[type=text]")).await.unwrap();
+    email.send_keys("webui@x.org").await.unwrap();
+    password.send_keys(USER_PASSWORD).await.unwrap();
+    password.send_keys("\u{E007}").await.unwrap();
+    let reached = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let here = c
+                .current_url()
+                .await
+                .map(|u| u.to_string())
+                .unwrap_or_default();
+            let text = js(c, "return document.body.innerText;", vec![]).await;
+            if here.contains("/project/default/start")
+                && text
+                    .as_str()
+                    .is_some_and(|t| t.contains("Start Interactive Session"))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    shot(c, "webui26-1-start.png").await.unwrap();
+    assert!(
+        reached.is_ok(),
+        "the Web UI did not reach the Start page: {:?}",
+        js(c, "return document.body.innerText;", vec![]).await
+    );
+    took(
+        "it::consoles::web_ui_26_logs_in_through_lablups_web_server",
+        started,
+    );
+}

@@ -187,6 +187,31 @@ crate::both_dbs!(web_server_login_and_legacy_graphql, |db| async move {
         "{problem}"
     );
 
+    // `/admin/gql` answers `application/json` (Lablup's Web UI reads nothing else as JSON),
+    // with what the Web UI 26 reads of the caller.
+    let gql = app
+        .http
+        .post(app.url("/admin/gql"))
+        .bearer_auth(&token)
+        .header("accept-encoding", "gzip")
+        .json(&json!({"query": "{ myUserV2 { id basicInfo { email fullName } security { totpActivated allowedClientIp } } myClientIp { clientIp } groups(type: [\"GENERAL\", \"MODEL_STORE\", null]) { name resource_policy } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gql.headers()["content-type"], "application/json");
+    assert!(gql.headers().get("content-encoding").is_none());
+    let got: Value = gql.json().await.unwrap();
+    assert_eq!(
+        got["data"]["myUserV2"]["basicInfo"]["email"], "web@x.org",
+        "{got}"
+    );
+    assert_eq!(
+        got["data"]["myUserV2"]["security"]["totpActivated"], false,
+        "{got}"
+    );
+    assert_eq!(got["data"]["myClientIp"]["clientIp"], "127.0.0.1", "{got}");
+    assert_eq!(got["data"]["groups"][0]["name"], "default", "{got}");
+
     // The legacy endpoint: the bare data, errors as Backend.AI's graphql-error problem.
     let legacy = app
         .http

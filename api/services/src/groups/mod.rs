@@ -41,7 +41,8 @@ pub async fn find_visible<C: ConnectionTrait>(
 
 /// A group type by name (BAD_REQUEST naming the choices otherwise).
 pub fn parse_type(s: &str) -> ApiResult<GroupType> {
-    GroupType::parse(s).ok_or_else(|| {
+    // Backend.AI's clients spell them GENERAL and MODEL_STORE.
+    GroupType::parse(&s.replace('_', "-")).ok_or_else(|| {
         ApiError::bad_request(format!(
             "invalid group type '{s}' (one of: {})",
             GroupType::choices()
