@@ -1618,34 +1618,36 @@ impl crate::Engine for DockerEngine {
     }
 }
 
-/// A tar archive (the `tar` crate: names of any length through GNU long-name entries) of one
-/// directory `dir` (unless empty) and the given regular files in it, all owned by uid/gid 1000.
-fn tar_of(dir: &str, files: &[(&str, u32, &[u8])]) -> Result<Vec<u8>, String> {
+/// A tar header for an entry owned by `work` (uid/gid 1000), dated now.
+fn work_header(mode: u32, size: u64, kind: tar::EntryType) -> tar::Header {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let header = |mode: u32, size: u64, kind: tar::EntryType| {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(kind);
-        h.set_mode(mode);
-        h.set_uid(1000);
-        h.set_gid(1000);
-        h.set_mtime(now);
-        h.set_size(size);
-        h
-    };
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_uid(1000);
+    h.set_gid(1000);
+    h.set_mtime(now);
+    h.set_size(size);
+    h
+}
+
+/// A tar archive (the `tar` crate: names of any length through GNU long-name entries) of one
+/// directory `dir` (unless empty) and the given regular files in it, all owned by uid/gid 1000.
+fn tar_of(dir: &str, files: &[(&str, u32, &[u8])]) -> Result<Vec<u8>, String> {
     let mut b = tar::Builder::new(Vec::new());
     let prefix = if dir.is_empty() {
         String::new()
     } else {
-        let mut h = header(0o700, 0, tar::EntryType::Directory);
+        let mut h = work_header(0o700, 0, tar::EntryType::Directory);
         b.append_data(&mut h, format!("{dir}/"), std::io::empty())
             .map_err(|e| e.to_string())?;
         format!("{dir}/")
     };
     for (name, mode, data) in files {
-        let mut h = header(*mode, data.len() as u64, tar::EntryType::Regular);
+        let mut h = work_header(*mode, data.len() as u64, tar::EntryType::Regular);
         b.append_data(&mut h, format!("{prefix}{name}"), *data)
             .map_err(|e| e.to_string())?;
     }
@@ -1655,20 +1657,7 @@ fn tar_of(dir: &str, files: &[(&str, u32, &[u8])]) -> Result<Vec<u8>, String> {
 /// A tar archive of `files` under /home/work, each with its parent directories (owned by
 /// `work`, 0755) so that nested paths such as `.config/app/rc` are the user's to change.
 fn home_archive(files: &[crate::HomeFile]) -> Result<Vec<u8>, String> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let header = |mode: u32, size: u64, kind: tar::EntryType| {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(kind);
-        h.set_mode(mode & 0o777);
-        h.set_uid(1000);
-        h.set_gid(1000);
-        h.set_mtime(now);
-        h.set_size(size);
-        h
-    };
+    let header = |mode: u32, size: u64, kind| work_header(mode & 0o777, size, kind);
     let mut b = tar::Builder::new(Vec::new());
     let mut dirs = std::collections::BTreeSet::new();
     for f in files {

@@ -56,7 +56,7 @@ fn uuid_param(p: &Map<String, Value>, keys: &[&str], what: &str) -> ApiResult<Uu
 
 fn permission_param(p: &Map<String, Value>, keys: &[&str]) -> ApiResult<Option<VFolderPermission>> {
     string(p, keys)
-        .map(|s| crate::graphql::storage::permission(&s))
+        .map(|s| crate::storage::permission(&s))
         .transpose()
 }
 
@@ -169,7 +169,7 @@ pub(super) async fn create(
             let permission =
                 permission_param(&p, &["permission"])?.unwrap_or(VFolderPermission::ReadWrite);
             let usage_mode = string(&p, &["usage_mode", "usageMode"])
-                .map(|m| crate::graphql::storage::usage_mode(&m))
+                .map(|m| crate::storage::usage_mode(&m))
                 .transpose()?
                 .unwrap_or(VFolderUsageMode::General);
             let f = storage::create(
@@ -587,7 +587,7 @@ pub(super) async fn files(
                 }));
                 legacy.push(json!({
                     "filename": e.name, "size": e.size,
-                    "mode": format!("{type_char}{}", crate::graphql::storage::mode_string(e.mode)),
+                    "mode": format!("{type_char}{}", crate::storage::mode_string(e.mode)),
                     "ctime": epoch, "atime": 0, "mtime": epoch,
                 }));
             }
@@ -990,7 +990,7 @@ pub(super) async fn clone(
                 host: string(&p, &["target_host", "targetHost", "folder_host"])
                     .filter(|h| !h.is_empty()),
                 usage_mode: string(&p, &["usage_mode", "usageMode"])
-                    .map(|m| crate::graphql::storage::usage_mode(&m))
+                    .map(|m| crate::storage::usage_mode(&m))
                     .transpose()?
                     .unwrap_or(VFolderUsageMode::General),
                 permission: permission_param(&p, &["permission"])?

@@ -7,6 +7,7 @@
 mod auth;
 mod dotfile;
 mod folder;
+mod manager;
 mod resource;
 mod session;
 mod session_calls;
@@ -15,7 +16,7 @@ mod template;
 
 use axum::Router;
 use axum::response::Response;
-use axum::routing::{delete, get, post};
+use axum::routing::{any, delete, get, post};
 
 use crate::auth::{Caller, Principal};
 use crate::error::IntoProblem as _;
@@ -112,6 +113,28 @@ pub fn router(state: AppState) -> Router {
                 .patch(dotfile::dotfiles)
                 .delete(dotfile::dotfiles),
         )
+        .route(
+            "/manager/status",
+            get(manager::status).fallback(manager::unsupported),
+        )
+        .route(
+            "/resource/recalculate-usage",
+            post(manager::recalculate_usage),
+        )
+        .route(
+            "/config/resource-slots/details",
+            get(resource::resource_slot_details),
+        )
+        .route("/config/{*rest}", any(manager::unsupported))
+        .route("/license", any(manager::unsupported))
+        .route("/resource/watcher", any(manager::unsupported))
+        .route("/resource/watcher/{*rest}", any(manager::unsupported))
+        .route("/logs/error", any(manager::unsupported))
+        .route("/logs/error/{*rest}", any(manager::unsupported))
+        .route("/resource/usage/{*rest}", any(manager::unsupported))
+        .route("/resource/stats/{*rest}", any(manager::unsupported))
+        .route("/resource/user-month-stats", any(manager::unsupported))
+        .route("/resource/admin-month-stats", any(manager::unsupported))
         .route("/auth/authorize", post(auth::authorize))
         .route("/auth/logout", post(auth::logout))
         .route(

@@ -189,3 +189,36 @@ pub(super) async fn resource_slots(Extension(principal): Extension<Principal>) -
         .await,
     )
 }
+
+/// `GET /config/resource-slots/details` (`?sgroup=` accepted): how Lablup's consoles name and
+/// show each slot type, as Backend.AI's accelerator plugins describe them.
+pub(super) async fn resource_slot_details(Extension(principal): Extension<Principal>) -> Response {
+    reply(
+        async {
+            caller(&principal)?;
+            let detail = |slot: &str| {
+                let (name, unit, binary, round, icon) = match slot {
+                    "cpu" => ("CPU", "Core", false, 0, "cpu"),
+                    "mem" => ("RAM", "GiB", true, 0, "mem"),
+                    "cuda.device" => ("GPU", "GPU", false, 0, "gpu1"),
+                    "cuda.shares" => ("fGPU", "fGPU", false, 2, "gpu1"),
+                    other => (other, "", false, 0, ""),
+                };
+                json!({
+                    "slot_name": slot,
+                    "description": name,
+                    "human_readable_name": name,
+                    "display_unit": unit,
+                    "number_format": {"binary": binary, "round_length": round},
+                    "display_icon": icon,
+                })
+            };
+            let slots: serde_json::Map<String, Value> = entity::slots::KNOWN_SLOTS
+                .iter()
+                .map(|(name, _)| (name.to_string(), detail(name)))
+                .collect();
+            Ok(Json(Value::Object(slots)).into_response())
+        }
+        .await,
+    )
+}

@@ -62,6 +62,10 @@ impl Agent {
     async fn compute_plugins(&self) -> JsonString {
         JsonString(self.0.compute_plugins.clone())
     }
+    /// Backend.AI's hardware data of the agent's node: bai has none (`{}`).
+    async fn hardware_metadata(&self) -> JsonString {
+        JsonString(serde_json::json!({}))
+    }
     async fn live_stat(&self) -> Option<JsonString> {
         self.0.live_stat.clone().map(JsonString)
     }

@@ -89,8 +89,29 @@ async fn own_policy_names(
 #[derive(Default)]
 pub struct PolicyQuery;
 
+/// Backend.AI's atomic permissions a storage host grants (`vfolder_host_permissions`).
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct PredefinedAtomicPermission {
+    pub vfolder_host_permission_list: Vec<String>,
+}
+
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl PolicyQuery {
+    /// The permissions a storage host may grant in a policy's `allowed_vfolder_hosts`.
+    async fn vfolder_host_permissions(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<PredefinedAtomicPermission> {
+        authed(ctx)?;
+        Ok(PredefinedAtomicPermission {
+            vfolder_host_permission_list: crate::policies::HOST_PERMISSIONS
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+        })
+    }
+
     /// A policy by name; without `name`, the policy of the caller's keypair. Users may only
     /// read the policies of their own keypairs.
     async fn keypair_resource_policy(

@@ -180,26 +180,6 @@ pub struct VFolderShare {
     pub permission: String,
 }
 
-/// `ro`, `rw` or `wd`, or a clear error.
-pub fn permission(p: &str) -> ApiResult<VFolderPermission> {
-    VFolderPermission::parse(p).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid permission '{p}' (one of: {})",
-            VFolderPermission::choices()
-        ))
-    })
-}
-
-/// `general`, `model` or `data`, or a clear error.
-pub fn usage_mode(m: &str) -> ApiResult<VFolderUsageMode> {
-    VFolderUsageMode::parse(m).ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "invalid usage mode '{m}' (one of: {})",
-            VFolderUsageMode::choices()
-        ))
-    })
-}
-
 #[derive(SimpleObject)]
 #[graphql(rename_fields = "snake_case")]
 pub struct VirtualFolderList {
@@ -221,18 +201,6 @@ pub struct VFolderFile {
     pub mode: String,
 }
 
-pub(crate) fn mode_string(mode: u32) -> String {
-    let bits = ['r', 'w', 'x'];
-    (0..9)
-        .map(|i| {
-            if mode & (1 << (8 - i)) != 0 {
-                bits[i % 3]
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
 
 async fn list_dir(
     state: &crate::state::AppState,
@@ -255,7 +223,7 @@ async fn list_dir(
             size: BigInt(i64::try_from(e.size).unwrap_or(i64::MAX)),
             created: None,
             modified: e.modified,
-            mode: mode_string(e.mode),
+            mode: crate::storage::mode_string(e.mode),
         })
         .collect();
     out.sort_by(|a, b| {
@@ -756,7 +724,7 @@ impl StorageMutation {
         permission: String,
     ) -> crate::graphql::context::Result<Vec<String>> {
         let (state, caller) = authed(ctx)?;
-        let p = self::permission(&permission)?;
+        let p = crate::storage::permission(&permission)?;
         Ok(crate::storage::sharing::invite(state, caller, id, p, &emails).await?)
     }
 
@@ -791,7 +759,7 @@ impl StorageMutation {
         permission: String,
     ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let p = self::permission(&permission)?;
+        let p = crate::storage::permission(&permission)?;
         crate::storage::sharing::update_invitation(state, caller, id, p).await?;
         Ok(ok("updated", None))
     }

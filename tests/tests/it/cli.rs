@@ -535,6 +535,24 @@ both_dbs!(rest_resources_and_authorize, |db| async move {
         .unwrap();
     assert_eq!(slots["cpu"], "count");
     assert_eq!(slots["mem"], "bytes");
+    // How Lablup's consoles name and show each slot type.
+    let details: serde_json::Value = get("/config/resource-slots/details?sgroup=default")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(details["mem"]["display_unit"], "GiB", "{details}");
+    assert_eq!(details["mem"]["number_format"]["binary"], true, "{details}");
+    assert_eq!(details["cuda.shares"]["human_readable_name"], "fGPU", "{details}");
+    // A Backend.AI call bai has no counterpart for: refused by name.
+    let etcd = get("/config/get?key=x").await.unwrap();
+    assert_eq!(etcd.status(), 400);
+    let problem: serde_json::Value = etcd.json().await.unwrap();
+    assert!(
+        problem.to_string().contains("not supported by this server"),
+        "{problem}"
+    );
     let check = app
         .http
         .post(app.url("/resource/check-presets"))
@@ -1827,6 +1845,15 @@ both_dbs!(
             .as_str()
             .unwrap()
             .to_string();
+        // A user: the manager's status and the recount are the superadmin's.
+        let lst = app.login("lst-a@x.org", USER_PASSWORD).await;
+        for (method, path) in [
+            (reqwest::Method::GET, "/manager/status"),
+            (reqwest::Method::POST, "/resource/recalculate-usage"),
+        ] {
+            let (st, body) = rest(&app, &lst, method, path, None).await;
+            assert_eq!(st, 403, "{path}: {body}");
+        }
         let before = |out: &Out, a: &str, b: &str| {
             let (i, j) = (out.stdout.find(a), out.stdout.find(b));
             assert!(i.is_some() && j.is_some() && i < j, "{a} before {b}: {out}");
@@ -1930,6 +1957,28 @@ both_dbs!(
                 // The 26.x client's own image list (23.9 has `admin image list` only).
                 let out = cli.run(&["image", "list"]).await;
                 assert!(out.ok && out.stdout.contains("python"), "{out}");
+            }
+            // The manager's status, the storage-host permissions, an agent's details, usage
+            // recalculated; what bai has no counterpart for is refused by name, never a traceback.
+            let status = cli.run(&["admin", "manager", "status"]).await;
+            assert!(status.ok && status.stdout.contains("running"), "{status}");
+            let perms = cli.run(&["admin", "permission", "list"]).await;
+            assert!(perms.ok && perms.stdout.contains("create-vfolder"), "{perms}");
+            let info = cli.run(&["admin", "agent", "info", &agent]).await;
+            assert!(info.ok && info.stdout.contains(&agent), "{info}");
+            let recalc = cli.run(&["admin", "resource", "recalculate-usage"]).await;
+            assert!(recalc.ok, "{recalc}");
+            for args in [
+                &["admin", "etcd", "get", "config/x"][..],
+                &["admin", "license", "show"],
+                &["admin", "manager", "freeze"],
+                &["server-logs", "list"],
+            ] {
+                let out = cli.run(args).await;
+                let all = format!("{out}");
+                assert!(!out.ok || all.contains("not supported"), "{args:?}: {out}");
+                assert!(all.contains("not supported by this server"), "{args:?}: {out}");
+                assert!(!all.contains("Traceback"), "{args:?}: {out}");
             }
             if v == 26 {
                 // The 26.x client's own image list (23.9 has `admin image list` only).

@@ -286,6 +286,18 @@ async fn console_21_through_lablups_console_server() {
     let started = std::time::Instant::now();
     require_docker();
     let app = spawn(Db::Sqlite).await;
+    // The launcher lists the images agents have: wait until the engine's were scanned.
+    eventually("the Python image in the catalog", WAIT, || async {
+        let img = app
+            .ok(
+                Some(&app.admin_token),
+                "query($r: String!) { image(reference: $r) { installed } }",
+                json!({"r": PYTHON}),
+            )
+            .await;
+        (img["image"]["installed"] == true).then_some(())
+    })
+    .await;
     let (_redis, redis_port) = redis(&app.dir).await;
     let (_server, url) = console_server(&app, redis_port).await;
     let user = app.user("console21@x.org", "user", "default").await;

@@ -875,7 +875,7 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
             service_ports: service_ports.clone(),
             pids_limit: i64::from(state.config().container_pids_limit),
             mounts: mounts.get(rank).cloned().unwrap_or_default(),
-            home_files: home_files.clone(),
+            home_files: outside_mounts(&home_files, mounts.get(rank).map(Vec::as_slice)),
         };
         let on = &each[rank];
         match on.create_and_start(&spec).await {
@@ -987,6 +987,23 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
         tokio::spawn(watch_batch(state.clone(), id, agent_id, container_id, k.id));
     }
     Ok(())
+}
+
+/// The dotfiles that do not fall inside a folder mounted into the container: a dotfile never
+/// writes into a storage folder (a read-only one would fail the launch, a shared one would
+/// carry it to others).
+fn outside_mounts(
+    files: &[bai_engine::HomeFile],
+    mounts: Option<&[bai_engine::BindMount]>,
+) -> Vec<bai_engine::HomeFile> {
+    let inside = |f: &bai_engine::HomeFile| {
+        let path = format!("/home/work/{}", f.path);
+        mounts.unwrap_or_default().iter().any(|m| {
+            let target = m.target.trim_end_matches('/');
+            path == target || path.starts_with(&format!("{target}/"))
+        })
+    };
+    files.iter().filter(|f| !inside(f)).cloned().collect()
 }
 
 /// How long a session waits in PREPARING for its bootstrap script; past it, the session runs
@@ -1587,4 +1604,30 @@ pub async fn find_visible(
         .one(state.db())
         .await?
         .ok_or_else(|| ApiError::not_found("session", id))
+}
+
+#[cfg(test)]
+mod dotfile_tests {
+    use bai_engine::{BindMount, HomeFile};
+
+    #[test]
+    fn dotfiles_never_land_in_a_mounted_folder() {
+        let file = |p: &str| HomeFile {
+            path: p.into(),
+            mode: 0o644,
+            data: Vec::new(),
+        };
+        let files = [file(".vimrc"), file("data/x"), file("data"), file("database/y")];
+        let mounts = [BindMount {
+            host_path: "/srv/f".into(),
+            target: "/home/work/data".into(),
+            read_only: true,
+        }];
+        let kept: Vec<String> = super::outside_mounts(&files, Some(&mounts))
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(kept, [".vimrc", "database/y"]);
+        assert_eq!(super::outside_mounts(&files, None).len(), 4);
+    }
 }

@@ -1051,6 +1051,40 @@ pub fn volume_usage(path: &std::path::Path) -> Option<(u64, u64)> {
     Some((capacity, capacity.saturating_sub(free)))
 }
 
+/// `ro`, `rw` or `wd`, or a clear error.
+pub fn permission(p: &str) -> ApiResult<VFolderPermission> {
+    VFolderPermission::parse(p).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid permission '{p}' (one of: {})",
+            VFolderPermission::choices()
+        ))
+    })
+}
+
+/// `general`, `model` or `data`, or a clear error.
+pub fn usage_mode(m: &str) -> ApiResult<VFolderUsageMode> {
+    VFolderUsageMode::parse(m).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid usage mode '{m}' (one of: {})",
+            VFolderUsageMode::choices()
+        ))
+    })
+}
+
+/// Permission bits as `ls` shows them (`rwxr-x---`).
+pub fn mode_string(mode: u32) -> String {
+    let bits = ['r', 'w', 'x'];
+    (0..9)
+        .map(|i| {
+            if mode & (1 << (8 - i)) != 0 {
+                bits[i % 3]
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
