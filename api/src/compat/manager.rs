@@ -88,7 +88,11 @@ fn instead(method: &Method, path: &str) -> &'static str {
         p if p.starts_with("/logs/error") => {
             "the error-log API: bai writes errors to its own log (stderr or the journal, `log_format`)"
         }
-        p if p.starts_with("/resource/usage") || p.starts_with("/resource/stats") || p.starts_with("/resource/user-month-stats") || p.starts_with("/resource/admin-month-stats") => {
+        p if p.starts_with("/resource/usage")
+            || p.starts_with("/resource/stats")
+            || p.starts_with("/resource/user-month-stats")
+            || p.starts_with("/resource/admin-month-stats") =>
+        {
             "usage statistics: not yet in bai (planned with the Statistics page)"
         }
         _ => "this call",

@@ -62,12 +62,62 @@ impl Agent {
     async fn compute_plugins(&self) -> JsonString {
         JsonString(self.0.compute_plugins.clone())
     }
+    /// Backend.AI's agent configuration: bai's agents live in the server and have no file of
+    /// their own; what they were given (id, region, resource group, engine address).
+    async fn local_config(&self) -> JsonString {
+        JsonString(serde_json::json!({
+            "agent": {
+                "id": self.0.id,
+                "region": self.0.region,
+                "scaling-group": self.0.scaling_group,
+                "addr": self.0.addr,
+            }
+        }))
+    }
     /// Backend.AI's hardware data of the agent's node: bai has none (`{}`).
     async fn hardware_metadata(&self) -> JsonString {
         JsonString(serde_json::json!({}))
     }
+    /// Live use in Backend.AI's shape (what its clients and consoles format):
+    /// `{"node": {"cpu_util": …, "mem": …}, "devices": {"cpu_util": {…}, "mem": {…}}}`, each
+    /// metric `{current, capacity, pct, unit_hint}`; the engine's own figures (CPU in percent
+    /// of one core, memory of the sessions' containers) against the agent's capacity.
     async fn live_stat(&self) -> Option<JsonString> {
-        self.0.live_stat.clone().map(JsonString)
+        let live = self.0.live_stat.as_ref()?;
+        let cpu = live
+            .get("cpu_used_pct")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0);
+        let mem = live
+            .get("mem_used_bytes")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let cores = self.0.available_slots.get("cpu");
+        let mem_cap = self.0.available_slots.get("mem");
+        let cpu_cap = cores * rust_decimal::Decimal::from(100);
+        let pct = |used: f64, cap: f64| {
+            if cap > 0.0 {
+                format!("{:.2}", used / cap * 100.0)
+            } else {
+                "0.00".to_string()
+            }
+        };
+        let cpu_metric = serde_json::json!({
+            "current": format!("{cpu:.2}"),
+            "capacity": cpu_cap.to_string(),
+            "pct": pct(cpu, cpu_cap.to_string().parse().unwrap_or(0.0)),
+            "unit_hint": "pct",
+        });
+        let mem_metric = serde_json::json!({
+            "current": mem.to_string(),
+            "capacity": mem_cap.to_string(),
+            "pct": pct(mem as f64, mem_cap.to_string().parse().unwrap_or(0.0)),
+            "unit_hint": "bytes",
+        });
+        Some(JsonString(serde_json::json!({
+            "node": {"cpu_util": cpu_metric, "mem": mem_metric},
+            "devices": {"cpu_util": {"host": cpu_metric}, "mem": {"host": mem_metric}},
+        })))
     }
     /// Live CPU use of the agent's session containers, in percent of one core.
     async fn cpu_cur_pct(&self) -> f64 {

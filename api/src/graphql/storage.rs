@@ -201,7 +201,6 @@ pub struct VFolderFile {
     pub mode: String,
 }
 
-
 async fn list_dir(
     state: &crate::state::AppState,
     root: std::path::PathBuf,
@@ -548,13 +547,13 @@ impl StorageMutation {
         let permission = props
             .permission
             .as_deref()
-            .map(self::permission)
+            .map(crate::storage::permission)
             .transpose()?
             .unwrap_or(VFolderPermission::ReadWrite);
         let usage_mode = props
             .usage_mode
             .as_deref()
-            .map(self::usage_mode)
+            .map(crate::storage::usage_mode)
             .transpose()?
             .unwrap_or(VFolderUsageMode::General);
         let f = crate::storage::create(
@@ -645,7 +644,10 @@ impl StorageMutation {
         permission: Option<String>,
     ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let permission = permission.as_deref().map(self::permission).transpose()?;
+        let permission = permission
+            .as_deref()
+            .map(crate::storage::permission)
+            .transpose()?;
         let folder =
             crate::storage::update_options(state, caller, id, cloneable, permission).await?;
         Ok(ok(
@@ -672,13 +674,13 @@ impl StorageMutation {
             usage_mode: props
                 .usage_mode
                 .as_deref()
-                .map(usage_mode)
+                .map(crate::storage::usage_mode)
                 .transpose()?
                 .unwrap_or(VFolderUsageMode::General),
             permission: props
                 .permission
                 .as_deref()
-                .map(permission)
+                .map(crate::storage::permission)
                 .transpose()?
                 .unwrap_or(VFolderPermission::ReadWrite),
             cloneable: props.cloneable.unwrap_or(false),
@@ -785,7 +787,10 @@ impl StorageMutation {
         permission: Option<String>,
     ) -> crate::graphql::context::Result<VFolderResult> {
         let (state, caller) = authed(ctx)?;
-        let p = permission.as_deref().map(self::permission).transpose()?;
+        let p = permission
+            .as_deref()
+            .map(crate::storage::permission)
+            .transpose()?;
         crate::storage::sharing::set_share(state, caller, id, user, p).await?;
         Ok(ok(if p.is_some() { "changed" } else { "revoked" }, None))
     }
@@ -800,7 +805,10 @@ impl StorageMutation {
         permission: Option<String>,
     ) -> crate::graphql::context::Result<Vec<String>> {
         let (state, caller) = authed(ctx)?;
-        let p = permission.as_deref().map(self::permission).transpose()?;
+        let p = permission
+            .as_deref()
+            .map(crate::storage::permission)
+            .transpose()?;
         Ok(crate::storage::sharing::share_with_members(state, caller, id, p, &emails).await?)
     }
 

@@ -544,7 +544,10 @@ both_dbs!(rest_resources_and_authorize, |db| async move {
         .unwrap();
     assert_eq!(details["mem"]["display_unit"], "GiB", "{details}");
     assert_eq!(details["mem"]["number_format"]["binary"], true, "{details}");
-    assert_eq!(details["cuda.shares"]["human_readable_name"], "fGPU", "{details}");
+    assert_eq!(
+        details["cuda.shares"]["human_readable_name"], "fGPU",
+        "{details}"
+    );
     // A Backend.AI call bai has no counterpart for: refused by name.
     let etcd = get("/config/get?key=x").await.unwrap();
     assert_eq!(etcd.status(), 400);
@@ -1963,7 +1966,10 @@ both_dbs!(
             let status = cli.run(&["admin", "manager", "status"]).await;
             assert!(status.ok && status.stdout.contains("running"), "{status}");
             let perms = cli.run(&["admin", "permission", "list"]).await;
-            assert!(perms.ok && perms.stdout.contains("create-vfolder"), "{perms}");
+            assert!(
+                perms.ok && perms.stdout.contains("create-vfolder"),
+                "{perms}"
+            );
             let info = cli.run(&["admin", "agent", "info", &agent]).await;
             assert!(info.ok && info.stdout.contains(&agent), "{info}");
             let recalc = cli.run(&["admin", "resource", "recalculate-usage"]).await;
@@ -1977,7 +1983,10 @@ both_dbs!(
                 let out = cli.run(args).await;
                 let all = format!("{out}");
                 assert!(!out.ok || all.contains("not supported"), "{args:?}: {out}");
-                assert!(all.contains("not supported by this server"), "{args:?}: {out}");
+                assert!(
+                    all.contains("not supported by this server"),
+                    "{args:?}: {out}"
+                );
                 assert!(!all.contains("Traceback"), "{args:?}: {out}");
             }
             if v == 26 {

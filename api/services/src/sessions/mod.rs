@@ -1617,7 +1617,12 @@ mod dotfile_tests {
             mode: 0o644,
             data: Vec::new(),
         };
-        let files = [file(".vimrc"), file("data/x"), file("data"), file("database/y")];
+        let files = [
+            file(".vimrc"),
+            file("data/x"),
+            file("data"),
+            file("database/y"),
+        ];
         let mounts = [BindMount {
             host_path: "/srv/f".into(),
             target: "/home/work/data".into(),
