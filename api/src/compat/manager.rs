@@ -2,6 +2,8 @@
 //! shows it), `/resource/recalculate-usage` (the Maintenance page's "recalculate usage"), and
 //! the Backend.AI calls for which bai has no counterpart: each answers a clear "not supported
 //! by this server" problem naming what bai does instead, never a 404 that reads like a typo.
+//! `/license`, `/totp` and the usage statistics stay 404, as an open-source Backend.AI without
+//! those plugins answers (Lablup's Web UI reads that 404 so).
 use axum::extract::State;
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -81,19 +83,11 @@ fn instead(method: &Method, path: &str) -> &'static str {
         p if p.starts_with("/config/") => {
             "etcd configuration: bai reads a TOML file and its environment (`bai check-config`, README: Configuration)"
         }
-        "/license" => "a license: bai is free software and has none",
         p if p.starts_with("/resource/watcher") => {
             "the agent watcher: bai's agents live inside the server process; restart `bai serve`"
         }
         p if p.starts_with("/logs/error") => {
             "the error-log API: bai writes errors to its own log (stderr or the journal, `log_format`)"
-        }
-        p if p.starts_with("/resource/usage")
-            || p.starts_with("/resource/stats")
-            || p.starts_with("/resource/user-month-stats")
-            || p.starts_with("/resource/admin-month-stats") =>
-        {
-            "usage statistics: not yet in bai (planned with the Statistics page)"
         }
         _ => "this call",
     }

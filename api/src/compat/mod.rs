@@ -126,15 +126,10 @@ pub fn router(state: AppState) -> Router {
             get(resource::resource_slot_details),
         )
         .route("/config/{*rest}", any(manager::unsupported))
-        .route("/license", any(manager::unsupported))
         .route("/resource/watcher", any(manager::unsupported))
         .route("/resource/watcher/{*rest}", any(manager::unsupported))
         .route("/logs/error", any(manager::unsupported))
         .route("/logs/error/{*rest}", any(manager::unsupported))
-        .route("/resource/usage/{*rest}", any(manager::unsupported))
-        .route("/resource/stats/{*rest}", any(manager::unsupported))
-        .route("/resource/user-month-stats", any(manager::unsupported))
-        .route("/resource/admin-month-stats", any(manager::unsupported))
         .route("/auth/authorize", post(auth::authorize))
         .route("/auth/logout", post(auth::logout))
         .route(

@@ -158,6 +158,116 @@ pub struct AgentList {
     pub total_count: u64,
 }
 
+/// Agents matching Backend.AI's filter expression.
+fn with_filter(
+    select: Select<agents::Entity>,
+    filter: Option<String>,
+) -> ApiResult<Select<agents::Entity>> {
+    let Some(f) = filter else {
+        return Ok(select);
+    };
+    Ok(
+        match bai_core::filter::parse(
+            &f,
+            &[
+                ("id", agents::Column::Id),
+                ("status", agents::Column::Status),
+                ("region", agents::Column::Region),
+                ("scaling_group", agents::Column::ScalingGroup),
+                ("addr", agents::Column::Addr),
+                ("architecture", agents::Column::Architecture),
+                ("version", agents::Column::Version),
+                ("schedulable", agents::Column::Schedulable),
+                ("first_contact", agents::Column::FirstContact),
+            ],
+        )? {
+            Some(f) => select.filter(crate::sql::condition(&f)),
+            None => select,
+        },
+    )
+}
+
+/// The columns an agent list may be ordered by.
+const ORDERABLE: &[(&str, agents::Column)] = &[
+    ("id", agents::Column::Id),
+    ("first_contact", agents::Column::FirstContact),
+    ("status", agents::Column::Status),
+    ("scaling_group", agents::Column::ScalingGroup),
+    ("region", agents::Column::Region),
+    ("architecture", agents::Column::Architecture),
+];
+
+/// Backend.AI 26's Relay shape of an agent (Lablup's Web UI 26 lists agents with it).
+pub struct AgentNode(Agent);
+
+#[Object(rename_fields = "snake_case")]
+impl AgentNode {
+    async fn id(&self) -> async_graphql::ID {
+        crate::graphql::sessions::global_id("AgentNode", &self.0.0.id)
+    }
+    async fn row_id(&self) -> &str {
+        &self.0.0.id
+    }
+    async fn status(&self) -> &str {
+        self.0.0.status.as_str()
+    }
+    async fn status_changed(&self) -> Option<DateTime<Utc>> {
+        self.0.0.status_changed
+    }
+    async fn region(&self) -> &str {
+        &self.0.0.region
+    }
+    async fn scaling_group(&self) -> &str {
+        &self.0.0.scaling_group
+    }
+    async fn schedulable(&self) -> bool {
+        self.0.0.schedulable
+    }
+    async fn available_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.0.available_slots).unwrap_or_default())
+    }
+    async fn occupied_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.0.occupied_slots).unwrap_or_default())
+    }
+    async fn addr(&self) -> &str {
+        &self.0.0.addr
+    }
+    async fn first_contact(&self) -> DateTime<Utc> {
+        self.0.0.first_contact
+    }
+    async fn lost_at(&self) -> Option<DateTime<Utc>> {
+        self.0.0.lost_at
+    }
+    async fn version(&self) -> &str {
+        &self.0.0.version
+    }
+    async fn architecture(&self) -> &str {
+        &self.0.0.architecture
+    }
+    async fn compute_plugins(&self) -> JsonString {
+        JsonString(self.0.0.compute_plugins.clone())
+    }
+    async fn live_stat(&self) -> Option<JsonString> {
+        self.0.live_stat().await
+    }
+    /// Backend.AI's map of GPU allocations per device: bai keeps them per session (`{}`).
+    async fn gpu_alloc_map(&self) -> JsonString {
+        JsonString(serde_json::json!({}))
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct AgentEdge {
+    node: AgentNode,
+    cursor: String,
+}
+
+#[derive(SimpleObject)]
+pub struct AgentConnection {
+    count: u64,
+    edges: Vec<AgentEdge>,
+}
+
 fn filtered(
     status: Option<String>,
     scaling_group: Option<String>,
@@ -215,6 +325,49 @@ impl AgentQuery {
         Ok(rows.into_iter().map(Agent).collect())
     }
 
+    /// Backend.AI 26's `agent_nodes` (superadmins): agents filtered and ordered in Backend.AI's
+    /// languages, as a connection (`first: 0` answers the count alone).
+    async fn agent_nodes(
+        &self,
+        ctx: &Context<'_>,
+        filter: Option<String>,
+        order: Option<String>,
+        offset: Option<i32>,
+        first: Option<i32>,
+        #[graphql(desc = "accepted; pages go by offset")] _before: Option<String>,
+        #[graphql(desc = "accepted; pages go by offset")] _after: Option<String>,
+        #[graphql(desc = "accepted; pages go by offset")] _last: Option<i32>,
+    ) -> crate::graphql::context::Result<AgentConnection> {
+        let (state, caller) = authed(ctx)?;
+        caller.require_superadmin()?;
+        let select = with_filter(agents::Entity::find(), filter)?;
+        let count = select.clone().count(&state.db).await.map_err(ApiError::from)?;
+        let first = first.unwrap_or(20);
+        let rows = if first <= 0 {
+            Vec::new()
+        } else {
+            crate::graphql::context::page_rows(
+                &state.db,
+                select,
+                (first, offset.unwrap_or(0)),
+                order.as_deref(),
+                ORDERABLE,
+                (agents::Column::FirstContact, Order::Asc),
+            )
+            .await?
+        };
+        Ok(AgentConnection {
+            count,
+            edges: rows
+                .into_iter()
+                .map(|a| AgentEdge {
+                    cursor: a.id.clone(),
+                    node: AgentNode(Agent(a)),
+                })
+                .collect(),
+        })
+    }
+
     async fn agent_list(
         &self,
         ctx: &Context<'_>,
@@ -230,38 +383,13 @@ impl AgentQuery {
     ) -> crate::graphql::context::Result<AgentList> {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
-        let mut select = filtered(status, scaling_group)?;
-        if let Some(f) = filter
-            && let Some(f) = bai_core::filter::parse(
-                &f,
-                &[
-                    ("id", agents::Column::Id),
-                    ("status", agents::Column::Status),
-                    ("region", agents::Column::Region),
-                    ("scaling_group", agents::Column::ScalingGroup),
-                    ("addr", agents::Column::Addr),
-                    ("architecture", agents::Column::Architecture),
-                    ("version", agents::Column::Version),
-                    ("schedulable", agents::Column::Schedulable),
-                    ("first_contact", agents::Column::FirstContact),
-                ],
-            )?
-        {
-            select = select.filter(crate::sql::condition(&f));
-        }
+        let select = with_filter(filtered(status, scaling_group)?, filter)?;
         let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
             (limit, offset),
             order.as_deref(),
-            &[
-                ("id", agents::Column::Id),
-                ("first_contact", agents::Column::FirstContact),
-                ("status", agents::Column::Status),
-                ("scaling_group", agents::Column::ScalingGroup),
-                ("region", agents::Column::Region),
-                ("architecture", agents::Column::Architecture),
-            ],
+            ORDERABLE,
             (agents::Column::FirstContact, Order::Asc),
         )
         .await?;

@@ -19,6 +19,7 @@ pub struct Query(
     crate::graphql::images::ImageQuery,
     crate::graphql::settings::SettingQuery,
     crate::graphql::sessions::SessionQuery,
+    crate::graphql::sessions::SessionNodeQuery,
     crate::graphql::sessions::ExecutionQuery,
     crate::graphql::sessions::UsageQuery,
     crate::graphql::agents::AgentQuery,

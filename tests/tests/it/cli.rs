@@ -1976,7 +1976,6 @@ both_dbs!(
             assert!(recalc.ok, "{recalc}");
             for args in [
                 &["admin", "etcd", "get", "config/x"][..],
-                &["admin", "license", "show"],
                 &["admin", "manager", "freeze"],
                 &["server-logs", "list"],
             ] {

@@ -474,17 +474,27 @@ crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
 });
 
 /// Lablup's Web UI 26.9 through its web server: a user logs in (the web server asks bai's
-/// `/auth/authorize`, the UI reads the caller, its projects and `myUserV2`/`myClientIp`) and
-/// reaches the Start page in the project. Its other pages need Backend.AI 26's Relay node
-/// layer, which bai does not have yet (README: compatibility).
+/// `/auth/authorize`, the UI reads the caller, its projects and `myUserV2`/`myClientIp`),
+/// reaches the Start page in the project and the Sessions page listing its session
+/// (`compute_session_nodes`); an admin sees the agent list (`agent_nodes`). The UI's other
+/// pages need more of Backend.AI 26's Relay node layer (README: compatibility).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_ui_26_logs_in_through_lablups_web_server() {
     use fantoccini::Locator;
     let started = std::time::Instant::now();
+    require_docker();
     let app = spawn(Db::Sqlite).await;
     let (_redis, redis_port) = redis(&app.dir).await;
     let (_server, url) = web_server(&app, redis_port).await;
-    app.user("webui@x.org", "user", "default").await;
+    let user = app.user("webui@x.org", "user", "default").await;
+    // A session of the user's for the Sessions page (created through bai's own API).
+    let made = create_session(
+        &app,
+        &user,
+        json!({"image": PYTHON, "name": "webui-listed", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}"}),
+    )
+    .await;
+    session_ids(&made);
     let b = browser().await;
     let c = &b.client;
     c.goto(&url).await.unwrap();
@@ -523,6 +533,48 @@ async fn web_ui_26_logs_in_through_lablups_web_server() {
         "the Web UI did not reach the Start page: {:?}",
         js(c, "return document.body.innerText;", vec![]).await
     );
+    // The Sessions page lists the user's session (Backend.AI 26's `compute_session_nodes`).
+    let page = |path: &'static str, needle: String, name: &'static str| async move {
+        c.goto(&format!("{url}{path}")).await.unwrap();
+        let found = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let text = js(c, "return document.body.innerText;", vec![]).await;
+                if text.as_str().is_some_and(|t| t.contains(&needle)) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+        .await;
+        shot(c, name).await.unwrap();
+        assert!(
+            found.is_ok(),
+            "{path}: {needle} not shown: {:?}",
+            js(c, "return document.body.innerText;", vec![]).await
+        );
+    };
+    page("/session", "webui-listed".into(), "webui26-2-sessions.png").await;
+    // An admin's agent list (`agent_nodes`).
+    let agent = app
+        .admin_op::<crate::gql::sessions::Agents>(Default::default())
+        .await["agents"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.delete_all_cookies().await.unwrap();
+    c.goto(&url).await.unwrap();
+    let password = c
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("input[type=password]"))
+        .await
+        .unwrap();
+    let email = c.find(Locator::Css("input[type=text]")).await.unwrap();
+    email.send_keys(ADMIN_EMAIL).await.unwrap();
+    password.send_keys(ADMIN_PASSWORD).await.unwrap();
+    password.send_keys("\u{E007}").await.unwrap();
+    page("/start", "Start Interactive Session".into(), "webui26-3-admin-start.png").await;
+    page("/agent", agent, "webui26-4-agents.png").await;
     took(
         "it::consoles::web_ui_26_logs_in_through_lablups_web_server",
         started,

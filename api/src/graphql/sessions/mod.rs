@@ -6,9 +6,12 @@
 // Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
 #![allow(clippy::too_many_arguments)]
 mod execution;
+mod nodes;
 mod usage;
 
 pub use execution::{ExecutionMutation, ExecutionQuery, ExecutionSubscription};
+pub use nodes::SessionNodeQuery;
+pub(crate) use nodes::global_id;
 pub use usage::UsageQuery;
 pub(crate) use usage::resource_usage;
 
@@ -275,18 +278,7 @@ impl ComputeSession {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<JsonString> {
         let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
-        let apps = crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default());
-        Ok(JsonString(Value::Array(
-            apps.into_iter()
-                .map(|a| {
-                    serde_json::json!({
-                        "name": a.name,
-                        "protocol": a.protocol,
-                        "container_ports": a.container_port.into_iter().collect::<Vec<_>>(),
-                    })
-                })
-                .collect(),
-        )))
+        Ok(JsonString(service_ports_json(&k)))
     }
     /// Backend.AI's `mounts`: the names of the folders mounted.
     async fn mounts(&self) -> Vec<String> {
@@ -375,6 +367,66 @@ impl ServicePort {
     }
 }
 
+/// The main container's apps as Backend.AI's `service_ports`: a JSON array of
+/// `{name, protocol, container_ports}`.
+fn service_ports_json(k: &kernels::Model) -> Value {
+    let apps = crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default());
+    Value::Array(
+        apps.into_iter()
+            .map(|a| {
+                serde_json::json!({
+                    "name": a.name,
+                    "protocol": a.protocol,
+                    "container_ports": a.container_port.into_iter().collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The columns a session list may be ordered by.
+const ORDERABLE: &[(&str, sessions::Column)] = &[
+    ("name", sessions::Column::Name),
+    ("created_at", sessions::Column::CreatedAt),
+    ("status_changed", sessions::Column::StatusChanged),
+    ("terminated_at", sessions::Column::TerminatedAt),
+    ("status", sessions::Column::Status),
+];
+
+/// Sessions matching Backend.AI's filter expression (`name ilike "%x%" & type == "batch"`).
+fn filtered(
+    select: sea_orm::Select<sessions::Entity>,
+    filter: Option<String>,
+) -> ApiResult<sea_orm::Select<sessions::Entity>> {
+    let Some(f) = filter else {
+        return Ok(select);
+    };
+    Ok(
+        match bai_core::filter::parse(
+            &f,
+            &[
+                ("name", sessions::Column::Name),
+                ("session_name", sessions::Column::Name),
+                ("type", sessions::Column::SessionType),
+                ("status", sessions::Column::Status),
+                ("status_info", sessions::Column::StatusInfo),
+                ("access_key", sessions::Column::AccessKey),
+                ("domain_name", sessions::Column::DomainName),
+                ("tag", sessions::Column::Tag),
+                ("scaling_group", sessions::Column::ScalingGroupName),
+                ("result", sessions::Column::Result),
+                ("created_at", sessions::Column::CreatedAt),
+                ("terminated_at", sessions::Column::TerminatedAt),
+                ("user_id", sessions::Column::UserUuid),
+                ("project_id", sessions::Column::GroupId),
+            ],
+        )? {
+            Some(f) => select.filter(crate::sql::condition(&f)),
+            None => select,
+        },
+    )
+}
+
 pub fn parse_statuses(s: &str) -> ApiResult<Vec<SessionStatus>> {
     s.split(',')
         .map(str::trim)
@@ -437,27 +489,7 @@ impl SessionQuery {
         if let Some(s) = status.filter(|s| !s.trim().is_empty()) {
             select = select.filter(sessions::Column::Status.is_in(parse_statuses(&s)?));
         }
-        if let Some(f) = filter
-            && let Some(f) = bai_core::filter::parse(
-                &f,
-                &[
-                    ("name", sessions::Column::Name),
-                    ("session_name", sessions::Column::Name),
-                    ("type", sessions::Column::SessionType),
-                    ("status", sessions::Column::Status),
-                    ("status_info", sessions::Column::StatusInfo),
-                    ("access_key", sessions::Column::AccessKey),
-                    ("domain_name", sessions::Column::DomainName),
-                    ("tag", sessions::Column::Tag),
-                    ("scaling_group", sessions::Column::ScalingGroupName),
-                    ("result", sessions::Column::Result),
-                    ("created_at", sessions::Column::CreatedAt),
-                    ("terminated_at", sessions::Column::TerminatedAt),
-                ],
-            )?
-        {
-            select = select.filter(crate::sql::condition(&f));
-        }
+        let select = filtered(select, filter)?;
         // Lists read on the read pool (SQLite: beside the writer, never queued behind it);
         // the count only when asked for, and from the cache while no session changed.
         let total_count = if ctx.look_ahead().field("total_count").exists() {
@@ -474,13 +506,7 @@ impl SessionQuery {
             select,
             (limit, offset),
             order.as_deref(),
-            &[
-                ("name", sessions::Column::Name),
-                ("created_at", sessions::Column::CreatedAt),
-                ("status_changed", sessions::Column::StatusChanged),
-                ("terminated_at", sessions::Column::TerminatedAt),
-                ("status", sessions::Column::Status),
-            ],
+            ORDERABLE,
             (sessions::Column::StatusChanged, Order::Desc),
         )
         .await?;
