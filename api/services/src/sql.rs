@@ -42,6 +42,18 @@ pub fn condition<C: ColumnTrait>(filter: &Filter<C>) -> Condition {
 }
 
 fn compare<C: ColumnTrait>(col: C, op: Op, v: &str) -> SimpleExpr {
+    // A UUID column compares with a UUID (SQLite keeps them as bytes, PostgreSQL will not
+    // compare uuid with text); a value that is no UUID matches nothing (`!=`: everything).
+    if matches!(col.def().get_column_type(), sea_orm::ColumnType::Uuid)
+        && matches!(op, Op::Eq | Op::Ne)
+    {
+        return match (uuid::Uuid::parse_str(v.trim()), op) {
+            (Ok(u), Op::Eq) => col.eq(u),
+            (Ok(u), _) => col.ne(u),
+            (Err(_), Op::Eq) => Expr::val(1).eq(0),
+            (Err(_), _) => Expr::val(1).eq(1),
+        };
+    }
     let v = v.to_string();
     match op {
         Op::Eq => col.eq(v),

@@ -83,41 +83,7 @@ impl Agent {
     /// metric `{current, capacity, pct, unit_hint}`; the engine's own figures (CPU in percent
     /// of one core, memory of the sessions' containers) against the agent's capacity.
     async fn live_stat(&self) -> Option<JsonString> {
-        let live = self.0.live_stat.as_ref()?;
-        let cpu = live
-            .get("cpu_used_pct")
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0);
-        let mem = live
-            .get("mem_used_bytes")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        let cores = self.0.available_slots.get("cpu");
-        let mem_cap = self.0.available_slots.get("mem");
-        let cpu_cap = cores * rust_decimal::Decimal::from(100);
-        let pct = |used: f64, cap: f64| {
-            if cap > 0.0 {
-                format!("{:.2}", used / cap * 100.0)
-            } else {
-                "0.00".to_string()
-            }
-        };
-        let cpu_metric = serde_json::json!({
-            "current": format!("{cpu:.2}"),
-            "capacity": cpu_cap.to_string(),
-            "pct": pct(cpu, cpu_cap.to_string().parse().unwrap_or(0.0)),
-            "unit_hint": "pct",
-        });
-        let mem_metric = serde_json::json!({
-            "current": mem.to_string(),
-            "capacity": mem_cap.to_string(),
-            "pct": pct(mem as f64, mem_cap.to_string().parse().unwrap_or(0.0)),
-            "unit_hint": "bytes",
-        });
-        Some(JsonString(serde_json::json!({
-            "node": {"cpu_util": cpu_metric, "mem": mem_metric},
-            "devices": {"cpu_util": {"host": cpu_metric}, "mem": {"host": mem_metric}},
-        })))
+        live_stat(&self.0)
     }
     /// Live CPU use of the agent's session containers, in percent of one core.
     async fn cpu_cur_pct(&self) -> f64 {
@@ -156,6 +122,44 @@ impl Agent {
 pub struct AgentList {
     pub items: Vec<Agent>,
     pub total_count: u64,
+}
+
+fn live_stat(agent: &agents::Model) -> Option<JsonString> {
+    let live = agent.live_stat.as_ref()?;
+    let cpu = live
+        .get("cpu_used_pct")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    let mem = live
+        .get("mem_used_bytes")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    let cores = agent.available_slots.get("cpu");
+    let mem_cap = agent.available_slots.get("mem");
+    let cpu_cap = cores * rust_decimal::Decimal::from(100);
+    let pct = |used: f64, cap: f64| {
+        if cap > 0.0 {
+            format!("{:.2}", used / cap * 100.0)
+        } else {
+            "0.00".to_string()
+        }
+    };
+    let cpu_metric = serde_json::json!({
+        "current": format!("{cpu:.2}"),
+        "capacity": cpu_cap.to_string(),
+        "pct": pct(cpu, cpu_cap.to_string().parse().unwrap_or(0.0)),
+        "unit_hint": "pct",
+    });
+    let mem_metric = serde_json::json!({
+        "current": mem.to_string(),
+        "capacity": mem_cap.to_string(),
+        "pct": pct(mem as f64, mem_cap.to_string().parse().unwrap_or(0.0)),
+        "unit_hint": "bytes",
+    });
+    Some(JsonString(serde_json::json!({
+        "node": {"cpu_util": cpu_metric, "mem": mem_metric},
+        "devices": {"cpu_util": {"host": cpu_metric}, "mem": {"host": mem_metric}},
+    })))
 }
 
 /// Agents matching Backend.AI's filter expression.
@@ -202,7 +206,7 @@ pub struct AgentNode(Agent);
 
 #[Object(rename_fields = "snake_case")]
 impl AgentNode {
-    async fn id(&self) -> async_graphql::ID {
+    pub(crate) async fn id(&self) -> async_graphql::ID {
         crate::graphql::sessions::global_id("AgentNode", &self.0.0.id)
     }
     async fn row_id(&self) -> &str {
@@ -248,7 +252,7 @@ impl AgentNode {
         JsonString(self.0.0.compute_plugins.clone())
     }
     async fn live_stat(&self) -> Option<JsonString> {
-        self.0.live_stat().await
+        live_stat(&self.0.0)
     }
     /// Backend.AI's map of GPU allocations per device: bai keeps them per session (`{}`).
     async fn gpu_alloc_map(&self) -> JsonString {
@@ -341,7 +345,11 @@ impl AgentQuery {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         let select = with_filter(agents::Entity::find(), filter)?;
-        let count = select.clone().count(&state.db).await.map_err(ApiError::from)?;
+        let count = select
+            .clone()
+            .count(&state.db)
+            .await
+            .map_err(ApiError::from)?;
         let first = first.unwrap_or(20);
         let rows = if first <= 0 {
             Vec::new()

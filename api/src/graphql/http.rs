@@ -55,12 +55,16 @@ fn ensure_codes(mut resp: async_graphql::Response) -> async_graphql::Response {
 /// compressed (Lablup's web servers copy the encoding header of what they proxy while their
 /// HTTP client has already decoded the body).
 pub async fn graphql_admin(
-    state: State<Web>,
-    principal: Extension<Principal>,
-    addr: Extension<ClientAddr>,
+    State(web): State<Web>,
+    Extension(principal): Extension<Principal>,
+    Extension(addr): Extension<ClientAddr>,
     req: GraphQLRequest,
 ) -> Response {
-    let mut response = graphql_post(state, principal, addr, req).await;
+    let mut req = req.into_inner();
+    if let std::borrow::Cow::Owned(q) = without_unused_fragments(&req.query) {
+        req.query = q;
+    }
+    let mut response = execute(&web, principal, addr, req).await;
     response
         .extensions_mut()
         .remove::<crate::observe::Compressible>();
@@ -77,7 +81,15 @@ pub async fn graphql_post(
     Extension(addr): Extension<ClientAddr>,
     req: GraphQLRequest,
 ) -> Response {
-    let request = req.into_inner();
+    execute(&web, principal, addr, req.into_inner()).await
+}
+
+async fn execute(
+    web: &Web,
+    principal: Principal,
+    addr: ClientAddr,
+    request: async_graphql::Request,
+) -> Response {
     let compressible = crate::observe::compressible_document(&request.query);
     let resp = web.schema.execute(request.data(principal).data(addr)).await;
     let code = resp
@@ -135,6 +147,131 @@ pub async fn graphql_legacy(
         axum::http::HeaderValue::from_static("application/problem+json"),
     );
     out
+}
+
+/// Lablup's Web UI 26 drops the fields a manager's version lacks before sending a query, but
+/// keeps the fragments only those fields used: on `/admin/gql` fragments no operation reaches
+/// are left out before validation (GraphQL refuses a document with unused fragments). A
+/// document that does not parse is passed on as it is, for the usual error.
+fn without_unused_fragments(query: &str) -> std::borrow::Cow<'_, str> {
+    use async_graphql::parser::types::{DocumentOperations, Selection, SelectionSet};
+    fn spreads(set: &SelectionSet, out: &mut Vec<String>) {
+        for sel in &set.items {
+            match &sel.node {
+                Selection::Field(f) => spreads(&f.node.selection_set.node, out),
+                Selection::FragmentSpread(s) => out.push(s.node.fragment_name.node.to_string()),
+                Selection::InlineFragment(i) => spreads(&i.node.selection_set.node, out),
+            }
+        }
+    }
+    let Ok(doc) = async_graphql::parser::parse_query(query) else {
+        return std::borrow::Cow::Borrowed(query);
+    };
+    let mut todo = Vec::new();
+    match &doc.operations {
+        DocumentOperations::Single(op) => spreads(&op.node.selection_set.node, &mut todo),
+        DocumentOperations::Multiple(ops) => {
+            for op in ops.values() {
+                spreads(&op.node.selection_set.node, &mut todo);
+            }
+        }
+    }
+    let mut used = std::collections::HashSet::new();
+    while let Some(name) = todo.pop() {
+        if used.insert(name.clone())
+            && let Some(f) = doc.fragments.get(name.as_str())
+        {
+            spreads(&f.node.selection_set.node, &mut todo);
+        }
+    }
+    // Each unused fragment's text: from its definition's start to its closing brace.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(query.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    for (name, f) in &doc.fragments {
+        if used.contains(name.as_str()) {
+            continue;
+        }
+        let Some(line) = line_starts.get(f.pos.line.saturating_sub(1)) else {
+            return std::borrow::Cow::Borrowed(query);
+        };
+        let start = query[*line..]
+            .char_indices()
+            .nth(f.pos.column.saturating_sub(1))
+            .map(|(i, _)| line + i)
+            .unwrap_or(query.len());
+        match closing_brace(query, start) {
+            Some(end) => cuts.push((start, end)),
+            None => return std::borrow::Cow::Borrowed(query),
+        }
+    }
+    if cuts.is_empty() {
+        return std::borrow::Cow::Borrowed(query);
+    }
+    cuts.sort_unstable();
+    let mut out = String::with_capacity(query.len());
+    let mut at = 0;
+    for (start, end) in cuts {
+        if start < at {
+            return std::borrow::Cow::Borrowed(query);
+        }
+        out.push_str(&query[at..start]);
+        at = end;
+    }
+    out.push_str(&query[at..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// The index just past the `}` closing the first `{` at or after `from`, strings skipped.
+fn closing_brace(text: &str, from: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = from;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // A string (block strings too): on to the next unescaped quote run.
+                let block = text[i..].starts_with("\"\"\"");
+                i += if block { 3 } else { 1 };
+                loop {
+                    if i >= bytes.len() {
+                        return None;
+                    }
+                    if block && text[i..].starts_with("\"\"\"") {
+                        i += 3;
+                        break;
+                    }
+                    if !block && bytes[i] == b'\\' {
+                        i += 2;
+                        continue;
+                    }
+                    if !block && bytes[i] == b'"' {
+                        i += 1;
+                        break;
+                    }
+                    i += 1;
+                }
+                continue;
+            }
+            b'#' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Lablup's Console 21.02 declares `$group_id: String` (Backend.AI 20.09 took any string there)
@@ -268,6 +405,31 @@ pub async fn graphql_ws(
 #[cfg(test)]
 mod tests {
     use super::legacy_variable_types;
+
+    #[test]
+    fn fragments_no_operation_reaches_are_left_out() {
+        use super::without_unused_fragments as strip;
+        let q = "query Q { a { ...Used } }\nfragment Used on A { b ...Deep }\nfragment Deep on A { c }\nfragment Unused on B { d { e } s(x: \"}\") }\n# }\nfragment AlsoUnused on C { f }";
+        let got = strip(q);
+        assert!(
+            got.contains("fragment Used") && got.contains("fragment Deep"),
+            "{got}"
+        );
+        assert!(
+            !got.contains("Unused") && !got.contains("AlsoUnused"),
+            "{got}"
+        );
+        assert!(
+            async_graphql::parser::parse_query(got.as_ref()).is_ok(),
+            "{got}"
+        );
+        let clean = "query Q { a { ...F } } fragment F on A { b }";
+        assert!(matches!(strip(clean), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            strip("not graphql {"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn consoles_string_group_ids_read_as_uuids() {

@@ -67,6 +67,8 @@ pub fn build_schema(state: AppState) -> BaiSchema {
         Subscription::default(),
     )
     .data(state)
+    // Relay's `Node`, which no field returns yet but fragments name (Lablup's Web UI 26).
+    .register_output_type::<crate::graphql::sessions::Node>()
     .limit_depth(cfg.graphql_max_depth)
     .limit_complexity(cfg.graphql_max_complexity)
     .extension(limits::DocumentLimits {

@@ -1848,6 +1848,33 @@ both_dbs!(
             .as_str()
             .unwrap()
             .to_string();
+        // Backend.AI 26's `compute_session_nodes` with a UUID in the filter (Lablup's Web UI
+        // lists a user's own sessions so), on both databases.
+        let made = create_session(
+            &app,
+            &app.admin_token,
+            json!({"image": PYTHON, "name": "nodes-listed", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}"}),
+        )
+        .await;
+        session_ids(&made);
+        let me = app
+            .ok(Some(&app.admin_token), "{ user { uuid } }", json!({}))
+            .await;
+        let uuid = me["user"]["uuid"].as_str().unwrap().to_string();
+        for (who, want) in [
+            (uuid.as_str(), 1),
+            ("00000000-0000-0000-0000-000000000000", 0),
+            ("not-a-uuid", 0),
+        ] {
+            let got = app
+                .ok(
+                    Some(&app.admin_token),
+                    "query($f: String) { compute_session_nodes(filter: $f, first: 5) { count edges { node { name row_id } } } }",
+                    json!({"f": format!("user_id == \"{who}\" & status != \"TERMINATED\"")}),
+                )
+                .await;
+            assert_eq!(got["compute_session_nodes"]["count"], want, "{who}: {got}");
+        }
         // A user: the manager's status and the recount are the superadmin's.
         let lst = app.login("lst-a@x.org", USER_PASSWORD).await;
         for (method, path) in [

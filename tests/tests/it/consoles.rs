@@ -473,6 +473,68 @@ crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
     }
 });
 
+/// Logs in to Lablup's Web UI at `url` and waits for the project's Start page.
+async fn webui_login(c: &Client, url: &str, email: &str, password: &str, shot_name: &str) {
+    use fantoccini::Locator;
+    c.goto(url).await.unwrap();
+    let secret = c
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("input[type=password]"))
+        .await
+        .unwrap();
+    let name = c.find(Locator::Css("input[type=text]")).await.unwrap();
+    name.send_keys(email).await.unwrap();
+    secret.send_keys(password).await.unwrap();
+    secret.send_keys("\u{E007}").await.unwrap();
+    let reached = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let here = c
+                .current_url()
+                .await
+                .map(|u| u.to_string())
+                .unwrap_or_default();
+            let text = js(c, "return document.body.innerText;", vec![]).await;
+            if here.contains("/start")
+                && text
+                    .as_str()
+                    .is_some_and(|t| t.contains("Start Interactive Session"))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    shot(c, shot_name).await.unwrap();
+    assert!(
+        reached.is_ok(),
+        "the Web UI did not reach the Start page: {:?}",
+        js(c, "return document.body.innerText;", vec![]).await
+    );
+}
+
+/// Opens `path` of the Web UI and waits until its text shows `needle`.
+async fn webui_page(c: &Client, url: &str, path: &str, needle: &str, shot_name: &str) {
+    c.goto(&format!("{url}{path}")).await.unwrap();
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let text = js(c, "return document.body.innerText;", vec![]).await;
+            if text.as_str().is_some_and(|t| t.contains(needle)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    shot(c, shot_name).await.unwrap();
+    assert!(
+        found.is_ok(),
+        "{path}: {needle} not shown: {:?}",
+        js(c, "return document.body.innerText;", vec![]).await
+    );
+}
+
 /// Lablup's Web UI 26.9 through its web server: a user logs in (the web server asks bai's
 /// `/auth/authorize`, the UI reads the caller, its projects and `myUserV2`/`myClientIp`),
 /// reaches the Start page in the project and the Sessions page listing its session
@@ -480,7 +542,6 @@ crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
 /// pages need more of Backend.AI 26's Relay node layer (README: compatibility).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_ui_26_logs_in_through_lablups_web_server() {
-    use fantoccini::Locator;
     let started = std::time::Instant::now();
     require_docker();
     let app = spawn(Db::Sqlite).await;
@@ -497,84 +558,34 @@ async fn web_ui_26_logs_in_through_lablups_web_server() {
     session_ids(&made);
     let b = browser().await;
     let c = &b.client;
-    c.goto(&url).await.unwrap();
-    let password = c
-        .wait()
-        .at_most(Duration::from_secs(60))
-        .for_element(Locator::Css("input[type=password]"))
-        .await
-        .unwrap();
-    let email = c.find(Locator::Css("input[type=text]")).await.unwrap();
-    email.send_keys("webui@x.org").await.unwrap();
-    password.send_keys(USER_PASSWORD).await.unwrap();
-    password.send_keys("\u{E007}").await.unwrap();
-    let reached = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            let here = c
-                .current_url()
-                .await
-                .map(|u| u.to_string())
-                .unwrap_or_default();
-            let text = js(c, "return document.body.innerText;", vec![]).await;
-            if here.contains("/project/default/start")
-                && text
-                    .as_str()
-                    .is_some_and(|t| t.contains("Start Interactive Session"))
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    })
-    .await;
-    shot(c, "webui26-1-start.png").await.unwrap();
-    assert!(
-        reached.is_ok(),
-        "the Web UI did not reach the Start page: {:?}",
-        js(c, "return document.body.innerText;", vec![]).await
-    );
+    webui_login(c, &url, "webui@x.org", USER_PASSWORD, "webui26-1-start.png").await;
     // The Sessions page lists the user's session (Backend.AI 26's `compute_session_nodes`).
-    let page = |path: &'static str, needle: String, name: &'static str| async move {
-        c.goto(&format!("{url}{path}")).await.unwrap();
-        let found = tokio::time::timeout(Duration::from_secs(60), async {
-            loop {
-                let text = js(c, "return document.body.innerText;", vec![]).await;
-                if text.as_str().is_some_and(|t| t.contains(&needle)) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-        })
-        .await;
-        shot(c, name).await.unwrap();
-        assert!(
-            found.is_ok(),
-            "{path}: {needle} not shown: {:?}",
-            js(c, "return document.body.innerText;", vec![]).await
-        );
-    };
-    page("/session", "webui-listed".into(), "webui26-2-sessions.png").await;
-    // An admin's agent list (`agent_nodes`).
+    webui_page(
+        c,
+        &url,
+        "/session",
+        "webui-listed",
+        "webui26-2-sessions.png",
+    )
+    .await;
+    // An admin (a browser of its own): the agent list (`agent_nodes`).
     let agent = app
         .admin_op::<crate::gql::sessions::Agents>(Default::default())
         .await["agents"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
-    c.delete_all_cookies().await.unwrap();
-    c.goto(&url).await.unwrap();
-    let password = c
-        .wait()
-        .at_most(Duration::from_secs(60))
-        .for_element(Locator::Css("input[type=password]"))
-        .await
-        .unwrap();
-    let email = c.find(Locator::Css("input[type=text]")).await.unwrap();
-    email.send_keys(ADMIN_EMAIL).await.unwrap();
-    password.send_keys(ADMIN_PASSWORD).await.unwrap();
-    password.send_keys("\u{E007}").await.unwrap();
-    page("/start", "Start Interactive Session".into(), "webui26-3-admin-start.png").await;
-    page("/agent", agent, "webui26-4-agents.png").await;
+    let b2 = browser().await;
+    let c2 = &b2.client;
+    webui_login(
+        c2,
+        &url,
+        ADMIN_EMAIL,
+        ADMIN_PASSWORD,
+        "webui26-3-admin-start.png",
+    )
+    .await;
+    webui_page(c2, &url, "/agent", &agent, "webui26-4-agents.png").await;
     took(
         "it::consoles::web_ui_26_logs_in_through_lablups_web_server",
         started,

@@ -66,6 +66,11 @@ const NOT_IDS: &[&str] = &[
     "src",
     "dst",
     "sent",
+    // Relay's pagination (a count and cursors; pages go by offset).
+    "first",
+    "last",
+    "after",
+    "before",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -429,6 +434,26 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             Tenant(
                 Session,
                 ask!(gql::SessionId, |v| gql::session_id::Variables { id: v }),
+            ),
+        ),
+        (
+            "Query",
+            "compute_session_node",
+            "id",
+            Tenant(
+                Session,
+                ask!(gql::SessionNode, |v| gql::session_node::Variables { id: v }),
+            ),
+        ),
+        (
+            "Query",
+            "compute_session_nodes",
+            "scope_id",
+            Tenant(
+                Group,
+                ask!(gql::SessionNodes, |v| gql::session_nodes::Variables {
+                    scope: Some(format!("project:{v}")),
+                }),
             ),
         ),
         (

@@ -10,8 +10,8 @@ mod nodes;
 mod usage;
 
 pub use execution::{ExecutionMutation, ExecutionQuery, ExecutionSubscription};
-pub use nodes::SessionNodeQuery;
 pub(crate) use nodes::global_id;
+pub use nodes::{Node, SessionNodeQuery};
 pub use usage::UsageQuery;
 pub(crate) use usage::resource_usage;
 

@@ -16,6 +16,16 @@ use crate::graphql::context::{authed, state};
 use crate::graphql::images::KVPair;
 use crate::graphql::scalars::JsonString;
 
+/// Relay's `Node`: what has a global id (Lablup's Web UI 26 spreads fragments on it).
+#[derive(async_graphql::Interface)]
+#[graphql(field(name = "id", ty = "ID"))]
+pub enum Node {
+    ComputeSessionNode(ComputeSessionNode),
+    KernelNode(KernelNode),
+    ImageNode(ImageNode),
+    AgentNode(crate::graphql::agents::AgentNode),
+}
+
 /// A Relay global id: `base64("<type>:<id>")`.
 pub fn global_id(kind: &str, id: impl std::fmt::Display) -> ID {
     ID(base64::engine::general_purpose::STANDARD.encode(format!("{kind}:{id}")))
@@ -53,12 +63,12 @@ fn scoped(
     };
     let (kind, id) = scope.0.split_once(':').ok_or_else(bad)?;
     Ok(match kind {
-        "project" => select.filter(
-            sessions::Column::GroupId.eq(id.parse::<Uuid>().map_err(|_| bad())?),
-        ),
-        "user" => select.filter(
-            sessions::Column::UserUuid.eq(id.parse::<Uuid>().map_err(|_| bad())?),
-        ),
+        "project" => {
+            select.filter(sessions::Column::GroupId.eq(id.parse::<Uuid>().map_err(|_| bad())?))
+        }
+        "user" => {
+            select.filter(sessions::Column::UserUuid.eq(id.parse::<Uuid>().map_err(|_| bad())?))
+        }
         "domain" => select.filter(sessions::Column::DomainName.eq(id)),
         _ => return Err(bad().into()),
     })
@@ -161,7 +171,10 @@ impl ComputeSessionNode {
         self.0.terminated_at
     }
     /// The main container's apps, as `compute_session_list` answers them.
-    async fn service_ports(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<JsonString> {
+    async fn service_ports(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<JsonString> {
         let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
         Ok(JsonString(super::service_ports_json(&k)))
     }
@@ -407,7 +420,11 @@ impl SessionNodeQuery {
         let select = super::filtered(select, filter)?;
         let count = {
             use sea_orm::PaginatorTrait;
-            select.clone().count(&state.read).await.map_err(ApiError::from)?
+            select
+                .clone()
+                .count(&state.read)
+                .await
+                .map_err(ApiError::from)?
         };
         let first = first.unwrap_or(20);
         if first <= 0 {

@@ -32,6 +32,8 @@ pub type DateTime = String;
 pub type BigInt = i64;
 /// `JSONString`: the server takes a JSON document as a string or as a plain value.
 pub type JSONString = serde_json::Value;
+/// `ScopeField`: `project:<uuid>`, `user:<uuid>` or `domain:<name>`.
+pub type ScopeField = String;
 
 /// `operation!(Name, "graphql/<module>/<file>.graphql");` — the document holds one operation
 /// called `Name`; `gql::name::Variables` is what it takes.
@@ -159,6 +161,8 @@ operation!(
     "graphql/common/send_execution_input.graphql"
 );
 operation!(SessionId, "graphql/common/session_id.graphql");
+operation!(SessionNode, "graphql/common/session_node.graphql");
+operation!(SessionNodes, "graphql/common/session_nodes.graphql");
 operation!(SessionList, "graphql/common/session_list.graphql");
 operation!(SessionLogs, "../web/graphql/sessions/session_logs.graphql");
 operation!(
