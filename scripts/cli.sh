@@ -26,12 +26,17 @@ install_client() { # venv python pins
 ensure_debs python3-venv
 install_client "${BAI_CLI_VENV:-$HOME/.cache/bai-cli/venv}" python3 "backend.ai-client==23.9.10 yarl<1.10"
 
-PY313="${BAI_PYTHON313:-}"
-if [ -z "$PY313" ]; then
-  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
-  PY313="$(ls -d "$root"/versions/3.13*/bin/python3 2>/dev/null | sort -V | tail -1 || true)"
-fi
-[ -x "$PY313" ] || { echo "Python 3.13 (pyenv) is missing: the 26.9 client needs it" >&2; exit 1; }
+# pyenv_python VERSION OVERRIDE WHY: the newest pyenv Python VERSION.x (or OVERRIDE), or exit.
+pyenv_python() {
+  local want="$1" py="$2" why="$3" root
+  if [ -z "$py" ]; then
+    root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+    py="$(ls -d "$root"/versions/"$want".*/bin/python3 2>/dev/null | sort -V | tail -1 || true)"
+  fi
+  [ -x "$py" ] || { echo "Python $want (pyenv) is missing: $why needs it" >&2; exit 1; }
+  echo "$py"
+}
+PY313="$(pyenv_python 3.13 "${BAI_PYTHON313:-}" "the 26.9 client")"
 install_client "${BAI_CLI26_VENV:-$HOME/.cache/bai-cli/venv26}" "$PY313" "backend.ai-client>=26.9,<26.10"
 
 # Lablup's CLI test suite (`cli_integration` of PyPI backend.ai-test, 26.9.x) with the client and
@@ -43,12 +48,7 @@ install_client "${BAI_SUITE_VENV:-$HOME/.cache/bai-cli/suite}" "$PY313" "backend
 # 20.9.7 (Console 21.02, the console the guides show) on Python 3.8, whose Jinja needs a
 # markupsafe from before 2.1.
 install_client "${BAI_WEBSERVER_VENV:-$HOME/.cache/bai-cli/webserver}" "$PY313" "backend.ai-webserver>=26.9,<26.10"
-PY38="${BAI_PYTHON38:-}"
-if [ -z "$PY38" ]; then
-  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
-  PY38="$(ls -d "$root"/versions/3.8*/bin/python3 2>/dev/null | sort -V | tail -1 || true)"
-fi
-[ -x "$PY38" ] || { echo "Python 3.8 (pyenv) is missing: backend.ai-console-server 20.9.7 needs it" >&2; exit 1; }
+PY38="$(pyenv_python 3.8 "${BAI_PYTHON38:-}" "backend.ai-console-server 20.9.7")"
 install_client "${BAI_CONSOLE_SERVER_VENV:-$HOME/.cache/bai-cli/console-server}" "$PY38" "backend.ai-console-server==20.9.7 markupsafe<2.1"
 
 # Schemathesis (GraphQL mode) for the live-API fuzz test.
