@@ -341,8 +341,11 @@ pub async fn for_session<C: ConnectionTrait>(
         Owner::Group(group),
         Owner::Keypair(access_key.to_string()),
     ] {
-        let Ok(raw) = load(db, &owner).await else {
-            continue;
+        // An owner gone meanwhile has no dotfiles; a database error fails the launch.
+        let raw = match load(db, &owner).await {
+            Ok(raw) => raw,
+            Err(e) if e.code == crate::error::ErrorCode::NotFound => continue,
+            Err(e) => return Err(e),
         };
         for d in decode(raw.as_deref()) {
             // Kept lists were checked when written; a file that fails now is left out.

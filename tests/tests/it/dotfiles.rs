@@ -151,6 +151,23 @@ both_dbs!(
             let (st, answer) = rest(&app, token, method.clone(), &path, body).await;
             assert_eq!(st, 404, "{method} {path}: {answer}");
         }
+        // A domain admin against the superadmin: the superadmin's keypair is not its to see.
+        let default_admin = app.user("dot-admin@x.org", "admin", "default").await;
+        let super_key = app.access_key(&app.admin_token).await;
+        for method in [Method::GET, Method::POST] {
+            let (st, answer) = rest(
+                &app,
+                &default_admin,
+                method.clone(),
+                &format!("{USER}?owner_access_key={super_key}"),
+                Some(with(
+                    file(".planted", "x", "644"),
+                    json!({"owner_access_key": super_key}),
+                )),
+            )
+            .await;
+            assert_eq!(st, 404, "{method}: {answer}");
+        }
         let (_, got) = rest(
             &app,
             &alice,
@@ -237,6 +254,21 @@ both_dbs!(
         )
         .await;
         assert_eq!(st, 200, "{body}");
+
+        // The 26.x client reads the domain's and the project's (`-d`, `-g`) as Alice.
+        let cli26 = Cli::for_user26(&app, &alice).await;
+        let domain = cli26.run(&["dotfile", "list", "-d", "default"]).await;
+        assert!(
+            domain.ok && domain.stdout.contains(".from-domain"),
+            "{domain}"
+        );
+        let project = cli26
+            .run(&["dotfile", "list", "-g", "default", "-d", "default"])
+            .await;
+        assert!(
+            project.ok && project.stdout.contains(".from-group"),
+            "{project}"
+        );
 
         // Both official clients: create from a file, list, get, update, delete.
         for (n, cli) in [
