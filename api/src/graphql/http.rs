@@ -61,9 +61,7 @@ pub async fn graphql_admin(
     req: GraphQLRequest,
 ) -> Response {
     let mut req = req.into_inner();
-    if let std::borrow::Cow::Owned(q) = without_unused_fragments(&req.query) {
-        req.query = q;
-    }
+    backend_ai_dialect(&mut req);
     let mut response = execute(&web, principal, addr, req).await;
     response
         .extensions_mut()
@@ -127,9 +125,7 @@ pub async fn graphql_legacy(
     req: GraphQLRequest,
 ) -> Response {
     let mut req = req.into_inner();
-    if let std::borrow::Cow::Owned(q) = legacy_variable_types(&req.query) {
-        req.query = q;
-    }
+    backend_ai_dialect(&mut req);
     let resp = web.schema.execute(req.data(principal).data(addr)).await;
     let resp = ensure_codes(resp);
     if resp.errors.is_empty() {
@@ -149,9 +145,21 @@ pub async fn graphql_legacy(
     out
 }
 
+/// What Backend.AI's clients and consoles send that bai's schema reads otherwise, on both of
+/// their endpoints (`/admin/gql`, `/admin/graphql`): fragments no operation reaches are left
+/// out, and `$group_id: String` reads as a UUID.
+fn backend_ai_dialect(req: &mut async_graphql::Request) {
+    if let std::borrow::Cow::Owned(q) = without_unused_fragments(&req.query) {
+        req.query = q;
+    }
+    if let std::borrow::Cow::Owned(q) = legacy_variable_types(&req.query) {
+        req.query = q;
+    }
+}
+
 /// Lablup's Web UI 26 drops the fields a manager's version lacks before sending a query, but
-/// keeps the fragments only those fields used: on `/admin/gql` fragments no operation reaches
-/// are left out before validation (GraphQL refuses a document with unused fragments). A
+/// keeps the fragments only those fields used: fragments no operation reaches are left out
+/// before validation (GraphQL refuses a document with unused fragments). A
 /// document that does not parse is passed on as it is, for the usual error.
 fn without_unused_fragments(query: &str) -> std::borrow::Cow<'_, str> {
     use async_graphql::parser::types::{DocumentOperations, Selection, SelectionSet};
@@ -275,7 +283,7 @@ fn closing_brace(text: &str, from: usize) -> Option<usize> {
 }
 
 /// Lablup's Console 21.02 declares `$group_id: String` (Backend.AI 20.09 took any string there)
-/// where Backend.AI's later managers and bai take a UUID: on the legacy endpoint that
+/// where Backend.AI's later managers and bai take a UUID: on Backend.AI's endpoints that
 /// declaration reads as `UUID` (the value is still checked as one).
 fn legacy_variable_types(query: &str) -> std::borrow::Cow<'_, str> {
     const NAME: &str = "$group_id";
