@@ -1,11 +1,13 @@
 //! bai: Backend.AI rebuilt in Rust as one binary — layer 5, the surfaces (GraphQL, Backend.AI
 //! REST, terminal, file transfer) and the server that wires the services together.
+// The merged query root has more parts than the compiler's default query depth allows.
+#![recursion_limit = "256"]
 // Layers 1–4 below this crate, re-exported so that `crate::sessions::…` reads the same in the
 // surfaces as in the services.
 pub use bai_core::validate;
 pub use bai_services::{
-    API_VERSION, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config, db, domains,
-    dotfiles, events, groups, images, keypairs, lookup, policies, presets, registries,
+    API_VERSION, MANAGER_COMPAT, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config,
+    db, domains, dotfiles, events, groups, images, keypairs, lookup, policies, presets, registries,
     scaling_groups, scheduler, sessions, settings, sql, state, storage, templates, users,
 };
 

@@ -135,8 +135,14 @@ async fn root(State(web): State<Web>, headers: HeaderMap) -> Response {
     Json(version_document()).into_response()
 }
 
+/// `manager` is the Backend.AI release whose API bai speaks (its consoles switch features on
+/// it); `bai` is this server's own version.
 pub fn version_document() -> serde_json::Value {
-    json!({ "version": crate::API_VERSION, "manager": crate::VERSION })
+    json!({
+        "version": crate::API_VERSION,
+        "manager": crate::MANAGER_COMPAT,
+        "bai": crate::VERSION,
+    })
 }
 
 /// `GET /manager/announcement` (the CLI calls it before every command).

@@ -756,7 +756,7 @@ fn Images() -> impl IntoView {
                 }).collect::<Vec<_>>().join(", ");
                 (i.name.clone(), vec![
                     i.environment.clone(), i.version.clone(),
-                    i.registry.clone(), format!("{}/{}:{}", i.namespace, i.base_image_name, i.tag), label("ai.backend.base-distro"),
+                    i.registry.clone(), format!("{}:{}", i.namespace, i.tag), label("ai.backend.base-distro"),
                     i.digest.chars().take(19).collect(), limits,
                     // Which agents hold it (several hosts): a check mark and their ids.
                     if i.installed { format!("✔ {}", i.installed_agents.join(", ")) } else { String::new() },

@@ -1,6 +1,7 @@
 //! Backend.AI's list `filter` mini-language, the part its client and console use:
-//! `name == "x"`, `status != "RUNNING"`, `name ilike "%gpu%"`, comparisons `< <= > >=`, joined
-//! with `&` and `|` (`&` binds tighter) and grouped with parentheses. Only the fields a list
+//! `name == "x"`, `status != "RUNNING"`, `name ilike "%gpu%"`, comparisons `< <= > >=`,
+//! lists `status in ["A", "B"]` and `status not in [...]`, joined with `&` and `|` (`&` binds
+//! tighter), negated with a leading `!` and grouped with parentheses. Only the fields a list
 //! allows may be named; anything else is a clear BAD_REQUEST. The text, its nesting and its
 //! number of comparisons are bounded before anything recurses.
 //!
@@ -17,6 +18,37 @@ pub enum Filter<C> {
     All(Vec<Filter<C>>),
     /// `column op value`.
     Compare { column: C, op: Op, value: String },
+    /// `column in [values]` (`not in` when `negated`).
+    In {
+        column: C,
+        values: Vec<String>,
+        negated: bool,
+    },
+    /// `!term`: the term does not hold.
+    Not(Box<Filter<C>>),
+}
+
+impl<C> Filter<C> {
+    /// Rewrites the values compared with the columns `of` picks (e.g. Backend.AI's enum names
+    /// into the words bai stores).
+    pub fn map_values(&mut self, of: &impl Fn(&C) -> bool, f: &impl Fn(&str) -> String) {
+        match self {
+            Filter::Any(parts) | Filter::All(parts) => {
+                parts.iter_mut().for_each(|p| p.map_values(of, f));
+            }
+            Filter::Compare { column, value, .. } => {
+                if of(column) {
+                    *value = f(value);
+                }
+            }
+            Filter::In { column, values, .. } => {
+                if of(column) {
+                    values.iter_mut().for_each(|v| *v = f(v));
+                }
+            }
+            Filter::Not(inner) => inner.map_values(of, f),
+        }
+    }
 }
 
 /// A comparison operator of the language.
@@ -59,8 +91,12 @@ enum Tok {
     Op(String),
     And,
     Or,
+    Not,
     LParen,
     RParen,
+    LBracket,
+    RBracket,
+    Comma,
 }
 
 /// Longest filter accepted, in bytes.
@@ -92,6 +128,22 @@ fn lex(s: &str) -> ApiResult<Vec<Tok>> {
             }
             '(' => {
                 out.push(Tok::LParen);
+                i += 1;
+            }
+            '[' => {
+                out.push(Tok::LBracket);
+                i += 1;
+            }
+            ']' => {
+                out.push(Tok::RBracket);
+                i += 1;
+            }
+            ',' => {
+                out.push(Tok::Comma);
+                i += 1;
+            }
+            '!' if chars.get(i + 1) != Some(&'=') => {
+                out.push(Tok::Not);
                 i += 1;
             }
             ')' => {
@@ -193,8 +245,45 @@ impl<C: Copy> Parser<'_, C> {
         }
         Ok(Filter::All(all))
     }
+    /// `[v, v, …]` after `in`; each value counts against the comparison bound.
+    fn list(&mut self, field: &str) -> ApiResult<Vec<String>> {
+        if self.next() != Some(Tok::LBracket) {
+            return Err(bad(format!("expected '[' after '{field} in'")));
+        }
+        let mut values = Vec::new();
+        if self.peek() == Some(&Tok::RBracket) {
+            self.pos += 1;
+            return Ok(values);
+        }
+        loop {
+            match self.next() {
+                Some(Tok::Str(v)) | Some(Tok::Num(v)) | Some(Tok::Ident(v)) => values.push(v),
+                _ => return Err(bad(format!("expected a value in the list of '{field}'"))),
+            }
+            self.terms += 1;
+            if self.terms > MAX_TERMS {
+                return Err(bad(format!("more than {MAX_TERMS} comparisons")));
+            }
+            match self.next() {
+                Some(Tok::Comma) => continue,
+                Some(Tok::RBracket) => return Ok(values),
+                _ => return Err(bad(format!("expected ',' or ']' in the list of '{field}'"))),
+            }
+        }
+    }
     fn term(&mut self) -> ApiResult<Filter<C>> {
         match self.next() {
+            Some(Tok::Not) => {
+                if self.depth >= MAX_DEPTH {
+                    return Err(bad(format!(
+                        "negations are nested more than {MAX_DEPTH} deep"
+                    )));
+                }
+                self.depth += 1;
+                let inner = self.term()?;
+                self.depth -= 1;
+                Ok(Filter::Not(Box::new(inner)))
+            }
             Some(Tok::LParen) => {
                 if self.depth >= MAX_DEPTH {
                     return Err(bad(format!(
@@ -226,6 +315,27 @@ impl<C: Copy> Parser<'_, C> {
                             names.join(", ")
                         ))
                     })?;
+                let negated = match self.peek() {
+                    Some(Tok::Ident(w)) if w.eq_ignore_ascii_case("not") => {
+                        self.pos += 1;
+                        true
+                    }
+                    _ => false,
+                };
+                if let Some(Tok::Ident(w)) = self.peek()
+                    && w.eq_ignore_ascii_case("in")
+                {
+                    self.pos += 1;
+                    let values = self.list(&field)?;
+                    return Ok(Filter::In {
+                        column: col,
+                        values,
+                        negated,
+                    });
+                }
+                if negated {
+                    return Err(bad(format!("expected 'in' after '{field} not'")));
+                }
                 let Some(Tok::Op(op)) = self.next() else {
                     return Err(bad(format!("expected an operator after '{field}'")));
                 };
@@ -282,6 +392,15 @@ mod tests {
             Filter::Any(p) => join(p, " OR "),
             Filter::All(p) => join(p, " AND "),
             Filter::Compare { column, op, value } => format!("{column} {op:?} '{value}'"),
+            Filter::In {
+                column,
+                values,
+                negated,
+            } => format!(
+                "{column} {}In {values:?}",
+                if *negated { "Not" } else { "" }
+            ),
+            Filter::Not(inner) => format!("NOT {}", show(inner)),
         }
     }
 
@@ -314,6 +433,48 @@ mod tests {
         assert!(sql(r#"name = "x""#).unwrap_err().contains("operator"));
         assert!(sql(r#"(name == "x""#).unwrap_err().contains("')'"));
         assert!(sql("").is_ok());
+    }
+
+    #[test]
+    fn lists_and_negations() {
+        assert_eq!(
+            sql(r#"status in ["A", 'B'] & name not in []"#).unwrap(),
+            r#"((status In ["A", "B"] AND name NotIn []))"#
+        );
+        assert_eq!(
+            sql(r#"(! name ilike ".%")&(status != "x")"#).unwrap(),
+            "((((NOT name ILike '.%')) AND ((status Ne 'x'))))"
+        );
+        assert_eq!(sql("!!name == 1").unwrap(), "((NOT NOT name Eq '1'))");
+        assert!(sql("status in [\"A\"").unwrap_err().contains("']'"));
+        assert!(sql("status in \"A\"").unwrap_err().contains("'['"));
+        assert!(sql("status not == 1").unwrap_err().contains("'in'"));
+        let long = format!("status in [{}]", vec!["\"a\""; 65].join(","));
+        assert!(sql(&long).unwrap_err().contains("comparisons"));
+        let nots = format!("{}name == 1", "!".repeat(17));
+        assert!(sql(&nots).unwrap_err().contains("nested"));
+        let mut f = super::parse(
+            r#"status in ["DELETE_PENDING"] | status == "READY""#,
+            &[("status", 1)],
+        )
+        .unwrap()
+        .unwrap();
+        f.map_values(&|c| *c == 1, &|v| v.to_lowercase().replace('_', "-"));
+        assert_eq!(
+            f,
+            Filter::Any(vec![
+                Filter::All(vec![Filter::In {
+                    column: 1,
+                    values: vec!["delete-pending".into()],
+                    negated: false
+                }]),
+                Filter::All(vec![Filter::Compare {
+                    column: 1,
+                    op: Op::Eq,
+                    value: "ready".into()
+                }])
+            ])
+        );
     }
 
     #[test]
@@ -351,7 +512,7 @@ mod tests {
     /// the depth bound.
     #[test]
     fn fuzz_never_panics() {
-        let alphabet: Vec<char> = "()&|=!<> \"'\\namestuslikeicontains0123456789-._%"
+        let alphabet: Vec<char> = "()[],&|=!<> \"'\\namestuslikeicontains0123456789-._%"
             .chars()
             .collect();
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -40,3 +40,6 @@ pub use state::AppState;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The Backend.AI API version announced to clients.
 pub const API_VERSION: &str = "v8.20240915";
+/// A Backend.AI manager release that announced `API_VERSION` (24.12.0): what `GET /`
+/// answers as `manager`, since Lablup's consoles switch their features on that number.
+pub const MANAGER_COMPAT: &str = "24.12.0";

@@ -38,6 +38,23 @@ pub fn condition<C: ColumnTrait>(filter: &Filter<C>) -> Condition {
             .iter()
             .fold(Condition::all(), |c, p| c.add(condition(p))),
         Filter::Compare { column, op, value } => Condition::all().add(compare(*column, *op, value)),
+        Filter::In {
+            column,
+            values,
+            negated,
+        } => {
+            let any = values
+                .iter()
+                .fold(Condition::any(), |c, v| c.add(compare(*column, Op::Eq, v)));
+            // `in []` holds for nothing, `not in []` for everything.
+            let any = if values.is_empty() {
+                Condition::all().add(Expr::val(1).eq(0))
+            } else {
+                any
+            };
+            if *negated { any.not() } else { any }
+        }
+        Filter::Not(inner) => condition(inner).not(),
     }
 }
 

@@ -1,4 +1,5 @@
 //! GraphQL for agents (superadmins, as the seeds say): `agent`, `agents`, `agent_list`;
+//! `agent_summary_list` for everyone (the agents of the caller's resource groups);
 //! and `rescan_images` for the engines' local images.
 // Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
 #![allow(clippy::too_many_arguments)]
@@ -297,6 +298,41 @@ fn filtered(
     Ok(select)
 }
 
+/// Backend.AI's `AgentSummary`: what anyone may know of an agent it could run sessions on.
+pub struct AgentSummary(agents::Model);
+
+#[Object(rename_fields = "snake_case")]
+impl AgentSummary {
+    async fn id(&self) -> &str {
+        &self.0.id
+    }
+    async fn status(&self) -> &str {
+        self.0.status.as_str()
+    }
+    async fn scaling_group(&self) -> &str {
+        &self.0.scaling_group
+    }
+    async fn schedulable(&self) -> bool {
+        self.0.schedulable
+    }
+    async fn available_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.available_slots).unwrap_or_default())
+    }
+    async fn occupied_slots(&self) -> JsonString {
+        JsonString(serde_json::to_value(&self.0.occupied_slots).unwrap_or_default())
+    }
+    async fn architecture(&self) -> &str {
+        &self.0.architecture
+    }
+}
+
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct AgentSummaryList {
+    items: Vec<AgentSummary>,
+    total_count: u64,
+}
+
 #[derive(Default)]
 pub struct AgentQuery;
 
@@ -373,6 +409,47 @@ impl AgentQuery {
                     node: AgentNode(Agent(a)),
                 })
                 .collect(),
+        })
+    }
+
+    /// Backend.AI's `agent_summary_list`: superadmins see every agent, anyone else the agents
+    /// of the resource groups it may use (their capacity and what is taken, for the launcher
+    /// and the dashboard).
+    async fn agent_summary_list(
+        &self,
+        ctx: &Context<'_>,
+        limit: i32,
+        offset: i32,
+        order: Option<String>,
+        status: Option<String>,
+        scaling_group: Option<String>,
+        filter: Option<String>,
+    ) -> crate::graphql::context::Result<AgentSummaryList> {
+        let (state, caller) = authed(ctx)?;
+        let mut select = with_filter(filtered(status, scaling_group)?, filter)?;
+        if !caller.is_superadmin() {
+            let groups = crate::scaling_groups::allowed_for(
+                &state.db,
+                &caller.domain_name,
+                caller.uuid,
+                None,
+                caller.access_key.as_deref(),
+            )
+            .await?;
+            select = select.filter(agents::Column::ScalingGroup.is_in(groups));
+        }
+        let (rows, total_count) = crate::graphql::context::paginate(
+            &state.db,
+            select,
+            (limit, offset),
+            order.as_deref(),
+            ORDERABLE,
+            (agents::Column::FirstContact, Order::Asc),
+        )
+        .await?;
+        Ok(AgentSummaryList {
+            items: rows.into_iter().map(AgentSummary).collect(),
+            total_count,
         })
     }
 

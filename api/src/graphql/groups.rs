@@ -74,11 +74,19 @@ pub struct GroupQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl GroupQuery {
-    async fn group(&self, ctx: &Context<'_>, id: Uuid) -> crate::graphql::context::Result<Group> {
+    /// A group by id (in `domain_name`, when given) that the caller may see.
+    async fn group(
+        &self,
+        ctx: &Context<'_>,
+        id: Uuid,
+        domain_name: Option<String>,
+    ) -> crate::graphql::context::Result<Group> {
         let (state, caller) = authed(ctx)?;
-        Ok(Group(
-            crate::groups::find_visible(&state.db, caller, id).await?,
-        ))
+        let g = crate::groups::find_visible(&state.db, caller, id).await?;
+        if domain_name.is_some_and(|d| d != g.domain_name) {
+            return Err(ApiError::not_found("group", id.to_string()).into());
+        }
+        Ok(Group(g))
     }
 
     /// Admins: the groups of their scope. Users: the groups they belong to.

@@ -149,6 +149,9 @@ pub async fn graphql_legacy(
 /// their endpoints (`/admin/gql`, `/admin/graphql`): fragments no operation reaches are left
 /// out, and `$group_id: String` reads as a UUID.
 fn backend_ai_dialect(req: &mut async_graphql::Request) {
+    if let std::borrow::Cow::Owned(q) = queries_as_query(&req.query) {
+        req.query = q;
+    }
     if let std::borrow::Cow::Owned(q) = without_unused_fragments(&req.query) {
         req.query = q;
     }
@@ -228,6 +231,76 @@ fn without_unused_fragments(query: &str) -> std::borrow::Cow<'_, str> {
         at = end;
     }
     out.push_str(&query[at..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Backend.AI's managers before 25.14 named the query root `Queries`, and Lablup's Web UI 26
+/// writes `on Queries` in its fragments for them (bai announces an older manager): those type
+/// conditions read as bai's `Query`. Only type conditions change, found by the parser.
+fn queries_as_query(query: &str) -> std::borrow::Cow<'_, str> {
+    use async_graphql::Pos;
+    use async_graphql::parser::types::{Selection, SelectionSet};
+    fn inline(set: &SelectionSet, out: &mut Vec<Pos>) {
+        for sel in &set.items {
+            match &sel.node {
+                Selection::Field(f) => inline(&f.node.selection_set.node, out),
+                Selection::FragmentSpread(_) => {}
+                Selection::InlineFragment(i) => {
+                    if let Some(t) = &i.node.type_condition
+                        && t.node.on.node == "Queries"
+                    {
+                        out.push(t.node.on.pos);
+                    }
+                    inline(&i.node.selection_set.node, out);
+                }
+            }
+        }
+    }
+    if !query.contains("Queries") {
+        return std::borrow::Cow::Borrowed(query);
+    }
+    let Ok(doc) = async_graphql::parser::parse_query(query) else {
+        return std::borrow::Cow::Borrowed(query);
+    };
+    let mut at = Vec::new();
+    for f in doc.fragments.values() {
+        let on = &f.node.type_condition.node.on;
+        if on.node == "Queries" {
+            at.push(on.pos);
+        }
+        inline(&f.node.selection_set.node, &mut at);
+    }
+    for (_, op) in doc.operations.iter() {
+        inline(&op.node.selection_set.node, &mut at);
+    }
+    if at.is_empty() {
+        return std::borrow::Cow::Borrowed(query);
+    }
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(query.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let mut offsets: Vec<usize> = Vec::new();
+    for pos in at {
+        let Some(line) = line_starts.get(pos.line.saturating_sub(1)) else {
+            return std::borrow::Cow::Borrowed(query);
+        };
+        match query[*line..]
+            .char_indices()
+            .nth(pos.column.saturating_sub(1))
+        {
+            Some((i, _)) if query[line + i..].starts_with("Queries") => offsets.push(line + i),
+            _ => return std::borrow::Cow::Borrowed(query),
+        }
+    }
+    offsets.sort_unstable();
+    let mut out = String::with_capacity(query.len());
+    let mut from = 0;
+    for o in offsets {
+        out.push_str(&query[from..o]);
+        out.push_str("Query");
+        from = o + "Queries".len();
+    }
+    out.push_str(&query[from..]);
     std::borrow::Cow::Owned(out)
 }
 
@@ -437,6 +510,23 @@ mod tests {
             strip("not graphql {"),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn queries_type_conditions_read_as_query() {
+        use super::queries_as_query as fix;
+        let q = "query Q {\n  ...F\n  ... on Queries { a }\n}\nfragment F on Queries { b(s: \"on Queries\") }";
+        assert_eq!(
+            fix(q),
+            "query Q {\n  ...F\n  ... on Query { a }\n}\nfragment F on Query { b(s: \"on Queries\") }"
+        );
+        for q in [
+            "{ Queries }",
+            "fragment F on Query { a }",
+            "not graphql { Queries",
+        ] {
+            assert!(matches!(fix(q), std::borrow::Cow::Borrowed(_)), "{q}");
+        }
     }
 
     #[test]

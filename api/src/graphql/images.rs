@@ -36,6 +36,23 @@ impl Image {
     }
 }
 
+/// The tag's parts after the version (`debian12` of `3.12-debian12`), as Backend.AI 24.12+
+/// splits them into `tags`.
+pub(crate) fn tag_parts(image: &entity::images::Model) -> Vec<KVPair> {
+    let (_, version) = crate::images::environment(&image.image, &image.tag, &image.labels);
+    image
+        .tag
+        .strip_prefix(&version)
+        .unwrap_or("")
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .map(|p| KVPair {
+            key: p.to_string(),
+            value: String::new(),
+        })
+        .collect()
+}
+
 /// `registry/namespace/base:tag` → (namespace, base).
 fn split_image(image: &str) -> (String, String) {
     match image.rsplit_once('/') {
@@ -58,8 +75,10 @@ impl Image {
     async fn canonical_ref(&self) -> &str {
         &self.0.name
     }
-    async fn namespace(&self) -> String {
-        split_image(&self.0.image).0
+    /// Backend.AI 24.12's name for `name`: the repository path without the registry
+    /// (`stable/python`), so that `{registry}/{namespace}:{tag}` is the reference.
+    async fn namespace(&self) -> &str {
+        &self.0.image
     }
     async fn base_image_name(&self) -> String {
         split_image(&self.0.image).1
@@ -72,6 +91,10 @@ impl Image {
     /// The version within the environment: the tag without its base-distro suffix.
     async fn version(&self) -> String {
         crate::images::environment(&self.0.image, &self.0.tag, &self.0.labels).1
+    }
+    /// The tag's parts after the version, as Backend.AI 24.12+ lists them.
+    async fn tags(&self) -> Vec<KVPair> {
+        tag_parts(&self.0)
     }
     async fn humanized_name(&self) -> String {
         format!("{}:{}", self.0.image, self.0.tag)

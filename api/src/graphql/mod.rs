@@ -7,6 +7,8 @@ pub mod agents;
 pub mod bgtasks;
 pub mod context;
 pub mod domains;
+pub mod filters;
+pub mod folder_nodes;
 pub mod groups;
 pub mod http;
 pub mod images;
@@ -24,6 +26,7 @@ pub mod settings;
 pub mod storage;
 pub mod templates;
 pub mod users;
+pub mod users_v2;
 pub mod ws_guard;
 
 #[cfg(test)]

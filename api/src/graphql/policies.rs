@@ -86,6 +86,52 @@ async fn own_policy_names(
         .collect())
 }
 
+/// Backend.AI's `UserResourcePolicy`: in bai a user's folder limits are those of its keypair's
+/// resource policy, shown under that policy's name.
+pub struct UserResourcePolicy(policies::Model);
+
+#[Object(rename_fields = "snake_case")]
+impl UserResourcePolicy {
+    /// The Relay global id, `base64("UserResourcePolicy:<name>")`.
+    async fn id(&self) -> async_graphql::ID {
+        crate::graphql::sessions::global_id("UserResourcePolicy", &self.0.name)
+    }
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// 0 = unlimited.
+    async fn max_vfolder_count(&self) -> i32 {
+        self.0.max_vfolder_count
+    }
+    /// Bytes per folder; 0 = unlimited.
+    async fn max_quota_scope_size(&self) -> BigInt {
+        BigInt(self.0.max_vfolder_size)
+    }
+    /// Bytes per folder; 0 = unlimited.
+    async fn max_vfolder_size(&self) -> BigInt {
+        BigInt(self.0.max_vfolder_size)
+    }
+    /// Backend.AI's model-serving sessions: bai has none (null).
+    async fn max_session_count_per_model_session(&self) -> Option<i32> {
+        None
+    }
+    async fn max_customized_image_count(&self) -> i32 {
+        self.0.max_customized_image_count
+    }
+}
+
+/// Backend.AI's `ProjectResourcePolicy`, of which bai has none.
+#[derive(SimpleObject)]
+#[graphql(rename_fields = "snake_case")]
+pub struct ProjectResourcePolicy {
+    id: async_graphql::ID,
+    name: String,
+    max_vfolder_count: Option<i32>,
+}
+
 #[derive(Default)]
 pub struct PolicyQuery;
 
@@ -110,6 +156,40 @@ impl PolicyQuery {
                 .map(|p| p.to_string())
                 .collect(),
         })
+    }
+
+    /// Backend.AI's `user_resource_policy`: the folder limits of the caller (its keypair's
+    /// policy), or of the policy `name` (users: only their own keypairs' policies).
+    async fn user_resource_policy(
+        &self,
+        ctx: &Context<'_>,
+        name: Option<String>,
+    ) -> crate::graphql::context::Result<UserResourcePolicy> {
+        let (state, caller) = authed(ctx)?;
+        let Some(name) = name else {
+            return Ok(UserResourcePolicy(
+                crate::policies::of_caller(state, caller).await?,
+            ));
+        };
+        if caller.admin_scope().is_none()
+            && !own_policy_names(&state.db, caller).await?.contains(&name)
+        {
+            return Err(ApiError::not_found("resource policy", &name).into());
+        }
+        Ok(UserResourcePolicy(
+            crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name).await?,
+        ))
+    }
+
+    /// Backend.AI's `project_resource_policy`: bai has no per-project resource policies, so
+    /// there is none to show (null).
+    async fn project_resource_policy(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "accepted; bai has no project policies")] _name: String,
+    ) -> crate::graphql::context::Result<Option<ProjectResourcePolicy>> {
+        authed(ctx)?;
+        Ok(None)
     }
 
     /// A policy by name; without `name`, the policy of the caller's keypair. Users may only

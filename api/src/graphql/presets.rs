@@ -3,6 +3,7 @@ use async_graphql::{Context, InputObject, Object, SimpleObject};
 use entity::resource_presets as presets;
 use entity::slots::ResourceSlots;
 use sea_orm::{EntityTrait, QueryOrder};
+use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::graphql::{context::authed, scalars::BigInt, scalars::JsonString};
@@ -11,8 +12,17 @@ pub struct ResourcePreset(pub presets::Model);
 
 #[Object(rename_fields = "snake_case")]
 impl ResourcePreset {
+    /// A stable id made from the name (bai keys presets by name; renaming one is a new
+    /// preset).
+    async fn id(&self) -> Uuid {
+        crate::presets::id_of(&self.0.name)
+    }
     async fn name(&self) -> &str {
         &self.0.name
+    }
+    /// Backend.AI's per-resource-group presets: bai offers each preset in every group (null).
+    async fn scaling_group_name(&self) -> Option<String> {
+        None
     }
     /// `{"cpu": "2", "mem": "4294967296", …}`.
     async fn resource_slots(&self) -> JsonString {

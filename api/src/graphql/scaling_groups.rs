@@ -22,6 +22,11 @@ impl ScalingGroup {
     async fn description(&self) -> Option<&str> {
         self.0.description.as_deref()
     }
+    /// The step a console offers for a fractional GPU request (`cuda.shares`): bai takes any
+    /// fraction, and shows shares with two decimals.
+    async fn accelerator_quantum_size(&self) -> f64 {
+        0.01
+    }
     async fn is_active(&self) -> bool {
         self.0.is_active
     }
@@ -167,23 +172,44 @@ impl ScalingGroupQuery {
         user_group: Uuid,
     ) -> crate::graphql::context::Result<Vec<ScalingGroup>> {
         let (state, caller) = authed(ctx)?;
-        let g = crate::groups::find_visible(&state.db, caller, user_group).await?;
-        let names = crate::scaling_groups::allowed_for(
-            &state.db,
-            &g.domain_name,
-            caller.uuid,
-            Some(g.id),
-            caller.access_key.as_deref(),
-        )
-        .await?;
-        let rows = sg::Entity::find()
-            .filter(sg::Column::Name.is_in(names))
-            .order_by_asc(sg::Column::Name)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(rows.into_iter().map(ScalingGroup).collect())
+        Ok(usable_from(state, caller, user_group).await?)
     }
+
+    /// Backend.AI's `accessible_scaling_groups`: the resource groups the caller may launch
+    /// sessions in from a project (Lablup's Web UI 26 launcher).
+    async fn accessible_scaling_groups(
+        &self,
+        ctx: &Context<'_>,
+        project_id: Uuid,
+    ) -> crate::graphql::context::Result<Vec<ScalingGroup>> {
+        let (state, caller) = authed(ctx)?;
+        Ok(usable_from(state, caller, project_id).await?)
+    }
+}
+
+/// The resource groups `caller` may use from project `group` (NOT_FOUND for a project the
+/// caller cannot see).
+async fn usable_from(
+    state: &crate::state::AppState,
+    caller: &Caller,
+    group: Uuid,
+) -> ApiResult<Vec<ScalingGroup>> {
+    let g = crate::groups::find_visible(&state.db, caller, group).await?;
+    let names = crate::scaling_groups::allowed_for(
+        &state.db,
+        &g.domain_name,
+        caller.uuid,
+        Some(g.id),
+        caller.access_key.as_deref(),
+    )
+    .await?;
+    let rows = sg::Entity::find()
+        .filter(sg::Column::Name.is_in(names))
+        .order_by_asc(sg::Column::Name)
+        .all(&state.db)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(rows.into_iter().map(ScalingGroup).collect())
 }
 
 /// Backend.AI's app-proxy token is refused: bai proxies apps itself (empty is fine).

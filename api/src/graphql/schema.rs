@@ -9,6 +9,7 @@ use crate::state::AppState;
 pub struct Query(
     crate::graphql::accounts::AccountQuery,
     crate::graphql::users::UserQuery,
+    crate::graphql::users_v2::UserV2Query,
     crate::graphql::keypairs::KeypairQuery,
     crate::graphql::policies::PolicyQuery,
     crate::graphql::domains::DomainQuery,
@@ -25,6 +26,7 @@ pub struct Query(
     crate::graphql::agents::AgentQuery,
     crate::graphql::bgtasks::BgTaskQuery,
     crate::graphql::storage::StorageQuery,
+    crate::graphql::folder_nodes::FolderNodeQuery,
     crate::graphql::templates::TemplateQuery,
 );
 
@@ -59,34 +61,33 @@ pub struct Subscription(
 
 pub type BaiSchema = Schema<Query, Mutation, Subscription>;
 
-pub fn build_schema(state: AppState) -> BaiSchema {
-    let cfg = state.config.clone();
+/// The schema's types, with Relay's `Node`, which no field returns but Lablup's Web UI 26
+/// spreads fragments on.
+fn builder() -> async_graphql::SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(
         Query::default(),
         Mutation::default(),
         Subscription::default(),
     )
-    .data(state)
-    // Relay's `Node`, which no field returns yet but fragments name (Lablup's Web UI 26).
     .register_output_type::<crate::graphql::sessions::Node>()
-    .limit_depth(cfg.graphql_max_depth)
-    .limit_complexity(cfg.graphql_max_complexity)
-    .extension(limits::DocumentLimits {
-        max_aliases: cfg.graphql_max_aliases,
-        max_fields: cfg.graphql_max_fields,
-    })
-    .extension(order::SelectionOrder)
-    .extension(crate::graphql::ws_guard::WsGuard)
-    .finish()
+}
+
+pub fn build_schema(state: AppState) -> BaiSchema {
+    let cfg = state.config.clone();
+    builder()
+        .data(state)
+        .limit_depth(cfg.graphql_max_depth)
+        .limit_complexity(cfg.graphql_max_complexity)
+        .extension(limits::DocumentLimits {
+            max_aliases: cfg.graphql_max_aliases,
+            max_fields: cfg.graphql_max_fields,
+        })
+        .extension(order::SelectionOrder)
+        .extension(crate::graphql::ws_guard::WsGuard)
+        .finish()
 }
 
 /// The SDL committed as `api/schema.graphql`.
 pub fn sdl() -> String {
-    Schema::build(
-        Query::default(),
-        Mutation::default(),
-        Subscription::default(),
-    )
-    .finish()
-    .sdl()
+    builder().finish().sdl()
 }

@@ -120,35 +120,6 @@ pub struct UserList {
 #[derive(Default)]
 pub struct UserQuery;
 
-/// Backend.AI 26's `UserV2`: the caller as Lablup's Web UI reads it (`myUserV2`).
-#[derive(SimpleObject)]
-#[graphql(name = "UserV2")]
-pub struct UserV2 {
-    id: async_graphql::ID,
-    basic_info: UserV2BasicInfo,
-    security: UserV2SecurityInfo,
-}
-
-#[derive(SimpleObject)]
-pub struct UserV2BasicInfo {
-    email: String,
-    username: String,
-    full_name: Option<String>,
-    description: Option<String>,
-    /// Backend.AI's integration name: bai has none (null).
-    integration_name: Option<String>,
-}
-
-#[derive(SimpleObject)]
-pub struct UserV2SecurityInfo {
-    /// Backend.AI's TOTP: bai has none (false).
-    totp_activated: bool,
-    /// Backend.AI's client-address allowlist: bai has none (null).
-    allowed_client_ip: Option<Vec<String>>,
-    /// Backend.AI's sudo sessions: bai has none (false).
-    sudo_session_enabled: bool,
-}
-
 /// The address a request came from, as bai sees it (`myClientIp`).
 #[derive(SimpleObject)]
 pub struct ClientIp {
@@ -157,28 +128,6 @@ pub struct ClientIp {
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl UserQuery {
-    /// Backend.AI 26's `myUserV2`: the caller.
-    #[graphql(name = "myUserV2")]
-    async fn my_user_v2(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<UserV2> {
-        let (state, caller) = authed(ctx)?;
-        let u = crate::users::by_uuid(&state.db, caller.uuid).await?;
-        Ok(UserV2 {
-            id: async_graphql::ID(u.uuid.to_string()),
-            basic_info: UserV2BasicInfo {
-                email: u.email,
-                username: u.username,
-                full_name: u.full_name,
-                description: u.description,
-                integration_name: None,
-            },
-            security: UserV2SecurityInfo {
-                totp_activated: false,
-                allowed_client_ip: None,
-                sudo_session_enabled: false,
-            },
-        })
-    }
-
     /// Backend.AI 26's `myClientIp`: the address this request came from.
     #[graphql(name = "myClientIp")]
     async fn my_client_ip(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<ClientIp> {

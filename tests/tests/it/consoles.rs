@@ -338,6 +338,12 @@ async fn console_21_through_lablups_console_server() {
     let ready = format!(
         "{launcher}.shadowRoot.querySelector('#environment').value && !{launcher}.shadowRoot.querySelector('#launch-button').disabled"
     );
+    // The Python environment, chosen by hand: the engine may hold other tests' images, and the
+    // console preselects the first it lists.
+    let python = json!(PYTHON.split(':').next().unwrap_or(PYTHON));
+    let listed = format!(
+        "[...{launcher}.shadowRoot.querySelectorAll('#environment mwc-list-item')].some(i => i.value === {python})"
+    );
     // The console asks for the images once, with its own 5 s timeout: on a machine busy with
     // other tests that answer may come too late, and only a reload asks again.
     for attempt in 0..3 {
@@ -356,11 +362,24 @@ async fn console_21_through_lablups_console_server() {
             vec![],
         )
         .await;
-        if becomes(c, &ready, 20).await {
+        if becomes(c, &listed, 20).await {
             break;
         }
     }
-    until(c, "an environment in the launcher", &ready).await;
+    until(c, "the Python environment in the launcher", &listed).await;
+    js(
+        c,
+        &format!(
+            "const s = {launcher}.shadowRoot.querySelector('#environment');
+             s.select([...s.querySelectorAll('mwc-list-item')].findIndex(i => i.value === {python}));"
+        ),
+        vec![],
+    )
+    .await;
+    let ready = format!(
+        "{launcher}.shadowRoot.querySelector('#environment').value === {python} && {ready}"
+    );
+    until(c, "the Python environment chosen", &ready).await;
     shot(c, "console21-3-launcher.png").await.unwrap();
     js(
         c,
@@ -555,40 +574,130 @@ async fn webui_page(c: &Client, url: &str, path: &str, needle: &str, shot_name: 
     );
 }
 
-/// Lablup's Web UI 26.9 through its web server: a user logs in (the web server asks bai's
-/// `/auth/authorize`, the UI reads the caller, its projects and `myUserV2`/`myClientIp`),
-/// reaches the Start page in the project and the Sessions page listing its session
-/// (`compute_session_nodes`); an admin sees the agent list (`agent_nodes`). The UI's other
-/// pages need more of Backend.AI 26's Relay node layer (README: compatibility).
+/// Clicks the visible button whose text is `label` (Lablup's Web UI 26); false if none yet.
+async fn click_button(c: &Client, label: &str) -> bool {
+    js(
+        c,
+        "const b = [...document.querySelectorAll('button')].find(b => b.innerText.trim() === arguments[0] && b.offsetParent !== null && !b.disabled); if (b) { b.click(); return true; } return false;",
+        vec![json!(label)],
+    )
+    .await
+        == json!(true)
+}
+
+/// Waits (60 s) for the button `label` and clicks it.
+async fn press(c: &Client, label: &str, shot_name: &str) {
+    let pressed = tokio::time::timeout(Duration::from_secs(60), async {
+        while !click_button(c, label).await {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    if pressed.is_err() {
+        let _ = shot(c, shot_name).await;
+        panic!(
+            "no '{label}' button: {:?}",
+            js(c, "return document.body.innerText;", vec![]).await
+        );
+    }
+}
+
+/// Lablup's Web UI 26.9 through its web server, the journey of the guides:
+/// - a user logs in (the web server asks bai's `/auth/authorize`) and reaches its project's
+///   Start page, then the Dashboard (`agent_summary_list`, `user_resource_policy`, …);
+/// - the Data page lists its folder (`vfolder_nodes`);
+/// - it launches a session from the launcher (`accessible_scaling_groups`, `resource_presets`,
+///   images as Backend.AI 24.12 names them, `POST /session` with `mount_ids`), which runs and
+///   is listed on the Sessions page (`compute_session_nodes`);
+/// - an admin, in a browser of its own, opens the user list (`adminUsersV2`) and the agent
+///   list (`agent_nodes`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn web_ui_26_logs_in_through_lablups_web_server() {
+async fn web_ui_26_through_lablups_web_server() {
     let started = std::time::Instant::now();
     require_docker();
     let app = spawn(Db::Sqlite).await;
+    // The launcher offers the images agents have: wait until the engine's were scanned.
+    eventually("the Python image in the catalog", WAIT, || async {
+        let img = app
+            .ok(
+                Some(&app.admin_token),
+                "query($r: String!) { image(reference: $r) { installed } }",
+                json!({"r": PYTHON}),
+            )
+            .await;
+        (img["image"]["installed"] == true).then_some(())
+    })
+    .await;
     let (_redis, redis_port) = redis(&app.dir).await;
     let (_server, url) = web_server(&app, redis_port).await;
     let user = app.user("webui@x.org", "user", "default").await;
-    // A session of the user's for the Sessions page (created through bai's own API).
-    let made = create_session(
+    let (st, made) = rest(
         &app,
         &user,
-        json!({"image": PYTHON, "name": "webui-listed", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}"}),
+        reqwest::Method::POST,
+        "/folders",
+        Some(json!({"name": "webui-data"})),
     )
     .await;
-    session_ids(&made);
+    assert_eq!(st, 201, "{made}");
     let b = browser().await;
     let c = &b.client;
     webui_login(c, &url, "webui@x.org", USER_PASSWORD, "webui26-1-start.png").await;
-    // The Sessions page lists the user's session (Backend.AI 26's `compute_session_nodes`).
+    webui_page(
+        c,
+        &url,
+        "/dashboard",
+        "My Sessions",
+        "webui26-2-dashboard.png",
+    )
+    .await;
+    webui_page(c, &url, "/data", "webui-data", "webui26-3-data.png").await;
+
+    // The launcher, filled as its own shared links fill it (`?formValues=`: a name and the
+    // Python image, whatever other images the engine holds), then straight to the review,
+    // launch, and confirm that no folder is mounted.
+    let form = json!({"sessionName": "webui-launched", "environments": {"version": PYTHON}});
+    let link = reqwest::Url::parse_with_params(
+        &format!("{url}/session/start"),
+        &[("formValues", form.to_string())],
+    )
+    .unwrap();
+    webui_page(
+        c,
+        &url,
+        &format!("{}?{}", link.path(), link.query().unwrap_or_default()),
+        "Skip to review",
+        "webui26-4-launcher.png",
+    )
+    .await;
+    press(c, "Skip to review", "webui26-timeout-review.png").await;
+    press(c, "Launch", "webui26-timeout-launch.png").await;
+    shot(c, "webui26-5-confirm.png").await.unwrap();
+    press(c, "Start", "webui26-timeout-start.png").await;
+    let session = eventually("the launched session to run", WAIT, || async {
+        let list = app
+            .ok(
+                Some(&user),
+                "{ compute_session_list(limit: 10, offset: 0) { items { name status image } } }",
+                json!({}),
+            )
+            .await;
+        let item = list["compute_session_list"]["items"][0].clone();
+        (item["status"] == "RUNNING").then_some(item)
+    })
+    .await;
+    assert_eq!(session["name"], "webui-launched", "{session}");
+    assert_eq!(session["image"], PYTHON, "{session}");
     webui_page(
         c,
         &url,
         "/session",
-        "webui-listed",
-        "webui26-2-sessions.png",
+        "webui-launched",
+        "webui26-6-sessions.png",
     )
     .await;
-    // An admin (a browser of its own): the agent list (`agent_nodes`).
+
+    // An admin (a browser of its own): the user list and the agent list.
     let agent = app
         .admin_op::<crate::gql::sessions::Agents>(Default::default())
         .await["agents"][0]["id"]
@@ -602,12 +711,20 @@ async fn web_ui_26_logs_in_through_lablups_web_server() {
         &url,
         ADMIN_EMAIL,
         ADMIN_PASSWORD,
-        "webui26-3-admin-start.png",
+        "webui26-7-admin-start.png",
     )
     .await;
-    webui_page(c2, &url, "/agent", &agent, "webui26-4-agents.png").await;
+    webui_page(
+        c2,
+        &url,
+        "/admin/users",
+        "webui@x.org",
+        "webui26-8-users.png",
+    )
+    .await;
+    webui_page(c2, &url, "/agent", &agent, "webui26-9-agents.png").await;
     took(
-        "it::consoles::web_ui_26_logs_in_through_lablups_web_server",
+        "it::consoles::web_ui_26_through_lablups_web_server",
         started,
     );
 }

@@ -239,7 +239,9 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         .await;
     let i = &img["image"];
     assert_eq!(i["base_distro"], "debian12");
-    assert_eq!(i["namespace"], "stable");
+    // Backend.AI 24.12's `namespace` is the repository path, as `name` was.
+    assert_eq!(i["namespace"], "stable/python", "{i}");
+    assert_eq!(i["base_image_name"], "python", "{i}");
     assert_eq!(i["installed"], true);
     assert_eq!(i["aliases"], json!(["py-live"]));
     assert!(

@@ -19,6 +19,7 @@ mod lablup;
 mod live;
 mod managers;
 mod matrix;
+mod nodes;
 mod ops;
 mod registry;
 mod roles;

@@ -71,6 +71,8 @@ const NOT_IDS: &[&str] = &[
     "last",
     "after",
     "before",
+    // Backend.AI 26's typed order of a list.
+    "orderBy",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +138,84 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
     // tested with a live session in cli::events_by_name_before_the_session_exists.
     const NAME_FILTER: &str =
         "a filter, never resolved: it narrows the events of the sessions the caller already sees";
+    // A second condition on a lookup or list the caller's own visibility already bounds.
+    const NARROWS: &str =
+        "narrows what the caller already sees (its own objects): it never widens the answer";
     vec![
+        (
+            "Query",
+            "accessible_scaling_groups",
+            "project_id",
+            Tenant(
+                Group,
+                ask!(m::AccessibleScalingGroups, |v| {
+                    m::accessible_scaling_groups::Variables { project_id: v }
+                }),
+            ),
+        ),
+        (
+            "Query",
+            "agent_summary_list",
+            "scaling_group",
+            Global(CATALOG),
+        ),
+        ("Query", "compute_session_node", "scope_id", Global(NARROWS)),
+        (
+            "Query",
+            "compute_session_node",
+            "project_id",
+            Global(NARROWS),
+        ),
+        ("Query", "group", "domain_name", Global(NARROWS)),
+        (
+            "Query",
+            "vfolder_nodes",
+            "scope_id",
+            Tenant(
+                Group,
+                ask!(m::VfolderNodes, |v| m::vfolder_nodes::Variables {
+                    scope: Some(format!("project:{v}")),
+                    ..Default::default()
+                }),
+            ),
+        ),
+        (
+            "Query",
+            "vfolder_nodes",
+            "project_id",
+            Tenant(
+                Group,
+                ask!(m::VfolderNodes, |v| m::vfolder_nodes::Variables {
+                    project_id: Some(v),
+                    ..Default::default()
+                }),
+            ),
+        ),
+        (
+            "Query",
+            "vfolder_node",
+            "id",
+            Tenant(
+                Folder,
+                ask!(m::VfolderNode, |v| m::vfolder_node::Variables { id: v }),
+            ),
+        ),
+        (
+            "Query",
+            "vfolderV2",
+            "vfolderId",
+            Tenant(
+                Folder,
+                ask!(m::VfolderV2, |v| m::vfolder_v2::Variables { id: v }),
+            ),
+        ),
+        ("Query", "user_resource_policy", "name", Global(CATALOG)),
+        (
+            "Query",
+            "project_resource_policy",
+            "name",
+            Global("always null: bai has no per-project resource policies"),
+        ),
         (
             "Query",
             "user",

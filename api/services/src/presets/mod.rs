@@ -11,6 +11,16 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::store::Store;
 
+/// The id of the preset named `name` (bai keys presets by name): the first 16 bytes of a
+/// SHA-256 of the name, as a UUID of version 8 (custom).
+pub fn id_of(name: &str) -> uuid::Uuid {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("resource-preset:{name}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid()
+}
+
 /// Creates preset `name` (superadmins only): checked, written with its audit record, announced.
 pub async fn create(
     store: &impl Store,

@@ -107,10 +107,49 @@ pub fn creation_request(caller: &Caller, body: &Value) -> ApiResult<CreateReques
             ));
         }
     };
-    let mounts: Vec<String> = match config.get("mounts") {
-        Some(Value::Array(a)) => a.iter().filter_map(|v| text(Some(v))).collect(),
-        _ => Vec::new(),
-    };
+    // Folders by name or id (`mounts`) and, as Backend.AI 24+ sends them, by id (`mount_ids`,
+    // with destinations in `mount_id_map`).
+    let mut mounts: Vec<String> = Vec::new();
+    for key in ["mounts", "mount_ids"] {
+        match config.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) => {
+                for v in a {
+                    mounts.push(text(Some(v)).ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "{key} must be a list of folder names or ids"
+                        ))
+                    })?);
+                }
+            }
+            Some(_) => {
+                return Err(ApiError::bad_request(format!(
+                    "{key} must be a list of folder names or ids"
+                )));
+            }
+        }
+    }
+    let mut mount_map = string_map(config.get("mount_map"), "mount_map")?;
+    mount_map.extend(string_map(config.get("mount_id_map"), "mount_id_map")?);
+    // What bai does not do is refused, never dropped: preopened ports, sub-path mounts and
+    // a hand-picked agent.
+    for (key, what) in [
+        ("preopen_ports", "Preopened ports are"),
+        ("mount_options", "Mount options (sub-path mounts) are"),
+        ("agent_list", "Choosing the agent by hand is"),
+    ] {
+        let empty = match config.get(key) {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(_) => false,
+        };
+        if !empty {
+            return Err(ApiError::bad_request(format!(
+                "{what} not supported by this server ({key})"
+            )));
+        }
+    }
     let shmem = config
         .get("resource_opts")
         .and_then(|o| text(o.get("shmem")));
@@ -134,7 +173,7 @@ pub fn creation_request(caller: &Caller, body: &Value) -> ApiResult<CreateReques
         count: 1,
         tag: text(body.get("tag")),
         mounts,
-        mount_map: string_map(config.get("mount_map"), "mount_map")?,
+        mount_map,
         dependencies,
         bootstrap_script: text(body.get("bootstrap_script"))
             .or_else(|| text(body.get("bootstrapScript"))),

@@ -10,8 +10,7 @@ mod nodes;
 mod usage;
 
 pub use execution::{ExecutionMutation, ExecutionQuery, ExecutionSubscription};
-pub(crate) use nodes::global_id;
-pub use nodes::{Node, SessionNodeQuery};
+pub use nodes::{GlobalIdField, Node, ScopeField, SessionNodeQuery, global_id};
 pub use usage::UsageQuery;
 pub(crate) use usage::resource_usage;
 
@@ -288,6 +287,16 @@ impl ComputeSession {
             .iter()
             .map(|m| m.name.clone())
             .collect()
+    }
+    /// The CPU architecture the main container runs on (its image's).
+    async fn architecture(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<String>> {
+        Ok(crate::sessions::main_kernel(&state(ctx)?.db, self.0.id)
+            .await
+            .ok()
+            .map(|k| k.architecture))
     }
     /// The main container's kernel id.
     async fn main_kernel_id(

@@ -24,6 +24,10 @@ pub enum Node {
     KernelNode(KernelNode),
     ImageNode(ImageNode),
     AgentNode(crate::graphql::agents::AgentNode),
+    VirtualFolderNode(crate::graphql::folder_nodes::VirtualFolderNode),
+    VFolder(crate::graphql::folder_nodes::VFolder),
+    UserV2(crate::graphql::users_v2::UserV2),
+    ProjectV2(crate::graphql::users_v2::ProjectV2),
 }
 
 /// A Relay global id: `base64("<type>:<id>")`.
@@ -31,9 +35,47 @@ pub fn global_id(kind: &str, id: impl std::fmt::Display) -> ID {
     ID(base64::engine::general_purpose::STANDARD.encode(format!("{kind}:{id}")))
 }
 
+/// Backend.AI's `GlobalIDField`: a Relay global id, `base64("<type>:<id>")`.
+#[derive(Debug, Clone)]
+pub struct GlobalIdField(pub String);
+
+#[Scalar(name = "GlobalIDField")]
+impl ScalarType for GlobalIdField {
+    fn parse(value: async_graphql::Value) -> async_graphql::InputValueResult<Self> {
+        match value {
+            async_graphql::Value::String(s) => Ok(GlobalIdField(s)),
+            other => Err(InputValueError::expected_type(other)),
+        }
+    }
+    fn to_value(&self) -> async_graphql::Value {
+        async_graphql::Value::String(self.0.clone())
+    }
+}
+
+impl GlobalIdField {
+    /// The local id of a global id of type `kind`; anything else is taken as a local id.
+    pub fn local(&self, kind: &str) -> String {
+        base64::engine::general_purpose::STANDARD
+            .decode(self.0.as_str())
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.strip_prefix(&format!("{kind}:")).map(str::to_string))
+            .unwrap_or_else(|| self.0.clone())
+    }
+}
+
 /// Backend.AI's `ScopeField`: `project:<uuid>`, `user:<uuid>` or `domain:<name>`.
 #[derive(Debug, Clone)]
 pub struct ScopeField(String);
+
+impl ScopeField {
+    pub fn new(scope: String) -> Self {
+        ScopeField(scope)
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 #[Scalar(name = "ScopeField")]
 impl ScalarType for ScopeField {
@@ -351,9 +393,10 @@ impl ImageNode {
     async fn base_image_name(&self) -> &str {
         self.0.image.rsplit('/').next().unwrap_or(&self.0.image)
     }
-    /// The repository without its last part (`stable`).
+    /// The repository path without the registry (`stable/python`), as Backend.AI 24.12 names
+    /// it, so that `{registry}/{namespace}:{tag}` is the reference.
     async fn namespace(&self) -> &str {
-        self.0.image.rsplit_once('/').map_or("", |(ns, _)| ns)
+        &self.0.image
     }
     async fn registry(&self) -> &str {
         &self.0.registry
@@ -370,18 +413,7 @@ impl ImageNode {
     }
     /// The tag's parts after the version (`debian12`), as Backend.AI splits them.
     async fn tags(&self) -> Vec<KVPair> {
-        let (_, version) = crate::images::environment(&self.0.image, &self.0.tag, &self.0.labels);
-        self.0
-            .tag
-            .strip_prefix(&version)
-            .unwrap_or("")
-            .split('-')
-            .filter(|p| !p.is_empty())
-            .map(|p| KVPair {
-                key: p.to_string(),
-                value: String::new(),
-            })
-            .collect()
+        crate::graphql::images::tag_parts(&self.0)
     }
     async fn labels(&self) -> Vec<KVPair> {
         self.0
@@ -441,23 +473,32 @@ impl SessionNodeQuery {
         .await?;
         Ok(session_connection(rows, count))
     }
-    /// One session by its global id (or its UUID).
+    /// One session by its global id (or its UUID), if the caller may see it (and it lies in
+    /// `scope_id` / `project_id` when given).
     async fn compute_session_node(
         &self,
         ctx: &Context<'_>,
-        id: ID,
+        id: GlobalIdField,
+        scope_id: Option<ScopeField>,
+        #[graphql(desc = "Backend.AI's older form of `scope_id: \"project:<uuid>\"`")]
+        project_id: Option<Uuid>,
+        #[graphql(desc = "accepted: bai answers what the caller may read")] _permission: Option<
+            String,
+        >,
     ) -> crate::graphql::context::Result<ComputeSessionNode> {
         let (state, caller) = authed(ctx)?;
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(id.as_str())
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|s| s.strip_prefix("ComputeSessionNode:").map(str::to_string))
-            .unwrap_or_else(|| id.to_string());
-        let uuid = raw
+        let not_found = || ApiError::not_found("session", &id.0);
+        let uuid = id
+            .local("ComputeSessionNode")
             .parse::<Uuid>()
-            .map_err(|_| ApiError::not_found("session", id.as_str()))?;
-        let s = crate::sessions::find_visible(state, caller, uuid).await?;
+            .map_err(|_| not_found())?;
+        let scope = scope_id.or(project_id.map(|p| ScopeField(format!("project:{p}"))));
+        let select = crate::sessions::visible(caller).filter(sessions::Column::Id.eq(uuid));
+        let s = scoped(select, scope.as_ref())?
+            .one(&state.read)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(not_found)?;
         Ok(ComputeSessionNode(s))
     }
 }

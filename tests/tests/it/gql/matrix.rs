@@ -74,3 +74,10 @@ operation!(
 );
 operation!(PurgeDomain, "graphql/matrix/purge_domain.graphql");
 operation!(PurgeUser, "graphql/matrix/purge_user.graphql");
+operation!(
+    AccessibleScalingGroups,
+    "graphql/matrix/accessible_scaling_groups.graphql"
+);
+operation!(VfolderNodes, "graphql/matrix/vfolder_nodes.graphql");
+operation!(VfolderNode, "graphql/matrix/vfolder_node.graphql");
+operation!(VfolderV2, "graphql/matrix/vfolder_v2.graphql");

@@ -34,6 +34,10 @@ pub type BigInt = i64;
 pub type JSONString = serde_json::Value;
 /// `ScopeField`: `project:<uuid>`, `user:<uuid>` or `domain:<name>`.
 pub type ScopeField = String;
+/// `GlobalIDField`: a Relay global id, `base64("<type>:<id>")`.
+pub type GlobalIDField = String;
+/// `VFolderPermissionValueField`: one of Backend.AI's folder permission words.
+pub type VFolderPermissionValueField = String;
 
 /// `operation!(Name, "graphql/<module>/<file>.graphql");` — the document holds one operation
 /// called `Name`; `gql::name::Variables` is what it takes.
