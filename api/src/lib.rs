@@ -15,6 +15,7 @@ pub use bai_services::{
 pub mod bench;
 pub mod changes;
 pub mod compat;
+pub mod edge;
 pub mod error;
 pub mod graphql;
 pub mod metrics;
@@ -204,16 +205,21 @@ where
         let router = axum::Router::new()
             .route("/metrics", axum::routing::get(crate::metrics::open))
             .with_state(state.clone());
+        let metrics_state = state.clone();
         background.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
+            let edge = edge::Edge::of(&metrics_state.config);
+            if let Err(e) = edge::serve(listener, None, router, edge, std::future::pending()).await
+            {
                 tracing::warn!(error = %e, "metrics listener stopped");
             }
         }));
     }
     if let Some(listener) = redirect_listener {
         let router = tls::redirect_router(addr.port());
+        let edge = edge::Edge::of(&state.config);
         background.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
+            if let Err(e) = edge::serve(listener, None, router, edge, std::future::pending()).await
+            {
                 tracing::warn!(error = %e, "HTTP redirect listener stopped");
             }
         }));
@@ -224,7 +230,8 @@ where
     let signalled = state.shutdown.clone();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let served = tls::serve(listener, tls, app, async move {
+        let edge = edge::Edge::of(&stopping.config);
+        let served = edge::serve(listener, tls, app, edge, async move {
             tokio::select! {
                 _ = rx => {}
                 _ = shutdown => {}

@@ -112,9 +112,11 @@ async fn serve_here(
             } else {
                 let router = pool_router(state.clone(), id, app.to_string());
                 let tls = state.tls.clone();
+                let edge = crate::edge::Edge::of(&state.config);
                 tokio::spawn(async move {
                     let served =
-                        crate::tls::serve(listener, tls, router, std::future::pending()).await;
+                        crate::edge::serve(listener, tls, router, edge, std::future::pending())
+                            .await;
                     if let Err(e) = served {
                         tracing::warn!(error = %e, "app port listener stopped");
                     }

@@ -20,6 +20,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use crate::edge::{PerAddr, Slot};
+
 /// How long a client may take to finish its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshakes in progress at once, per listener.
@@ -45,10 +47,10 @@ pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// A listener whose connections have finished a TLS handshake.
+/// A listener whose connections have finished a TLS handshake, each holding its client
+/// address's slot (taken before the handshake).
 pub struct TlsListener {
-    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
+    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr, Slot)>,
     task: tokio::task::AbortHandle,
 }
 
@@ -59,13 +61,16 @@ impl Drop for TlsListener {
 }
 
 impl TlsListener {
-    pub fn new(listener: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
-        let local = listener.local_addr()?;
+    pub fn new(
+        listener: TcpListener,
+        acceptor: TlsAcceptor,
+        slots: Arc<PerAddr>,
+    ) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel(64);
-        let slots = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+        let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
         let task = tokio::spawn(async move {
             loop {
-                let Ok(permit) = slots.clone().acquire_owned().await else {
+                let Ok(permit) = handshakes.clone().acquire_owned().await else {
                     return;
                 };
                 let (tcp, peer) = match listener.accept().await {
@@ -77,14 +82,18 @@ impl TlsListener {
                         continue;
                     }
                 };
+                let Some(slot) = slots.take(peer.ip()) else {
+                    continue;
+                };
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     let _permit = permit;
+                    let _ = tcp.set_nodelay(true);
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                         Ok(Ok(tls)) => {
                             // The accept loop ended (shutdown): the connection is dropped with it.
-                            let _ = tx.send((tls, peer)).await;
+                            let _ = tx.send((tls, peer, slot)).await;
                         }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -93,48 +102,15 @@ impl TlsListener {
             }
         })
         .abort_handle();
-        Ok(Self { rx, local, task })
+        Ok(Self { rx, task })
     }
-}
 
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+    /// The next connection whose handshake finished.
+    pub async fn accept(&mut self) -> Option<(TlsStream<TcpStream>, SocketAddr, Slot)> {
         match self.rx.recv().await {
-            Some(c) => c,
+            Some(c) => Some(c),
             // The accept loop only ends when this listener is dropped.
             None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
-    }
-}
-
-/// Serves `router` on `listener`, through TLS when `tls` is given. The connection's peer
-/// address reaches handlers as `ConnectInfo<SocketAddr>` either way.
-pub async fn serve(
-    listener: TcpListener,
-    tls: Option<TlsAcceptor>,
-    router: axum::Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let service = router.into_make_service_with_connect_info::<SocketAddr>();
-    match tls {
-        Some(acceptor) => {
-            let listener = TlsListener::new(listener, acceptor)?.tap_io(|_| {});
-            axum::serve(listener, service)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        None => {
-            axum::serve(listener, service)
-                .with_graceful_shutdown(shutdown)
-                .await
         }
     }
 }

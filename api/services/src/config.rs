@@ -205,6 +205,14 @@ settings! {
     metrics_listen: Option<SocketAddr> = None, env = "BAI_METRICS_LISTEN";
     /// When set, `/metrics` is also served on the main port to `Authorization: Bearer <token>`.
     metrics_token: Option<String> = None, env = "BAI_METRICS_TOKEN";
+    /// Seconds a client has to send a request's head: from the connection's first byte, and
+    /// again between keep-alive requests (half-sent headers and idle connections are dropped).
+    header_read_timeout_secs: u64 = 20, env = "BAI_HEADER_READ_TIMEOUT_SECS";
+    /// Connections one client address may hold open on each listener (0 = no cap). Behind a
+    /// reverse proxy every client shares the proxy's address: raise it there.
+    max_connections_per_addr: usize = 512, env = "BAI_MAX_CONNECTIONS_PER_ADDR";
+    /// HTTP/2 streams one connection may run at once.
+    http2_max_concurrent_streams: u32 = 128, env = "BAI_HTTP2_MAX_CONCURRENT_STREAMS";
     /// Seconds in-flight requests get after a shutdown signal before the rest is cut.
     shutdown_grace_secs: u64 = 10, env = "BAI_SHUTDOWN_GRACE_SECS";
     /// Log lines as `text` or `json` (one JSON object per line, for log shippers).

@@ -1311,3 +1311,204 @@ both_dbs!(
         still_serving(&app).await;
     }
 );
+
+/// Reads until the server closes the connection (or `within` passes): whether it closed.
+async fn closed_within(tcp: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(within, async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+// The edge, tried as an attacker would (issue 37): half-sent headers (slowloris), silence, a
+// half-sent HTTP/2 preface and idle keep-alive connections are dropped after the header
+// timeout; one address holding its maximum of connections gets its next one closed at once
+// (counted), while another address is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_drops_slow_idle_and_excess_connections() {
+    use tokio::io::AsyncWriteExt;
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.header_read_timeout_secs = 2;
+        c.max_connections_per_addr = 12;
+        c.metrics_token = Some("edge-metrics".into());
+    })
+    .await;
+    let addr = app.server.as_ref().unwrap().addr;
+    let connect = || async move { tokio::net::TcpStream::connect(addr).await.unwrap() };
+    let mut slow = Vec::new();
+    for opening in [
+        &b"GET /health/live HTTP/1.1\r\nHost: x\r\nX-Slow: "[..],
+        b"",
+        b"PRI * HTTP/2.0\r\n",
+        b"G",
+    ] {
+        let mut tcp = connect().await;
+        tcp.write_all(opening).await.unwrap();
+        slow.push(tcp);
+    }
+    // A keep-alive connection that made one request and then idles.
+    let mut idle = connect().await;
+    idle.write_all(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    for tcp in slow.iter_mut() {
+        assert!(
+            closed_within(tcp, Duration::from_secs(10)).await,
+            "a slow connection still open after 10 s"
+        );
+    }
+    assert!(closed_within(&mut idle, Duration::from_secs(10)).await);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "dropped only after the header timeout: {:?}",
+        started.elapsed()
+    );
+
+    // 12 connections from 127.0.0.1 (held silent); the 13th is closed at once.
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        held.push(connect().await);
+    }
+    let mut extra = connect().await;
+    let t = Instant::now();
+    assert!(closed_within(&mut extra, Duration::from_millis(1500)).await);
+    println!(
+        "the connection over the cap was closed after {:?}",
+        t.elapsed()
+    );
+    // Another address is served meanwhile.
+    let other = reqwest::Client::builder()
+        .local_address(Some("127.0.0.2".parse().unwrap()))
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let resp = other
+        .get(app.url("/health/live"))
+        .send()
+        .await
+        .expect("another address is served");
+    assert_eq!(resp.status(), 200);
+    println!(
+        "another address answered in {:?} while one held its maximum",
+        t.elapsed()
+    );
+    let metrics = other
+        .get(app.url("/metrics"))
+        .bearer_auth("edge-metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("bai_connections_refused_total{reason=\"per_address_cap\"}")),
+        "{metrics}"
+    );
+    drop(held);
+    // Once they are gone, the address is served again.
+    eventually(
+        "127.0.0.1 served again",
+        Duration::from_secs(10),
+        || async {
+            app.http
+                .get(app.url("/health/live"))
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status() == 200)
+                .map(|_| ())
+        },
+    )
+    .await;
+}
+
+// An HTTP/2 rapid-reset burst over TLS (CVE-2023-44487): a client opens streams and resets each
+// at once, thousands of times; the server bounds what that costs (it may end the connection)
+// and answers everyone else meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_rapid_reset_burst_leaves_the_server_responsive() {
+    use rustls::pki_types::pem::PemObject as _;
+    let tls = TlsFiles::new();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.tls_cert = Some(tls.cert.clone());
+        c.tls_key = Some(tls.key.clone());
+    })
+    .await;
+    let addr = app.server.as_ref().unwrap().addr;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(&tls.ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let (client, conn) = h2::client::handshake(stream).await.unwrap();
+    let conn = tokio::spawn(conn);
+    let attack = tokio::spawn(async move {
+        let mut client = client;
+        let mut sent = 0u32;
+        for _ in 0..5000 {
+            client = match client.ready().await {
+                Ok(c) => c,
+                Err(_) => break, // the server ended the connection
+            };
+            let req =
+                axum::http::Request::get(format!("https://localhost:{}/graphql", addr.port()))
+                    .body(())
+                    .unwrap();
+            match client.send_request(req, false) {
+                Ok((_, mut s)) => {
+                    s.send_reset(h2::Reason::CANCEL);
+                    sent += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    // Meanwhile, and after, another client is answered.
+    for _ in 0..5 {
+        let t = Instant::now();
+        let resp = tokio::time::timeout(
+            Duration::from_secs(5),
+            app.http.get(app.url("/health/live")).send(),
+        )
+        .await
+        .expect("answered within 5 s during the burst")
+        .unwrap();
+        assert_eq!(resp.status(), 200);
+        println!("answered in {:?} during the burst", t.elapsed());
+    }
+    let sent = tokio::time::timeout(Duration::from_secs(60), attack)
+        .await
+        .expect("the burst ends")
+        .unwrap();
+    println!(
+        "{sent} streams opened and reset before the server ended the connection or the burst ended"
+    );
+    conn.abort();
+    let resp = app.http.get(app.url("/health/live")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+}
