@@ -12,6 +12,15 @@ pub use bai_services::{
 };
 
 // Layer 5: the surfaces and the server.
+/// `bai --version`: the version and the commit it was built from (`unknown` outside a git
+/// checkout), e.g. `0.1.0 (commit 94894b5)`.
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BAI_COMMIT"),
+    ")"
+);
+
 pub mod bench;
 pub mod changes;
 pub mod compat;

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "bai",
-    version,
+    version = api::VERSION_LINE,
     about = "Backend.AI, rebuilt in Rust as one binary"
 )]
 struct Cli {
@@ -50,6 +50,15 @@ enum Command {
     },
     /// Print the GraphQL schema (SDL), as committed in api/schema.graphql.
     Schema,
+    /// Print the example configuration (as committed in deploy/bai.toml): every setting with
+    /// its documentation, environment variable and default.
+    ConfigExample,
+    /// Check a configuration file as `bai serve` reads it (without the environment): prints
+    /// what is wrong, with its line and key, and exits non-zero.
+    CheckConfig {
+        /// The TOML file (default: --config).
+        file: Option<PathBuf>,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff): `bai man > bai.1`.
@@ -164,6 +173,33 @@ fn print_password_banner(email: &str, password: &str) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // These read no configuration of their own (a broken one is what check-config reports).
+    match &cli.command {
+        Command::ConfigExample => {
+            print!("{}", api::Config::example_toml());
+            return Ok(());
+        }
+        Command::CheckConfig { file } => {
+            let file = file.clone().or(cli.config.clone()).ok_or_else(|| {
+                anyhow::anyhow!("which file? `bai check-config FILE` (or --config)")
+            })?;
+            let (config, set) = match api::Config::check_file(&file) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{} is not a valid bai configuration: {e:#}", file.display());
+                    std::process::exit(1);
+                }
+            };
+            println!(
+                "{}: valid ({set} setting{} given; bai would listen on {})",
+                file.display(),
+                if set == 1 { "" } else { "s" },
+                config.listen
+            );
+            return Ok(());
+        }
+        _ => {}
+    }
     let mut config = api::Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Serve { listen, data_dir } => {
@@ -326,6 +362,8 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", api::graphql::schema::sdl());
             Ok(())
         }
+        // Handled before the configuration is loaded.
+        Command::ConfigExample | Command::CheckConfig { .. } => Ok(()),
     }
 }
 

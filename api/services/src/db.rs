@@ -55,10 +55,62 @@ pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection
             .await
             .context("connecting to PostgreSQL (DATABASE_URL)")?
     };
-    Migrator::up(&db, None)
-        .await
-        .context("running database migrations")?;
+    migrate(&db).await?;
     Ok(db)
+}
+
+/// Applies the pending migrations one at a time, with a log line each, after refusing a
+/// database that a newer bai migrated (it holds migrations this binary does not know: running
+/// on it could lose what that version wrote).
+pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
+    use sea_orm::ConnectionTrait;
+    Migrator::install(db)
+        .await
+        .context("creating the migrations table")?;
+    let known: std::collections::HashSet<String> = Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_string())
+        .collect();
+    let backend = db.get_database_backend();
+    let rows = db
+        .query_all(sea_orm::Statement::from_string(
+            backend,
+            "SELECT version FROM seaql_migrations ORDER BY version",
+        ))
+        .await
+        .context("reading the applied migrations")?;
+    let mut newer = Vec::new();
+    for row in rows {
+        let version: String = row
+            .try_get("", "version")
+            .context("reading a migration row")?;
+        if !known.contains(&version) {
+            newer.push(version);
+        }
+    }
+    anyhow::ensure!(
+        newer.is_empty(),
+        "this database was migrated by a newer bai than this one ({} {}; this binary knows migrations up to {}): run that version, or restore a backup made with this one",
+        if newer.len() == 1 {
+            "migration"
+        } else {
+            "migrations"
+        },
+        newer.join(", "),
+        known.iter().max().map(String::as_str).unwrap_or("none"),
+    );
+    let pending = Migrator::get_pending_migrations(db)
+        .await
+        .context("listing pending migrations")?;
+    for m in pending {
+        let name = m.name().to_string();
+        let started = std::time::Instant::now();
+        Migrator::up(db, Some(1))
+            .await
+            .with_context(|| format!("applying database migration {name}"))?;
+        tracing::info!(migration = %name, ms = started.elapsed().as_millis() as u64, "applied database migration");
+    }
+    Ok(())
 }
 
 /// The read pool beside `writer`: for SQLite, read-only connections to the same file (WAL

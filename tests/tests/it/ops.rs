@@ -613,3 +613,77 @@ both_dbs!(large_answers_compressed_secrets_never, |db| async move {
         .unwrap();
     assert_eq!(encoding(&unasked), None);
 });
+
+// Upgrades (README: upgrading): today's binary starts on a database made by the previous
+// migration set and applies the rest (one log line each), keeping what was there; a database
+// a newer bai migrated is refused with what to do, and left as it was.
+both_dbs!(
+    upgrades_migrate_older_databases_and_refuse_newer_ones,
+    |db| async move {
+        use migration::MigratorTrait;
+        use sea_orm::ConnectionTrait;
+        let data = std::env::temp_dir()
+            .join(format!("bai-upgrade-{}", uuid::Uuid::new_v4().simple()))
+            .join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let url = match db {
+            Db::Sqlite => format!("sqlite://{}?mode=rwc", data.join("bai.db").display()),
+            Db::Postgres => fresh_pg_database().await,
+        };
+        let all = migration::Migrator::migrations().len() as u32;
+        {
+            let old = api::db::connect_raw(&url).await.unwrap();
+            migration::Migrator::up(&old, Some(all - 1)).await.unwrap();
+            let pending = migration::Migrator::get_pending_migrations(&old)
+                .await
+                .unwrap();
+            assert_eq!(pending.len(), 1);
+        }
+        let (data2, url2) = (data.clone(), url.clone());
+        let mut app = spawn_with(db, move |c| {
+            c.data_dir = data2;
+            if let Db::Postgres = db {
+                c.database_url = Some(url2);
+            }
+        })
+        .await;
+        let conn = api::db::connect_raw(&url).await.unwrap();
+        assert!(
+            migration::Migrator::get_pending_migrations(&conn)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let user = app.user("upgraded@x.org", "user", "default").await;
+        assert!(!user.is_empty());
+        let config = app.config.clone();
+        if let Some(s) = app.server.take() {
+            s.stop().await.unwrap();
+        }
+        // A migration of a newer bai.
+        conn.execute_unprepared(
+        "INSERT INTO seaql_migrations (version, applied_at) VALUES ('m29991231_000001_from_a_newer_bai', 0)",
+    )
+    .await
+    .unwrap();
+        let refused = api::start(config.clone())
+            .await
+            .err()
+            .expect("a database of a newer bai is refused");
+        let why = format!("{refused:#}");
+        assert!(
+            why.contains("migrated by a newer bai")
+                && why.contains("m29991231_000001_from_a_newer_bai"),
+            "{why}"
+        );
+        // Nothing was changed: the user is still there, the newer migration still recorded.
+        let rows = conn
+            .query_all(sea_orm::Statement::from_string(
+                conn.get_database_backend(),
+                "SELECT email FROM users WHERE email = 'upgraded@x.org'",
+            ))
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+    }
+);
