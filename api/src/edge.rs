@@ -56,7 +56,8 @@ impl Edge {
     }
 }
 
-/// Open connections per client address.
+/// Open connections per client address, of one listener in this process (process-local by
+/// nature: each `bai serve` counts the connections it holds itself).
 pub struct PerAddr {
     max: usize,
     open: parking_lot::Mutex<HashMap<IpAddr, usize>>,

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::graphql::context::{authed, state};
 use crate::graphql::scalars::BigInt;
-use crate::graphql::sessions::{GlobalIdField, ScopeField, global_id};
+use crate::graphql::sessions::{GlobalIdField, Scope, ScopeField, global_id};
 use crate::storage::Access;
 
 /// Backend.AI's `VFolderPermissionValueField`: one of the permission words below.
@@ -332,22 +332,7 @@ fn filtered(
     let Some(f) = filter else {
         return Ok(select);
     };
-    let Some(mut f) = bai_core::filter::parse(
-        &f,
-        &[
-            ("name", vfolders::Column::Name),
-            ("host", vfolders::Column::Host),
-            ("status", vfolders::Column::Status),
-            ("permission", vfolders::Column::Permission),
-            ("ownership_type", vfolders::Column::OwnershipType),
-            ("usage_mode", vfolders::Column::UsageMode),
-            ("creator", vfolders::Column::Creator),
-            ("cloneable", vfolders::Column::Cloneable),
-            ("created_at", vfolders::Column::CreatedAt),
-            ("last_used", vfolders::Column::LastUsed),
-        ],
-    )?
-    else {
+    let Some(mut f) = bai_core::filter::parse(&f, crate::graphql::storage::FILTERABLE)? else {
         return Ok(select);
     };
     f.map_values(&|c| matches!(c, vfolders::Column::Status), &|v| {
@@ -360,31 +345,18 @@ fn filtered(
 /// `user:<uuid>` those of that user, `domain:<name>` that domain's.
 fn scoped(
     select: sea_orm::Select<vfolders::Entity>,
-    scope: Option<&ScopeField>,
-) -> Result<sea_orm::Select<vfolders::Entity>, ApiError> {
-    let Some(scope) = scope else {
-        return Ok(select);
-    };
-    let raw = scope.as_str();
-    let bad = || {
-        ApiError::bad_request(format!(
-            "'{raw}' is not a scope: project:<uuid>, user:<uuid> or domain:<name>"
-        ))
-    };
-    let (kind, id) = raw.split_once(':').ok_or_else(bad)?;
-    Ok(match kind {
-        "project" => {
-            let g = id.parse::<Uuid>().map_err(|_| bad())?;
-            select.filter(
-                sea_orm::Condition::any()
-                    .add(vfolders::Column::Group.eq(g))
-                    .add(vfolders::Column::Group.is_null()),
-            )
-        }
-        "user" => select.filter(vfolders::Column::User.eq(id.parse::<Uuid>().map_err(|_| bad())?)),
-        "domain" => select.filter(vfolders::Column::DomainName.eq(id)),
-        _ => return Err(bad()),
-    })
+    scope: Option<Scope>,
+) -> sea_orm::Select<vfolders::Entity> {
+    match scope {
+        None => select,
+        Some(Scope::Project(g)) => select.filter(
+            sea_orm::Condition::any()
+                .add(vfolders::Column::Group.eq(g))
+                .add(vfolders::Column::Group.is_null()),
+        ),
+        Some(Scope::User(u)) => select.filter(vfolders::Column::User.eq(u)),
+        Some(Scope::Domain(d)) => select.filter(vfolders::Column::DomainName.eq(d)),
+    }
 }
 
 /// `permission` when it is one every reachable folder grants; the others are refused.
@@ -422,8 +394,8 @@ impl FolderNodeQuery {
     ) -> crate::graphql::context::Result<VirtualFolderConnection> {
         let (state, caller) = authed(ctx)?;
         readable_only(permission.as_ref())?;
-        let scope = scope_id.or(project_id.map(|p| ScopeField::new(format!("project:{p}"))));
-        let select = scoped(crate::storage::accessible(caller), scope.as_ref())?;
+        let scope = ScopeField::resolve(scope_id.as_ref(), project_id)?;
+        let select = scoped(crate::storage::accessible(caller), scope);
         let select = filtered(select, filter)?;
         let count = {
             use sea_orm::PaginatorTrait;

@@ -18,6 +18,20 @@ use crate::error::{ApiError, ApiResult};
 use crate::graphql::{context::authed, context::state, scalars::BigInt};
 use crate::storage::Access;
 
+/// The folder columns Backend.AI's filter language may name (`vfolder_list`, `vfolder_nodes`).
+pub(crate) const FILTERABLE: &[(&str, vfolders::Column)] = &[
+    ("name", vfolders::Column::Name),
+    ("host", vfolders::Column::Host),
+    ("status", vfolders::Column::Status),
+    ("permission", vfolders::Column::Permission),
+    ("ownership_type", vfolders::Column::OwnershipType),
+    ("usage_mode", vfolders::Column::UsageMode),
+    ("creator", vfolders::Column::Creator),
+    ("cloneable", vfolders::Column::Cloneable),
+    ("created_at", vfolders::Column::CreatedAt),
+    ("last_used", vfolders::Column::LastUsed),
+];
+
 pub struct VirtualFolder {
     pub folder: vfolders::Model,
     pub access: Access,
@@ -410,18 +424,7 @@ impl StorageQuery {
             );
         }
         if let Some(f) = filter
-            && let Some(f) = bai_core::filter::parse(
-                &f,
-                &[
-                    ("name", vfolders::Column::Name),
-                    ("host", vfolders::Column::Host),
-                    ("status", vfolders::Column::Status),
-                    ("permission", vfolders::Column::Permission),
-                    ("ownership_type", vfolders::Column::OwnershipType),
-                    ("usage_mode", vfolders::Column::UsageMode),
-                    ("created_at", vfolders::Column::CreatedAt),
-                ],
-            )?
+            && let Some(f) = bai_core::filter::parse(&f, FILTERABLE)?
         {
             select = select.filter(crate::sql::condition(&f));
         }

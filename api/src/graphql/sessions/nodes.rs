@@ -68,12 +68,36 @@ impl GlobalIdField {
 #[derive(Debug, Clone)]
 pub struct ScopeField(String);
 
+/// What a `ScopeField` names.
+pub enum Scope {
+    Project(Uuid),
+    User(Uuid),
+    Domain(String),
+}
+
 impl ScopeField {
-    pub fn new(scope: String) -> Self {
-        ScopeField(scope)
-    }
-    pub fn as_str(&self) -> &str {
-        &self.0
+    /// The scope this names (BAD_REQUEST for anything else); with none, Backend.AI's older
+    /// `project_id` argument.
+    pub fn resolve(
+        scope: Option<&ScopeField>,
+        project_id: Option<Uuid>,
+    ) -> Result<Option<Scope>, ApiError> {
+        let Some(scope) = scope else {
+            return Ok(project_id.map(Scope::Project));
+        };
+        let bad = || {
+            ApiError::bad_request(format!(
+                "'{}' is not a scope: project:<uuid>, user:<uuid> or domain:<name>",
+                scope.0
+            ))
+        };
+        let (kind, id) = scope.0.split_once(':').ok_or_else(bad)?;
+        Ok(Some(match kind {
+            "project" => Scope::Project(id.parse().map_err(|_| bad())?),
+            "user" => Scope::User(id.parse().map_err(|_| bad())?),
+            "domain" => Scope::Domain(id.to_string()),
+            _ => return Err(bad()),
+        }))
     }
 }
 
@@ -92,28 +116,14 @@ impl ScalarType for ScopeField {
 
 fn scoped(
     select: sea_orm::Select<sessions::Entity>,
-    scope: Option<&ScopeField>,
-) -> crate::graphql::context::Result<sea_orm::Select<sessions::Entity>> {
-    let Some(scope) = scope else {
-        return Ok(select);
-    };
-    let bad = || {
-        ApiError::bad_request(format!(
-            "'{}' is not a scope: project:<uuid>, user:<uuid> or domain:<name>",
-            scope.0
-        ))
-    };
-    let (kind, id) = scope.0.split_once(':').ok_or_else(bad)?;
-    Ok(match kind {
-        "project" => {
-            select.filter(sessions::Column::GroupId.eq(id.parse::<Uuid>().map_err(|_| bad())?))
-        }
-        "user" => {
-            select.filter(sessions::Column::UserUuid.eq(id.parse::<Uuid>().map_err(|_| bad())?))
-        }
-        "domain" => select.filter(sessions::Column::DomainName.eq(id)),
-        _ => return Err(bad().into()),
-    })
+    scope: Option<Scope>,
+) -> sea_orm::Select<sessions::Entity> {
+    match scope {
+        None => select,
+        Some(Scope::Project(g)) => select.filter(sessions::Column::GroupId.eq(g)),
+        Some(Scope::User(u)) => select.filter(sessions::Column::UserUuid.eq(u)),
+        Some(Scope::Domain(d)) => select.filter(sessions::Column::DomainName.eq(d)),
+    }
 }
 
 #[derive(SimpleObject)]
@@ -448,7 +458,8 @@ impl SessionNodeQuery {
         order: Option<String>,
     ) -> crate::graphql::context::Result<ComputeSessionConnection> {
         let (state, caller) = authed(ctx)?;
-        let select = scoped(crate::sessions::visible(caller), scope_id.as_ref())?;
+        let scope = ScopeField::resolve(scope_id.as_ref(), None)?;
+        let select = scoped(crate::sessions::visible(caller), scope);
         let select = super::filtered(select, filter)?;
         let count = {
             use sea_orm::PaginatorTrait;
@@ -492,9 +503,9 @@ impl SessionNodeQuery {
             .local("ComputeSessionNode")
             .parse::<Uuid>()
             .map_err(|_| not_found())?;
-        let scope = scope_id.or(project_id.map(|p| ScopeField(format!("project:{p}"))));
+        let scope = ScopeField::resolve(scope_id.as_ref(), project_id)?;
         let select = crate::sessions::visible(caller).filter(sessions::Column::Id.eq(uuid));
-        let s = scoped(select, scope.as_ref())?
+        let s = scoped(select, scope)
             .one(&state.read)
             .await
             .map_err(ApiError::from)?
