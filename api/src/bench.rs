@@ -717,6 +717,7 @@ fn session_row(
         num_queries: Set(0),
         last_stat: Set(None),
         last_activity: Set(None),
+        utilization_idle_since: Set(None),
         owner: Set(None),
     }
 }

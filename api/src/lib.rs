@@ -26,6 +26,7 @@ pub mod changes;
 pub mod compat;
 pub mod edge;
 pub mod error;
+pub mod gpus;
 pub mod graphql;
 pub mod metrics;
 pub mod middleware;
@@ -194,6 +195,7 @@ where
         tokio::spawn(agents::heartbeat_loop(state.clone())),
         tokio::spawn(sessions::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
+        tokio::spawn(sessions::utilization_loop(state.clone())),
         tokio::spawn(keypairs::usage::flush_loop(
             state.shared.usage.clone(),
             state.db.clone(),

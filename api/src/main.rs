@@ -59,6 +59,17 @@ enum Command {
         /// The TOML file (default: --config).
         file: Option<PathBuf>,
     },
+    /// What NVML sees on this host (GPUs, UUIDs, memory, MIG mode, driver, processes) and the
+    /// GPU slots an agent here would offer; needs no server, database or Docker.
+    Gpus {
+        /// One JSON object (NVML's snapshot, the devices and slots) instead of the report.
+        #[arg(long)]
+        json: bool,
+        /// Print the MPS environment a container granted this many `cuda.shares` of the first
+        /// GPU would get (`KEY=VALUE` lines), and nothing else.
+        #[arg(long, value_name = "SHARES")]
+        mps_env: Option<rust_decimal::Decimal>,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff): `bai man > bai.1`.
@@ -352,6 +363,38 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Completions { shell } => {
             print!("{}", completions(shell));
+            Ok(())
+        }
+        Command::Gpus { json, mps_env } => {
+            let per_gpu = config.cuda_shares_per_gpu;
+            let snap = bai_engine::gpu::read()
+                .map_err(|e| anyhow::anyhow!("NVML is not available on this host: {e}"))?;
+            if let Some(shares) = mps_env {
+                print!("{}", api::gpus::mps_env(&snap, per_gpu, shares)?);
+                return Ok(());
+            }
+            let dir = (!config.gpu_mps_dir.is_empty()).then_some(config.gpu_mps_dir.as_str());
+            let mps = dir.map(|d| (d, bai_engine::gpu::mps_ready(std::path::Path::new(d))));
+            if json {
+                let devices = bai_engine::gpu::devices(&snap);
+                let slots: serde_json::Map<String, serde_json::Value> =
+                    bai_engine::gpu::slots(&devices, per_gpu)
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), serde_json::json!(v.to_string())))
+                        .collect();
+                let out = serde_json::json!({
+                    "nvml": snap,
+                    "devices": devices,
+                    "slots": slots,
+                    "cuda_shares_per_gpu": per_gpu,
+                    "mps": mps.as_ref().map(|(d, r)| serde_json::json!({
+                        "dir": d, "ready": r.is_ok(), "reason": r.as_ref().err(),
+                    })),
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                print!("{}", api::gpus::report(&snap, per_gpu, mps));
+            }
             Ok(())
         }
         Command::Man => {

@@ -22,6 +22,11 @@ pub struct Model {
     pub max_containers_per_session: i32,
     /// Seconds; 0 = sessions are never reclaimed for being idle.
     pub idle_timeout: i64,
+    /// Percent of the allocated CPU and GPU a session must use; below it in both for
+    /// `idle_utilization_secs`, the session is idle (0 = no such rule).
+    pub idle_utilization_pct: i32,
+    /// Seconds of use below `idle_utilization_pct` after which a session ends.
+    pub idle_utilization_secs: i64,
     /// `{host: [permission, …]}`.
     pub allowed_vfolder_hosts: Json,
     pub max_vfolder_count: i32,

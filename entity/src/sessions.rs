@@ -51,6 +51,9 @@ pub struct Model {
     pub num_queries: i64,
     pub last_stat: Option<Json>,
     pub last_activity: Option<DateTimeUtc>,
+    /// Since when the session's CPU and GPU use have stayed below its policy's
+    /// `idle_utilization_pct` (None: above it, or not measured).
+    pub utilization_idle_since: Option<DateTimeUtc>,
     /// The `bai serve` process doing the session's in-flight work (its launch, termination or
     /// batch watch): the one that made its last status change.
     pub owner: Option<String>,

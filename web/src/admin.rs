@@ -509,7 +509,12 @@ fn Policies() -> impl IntoView {
                 p.name.clone(), slots_text(&p.total_resource_slots),
                 match p.max_concurrent_sessions { 0 => "∞".into(), n => n.to_string() },
                 p.max_containers_per_session.to_string(),
-                match p.idle_timeout { 0 => "∞".into(), n => format!("{n} s") },
+                match (p.idle_timeout, p.idle_utilization_pct) {
+                    (0, 0) => "∞".into(),
+                    (n, 0) => format!("{n} s"),
+                    (0, u) => format!("< {u} % · {} s", p.idle_utilization_secs),
+                    (n, u) => format!("{n} s · < {u} % · {} s", p.idle_utilization_secs),
+                },
                 p.allowed_vfolder_hosts.0.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default(),
                 match p.max_vfolder_count { 0 => "∞".into(), n => n.to_string() },
             ])).collect();
@@ -587,6 +592,9 @@ fn PolicyForm(
             .unwrap_or_default(),
     );
     let idle_u = RwSignal::new(num(p.idle_timeout).is_none());
+    // Idle by utilization: a percentage (0 = no rule) and a window in seconds.
+    let util_pct = RwSignal::new(p.idle_utilization_pct.to_string());
+    let util_secs = RwSignal::new(p.idle_utilization_secs.to_string());
     let folders = RwSignal::new(
         num(p.max_vfolder_count)
             .map(|n| n.to_string())
@@ -632,6 +640,13 @@ fn PolicyForm(
             error.set(Some(t("Concurrency, containers, idle timeout, folders and images must be whole numbers (or unlimited).")));
             return;
         };
+        let (Ok(util_pct_n), Ok(util_secs_n)) = (
+            util_pct.get_untracked().trim().parse::<i64>(),
+            util_secs.get_untracked().trim().parse::<i64>(),
+        ) else {
+            error.set(Some(t("The utilization threshold (percent) and its window (seconds) must be whole numbers.")));
+            return;
+        };
         let slots = json!({"cpu": lim(cpu, cpu_u), "mem": lim(mem, mem_u), "cuda.device": lim(gpu, gpu_u), "cuda.shares": lim(fgpu, fgpu_u)});
         let hosts_json: serde_json::Map<String, Value> = hosts
             .get_untracked()
@@ -661,6 +676,8 @@ fn PolicyForm(
                 max_concurrent_sessions: Some(conc_n),
                 max_containers_per_session: Some(cont_n),
                 idle_timeout: Some(idle_n),
+                idle_utilization_pct: Some(util_pct_n),
+                idle_utilization_secs: Some(util_secs_n),
                 allowed_vfolder_hosts: Some(hosts),
                 max_vfolder_count: Some(folders_n),
                 max_customized_image_count: Some(images_n),
@@ -681,6 +698,8 @@ fn PolicyForm(
                 max_concurrent_sessions: conc_n,
                 max_containers_per_session: cont_n,
                 idle_timeout: idle_n,
+                idle_utilization_pct: Some(util_pct_n),
+                idle_utilization_secs: Some(util_secs_n),
                 allowed_vfolder_hosts: Some(hosts),
                 max_vfolder_count: Some(folders_n),
                 max_customized_image_count: Some(images_n),
@@ -706,6 +725,8 @@ fn PolicyForm(
             {limit_input("policy-concurrency", key("Concurrent sessions"), conc, conc_u)}
             {text_input("policy-containers", key("Containers per session"), containers)}
             {limit_input("policy-idle", key("Idle timeout (seconds)"), idle, idle_u)}
+            {text_input("policy-util-pct", key("Idle below CPU and GPU utilization (%, 0 = off)"), util_pct)}
+            {text_input("policy-util-secs", key("… for (seconds)"), util_secs)}
             {text_input("policy-hosts", key("Allowed storage hosts (comma-separated)"), hosts)}
             {limit_input("policy-folders", key("Max folders"), folders, folders_u)}
             {text_input("policy-images", key("Images of committed sessions per user"), images)}
@@ -1045,7 +1066,8 @@ fn Agents() -> impl IntoView {
                 (a.id.clone(), vec![
                     a.id.clone(), a.addr.clone(), a.region.clone(), a.scaling_group.clone(), a.first_contact.replace('T', " ").chars().take(19).collect(),
                     pair("cpu", |v| format!("{v}")), pair("mem", gib), pair("cuda.shares", |v| format!("{v}")),
-                    tr("{cpu}% CPU · {mem} · {containers} containers", &[("cpu", &format!("{:.0}", a.cpu_cur_pct)), ("mem", &gib(a.mem_cur_bytes as f64)), ("containers", &a.container_count.to_string())]),
+                    tr("{cpu}% CPU · {mem} · {containers} containers", &[("cpu", &format!("{:.0}", a.cpu_cur_pct)), ("mem", &gib(a.mem_cur_bytes as f64)), ("containers", &a.container_count.to_string())])
+                        + &a.gpu_cur_pct.map(|g| tr(" · {gpu}% GPU ({gmem})", &[("gpu", &format!("{g:.0}")), ("gmem", &gib(a.gpu_mem_cur_bytes.unwrap_or(0) as f64))])).unwrap_or_default(),
                     a.status.clone(),
                 ])
             }).collect();

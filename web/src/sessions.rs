@@ -1361,14 +1361,31 @@ fn LiveUsage(id: String) -> impl IntoView {
         alive.clone(),
         move |d| {
             let st = d.session_stats;
-            text.set(tr(
-                "CPU {cpu}% · RAM {used} / {limit}",
-                &[
-                    ("cpu", &format!("{:.0}", st.cpu_used_pct)),
-                    ("used", &crate::ui::human_size(st.mem_bytes as f64)),
-                    ("limit", &crate::ui::human_size(st.mem_limit_bytes as f64)),
-                ],
-            ));
+            let gpu = st
+                .gpu_used_pct
+                .map(|g| {
+                    tr(
+                        " · GPU {gpu}% · GPU RAM {gmem}",
+                        &[
+                            ("gpu", &format!("{g:.0}")),
+                            (
+                                "gmem",
+                                &crate::ui::human_size(st.gpu_mem_bytes.unwrap_or(0) as f64),
+                            ),
+                        ],
+                    )
+                })
+                .unwrap_or_default();
+            text.set(
+                tr(
+                    "CPU {cpu}% · RAM {used} / {limit}",
+                    &[
+                        ("cpu", &format!("{:.0}", st.cpu_used_pct)),
+                        ("used", &crate::ui::human_size(st.mem_bytes as f64)),
+                        ("limit", &crate::ui::human_size(st.mem_limit_bytes as f64)),
+                    ],
+                ) + &gpu,
+            );
         },
         || {},
     );

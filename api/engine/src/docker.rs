@@ -146,6 +146,10 @@ pub struct DockerSettings {
     pub network_isolation: bool,
     /// fGPU shares one GPU is split into.
     pub cuda_shares_per_gpu: u32,
+    /// Where the MPS control daemon keeps its pipes (`pipe/`) and shared memory (`shm/`) on
+    /// the local host: fractional GPUs are then enforced through MPS ([`gpu::mps_limits`]).
+    /// None: fractions are counted, not enforced.
+    pub mps_dir: Option<std::path::PathBuf>,
     /// Docker log rotation: size of one json-file log (two are kept).
     pub log_max_size: String,
     /// Writable-layer size limit (`storage_opt size`), where the storage driver has one.
@@ -186,6 +190,8 @@ pub struct DockerEngine {
     pub log_max_size: String,
     /// Writable-layer size limit (`storage_opt size`), where the storage driver has one.
     pub disk_size: Option<String>,
+    /// MPS for fractional GPUs: the daemon's directory and the shares one GPU is split into.
+    mps: Option<(std::path::PathBuf, u32)>,
 }
 
 /// An engine's answer is a failure (or a refusal the caller maps itself); anything that kept
@@ -249,6 +255,39 @@ pub fn scratch_volume(kernel_id: Uuid) -> String {
 }
 
 impl DockerEngine {
+    /// The MPS limits and daemon directory of a container holding a fraction of a GPU (None
+    /// for whole GPUs, no GPU, or MPS not configured). A fraction whose device is unknown or
+    /// whose daemon has gone is refused rather than run unlimited.
+    fn mps_for(
+        &self,
+        spec: &KernelSpec,
+    ) -> EngineResult<Option<(gpu::MpsLimits, std::path::PathBuf)>> {
+        let Some((dir, per_gpu)) = &self.mps else {
+            return Ok(None);
+        };
+        if spec.gpu_shares.is_empty() {
+            return Ok(None);
+        }
+        let mut grants = Vec::with_capacity(spec.gpu_ids.len());
+        for (id, shares) in spec.gpu_ids.iter().zip(&spec.gpu_shares) {
+            let Some(d) = self.info.gpus.iter().find(|d| &d.id == id) else {
+                return Err(EngineError::Refused(format!(
+                    "GPU {id} is not on this agent"
+                )));
+            };
+            grants.push((d.memory_bytes, *shares));
+        }
+        let Some(limits) = gpu::mps_limits(&grants, *per_gpu) else {
+            return Ok(None);
+        };
+        gpu::mps_ready(dir).map_err(|reason| {
+            EngineError::Refused(format!(
+                "a fractional GPU cannot be enforced on this agent now: {reason}"
+            ))
+        })?;
+        Ok(Some((limits, dir.clone())))
+    }
+
     /// Connects to `endpoint`, negotiates the API version and measures capacity.
     pub async fn connect(
         target: &Endpoint,
@@ -342,10 +381,32 @@ impl DockerEngine {
             Vec::new()
         };
         let mut capacity = ResourceSlots::new().with("cpu", cpu).with("mem", mem);
-        if !gpus.is_empty() {
-            let n = Decimal::from(gpus.len());
-            capacity.set("cuda.device", n);
-            capacity.set("cuda.shares", n * Decimal::from(config.cuda_shares_per_gpu));
+        // Fractions are offered where they are enforced, or where the admin chose counting.
+        let mps = config.mps_dir.clone().filter(|_| !gpus.is_empty());
+        let shares_ok = match &mps {
+            Some(dir) => match gpu::mps_ready(dir) {
+                Ok(()) => {
+                    tracing::info!(dir = %dir.display(), "fractional GPUs enforced through MPS");
+                    true
+                }
+                Err(reason) => {
+                    tracing::error!(%reason, "fractional GPUs are not offered: MPS is configured but not running (whole GPUs still are)");
+                    false
+                }
+            },
+            None => {
+                if !gpus.is_empty() && config.cuda_shares_per_gpu > 1 {
+                    tracing::warn!(
+                        "fractional GPUs are counted, not enforced: set gpu_mps_dir to enforce them through MPS"
+                    );
+                }
+                true
+            }
+        };
+        for (slot, n) in gpu::slots(&gpus, config.cuda_shares_per_gpu) {
+            if slot != "cuda.shares" || shares_ok {
+                capacity.set(slot, n);
+            }
         }
         Ok(Self {
             info: EngineInfo {
@@ -365,6 +426,7 @@ impl DockerEngine {
             peer_sessions: parking_lot::Mutex::new(None),
             log_max_size: config.log_max_size.clone(),
             disk_size: config.disk_size.clone(),
+            mps: mps.map(|dir| (dir, config.cuda_shares_per_gpu)),
         })
     }
 
@@ -614,7 +676,15 @@ impl crate::Engine for DockerEngine {
             "ai.backend.service-ports".to_string(),
             spec.service_ports.clone(),
         );
-        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mps = self.mps_for(spec)?;
+        if let Some((limits, _)) = &mps {
+            env.extend(
+                gpu::mps_env(limits)
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}")),
+            );
+        }
         let cmd = crate::container_command(spec);
         let device_requests = (!spec.gpu_ids.is_empty()).then(|| {
             vec![DeviceRequest {
@@ -632,7 +702,8 @@ impl crate::Engine for DockerEngine {
             nano_cpus: Some(nano_cpus),
             memory: Some(spec.mem_bytes),
             memory_swap: Some(spec.mem_bytes),
-            shm_size: Some(spec.shmem_bytes),
+            // Under MPS /dev/shm is the daemon's (mounted below).
+            shm_size: mps.is_none().then_some(spec.shmem_bytes),
             pids_limit: Some(spec.pids_limit),
             cap_drop: Some(vec!["ALL".into()]),
             cap_add: Some(CAPS.iter().map(|c| c.to_string()).collect()),
@@ -677,6 +748,18 @@ impl crate::Engine for DockerEngine {
                     typ: Some(MountType::BIND),
                     read_only: Some(m.read_only),
                     ..Default::default()
+                }))
+                // An MPS client talks to the daemon through its pipes and shared memory.
+                .chain(mps.iter().flat_map(|(_, dir)| {
+                    [("pipe", gpu::MPS_PIPE_IN_CONTAINER), ("shm", "/dev/shm")].map(|(from, to)| {
+                        Mount {
+                            target: Some(to.into()),
+                            source: Some(dir.join(from).to_string_lossy().into_owned()),
+                            typ: Some(MountType::BIND),
+                            read_only: Some(false),
+                            ..Default::default()
+                        }
+                    })
                 }))
                 .collect(),
             ),
@@ -1591,6 +1674,14 @@ impl crate::Engine for DockerEngine {
             }
         }
         Some((cpu, mem, running.len()))
+    }
+
+    /// NVML's view of this host: only an engine on this host has GPUs ([`gpu::detect`]).
+    async fn gpu_sample(&self) -> Option<gpu::Snapshot> {
+        if self.info.gpus.is_empty() {
+            return None;
+        }
+        tokio::task::spawn_blocking(gpu::read).await.ok()?.ok()
     }
 
     /// One CPU/memory sample: (CPU % of one core × cores used, memory bytes).

@@ -130,6 +130,8 @@ pub struct KernelSpec {
     pub mem_bytes: i64,
     pub shmem_bytes: i64,
     pub gpu_ids: Vec<String>,
+    /// The shares of each of `gpu_ids` granted (empty: whole devices).
+    pub gpu_shares: Vec<Decimal>,
     pub env: Vec<(String, String)>,
     /// None = interactive (the container idles until terminated).
     pub command: Option<String>,
@@ -403,6 +405,16 @@ pub trait Engine: Send + Sync {
     async fn usage_sample(&self) -> Option<(u64, u64, usize)>;
     /// One CPU/memory sample of a container: (CPU % × cores used, memory bytes).
     async fn stats(&self, container_id: &str) -> Option<(f64, u64)>;
+    /// What NVML reports of the engine's host now (None: no GPUs there, or unreadable).
+    async fn gpu_sample(&self) -> Option<gpu::Snapshot> {
+        None
+    }
+    /// The GPU use of a container's processes (None: the engine has no GPUs).
+    async fn gpu_use(&self, container_id: &str) -> Option<gpu::GpuUse> {
+        let snap = self.gpu_sample().await?;
+        let pids = gpu::pids_in_container(&snap, std::path::Path::new("/proc"), container_id);
+        Some(gpu::use_of(&snap, &pids))
+    }
 }
 
 #[cfg(test)]
@@ -420,6 +432,7 @@ mod tests {
             mem_bytes: 0,
             shmem_bytes: 0,
             gpu_ids: Vec::new(),
+            gpu_shares: Vec::new(),
             env: Vec::new(),
             command: command.map(str::to_string),
             bootstrap: bootstrap.map(str::to_string),

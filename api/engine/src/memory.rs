@@ -46,6 +46,8 @@ struct Inner {
     hold_commits: bool,
     /// Multi-node clusters' peer rules: session → (local, peer) address pairs let through.
     peers: HashMap<Uuid, Vec<(String, String)>>,
+    /// What `stats` reports of every running container's CPU (percent of one core).
+    cpu_pct: f64,
 }
 
 fn unreachable(context: &'static str) -> EngineError {
@@ -177,6 +179,11 @@ impl MemoryEngine {
     }
 
     /// Every call made so far, in order.
+    /// Every running container reports this CPU use (percent of one core) from now on.
+    pub fn set_cpu_pct(&self, pct: f64) {
+        self.with(|i| i.cpu_pct = pct);
+    }
+
     pub fn calls(&self) -> Vec<String> {
         self.with(|i| i.calls.clone())
     }
@@ -606,9 +613,12 @@ impl crate::Engine for MemoryEngine {
     }
 
     async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
-        self.with(|i| i.containers.get(container_id).map(|c| c.running))
-            .filter(|r| *r)
-            .map(|_| (0.0, 0))
+        self.with(|i| {
+            i.containers
+                .get(container_id)
+                .filter(|c| c.running)
+                .map(|_| (i.cpu_pct, 0))
+        })
     }
 }
 
@@ -645,6 +655,7 @@ mod tests {
             mem_bytes: 1 << 30,
             shmem_bytes: 64 << 20,
             gpu_ids: Vec::new(),
+            gpu_shares: Vec::new(),
             env: Vec::new(),
             command: None,
             bootstrap: None,

@@ -231,6 +231,8 @@ pub async fn seed_defaults(db: &DatabaseConnection, clock: &dyn Clock) -> anyhow
         max_pending_session_count: Set(None),
         max_containers_per_session: Set(1),
         idle_timeout: Set(0),
+        idle_utilization_pct: Set(0),
+        idle_utilization_secs: Set(0),
         allowed_vfolder_hosts: Set(hosts),
         max_vfolder_count: Set(10),
         max_vfolder_size: Set(0),

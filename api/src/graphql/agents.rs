@@ -106,6 +106,20 @@ impl Agent {
                 .unwrap_or(0),
         )
     }
+    /// Live GPU use, mean over the agent's GPUs, percent (null: no GPUs).
+    async fn gpu_cur_pct(&self) -> Option<f64> {
+        let gpus = gpu_live(&self.0);
+        (!gpus.is_empty()).then(|| gpus.iter().map(|g| g.1).sum::<f64>() / gpus.len() as f64)
+    }
+    /// Live GPU memory in use over the agent's GPUs, bytes (null: no GPUs).
+    async fn gpu_mem_cur_bytes(&self) -> Option<crate::graphql::scalars::BigInt> {
+        let gpus = gpu_live(&self.0);
+        (!gpus.is_empty()).then(|| {
+            crate::graphql::scalars::BigInt(
+                i64::try_from(gpus.iter().map(|g| g.2).sum::<u64>()).unwrap_or(i64::MAX),
+            )
+        })
+    }
     /// Containers of running sessions on this agent.
     async fn container_count(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
         let state = state(ctx)?;
@@ -157,10 +171,67 @@ fn live_stat(agent: &agents::Model) -> Option<JsonString> {
         "pct": pct(mem as f64, mem_cap.to_string().parse().unwrap_or(0.0)),
         "unit_hint": "bytes",
     });
-    Some(JsonString(serde_json::json!({
+    let mut out = serde_json::json!({
         "node": {"cpu_util": cpu_metric, "mem": mem_metric},
         "devices": {"cpu_util": {"host": cpu_metric}, "mem": {"host": mem_metric}},
-    })))
+    });
+    // Backend.AI's CUDA plugin names: `cuda_util` (percent) and `cuda_mem` (bytes).
+    let gpus = gpu_live(agent);
+    if !gpus.is_empty() {
+        let metric = |cur: f64, cap: f64, hint: &str| {
+            serde_json::json!({
+                "current": format!("{cur:.2}"),
+                "capacity": format!("{cap:.0}"),
+                "pct": pct(cur, cap),
+                "unit_hint": hint,
+            })
+        };
+        let util: f64 = gpus.iter().map(|g| g.1).sum();
+        let used: u64 = gpus.iter().map(|g| g.2).sum();
+        let total: u64 = gpus.iter().map(|g| g.3).sum();
+        out["node"]["cuda_util"] = metric(util, 100.0 * gpus.len() as f64, "pct");
+        out["node"]["cuda_mem"] = metric(used as f64, total as f64, "bytes");
+        out["devices"]["cuda_util"] = gpus
+            .iter()
+            .map(|g| (g.0.clone(), metric(g.1, 100.0, "pct")))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        out["devices"]["cuda_mem"] = gpus
+            .iter()
+            .map(|g| (g.0.clone(), metric(g.2 as f64, g.3 as f64, "bytes")))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
+    Some(JsonString(out))
+}
+
+/// Each GPU's (UUID, utilization %, memory used, memory total) from the agent's last sample.
+fn gpu_live(agent: &agents::Model) -> Vec<(String, f64, u64, u64)> {
+    let Some(gpus) = agent
+        .live_stat
+        .as_ref()
+        .and_then(|s| s.get("gpus"))
+        .and_then(|g| g.as_array())
+    else {
+        return Vec::new();
+    };
+    gpus.iter()
+        .map(|g| {
+            (
+                g.get("uuid")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string(),
+                g.get("util_pct").and_then(|v| v.as_f64()).unwrap_or(0.0),
+                g.get("mem_used_bytes")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0),
+                g.get("mem_total_bytes")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0),
+            )
+        })
+        .collect()
 }
 
 /// Agents matching Backend.AI's filter expression.

@@ -54,6 +54,15 @@ impl KeyPairResourcePolicy {
     async fn idle_timeout(&self) -> BigInt {
         BigInt(self.0.idle_timeout)
     }
+    /// Idle by utilization: a session whose CPU and GPU use both stay below this percentage
+    /// of what it was allocated for `idle_utilization_secs` is ended (0 = no such rule).
+    async fn idle_utilization_pct(&self) -> i32 {
+        self.0.idle_utilization_pct
+    }
+    /// Seconds of use below `idle_utilization_pct` after which a session ends.
+    async fn idle_utilization_secs(&self) -> BigInt {
+        BigInt(self.0.idle_utilization_secs)
+    }
     /// `{host: [permission, …]}`.
     async fn allowed_vfolder_hosts(&self) -> JsonString {
         JsonString(self.0.allowed_vfolder_hosts.clone())
@@ -248,6 +257,10 @@ pub struct CreateKeyPairResourcePolicyInput {
     pub max_containers_per_session: i32,
     pub max_pending_session_count: Option<i32>,
     pub idle_timeout: BigInt,
+    /// Percent (0–100; 0 = no utilization rule).
+    pub idle_utilization_pct: Option<i32>,
+    /// Seconds.
+    pub idle_utilization_secs: Option<BigInt>,
     pub allowed_vfolder_hosts: Option<JsonString>,
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
@@ -269,6 +282,10 @@ pub struct ModifyKeyPairResourcePolicyInput {
     pub max_containers_per_session: Option<i32>,
     pub max_pending_session_count: Option<i32>,
     pub idle_timeout: Option<BigInt>,
+    /// Percent (0–100; 0 = no utilization rule).
+    pub idle_utilization_pct: Option<i32>,
+    /// Seconds.
+    pub idle_utilization_secs: Option<BigInt>,
     pub allowed_vfolder_hosts: Option<JsonString>,
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
@@ -312,6 +329,8 @@ impl From<ModifyKeyPairResourcePolicyInput> for PolicyChange {
             max_containers_per_session: p.max_containers_per_session,
             max_pending_session_count: p.max_pending_session_count,
             idle_timeout: p.idle_timeout.map(|v| v.0),
+            idle_utilization_pct: p.idle_utilization_pct,
+            idle_utilization_secs: p.idle_utilization_secs.map(|v| v.0),
             allowed_vfolder_hosts: p.allowed_vfolder_hosts.map(|v| v.0),
             max_vfolder_count: p.max_vfolder_count,
             max_vfolder_size: p.max_vfolder_size.map(|v| v.0),
@@ -354,6 +373,8 @@ impl PolicyMutation {
             max_containers_per_session: Some(props.max_containers_per_session),
             max_pending_session_count: props.max_pending_session_count,
             idle_timeout: Some(props.idle_timeout.0),
+            idle_utilization_pct: props.idle_utilization_pct,
+            idle_utilization_secs: props.idle_utilization_secs.map(|v| v.0),
             allowed_vfolder_hosts: props.allowed_vfolder_hosts.map(|v| v.0),
             max_vfolder_count: props.max_vfolder_count,
             max_vfolder_size: props.max_vfolder_size.map(|v| v.0),

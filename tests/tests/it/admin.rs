@@ -298,6 +298,8 @@ both_dbs!(policies_presets_and_settings, |db| async move {
                 max_concurrent_sessions: 30,
                 max_containers_per_session: 1,
                 idle_timeout: 600,
+                idle_utilization_pct: Some(5),
+                idle_utilization_secs: Some(1800),
                 allowed_vfolder_hosts: Some(json!(r#"["local"]"#)),
                 max_vfolder_count: Some(10),
                 max_vfolder_size: Some(0),
@@ -313,6 +315,8 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         json!({"cpu": "Infinity", "mem": "17179869184", "cuda.shares": "2"})
     );
     assert_eq!(p["idle_timeout"], 600);
+    assert_eq!(p["idle_utilization_pct"], 5);
+    assert_eq!(p["idle_utilization_secs"], 1800);
     let base = |slots: &str| gql::create_policy::CreateKeyPairResourcePolicyInput {
         default_for_unspecified: "LIMITED".into(),
         max_concurrent_sessions: 1,
@@ -360,6 +364,23 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         )
         .await;
     assert_code(&neg, "BAD_REQUEST");
+    // A utilization threshold is a percentage, its window a duration.
+    for (pct, secs) in [(Some(101), None), (Some(-1), None), (None, Some(-5))] {
+        let bad = app
+            .op::<gql::ModifyPolicy>(
+                admin,
+                gql::modify_policy::Variables {
+                    name: "gpu-team".into(),
+                    props: gql::modify_policy::ModifyKeyPairResourcePolicyInput {
+                        idle_utilization_pct: pct,
+                        idle_utilization_secs: secs,
+                        ..Default::default()
+                    },
+                },
+            )
+            .await;
+        assert_code(&bad, "BAD_REQUEST");
+    }
     let dup = app
         .op::<gql::CreatePolicy>(
             admin,

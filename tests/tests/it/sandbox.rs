@@ -550,6 +550,9 @@ both_dbs!(
             ("NVIDIA_VISIBLE_DEVICES", "all"),
             ("NVIDIA_DRIVER_CAPABILITIES", "all"),
             ("CUDA_VISIBLE_DEVICES", "0,1"),
+            // The MPS limits of a fractional GPU are the server's to set.
+            ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100"),
+            ("cuda_mps_pinned_device_mem_limit", "0=1000G"),
             ("LD_PRELOAD", "/home/work/evil.so"),
         ] {
             let env = json!({k: v}).to_string();

@@ -642,6 +642,7 @@ pub async fn insert_session(
         num_queries: Set(0),
         last_stat: Set(None),
         last_activity: Set(None),
+        utilization_idle_since: Set(None),
         owner: Set(None),
     }
     .insert(&app.server.as_ref().unwrap().state.db)

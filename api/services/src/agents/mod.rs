@@ -31,6 +31,8 @@ fn docker_settings(config: &crate::config::Config) -> DockerSettings {
         reserved_cpu: config.agent_reserved_cpu,
         network_isolation: config.network_isolation,
         cuda_shares_per_gpu: config.cuda_shares_per_gpu,
+        mps_dir: (!config.gpu_mps_dir.is_empty())
+            .then(|| std::path::PathBuf::from(&config.gpu_mps_dir)),
         log_max_size: config.container_log_max_size.clone(),
         disk_size: config.container_disk_size.clone(),
         timeout_secs: config.engine_timeout_secs,
@@ -169,7 +171,7 @@ async fn register(
         .await?;
     let plugins = json!({
         "cuda": {
-            "devices": agent.gpus.iter().map(|g| json!({"id": g.id, "name": g.name, "memory": g.memory_bytes})).collect::<Vec<_>>(),
+            "devices": agent.gpus.iter().map(|g| json!({"id": g.id, "uuid": g.uuid, "name": g.name, "memory": g.memory_bytes})).collect::<Vec<_>>(),
         }
     });
     match existing {
@@ -333,18 +335,25 @@ pub async fn heartbeat_loop(state: impl Runtime) {
             async move {
                 beat(state, agent, &mut missed).await;
                 // Sampled only from an engine that just answered.
-                let sample = if missed == 0 {
-                    agent.usage_sample().await
+                let (sample, gpus) = if missed == 0 {
+                    (agent.usage_sample().await, agent.gpu_sample().await)
                 } else {
-                    None
+                    (None, None)
                 };
-                (agent.info().id.clone(), missed, sample)
+                (agent.info().id.clone(), missed, sample, gpus)
             }
         });
-        for (id, missed, sample) in futures_util::future::join_all(beats).await {
+        for (id, missed, sample, gpus) in futures_util::future::join_all(beats).await {
             misses.insert(id.clone(), missed);
             if let Some((cpu_ns, mem, containers)) = sample {
-                record_live_use(&state, &id, &mut previous, cpu_ns, mem, containers).await;
+                let gpus = gpus.map(|s| bai_engine::gpu::device_use(&s));
+                let live = LiveUse {
+                    cpu_ns,
+                    mem,
+                    containers,
+                    gpus: gpus.unwrap_or_default(),
+                };
+                record_live_use(&state, &id, &mut previous, live).await;
             }
         }
         // Agents nobody beats for a while are LOST: the leader says so.
@@ -374,13 +383,25 @@ pub async fn heartbeat_loop(state: impl Runtime) {
 }
 
 /// Stores the agent's live CPU (as a rate since the last heartbeat) and memory use.
+/// One sample of an agent's use: its containers' cumulative CPU time, memory and count, and
+/// each GPU's (UUID, use, memory) from NVML.
+struct LiveUse {
+    cpu_ns: u64,
+    mem: u64,
+    containers: usize,
+    gpus: Vec<(String, bai_engine::gpu::GpuUse, u64)>,
+}
+
 async fn record_live_use(
     state: &impl Runtime,
     id: &str,
     previous: &mut HashMap<String, (std::time::Instant, u64)>,
-    cpu_ns: u64,
-    mem: u64,
-    containers: usize,
+    LiveUse {
+        cpu_ns,
+        mem,
+        containers,
+        gpus,
+    }: LiveUse,
 ) {
     let now = std::time::Instant::now();
     let pct = match previous.insert(id.to_string(), (now, cpu_ns)) {
@@ -389,7 +410,13 @@ async fn record_live_use(
         }
         _ => 0.0,
     };
-    let live = json!({"cpu_used_pct": (pct * 10.0).round() / 10.0, "mem_used_bytes": mem, "containers": containers});
+    let mut live = json!({"cpu_used_pct": (pct * 10.0).round() / 10.0, "mem_used_bytes": mem, "containers": containers});
+    if !gpus.is_empty() {
+        live["gpus"] = gpus
+            .iter()
+            .map(|(uuid, u, total)| json!({"uuid": uuid, "util_pct": u.util_pct, "mem_used_bytes": u.mem_bytes, "mem_total_bytes": total}))
+            .collect();
+    }
     let updated = agents::Entity::update_many()
         .col_expr(
             agents::Column::LiveStat,

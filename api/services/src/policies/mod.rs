@@ -131,6 +131,8 @@ pub struct PolicyChange {
     pub max_containers_per_session: Option<i32>,
     pub max_pending_session_count: Option<i32>,
     pub idle_timeout: Option<i64>,
+    pub idle_utilization_pct: Option<i32>,
+    pub idle_utilization_secs: Option<i64>,
     pub allowed_vfolder_hosts: Option<Value>,
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<i64>,
@@ -159,6 +161,17 @@ fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> Api
     }
     if let Some(v) = c.idle_timeout {
         m.idle_timeout = Set(non_negative("idle_timeout", v)?);
+    }
+    if let Some(v) = c.idle_utilization_pct {
+        if !(0..=100).contains(&v) {
+            return Err(ApiError::bad_request(
+                "idle_utilization_pct is a percentage: 0 (no rule) to 100",
+            ));
+        }
+        m.idle_utilization_pct = Set(v);
+    }
+    if let Some(v) = c.idle_utilization_secs {
+        m.idle_utilization_secs = Set(non_negative("idle_utilization_secs", v)?);
     }
     if let Some(v) = c.allowed_vfolder_hosts {
         m.allowed_vfolder_hosts = Set(normalize_allowed_hosts(&v)?);
@@ -197,6 +210,8 @@ pub async fn create(
         max_containers_per_session: Set(1),
         max_pending_session_count: Set(None),
         idle_timeout: Set(0),
+        idle_utilization_pct: Set(0),
+        idle_utilization_secs: Set(0),
         allowed_vfolder_hosts: Set(default_hosts),
         max_vfolder_count: Set(10),
         max_vfolder_size: Set(0),

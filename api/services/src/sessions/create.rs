@@ -140,10 +140,11 @@ fn validate_environ(env: &BTreeMap<String, String>) -> ApiResult<()> {
         let upper = k.to_ascii_uppercase();
         if upper.starts_with("NVIDIA_")
             || upper == "CUDA_VISIBLE_DEVICES"
+            || upper.starts_with("CUDA_MPS_")
             || upper.starts_with("LD_")
         {
             return Err(ApiError::bad_request(format!(
-                "'{k}' may not be set: GPU visibility follows the allocation, and LD_* would change how every program loads"
+                "'{k}' may not be set: GPU visibility and MPS limits follow the allocation, and LD_* would change how every program loads"
             )));
         }
         if v.contains('\0') || v.len() > 32 * 1024 {
@@ -653,6 +654,7 @@ async fn persist(
             num_queries: Set(0),
             last_stat: Set(None),
             last_activity: Set(Some(now)),
+            utilization_idle_since: Set(None),
             owner: Set(None),
         }
         .insert(&txn)

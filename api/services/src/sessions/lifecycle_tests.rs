@@ -582,6 +582,82 @@ async fn policy(w: &World, idle_timeout: i64, max_session_lifetime: i64) {
 }
 
 #[tokio::test]
+async fn a_session_using_too_little_cpu_for_too_long_is_ended_and_says_why() {
+    use entity::keypair_resource_policies as policies;
+    use sea_orm::{ActiveModelTrait, IntoActiveModel, Set};
+    let w = world().await;
+    let kp = keypairs::Entity::find_by_id(w.admin.access_key.clone().unwrap())
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = policies::Entity::find_by_id(kp.resource_policy)
+        .one(&w.state.db)
+        .await
+        .unwrap()
+        .unwrap()
+        .into_active_model();
+    // Idle below 10 % of the allocated CPU for 10 minutes.
+    m.idle_utilization_pct = Set(10);
+    m.idle_utilization_secs = Set(600);
+    m.update(&w.state.db).await.unwrap();
+    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+        .await
+        .unwrap()[0]
+        .id;
+    until(&w, id, SessionStatus::Running).await;
+    let cores = session(&w, id).await.requested_slots.get("cpu");
+    let cores = rust_decimal::prelude::ToPrimitive::to_f64(&cores).unwrap();
+    // Working: 20 % of its cores.
+    w.engine.set_cpu_pct(cores * 20.0);
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    assert_eq!(session(&w, id).await.utilization_idle_since, None);
+    // Quiet from now: idle since this sample, not before.
+    w.engine.set_cpu_pct(cores * 5.0);
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    let since = session(&w, id).await.utilization_idle_since.unwrap();
+    w.clock.advance(chrono::Duration::seconds(599));
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    assert_eq!(
+        session(&w, id).await.utilization_idle_since,
+        Some(since),
+        "kept, not moved"
+    );
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    let checks = crate::sessions::idle_checks(&w.state, &session(&w, id).await)
+        .await
+        .unwrap();
+    assert_eq!(checks["utilization"]["remaining"], 1.0, "{checks}");
+    // A burst of work starts the window again.
+    w.engine.set_cpu_pct(cores * 50.0);
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    w.engine.set_cpu_pct(0.0);
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    w.clock.advance(chrono::Duration::seconds(300));
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    w.clock.advance(chrono::Duration::seconds(301));
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
+    let s = session(&w, id).await;
+    assert_eq!(s.status_info.as_deref(), Some("idle-utilization"));
+}
+
+#[test]
+fn utilization_counts_against_what_was_allocated() {
+    use crate::sessions::utilization_busy as busy;
+    // 4 cores at 30 % of one core each = 7.5 % of the allocation: idle under 10 %.
+    assert!(!busy(30.0, 4.0, None, 10));
+    assert!(busy(40.0, 4.0, None, 10), "exactly the threshold is work");
+    // The GPU keeps a session with a quiet CPU busy, and the other way round.
+    assert!(busy(0.0, 4.0, Some((60.0, 1.0)), 50));
+    assert!(!busy(0.0, 4.0, Some((60.0, 2.0)), 50), "30 % of two GPUs");
+    assert!(busy(400.0, 4.0, Some((0.0, 1.0)), 50));
+    // Half a GPU used at 30 % of the whole device is 60 % of its share.
+    assert!(busy(0.0, 1.0, Some((30.0, 0.5)), 50));
+    // Nothing allocated (no cores recorded): the raw figure.
+    assert!(!busy(5.0, 0.0, None, 10));
+}
+
+#[tokio::test]
 async fn an_idle_session_is_reaped_when_its_time_is_up_and_activity_postpones_it() {
     let w = world().await;
     policy(&w, 60, 0).await;
@@ -715,6 +791,7 @@ async fn each_container_of_a_cluster_gets_gpus_of_its_own() {
     let gpus = ["0", "1"]
         .map(|id| bai_engine::gpu::GpuDevice {
             id: id.into(),
+            uuid: format!("GPU-{id}"),
             name: "test GPU".into(),
             memory_bytes: 16 << 30,
         })

@@ -863,6 +863,7 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            gpu_shares: gpu_shares(&kernel.resource_opts),
             env: kernel_env,
             // A batch job is the main container's command; the others stand by for it.
             command: s
@@ -1368,8 +1369,21 @@ pub async fn dependents(state: &impl Runtime, id: Uuid) -> ApiResult<Vec<Uuid>> 
     Ok(live)
 }
 
-/// The keypair policy's idle timeout and maximum session lifetime, seconds (0: none).
-async fn idle_limits(state: &impl Runtime, access_key: &str) -> ApiResult<(i64, i64)> {
+/// What a keypair policy holds a running session to (each 0: no such limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IdleLimits {
+    /// Seconds without activity (apps, terminal, executions).
+    pub timeout: i64,
+    /// Seconds since the session started running.
+    pub lifetime: i64,
+    /// Percent of its allocated CPU and GPU a session must use…
+    pub util_pct: i32,
+    /// …or, below it for this many seconds, the session is idle.
+    pub util_secs: i64,
+}
+
+/// The keypair policy's limits of sessions of `access_key`.
+async fn idle_limits(state: &impl Runtime, access_key: &str) -> ApiResult<IdleLimits> {
     Ok(
         match entity::keypairs::Entity::find_by_id(access_key.to_string())
             .one(state.db())
@@ -1378,11 +1392,39 @@ async fn idle_limits(state: &impl Runtime, access_key: &str) -> ApiResult<(i64, 
             Some(kp) => keypair_resource_policies::Entity::find_by_id(kp.resource_policy)
                 .one(state.db())
                 .await?
-                .map(|p| (p.idle_timeout, p.max_session_lifetime))
-                .unwrap_or((0, 0)),
-            None => (0, 0),
+                .map(|p| IdleLimits {
+                    timeout: p.idle_timeout,
+                    lifetime: p.max_session_lifetime,
+                    util_pct: p.idle_utilization_pct,
+                    util_secs: p.idle_utilization_secs,
+                })
+                .unwrap_or_default(),
+            None => IdleLimits::default(),
         },
     )
+}
+
+/// Whether a session's use counts as work under a utilization rule of `threshold` percent:
+/// its CPU use (percent of one core, summed) against the cores it was allocated, and its GPU
+/// use (percent of one GPU, summed) against the GPUs it holds. Idle only when both are below
+/// the threshold; a session holding no GPU is judged by its CPU alone.
+pub fn utilization_busy(
+    cpu_pct: f64,
+    cpu_cores: f64,
+    gpu: Option<(f64, f64)>,
+    threshold: i32,
+) -> bool {
+    let threshold = f64::from(threshold);
+    let share = |used: f64, allocated: f64| {
+        if allocated > 0.0 {
+            used / allocated
+        } else {
+            used
+        }
+    };
+    let cpu_busy = share(cpu_pct, cpu_cores) >= threshold;
+    let gpu_busy = gpu.is_some_and(|(used, gpus)| share(used, gpus) >= threshold);
+    cpu_busy || gpu_busy
 }
 
 /// When the session started running (its creation when it has not).
@@ -1409,7 +1451,12 @@ pub async fn idle_checks(state: &impl Runtime, s: &sessions::Model) -> ApiResult
     if s.status != SessionStatus::Running {
         return Ok(json!({}));
     }
-    let (timeout, lifetime) = idle_limits(state, &s.access_key).await?;
+    let IdleLimits {
+        timeout,
+        lifetime,
+        util_pct,
+        util_secs,
+    } = idle_limits(state, &s.access_key).await?;
     let now = state.clock().now();
     let left = |limit: i64, from: chrono::DateTime<chrono::Utc>| {
         let secs =
@@ -1423,6 +1470,15 @@ pub async fn idle_checks(state: &impl Runtime, s: &sessions::Model) -> ApiResult
     if lifetime > 0 {
         checks.insert("session_lifetime".into(), left(lifetime, running_since(s)));
     }
+    if util_pct > 0 {
+        // Backend.AI's `utilization` check: the full window while the session works.
+        let mut u = match s.utilization_idle_since {
+            Some(since) => left(util_secs, since),
+            None => json!({"remaining": util_secs as f64, "remaining_time_type": "grace_period"}),
+        };
+        u["extra"] = json!({"threshold_pct": util_pct, "resources": ["cpu", "cuda"]});
+        checks.insert("utilization".into(), u);
+    }
     Ok(Value::Object(checks))
 }
 
@@ -1433,13 +1489,18 @@ pub async fn reap_idle(state: &impl Runtime) -> ApiResult<usize> {
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
         .all(state.db())
         .await?;
-    // Per keypair: (idle timeout, maximum lifetime) in seconds, 0 = none.
-    let mut timeouts: std::collections::HashMap<String, (i64, i64)> =
+    // Per keypair: its policy's limits.
+    let mut timeouts: std::collections::HashMap<String, IdleLimits> =
         std::collections::HashMap::new();
     let now = state.clock().now();
     let mut reaped = 0;
     for s in running {
-        let (timeout, lifetime) = match timeouts.get(&s.access_key) {
+        let IdleLimits {
+            timeout,
+            lifetime,
+            util_pct,
+            util_secs,
+        } = match timeouts.get(&s.access_key) {
             Some(t) => *t,
             None => {
                 let t = idle_limits(state, &s.access_key).await?;
@@ -1458,6 +1519,19 @@ pub async fn reap_idle(state: &impl Runtime) -> ApiResult<usize> {
             }
             continue;
         }
+        if util_pct > 0
+            && let Some(low) = s.utilization_idle_since
+            && now - low > chrono::Duration::seconds(util_secs)
+        {
+            tracing::info!(session = %s.id, idle_utilization_pct = util_pct, idle_utilization_secs = util_secs, since = %low, "terminating a session whose CPU and GPU use stayed below its policy's threshold");
+            match terminate(state, s.id, "idle-utilization").await {
+                Ok(_) => reaped += 1,
+                Err(e) => {
+                    tracing::warn!(session = %s.id, error = %e.message, cause = %e.chain(), "utilization termination failed")
+                }
+            }
+            continue;
+        }
         let since = idle_since(&s);
         if timeout > 0 && now - since > chrono::Duration::seconds(timeout) {
             tracing::info!(session = %s.id, idle_timeout = timeout, "terminating an idle session");
@@ -1470,6 +1544,107 @@ pub async fn reap_idle(state: &impl Runtime) -> ApiResult<usize> {
         }
     }
     Ok(reaped)
+}
+
+/// Seconds between utilization samples of sessions under a utilization rule.
+const UTILIZATION_SAMPLE_SECS: u64 = 10;
+
+/// Samples the CPU and GPU use of the running sessions whose policy has a utilization rule,
+/// on the agents this process drives, and records since when each has stayed below it
+/// (`utilization_idle_since`; the leader's [`reap_idle`] ends them). A session whose use
+/// cannot be read is left as it was.
+pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
+    let running = sessions::Entity::find()
+        .filter(sessions::Column::Status.eq(SessionStatus::Running))
+        .all(state.db())
+        .await?;
+    let mut limits: std::collections::HashMap<String, IdleLimits> =
+        std::collections::HashMap::new();
+    let now = state.clock().now();
+    let mut changed = 0;
+    'sessions: for s in running {
+        let l = match limits.get(&s.access_key) {
+            Some(l) => *l,
+            None => {
+                let l = idle_limits(state, &s.access_key).await?;
+                limits.insert(s.access_key.clone(), l);
+                l
+            }
+        };
+        if l.util_pct <= 0 {
+            if s.utilization_idle_since.is_some() {
+                set_utilization_idle_since(state, s.id, None).await?;
+            }
+            continue;
+        }
+        let ks = kernels::Entity::find()
+            .filter(kernels::Column::SessionId.eq(s.id))
+            .all(state.db())
+            .await?;
+        let (mut cpu, mut cores, mut gpu, mut gpus) = (0.0, 0.0, 0.0, 0.0);
+        let per_gpu = f64::from(state.config().cuda_shares_per_gpu.max(1));
+        for k in &ks {
+            let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
+                continue 'sessions;
+            };
+            if !state.cluster().drives(agent_id) {
+                continue 'sessions; // another manager samples it
+            }
+            let Some(agent) = state.agents().get(agent_id).await else {
+                continue 'sessions;
+            };
+            let Some((c, _)) = agent.stats(container).await else {
+                continue 'sessions;
+            };
+            cpu += c;
+            cores += k.requested_slots.get("cpu").to_f64().unwrap_or(0.0);
+            let held = k.requested_slots.get("cuda.device").to_f64().unwrap_or(0.0)
+                + k.requested_slots.get("cuda.shares").to_f64().unwrap_or(0.0) / per_gpu;
+            if held > 0.0 {
+                let Some(u) = agent.gpu_use(container).await else {
+                    continue 'sessions;
+                };
+                gpu += u.util_pct;
+                gpus += held;
+            }
+        }
+        let busy = utilization_busy(cpu, cores, (gpus > 0.0).then_some((gpu, gpus)), l.util_pct);
+        let next = if busy {
+            None
+        } else {
+            Some(s.utilization_idle_since.unwrap_or(now))
+        };
+        if next != s.utilization_idle_since {
+            set_utilization_idle_since(state, s.id, next).await?;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
+async fn set_utilization_idle_since(
+    state: &impl Runtime,
+    id: Uuid,
+    since: Option<chrono::DateTime<chrono::Utc>>,
+) -> ApiResult<()> {
+    sessions::Entity::update_many()
+        .col_expr(
+            sessions::Column::UtilizationIdleSince,
+            sea_orm::sea_query::Expr::value(since),
+        )
+        .filter(sessions::Column::Id.eq(id))
+        .exec(state.db())
+        .await?;
+    Ok(())
+}
+
+pub async fn utilization_loop(state: impl Runtime) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(UTILIZATION_SAMPLE_SECS)).await;
+        if let Err(e) = sample_utilization(&state).await {
+            tracing::warn!(error = %e.message, cause = %e.chain(), "utilization sampling failed");
+        }
+    }
 }
 
 pub async fn idle_loop(state: impl Runtime) {
@@ -1635,4 +1810,17 @@ mod dotfile_tests {
         assert_eq!(kept, [".vimrc", "database/y"]);
         assert_eq!(super::outside_mounts(&files, None).len(), 4);
     }
+}
+
+/// The shares of each assigned GPU (the scheduler's `gpu_shares`), in `gpus` order; empty when
+/// the kernel holds whole devices (or was placed before shares were recorded).
+fn gpu_shares(opts: &Value) -> Vec<rust_decimal::Decimal> {
+    opts.get("gpu_shares")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|g| g.get("shares")?.as_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }

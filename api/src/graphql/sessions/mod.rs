@@ -822,6 +822,11 @@ pub struct SessionStats {
     pub cpu_used_pct: f64,
     pub mem_bytes: BigInt,
     pub mem_limit_bytes: BigInt,
+    /// GPU (SM) use of the session's processes, percent of one GPU, from NVML; null when the
+    /// session holds no GPU.
+    pub gpu_used_pct: Option<f64>,
+    /// GPU memory of the session's processes; null when the session holds no GPU.
+    pub gpu_mem_bytes: Option<BigInt>,
 }
 
 #[derive(Default)]
@@ -909,11 +914,22 @@ impl SessionSubscription {
                             &k.requested_slots.get("mem"),
                         )
                         .unwrap_or(0);
+                        let holds_gpu = ["cuda.device", "cuda.shares"]
+                            .iter()
+                            .any(|s| k.requested_slots.get(s) > rust_decimal::Decimal::ZERO);
+                        let gpu = if holds_gpu {
+                            agent.gpu_use(container).await
+                        } else {
+                            None
+                        };
                         let out = SessionStats {
                             session_id,
                             cpu_used_pct: cpu,
                             mem_bytes: BigInt(i64::try_from(mem).unwrap_or(i64::MAX)),
                             mem_limit_bytes: BigInt(limit),
+                            gpu_used_pct: gpu.map(|g| g.util_pct),
+                            gpu_mem_bytes: gpu
+                                .map(|g| BigInt(i64::try_from(g.mem_bytes).unwrap_or(i64::MAX))),
                         };
                         tokio::time::sleep(period).await;
                         return Some((out, ()));
