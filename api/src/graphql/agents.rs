@@ -731,3 +731,63 @@ impl AgentMutation {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rust_decimal::Decimal;
+
+    fn agent(live: serde_json::Value) -> agents::Model {
+        agents::Model {
+            id: "i-gpu".into(),
+            status: entity::enums::AgentStatus::Alive,
+            status_changed: None,
+            region: "local".into(),
+            scaling_group: "default".into(),
+            schedulable: true,
+            available_slots: entity::slots::ResourceSlots::new()
+                .with("cpu", Decimal::from(16))
+                .with("mem", Decimal::from(64i64 << 30))
+                .with("cuda.device", Decimal::from(2)),
+            occupied_slots: Default::default(),
+            addr: "unix:///var/run/docker.sock".into(),
+            public_host: None,
+            first_contact: chrono::Utc::now(),
+            lost_at: None,
+            last_heartbeat: None,
+            version: "28".into(),
+            architecture: "x86_64".into(),
+            compute_plugins: serde_json::json!({}),
+            live_stat: Some(live),
+            storage_hosts: None,
+        }
+    }
+
+    #[test]
+    fn gpu_use_in_live_stat_as_backend_ai_names_it() {
+        let a = agent(serde_json::json!({
+            "cpu_used_pct": 150.0, "mem_used_bytes": 1024, "containers": 2,
+            "gpus": [
+                {"uuid": "GPU-a", "util_pct": 90.0, "mem_used_bytes": 4u64 << 30, "mem_total_bytes": 80u64 << 30},
+                {"uuid": "GPU-b", "util_pct": 10.0, "mem_used_bytes": 0, "mem_total_bytes": 80u64 << 30},
+            ],
+        }));
+        let live = live_stat(&a).unwrap().0;
+        assert_eq!(live["node"]["cuda_util"]["current"], "100.00");
+        assert_eq!(live["node"]["cuda_util"]["capacity"], "200");
+        assert_eq!(live["node"]["cuda_util"]["pct"], "50.00");
+        assert_eq!(
+            live["node"]["cuda_mem"]["current"],
+            (4u64 << 30).to_string() + ".00"
+        );
+        assert_eq!(live["devices"]["cuda_util"]["GPU-a"]["pct"], "90.00");
+        assert_eq!(live["devices"]["cuda_mem"]["GPU-b"]["current"], "0.00");
+        assert_eq!(gpu_live(&a).len(), 2);
+        // No GPUs sampled: no cuda metrics at all.
+        let plain =
+            agent(serde_json::json!({"cpu_used_pct": 1.0, "mem_used_bytes": 1, "containers": 0}));
+        let live = live_stat(&plain).unwrap().0;
+        assert!(live["node"].get("cuda_util").is_none(), "{live}");
+        assert!(gpu_live(&plain).is_empty());
+    }
+}

@@ -972,8 +972,16 @@ async fn console_administration_screens() {
         type_into(c, "#policy-cpu", "8").await?;
         click(c, "#policy-concurrency-unlimited").await?;
         type_into(c, "#policy-concurrency", "3").await?;
+        // Idle below 5 % of its CPU and GPU for half an hour; a non-number is refused first.
+        type_into(c, "#policy-util-pct", "five").await?;
+        click(c, "#policy-save").await?;
+        wait_text(c, "#policy-dialog", "whole numbers", 15).await?;
+        type_into(c, "#policy-util-pct", "5").await?;
+        type_into(c, "#policy-util-secs", "1800").await?;
+        shot(c, "admin-policy-dialog.png").await?;
         click(c, "#policy-save").await?;
         wait_text(c, "tr.admin-row[data-key='gpu-lab']", "8 core", 15).await?;
+        wait_text(c, "tr.admin-row[data-key='gpu-lab']", "< 5 % · 1800 s", 15).await?;
         shot(c, "admin-policies.png").await?;
         click(c, "tr.admin-row[data-key='gpu-lab'] [data-action='delete']").await?;
         wait_gone(c, "tr.admin-row[data-key='gpu-lab']", 15).await?;

@@ -778,6 +778,11 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
         let v: Value = serde_json::from_str(t.as_str()).unwrap();
         let s = &v["payload"]["data"]["session_stats"];
         assert_eq!(s["mem_limit_bytes"], 512i64 * 1024 * 1024, "{v}");
+        // No GPU held (and none on this machine): no GPU figures, rather than zeros.
+        assert!(
+            s["gpu_used_pct"].is_null() && s["gpu_mem_bytes"].is_null(),
+            "{v}"
+        );
         best = (
             best.0.max(s["cpu_used_pct"].as_f64().unwrap()),
             best.1.max(s["mem_bytes"].as_i64().unwrap()),
@@ -794,6 +799,16 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
             .admin_op::<gql::sessions::Agents>(Default::default())
             .await;
         let cpu = a["agents"][0]["cpu_cur_pct"].as_f64().unwrap();
+        // This machine has no GPU: no GPU figures, and no cuda metrics in live_stat.
+        assert!(a["agents"][0]["gpu_cur_pct"].is_null(), "{a}");
+        assert!(a["agents"][0]["gpu_mem_cur_bytes"].is_null(), "{a}");
+        assert!(
+            !a["agents"][0]["live_stat"]
+                .as_str()
+                .unwrap_or("")
+                .contains("cuda_util"),
+            "{a}"
+        );
         (cpu > 10.0 && a["agents"][0]["mem_cur_bytes"].as_i64().unwrap() > 64 * 1024 * 1024)
             .then_some(cpu)
     })

@@ -1781,6 +1781,19 @@ pub async fn find_visible(
         .ok_or_else(|| ApiError::not_found("session", id))
 }
 
+/// The shares of each assigned GPU (the scheduler's `gpu_shares`), in `gpus` order; empty when
+/// the kernel holds whole devices (or was placed before shares were recorded).
+fn gpu_shares(opts: &Value) -> Vec<rust_decimal::Decimal> {
+    opts.get("gpu_shares")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|g| g.get("shares")?.as_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod dotfile_tests {
     use bai_engine::{BindMount, HomeFile};
@@ -1810,17 +1823,4 @@ mod dotfile_tests {
         assert_eq!(kept, [".vimrc", "database/y"]);
         assert_eq!(super::outside_mounts(&files, None).len(), 4);
     }
-}
-
-/// The shares of each assigned GPU (the scheduler's `gpu_shares`), in `gpus` order; empty when
-/// the kernel holds whole devices (or was placed before shares were recorded).
-fn gpu_shares(opts: &Value) -> Vec<rust_decimal::Decimal> {
-    opts.get("gpu_shares")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|g| g.get("shares")?.as_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
