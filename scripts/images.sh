@@ -20,14 +20,15 @@ REV=2
 have() {
   [ "$(docker image inspect -f '{{index .Config.Labels "ai.backend.bai-image-rev"}}' "$1" 2>/dev/null)" = "$REV" ]
 }
-if have "$PYTHON_TAG" && have "$CPP_TAG"; then
+# `scripts/images.sh base`: only the shared base root filesystem (deploy/container.sh).
+base="$WORK/base"
+if [ "${1:-}" != base ] && have "$PYTHON_TAG" && have "$CPP_TAG"; then
   echo "environment images present: $PYTHON_TAG $CPP_TAG"
   exit 0
 fi
 mkdir -p "$WORK"
 
 # The shared base: minimal bookworm with the session tooling and the non-root `work` user.
-base="$WORK/base"
 if [ ! -f "$base/.complete" ]; then
   rm -rf "$base"
   debootstrap --variant=minbase \
@@ -38,6 +39,7 @@ if [ ! -f "$base/.complete" ]; then
   rm -f "$base"/etc/ssh/ssh_host_*
   touch "$base/.complete"
 fi
+[ "${1:-}" = base ] && { echo "base root filesystem in $base"; exit 0; }
 
 # build TAG PACKAGES LABEL...
 build() {

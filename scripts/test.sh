@@ -42,6 +42,9 @@ slowest() {
 trap slowest EXIT
 # The several-managers tests start `bai serve` processes of their own (and kill one).
 cargo build -p api --bin bai
+# bai's own container image (deploy/container.sh), from this build, for its test.
+deploy/container.sh bai-test:ci "$CARGO_TARGET_DIR/debug/bai"
+export BAI_TEST_CONTAINER_IMAGE=bai-test:ci
 cargo test --workspace --exclude web
 # Lablup's CLI test suite, alone on the machine: it allows each CLI command 5 seconds.
 cargo test -p tests --test it -- --ignored --exact lablup::lablup_cli_integration_suite_passes

@@ -687,3 +687,122 @@ both_dbs!(
         assert_eq!(rows.len(), 1);
     }
 );
+
+/// The container image of bai (`deploy/container.sh`, built by scripts/test.sh from this
+/// run's binary): it serves its console and API on the host's network, drives the host's Docker
+/// engine through the mounted socket (sessions on the isolated network: iptables inside) and
+/// keeps its state in the mounted data directory — a session launched through it runs.
+#[tokio::test]
+async fn the_container_image_of_bai_serves_and_runs_sessions() {
+    api::install_crypto();
+    require_docker();
+    let image = std::env::var("BAI_TEST_CONTAINER_IMAGE").unwrap_or_else(|_| {
+        panic!("BAI_TEST_CONTAINER_IMAGE is not set: scripts/test.sh builds bai's image with deploy/container.sh")
+    });
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Folders are bind-mounted into sessions by the host's engine: the data directory has the
+    // same path inside and outside.
+    let data = std::env::temp_dir().join(format!("bai-ct-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&data).unwrap();
+    let name = format!("bai-ct-{port}");
+    struct Gone(String, std::path::PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f", &self.0])
+                .output();
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
+    let _gone = Gone(name.clone(), data.clone());
+    let d = data.display().to_string();
+    let out = std::process::Command::new("docker")
+        .args([
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--network",
+            "host",
+            "--cap-add",
+            "NET_ADMIN",
+            "--cap-add",
+            "NET_RAW",
+            "-v",
+            "/var/run/docker.sock:/var/run/docker.sock",
+            "-v",
+            &format!("{d}:{d}"),
+            "-e",
+            &format!("BAI_DATA_DIR={d}"),
+            "-e",
+            &format!("BAI_LISTEN=127.0.0.1:{port}"),
+            "-e",
+            &format!("BAI_ADMIN_EMAIL={ADMIN_EMAIL}"),
+            "-e",
+            &format!("BAI_ADMIN_PASSWORD={ADMIN_PASSWORD}"),
+            &image,
+        ])
+        .output()
+        .expect("docker run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    eventually("bai in its container to be ready", WAIT, || async {
+        let r = http
+            .get(format!("{base}/health/readyz"))
+            .send()
+            .await
+            .ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+    let root: Value = http.get(&base).send().await.unwrap().json().await.unwrap();
+    assert_eq!(root["bai"], env!("CARGO_PKG_VERSION"), "{root}");
+    // The console is in the image.
+    let page = http
+        .get(format!("{base}/"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("<script"), "{page}");
+    let mut app = TestApp {
+        server: None,
+        base,
+        http,
+        admin_token: String::new(),
+        config: api::Config::default(),
+        dir: data.join("client"),
+    };
+    app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    let admin = app.admin_token.clone();
+    let created = create_session(
+        &app,
+        &admin,
+        json!({"image": PYTHON, "session_name": "in-container", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}"}),
+    )
+    .await;
+    let id = session_ids(&created)[0].clone();
+    wait_status(&app, &admin, &id, &["RUNNING"]).await;
+    let ended = app
+        .op::<gql::DestroySession>(
+            Some(&admin),
+            gql::destroy_session::Variables { id: id.clone() },
+        )
+        .await;
+    assert!(ended["errors"].is_null(), "{ended}");
+    wait_status(&app, &admin, &id, &["TERMINATED"]).await;
+    // Its state is in the mounted directory.
+    assert!(data.join("bai.db").exists());
+}
