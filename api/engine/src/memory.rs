@@ -616,7 +616,7 @@ impl crate::Engine for MemoryEngine {
         self.with(|i| {
             i.containers
                 .get(container_id)
-                .filter(|c| c.running)
+                .filter(|c| c.running && !i.unreachable)
                 .map(|_| (i.cpu_pct, 0))
         })
     }

@@ -628,6 +628,11 @@ async fn a_session_using_too_little_cpu_for_too_long_is_ended_and_says_why() {
         .await
         .unwrap();
     assert_eq!(checks["utilization"]["remaining"], 1.0, "{checks}");
+    // Figures that cannot be read never end a session: its window starts again.
+    w.engine.set_unreachable(true);
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    assert_eq!(session(&w, id).await.utilization_idle_since, None);
+    w.engine.set_unreachable(false);
     // A burst of work starts the window again.
     w.engine.set_cpu_pct(cores * 50.0);
     crate::sessions::sample_utilization(&w.state).await.unwrap();

@@ -1552,17 +1552,17 @@ const UTILIZATION_SAMPLE_SECS: u64 = 10;
 /// Samples the CPU and GPU use of the running sessions whose policy has a utilization rule,
 /// on the agents this process drives, and records since when each has stayed below it
 /// (`utilization_idle_since`; the leader's [`reap_idle`] ends them). A session whose use
-/// cannot be read is left as it was.
+/// cannot be read starts its window again.
 pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
+    use futures_util::StreamExt;
     let running = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
         .all(state.db())
         .await?;
     let mut limits: std::collections::HashMap<String, IdleLimits> =
         std::collections::HashMap::new();
-    let now = state.clock().now();
-    let mut changed = 0;
-    'sessions: for s in running {
+    let mut ruled = Vec::new();
+    for s in running {
         let l = match limits.get(&s.access_key) {
             Some(l) => *l,
             None => {
@@ -1571,48 +1571,35 @@ pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
                 l
             }
         };
-        if l.util_pct <= 0 {
-            if s.utilization_idle_since.is_some() {
-                set_utilization_idle_since(state, s.id, None).await?;
-            }
-            continue;
+        if l.util_pct > 0 {
+            ruled.push((s, l.util_pct));
+        } else if s.utilization_idle_since.is_some() {
+            set_utilization_idle_since(state, s.id, None).await?;
         }
-        let ks = kernels::Entity::find()
-            .filter(kernels::Column::SessionId.eq(s.id))
-            .all(state.db())
-            .await?;
-        let (mut cpu, mut cores, mut gpu, mut gpus) = (0.0, 0.0, 0.0, 0.0);
-        let per_gpu = f64::from(state.config().cuda_shares_per_gpu.max(1));
-        for k in &ks {
-            let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
-                continue 'sessions;
-            };
-            if !state.cluster().drives(agent_id) {
-                continue 'sessions; // another manager samples it
+    }
+    // Each sample waits on the engine (about a second for Docker's CPU figure): side by side.
+    let measured: Vec<_> = futures_util::stream::iter(ruled)
+        .map(|(s, pct)| async move {
+            let m = measure_utilization(state, s.id).await;
+            (s, pct, m)
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let now = state.clock().now();
+    let mut changed = 0;
+    for (s, pct, m) in measured {
+        let next = match m? {
+            Measured::NotMine => continue,
+            // Never ended on figures that could not be read: the window starts again.
+            Measured::Unreadable => None,
+            Measured::Use { cpu, cores, gpu } => {
+                if utilization_busy(cpu, cores, gpu, pct) {
+                    None
+                } else {
+                    Some(s.utilization_idle_since.unwrap_or(now))
+                }
             }
-            let Some(agent) = state.agents().get(agent_id).await else {
-                continue 'sessions;
-            };
-            let Some((c, _)) = agent.stats(container).await else {
-                continue 'sessions;
-            };
-            cpu += c;
-            cores += k.requested_slots.get("cpu").to_f64().unwrap_or(0.0);
-            let held = k.requested_slots.get("cuda.device").to_f64().unwrap_or(0.0)
-                + k.requested_slots.get("cuda.shares").to_f64().unwrap_or(0.0) / per_gpu;
-            if held > 0.0 {
-                let Some(u) = agent.gpu_use(container).await else {
-                    continue 'sessions;
-                };
-                gpu += u.util_pct;
-                gpus += held;
-            }
-        }
-        let busy = utilization_busy(cpu, cores, (gpus > 0.0).then_some((gpu, gpus)), l.util_pct);
-        let next = if busy {
-            None
-        } else {
-            Some(s.utilization_idle_since.unwrap_or(now))
         };
         if next != s.utilization_idle_since {
             set_utilization_idle_since(state, s.id, next).await?;
@@ -1620,6 +1607,59 @@ pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
         }
     }
     Ok(changed)
+}
+
+/// One utilization sample of a session, over its containers.
+enum Measured {
+    /// Its agents are driven by another manager, which samples it.
+    NotMine,
+    /// A container's figures could not be read (gone, an engine not answering).
+    Unreadable,
+    /// CPU (percent of one core) and cores allocated; GPU use and GPUs held, if any.
+    Use {
+        cpu: f64,
+        cores: f64,
+        gpu: Option<(f64, f64)>,
+    },
+}
+
+async fn measure_utilization(state: &impl Runtime, session: Uuid) -> ApiResult<Measured> {
+    let ks = kernels::Entity::find()
+        .filter(kernels::Column::SessionId.eq(session))
+        .all(state.db())
+        .await?;
+    let (mut cpu, mut cores, mut gpu, mut gpus) = (0.0, 0.0, 0.0, 0.0);
+    let per_gpu = f64::from(state.config().cuda_shares_per_gpu.max(1));
+    for k in &ks {
+        let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
+            return Ok(Measured::Unreadable);
+        };
+        if !state.cluster().drives(agent_id) {
+            return Ok(Measured::NotMine);
+        }
+        let Some(agent) = state.agents().get(agent_id).await else {
+            return Ok(Measured::Unreadable);
+        };
+        let Some((c, _)) = agent.stats(container).await else {
+            return Ok(Measured::Unreadable);
+        };
+        cpu += c;
+        cores += k.requested_slots.get("cpu").to_f64().unwrap_or(0.0);
+        let held = k.requested_slots.get("cuda.device").to_f64().unwrap_or(0.0)
+            + k.requested_slots.get("cuda.shares").to_f64().unwrap_or(0.0) / per_gpu;
+        if held > 0.0 {
+            let Some(u) = agent.gpu_use(container).await else {
+                return Ok(Measured::Unreadable);
+            };
+            gpu += u.util_pct;
+            gpus += held;
+        }
+    }
+    Ok(Measured::Use {
+        cpu,
+        cores,
+        gpu: (gpus > 0.0).then_some((gpu, gpus)),
+    })
 }
 
 async fn set_utilization_idle_since(
