@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the container image of bai itself, offline (no image is pulled): the Debian bookworm
-# root filesystem scripts/images.sh makes with debootstrap, plus iptables (session isolation)
-# and a static busybox (the probe image for remote engines), plus bai and its web console.
+# Builds the container image of bai itself without pulling any image (no registry is needed):
+# the Debian bookworm root filesystem scripts/images.sh makes with debootstrap, plus iptables
+# (session isolation) and a static busybox (the probe image for remote engines) from Debian's
+# mirror, plus bai and its web console. Needs root (chroot), as scripts/images.sh does.
 #
 #   deploy/container.sh [TAG [BINARY]]
 #
@@ -25,7 +26,8 @@ fi
 scripts/images.sh base
 # The runtime root filesystem (base + iptables + busybox), kept between builds.
 runtime="$WORK/bai-runtime"
-if [ ! -f "$runtime/.complete" ]; then
+# Made again when the base is newer (scripts/images.sh rebuilt it).
+if [ ! -f "$runtime/.complete" ] || [ "$WORK/base/.complete" -nt "$runtime/.complete" ]; then
   rm -rf "$runtime"
   cp -a "$WORK/base" "$runtime"
   rm -f "$runtime/.complete"

@@ -3,10 +3,11 @@
 #   scripts/gpu-check.sh PATH/TO/bai [OUTDIR]
 # 1. `bai gpus` (report and JSON) idle and under a matrix-multiply load (processes, SM use);
 # 2. MPS as bai sets it up (scripts/mps.sh): a client in a mount namespace of its own, as a
-#    session container sees it (pipes at /tmp/nvidia-mps, the daemon's /dev/shm), with the
+#    session container sees it (pipes read-only at /tmp/nvidia-mps, the daemon's /dev/shm), with the
 #    environment `bai gpus --mps-env` computes: its SM count, its pinned-memory limit (an
 #    allocation under the limit succeeds, one over it fails), its speed against no limit; and
-#    what a client that drops the environment gets (the documented limit of MPS).
+#    what a client that drops the environment gets (the documented limit of MPS); a daemon
+#    killed and started again; EXCLUSIVE_PROCESS against a client that leaves MPS.
 # Needs python3 with PyTorch for the loads.
 set -uo pipefail
 bai="$(realpath "$1")"
@@ -72,7 +73,9 @@ PY
 step "MPS: start the daemon as scripts/mps.sh does"
 mps=/tmp/bai-mps
 BAI_MPS_SHM_SIZE=2g "$here/mps.sh" start "$mps" || { echo "MPS could not start here"; exit 0; }
-ls -la "$mps/pipe"
+# One daemon per device: this machine's first.
+dev=$(ls -d "$mps"/*/ | head -1); dev=${dev%/}
+ls -la "$dev/pipe"
 BAI_GPU_MPS_DIR=$mps BAI_CUDA_SHARES_PER_GPU=4 "$bai" gpus | tail -3
 env_q="$(BAI_CUDA_SHARES_PER_GPU=4 "$bai" gpus --mps-env 1)"
 echo "bai gpus --mps-env 1 (of 4):"; echo "$env_q"
@@ -81,8 +84,9 @@ echo "bai gpus --mps-env 1 (of 4):"; echo "$env_q"
 client() { # env-lines, command...
   local envs="$1"; shift
   unshare -m --propagation private sh -c '
-    mkdir -p /tmp/nvidia-mps && mount --bind "$1/pipe" /tmp/nvidia-mps && mount --bind "$1/shm" /dev/shm && shift &&
-    exec env $0 "$@"' "$(echo $envs)" "$mps" "$@"
+    mkdir -p /tmp/nvidia-mps && mount --bind "$1/pipe" /tmp/nvidia-mps &&
+    mount -o remount,ro,bind /tmp/nvidia-mps && mount --bind "$1/shm" /dev/shm && shift &&
+    exec env $0 "$@"' "$(echo $envs)" "$dev" "$@"
 }
 step "MPS client with a quarter share: SMs and pinned memory"
 client "$env_q" python3 /tmp/mps_client.py
@@ -97,7 +101,18 @@ echo "-- bai gpus while they run:"
 wait $c1 $c2
 step "a client that drops the limits (what MPS does not enforce)"
 client "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps" python3 /tmp/mps_client.py
-echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$mps/pipe nvidia-cuda-mps-control
-tail -5 "$mps/log/control.log" 2>/dev/null
+echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$dev/pipe nvidia-cuda-mps-control
+tail -5 "$dev/log/control.log" 2>/dev/null
+step "a daemon killed (its socket left behind): mps.sh starts a new one"
+pkill -9 -f nvidia-cuda-mps-control; sleep 1
+"$here/mps.sh" start "$mps"
+client "$env_q" python3 /tmp/mps_client.py
 "$here/mps.sh" stop "$mps"
+step "BAI_MPS_EXCLUSIVE=1: a client leaving MPS gets no GPU; MPS clients still run"
+BAI_MPS_EXCLUSIVE=1 "$here/mps.sh" start "$mps"
+nvidia-smi --query-gpu=compute_mode --format=csv,noheader
+client "$env_q" python3 /tmp/mps_client.py
+client "CUDA_MPS_PIPE_DIRECTORY=/nonexistent" python3 /tmp/mps_client.py
+"$here/mps.sh" stop "$mps"
+nvidia-smi -c DEFAULT >/dev/null
 step done

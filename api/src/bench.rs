@@ -718,6 +718,7 @@ fn session_row(
         last_stat: Set(None),
         last_activity: Set(None),
         utilization_idle_since: Set(None),
+        utilization_sampled_at: Set(None),
         owner: Set(None),
     }
 }

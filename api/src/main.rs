@@ -374,7 +374,13 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             let dir = (!config.gpu_mps_dir.is_empty()).then_some(config.gpu_mps_dir.as_str());
-            let mps = dir.map(|d| (d, bai_engine::gpu::mps_ready(std::path::Path::new(d))));
+            let mps = dir.map(|d| {
+                let devices = bai_engine::gpu::devices(&snap);
+                (
+                    d,
+                    bai_engine::gpu::mps_all_ready(std::path::Path::new(d), &devices),
+                )
+            });
             if json {
                 let devices = bai_engine::gpu::devices(&snap);
                 let slots: serde_json::Map<String, serde_json::Value> =

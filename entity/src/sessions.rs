@@ -54,6 +54,8 @@ pub struct Model {
     /// Since when the session's CPU and GPU use have stayed below its policy's
     /// `idle_utilization_pct` (None: above it, or not measured).
     pub utilization_idle_since: Option<DateTimeUtc>,
+    /// When the session's use was last measured under a utilization rule.
+    pub utilization_sampled_at: Option<DateTimeUtc>,
     /// The `bai serve` process doing the session's in-flight work (its launch, termination or
     /// batch watch): the one that made its last status change.
     pub owner: Option<String>,

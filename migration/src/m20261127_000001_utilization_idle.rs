@@ -1,6 +1,7 @@
 //! Idle by utilization: a keypair policy may end sessions whose CPU and GPU use stay below a
 //! threshold (percent of what they were allocated) for a window of time; each session keeps
-//! when its use last fell (and stayed) below it.
+//! when its use last fell (and stayed) below it, and when it was last measured (an end is
+//! never decided on old figures).
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::{big_integer, integer, timestamp_with_time_zone_null};
 
@@ -35,25 +36,30 @@ impl MigrationTrait for Migration {
                 )
                 .await?;
         }
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(a("sessions"))
-                    .add_column(timestamp_with_time_zone_null(a("utilization_idle_since")))
-                    .to_owned(),
-            )
-            .await
+        for col in ["utilization_idle_since", "utilization_sampled_at"] {
+            manager
+                .alter_table(
+                    Table::alter()
+                        .table(a("sessions"))
+                        .add_column(timestamp_with_time_zone_null(a(col)))
+                        .to_owned(),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(a("sessions"))
-                    .drop_column(a("utilization_idle_since"))
-                    .to_owned(),
-            )
-            .await?;
+        for col in ["utilization_sampled_at", "utilization_idle_since"] {
+            manager
+                .alter_table(
+                    Table::alter()
+                        .table(a("sessions"))
+                        .drop_column(a(col))
+                        .to_owned(),
+                )
+                .await?;
+        }
         for col in ["idle_utilization_secs", "idle_utilization_pct"] {
             manager
                 .alter_table(

@@ -146,8 +146,9 @@ pub struct DockerSettings {
     pub network_isolation: bool,
     /// fGPU shares one GPU is split into.
     pub cuda_shares_per_gpu: u32,
-    /// Where the MPS control daemon keeps its pipes (`pipe/`) and shared memory (`shm/`) on
-    /// the local host: fractional GPUs are then enforced through MPS ([`gpu::mps_limits`]).
+    /// Where the MPS control daemons keep their pipes (`<UUID>/pipe/`) and shared memory
+    /// (`<UUID>/shm/`) on the local host, one per device ([`gpu::mps_device_dir`]): fractional
+    /// GPUs are then enforced through MPS ([`gpu::mps_limits`]).
     /// None: fractions are counted, not enforced.
     pub mps_dir: Option<std::path::PathBuf>,
     /// Docker log rotation: size of one json-file log (two are kept).
@@ -255,9 +256,11 @@ pub fn scratch_volume(kernel_id: Uuid) -> String {
 }
 
 impl DockerEngine {
-    /// The MPS limits and daemon directory of a container holding a fraction of a GPU (None
-    /// for whole GPUs, no GPU, or MPS not configured). A fraction whose device is unknown or
-    /// whose daemon has gone is refused rather than run unlimited.
+    /// The MPS limits and the daemon directory of a container holding a fraction of a GPU
+    /// (None for whole GPUs, no GPU, or MPS not configured). Each device has a daemon of its
+    /// own (`scripts/mps.sh`), so a fraction can only be had alone: a grant of whole devices
+    /// plus a fraction is refused, as is a fraction whose device is unknown or whose daemon
+    /// does not answer — never run unlimited.
     fn mps_for(
         &self,
         spec: &KernelSpec,
@@ -275,17 +278,25 @@ impl DockerEngine {
                     "GPU {id} is not on this agent"
                 )));
             };
-            grants.push((d.memory_bytes, *shares));
+            grants.push((d, *shares));
         }
-        let Some(limits) = gpu::mps_limits(&grants, *per_gpu) else {
+        let sizes: Vec<(u64, Decimal)> = grants.iter().map(|(d, s)| (d.memory_bytes, *s)).collect();
+        let Some(limits) = gpu::mps_limits(&sizes, *per_gpu) else {
             return Ok(None);
         };
-        gpu::mps_ready(dir).map_err(|reason| {
+        let [(device, _)] = grants.as_slice() else {
+            return Err(EngineError::Refused(
+                "with fractional GPUs enforced through MPS, a session takes either whole GPUs or a fraction of one GPU".into(),
+            ));
+        };
+        gpu::mps_ready(dir, &device.uuid).map_err(|reason| {
             EngineError::Refused(format!(
                 "a fractional GPU cannot be enforced on this agent now: {reason}"
             ))
         })?;
-        Ok(Some((limits, dir.clone())))
+        let device_dir = gpu::mps_device_dir(dir, &device.uuid)
+            .ok_or_else(|| EngineError::Refused(format!("GPU {} has no usable UUID", device.id)))?;
+        Ok(Some((limits, device_dir)))
     }
 
     /// Connects to `endpoint`, negotiates the API version and measures capacity.
@@ -384,9 +395,9 @@ impl DockerEngine {
         // Fractions are offered where they are enforced, or where the admin chose counting.
         let mps = config.mps_dir.clone().filter(|_| !gpus.is_empty());
         let shares_ok = match &mps {
-            Some(dir) => match gpu::mps_ready(dir) {
+            Some(dir) => match gpu::mps_all_ready(dir, &gpus) {
                 Ok(()) => {
-                    tracing::info!(dir = %dir.display(), "fractional GPUs enforced through MPS");
+                    tracing::info!(dir = %dir.display(), "fractional GPUs enforced through MPS (a daemon per device)");
                     true
                 }
                 Err(reason) => {
@@ -751,14 +762,17 @@ impl crate::Engine for DockerEngine {
                 }))
                 // An MPS client talks to the daemon through its pipes and shared memory.
                 .chain(mps.iter().flat_map(|(_, dir)| {
-                    [("pipe", gpu::MPS_PIPE_IN_CONTAINER), ("shm", "/dev/shm")].map(|(from, to)| {
-                        Mount {
-                            target: Some(to.into()),
-                            source: Some(dir.join(from).to_string_lossy().into_owned()),
-                            typ: Some(MountType::BIND),
-                            read_only: Some(false),
-                            ..Default::default()
-                        }
+                    // The pipes read-only (a socket is still connected to there).
+                    [
+                        ("pipe", gpu::MPS_PIPE_IN_CONTAINER, true),
+                        ("shm", "/dev/shm", false),
+                    ]
+                    .map(|(from, to, read_only)| Mount {
+                        target: Some(to.into()),
+                        source: Some(dir.join(from).to_string_lossy().into_owned()),
+                        typ: Some(MountType::BIND),
+                        read_only: Some(read_only),
+                        ..Default::default()
                     })
                 }))
                 .collect(),

@@ -357,20 +357,39 @@ pub fn mps_env(limits: &MpsLimits) -> Vec<(String, String)> {
     ]
 }
 
-/// An MPS control daemon set up the way bai expects under `dir`: its pipes in `dir/pipe`
-/// (with the daemon's `control` socket) and its `/dev/shm` in `dir/shm`.
-pub fn mps_ready(dir: &Path) -> Result<(), String> {
+/// The directory of `device`'s MPS control daemon under `dir` (`scripts/mps.sh`: one daemon per
+/// device, in `dir/<UUID>`); None for a UUID that is no plain name.
+pub fn mps_device_dir(dir: &Path, uuid: &str) -> Option<std::path::PathBuf> {
+    let plain = !uuid.is_empty()
+        && uuid.len() <= 128
+        && uuid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    plain.then(|| dir.join(uuid))
+}
+
+/// Whether `device`'s MPS control daemon is set up the way bai expects under `dir`
+/// ([`mps_device_dir`]): its `pipe/control` socket answers a connection (a daemon that died
+/// leaves the socket file behind) and its `/dev/shm` is there as `shm`.
+pub fn mps_ready(dir: &Path, uuid: &str) -> Result<(), String> {
     use std::os::unix::fs::FileTypeExt;
+    let Some(dir) = mps_device_dir(dir, uuid) else {
+        return Err(format!("device UUID {uuid:?} is no plain name"));
+    };
     let control = dir.join("pipe").join("control");
     match std::fs::symlink_metadata(&control) {
         Ok(m) if m.file_type().is_socket() => {}
         Ok(_) => return Err(format!("{} is not a socket", control.display())),
         Err(e) => {
             return Err(format!(
-                "no MPS control daemon: {} ({e})",
+                "no MPS control daemon for {uuid}: {} ({e})",
                 control.display()
             ));
         }
+    }
+    if let Err(e) = std::os::unix::net::UnixStream::connect(&control) {
+        return Err(format!(
+            "the MPS control daemon for {uuid} does not answer at {} ({e})",
+            control.display()
+        ));
     }
     let shm = dir.join("shm");
     match std::fs::symlink_metadata(&shm) {
@@ -378,6 +397,11 @@ pub fn mps_ready(dir: &Path) -> Result<(), String> {
         Ok(_) => Err(format!("{} is not a directory", shm.display())),
         Err(e) => Err(format!("no MPS shared memory: {} ({e})", shm.display())),
     }
+}
+
+/// Whether every device has its MPS daemon ready (the first that has not, with why).
+pub fn mps_all_ready(dir: &Path, devices: &[GpuDevice]) -> Result<(), String> {
+    devices.iter().try_for_each(|d| mps_ready(dir, &d.uuid))
 }
 
 /// GPU use of one container (or agent): SM utilization (percent of one GPU, summed over its
@@ -614,23 +638,53 @@ mod tests {
     }
 
     #[test]
-    fn mps_readiness_needs_the_control_socket_and_the_shared_memory() {
-        let dir = std::env::temp_dir().join(format!("bai-mps-{}", std::process::id()));
+    fn mps_readiness_needs_a_live_daemon_per_device_and_its_shared_memory() {
+        let root = std::env::temp_dir().join(format!("bai-mps-{}", std::process::id()));
+        let uuid = "GPU-c43923dc-3b61-0950-edba-8dc554994af9";
+        let dir = root.join(uuid);
         std::fs::create_dir_all(dir.join("pipe")).unwrap();
         assert!(
-            mps_ready(&dir)
+            mps_ready(&root, uuid)
                 .unwrap_err()
                 .contains("no MPS control daemon")
         );
         // A regular file named control is not a daemon.
         std::fs::write(dir.join("pipe/control"), b"").unwrap();
-        assert!(mps_ready(&dir).unwrap_err().contains("not a socket"));
+        assert!(mps_ready(&root, uuid).unwrap_err().contains("not a socket"));
+        std::fs::remove_file(dir.join("pipe/control")).unwrap();
+        // A daemon that died leaves its socket behind: nobody answers there.
+        drop(std::os::unix::net::UnixListener::bind(dir.join("pipe/control")).unwrap());
+        assert!(
+            mps_ready(&root, uuid)
+                .unwrap_err()
+                .contains("does not answer")
+        );
         std::fs::remove_file(dir.join("pipe/control")).unwrap();
         let _l = std::os::unix::net::UnixListener::bind(dir.join("pipe/control")).unwrap();
-        assert!(mps_ready(&dir).unwrap_err().contains("shared memory"));
+        assert!(
+            mps_ready(&root, uuid)
+                .unwrap_err()
+                .contains("shared memory")
+        );
         std::fs::create_dir(dir.join("shm")).unwrap();
-        assert_eq!(mps_ready(&dir), Ok(()));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(mps_ready(&root, uuid), Ok(()));
+        // Another device has no daemon: not all are ready.
+        let mut other = dev("1");
+        other.uuid = "GPU-other".into();
+        let mut this = dev("0");
+        this.uuid = uuid.into();
+        assert_eq!(mps_all_ready(&root, std::slice::from_ref(&this)), Ok(()));
+        assert!(
+            mps_all_ready(&root, &[this, other])
+                .unwrap_err()
+                .contains("GPU-other")
+        );
+        // A UUID is a plain name, never a path.
+        for odd in ["", "../GPU-x", "GPU/x", "."] {
+            assert!(mps_device_dir(&root, odd).is_none(), "{odd}");
+            assert!(mps_ready(&root, odd).is_err());
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

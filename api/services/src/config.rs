@@ -297,10 +297,10 @@ settings! {
     agent_reserved_mem: String = "1g".to_string(), env = "BAI_AGENT_RESERVED_MEM";
     /// `cuda.shares` offered per physical GPU (fractional GPU).
     cuda_shares_per_gpu: u32 = 1, env = "BAI_CUDA_SHARES_PER_GPU";
-    /// Fractional GPUs enforced through NVIDIA MPS: the directory of the MPS control daemon
-    /// `scripts/mps.sh` starts (its pipes in `pipe/`, its `/dev/shm` in `shm/`). Empty:
-    /// fractions are counted, not enforced. Set but the daemon not running: only whole GPUs
-    /// are offered.
+    /// Fractional GPUs enforced through NVIDIA MPS: the directory of the MPS control daemons
+    /// `scripts/mps.sh` starts, one per device in `<UUID>/` (its pipes in `pipe/`, its
+    /// `/dev/shm` in `shm/`). Empty: fractions are counted, not enforced. Set but a daemon not
+    /// answering: only whole GPUs are offered.
     gpu_mps_dir: String = String::new(), env = "BAI_GPU_MPS_DIR";
     /// Seconds between agent heartbeats (see `agent_lost_after_misses`).
     heartbeat_secs: u64 = 5, env = "BAI_HEARTBEAT_SECS";

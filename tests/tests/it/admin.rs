@@ -365,7 +365,14 @@ both_dbs!(policies_presets_and_settings, |db| async move {
         .await;
     assert_code(&neg, "BAD_REQUEST");
     // A utilization threshold is a percentage, its window a duration.
-    for (pct, secs) in [(Some(101), None), (Some(-1), None), (None, Some(-5))] {
+    // A window shorter than a minute would end a session on a sample or two.
+    for (pct, secs) in [
+        (Some(101), None),
+        (Some(-1), None),
+        (None, Some(-5)),
+        (None, Some(30)),
+        (Some(10), Some(0)),
+    ] {
         let bad = app
             .op::<gql::ModifyPolicy>(
                 admin,

@@ -643,6 +643,7 @@ pub async fn insert_session(
         last_stat: Set(None),
         last_activity: Set(None),
         utilization_idle_since: Set(None),
+        utilization_sampled_at: Set(None),
         owner: Set(None),
     }
     .insert(&app.server.as_ref().unwrap().state.db)

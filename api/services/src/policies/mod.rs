@@ -139,6 +139,9 @@ pub struct PolicyChange {
     pub max_customized_image_count: Option<i32>,
 }
 
+/// The shortest window of the utilization rule, seconds.
+pub const MIN_UTILIZATION_WINDOW_SECS: i64 = 60;
+
 /// Applies `c` onto `m`, validating each value.
 fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> ApiResult<()> {
     if let Some(v) = c.default_for_unspecified {
@@ -172,6 +175,20 @@ fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> Api
     }
     if let Some(v) = c.idle_utilization_secs {
         m.idle_utilization_secs = Set(non_negative("idle_utilization_secs", v)?);
+    }
+    // Samples come every 10 s: a rule judges a window of several, never one.
+    let pct = match &m.idle_utilization_pct {
+        Set(v) | sea_orm::ActiveValue::Unchanged(v) => *v,
+        sea_orm::ActiveValue::NotSet => 0,
+    };
+    let secs = match &m.idle_utilization_secs {
+        Set(v) | sea_orm::ActiveValue::Unchanged(v) => *v,
+        sea_orm::ActiveValue::NotSet => 0,
+    };
+    if pct > 0 && secs < MIN_UTILIZATION_WINDOW_SECS {
+        return Err(ApiError::bad_request(format!(
+            "idle_utilization_secs must be at least {MIN_UTILIZATION_WINDOW_SECS} when idle_utilization_pct is set"
+        )));
     }
     if let Some(v) = c.allowed_vfolder_hosts {
         m.allowed_vfolder_hosts = Set(normalize_allowed_hosts(&v)?);

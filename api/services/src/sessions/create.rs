@@ -655,6 +655,7 @@ async fn persist(
             last_stat: Set(None),
             last_activity: Set(Some(now)),
             utilization_idle_since: Set(None),
+            utilization_sampled_at: Set(None),
             owner: Set(None),
         }
         .insert(&txn)

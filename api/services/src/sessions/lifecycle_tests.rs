@@ -639,8 +639,13 @@ async fn a_session_using_too_little_cpu_for_too_long_is_ended_and_says_why() {
     w.engine.set_cpu_pct(0.0);
     crate::sessions::sample_utilization(&w.state).await.unwrap();
     w.clock.advance(chrono::Duration::seconds(300));
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
     assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
     w.clock.advance(chrono::Duration::seconds(301));
+    // Past the window, but the last figures are 301 s old (a sampler stalled, its manager
+    // gone): nothing ends on them.
+    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    crate::sessions::sample_utilization(&w.state).await.unwrap();
     assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
     let s = session(&w, id).await;
     assert_eq!(s.status_info.as_deref(), Some("idle-utilization"));

@@ -1522,6 +1522,8 @@ pub async fn reap_idle(state: &impl Runtime) -> ApiResult<usize> {
         if util_pct > 0
             && let Some(low) = s.utilization_idle_since
             && now - low > chrono::Duration::seconds(util_secs)
+            && s.utilization_sampled_at
+                .is_some_and(|t| now - t <= chrono::Duration::seconds(UTILIZATION_FRESH_SECS))
         {
             tracing::info!(session = %s.id, idle_utilization_pct = util_pct, idle_utilization_secs = util_secs, since = %low, "terminating a session whose CPU and GPU use stayed below its policy's threshold");
             match terminate(state, s.id, "idle-utilization").await {
@@ -1588,12 +1590,18 @@ pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
         .await;
     let now = state.clock().now();
     let mut changed = 0;
+    let mut sampled = Vec::new();
     for (s, pct, m) in measured {
-        let next = match m? {
-            Measured::NotMine => continue,
+        let next = match m {
+            Ok(Measured::NotMine) => continue,
             // Never ended on figures that could not be read: the window starts again.
-            Measured::Unreadable => None,
-            Measured::Use { cpu, cores, gpu } => {
+            Ok(Measured::Unreadable) => None,
+            Err(e) => {
+                tracing::warn!(session = %s.id, error = %e.message, cause = %e.chain(), "sampling a session's utilization failed");
+                None
+            }
+            Ok(Measured::Use { cpu, cores, gpu }) => {
+                sampled.push(s.id);
                 if utilization_busy(cpu, cores, gpu, pct) {
                     None
                 } else {
@@ -1606,8 +1614,23 @@ pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
             changed += 1;
         }
     }
+    // When each was measured: the reaper acts on fresh figures only.
+    for chunk in sampled.chunks(500) {
+        sessions::Entity::update_many()
+            .col_expr(
+                sessions::Column::UtilizationSampledAt,
+                sea_orm::sea_query::Expr::value(Some(now)),
+            )
+            .filter(sessions::Column::Id.is_in(chunk.to_vec()))
+            .exec(state.db())
+            .await?;
+    }
     Ok(changed)
 }
+
+/// How old a utilization sample may be for the reaper to act on it (a stalled sampler or a
+/// manager gone leaves older figures, which end nothing).
+const UTILIZATION_FRESH_SECS: i64 = 60;
 
 /// One utilization sample of a session, over its containers.
 enum Measured {
