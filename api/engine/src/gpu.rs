@@ -385,11 +385,19 @@ pub fn mps_ready(dir: &Path, uuid: &str) -> Result<(), String> {
             ));
         }
     }
-    if let Err(e) = std::os::unix::net::UnixStream::connect(&control) {
-        return Err(format!(
-            "the MPS control daemon for {uuid} does not answer at {} ({e})",
-            control.display()
-        ));
+    // The daemon listens on a SOCK_SEQPACKET socket, which a stream connection reaches only
+    // as far as the kernel's type check: EPROTOTYPE means a listener is bound there (seen on
+    // an H200), ECONNREFUSED that none is (a daemon that died leaves the file).
+    const EPROTOTYPE: i32 = 91; // Linux
+    match std::os::unix::net::UnixStream::connect(&control) {
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(EPROTOTYPE) => {}
+        Err(e) => {
+            return Err(format!(
+                "the MPS control daemon for {uuid} does not answer at {} ({e})",
+                control.display()
+            ));
+        }
     }
     let shm = dir.join("shm");
     match std::fs::symlink_metadata(&shm) {
