@@ -193,6 +193,10 @@ pub struct DockerEngine {
     pub disk_size: Option<String>,
     /// MPS for fractional GPUs: the daemon's directory and the shares one GPU is split into.
     mps: Option<(std::path::PathBuf, u32)>,
+    /// The last NVML reading and when it was taken: a bounded per-process cache (one entry;
+    /// NVML describes this host only, so there is nothing to share with other managers). Every
+    /// `session_stats` subscriber, the heartbeat and the utilization sampler read through it.
+    gpu_cache: tokio::sync::Mutex<Option<(std::time::Instant, gpu::Snapshot)>>,
 }
 
 /// An engine's answer is a failure (or a refusal the caller maps itself); anything that kept
@@ -435,6 +439,7 @@ impl DockerEngine {
             instance: instance.to_string(),
             network,
             peer_sessions: parking_lot::Mutex::new(None),
+            gpu_cache: tokio::sync::Mutex::new(None),
             log_max_size: config.log_max_size.clone(),
             disk_size: config.disk_size.clone(),
             mps: mps.map(|dir| (dir, config.cuda_shares_per_gpu)),
@@ -1695,7 +1700,16 @@ impl crate::Engine for DockerEngine {
         if self.info.gpus.is_empty() {
             return None;
         }
-        tokio::task::spawn_blocking(gpu::read).await.ok()?.ok()
+        // NVML samples utilization about once a second: a fresher reading says nothing new.
+        let mut cache = self.gpu_cache.lock().await;
+        if let Some((at, snap)) = cache.as_ref()
+            && at.elapsed() < std::time::Duration::from_secs(1)
+        {
+            return Some(snap.clone());
+        }
+        let snap = tokio::task::spawn_blocking(gpu::read).await.ok()?.ok()?;
+        *cache = Some((std::time::Instant::now(), snap.clone()));
+        Some(snap)
     }
 
     /// One CPU/memory sample: (CPU % of one core × cores used, memory bytes).

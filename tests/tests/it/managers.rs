@@ -328,26 +328,11 @@ async fn start_manager(database_url: &str, data_dir: &std::path::Path) -> Manage
         .stderr(log)
         .spawn()
         .expect("bai serve starts");
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    eventually("the manager to be ready", WAIT, || async {
-        let r = http
-            .get(format!("{base}/health/readyz"))
-            .send()
-            .await
-            .ok()?;
-        r.status().is_success().then_some(())
-    })
+    let app = external_app(
+        format!("http://127.0.0.1:{port}"),
+        std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple())),
+    )
     .await;
-    let mut app = TestApp {
-        server: None,
-        base,
-        http,
-        admin_token: String::new(),
-        config: api::Config::default(),
-        dir: std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple())),
-    };
-    app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     Manager { child, app }
 }
 

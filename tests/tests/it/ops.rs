@@ -753,22 +753,21 @@ async fn the_container_image_of_bai_serves_and_runs_sessions() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    eventually("bai in its container to be ready", WAIT, || async {
-        let r = http
-            .get(format!("{base}/health/readyz"))
-            .send()
-            .await
-            .ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
-    let root: Value = http.get(&base).send().await.unwrap().json().await.unwrap();
+    let app = external_app(format!("http://127.0.0.1:{port}"), data.join("client")).await;
+    let root: Value = app
+        .http
+        .get(&app.base)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(root["bai"], env!("CARGO_PKG_VERSION"), "{root}");
     // The console is in the image.
-    let page = http
-        .get(format!("{base}/"))
+    let page = app
+        .http
+        .get(format!("{}/", app.base))
         .header("accept", "text/html")
         .send()
         .await
@@ -777,15 +776,6 @@ async fn the_container_image_of_bai_serves_and_runs_sessions() {
         .await
         .unwrap();
     assert!(page.contains("<script"), "{page}");
-    let mut app = TestApp {
-        server: None,
-        base,
-        http,
-        admin_token: String::new(),
-        config: api::Config::default(),
-        dir: data.join("client"),
-    };
-    app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     let admin = app.admin_token.clone();
     let created = create_session(
         &app,

@@ -654,6 +654,31 @@ pub async fn insert_session(
 
 pub const PYTHON: &str = "bai.local/stable/python:3.11-debian12";
 
+/// A `bai serve` started outside this process (a child process, a container) at `base`: waits
+/// until it is ready, then logs in as the test superadmin. `dir` is this client's scratch.
+pub async fn external_app(base: String, dir: PathBuf) -> TestApp {
+    let http = reqwest::Client::new();
+    eventually(&format!("bai at {base} to be ready"), WAIT, || async {
+        let r = http
+            .get(format!("{base}/health/readyz"))
+            .send()
+            .await
+            .ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+    let mut app = TestApp {
+        server: None,
+        base,
+        http,
+        admin_token: String::new(),
+        config: api::Config::default(),
+        dir,
+    };
+    app.admin_token = app.login(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    app
+}
+
 /// Docker must be there: scripts/test.sh builds the images; without the engine these tests
 /// fail (they never skip).
 pub fn require_docker() {
