@@ -10,7 +10,9 @@ want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
 if [ "$have" != "$want" ]; then
   # Not --locked: its lockfile pins a crate version this registry lacks (TOOLCHAIN.md).
-  cargo install wasm-bindgen-cli --version "$want"
+  # In a target folder of its own: in $CARGO_TARGET_DIR it would wait for the server's
+  # release build (scripts/run.sh runs both side by side) to release the folder's lock.
+  env -u CARGO_TARGET_DIR cargo install wasm-bindgen-cli --version "$want"
 fi
 cargo build -p web --target wasm32-unknown-unknown --profile wasm-release
 rm -rf web/dist.tmp

@@ -2,34 +2,70 @@
 # Builds the whole product, optimised (release; web console included), and runs `bai serve`
 # on defaults:
 # http://127.0.0.1:8090, data in ./data (SQLite). Extra arguments go to `bai serve`.
-# Each phase says what it does and how long it took on a fresh 2-core machine (README), and
-# ticks a clock while it runs; a second run finds everything built and starts in seconds.
+#
+# The three builds run side by side (each mostly waits on something the others do not: the
+# Debian mirror, a single-threaded compile or link step), each says what it does and how long
+# it took on a fresh 2-core machine (README), a clock ticks every 30 s, and each logs to
+# $CARGO_TARGET_DIR/run-logs/. A second run finds everything built and starts in seconds.
+# BAI_BUILD_TIMINGS=1 adds cargo's --timings report for the server build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 start=$SECONDS
-# phase NAME FRESH-TIME COMMAND...: runs COMMAND with a clock ticking every 30 s.
-phase() {
-  local name=$1 fresh=$2 t0=$SECONDS
-  shift 2
-  printf '==> %s (fresh 2-core machine: %s; cached: seconds) [%s]\n' "$name" "$fresh" "$(date +%T)"
-  (
-    while sleep 30; do
-      printf '    … %s: %d:%02d so far\n' "$name" $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60))
-    done
-  ) &
-  local ticker=$!
-  local rc=0
-  "$@" || rc=$?
-  kill "$ticker" 2>/dev/null || true
-  wait "$ticker" 2>/dev/null || true
-  [ "$rc" -eq 0 ] || { echo "==> $name failed (exit $rc)" >&2; exit "$rc"; }
-  printf '==> %s: done in %d:%02d\n' "$name" $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60))
+logs="$CARGO_TARGET_DIR/run-logs"
+mkdir -p "$logs"
+mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+echo "==> Debian packages (busybox-static for remote engines' probe image, debootstrap, brotli, binaryen) [$(date +%T)]"
+ensure_debs busybox-static debootstrap brotli binaryen
+
+timings=()
+[ "${BAI_BUILD_TIMINGS:-}" = 1 ] && timings=(--timings)
+names=(images console server)
+declare -A what=(
+  [images]="environment images (debootstrap, Python and C++ images)"
+  [console]="web console (wasm target, wasm-bindgen, size-optimised build)"
+  [server]="server (release build of bai)"
+)
+# What each took on the fresh 2-core machine of the README, all three side by side.
+declare -A fresh=([images]="2:10" [console]="6:40" [server]="10:50")
+declare -A pid t0 took
+for n in "${names[@]}"; do
+  printf '==> %s: started (fresh 2-core machine: %s; cached: seconds), log %s\n' \
+    "${what[$n]}" "${fresh[$n]}" "$logs/$n.log"
+done
+t=$SECONDS
+scripts/images.sh >"$logs/images.log" 2>&1 & pid[images]=$!
+scripts/build-web.sh >"$logs/console.log" 2>&1 & pid[console]=$!
+cargo build --release -p api --bin bai "${timings[@]}" >"$logs/server.log" 2>&1 & pid[server]=$!
+for n in "${names[@]}"; do t0[$n]=$t; done
+
+fail() {
+  echo "==> $1 failed (exit $2); the end of $logs/$1.log:" >&2
+  tail -n 40 "$logs/$1.log" >&2
+  for n in "${names[@]}"; do [ -z "${took[$n]:-}" ] && kill "${pid[$n]}" 2>/dev/null; done
+  exit "$2"
 }
-# Remote engines (several hosts) get bai's probe image, made of a static busybox.
-phase "packages (busybox-static)" "seconds" ensure_debs busybox-static
-phase "environment images (debootstrap, Python and C++ images)" "1:16 measured" scripts/images.sh
-phase "web console (wasm target, wasm-bindgen, size-optimised build)" "4:26 measured" scripts/build-web.sh
-phase "server (release build of bai)" "11:09 measured" cargo build --release -p api --bin bai
-printf '==> ready after %d:%02d; starting bai serve\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60))
+last_tick=$SECONDS
+while [ ${#took[@]} -lt ${#names[@]} ]; do
+  sleep 1
+  for n in "${names[@]}"; do
+    [ -n "${took[$n]:-}" ] && continue
+    kill -0 "${pid[$n]}" 2>/dev/null && continue
+    rc=0
+    wait "${pid[$n]}" || rc=$?
+    [ "$rc" -eq 0 ] || fail "$n" "$rc"
+    took[$n]=$((SECONDS - t0[$n]))
+    printf '==> %s: done in %s\n' "${what[$n]}" "$(mmss "${took[$n]}")"
+  done
+  if [ $((SECONDS - last_tick)) -ge 30 ] && [ ${#took[@]} -lt ${#names[@]} ]; then
+    last_tick=$SECONDS
+    running=()
+    for n in "${names[@]}"; do [ -z "${took[$n]:-}" ] && running+=("$n"); done
+    printf '    … %s so far; still building: %s (tail -f %s/<name>.log)\n' \
+      "$(mmss $((SECONDS - start)))" "${running[*]}" "$logs"
+  fi
+done
+[ ${#timings[@]} -gt 0 ] && echo "==> cargo's timing report: $CARGO_TARGET_DIR/cargo-timings/cargo-timing.html"
+printf '==> ready after %s; starting bai serve\n' "$(mmss $((SECONDS - start)))"
 exec "$CARGO_TARGET_DIR/release/bai" serve "$@"
