@@ -226,7 +226,7 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 "http"
             };
-            let server = api::start_with_shutdown(config, shutdown_signal()).await?;
+            let server = api::start_with_shutdown(config, Box::pin(shutdown_signal())).await?;
             if let Some((email, Some(pw))) = &server.created_superadmin {
                 print_password_banner(email, pw);
             } else if let Some((email, None)) = &server.created_superadmin {
