@@ -23,6 +23,7 @@ pub const VERSION_LINE: &str = concat!(
 
 pub mod bench;
 pub mod changes;
+pub mod cli;
 pub mod compat;
 pub mod edge;
 pub mod error;
@@ -85,9 +86,8 @@ impl Server {
 /// Connects the database, migrates, seeds, binds `config.listen` and serves until `stop`
 /// (or `shutdown` resolves).
 ///
-/// `shutdown` is boxed, not generic: the whole serving stack (hyper, axum, TLS) is compiled
-/// once, here, rather than again in every crate that passes a future of its own type (the
-/// `bai` binary's instance of it took 2.5 of the 14 minutes of a fresh release build).
+/// `shutdown` is boxed, not generic: the serving stack (hyper, axum, TLS) is compiled once
+/// whatever future a caller stops it with.
 pub async fn start_with_shutdown(
     mut config: Config,
     shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
