@@ -28,7 +28,7 @@ declare -A what=(
   [server]="server (release build of bai)"
 )
 # What each took on the fresh 2-core machine of the README, all three side by side.
-declare -A fresh=([images]="2:10" [console]="6:40" [server]="10:50")
+declare -A fresh=([images]="2:36" [console]="9:37" [server]="14:18")
 declare -A pid=() t0=() took=()
 for n in "${names[@]}"; do
   printf '==> %s: started (fresh 2-core machine: %s; cached: seconds), log %s\n' \
