@@ -50,11 +50,21 @@ pub async fn start(
     principal: &Principal,
     id: Uuid,
     app: &str,
-    opts: StartOptions,
+    mut opts: StartOptions,
 ) -> ApiResult<Started> {
     let (_, k) = owned_running(state, principal, id).await?;
     let service = app_of(&k, app)?;
     let port = port_of(&k, app)?;
+    // SSH/SFTP without a port asked for: the caller's "Preferred SSH port", if set.
+    if service.protocol == "tcp"
+        && opts.preferred_port.is_none()
+        && let Ok(c) = principal.caller()
+    {
+        opts.preferred_port = crate::users::by_uuid(&state.db, c.uuid)
+            .await?
+            .preferred_ssh_port
+            .and_then(|p| u16::try_from(p).ok());
+    }
     if port == SSHD_PORT {
         state.local.started_apps.ssh_setup_done(id).await;
     }

@@ -28,6 +28,8 @@ pub struct Model {
     pub role: UserRole,
     pub allowed_client_ip: Option<Json>,
     pub main_access_key: Option<String>,
+    /// The app port pool's port the user's SSH/SFTP app asks for first (user settings).
+    pub preferred_ssh_port: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

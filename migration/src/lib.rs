@@ -13,6 +13,7 @@ mod m20261126_000002_shared_runs_and_apps;
 mod m20261126_000003_folder_sharing;
 mod m20261126_000004_dotfiles;
 mod m20261127_000001_utilization_idle;
+mod m20261127_000002_preferred_ssh_port;
 
 pub struct Migrator;
 
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000003_folder_sharing::Migration),
             Box::new(m20261126_000004_dotfiles::Migration),
             Box::new(m20261127_000001_utilization_idle::Migration),
+            Box::new(m20261127_000002_preferred_ssh_port::Migration),
         ]
     }
 }

@@ -1,5 +1,6 @@
 //! Account dialogs: change password (rules shown, errors inline), SSH keypair (public key
-//! shown, a new pair generated with the private key offered once as a download), signup.
+//! shown, a new pair generated with the private key offered once as a download), user
+//! settings (the preferred SSH port), signup.
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -89,6 +90,63 @@ pub fn SshKeypair(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             })}
             {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
             <div class="dialog-actions"><button class="primary-inline" id="ssh-generate" on:click=generate>{t("GENERATE")}</button></div>
+        </Modal>
+    }
+}
+
+/// User settings (the guide's "Preferred SSH Port", §9.1 note): the port SSH/SFTP apps ask
+/// for first; empty = a random free port each time.
+#[component]
+pub fn UserSettings(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let port = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let done = RwSignal::new(false);
+    spawn_local(async move {
+        match gql::run::<ops::MySettings>(ops::my_settings::Variables).await {
+            Ok(d) => port.set(
+                d.user
+                    .preferred_ssh_port
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+            ),
+            Err(e) => error.set(Some(e.message)),
+        }
+    });
+    let save = move |_| {
+        done.set(false);
+        let text = port.get_untracked();
+        let text = text.trim();
+        let value = if text.is_empty() {
+            None
+        } else {
+            match text.parse::<i64>() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    error.set(Some(t("The preferred SSH port must be a number.")));
+                    return;
+                }
+            }
+        };
+        spawn_local(async move {
+            let vars = ops::update_preferred_ssh_port::Variables { port: value };
+            match gql::run::<ops::UpdatePreferredSshPort>(vars).await {
+                Ok(_) => {
+                    error.set(None);
+                    done.set(true);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+        });
+    };
+    view! {
+        <Modal title=t("User settings") id="settings-dialog" on_close=on_close>
+            <label for="preferred-ssh-port">{t("Preferred SSH port")}</label>
+            <input id="preferred-ssh-port" type="number" min="1024" max="65535" placeholder=t("random")
+                prop:value=move || port.get() on:input=move |ev| port.set(event_target_value(&ev)) />
+            <p class="note">{t("SSH/SFTP apps ask for this port first (10000-65000 is recommended); when another session holds it, or it is outside the server's app port range, they get a random one. Empty: always a random port.")}</p>
+            {move || error.get().map(|e| view! { <div class="error" id="settings-error">{e}</div> })}
+            {move || done.get().then(|| view! { <p class="ok" id="settings-ok">{t("Settings saved.")}</p> })}
+            <div class="dialog-actions"><button class="primary-inline" id="settings-save" on:click=save>{t("SAVE")}</button></div>
         </Modal>
     }
 }

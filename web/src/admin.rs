@@ -17,7 +17,7 @@ use crate::ops;
 use crate::ui::{Modal, amount, gib};
 
 /// One table row: a key and the cells shown.
-type Row = (String, Vec<String>);
+pub(crate) type Row = (String, Vec<String>);
 
 type User = ops::user_list::UserListUserListItems;
 type Keypair = ops::keypair_list::KeypairListKeypairListItems;
@@ -29,7 +29,7 @@ type Agent = ops::agent_list::AgentListAgentListItems;
 type ScalingGroup = ops::scaling_group_list::ScalingGroupListScalingGroups;
 type Setting = ops::system_settings::SystemSettingsSystemSettings;
 
-fn table(
+pub(crate) fn table(
     id: &'static str,
     headers: &[&'static str],
     rows: Vec<Row>,
@@ -55,7 +55,7 @@ fn table(
     .into_any()
 }
 
-fn slots_text(v: &JsonString) -> String {
+pub(crate) fn slots_text(v: &JsonString) -> String {
     let j = &v.0;
     let cpu = amount(&j["cpu"])
         .map(|c| tr("{n} core", &[("n", &c.to_string())]))
@@ -76,7 +76,7 @@ fn slots_text(v: &JsonString) -> String {
 
 /// Runs the operation `Q` (a mutation, or a query to load), then `after` with its answer on
 /// success, or shows the error.
-fn run<Q>(
+pub(crate) fn run<Q>(
     vars: Q::Variables,
     error: RwSignal<Option<String>>,
     after: impl Fn(Q::ResponseData) + 'static,
@@ -97,7 +97,7 @@ fn run<Q>(
 }
 
 /// Loads a list query `Q` into `rows`; `list` takes the list out of its answer.
-fn load_list<Q, T>(
+pub(crate) fn load_list<Q, T>(
     vars: Q::Variables,
     error: RwSignal<Option<String>>,
     rows: RwSignal<Vec<T>>,
@@ -111,7 +111,10 @@ fn load_list<Q, T>(
     run::<Q>(vars, error, move |d| rows.set(list(d)));
 }
 
-fn tabs(current: RwSignal<&'static str>, items: &[(&'static str, &'static str)]) -> AnyView {
+pub(crate) fn tabs(
+    current: RwSignal<&'static str>,
+    items: &[(&'static str, &'static str)],
+) -> AnyView {
     let items = items.to_vec();
     view! {
         <div class="tabs">
@@ -123,7 +126,7 @@ fn tabs(current: RwSignal<&'static str>, items: &[(&'static str, &'static str)])
     .into_any()
 }
 
-fn text_input(id: &'static str, label: &'static str, sig: RwSignal<String>) -> AnyView {
+pub(crate) fn text_input(id: &'static str, label: &'static str, sig: RwSignal<String>) -> AnyView {
     view! {
         <label for=id>{t(label)}</label>
         <input id=id prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
@@ -131,7 +134,7 @@ fn text_input(id: &'static str, label: &'static str, sig: RwSignal<String>) -> A
     .into_any()
 }
 
-fn check(id: &'static str, label: &'static str, sig: RwSignal<bool>) -> AnyView {
+pub(crate) fn check(id: &'static str, label: &'static str, sig: RwSignal<bool>) -> AnyView {
     view! {
         <label class="check"><input type="checkbox" id=id prop:checked=move || sig.get() on:change=move |ev| sig.set(event_target_checked(&ev)) />{t(label)}</label>
     }
@@ -140,7 +143,7 @@ fn check(id: &'static str, label: &'static str, sig: RwSignal<bool>) -> AnyView 
 
 /// `text` (already translated) cut at `{name}`: what comes before and after it, so that a value
 /// can be drawn between them (in bold, say) where the language puts it.
-fn around(text: String, name: &str) -> (String, String) {
+pub(crate) fn around(text: String, name: &str) -> (String, String) {
     let mark = format!("{{{name}}}");
     match text.find(&mark) {
         Some(at) => (text[..at].to_string(), text[at + mark.len()..].to_string()),
@@ -148,7 +151,7 @@ fn around(text: String, name: &str) -> (String, String) {
     }
 }
 
-fn error_view(error: RwSignal<Option<String>>) -> impl IntoView {
+pub(crate) fn error_view(error: RwSignal<Option<String>>) -> impl IntoView {
     move || {
         error
             .get()
@@ -175,6 +178,7 @@ pub fn UsersPage() -> impl IntoView {
 #[derive(Clone, PartialEq)]
 enum UserDialog {
     None,
+    Detail(String),
     Create,
     Edit(User),
     Deactivate(String),
@@ -219,7 +223,9 @@ fn Users() -> impl IntoView {
                 let user = all.iter().find(|u| u.email == r.0).cloned().unwrap_or_default();
                 let email = r.0.clone();
                 let is_active = user.is_active;
+                let detail = email.clone();
                 view! {
+                    <button class="icon" title=t("Details") aria-label=t("Details") data-action="detail" on:click=move |_| dialog.set(UserDialog::Detail(detail.clone()))>"ⓘ"</button>
                     <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| dialog.set(UserDialog::Edit(user.clone()))>"✎"</button>
                     {is_active.then(|| view! { <button class="icon danger" title=t("Deactivate") aria-label=t("Deactivate") data-action="deactivate" on:click=move |_| dialog.set(UserDialog::Deactivate(email.clone()))>"✕"</button> })}
                 }.into_any()
@@ -227,6 +233,7 @@ fn Users() -> impl IntoView {
         }}
         {move || match dialog.get() {
             UserDialog::None => ().into_any(),
+            UserDialog::Detail(email) => view! { <UserDetail email=email on_close=move || dialog.set(UserDialog::None) /> }.into_any(),
             UserDialog::Create => view! { <UserForm user=None on_close=move || { dialog.set(UserDialog::None); refresh(); } /> }.into_any(),
             UserDialog::Edit(u) => view! { <UserForm user=Some(u) on_close=move || { dialog.set(UserDialog::None); refresh(); } /> }.into_any(),
             UserDialog::Deactivate(email) => {
@@ -246,6 +253,46 @@ fn Users() -> impl IntoView {
                 }.into_any()
             }
         }}
+    }
+}
+
+/// A user's detail (the guide's §10.1): information, and association (domain, role,
+/// projects; a project's members are changed on the Projects page).
+#[component]
+fn UserDetail(email: String, on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let data = RwSignal::new(None::<ops::user_detail::UserDetailUser>);
+    let error = RwSignal::new(None::<String>);
+    run::<ops::UserDetail>(ops::user_detail::Variables { email }, error, move |d| {
+        data.set(Some(d.user))
+    });
+    let when = |s: &str| s.replace('T', " ").chars().take(19).collect::<String>();
+    view! {
+        <Modal title=t("User detail") id="user-detail-dialog" on_close=on_close>
+            {error_view(error)}
+            {move || data.get().map(|u| {
+                let projects = u.groups.iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", ");
+                view! {
+                    <h4>{t("Information")}</h4>
+                    <table class="summary" id="user-detail-info">
+                        <tr><th>{t("E-mail")}</th><td>{u.email.clone()}</td></tr>
+                        <tr><th>{t("User name")}</th><td>{u.username.clone()}</td></tr>
+                        <tr><th>{t("Full name")}</th><td>{u.full_name.clone().unwrap_or_default()}</td></tr>
+                        <tr><th>{t("Description")}</th><td>{u.description.clone().unwrap_or_default()}</td></tr>
+                        <tr><th>{t("Status")}</th><td>{u.status.clone()}</td></tr>
+                        <tr><th>{t("Require password change at next login")}</th><td>{if u.need_password_change { t("yes") } else { t("no") }}</td></tr>
+                        <tr><th>{t("Main access key")}</th><td class="mono">{u.main_access_key.clone().unwrap_or_default()}</td></tr>
+                        <tr><th>{t("Created")}</th><td>{when(&u.created_at)}</td></tr>
+                        <tr><th>{t("Modified")}</th><td>{when(&u.modified_at)}</td></tr>
+                    </table>
+                    <h4>{t("Association")}</h4>
+                    <table class="summary" id="user-detail-association">
+                        <tr><th>{t("Domain")}</th><td>{u.domain_name.clone()}</td></tr>
+                        <tr><th>{t("Role")}</th><td>{u.role.clone()}</td></tr>
+                        <tr><th>{t("Projects")}</th><td id="user-detail-projects">{if projects.is_empty() { t("none") } else { projects }}</td></tr>
+                    </table>
+                }
+            })}
+        </Modal>
     }
 }
 
@@ -551,6 +598,94 @@ fn limit_input(
     .into_any()
 }
 
+/// A form's four resource limits (CPU, RAM, GPU, fGPU), each a value or unlimited, read from
+/// and written to a `total_resource_slots` document (`"Infinity"` for unlimited, as
+/// Backend.AI writes it). Policies, projects and domains edit them alike.
+#[derive(Clone, Copy)]
+pub(crate) struct SlotInputs {
+    limits: [(RwSignal<String>, RwSignal<bool>); 4],
+}
+
+impl SlotInputs {
+    const KEYS: [&'static str; 4] = ["cpu", "mem", "cuda.device", "cuda.shares"];
+    const LABELS: [&'static str; 4] = [
+        key("CPU (cores)"),
+        key("RAM (e.g. 16g)"),
+        key("GPU"),
+        key("fGPU"),
+    ];
+
+    pub(crate) fn of(slots: &Value) -> SlotInputs {
+        SlotInputs {
+            limits: Self::KEYS.map(|k| {
+                let (v, unlimited) = match &slots[k] {
+                    Value::String(x) if x != "Infinity" => (x.clone(), false),
+                    Value::Number(n) => (n.to_string(), false),
+                    _ => (String::new(), true),
+                };
+                (RwSignal::new(v), RwSignal::new(unlimited))
+            }),
+        }
+    }
+
+    pub(crate) fn json(&self) -> JsonString {
+        let mut out = serde_json::Map::new();
+        for (k, (v, unlimited)) in Self::KEYS.iter().zip(self.limits) {
+            let v = if unlimited.get_untracked() {
+                json!("Infinity")
+            } else {
+                json!(v.get_untracked().trim())
+            };
+            out.insert((*k).to_string(), v);
+        }
+        JsonString(Value::Object(out))
+    }
+
+    /// The four inputs, with these element ids.
+    pub(crate) fn inputs(&self, ids: [&'static str; 4]) -> AnyView {
+        ids.into_iter()
+            .zip(Self::LABELS)
+            .zip(self.limits)
+            .map(|((id, label), (v, u))| limit_input(id, label, v, u))
+            .collect_view()
+            .into_any()
+    }
+}
+
+/// Storage hosts allowed (an `allowed_vfolder_hosts` document) as the comma-separated names
+/// a form shows.
+pub(crate) fn hosts_text(hosts: &JsonString) -> String {
+    hosts
+        .0
+        .as_object()
+        .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+/// Comma-separated storage host names as an `allowed_vfolder_hosts` document granting each
+/// every folder permission.
+pub(crate) fn hosts_json(text: &str) -> JsonString {
+    let hosts: serde_json::Map<String, Value> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            (
+                h.to_string(),
+                json!([
+                    "create-vfolder",
+                    "modify-vfolder",
+                    "delete-vfolder",
+                    "mount-in-session",
+                    "upload-file",
+                    "download-file"
+                ]),
+            )
+        })
+        .collect();
+    JsonString(Value::Object(hosts))
+}
+
 #[component]
 fn PolicyForm(
     policy: Option<Policy>,
@@ -558,25 +693,8 @@ fn PolicyForm(
 ) -> impl IntoView {
     let editing = policy.is_some();
     let p = policy.unwrap_or_default();
-    let slots = &p.total_resource_slots.0;
-    let slot = |k: &str| match &slots[k] {
-        Value::String(x) if x != "Infinity" => (x.clone(), false),
-        Value::Number(n) => (n.to_string(), false),
-        _ => (String::new(), true),
-    };
+    let limits = SlotInputs::of(&p.total_resource_slots.0);
     let name = RwSignal::new(p.name.clone());
-    let (c, cu) = slot("cpu");
-    let (m, mu) = slot("mem");
-    let (g, gu) = slot("cuda.device");
-    let (f, fu) = slot("cuda.shares");
-    let cpu = RwSignal::new(c);
-    let cpu_u = RwSignal::new(cu);
-    let mem = RwSignal::new(m);
-    let mem_u = RwSignal::new(mu);
-    let gpu = RwSignal::new(g);
-    let gpu_u = RwSignal::new(gu);
-    let fgpu = RwSignal::new(f);
-    let fgpu_u = RwSignal::new(fu);
     // 0 (or nothing yet) is unlimited.
     let num = |n: i64| Some(n).filter(|n| *n > 0);
     let conc = RwSignal::new(
@@ -607,22 +725,13 @@ fn PolicyForm(
     } else {
         "3".to_string()
     });
-    let hosts = RwSignal::new(
-        p.allowed_vfolder_hosts
-            .0
-            .as_object()
-            .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
-            .unwrap_or_else(|| "local".into()),
-    );
+    let hosts = RwSignal::new(if editing {
+        hosts_text(&p.allowed_vfolder_hosts)
+    } else {
+        "local".into()
+    });
     let error = RwSignal::new(None::<String>);
     let save = move |_| {
-        let lim = |v: RwSignal<String>, u: RwSignal<bool>| {
-            if u.get_untracked() {
-                json!("Infinity")
-            } else {
-                json!(v.get_untracked().trim())
-            }
-        };
         let n = |v: RwSignal<String>, u: RwSignal<bool>| {
             if u.get_untracked() {
                 Some(0)
@@ -647,28 +756,8 @@ fn PolicyForm(
             error.set(Some(t("The utilization threshold (percent) and its window (seconds) must be whole numbers.")));
             return;
         };
-        let slots = json!({"cpu": lim(cpu, cpu_u), "mem": lim(mem, mem_u), "cuda.device": lim(gpu, gpu_u), "cuda.shares": lim(fgpu, fgpu_u)});
-        let hosts_json: serde_json::Map<String, Value> = hosts
-            .get_untracked()
-            .split(',')
-            .map(str::trim)
-            .filter(|h| !h.is_empty())
-            .map(|h| {
-                (
-                    h.to_string(),
-                    json!([
-                        "create-vfolder",
-                        "modify-vfolder",
-                        "delete-vfolder",
-                        "mount-in-session",
-                        "upload-file",
-                        "download-file"
-                    ]),
-                )
-            })
-            .collect();
-        let slots = JsonString(slots);
-        let hosts = JsonString(Value::Object(hosts_json));
+        let slots = limits.json();
+        let hosts = hosts_json(&hosts.get_untracked());
         if editing {
             let props = ops::modify_policy::ModifyKeyPairResourcePolicyInput {
                 default_for_unspecified: Some("UNLIMITED".into()),
@@ -718,10 +807,7 @@ fn PolicyForm(
     view! {
         <Modal title=if editing { t("Edit resource policy") } else { t("Create resource policy") } id="policy-dialog" on_close=on_close>
             <Show when=move || !editing>{text_input("policy-name", key("Name"), name)}</Show>
-            {limit_input("policy-cpu", key("CPU (cores)"), cpu, cpu_u)}
-            {limit_input("policy-mem", key("RAM (e.g. 16g)"), mem, mem_u)}
-            {limit_input("policy-gpu", key("GPU"), gpu, gpu_u)}
-            {limit_input("policy-fgpu", key("fGPU"), fgpu, fgpu_u)}
+            {limits.inputs(["policy-cpu", "policy-mem", "policy-gpu", "policy-fgpu"])}
             {limit_input("policy-concurrency", key("Concurrent sessions"), conc, conc_u)}
             {text_input("policy-containers", key("Containers per session"), containers)}
             {limit_input("policy-idle", key("Idle timeout (seconds)"), idle, idle_u)}
@@ -936,7 +1022,8 @@ pub(crate) fn follow_task(
 fn Registries() -> impl IntoView {
     let rows = RwSignal::new(Vec::<Registry>::new());
     let error = RwSignal::new(None::<String>);
-    let adding = RwSignal::new(false);
+    // Some(None): adding one; Some(Some(r)): editing r.
+    let form = RwSignal::new(None::<Option<Registry>>);
     let progress = RwSignal::new(None::<String>);
     let refresh = move || {
         load_list::<ops::RegistryList, _>(ops::registry_list::Variables, error, rows, |d| {
@@ -946,16 +1033,19 @@ fn Registries() -> impl IntoView {
     refresh();
     view! {
         <div class="row"><span class="grow"></span>
-            <button class="primary-inline" id="add-registry" on:click=move |_| adding.set(true)>{t("+ ADD REGISTRY")}</button></div>
+            <button class="primary-inline" id="add-registry" on:click=move |_| form.set(Some(None))>{t("+ ADD REGISTRY")}</button></div>
         {error_view(error)}
         {move || progress.get().map(|p| view! { <p class="ok" id="rescan-progress">{p}</p> })}
         {move || {
-            let list: Vec<Row> = rows.get().iter().map(|r| (r.hostname.clone(), vec![
+            let all = rows.get();
+            let list: Vec<Row> = all.iter().map(|r| (r.hostname.clone(), vec![
                 r.hostname.clone(), r.url.clone(), r.type_.clone(), r.project.clone().unwrap_or_default(), r.username.clone().unwrap_or_default(),
             ])).collect();
             table("registries-table", &[key("Hostname"), key("URL"), key("Type"), key("Project"), key("User")], list, move |r| {
                 let (h1, h2) = (r.0.clone(), r.0.clone());
+                let reg = all.iter().find(|x| x.hostname == r.0).cloned().unwrap_or_default();
                 view! {
+                    <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| form.set(Some(Some(reg.clone())))>"✎"</button>
                     <button class="icon" title=t("Rescan") aria-label=t("Rescan") data-action="rescan" on:click=move |_| {
                         run::<ops::RescanRegistry>(ops::rescan_registry::Variables { registry: Some(h1.clone()) }, error, move |d| {
                             follow_task(d.rescan_images.task_id, progress, |_| {});
@@ -967,36 +1057,56 @@ fn Registries() -> impl IntoView {
                 }.into_any()
             })
         }}
-        {move || adding.get().then(|| {
-            let host = RwSignal::new(String::new());
-            let url = RwSignal::new(String::from("https://"));
-            let user = RwSignal::new(String::new());
+        {move || form.get().map(|r| {
+            let editing = r.is_some();
+            let r = r.unwrap_or_default();
+            let host = RwSignal::new(r.hostname);
+            let url = RwSignal::new(if editing { r.url } else { String::from("https://") });
+            let user = RwSignal::new(r.username.unwrap_or_default());
             let pass = RwSignal::new(String::new());
-            let project = RwSignal::new(String::new());
+            let project = RwSignal::new(r.project.unwrap_or_default());
+            let ssl_verify = RwSignal::new(if editing { r.ssl_verify } else { true });
+            let done = move || { form.set(None); refresh(); };
             let save = move |_| {
-                // Only what was filled in.
+                // Only what was filled in (editing: an empty password keeps the stored one).
                 let given = |v: RwSignal<String>| Some(v.get_untracked()).filter(|v| !v.is_empty());
-                let props = ops::create_registry::CreateContainerRegistryInput {
-                    url: url.get_untracked(),
-                    type_: "docker".into(),
-                    username: given(user),
-                    password: given(pass),
-                    project: given(project),
-                    ..Default::default()
-                };
-                run::<ops::CreateRegistry>(ops::create_registry::Variables { hostname: host.get_untracked(), props },
-                    error, move |_| { adding.set(false); refresh(); });
+                if editing {
+                    let props = ops::modify_registry::ModifyContainerRegistryInput {
+                        url: Some(url.get_untracked()),
+                        // Empty fields clear what was stored.
+                        username: Some(user.get_untracked()),
+                        project: Some(project.get_untracked()),
+                        password: given(pass),
+                        ssl_verify: Some(ssl_verify.get_untracked()),
+                        ..Default::default()
+                    };
+                    run::<ops::ModifyRegistry>(ops::modify_registry::Variables { hostname: host.get_untracked(), props },
+                        error, move |_| done());
+                } else {
+                    let props = ops::create_registry::CreateContainerRegistryInput {
+                        url: url.get_untracked(),
+                        type_: "docker".into(),
+                        username: given(user),
+                        password: given(pass),
+                        project: given(project),
+                        ssl_verify: Some(ssl_verify.get_untracked()),
+                        ..Default::default()
+                    };
+                    run::<ops::CreateRegistry>(ops::create_registry::Variables { hostname: host.get_untracked(), props },
+                        error, move |_| done());
+                }
             };
             view! {
-                <Modal title=t("Add registry") id="registry-dialog" on_close=move || adding.set(false)>
-                    {text_input("registry-host", key("Registry hostname"), host)}
+                <Modal title=if editing { t("Edit registry") } else { t("Add registry") } id="registry-dialog" on_close=move || form.set(None)>
+                    <Show when=move || !editing>{text_input("registry-host", key("Registry hostname"), host)}</Show>
                     {text_input("registry-url", key("Registry URL (with http:// or https://)"), url)}
                     {text_input("registry-project", key("Project (optional)"), project)}
                     {text_input("registry-user", key("User name (optional)"), user)}
-                    <label for="registry-password">{t("Password (optional)")}</label>
+                    <label for="registry-password">{if editing { t("New password (empty = unchanged)") } else { t("Password (optional)") }}</label>
                     <input id="registry-password" type="password" prop:value=move || pass.get() on:input=move |ev| pass.set(event_target_value(&ev)) />
+                    {check("registry-ssl-verify", key("Verify the registry's TLS certificate"), ssl_verify)}
                     {error_view(error)}
-                    <div class="dialog-actions"><button class="primary-inline" id="registry-save" on:click=save>{t("ADD")}</button></div>
+                    <div class="dialog-actions"><button class="primary-inline" id="registry-save" on:click=save>{if editing { t("SAVE") } else { t("ADD") }}</button></div>
                 </Modal>
             }
         })}

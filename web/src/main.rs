@@ -12,6 +12,7 @@ mod admin;
 mod gql;
 mod i18n;
 mod ops;
+mod projects;
 mod sessions;
 mod sharing;
 mod storage;
@@ -37,6 +38,8 @@ pub struct Scope {
     pub scaling_group: RwSignal<Option<String>>,
     /// The caller's role (what the statistics may count).
     pub role: RwSignal<String>,
+    /// The caller's domain (a new project's, by default).
+    pub domain: RwSignal<String>,
 }
 
 impl Me {
@@ -235,6 +238,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         group_name: RwSignal::new(first.map(|g| g.1).unwrap_or_else(|| "default".into())),
         scaling_group: RwSignal::new(None),
         role: RwSignal::new(me.role.clone()),
+        domain: RwSignal::new(me.domain.clone()),
     };
     provide_context(scope);
     let groups = StoredValue::new(me.groups.clone());
@@ -254,10 +258,13 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         match name.as_str() {
             "sessions" => view! { <sessions::SessionsPage /> }.into_any(),
             "data" => view! { <storage::DataPage /> }.into_any(),
-            "users" | "environments" | "resources" | "settings" | "maintenance" if !admin => {
+            "users" | "projects" | "environments" | "resources" | "settings" | "maintenance"
+                if !admin =>
+            {
                 view! { <admin::NotAllowed /> }.into_any()
             }
             "users" => view! { <admin::UsersPage /> }.into_any(),
+            "projects" => view! { <projects::ProjectsPage /> }.into_any(),
             "environments" => view! { <admin::EnvironmentsPage /> }.into_any(),
             "resources" => view! { <admin::ResourcesPage /> }.into_any(),
             "settings" => view! { <admin::SettingsPage /> }.into_any(),
@@ -288,6 +295,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 <Show when=move || admin>
                     <div class="section">{t("Administration")}</div>
                     {link("users", key("Users"))}
+                    {link("projects", key("Projects & domains"))}
                     {link("environments", key("Environments"))}
                     {link("resources", key("Resources"))}
                     {link("settings", key("System Settings"))}
@@ -317,6 +325,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                         <div class="menu" id="user-menu">
                             <button id="menu-password" on:click=move |_| { menu.set(false); account_dialog.set(1) }>{t("Change password")}</button>
                             <button id="menu-ssh" on:click=move |_| { menu.set(false); account_dialog.set(2) }>{t("SSH keypair")}</button>
+                            <button id="menu-settings" on:click=move |_| { menu.set(false); account_dialog.set(3) }>{t("User settings")}</button>
                             <div class="menu-languages" role="group" aria-label=t("Language")>
                                 {i18n::LANGUAGES.iter().map(|(code, name, _)| {
                                     let current = i18n::lang() == *code;
@@ -339,6 +348,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 {move || match account_dialog.get() {
                     1 => view! { <account::ChangePassword on_close=move || account_dialog.set(0) /> }.into_any(),
                     2 => view! { <account::SshKeypair on_close=move || account_dialog.set(0) /> }.into_any(),
+                    3 => view! { <account::UserSettings on_close=move || account_dialog.set(0) /> }.into_any(),
                     _ => ().into_any(),
                 }}
             </main>

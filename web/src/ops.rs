@@ -90,6 +90,20 @@ pub struct RefreshSshKeypair;
 #[derive(GraphQLQuery)]
 #[graphql(
     schema_path = "../api/schema.graphql",
+    query_path = "graphql/account/my_settings.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct MySettings;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/account/update_preferred_ssh_port.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct UpdatePreferredSshPort;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
     query_path = "graphql/account/signup_needs_token.graphql",
     response_derives = "Debug, Clone, PartialEq"
 )]
@@ -527,7 +541,7 @@ pub struct BackgroundTask;
 #[graphql(
     schema_path = "../api/schema.graphql",
     query_path = "graphql/admin/registry_list.graphql",
-    response_derives = "Debug, Clone, PartialEq"
+    response_derives = "Debug, Clone, PartialEq, Default"
 )]
 pub struct RegistryList;
 #[derive(GraphQLQuery)]
@@ -553,6 +567,15 @@ pub struct DeleteRegistry;
     skip_serializing_none
 )]
 pub struct CreateRegistry;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/modify_registry.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    variables_derives = "Default",
+    skip_serializing_none
+)]
+pub struct ModifyRegistry;
 #[derive(GraphQLQuery)]
 #[graphql(
     schema_path = "../api/schema.graphql",
@@ -627,3 +650,83 @@ pub struct RescanImages;
     response_derives = "Debug, Clone, PartialEq"
 )]
 pub struct CleanUpImages;
+
+// ---------------------------------------------------------------- Projects and domains (projects.rs)
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/project_list.graphql",
+    response_derives = "Debug, Clone, PartialEq, Default"
+)]
+pub struct ProjectList;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/project_members.graphql",
+    response_derives = "Debug, Clone, PartialEq, Default"
+)]
+pub struct ProjectMembers;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/create_project.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    variables_derives = "Default",
+    skip_serializing_none
+)]
+pub struct CreateProject;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/modify_project.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    variables_derives = "Default",
+    skip_serializing_none
+)]
+pub struct ModifyProject;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/associate_project_resource_group.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct AssociateProjectResourceGroup;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/disassociate_project_resource_group.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct DisassociateProjectResourceGroup;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/domain_list.graphql",
+    response_derives = "Debug, Clone, PartialEq, Default"
+)]
+pub struct DomainList;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/create_domain.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    variables_derives = "Default",
+    skip_serializing_none
+)]
+pub struct CreateDomain;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/modify_domain.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    variables_derives = "Default",
+    skip_serializing_none
+)]
+pub struct ModifyDomain;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/admin/user_detail.graphql",
+    response_derives = "Debug, Clone, PartialEq, Default"
+)]
+pub struct UserDetail;

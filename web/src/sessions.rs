@@ -33,6 +33,9 @@ struct Row {
     mem: String,
     gpu: String,
     started: String,
+    /// When it started and ended (none yet: running), RFC 3339, for the elapsed time.
+    created_at: String,
+    terminated_at: String,
     owner: String,
 }
 
@@ -65,6 +68,8 @@ fn row(v: ops::session_list::SessionListComputeSessionListItems) -> Row {
             .map(|g| tr("{n} GPU", &[("n", &g.to_string())]))
             .unwrap_or_else(|| "-".into()),
         started: v.created_at.replace('T', " ").chars().take(19).collect(),
+        created_at: v.created_at,
+        terminated_at: v.terminated_at.unwrap_or_default(),
         owner: v.user_email.unwrap_or_default(),
     }
 }
@@ -178,7 +183,7 @@ pub fn SessionsPage() -> impl IntoView {
             <table class="list" id="session-table">
                 <thead><tr>
                     <th>{t("Session")}</th><th>{t("Status")}</th><th>{t("Control")}</th><th>{t("Configuration")}</th><th>{t("Usage")}</th>
-                    <th>{t("Resource group")}</th><th>{t("Started")}</th>
+                    <th>{t("Started")}</th>
                 </tr></thead>
                 <tbody>
                     <For each=move || rows.get() key=|r| (r.id.clone(), r.status.clone(), r.why.clone()) children=move |r: Row| {
@@ -213,10 +218,11 @@ pub fn SessionsPage() -> impl IntoView {
                                         <button class="icon danger" title=t("Terminate") aria-label=t("Terminate") data-action="terminate" on:click={let (i, n) = (id3.clone(), n3.clone()); move |_| dialog.set(Dialog::Terminate(i.clone(), n.clone()))}>"✕"</button>
                                     </Show>
                                 </td>
-                                <td class="small">{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</td>
+                                <td class="small config"><span class="sgroup" title=t("Resource group")>{r.group.clone()} <sup>"SG"</sup></span>
+                                    <div>{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</div></td>
                                 <td class="small">{if running { view! { <LiveUsage id=r.id.clone() /> }.into_any() } else { "-".into_any() }}</td>
-                                <td>{r.group.clone()}</td>
-                                <td class="small">{r.started.clone()}</td>
+                                <td class="small"><span class="started">{r.started.clone()}</span>
+                                    <div class="muted elapsed" title=t("Elapsed")>{elapsed(&r.created_at, &r.terminated_at)}</div></td>
                             </tr>
                         }
                     } />
@@ -1066,6 +1072,7 @@ fn DetailDialog(
 ) -> impl IntoView {
     let data =
         RwSignal::new(None::<Result<ops::session_detail::SessionDetailComputeSession, String>>);
+    let session_id = StoredValue::new(id.clone());
     spawn_local(async move {
         data.set(Some(
             gql::run::<ops::SessionDetail>(ops::session_detail::Variables { id })
@@ -1111,6 +1118,7 @@ fn DetailDialog(
             history.sort();
             let last = history.len().saturating_sub(1);
             let reason = v.status_info.unwrap_or_default();
+            let running = SessionStatus::parse(&v.status) == Some(SessionStatus::Running);
             let agents: Vec<String> = v.containers.into_iter().filter_map(|c| c.agent).collect();
             let used = used_time(&history, &v.terminated_at.unwrap_or_default());
             let slots = if v
@@ -1151,6 +1159,8 @@ fn DetailDialog(
                     <tr><th>{t("Mounts")}</th><td id="detail-mounts">{if mounts.is_empty() { t("none") } else { mounts.join("; ") }}</td></tr>
                     <tr><th>{t("Environment variables")}</th><td id="detail-env">{if envs.is_empty() { t("none") } else { envs.join(", ") }}</td></tr>
                     <tr><th>{t("Used time")}</th><td id="detail-used">{used}</td></tr>
+                    <tr><th>{t("Started")}</th><td id="detail-started">{v.created_at.replace('T', " ").chars().take(19).collect::<String>()}</td></tr>
+                    <tr><th>{t("Usage")}</th><td id="detail-usage">{if running { view! { <LiveUsage id=session_id.get_value() /> }.into_any() } else { "-".into_any() }}</td></tr>
                 </table>
                 <h4>{t("Status history")}</h4>
                 <ol class="history" id="detail-history">
@@ -1172,19 +1182,26 @@ fn DetailDialog(
 
 /// From RUNNING (or the first status) to the end (or now): "1 h 02 min", "35 s".
 fn used_time(history: &[(String, String)], terminated_at: &str) -> String {
-    let parse = |t: &str| js_sys::Date::parse(t);
     let start = history
         .iter()
         .find(|(_, st)| SessionStatus::parse(st) == Some(SessionStatus::Running))
         .or(history.first())
-        .map(|(t, _)| parse(t));
-    let Some(start) = start.filter(|s| s.is_finite()) else {
+        .map(|(t, _)| t.as_str())
+        .unwrap_or_default();
+    elapsed(start, terminated_at)
+}
+
+/// From `start` to `end` (empty: now), RFC 3339 both: "1 h 02 min", "35 s"; "-" when `start`
+/// does not read as a time.
+fn elapsed(start: &str, end: &str) -> String {
+    let start = js_sys::Date::parse(start);
+    if !start.is_finite() {
         return "-".into();
-    };
-    let end = if terminated_at.is_empty() {
+    }
+    let end = if end.is_empty() {
         js_sys::Date::now()
     } else {
-        parse(terminated_at)
+        js_sys::Date::parse(end)
     };
     let secs = ((end - start) / 1000.0).max(0.0) as u64;
     match secs {
@@ -1354,6 +1371,7 @@ fn CommitDialog(
 fn LiveUsage(id: String) -> impl IntoView {
     let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
     let text = RwSignal::new(String::from("…"));
+    let io = RwSignal::new(String::new());
     let alive = Arc::new(AtomicBool::new(true));
     gql::subscribe::<ops::SessionStats>(
         ops::session_stats::Variables { id },
@@ -1376,21 +1394,31 @@ fn LiveUsage(id: String) -> impl IntoView {
                     )
                 })
                 .unwrap_or_default();
+            let size = |b: i64| crate::ui::human_size(b as f64);
             text.set(
                 tr(
                     "CPU {cpu}% · RAM {used} / {limit}",
                     &[
                         ("cpu", &format!("{:.0}", st.cpu_used_pct)),
-                        ("used", &crate::ui::human_size(st.mem_bytes as f64)),
-                        ("limit", &crate::ui::human_size(st.mem_limit_bytes as f64)),
+                        ("used", &size(st.mem_bytes)),
+                        ("limit", &size(st.mem_limit_bytes)),
                     ],
                 ) + &gpu,
             );
+            io.set(tr(
+                "I/O {read} READ · {write} WRITE · net {rx} in · {tx} out",
+                &[
+                    ("read", &size(st.io_read_bytes)),
+                    ("write", &size(st.io_write_bytes)),
+                    ("rx", &size(st.net_rx_bytes)),
+                    ("tx", &size(st.net_tx_bytes)),
+                ],
+            ));
         },
         || {},
     );
     on_cleanup(move || alive.store(false, Ordering::Relaxed));
-    view! { <span class="live-usage">{move || text.get()}</span> }
+    view! { <span class="live-usage">{move || text.get()}</span><div class="muted io-usage">{move || io.get()}</div> }
 }
 
 /// The environment variables dialog: edits a draft; SAVE applies the non-empty rows, closing

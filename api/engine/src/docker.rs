@@ -18,9 +18,9 @@ use uuid::Uuid;
 
 use crate::gpu;
 use crate::{
-    AttachedExec, EngineError, EngineImage, EngineInfo, EngineResult, ExecOutput, INSTANCE_LABEL,
-    KERNEL_LABEL, KernelSpec, MANAGED_LABEL, MANAGED_VALUE, MAX_LOG_BYTES, ManagedContainer,
-    SESSION_LABEL,
+    AttachedExec, ContainerStats, EngineError, EngineImage, EngineInfo, EngineResult, ExecOutput,
+    INSTANCE_LABEL, KERNEL_LABEL, KernelSpec, MANAGED_LABEL, MANAGED_VALUE, MAX_LOG_BYTES,
+    ManagedContainer, SESSION_LABEL,
 };
 
 /// Where a Docker engine listens and how to prove who we are to it.
@@ -1713,28 +1713,57 @@ impl crate::Engine for DockerEngine {
     }
 
     /// One CPU/memory sample: (CPU % of one core × cores used, memory bytes).
-    async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
+    async fn stats(&self, container_id: &str) -> Option<ContainerStats> {
         let opts = StatsOptionsBuilder::default()
             .stream(false)
             .one_shot(false)
             .build();
         let mut stream = self.docker.stats(container_id, Some(opts));
         let s = stream.next().await?.ok()?;
-        let cpu = s.cpu_stats.as_ref()?;
-        let pre = s.precpu_stats.as_ref()?;
-        let total = cpu.cpu_usage.as_ref()?.total_usage? as f64;
-        let pre_total = pre.cpu_usage.as_ref()?.total_usage.unwrap_or(0) as f64;
-        let sys = cpu.system_cpu_usage.unwrap_or(0) as f64;
-        let pre_sys = pre.system_cpu_usage.unwrap_or(0) as f64;
-        let cpus = cpu.online_cpus.unwrap_or(1) as f64;
-        let pct = if sys > pre_sys {
-            (total - pre_total) / (sys - pre_sys) * cpus * 100.0
-        } else {
-            0.0
-        };
-        let mem = s.memory_stats.as_ref().and_then(|m| m.usage).unwrap_or(0);
-        Some((pct.max(0.0), mem))
+        container_stats(&s)
     }
+}
+
+/// What Docker's stats answer says of a container's use: CPU over the sample's interval
+/// (against the host's CPU time, times its cores), memory now, and the block and network
+/// byte counters summed over devices and interfaces (cgroup v1 writes "Read"/"Write", v2
+/// "read"/"write"). None without CPU figures (a stopped container's answer).
+fn container_stats(s: &bollard::models::ContainerStatsResponse) -> Option<ContainerStats> {
+    let cpu = s.cpu_stats.as_ref()?;
+    let pre = s.precpu_stats.as_ref()?;
+    let total = cpu.cpu_usage.as_ref()?.total_usage? as f64;
+    let pre_total = pre.cpu_usage.as_ref()?.total_usage.unwrap_or(0) as f64;
+    let sys = cpu.system_cpu_usage.unwrap_or(0) as f64;
+    let pre_sys = pre.system_cpu_usage.unwrap_or(0) as f64;
+    let cpus = cpu.online_cpus.unwrap_or(1) as f64;
+    let pct = if sys > pre_sys {
+        (total - pre_total) / (sys - pre_sys) * cpus * 100.0
+    } else {
+        0.0
+    };
+    let mut out = ContainerStats {
+        cpu_pct: pct.max(0.0),
+        mem_bytes: s.memory_stats.as_ref().and_then(|m| m.usage).unwrap_or(0),
+        ..ContainerStats::default()
+    };
+    let entries = s
+        .blkio_stats
+        .as_ref()
+        .and_then(|b| b.io_service_bytes_recursive.as_deref())
+        .unwrap_or_default();
+    for e in entries {
+        let v = e.value.unwrap_or(0);
+        match e.op.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            Some("read") => out.io_read_bytes = out.io_read_bytes.saturating_add(v),
+            Some("write") => out.io_write_bytes = out.io_write_bytes.saturating_add(v),
+            _ => {}
+        }
+    }
+    for n in s.networks.iter().flat_map(|m| m.values()) {
+        out.net_rx_bytes = out.net_rx_bytes.saturating_add(n.rx_bytes.unwrap_or(0));
+        out.net_tx_bytes = out.net_tx_bytes.saturating_add(n.tx_bytes.unwrap_or(0));
+    }
+    Some(out)
 }
 
 /// A tar header for an entry owned by `work` (uid/gid 1000), dated now.
@@ -1811,6 +1840,51 @@ fn first_file_of_tar(archive: &[u8]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    /// Docker's stats answers as it writes them (cgroup v2, then v1 with two devices and
+    /// interfaces); the figures come out summed, ops of either case.
+    #[test]
+    fn container_stats_sums_block_and_network_io() {
+        let v2: bollard::models::ContainerStatsResponse = serde_json::from_value(serde_json::json!({
+            "cpu_stats": {"cpu_usage": {"total_usage": 3_000_000_000u64}, "system_cpu_usage": 20_000_000_000u64, "online_cpus": 2},
+            "precpu_stats": {"cpu_usage": {"total_usage": 2_000_000_000u64}, "system_cpu_usage": 18_000_000_000u64},
+            "memory_stats": {"usage": 52_428_800u64},
+            "blkio_stats": {"io_service_bytes_recursive": [
+                {"major": 8, "minor": 0, "op": "read", "value": 4096},
+                {"major": 8, "minor": 0, "op": "write", "value": 1_048_576}
+            ]},
+            "networks": {"eth0": {"rx_bytes": 1500, "tx_bytes": 700}}
+        }))
+        .unwrap();
+        let st = super::container_stats(&v2).unwrap();
+        assert_eq!(st.cpu_pct, 100.0);
+        assert_eq!(st.mem_bytes, 52_428_800);
+        assert_eq!((st.io_read_bytes, st.io_write_bytes), (4096, 1_048_576));
+        assert_eq!((st.net_rx_bytes, st.net_tx_bytes), (1500, 700));
+
+        let v1: bollard::models::ContainerStatsResponse = serde_json::from_value(serde_json::json!({
+            "cpu_stats": {"cpu_usage": {"total_usage": 10u64}, "system_cpu_usage": 10u64},
+            "precpu_stats": {"cpu_usage": {"total_usage": 10u64}, "system_cpu_usage": 10u64},
+            "blkio_stats": {"io_service_bytes_recursive": [
+                {"major": 8, "minor": 0, "op": "Read", "value": 10},
+                {"major": 8, "minor": 16, "op": "Read", "value": 5},
+                {"major": 8, "minor": 0, "op": "Write", "value": 7},
+                {"major": 8, "minor": 0, "op": "Total", "value": 22},
+                {"major": 8, "minor": 0, "op": "Sync", "value": u64::MAX}
+            ]},
+            "networks": {"eth0": {"rx_bytes": 1, "tx_bytes": 2}, "eth1": {"rx_bytes": 30, "tx_bytes": 40}}
+        }))
+        .unwrap();
+        let st = super::container_stats(&v1).unwrap();
+        assert_eq!(st.cpu_pct, 0.0, "no time passed: no CPU use");
+        assert_eq!((st.io_read_bytes, st.io_write_bytes), (15, 7));
+        assert_eq!((st.net_rx_bytes, st.net_tx_bytes), (31, 42));
+
+        // A stopped container's answer has no CPU figures: no sample.
+        let stopped: bollard::models::ContainerStatsResponse =
+            serde_json::from_value(serde_json::json!({"memory_stats": {}})).unwrap();
+        assert!(super::container_stats(&stopped).is_none());
+    }
+
     /// `openssl` in `dir`, failing the test when it fails.
     fn openssl(dir: &std::path::Path, args: &[&str]) {
         let out = std::process::Command::new("openssl")

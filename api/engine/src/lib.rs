@@ -291,6 +291,20 @@ pub struct EngineInfo {
     pub session_subnet: Option<String>,
 }
 
+/// One sample of a container's use, as the engine reports it. The byte counters are totals
+/// since the container started (block I/O of every device; network of every interface,
+/// zero for a container without networking).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ContainerStats {
+    /// CPU use in percent of one core (200 = two cores busy).
+    pub cpu_pct: f64,
+    pub mem_bytes: u64,
+    pub io_read_bytes: u64,
+    pub io_write_bytes: u64,
+    pub net_rx_bytes: u64,
+    pub net_tx_bytes: u64,
+}
+
 /// The container engine an agent drives.
 #[async_trait::async_trait]
 pub trait Engine: Send + Sync {
@@ -403,8 +417,8 @@ pub trait Engine: Send + Sync {
     async fn environment_images(&self) -> EngineResult<Vec<EngineImage>>;
     /// Cumulative CPU time (ns) and memory of the running managed containers, and their count.
     async fn usage_sample(&self) -> Option<(u64, u64, usize)>;
-    /// One CPU/memory sample of a container: (CPU % × cores used, memory bytes).
-    async fn stats(&self, container_id: &str) -> Option<(f64, u64)>;
+    /// One sample of a running container's use (None: gone, stopped or unreadable).
+    async fn stats(&self, container_id: &str) -> Option<ContainerStats>;
     /// What NVML reports of the engine's host now (None: no GPUs there, or unreadable).
     async fn gpu_sample(&self) -> Option<gpu::Snapshot> {
         None

@@ -13,7 +13,8 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::{
-    AttachedExec, EngineError, EngineImage, EngineInfo, EngineResult, KernelSpec, ManagedContainer,
+    AttachedExec, ContainerStats, EngineError, EngineImage, EngineInfo, EngineResult, KernelSpec,
+    ManagedContainer,
 };
 
 /// One container as the in-memory engine keeps it.
@@ -612,12 +613,15 @@ impl crate::Engine for MemoryEngine {
         Some((0, 0, running))
     }
 
-    async fn stats(&self, container_id: &str) -> Option<(f64, u64)> {
+    async fn stats(&self, container_id: &str) -> Option<ContainerStats> {
         self.with(|i| {
             i.containers
                 .get(container_id)
                 .filter(|c| c.running && !i.unreachable)
-                .map(|_| (i.cpu_pct, 0))
+                .map(|_| ContainerStats {
+                    cpu_pct: i.cpu_pct,
+                    ..ContainerStats::default()
+                })
         })
     }
 }

@@ -192,6 +192,19 @@ impl AccountMutation {
         Ok(OkResult::success())
     }
 
+    /// Sets the caller's "Preferred SSH port" (user settings): the app port pool's port their
+    /// SSH/SFTP apps ask for first; null clears it (a random free port each time).
+    async fn update_preferred_ssh_port(
+        &self,
+        ctx: &Context<'_>,
+        port: Option<i32>,
+    ) -> crate::graphql::context::Result<OkResult> {
+        let (state, caller) = authed(ctx)?;
+        let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
+        crate::accounts::set_preferred_ssh_port(state, user, port).await?;
+        Ok(OkResult::success())
+    }
+
     /// For accounts flagged "require password change": change it with email and current
     /// password, without a login session.
     async fn update_password_no_auth(

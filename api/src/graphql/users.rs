@@ -80,6 +80,10 @@ impl User {
     async fn password(&self) -> Option<String> {
         None
     }
+    /// The app port pool's port this user's SSH/SFTP apps ask for first (user settings).
+    async fn preferred_ssh_port(&self) -> Option<i32> {
+        self.0.preferred_ssh_port
+    }
     /// Backend.AI's TOTP: bai has none (false).
     async fn totp_activated(&self) -> bool {
         false

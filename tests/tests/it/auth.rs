@@ -619,3 +619,49 @@ both_dbs!(requests_do_not_write_and_use_is_kept, |db| async move {
     assert!(kp["keypair"]["num_queries"].as_i64().unwrap() >= 21, "{kp}");
     assert!(kp["keypair"]["last_used"].is_string(), "{kp}");
 });
+
+both_dbs!(
+    a_deactivated_domain_refuses_its_users_logins,
+    |db| async move {
+        let app = spawn(db).await;
+        app.create_domain("closing").await;
+        app.user("leaving@x.org", "user", "closing").await;
+        app.user("staying@x.org", "user", "default").await;
+        const SET: &str = "mutation($n: String!, $a: Boolean!) { modify_domain(name: $n, props: {is_active: $a}) { ok } }";
+        const LOGIN: &str =
+            "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }";
+        let login = |email: &'static str| {
+            let app = &app;
+            async move {
+                app.gql(
+                    None,
+                    LOGIN,
+                    serde_json::json!({"e": email, "p": USER_PASSWORD}),
+                )
+                .await
+            }
+        };
+        app.admin(SET, serde_json::json!({"n": "closing", "a": false}))
+            .await;
+        let refused = login("leaving@x.org").await;
+        assert_code(&refused, "UNAUTHENTICATED");
+        assert!(
+            refused.to_string().contains("domain is deactivated"),
+            "{refused}"
+        );
+        // A wrong password still reads as any wrong login (nothing said of the domain).
+        let wrong = app
+            .gql(
+                None,
+                LOGIN,
+                serde_json::json!({"e": "leaving@x.org", "p": "Wrong-pass-1"}),
+            )
+            .await;
+        assert!(!wrong.to_string().contains("domain"), "{wrong}");
+        // Other domains are untouched; reactivated, the domain's users log in again.
+        assert!(login("staying@x.org").await["errors"].is_null());
+        app.admin(SET, serde_json::json!({"n": "closing", "a": true}))
+            .await;
+        assert!(login("leaving@x.org").await["errors"].is_null());
+    }
+);

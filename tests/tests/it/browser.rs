@@ -525,6 +525,12 @@ async fn console_session_with_folder_terminal_and_explorer() {
         )
         .await?;
         wait_text(c, "tr.session-row[data-name='web-sess'] .live-usage", "CPU ", 30).await?;
+        // Usage as the guide shows it: block and network I/O beside CPU and memory; the
+        // configuration with its resource group; the start date with the elapsed time.
+        wait_text(c, "tr.session-row[data-name='web-sess'] .io-usage", "READ", 10).await?;
+        wait_text(c, "tr.session-row[data-name='web-sess'] .io-usage", "net ", 5).await?;
+        wait_text(c, "tr.session-row[data-name='web-sess'] .sgroup", "default", 5).await?;
+        wait_text(c, "tr.session-row[data-name='web-sess'] .elapsed", " s", 5).await?;
         wait_text(c, "tr.session-row[data-name='web-sess'] .env-name", "Python 3.11", 10).await?;
         shot(c, "sessions.png").await?;
         // The session's detail panel: mounts, variable names (never values), history, agent.
@@ -539,6 +545,7 @@ async fn console_session_with_folder_terminal_and_explorer() {
         if detail.contains("GREETING=bar") {
             return Err(format!("detail panel shows a variable's value: {detail}"));
         }
+        wait_text(c, "#detail-usage .io-usage", "WRITE", 15).await?;
         if text_of(c, "#detail-agent").await.trim() == "-" {
             return Err(format!("detail panel without an agent: {detail}"));
         }
@@ -849,13 +856,47 @@ async fn console_signup_password_and_ssh_keypair() {
         wait_text(c, "#ssh-public", "ssh-ed25519 ", 10).await?;
         wait_for(c, "#ssh-download", 5).await?;
         shot(c, "ssh-keypair.png").await?;
+        click(c, "#ssh-dialog .close").await?;
+        // User settings: the preferred SSH port; a port below 1024 is refused with the
+        // server's message, a good one is kept (and shown when the dialog opens again).
+        click(c, "#current-user").await?;
+        click(c, "#menu-settings").await?;
+        type_into(c, "#preferred-ssh-port", "80").await?;
+        click(c, "#settings-save").await?;
+        wait_text(c, "#settings-error", "between 1024 and 65535", 10).await?;
+        type_into(c, "#preferred-ssh-port", "23456").await?;
+        click(c, "#settings-save").await?;
+        wait_for(c, "#settings-ok", 10).await?;
+        shot(c, "user-settings.png").await?;
+        click(c, "#settings-dialog .close").await?;
+        click(c, "#current-user").await?;
+        click(c, "#menu-settings").await?;
+        within(10, "the saved port in the dialog", || async {
+            let v = c
+                .execute(
+                    "return document.querySelector('#preferred-ssh-port').value;",
+                    vec![],
+                )
+                .await
+                .ok()?;
+            (v == serde_json::json!("23456")).then_some(())
+        })
+        .await?;
         Ok(())
     }
     .await;
     let _ = b.client.clone().close().await;
     result.unwrap();
-    // The new password is the one that works now.
-    app.login("new@x.org", "Second-pass-2").await;
+    // The new password is the one that works now, and the setting is the server's.
+    let token = app.login("new@x.org", "Second-pass-2").await;
+    let me = app
+        .ok(
+            Some(&token),
+            "{ user { preferred_ssh_port } }",
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(me["user"]["preferred_ssh_port"], 23456);
 }
 
 async fn login_as(c: &Client, base: &str, email: &str, password: &str) -> Result<(), String> {
@@ -1162,6 +1203,183 @@ async fn console_administration_screens() {
         )
         .await;
     assert!(body["errors"].is_array(), "{body}");
+}
+
+/// Projects and domains (the guide's §1.1), the user detail (§10.1) and registry editing: a
+/// superadmin creates a project with limits and a resource group, changes its members,
+/// deactivates it; creates, edits and deactivates a domain (whose users can then no longer
+/// log in); edits a registry. A domain admin sees only its domain's projects and no domains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_projects_domains_user_detail_and_registry_editing() {
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| c.web_dir = dir).await;
+    app.user("member@x.org", "user", "default").await;
+    app.user("dadmin@x.org", "admin", "default").await;
+    app.create_domain("elsewhere").await;
+    app.user("far@x.org", "user", "elsewhere").await;
+    app.admin(
+        r#"mutation { create_group(name: "far-project", props: {domain_name: "elsewhere"}) { ok } }"#,
+        serde_json::json!({}),
+    )
+    .await;
+    let b = browser().await;
+    let c = &b.client;
+    let base = app.base.clone();
+    let result: Result<(), String> = async {
+        let go = |page: &'static str| {
+            let url = format!("{base}/#{page}");
+            async move { c.goto(&url).await.map_err(|e| e.to_string()) }
+        };
+        login_as(c, &base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
+
+        // User detail: information and association.
+        go("users").await?;
+        click(c, "tr.admin-row[data-key='member@x.org'] [data-action='detail']").await?;
+        wait_text(c, "#user-detail-association", "default", 10).await?;
+        wait_text(c, "#user-detail-projects", "default", 10).await?;
+        wait_text(c, "#user-detail-info", "member@x.org", 5).await?;
+        shot(c, "user-detail.png").await?;
+        click(c, "#user-detail-dialog .close").await?;
+
+        // A project with a CPU limit, a storage host and a resource group.
+        go("projects").await?;
+        wait_for(c, "#projects-table", 15).await?;
+        click(c, "#create-project").await?;
+        type_into(c, "#project-name", "lab").await?;
+        type_into(c, "#project-description", "the lab").await?;
+        click(c, "#project-cpu-unlimited").await?;
+        type_into(c, "#project-cpu", "4").await?;
+        type_into(c, "#project-hosts", "local").await?;
+        click(c, "#project-sgroups input[data-sgroup='default']").await?;
+        click(c, "#project-save").await?;
+        within(15, "the new project in the list", || async {
+            let rows = c.find_all(Locator::Css("#projects-table tr.admin-row")).await.ok()?;
+            for r in rows {
+                let text = r.text().await.ok()?;
+                if text.starts_with("lab") {
+                    return (text.contains("4 core") && text.contains("default") && text.contains("local"))
+                        .then_some(());
+                }
+            }
+            None
+        })
+        .await?;
+        shot(c, "projects.png").await?;
+        let click_lab = |action: &'static str| async move {
+            let rows = c.find_all(Locator::Css("#projects-table tr.admin-row")).await.map_err(|e| e.to_string())?;
+            for r in rows {
+                if r.text().await.map_err(|e| e.to_string())?.starts_with("lab") {
+                    return r
+                        .find(Locator::Css(&format!("[data-action='{action}']")))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .click()
+                        .await
+                        .map_err(|e| e.to_string());
+                }
+            }
+            Err(format!("no lab row for {action}"))
+        };
+        // Members: add one, then remove.
+        click_lab("members").await?;
+        wait_for(c, "#members-dialog", 10).await?;
+        within(10, "the domain's users to choose from", || async {
+            let opts = c.find_all(Locator::Css("#member-add option")).await.ok()?;
+            (opts.len() > 1).then_some(())
+        })
+        .await?;
+        let uuid = c
+            .execute(
+                "const o = [...document.querySelectorAll('#member-add option')].find(o => o.textContent === 'member@x.org'); \
+                 const s = document.querySelector('#member-add'); s.value = o.value; \
+                 s.dispatchEvent(new Event('change', {bubbles: true})); return o.value;",
+                vec![],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        if !uuid.is_string() {
+            return Err(format!("no option for member@x.org: {uuid}"));
+        }
+        click(c, "#member-add-button").await?;
+        wait_for(c, "#members-table tr.member-row[data-email='member@x.org']", 10).await?;
+        shot(c, "project-members.png").await?;
+        click(c, "#members-table tr.member-row[data-email='member@x.org'] [data-action='remove']").await?;
+        wait_gone(c, "#members-table tr.member-row[data-email='member@x.org']", 10).await?;
+        click(c, "#members-dialog .close").await?;
+        // Deactivate: off the active list, on the inactive one.
+        click_lab("deactivate").await?;
+        click(c, "#deactivate-project-confirm").await?;
+        click(c, "#projects-inactive").await?;
+        wait_text(c, "#projects-table", "the lab", 15).await?;
+        // The domain admin's project of another domain is listed for the superadmin.
+        click(c, "#projects-active").await?;
+        wait_text(c, "#projects-table", "far-project", 15).await?;
+
+        // Domains: create with a registry, edit, deactivate.
+        click(c, "#tab-domains").await?;
+        click(c, "#create-domain").await?;
+        type_into(c, "#domain-name", "research").await?;
+        type_into(c, "#domain-description", "research groups").await?;
+        type_into(c, "#domain-registries", "cr.example.org").await?;
+        click(c, "#domain-save").await?;
+        wait_for(c, "tr.admin-row[data-key='research']", 15).await?;
+        wait_text(c, "tr.admin-row[data-key='research']", "cr.example.org", 5).await?;
+        click(c, "tr.admin-row[data-key='research'] [data-action='edit']").await?;
+        type_into(c, "#domain-description", "all research groups").await?;
+        click(c, "#domain-save").await?;
+        wait_text(c, "tr.admin-row[data-key='research']", "all research groups", 15).await?;
+        shot(c, "domains.png").await?;
+        click(c, "tr.admin-row[data-key='elsewhere'] [data-action='deactivate']").await?;
+        click(c, "#deactivate-domain-confirm").await?;
+        wait_gone(c, "tr.admin-row[data-key='elsewhere']", 15).await?;
+
+        // Registries: add one, then edit its URL.
+        go("environments").await?;
+        click(c, "#tab-registries").await?;
+        click(c, "#add-registry").await?;
+        type_into(c, "#registry-host", "reg.example.org").await?;
+        type_into(c, "#registry-url", "https://reg.example.org").await?;
+        click(c, "#registry-save").await?;
+        wait_for(c, "tr.admin-row[data-key='reg.example.org']", 15).await?;
+        click(c, "tr.admin-row[data-key='reg.example.org'] [data-action='edit']").await?;
+        type_into(c, "#registry-url", "https://mirror.example.org:5000").await?;
+        type_into(c, "#registry-user", "robot").await?;
+        shot(c, "registry-edit.png").await?;
+        click(c, "#registry-save").await?;
+        wait_text(c, "tr.admin-row[data-key='reg.example.org']", "mirror.example.org:5000", 15).await?;
+        wait_text(c, "tr.admin-row[data-key='reg.example.org']", "robot", 5).await?;
+
+        // A domain admin: its domain's projects only, no Domains tab.
+        c.goto(&format!("{base}/")).await.map_err(|e| e.to_string())?;
+        click(c, "#logout").await?;
+        login_as(c, &base, "dadmin@x.org", USER_PASSWORD).await?;
+        go("projects").await?;
+        wait_text(c, "#projects-table", "default", 15).await?;
+        if text_of(c, "#projects-table").await.contains("far-project") {
+            return Err("a domain admin sees another domain's project".into());
+        }
+        if c.find(Locator::Css("#tab-domains")).await.is_ok() {
+            return Err("a domain admin sees the Domains tab".into());
+        }
+        shot(c, "projects-domain-admin.png").await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+    // The deactivated domain's user can no longer log in (the password is right).
+    let refused = app
+        .gql(
+            None,
+            "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
+            serde_json::json!({"e": "far@x.org", "p": USER_PASSWORD}),
+        )
+        .await;
+    assert_code(&refused, "UNAUTHENTICATED");
+    assert!(
+        refused.to_string().contains("domain is deactivated"),
+        "{refused}"
+    );
 }
 
 /// The console over HTTPS served by bai itself: the browser trusts exactly the test server's

@@ -33,6 +33,8 @@ const NOT_IDS: &[&str] = &[
     "app",
     "open_to_public",
     "preferred_port",
+    // The caller's own preferred SSH port (update_preferred_ssh_port acts on the caller).
+    "port",
     "input",
     "new_name",
     "confirm_name",

@@ -756,6 +756,24 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
         "-c",
         "x = bytearray(64 * 1024 * 1024)\nwhile True: pass",
     ]);
+    // Network traffic out of the session: 300 datagrams of 1,000 bytes to its gateway (or,
+    // on a network without one, the bridge's first address; the frames leave its interface
+    // whether or not anything answers), and a
+    // file written through to disk (block I/O, where the engine accounts it).
+    docker(&[
+        "exec",
+        &container,
+        "python3",
+        "-c",
+        "import os, socket, struct\n\
+         rows = [l.split() for l in open('/proc/net/route').readlines()[1:]]\n\
+         ip = lambda h: socket.inet_ntoa(struct.pack('<L', int(h, 16)))\n\
+         gws = [r[2] for r in rows if r[2] != '00000000']\n\
+         gw = ip(gws[0]) if gws else ip('%08X' % (int(rows[0][1], 16) + (1 << 24)))\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         [s.sendto(b'x' * 1000, (gw, 9)) for _ in range(300)]\n\
+         f = open('/tmp/blk', 'wb'); f.write(os.urandom(4 << 20)); f.flush(); os.fsync(f.fileno())",
+    ]);
     // session_stats polls the engine (it does not listen on the event bus): the first
     // sample is what it is waited for by.
     let mut stats = subscribe_op_sent::<gql::SessionStats>(
@@ -768,6 +786,7 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
     )
     .await;
     let mut best = (0.0f64, 0i64);
+    let mut net_tx = 0i64;
     for _ in 0..6 {
         let msg = tokio::time::timeout(std::time::Duration::from_secs(20), stats.next())
             .await
@@ -787,7 +806,17 @@ both_dbs!(live_usage_of_sessions_and_agents, |db| async move {
             best.0.max(s["cpu_used_pct"].as_f64().unwrap()),
             best.1.max(s["mem_bytes"].as_i64().unwrap()),
         );
+        // Block I/O reads as Docker reports it: this machine's cgroup v1 Docker accounts
+        // none (0), a cgroup v2 host the fsynced 4 MiB; never negative or missing.
+        for f in ["io_read_bytes", "io_write_bytes", "net_rx_bytes"] {
+            assert!(s[f].as_i64().is_some_and(|v| v >= 0), "{f}: {v}");
+        }
+        net_tx = net_tx.max(s["net_tx_bytes"].as_i64().unwrap());
     }
+    assert!(
+        net_tx >= 300_000,
+        "the 300 datagrams show as bytes sent: {net_tx}"
+    );
     // A busy loop against an idle container (~0%): the margin allows for a loaded machine.
     assert!(best.0 > 10.0, "a busy core shows as CPU use: {best:?}");
     assert!(
@@ -1715,4 +1744,45 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
         "NOT_FOUND",
     );
     destroy(&app, &user, &id).await;
+
+    // "Preferred SSH port" (user settings): refused outside 1024-65535, kept per user, then
+    // taken by the next SSH/SFTP app started without a port.
+    const SET: &str = "mutation($p: Int) { update_preferred_ssh_port(port: $p) { ok } }";
+    const GET: &str = "{ user { preferred_ssh_port } }";
+    for bad in [80, 70000, -1] {
+        assert_code(
+            &app.gql(Some(&user), SET, json!({ "p": bad })).await,
+            "BAD_REQUEST",
+        );
+    }
+    app.ok(Some(&user), SET, json!({ "p": pool + 6 })).await;
+    let me = app.ok(Some(&user), GET, json!({})).await;
+    assert_eq!(me["user"]["preferred_ssh_port"], pool + 6);
+    let theirs = app.ok(Some(&other), GET, json!({})).await;
+    assert!(theirs["user"]["preferred_ssh_port"].is_null(), "{theirs}");
+    let id2 = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &user, &id2, &["RUNNING"]).await;
+    let started = app
+        .op_ok::<gql::StartService>(
+            Some(&user),
+            gql::start_service::Variables {
+                session_id: id2.clone(),
+                app: "sshd".into(),
+                open_to_public: false,
+                preferred_port: None,
+            },
+        )
+        .await;
+    assert_eq!(started["start_service"]["port"], pool + 6, "{started}");
+    let key2 = session_key(&app, &user, &id2, &keys.join("id_second")).await;
+    let out = eventually("ssh on the preferred port", WAIT, || async {
+        let out = ssh(&key2, pool + 6, "echo preferred");
+        out.status.success().then_some(out)
+    })
+    .await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "preferred\n");
+    app.ok(Some(&user), SET, json!({ "p": null })).await;
+    let me = app.ok(Some(&user), GET, json!({})).await;
+    assert!(me["user"]["preferred_ssh_port"].is_null(), "{me}");
+    destroy(&app, &user, &id2).await;
 });

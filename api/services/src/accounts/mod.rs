@@ -101,8 +101,8 @@ pub async fn login(
 }
 
 /// What must hold after the password was proven before credentials are handed out (a login
-/// session, or the keypair through `/auth/authorize`): no pending forced password change and
-/// an active main keypair.
+/// session, or the keypair through `/auth/authorize`): no pending forced password change, an
+/// active main keypair and an active domain.
 pub async fn usable(state: &impl Gate, user: &users::Model) -> ApiResult<()> {
     if user.need_password_change {
         return Err(ApiError::new(
@@ -113,6 +113,14 @@ pub async fn usable(state: &impl Gate, user: &users::Model) -> ApiResult<()> {
     if !crate::auth::credentials::main_keypair_active(state, user).await? {
         return Err(ApiError::unauthenticated(
             "Your keypair is deactivated. Contact your administrator.",
+        ));
+    }
+    let domain = entity::domains::Entity::find_by_id(user.domain_name.clone())
+        .one(state.db())
+        .await?;
+    if domain.is_some_and(|d| !d.is_active) {
+        return Err(ApiError::unauthenticated(
+            "Your domain is deactivated. Contact your administrator.",
         ));
     }
     Ok(())
@@ -226,6 +234,32 @@ pub async fn signup(state: &impl Gate, req: Signup) -> ApiResult<users::Model> {
     })
     .await?;
     Ok(user)
+}
+
+/// The ports a user may prefer for SSH/SFTP: not the system's well-known ones.
+pub const PREFERRED_PORTS: std::ops::RangeInclusive<i32> = 1024..=65535;
+
+/// Sets (a port) or clears (None) the user's "Preferred SSH port": the app port pool's port
+/// their SSH/SFTP apps ask for first (a random free one when it is taken or outside the pool).
+pub async fn set_preferred_ssh_port(
+    state: &impl Gate,
+    user: users::Model,
+    port: Option<i32>,
+) -> ApiResult<()> {
+    if let Some(p) = port
+        && !PREFERRED_PORTS.contains(&p)
+    {
+        return Err(ApiError::bad_request(format!(
+            "The preferred SSH port must be between {} and {} (10000-65000 is recommended); got {p}.",
+            PREFERRED_PORTS.start(),
+            PREFERRED_PORTS.end()
+        )));
+    }
+    let mut m: users::ActiveModel = user.into();
+    m.preferred_ssh_port = Set(port);
+    m.modified_at = Set(state.clock().now());
+    m.update(state.db()).await?;
+    Ok(())
 }
 
 /// Sets a new password after checking the current one (throttled like logins) and the

@@ -1663,10 +1663,10 @@ async fn measure_utilization(state: &impl Runtime, session: Uuid) -> ApiResult<M
         let Some(agent) = state.agents().get(agent_id).await else {
             return Ok(Measured::Unreadable);
         };
-        let Some((c, _)) = agent.stats(container).await else {
+        let Some(st) = agent.stats(container).await else {
             return Ok(Measured::Unreadable);
         };
-        cpu += c;
+        cpu += st.cpu_pct;
         cores += k.requested_slots.get("cpu").to_f64().unwrap_or(0.0);
         let held = k.requested_slots.get("cuda.device").to_f64().unwrap_or(0.0)
             + k.requested_slots.get("cuda.shares").to_f64().unwrap_or(0.0) / per_gpu;

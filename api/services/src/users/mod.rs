@@ -107,6 +107,7 @@ pub async fn create<C: ConnectionTrait>(
         role: Set(new.role),
         allowed_client_ip: Set(None),
         main_access_key: Set(None),
+        preferred_ssh_port: Set(None),
     }
     .insert(db)
     .await?;

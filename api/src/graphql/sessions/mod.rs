@@ -827,6 +827,12 @@ pub struct SessionStats {
     pub gpu_used_pct: Option<f64>,
     /// GPU memory of the session's processes; null when the session holds no GPU.
     pub gpu_mem_bytes: Option<BigInt>,
+    /// Bytes read from and written to block devices since the container started.
+    pub io_read_bytes: BigInt,
+    pub io_write_bytes: BigInt,
+    /// Bytes received and sent on the container's network interfaces since it started.
+    pub net_rx_bytes: BigInt,
+    pub net_tx_bytes: BigInt,
 }
 
 #[derive(Default)]
@@ -880,7 +886,8 @@ impl SessionSubscription {
             }))
     }
 
-    /// Live CPU and memory use of a running session, every `interval_secs` (default 2).
+    /// Live CPU, memory, block and network I/O (and GPU) use of a running session, every
+    /// `interval_secs` (default 2).
     async fn session_stats(
         &self,
         ctx: &Context<'_>,
@@ -908,7 +915,7 @@ impl SessionSubscription {
                     if let (SessionStatus::Running, Some(agent_id), Some(container)) =
                         (k.status, &k.agent, &k.container_id)
                         && let Some(agent) = state.local.agents.get(agent_id).await
-                        && let Some((cpu, mem)) = agent.stats(container).await
+                        && let Some(st) = agent.stats(container).await
                     {
                         let limit = rust_decimal::prelude::ToPrimitive::to_i64(
                             &k.requested_slots.get("mem"),
@@ -922,14 +929,18 @@ impl SessionSubscription {
                         } else {
                             None
                         };
+                        let big = |v: u64| BigInt(i64::try_from(v).unwrap_or(i64::MAX));
                         let out = SessionStats {
                             session_id,
-                            cpu_used_pct: cpu,
-                            mem_bytes: BigInt(i64::try_from(mem).unwrap_or(i64::MAX)),
+                            cpu_used_pct: st.cpu_pct,
+                            mem_bytes: big(st.mem_bytes),
+                            io_read_bytes: big(st.io_read_bytes),
+                            io_write_bytes: big(st.io_write_bytes),
+                            net_rx_bytes: big(st.net_rx_bytes),
+                            net_tx_bytes: big(st.net_tx_bytes),
                             mem_limit_bytes: BigInt(limit),
                             gpu_used_pct: gpu.map(|g| g.util_pct),
-                            gpu_mem_bytes: gpu
-                                .map(|g| BigInt(i64::try_from(g.mem_bytes).unwrap_or(i64::MAX))),
+                            gpu_mem_bytes: gpu.map(|g| big(g.mem_bytes)),
                         };
                         tokio::time::sleep(period).await;
                         return Some((out, ()));
