@@ -93,7 +93,7 @@ fn Projects(superadmin: bool) -> impl IntoView {
                 let (g1, g2, g3) = (g.clone(), g.clone(), g.clone());
                 view! {
                     <button class="icon" title=t("Edit") aria-label=t("Edit") data-action="edit" on:click=move |_| dialog.set(ProjectDialog::Edit(g1.clone()))>"✎"</button>
-                    <button class="icon" title=t("Members") aria-label=t("Members") data-action="members" on:click=move |_| dialog.set(ProjectDialog::Members(g2.clone()))>"👥"</button>
+                    <button class="icon" title=t("Members") aria-label=t("Members") data-action="members" on:click=move |_| dialog.set(ProjectDialog::Members(g2.clone()))>"☺"</button>
                     {g.is_active.then(|| view! { <button class="icon danger" title=t("Deactivate") aria-label=t("Deactivate") data-action="deactivate" on:click=move |_| dialog.set(ProjectDialog::Deactivate(g3.clone()))>"✕"</button> })}
                 }.into_any()
             })

@@ -222,7 +222,7 @@ pub fn SessionsPage() -> impl IntoView {
                                     <div>{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</div></td>
                                 <td class="small">{if running { view! { <LiveUsage id=r.id.clone() /> }.into_any() } else { "-".into_any() }}</td>
                                 <td class="small"><span class="started">{r.started.clone()}</span>
-                                    <div class="muted elapsed" title=t("Elapsed")>{elapsed(&r.created_at, &r.terminated_at)}</div></td>
+                                    <div class="muted elapsed" title=t("Elapsed")><Elapsed start=r.created_at.clone() end=r.terminated_at.clone() /></div></td>
                             </tr>
                         }
                     } />
@@ -1189,6 +1189,21 @@ fn used_time(history: &[(String, String)], terminated_at: &str) -> String {
         .map(|(t, _)| t.as_str())
         .unwrap_or_default();
     elapsed(start, terminated_at)
+}
+
+/// The time from `start` to `end`; without an end (still running) it ticks every second.
+#[component]
+fn Elapsed(start: String, end: String) -> impl IntoView {
+    let text = RwSignal::new(elapsed(&start, &end));
+    if end.is_empty()
+        && let Ok(h) = set_interval_with_handle(
+            move || text.set(elapsed(&start, "")),
+            std::time::Duration::from_secs(1),
+        )
+    {
+        on_cleanup(move || h.clear());
+    }
+    view! { <span>{move || text.get()}</span> }
 }
 
 /// From `start` to `end` (empty: now), RFC 3339 both: "1 h 02 min", "35 s"; "-" when `start`

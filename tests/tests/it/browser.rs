@@ -530,7 +530,13 @@ async fn console_session_with_folder_terminal_and_explorer() {
         wait_text(c, "tr.session-row[data-name='web-sess'] .io-usage", "READ", 10).await?;
         wait_text(c, "tr.session-row[data-name='web-sess'] .io-usage", "net ", 5).await?;
         wait_text(c, "tr.session-row[data-name='web-sess'] .sgroup", "default", 5).await?;
-        wait_text(c, "tr.session-row[data-name='web-sess'] .elapsed", " s", 5).await?;
+        // The elapsed time ticks while the session runs.
+        let first = text_of(c, "tr.session-row[data-name='web-sess'] .elapsed").await;
+        within(10, "the elapsed time to tick", || async {
+            let now = text_of(c, "tr.session-row[data-name='web-sess'] .elapsed").await;
+            (now != first && now.ends_with(" s")).then_some(())
+        })
+        .await?;
         wait_text(c, "tr.session-row[data-name='web-sess'] .env-name", "Python 3.11", 10).await?;
         shot(c, "sessions.png").await?;
         // The session's detail panel: mounts, variable names (never values), history, agent.
@@ -1342,11 +1348,15 @@ async fn console_projects_domains_user_detail_and_registry_editing() {
         click(c, "#registry-save").await?;
         wait_for(c, "tr.admin-row[data-key='reg.example.org']", 15).await?;
         click(c, "tr.admin-row[data-key='reg.example.org'] [data-action='edit']").await?;
+        // The URL must keep the registry's host (the guide: "set identically").
         type_into(c, "#registry-url", "https://mirror.example.org:5000").await?;
+        click(c, "#registry-save").await?;
+        wait_text(c, "#registry-dialog .admin-error", "must match", 10).await?;
+        type_into(c, "#registry-url", "http://reg.example.org").await?;
         type_into(c, "#registry-user", "robot").await?;
         shot(c, "registry-edit.png").await?;
         click(c, "#registry-save").await?;
-        wait_text(c, "tr.admin-row[data-key='reg.example.org']", "mirror.example.org:5000", 15).await?;
+        wait_text(c, "tr.admin-row[data-key='reg.example.org']", "http://reg.example.org", 15).await?;
         wait_text(c, "tr.admin-row[data-key='reg.example.org']", "robot", 5).await?;
 
         // A domain admin: its domain's projects only, no Domains tab.
