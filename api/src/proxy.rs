@@ -56,7 +56,7 @@ pub async fn start(
     let service = app_of(&k, app)?;
     let port = port_of(&k, app)?;
     // SSH/SFTP without a port asked for: the caller's "Preferred SSH port", if set.
-    if service.protocol == "tcp"
+    if matches!(app, "sshd" | "sftp")
         && opts.preferred_port.is_none()
         && let Ok(c) = principal.caller()
     {

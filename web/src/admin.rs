@@ -600,10 +600,12 @@ fn limit_input(
 
 /// A form's four resource limits (CPU, RAM, GPU, fGPU), each a value or unlimited, read from
 /// and written to a `total_resource_slots` document (`"Infinity"` for unlimited, as
-/// Backend.AI writes it). Policies, projects and domains edit them alike.
+/// Backend.AI writes it). Policies, projects and domains edit them alike; the document's
+/// other slots (ones the form does not show) are kept.
 #[derive(Clone, Copy)]
 pub(crate) struct SlotInputs {
     limits: [(RwSignal<String>, RwSignal<bool>); 4],
+    initial: StoredValue<(Value, [(String, bool); 4])>,
 }
 
 impl SlotInputs {
@@ -616,20 +618,36 @@ impl SlotInputs {
     ];
 
     pub(crate) fn of(slots: &Value) -> SlotInputs {
+        let values = Self::KEYS.map(|k| match &slots[k] {
+            Value::String(x) if x != "Infinity" => (x.clone(), false),
+            Value::Number(n) => (n.to_string(), false),
+            _ => (String::new(), true),
+        });
         SlotInputs {
-            limits: Self::KEYS.map(|k| {
-                let (v, unlimited) = match &slots[k] {
-                    Value::String(x) if x != "Infinity" => (x.clone(), false),
-                    Value::Number(n) => (n.to_string(), false),
-                    _ => (String::new(), true),
-                };
-                (RwSignal::new(v), RwSignal::new(unlimited))
-            }),
+            limits: values
+                .clone()
+                .map(|(v, unlimited)| (RwSignal::new(v), RwSignal::new(unlimited))),
+            initial: StoredValue::new((slots.clone(), values)),
         }
     }
 
+    /// Whether any of the four was changed in the form.
+    pub(crate) fn changed(&self) -> bool {
+        let (_, before) = self.initial.get_value();
+        self.limits
+            .iter()
+            .zip(before)
+            .any(|((v, u), (bv, bu))| v.get_untracked() != bv || u.get_untracked() != bu)
+    }
+
     pub(crate) fn json(&self) -> JsonString {
-        let mut out = serde_json::Map::new();
+        let mut out = self
+            .initial
+            .get_value()
+            .0
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         for (k, (v, unlimited)) in Self::KEYS.iter().zip(self.limits) {
             let v = if unlimited.get_untracked() {
                 json!("Infinity")
@@ -662,16 +680,15 @@ pub(crate) fn hosts_text(hosts: &JsonString) -> String {
         .unwrap_or_default()
 }
 
-/// Comma-separated storage host names as an `allowed_vfolder_hosts` document granting each
-/// every folder permission.
-pub(crate) fn hosts_json(text: &str) -> JsonString {
+/// Comma-separated storage host names as an `allowed_vfolder_hosts` document: a host `before`
+/// already allowed keeps its permissions, a new one gets every folder permission.
+pub(crate) fn hosts_json(text: &str, before: &JsonString) -> JsonString {
     let hosts: serde_json::Map<String, Value> = text
         .split(',')
         .map(str::trim)
         .filter(|h| !h.is_empty())
         .map(|h| {
-            (
-                h.to_string(),
+            let perms = before.0.get(h).cloned().unwrap_or_else(|| {
                 json!([
                     "create-vfolder",
                     "modify-vfolder",
@@ -679,8 +696,9 @@ pub(crate) fn hosts_json(text: &str) -> JsonString {
                     "mount-in-session",
                     "upload-file",
                     "download-file"
-                ]),
-            )
+                ])
+            });
+            (h.to_string(), perms)
         })
         .collect();
     JsonString(Value::Object(hosts))
@@ -757,7 +775,7 @@ fn PolicyForm(
             return;
         };
         let slots = limits.json();
-        let hosts = hosts_json(&hosts.get_untracked());
+        let hosts = hosts_json(&hosts.get_untracked(), &p.allowed_vfolder_hosts);
         if editing {
             let props = ops::modify_policy::ModifyKeyPairResourcePolicyInput {
                 default_for_unspecified: Some("UNLIMITED".into()),

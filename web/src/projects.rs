@@ -185,16 +185,21 @@ fn ProjectForm(
             on_close();
         });
     };
+    let hosts_before = hosts_text(&p.allowed_vfolder_hosts);
     let save = move |_| {
-        let slots = limits.json();
-        let allowed = hosts_json(&hosts.get_untracked());
+        // Editing: the limits and hosts go out only when changed (a host kept keeps its
+        // permissions, slots the form does not show are kept).
+        let slots = (!editing || limits.changed()).then(|| limits.json());
+        let text = hosts.get_untracked();
+        let allowed =
+            (!editing || text != hosts_before).then(|| hosts_json(&text, &p.allowed_vfolder_hosts));
         if editing {
             let gid = p.id.clone();
             let props = ops::modify_project::ModifyGroupInput {
                 description: Some(desc.get_untracked()),
                 is_active: Some(active.get_untracked()),
-                total_resource_slots: Some(slots),
-                allowed_vfolder_hosts: Some(allowed),
+                total_resource_slots: slots,
+                allowed_vfolder_hosts: allowed,
                 ..Default::default()
             };
             run::<ops::ModifyProject>(
@@ -210,8 +215,8 @@ fn ProjectForm(
                 domain_name: domain.get_untracked(),
                 description: Some(desc.get_untracked()),
                 is_active: Some(active.get_untracked()),
-                total_resource_slots: Some(slots),
-                allowed_vfolder_hosts: Some(allowed),
+                total_resource_slots: slots,
+                allowed_vfolder_hosts: allowed,
                 ..Default::default()
             };
             run::<ops::CreateProject>(
@@ -349,8 +354,9 @@ enum DomainDialog {
     Deactivate(String),
 }
 
-/// Domains (superadmins): create, edit (description, limits, storage hosts, registries),
-/// deactivate.
+/// Domains (superadmins): create, edit (description, limits, registries), deactivate. (A
+/// domain's storage hosts are not offered: bai does not enforce them; keypair policies and
+/// projects do.)
 #[component]
 fn Domains() -> impl IntoView {
     let active = RwSignal::new(true);
@@ -386,10 +392,10 @@ fn Domains() -> impl IntoView {
             let all = rows.get();
             let list: Vec<Row> = all.iter().map(|d| (d.name.clone(), vec![
                 d.name.clone(), d.description.clone().unwrap_or_default(), slots_text(&d.total_resource_slots),
-                hosts_text(&d.allowed_vfolder_hosts), d.allowed_docker_registries.join(", "),
+                d.allowed_docker_registries.join(", "),
                 if d.is_active { t("active") } else { t("inactive") },
             ])).collect();
-            table("domains-table", &[key("Name"), key("Description"), key("Resource limits"), key("Storage hosts"), key("Registries"), key("Status")], list, move |r| {
+            table("domains-table", &[key("Name"), key("Description"), key("Resource limits"), key("Registries"), key("Status")], list, move |r| {
                 let d = all.iter().find(|d| d.name == r.0).cloned().unwrap_or_default();
                 let name = d.name.clone();
                 let is_active = d.is_active;
@@ -405,7 +411,7 @@ fn Domains() -> impl IntoView {
             DomainDialog::Edit(d) => view! { <DomainForm domain=Some(d) on_close=close /> }.into_any(),
             DomainDialog::Deactivate(name) => {
                 let n2 = name.clone();
-                let (before, after) = crate::admin::around(t("Deactivate the domain {name}? Its users can no longer log in (sessions already running go on); nothing is deleted."), "name");
+                let (before, after) = crate::admin::around(t("Deactivate the domain {name}? Its users' logins end and they can no longer log in or start sessions (superadmins excepted; sessions already running go on); nothing is deleted."), "name");
                 view! {
                     <Modal title=t("Deactivate domain") id="deactivate-domain-dialog" on_close=move || dialog.set(DomainDialog::None)>
                         <p>{before} <b>{name.clone()}</b> {after}</p>
@@ -434,7 +440,6 @@ fn DomainForm(
     let desc = RwSignal::new(d.description.clone().unwrap_or_default());
     let active = RwSignal::new(if editing { d.is_active } else { true });
     let limits = SlotInputs::of(&d.total_resource_slots.0);
-    let hosts = RwSignal::new(hosts_text(&d.allowed_vfolder_hosts));
     let registries = RwSignal::new(d.allowed_docker_registries.join(","));
     let error = RwSignal::new(None::<String>);
     let save = move |_| {
@@ -444,14 +449,12 @@ fn DomainForm(
             .map(|r| r.trim().to_string())
             .filter(|r| !r.is_empty())
             .collect();
-        let slots = limits.json();
-        let allowed = hosts_json(&hosts.get_untracked());
+        let slots = (!editing || limits.changed()).then(|| limits.json());
         if editing {
             let props = ops::modify_domain::ModifyDomainInput {
                 description: Some(desc.get_untracked()),
                 is_active: Some(active.get_untracked()),
-                total_resource_slots: Some(slots),
-                allowed_vfolder_hosts: Some(allowed),
+                total_resource_slots: slots,
                 allowed_docker_registries: Some(regs),
                 ..Default::default()
             };
@@ -467,8 +470,7 @@ fn DomainForm(
             let props = ops::create_domain::DomainInput {
                 description: Some(desc.get_untracked()),
                 is_active: Some(active.get_untracked()),
-                total_resource_slots: Some(slots),
-                allowed_vfolder_hosts: Some(allowed),
+                total_resource_slots: slots,
                 allowed_docker_registries: Some(regs),
                 ..Default::default()
             };
@@ -487,7 +489,6 @@ fn DomainForm(
             <Show when=move || !editing>{text_input("domain-name", key("Name"), name)}</Show>
             {text_input("domain-description", key("Description"), desc)}
             {limits.inputs(["domain-cpu", "domain-mem", "domain-gpu", "domain-fgpu"])}
-            {text_input("domain-hosts", key("Allowed storage hosts (comma-separated)"), hosts)}
             {text_input("domain-registries", key("Allowed registries (comma-separated)"), registries)}
             {check("domain-active", key("Active"), active)}
             {error_view(error)}

@@ -655,6 +655,49 @@ both_dbs!(
             .await;
         assert_code(&bad_mode, "BAD_REQUEST");
 
+        // A domain admin changes the memberships of the users it governs (itself, users) only:
+        // a superadmin or a peer admin of its domain reads as not found.
+        let dadmin = app.user("team-lead@x.org", "admin", "default").await;
+        app.user("top@x.org", "superadmin", "default").await;
+        app.user("peer@x.org", "admin", "default").await;
+        let uuid_of = |email: &'static str| {
+            let app = &app;
+            async move {
+                app.admin_op::<ops::UserIds>(ops::user_ids::Variables {
+                    email: email.into(),
+                })
+                .await["user"]["uuid"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            }
+        };
+        let change = |mode: &str, who: String| ops::modify_group::Variables {
+            gid: gid.clone(),
+            props: ops::modify_group::ModifyGroupInput {
+                user_update_mode: Some(mode.into()),
+                user_uuids: Some(vec![who]),
+                ..Default::default()
+            },
+        };
+        for email in ["top@x.org", "peer@x.org"] {
+            let who = uuid_of(email).await;
+            for mode in ["add", "remove"] {
+                assert_code(
+                    &app.op::<ops::ModifyGroup>(Some(&dadmin), change(mode, who.clone()))
+                        .await,
+                    "NOT_FOUND",
+                );
+            }
+        }
+        app.op_ok::<ops::ModifyGroup>(Some(&dadmin), change("remove", uuid.clone()))
+            .await;
+        let me = uuid_of("team-lead@x.org").await;
+        app.op_ok::<ops::ModifyGroup>(Some(&dadmin), change("add", me))
+            .await;
+        app.admin_op::<ops::ModifyGroup>(members_update("add"))
+            .await;
+
         // Resource groups.
         let sgroup =
             |driver: &str, scheduler: &str| gql::create_scaling_group::CreateScalingGroupInput {

@@ -625,8 +625,17 @@ both_dbs!(
     |db| async move {
         let app = spawn(db).await;
         app.create_domain("closing").await;
-        app.user("leaving@x.org", "user", "closing").await;
+        let before = app.user("leaving@x.org", "user", "closing").await;
+        app.user("boss@x.org", "superadmin", "closing").await;
         app.user("staying@x.org", "user", "default").await;
+        let kp = app
+            .op_ok::<gql::MyKeypair>(Some(&before), Default::default())
+            .await;
+        let signed = Signed {
+            app: &app,
+            ak: kp["keypair"]["access_key"].as_str().unwrap().into(),
+            sk: kp["keypair"]["secret_key"].as_str().unwrap().into(),
+        };
         const SET: &str = "mutation($n: String!, $a: Boolean!) { modify_domain(name: $n, props: {is_active: $a}) { ok } }";
         const LOGIN: &str =
             "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }";
@@ -649,6 +658,29 @@ both_dbs!(
             refused.to_string().contains("domain is deactivated"),
             "{refused}"
         );
+        // The login made before is over; a superadmin of the domain still logs in.
+        let stale = app
+            .gql(Some(&before), "{ user { email } }", serde_json::json!({}))
+            .await;
+        // (The auth layer answers before GraphQL does: a problem document, not `errors`.)
+        assert_eq!(stale["code"], "UNAUTHENTICATED", "{stale}");
+        assert!(login("boss@x.org").await["errors"].is_null());
+        // The API keypair (HMAC) starts no session in an inactive domain.
+        let create = serde_json::to_value(gql::CreateSession::build_query(
+            gql::create_session::Variables {
+                props: gql::create_session::CreateSessionInput {
+                    image: "bai.local/stable/python:3.11-debian12".into(),
+                    ..Default::default()
+                },
+            },
+        ))
+        .unwrap();
+        let resp = signed
+            .post_body("/admin/gql", "/admin/gql", &now_iso(0), None, create)
+            .await;
+        let body: Value = resp.json().await.unwrap();
+        assert_code(&body, "BAD_REQUEST");
+        assert!(body.to_string().contains("inactive"), "{body}");
         // A wrong password still reads as any wrong login (nothing said of the domain).
         let wrong = app
             .gql(
@@ -663,5 +695,15 @@ both_dbs!(
         app.admin(SET, serde_json::json!({"n": "closing", "a": true}))
             .await;
         assert!(login("leaving@x.org").await["errors"].is_null());
+        // A superadmin cannot lock itself out by deactivating its own domain.
+        let own = app
+            .gql(
+                Some(&app.admin_token.clone()),
+                SET,
+                serde_json::json!({"n": "default", "a": false}),
+            )
+            .await;
+        assert_code(&own, "BAD_REQUEST");
+        assert!(own.to_string().contains("your own domain"), "{own}");
     }
 );

@@ -102,7 +102,7 @@ pub async fn login(
 
 /// What must hold after the password was proven before credentials are handed out (a login
 /// session, or the keypair through `/auth/authorize`): no pending forced password change, an
-/// active main keypair and an active domain.
+/// active main keypair and (but for superadmins) an active domain.
 pub async fn usable(state: &impl Gate, user: &users::Model) -> ApiResult<()> {
     if user.need_password_change {
         return Err(ApiError::new(
@@ -115,10 +115,12 @@ pub async fn usable(state: &impl Gate, user: &users::Model) -> ApiResult<()> {
             "Your keypair is deactivated. Contact your administrator.",
         ));
     }
+    // An inactive domain's users are locked out; superadmins, who administer every domain
+    // (and could reactivate it), are not.
     let domain = entity::domains::Entity::find_by_id(user.domain_name.clone())
         .one(state.db())
         .await?;
-    if domain.is_some_and(|d| !d.is_active) {
+    if user.role != UserRole::Superadmin && domain.is_some_and(|d| !d.is_active) {
         return Err(ApiError::unauthenticated(
             "Your domain is deactivated. Contact your administrator.",
         ));

@@ -1,7 +1,8 @@
 //! Domains: the top layer of authority and resource control. Superadmins manage them;
 //! everyone else sees only their own domain.
 
-use entity::domains;
+use entity::enums::UserRole;
+use entity::{domains, users};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 use serde_json::{Value, json};
 
@@ -108,6 +109,20 @@ pub async fn modify(
 ) -> ApiResult<domains::Model> {
     let existing =
         crate::lookup::get::<domains::Entity>(store.db(), "domain", name.to_string()).await?;
+    let deactivating = existing.is_active && change.is_active == Some(false);
+    if deactivating {
+        let own = users::Entity::find()
+            .filter(users::Column::Email.eq(scope.actor()))
+            .one(store.db())
+            .await?
+            .is_some_and(|u| u.domain_name == existing.name);
+        if own {
+            return Err(ApiError::bad_request(format!(
+                "You cannot deactivate your own domain '{}': you would lock yourself out",
+                existing.name
+            )));
+        }
+    }
     let mut m = existing.into_active_model();
     apply(store, &mut m, change)?;
     let d = crate::audit::audited(
@@ -124,6 +139,19 @@ pub async fn modify(
         },
     )
     .await?;
+    if deactivating {
+        // Its users' console and API logins end now (new ones are refused while it stays
+        // inactive: `accounts::usable`); superadmins, who administer every domain, keep theirs.
+        let members = users::Entity::find()
+            .filter(users::Column::DomainName.eq(d.name.clone()))
+            .filter(users::Column::Role.ne(UserRole::Superadmin))
+            .all(store.db())
+            .await?;
+        for u in members {
+            crate::accounts::end_login_sessions(store.db(), store.revocations(), u.uuid, None)
+                .await?;
+        }
+    }
     store.events().changed(
         ObjectKind::Domain,
         ChangeAction::Modified,

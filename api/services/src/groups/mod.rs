@@ -1,6 +1,6 @@
 //! Groups (projects): sessions belong to one, users belong to several within their domain.
 
-use entity::enums::GroupType;
+use entity::enums::{GroupType, UserRole};
 use entity::{association_groups_users, domains, groups, users};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter, Set,
@@ -222,13 +222,22 @@ pub async fn modify(
     }
     m.modified_at = Set(store.clock().now());
     let user_uuids = props.user_uuids.unwrap_or_default();
+    let (by_superadmin, actor_email) = (matches!(scope, AdminScope::Super), actor.to_string());
     let g = crate::audit::audited(store, actor, "modify_group", "group", move |txn| {
         Box::pin(async move {
             let g = m.update(txn).await?;
             if let Some(mode) = &mode {
                 for u in &user_uuids {
+                    // In the project's domain, and (a domain admin) one it governs: itself or
+                    // a user ranked below admin. Anyone else reads as not found.
                     let user = users::Entity::find_by_id(*u).one(txn).await?;
-                    if user.is_none_or(|u| u.domain_name != domain) {
+                    let governed = |x: &users::Model| {
+                        by_superadmin
+                            || x.email == actor_email
+                            || crate::auth::caller::rank(x.role)
+                                < crate::auth::caller::rank(UserRole::Admin)
+                    };
+                    if user.is_none_or(|x| x.domain_name != domain || !governed(&x)) {
                         return Err(ApiError::not_found("user", u));
                     }
                     let member = is_member(txn, *u, gid).await?;

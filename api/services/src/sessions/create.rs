@@ -445,6 +445,12 @@ async fn authorise(
     let domain =
         crate::lookup::get::<entity::domains::Entity>(db, "domain", caller.domain_name.clone())
             .await?;
+    if !domain.is_active {
+        return Err(ApiError::bad_request(format!(
+            "The domain '{}' is inactive",
+            domain.name
+        )));
+    }
     let registries = &domain.allowed_docker_registries;
     if !registries.is_empty() && !registries.contains(&image.registry) {
         return Err(ApiError::forbidden(format!(
