@@ -707,3 +707,31 @@ both_dbs!(
         assert!(own.to_string().contains("your own domain"), "{own}");
     }
 );
+
+both_dbs!(preferred_ssh_port_is_the_callers_own, |db| async move {
+    let app = spawn(db).await;
+    const SET: &str = "mutation($p: Int) { update_preferred_ssh_port(port: $p) { ok } }";
+    const GET: &str = "{ user { preferred_ssh_port } }";
+    // Anonymous: refused before anything is read.
+    let anon = app.gql(None, SET, serde_json::json!({ "p": 20000 })).await;
+    assert!(anon.to_string().contains("UNAUTHENTICATED"), "{anon}");
+    let a = app.user("pa@x.org", "user", "default").await;
+    let b = app.user("pb@x.org", "user", "default").await;
+    app.ok(Some(&a), SET, serde_json::json!({ "p": 20000 }))
+        .await;
+    // The mutation names nobody: B's setting and the superadmin's stay unset.
+    for token in [&b, &app.admin_token.clone()] {
+        let me = app.ok(Some(token), GET, serde_json::json!({})).await;
+        assert!(me["user"]["preferred_ssh_port"].is_null(), "{me}");
+    }
+    // Huge or negative values are refused, and the stored one is kept.
+    for bad in [i64::from(i32::MAX), -20000, 0] {
+        assert_code(
+            &app.gql(Some(&a), SET, serde_json::json!({ "p": bad }))
+                .await,
+            "BAD_REQUEST",
+        );
+    }
+    let me = app.ok(Some(&a), GET, serde_json::json!({})).await;
+    assert_eq!(me["user"]["preferred_ssh_port"], 20000);
+});
