@@ -4,14 +4,15 @@
 # - 23.9.10 on Python 3.11 (it reads yarl internals that yarl 1.10 changed, hence the pin);
 # - the newest 26.9.x on Python 3.13 from pyenv;
 # - Lablup's CLI test suite (backend.ai-test 26.9.x) with the client it pins;
-# - Lablup's web servers (backend.ai-webserver 26.9.x, backend.ai-console-server 20.9.7).
+# - Lablup's web servers (backend.ai-webserver 26.9.x, backend.ai-console-server 20.9.7);
+# - aiosmtpd, the SMTP server of the mail tests.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 
 install_client() { # venv python pins
   local venv="$1" python="$2" want="$3"
-  if [ -x "$venv/bin/backend.ai" ] && [ "$(cat "$venv/.bai-pins" 2>/dev/null)" = "$want" ]; then
-    echo "backend.ai client present: $venv"
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.bai-pins" 2>/dev/null)" = "$want" ]; then
+    echo "present: $venv ($want)"
     return
   fi
   rm -rf "$venv"
@@ -20,7 +21,7 @@ install_client() { # venv python pins
   # shellcheck disable=SC2086
   "$venv/bin/pip" install -q $want
   echo "$want" > "$venv/.bai-pins"
-  echo "backend.ai client installed: $venv"
+  echo "installed: $venv ($want)"
 }
 
 ensure_debs python3-venv
@@ -50,6 +51,9 @@ install_client "${BAI_SUITE_VENV:-$HOME/.cache/bai-cli/suite}" "$PY313" "backend
 install_client "${BAI_WEBSERVER_VENV:-$HOME/.cache/bai-cli/webserver}" "$PY313" "backend.ai-webserver>=26.9,<26.10"
 PY38="$(pyenv_python 3.8 "${BAI_PYTHON38:-}" "backend.ai-console-server 20.9.7")"
 install_client "${BAI_CONSOLE_SERVER_VENV:-$HOME/.cache/bai-cli/console-server}" "$PY38" "backend.ai-console-server==20.9.7 markupsafe<2.1"
+
+# aiosmtpd: the real SMTP server (tests/support/smtp_server.py) the mail tests send to.
+install_client "${BAI_SMTP_VENV:-$HOME/.cache/bai-cli/smtp}" python3 "aiosmtpd==1.4.6"
 
 # Schemathesis (GraphQL mode) for the live-API fuzz test.
 FUZZ_VENV="${BAI_FUZZ_VENV:-$HOME/.cache/bai-cli/fuzz}"

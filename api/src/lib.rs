@@ -164,7 +164,19 @@ pub async fn start_with_shutdown(
     if config.advertise_addr.is_none() {
         config.advertise_addr = Some(addr.to_string());
     }
+    let mail = bai_services::mail::Settings::of(&config)?;
     let mut state = AppState::new(db, read, config, instance, http, tls.clone());
+    if let Some(settings) = mail {
+        if settings.security == bai_services::mail::Security::None
+            && !matches!(settings.host.as_str(), "localhost" | "127.0.0.1" | "::1")
+        {
+            tracing::warn!(host = %settings.host, "smtp_tls = none: e-mails (their links included) cross the network in plain text");
+        }
+        tracing::info!(host = %settings.host, port = settings.port, "e-mail on: password reset and signup verification by e-mailed links");
+        state.local.mailer = Some(std::sync::Arc::new(
+            bai_services::mail::Mailer::new(settings).context("setting up e-mail")?,
+        ));
+    }
     if state.elected.cluster.is_shared() {
         // Several managers may share this database: events travel through it.
         let pool = state.db.get_postgres_connection_pool().clone();
@@ -215,6 +227,7 @@ pub async fn start_with_shutdown(
             state.shared.rate_limiter.clone(),
         )),
         tokio::spawn(sessions::follow(state.clone())),
+        tokio::spawn(accounts::links::outbox(state.clone())),
     ];
     if let Some(listener) = metrics_listener {
         let router = axum::Router::new()

@@ -7,6 +7,7 @@ pub mod association_groups_users;
 pub mod audit_logs;
 pub mod container_registries;
 pub mod domains;
+pub mod email_tokens;
 pub mod groups;
 pub mod image_aliases;
 pub mod images;

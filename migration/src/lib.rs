@@ -14,6 +14,7 @@ mod m20261126_000003_folder_sharing;
 mod m20261126_000004_dotfiles;
 mod m20261127_000001_utilization_idle;
 mod m20261127_000002_preferred_ssh_port;
+mod m20261127_000003_email_tokens;
 
 pub struct Migrator;
 
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000004_dotfiles::Migration),
             Box::new(m20261127_000001_utilization_idle::Migration),
             Box::new(m20261127_000002_preferred_ssh_port::Migration),
+            Box::new(m20261127_000003_email_tokens::Migration),
         ]
     }
 }

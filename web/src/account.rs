@@ -1,6 +1,7 @@
 //! Account dialogs: change password (rules shown, errors inline), SSH keypair (public key
 //! shown, a new pair generated with the private key offered once as a download), user
-//! settings (the preferred SSH port), signup.
+//! settings (the preferred SSH port), signup; "Forgot password?" and the pages of the links
+//! it and signup verification e-mail (`#reset-password/<token>`, `#verify-email/<token>`).
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -162,6 +163,7 @@ pub fn Signup(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoVi
     let needs_token = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let done = RwSignal::new(false);
+    let verify = RwSignal::new(false);
     spawn_local(async move {
         if let Ok(d) = gql::run::<ops::SignupNeedsToken>(ops::signup_needs_token::Variables).await {
             needs_token.set(d.signup_config.requires_invitation_token);
@@ -179,8 +181,10 @@ pub fn Signup(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoVi
                 agreed_to_terms: terms.get_untracked(),
             };
             match gql::run::<ops::Signup>(vars).await {
-                Ok(_) => {
+                Ok(d) => {
                     error.set(None);
+                    // With e-mail verification the server says so (its message is the next step).
+                    verify.set(d.signup.msg != "success");
                     done.set(true);
                 }
                 Err(e) => error.set(Some(e.message)),
@@ -209,8 +213,134 @@ pub fn Signup(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoVi
             <label class="check"><input type="checkbox" id="signup-terms" prop:checked=move || terms.get()
                 on:change=move |ev| terms.set(event_target_checked(&ev)) />{t("I agree to the terms of service and the privacy policy")}</label>
             {move || error.get().map(|e| view! { <div class="error" id="signup-error">{e}</div> })}
-            {move || done.get().then(|| view! { <p class="ok" id="signup-ok">{t("Your account is ready: log in with it.")}</p> })}
+            {move || done.get().then(|| view! { <p class="ok" id="signup-ok">{move || if verify.get() {
+                t("Check your e-mail: follow the link in it to verify your address, then log in.")
+            } else {
+                t("Your account is ready: log in with it.")
+            }}</p> })}
             <div class="dialog-actions"><button class="primary-inline" id="signup-submit" on:click=submit>{t("SIGN UP")}</button></div>
         </Modal>
+    }
+}
+
+/// "Forgot password?" (the login panel's CHANGE PASSWORD): a reset link goes to the address
+/// if an account has it; the server's answer is the same either way.
+#[component]
+pub fn ForgotPassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
+    let email = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let done = RwSignal::new(false);
+    let busy = RwSignal::new(false);
+    let send = move |_| {
+        busy.set(true);
+        spawn_local(async move {
+            let vars = ops::request_password_reset::Variables {
+                email: email.get_untracked(),
+            };
+            match gql::run::<ops::RequestPasswordReset>(vars).await {
+                Ok(_) => {
+                    error.set(None);
+                    done.set(true);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <Modal title=t("Forgot password?") id="forgot-dialog" on_close=on_close>
+            <p class="note">{t("Enter the e-mail address of your account: a link to set a new password is sent there. It works once, for a limited time.")}</p>
+            <label for="forgot-email">{t("E-mail")}</label>
+            <input id="forgot-email" type="email" autocomplete="username"
+                prop:value=move || email.get() on:input=move |ev| email.set(event_target_value(&ev)) />
+            {move || error.get().map(|e| view! { <div class="error" id="forgot-error">{e}</div> })}
+            {move || done.get().then(|| view! { <p class="ok" id="forgot-ok">{t("If an account has this address, a link to set a new password is on its way.")}</p> })}
+            <div class="dialog-actions"><button class="primary-inline" id="forgot-send" disabled=move || busy.get() on:click=send>{t("SEND")}</button></div>
+        </Modal>
+    }
+}
+
+/// The page an e-mailed link opens: `reset-password/<token>` asks for the new password twice;
+/// `verify-email/<token>` verifies at once. `on_done` returns to the login page.
+#[component]
+pub fn LinkPage(
+    route: String,
+    on_done: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let (kind, token) = route.split_once('/').unwrap_or((route.as_str(), ""));
+    let reset = kind == "reset-password";
+    let token = StoredValue::new(token.to_string());
+    let new = RwSignal::new(String::new());
+    let new2 = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let done = RwSignal::new(false);
+    let busy = RwSignal::new(false);
+    if !reset {
+        busy.set(true);
+        spawn_local(async move {
+            let vars = ops::verify_email::Variables {
+                token: token.get_value(),
+            };
+            match gql::run::<ops::VerifyEmail>(vars).await {
+                Ok(_) => done.set(true),
+                Err(e) => error.set(Some(e.message)),
+            }
+            busy.set(false);
+        });
+    }
+    let save = move || {
+        if new.get_untracked() != new2.get_untracked() {
+            error.set(Some(t("The new passwords do not match.")));
+            return;
+        }
+        busy.set(true);
+        spawn_local(async move {
+            let vars = ops::reset_password::Variables {
+                token: token.get_value(),
+                new_password: new.get_untracked(),
+                new_password2: new2.get_untracked(),
+            };
+            match gql::run::<ops::ResetPassword>(vars).await {
+                Ok(_) => {
+                    error.set(None);
+                    done.set(true);
+                }
+                Err(e) => error.set(Some(e.message)),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <div class="login-wrap">
+            <form class="panel" id="link-page" on:submit=move |ev: leptos::ev::SubmitEvent| {
+                ev.prevent_default();
+                if done.get_untracked() { on_done() } else if reset { save() }
+            }>
+                <h1>"bai"</h1>
+                <h2>{if reset { t("Set a new password") } else { t("Verify your e-mail address") }}</h2>
+                <Show when=move || reset && !done.get()>
+                    <p class="note">{t(RULES)}</p>
+                    <label for="reset-password">{t("New password")}</label>
+                    <input id="reset-password" type="password" autocomplete="new-password" required
+                        prop:value=move || new.get() on:input=move |ev| new.set(event_target_value(&ev)) />
+                    <label for="reset-password2">{t("New password (again)")}</label>
+                    <input id="reset-password2" type="password" autocomplete="new-password" required
+                        prop:value=move || new2.get() on:input=move |ev| new2.set(event_target_value(&ev)) />
+                    <button id="reset-save" class="primary" type="submit" disabled=move || busy.get()>{t("SET PASSWORD")}</button>
+                </Show>
+                <Show when=move || !reset && busy.get()>
+                    <p>{t("Verifying…")}</p>
+                </Show>
+                {move || error.get().map(|e| view! { <div class="error" id="link-error">{e}</div> })}
+                <Show when=move || done.get()>
+                    <p class="ok" id="link-ok">{if reset {
+                        t("Your password is set, and every login session of the account has ended. Log in with the new password.")
+                    } else {
+                        t("Your e-mail address is verified: you can log in now.")
+                    }}</p>
+                </Show>
+                <button type="button" class="link" id="link-to-login" on:click=move |_| on_done()>{t("Go to the login page")}</button>
+            </form>
+        </div>
     }
 }

@@ -90,17 +90,33 @@ fn main() {
 fn App() -> impl IntoView {
     let me = RwSignal::new(None::<Me>);
     let checked = RwSignal::new(false);
+    // An e-mailed link's page (`#reset-password/<token>`, `#verify-email/<token>`) comes
+    // before the login page and the shell, whoever is logged in.
+    let link = RwSignal::new(link_route());
+    let _hash = window_event_listener(leptos::ev::hashchange, move |_| link.set(link_route()));
     spawn_local(async move {
         if let Ok(data) = gql::run::<ops::Me>(ops::me::Variables).await {
             me.set(Some(data.user.into()));
         }
         checked.set(true);
     });
+    let leave_link = move || {
+        // The token leaves the address bar and the history entry.
+        if let Ok(h) = window().history() {
+            let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some("#"));
+        }
+        link.set(None);
+        // A reset ended every login session, this browser's too.
+        me.set(None);
+    };
     view! {
         <Show when=move || checked.get() fallback=|| view! { <p style="padding:24px">{t("Loading…")}</p> }>
-            {move || match me.get() {
+            {move || match (link.get(), me.get()) {
+                (Some(route), _) => view! { <account::LinkPage route=route on_done=leave_link /> }.into_any(),
+                (None, m) => match m {
                 Some(m) => view! { <Shell me=m on_logout=move || me.set(None) /> }.into_any(),
                 None => view! { <Login on_login=move |m| me.set(Some(m)) /> }.into_any(),
+                },
             }}
         </Show>
     }
@@ -119,9 +135,12 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
     let endpoint = window().location().origin().unwrap_or_default();
     let signup_enabled = RwSignal::new(false);
     let signup_open = RwSignal::new(false);
+    let reset_enabled = RwSignal::new(false);
+    let forgot_open = RwSignal::new(false);
     spawn_local(async move {
         if let Ok(d) = gql::run::<ops::SignupEnabled>(ops::signup_enabled::Variables).await {
             signup_enabled.set(d.signup_config.enabled);
+            reset_enabled.set(d.signup_config.password_reset_enabled);
         }
     });
 
@@ -200,15 +219,31 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
                 </button>
                 {move || error.get().map(|e| view! { <div class="error" id="login-error">{e}</div> })}
                 <div class="endpoint">{tr("Endpoint: {url}", &[("url", &endpoint)])}</div>
-                <Show when=move || signup_enabled.get()>
-                    <button type="button" class="link" id="signup-open" on:click=move |_| signup_open.set(true)>{t("Sign up")}</button>
-                </Show>
+                <div class="login-more">
+                    <Show when=move || signup_enabled.get()>
+                        <span class="login-choice"><span class="note">{t("Not a user?")}</span>
+                        <button type="button" class="link" id="signup-open" on:click=move |_| signup_open.set(true)>{t("Sign up")}</button></span>
+                    </Show>
+                    <Show when=move || reset_enabled.get()>
+                        <span class="login-choice"><span class="note">{t("Forgot password?")}</span>
+                        <button type="button" class="link" id="forgot-open" on:click=move |_| forgot_open.set(true)>{t("CHANGE PASSWORD")}</button></span>
+                    </Show>
+                </div>
             </form>
             <Show when=move || signup_open.get()>
                 <account::Signup on_close=move || signup_open.set(false) />
             </Show>
+            <Show when=move || forgot_open.get()>
+                <account::ForgotPassword on_close=move || forgot_open.set(false) />
+            </Show>
         </div>
     }
+}
+
+/// The route of an e-mailed link's page, if the URL's hash names one.
+fn link_route() -> Option<String> {
+    let r = current_route();
+    (r.starts_with("reset-password/") || r.starts_with("verify-email/")).then_some(r)
 }
 
 /// The page named by the URL's hash: `#sessions`, `#data`, `#terminal/<session id>`, …

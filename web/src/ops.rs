@@ -46,6 +46,27 @@ pub struct SignupEnabled;
 #[derive(GraphQLQuery)]
 #[graphql(
     schema_path = "../api/schema.graphql",
+    query_path = "graphql/login/request_password_reset.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct RequestPasswordReset;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/login/reset_password.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct ResetPassword;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/login/verify_email.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct VerifyEmail;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
     query_path = "graphql/login/login.graphql",
     response_derives = "Debug, Clone, PartialEq"
 )]

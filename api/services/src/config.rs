@@ -227,6 +227,38 @@ settings! {
     signup_enabled: bool = false, env = "BAI_SIGNUP_ENABLED";
     /// When set, signup requires this invitation token.
     signup_invitation_token: Option<String> = None, env = "BAI_SIGNUP_INVITATION_TOKEN";
+    /// The address users reach bai at (`https://bai.example.org`), for the links in e-mails
+    /// (never taken from a request's Host header). Required with `smtp_host`.
+    public_url: Option<String> = None, env = "BAI_PUBLIC_URL";
+    /// SMTP server for e-mail (password reset, signup verification); unset = no e-mail, and
+    /// both features are off.
+    smtp_host: Option<String> = None, env = "BAI_SMTP_HOST";
+    /// SMTP port (587 for `starttls`, 465 for `tls`, 25 for `none`).
+    smtp_port: u16 = 587, env = "BAI_SMTP_PORT";
+    /// SMTP transport security: `starttls` (required, never downgraded), `tls` (implicit TLS
+    /// from the first byte) or `none` (plain; only for a relay on this host).
+    smtp_tls: String = "starttls".to_string(), env = "BAI_SMTP_TLS";
+    /// SMTP login (AUTH PLAIN/LOGIN, only over TLS); unset = no authentication.
+    smtp_username: Option<String> = None, env = "BAI_SMTP_USERNAME";
+    /// Password of `smtp_username`.
+    smtp_password: Option<String> = None, env = "BAI_SMTP_PASSWORD";
+    /// PEM file of extra certificate authorities trusted for the SMTP server, besides the
+    /// system's.
+    smtp_ca_file: Option<PathBuf> = None, env = "BAI_SMTP_CA_FILE";
+    /// Sender of bai's e-mails (`bai <noreply@example.org>`).
+    mail_from: String = "bai <noreply@bai.local>".to_string(), env = "BAI_MAIL_FROM";
+    /// With SMTP configured: signups verify their e-mail address by an e-mailed link before
+    /// their first login.
+    signup_email_verification: bool = true, env = "BAI_SIGNUP_EMAIL_VERIFICATION";
+    /// Seconds a password-reset link stays valid (it works once).
+    password_reset_ttl_secs: u64 = 1800, env = "BAI_PASSWORD_RESET_TTL";
+    /// Seconds an e-mail verification link stays valid (it works once).
+    email_verification_ttl_secs: u64 = 86400, env = "BAI_EMAIL_VERIFICATION_TTL";
+    /// E-mail requests (reset or verification links) per hour for one e-mail address, whether
+    /// or not an account has it.
+    mail_max_per_account_per_hour: u32 = 3, env = "BAI_MAIL_MAX_PER_ACCOUNT_PER_HOUR";
+    /// E-mail requests per hour from one client address.
+    mail_max_per_addr_per_hour: u32 = 20, env = "BAI_MAIL_MAX_PER_ADDR_PER_HOUR";
     /// Lifetime of a login session (browser cookie or bearer token), in seconds.
     login_session_ttl_secs: u64 = 12 * 3600, env = "BAI_LOGIN_SESSION_TTL";
     /// Mark the session cookie `Secure` (set when served over HTTPS; implied by `tls_cert`).
@@ -393,6 +425,7 @@ impl Config {
         };
         cfg.apply_env(env)?;
         cfg.all_engines()?;
+        cfg.check_mail()?;
         Ok(cfg)
     }
 
@@ -459,6 +492,11 @@ impl Config {
             });
         }
         Ok(out)
+    }
+
+    /// The mail settings are whole and well formed (`mail::Settings`).
+    fn check_mail(&self) -> anyhow::Result<()> {
+        crate::mail::Settings::of(self).map(|_| ())
     }
 
     /// Whether the database is PostgreSQL (several managers may share it).

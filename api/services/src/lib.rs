@@ -19,6 +19,7 @@ pub mod groups;
 pub mod images;
 pub mod keypairs;
 pub mod lookup;
+pub mod mail;
 pub mod policies;
 pub mod presets;
 pub mod registries;

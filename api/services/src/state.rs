@@ -28,6 +28,7 @@ use crate::config::Config;
 use crate::db::counts::CountCache;
 use crate::events::{EventBus, LocalBus};
 use crate::keypairs::usage::Usage;
+use crate::mail::Mailer;
 use crate::scheduler::handle::Scheduler;
 use crate::sessions::apps::started::StartedApps;
 use crate::sessions::commit::entries::Commits;
@@ -123,6 +124,9 @@ pub struct Local {
     /// `total_count` of session lists; `sessions::publish` marks every change, and every other
     /// manager's (`sessions::follow`).
     pub session_counts: Arc<CountCache>,
+    /// E-mail (None unless SMTP is configured): the transport and this process's bounded
+    /// queue of link requests, worked through by one task (`accounts::links::outbox`).
+    pub mailer: Option<Arc<Mailer>>,
 }
 
 impl AppState {
@@ -184,6 +188,7 @@ impl AppState {
                 auth_cache: Arc::default(),
                 launch_phases: Arc::default(),
                 session_counts: Arc::new(CountCache::new(std::time::Duration::from_secs(2))),
+                mailer: None,
             },
         }
     }
@@ -279,5 +284,8 @@ impl crate::store::Gate for AppState {
     }
     fn usage(&self) -> &Usage {
         &self.shared.usage
+    }
+    fn mailer(&self) -> Option<&Mailer> {
+        self.local.mailer.as_deref()
     }
 }

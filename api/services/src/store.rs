@@ -67,6 +67,8 @@ pub trait Gate: Store {
     fn seen_signatures(&self) -> &crate::auth::hmac::SeenSignatures;
     fn login_throttle(&self) -> &crate::auth::throttle::LoginThrottle;
     fn usage(&self) -> &crate::keypairs::usage::Usage;
+    /// E-mail, when SMTP is configured.
+    fn mailer(&self) -> Option<&crate::mail::Mailer>;
 }
 
 #[cfg(test)]

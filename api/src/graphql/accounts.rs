@@ -1,5 +1,6 @@
 //! GraphQL for accounts: `login`, `logout`, `signup`, `change_password`,
-//! `update_password_no_auth`, `ssh_keypair`, `refresh_ssh_keypair`, `signup_config`.
+//! `update_password_no_auth`, `ssh_keypair`, `refresh_ssh_keypair`, `signup_config`, and the
+//! e-mailed links: `request_password_reset`, `reset_password`, `verify_email`.
 // Resolver arguments mirror Backend.AI's GraphQL signatures, however many there are.
 #![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, Object, SimpleObject};
@@ -62,6 +63,10 @@ pub struct SignupConfig {
     pub enabled: bool,
     pub requires_invitation_token: bool,
     pub password_rules: String,
+    /// "Forgot password?" e-mails a reset link (SMTP is configured).
+    pub password_reset_enabled: bool,
+    /// A signup verifies its e-mail address by an e-mailed link before its first login.
+    pub email_verification_required: bool,
 }
 
 #[derive(Default)]
@@ -96,6 +101,8 @@ impl AccountQuery {
             enabled: state.config.signup_enabled,
             requires_invitation_token: state.config.signup_invitation_token.is_some(),
             password_rules: crate::auth::password::RULES.to_string(),
+            password_reset_enabled: crate::accounts::links::reset_enabled(state),
+            email_verification_required: crate::accounts::links::verification_required(state),
         })
     }
 }
@@ -152,6 +159,8 @@ impl AccountMutation {
         agreed_to_terms: bool,
     ) -> crate::graphql::context::Result<OkResult> {
         let state = state(ctx)?;
+        let addr = crate::graphql::context::client_addr(ctx);
+        let verify = crate::accounts::links::verification_required(state);
         crate::accounts::signup(
             state,
             crate::accounts::Signup {
@@ -162,8 +171,61 @@ impl AccountMutation {
                 invitation_token,
                 agreed_to_terms,
             },
+            addr,
         )
         .await?;
+        Ok(if verify {
+            OkResult {
+                ok: true,
+                msg: "Check your e-mail: follow the link in it to verify your address, then log in."
+                    .into(),
+            }
+        } else {
+            OkResult::success()
+        })
+    }
+
+    /// "Forgot password?": e-mails a single-use, expiring link that sets a new password, if an
+    /// account has this address. The answer is the same whether one does or not; requests are
+    /// throttled per address and per client. FORBIDDEN when the server has no SMTP.
+    async fn request_password_reset(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+    ) -> crate::graphql::context::Result<OkResult> {
+        let state = state(ctx)?;
+        let addr = crate::graphql::context::client_addr(ctx);
+        crate::accounts::links::request_password_reset(state, &email, addr).await?;
+        Ok(OkResult {
+            ok: true,
+            msg: "If an account has this address, a link to set a new password is on its way."
+                .into(),
+        })
+    }
+
+    /// Sets a new password with the token of an e-mailed reset link (it works once, until it
+    /// expires): the password rules apply, and every login session of the account ends.
+    async fn reset_password(
+        &self,
+        ctx: &Context<'_>,
+        token: String,
+        new_password: String,
+        #[graphql(name = "new_password2")] new_password2: String,
+    ) -> crate::graphql::context::Result<OkResult> {
+        let state = state(ctx)?;
+        crate::accounts::links::reset_password(state, &token, &new_password, &new_password2)
+            .await?;
+        Ok(OkResult::success())
+    }
+
+    /// Verifies a new account's e-mail address with the token of the link sent at signup.
+    async fn verify_email(
+        &self,
+        ctx: &Context<'_>,
+        token: String,
+    ) -> crate::graphql::context::Result<OkResult> {
+        let state = state(ctx)?;
+        crate::accounts::links::verify_email(state, &token).await?;
         Ok(OkResult::success())
     }
 

@@ -17,6 +17,7 @@ mod hosts;
 mod i18n;
 mod lablup;
 mod live;
+mod mail;
 mod managers;
 mod matrix;
 mod nodes;

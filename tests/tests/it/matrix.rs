@@ -665,6 +665,24 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
         ("Mutation", "update_password_no_auth", "email", Global(AUTH)),
         (
             "Mutation",
+            "request_password_reset",
+            "email",
+            Global("every address gets the same answer; the link goes to the address only (mail::password_reset_by_mail)"),
+        ),
+        (
+            "Mutation",
+            "reset_password",
+            "token",
+            Global("an e-mailed link's secret: it names its own account and nothing else"),
+        ),
+        (
+            "Mutation",
+            "verify_email",
+            "token",
+            Global("an e-mailed link's secret: it names its own account and nothing else"),
+        ),
+        (
+            "Mutation",
             "create_user",
             "email",
             Global("creates a new account: admins only, checked before anything"),

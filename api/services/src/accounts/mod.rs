@@ -1,5 +1,7 @@
 //! Accounts: login sessions (cookie + bearer token), signup, password changes and the
-//! user's SSH keypair.
+//! user's SSH keypair; links sent by e-mail (`links`).
+
+pub mod links;
 
 use chrono::{Duration, Utc};
 use entity::enums::{UserRole, UserStatus};
@@ -45,7 +47,7 @@ pub async fn check_credentials(
         Some(u) if ok => match u.status {
             UserStatus::Active => Ok(u),
             UserStatus::BeforeVerification => Err(ApiError::unauthenticated(
-                "This account has not been verified yet.",
+                "This account's e-mail address has not been verified yet: follow the link in the e-mail sent at signup (or ask for a new one with \"Forgot password?\").",
             )),
             _ => Err(ApiError::unauthenticated(
                 "This account is deactivated. Contact your administrator.",
@@ -190,7 +192,11 @@ pub struct Signup {
 
 /// Self-service signup, only when enabled by configuration (CVE-2025-49652 was a signup
 /// endpoint that stayed open while "disabled").
-pub async fn signup(state: &impl Gate, req: Signup) -> ApiResult<users::Model> {
+pub async fn signup(
+    state: &impl Gate,
+    req: Signup,
+    addr: Option<std::net::IpAddr>,
+) -> ApiResult<users::Model> {
     if !state.config().signup_enabled {
         return Err(ApiError::forbidden(
             "Signup is disabled on this server. Contact your administrator.",
@@ -210,6 +216,13 @@ pub async fn signup(state: &impl Gate, req: Signup) -> ApiResult<users::Model> {
         ));
     }
     password::validate_new(&req.password, &req.password2)?;
+    // With SMTP configured, the address is verified by an e-mailed link before the first
+    // login; a signup sends mail, so it is throttled as mail requests are.
+    let verify = links::verification_required(state);
+    if verify {
+        let email = req.email.trim().to_ascii_lowercase();
+        crate::auth::shared::mail_allowed(state, &email, addr).await?;
+    }
     let password_hash = password::hash(&req.password).await?;
     let new = crate::users::NewUser {
         email: req.email,
@@ -218,7 +231,11 @@ pub async fn signup(state: &impl Gate, req: Signup) -> ApiResult<users::Model> {
         need_password_change: false,
         full_name: None,
         description: None,
-        status: UserStatus::Active,
+        status: if verify {
+            UserStatus::BeforeVerification
+        } else {
+            UserStatus::Active
+        },
         domain_name: "default".into(),
         role: UserRole::User,
         group_ids: vec![],
@@ -235,6 +252,10 @@ pub async fn signup(state: &impl Gate, req: Signup) -> ApiResult<users::Model> {
         })
     })
     .await?;
+    // A full queue does not undo the signup: "Forgot password?" sends a link that verifies too.
+    if verify && let Err(e) = links::send_verification(state, &user.email) {
+        tracing::warn!(error = %e.message, "the verification e-mail of a signup was not queued");
+    }
     Ok(user)
 }
 
@@ -299,21 +320,39 @@ pub async fn set_password(
             "The new password must differ from the current one.",
         ));
     }
+    write_password(state, user, new, keep, "change_password").await
+}
+
+/// Stores a new password that passed the rules: clears the "require password change" flag,
+/// ends every login session but `keep` and voids the account's pending reset links. A reset
+/// through an e-mailed link (`reset_password`) also verifies a not yet verified address.
+async fn write_password(
+    state: &impl Gate,
+    user: users::Model,
+    new: &str,
+    keep: Option<Uuid>,
+    action: &'static str,
+) -> ApiResult<()> {
     let hash = password::hash(new).await?;
     let email = user.email.clone();
     let uuid = user.uuid;
+    let verified_now = action == "reset_password" && user.status == UserStatus::BeforeVerification;
     let mut m: users::ActiveModel = user.into();
     m.password = Set(hash);
     m.need_password_change = Set(false);
     m.password_changed_at = Set(Some(state.clock().now()));
     m.modified_at = Set(state.clock().now());
+    if verified_now {
+        m.status = Set(UserStatus::Active);
+    }
     m.update(state.db()).await?;
     end_login_sessions(state.db(), state.revocations(), uuid, keep).await?;
+    links::void_resets(state, uuid).await?;
     crate::audit::record(
         state.db(),
         state.clock().now(),
         &email,
-        "change_password",
+        action,
         "user",
         &email,
         serde_json::json!({}),

@@ -195,3 +195,85 @@ pub async fn flush_rates(store: impl Store, limiter: std::sync::Arc<RateLimiter>
         }
     }
 }
+
+/// Requests for e-mailed links, counted per hour in the database on SQLite and PostgreSQL
+/// alike (they are rare; the count survives restarts and holds across managers): per e-mail
+/// address — whether or not an account has it, so the answer tells nothing — and per client
+/// address. Refused with RATE_LIMITED once either is over its hourly bound.
+pub async fn mail_allowed(
+    store: &impl Store,
+    email: &str,
+    addr: Option<std::net::IpAddr>,
+) -> ApiResult<()> {
+    use sea_orm::sea_query::{Alias, Expr, OnConflict, Query};
+    const HOUR: i64 = 3600;
+    let now = store.clock().now();
+    let window = now.timestamp().div_euclid(HOUR);
+    let cfg = store.config();
+    let mut keys = vec![(
+        format!("mail:account:{email}"),
+        cfg.mail_max_per_account_per_hour,
+        "for this e-mail address",
+    )];
+    if let Some(a) = addr {
+        keys.push((
+            format!("mail:addr:{a}"),
+            cfg.mail_max_per_addr_per_hour,
+            "from your address",
+        ));
+    }
+    let t = || Alias::new("limit_windows");
+    let backend = store.db().get_database_backend();
+    // Windows before the last hour are of no further use.
+    let purge = Query::delete()
+        .from_table(t())
+        .and_where(Expr::col(Alias::new("key")).like("mail:%"))
+        .and_where(Expr::col(Alias::new("window")).lt(window - 1))
+        .to_owned();
+    store.db().execute(backend.build(&purge)).await?;
+    let mut refused = None;
+    for (key, max, whom) in keys {
+        let insert = Query::insert()
+            .into_table(t())
+            .columns([
+                Alias::new("key"),
+                Alias::new("window"),
+                Alias::new("count"),
+                Alias::new("expires_at"),
+            ])
+            .values([
+                key.into(),
+                window.into(),
+                1i64.into(),
+                (now + chrono::Duration::seconds(2 * HOUR)).into(),
+            ])
+            .map_err(|e| crate::error::ApiError::internal("counting a mail request", e))?
+            .on_conflict(
+                OnConflict::columns([Alias::new("key"), Alias::new("window")])
+                    .value(
+                        Alias::new("count"),
+                        Expr::col((t(), Alias::new("count"))).add(1),
+                    )
+                    .to_owned(),
+            )
+            .returning_col(Alias::new("count"))
+            .to_owned();
+        let total: i64 = match store.db().query_one(backend.build(&insert)).await? {
+            Some(r) => r.try_get("", "count")?,
+            None => 0,
+        };
+        if total > i64::from(max) && refused.is_none() {
+            refused = Some(whom);
+        }
+    }
+    if let Some(whom) = refused {
+        metrics::counter!("bai_mail_throttled_total").increment(1);
+        let secs = u64::try_from(HOUR - now.timestamp().rem_euclid(HOUR)).unwrap_or(1);
+        return Err(crate::error::ApiError::new(
+            crate::error::ErrorCode::RateLimited,
+            format!("Too many e-mail requests {whom}. Try again in {} minutes.", secs.div_ceil(60)),
+        )
+        .with_header("retry-after", secs.to_string()));
+    }
+    Ok(())
+}
