@@ -263,10 +263,7 @@ pub fn ForgotPassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> imp
 /// The page an e-mailed link opens: `reset-password/<token>` asks for the new password twice;
 /// `verify-email/<token>` verifies at once. `on_done` returns to the login page.
 #[component]
-pub fn LinkPage(
-    route: String,
-    on_done: impl Fn() + Copy + Send + Sync + 'static,
-) -> impl IntoView {
+pub fn LinkPage(route: String, on_done: impl Fn() + Copy + Send + Sync + 'static) -> impl IntoView {
     let (kind, token) = route.split_once('/').unwrap_or((route.as_str(), ""));
     let reset = kind == "reset-password";
     let token = StoredValue::new(token.to_string());

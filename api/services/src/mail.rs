@@ -88,7 +88,9 @@ impl Settings {
         let rest = public_url
             .strip_prefix("https://")
             .or_else(|| public_url.strip_prefix("http://"))
-            .with_context(|| format!("public_url {public_url:?}: must start with https:// (or http://)"))?;
+            .with_context(|| {
+                format!("public_url {public_url:?}: must start with https:// (or http://)")
+            })?;
         anyhow::ensure!(
             !rest.is_empty()
                 && !rest.contains(['?', '#', ' ', '@', '"', '<', '>', '\\'])
@@ -154,8 +156,9 @@ impl Mailer {
             if let Some(path) = &settings.ca_file {
                 let pem = std::fs::read(path)
                     .with_context(|| format!("reading smtp_ca_file {}", path.display()))?;
-                let ca = Certificate::from_pem(&pem)
-                    .with_context(|| format!("smtp_ca_file {}: not a PEM certificate", path.display()))?;
+                let ca = Certificate::from_pem(&pem).with_context(|| {
+                    format!("smtp_ca_file {}: not a PEM certificate", path.display())
+                })?;
                 b = b.add_root_certificate(ca);
             }
             b.build_rustls().context("setting up TLS for SMTP")
@@ -213,7 +216,9 @@ impl Mailer {
 
     /// Sends one plain-text message.
     pub async fn send(&self, to: &str, subject: &str, body: String) -> anyhow::Result<()> {
-        let to: Mailbox = to.parse().context("the recipient is not an e-mail address")?;
+        let to: Mailbox = to
+            .parse()
+            .context("the recipient is not an e-mail address")?;
         let message = Message::builder()
             .from(self.settings.from.clone())
             .to(to)
@@ -280,9 +285,11 @@ mod tests {
 
     #[test]
     fn links_point_at_the_public_url() {
-        let mut c = Config::default();
-        c.smtp_host = Some("localhost".into());
-        c.public_url = Some("https://bai.example.org/lab".into());
+        let c = Config {
+            smtp_host: Some("localhost".into()),
+            public_url: Some("https://bai.example.org/lab".into()),
+            ..Default::default()
+        };
         let m = Mailer::new(Settings::of(&c).unwrap().unwrap()).unwrap();
         assert_eq!(
             m.link(Purpose::PasswordReset, "abc"),

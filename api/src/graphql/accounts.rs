@@ -177,8 +177,9 @@ impl AccountMutation {
         Ok(if verify {
             OkResult {
                 ok: true,
-                msg: "Check your e-mail: follow the link in it to verify your address, then log in."
-                    .into(),
+                msg:
+                    "Check your e-mail: follow the link in it to verify your address, then log in."
+                        .into(),
             }
         } else {
             OkResult::success()

@@ -1812,3 +1812,103 @@ async fn console_shares_a_folder_read_only() {
     assert_code(&again, "NOT_FOUND");
     destroy(&app, &friend, &id).await;
 }
+
+/// "Forgot password?" and signup verification as a user meets them: the login panel's link,
+/// the e-mail read from a real SMTP server (aiosmtpd), its link followed in the browser, the
+/// new password set (a weak one refused first), and a new account verified before it logs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_forgot_password_and_signup_verification_by_mail() {
+    let dir = web_dir();
+    let smtp = crate::mail::smtp_server().await;
+    let port = free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.web_dir = dir;
+        c.listen = format!("127.0.0.1:{port}").parse().unwrap();
+        c.signup_enabled = true;
+        smtp.configure(c, &public);
+    })
+    .await;
+    app.user("erin@x.org", "user", "default").await;
+    let b = browser().await;
+    let c = &b.client;
+    let mail_link = |to: &'static str, n: usize, route: &'static str| {
+        let smtp = &smtp;
+        let public = public.clone();
+        async move {
+            let mail = within(30, &format!("mail {n} to {to}"), || async {
+                smtp.to(to).get(n - 1).cloned()
+            })
+            .await?;
+            let prefix = format!("{public}/#{route}/");
+            let token = crate::mail::link_token(&mail, &prefix);
+            Ok::<String, String>(format!("{prefix}{token}"))
+        }
+    };
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        c.goto(&app.base).await.map_err(e)?;
+        wait_text(c, ".login-more", "Forgot password?", 10).await?;
+        shot(c, "login-forgot-password.png").await?;
+        click(c, "#forgot-open").await?;
+        type_into(c, "#forgot-email", "erin@x.org").await?;
+        click(c, "#forgot-send").await?;
+        wait_text(c, "#forgot-ok", "If an account has this address", 10).await?;
+        shot(c, "forgot-password.png").await?;
+        click(c, "#forgot-dialog .close").await?;
+        let link = mail_link("erin@x.org", 1, "reset-password").await?;
+        c.goto(&link).await.map_err(e)?;
+        wait_text(c, "#link-page h2", "Set a new password", 10).await?;
+        type_into(c, "#reset-password", "weak").await?;
+        type_into(c, "#reset-password2", "weak").await?;
+        click(c, "#reset-save").await?;
+        wait_for(c, "#link-error", 10).await?;
+        shot(c, "reset-password-refused.png").await?;
+        type_into(c, "#reset-password", "Erin-new-pass-1").await?;
+        type_into(c, "#reset-password2", "Erin-new-pass-1").await?;
+        click(c, "#reset-save").await?;
+        wait_text(c, "#link-ok", "Log in with the new password", 10).await?;
+        shot(c, "reset-password-done.png").await?;
+        click(c, "#link-to-login").await?;
+        // The token has left the address bar.
+        let url = c.current_url().await.map_err(e)?;
+        if url.as_str().contains("reset-password") {
+            return Err(format!("the link stayed in the address bar: {url}"));
+        }
+        type_into(c, "#email", "erin@x.org").await?;
+        type_into(c, "#password", "Erin-new-pass-1").await?;
+        click(c, "#login-button").await?;
+        wait_for(c, "#current-user", 15).await?;
+        click(c, "#logout").await?;
+        wait_for(c, "#login-button", 10).await?;
+
+        // A signup waits for its address to be verified.
+        click(c, "#signup-open").await?;
+        type_into(c, "#signup-email", "frank@x.org").await?;
+        type_into(c, "#signup-username", "frank").await?;
+        type_into(c, "#signup-password", "Frank-pass-1").await?;
+        type_into(c, "#signup-password2", "Frank-pass-1").await?;
+        click(c, "#signup-terms").await?;
+        click(c, "#signup-submit").await?;
+        wait_text(c, "#signup-ok", "Check your e-mail", 10).await?;
+        shot(c, "signup-verification-sent.png").await?;
+        click(c, "#signup-dialog .close").await?;
+        type_into(c, "#email", "frank@x.org").await?;
+        type_into(c, "#password", "Frank-pass-1").await?;
+        click(c, "#login-button").await?;
+        wait_text(c, "#login-error", "not been verified", 10).await?;
+        let link = mail_link("frank@x.org", 1, "verify-email").await?;
+        c.goto(&link).await.map_err(e)?;
+        wait_text(c, "#link-ok", "verified", 10).await?;
+        shot(c, "verify-email-done.png").await?;
+        click(c, "#link-to-login").await?;
+        type_into(c, "#email", "frank@x.org").await?;
+        type_into(c, "#password", "Frank-pass-1").await?;
+        click(c, "#login-button").await?;
+        wait_for(c, "#current-user", 15).await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+}

@@ -142,8 +142,7 @@ pub fn link_token(mail: &str, prefix: &str) -> String {
 }
 
 const PUBLIC: &str = "https://bai.example.test";
-const REQUEST: &str =
-    "mutation($e: String!) { request_password_reset(email: $e) { ok msg } }";
+const REQUEST: &str = "mutation($e: String!) { request_password_reset(email: $e) { ok msg } }";
 const RESET: &str = "mutation($t: String!, $p: String!, $q: String!) { reset_password(token: $t, new_password: $p, new_password2: $q) { ok } }";
 const VERIFY: &str = "mutation($t: String!) { verify_email(token: $t) { ok } }";
 const ME: &str = "{ user { email } }";
@@ -188,7 +187,11 @@ both_dbs!(password_reset_by_mail, |db| async move {
     })
     .await;
     let cfg = app
-        .ok(None, "{ signup_config { password_reset_enabled } }", json!({}))
+        .ok(
+            None,
+            "{ signup_config { password_reset_enabled } }",
+            json!({}),
+        )
         .await;
     assert_eq!(cfg["signup_config"]["password_reset_enabled"], true);
     let alice1 = app.user("alice@x.org", "user", "default").await;
@@ -210,7 +213,10 @@ both_dbs!(password_reset_by_mail, |db| async move {
         .unwrap();
     // 2. An address no account has gets the very same answer.
     let unknown = app.gql(None, REQUEST, json!({"e": "nobody@x.org"})).await;
-    assert_eq!(forged, unknown, "the answer tells whether an account exists");
+    assert_eq!(
+        forged, unknown,
+        "the answer tells whether an account exists"
+    );
     assert_eq!(forged["data"]["request_password_reset"]["ok"], true);
     let bob_req = app.gql(None, REQUEST, json!({"e": "bob@x.org"})).await;
     assert_eq!(bob_req, unknown);
@@ -223,11 +229,18 @@ both_dbs!(password_reset_by_mail, |db| async move {
     // The queue is worked in order: once bob's link is here, nobody's request was handled.
     let bob_mail = smtp.wait_for("bob@x.org", 1).await;
     let bob_token = link_token(&bob_mail, &format!("{PUBLIC}/#reset-password/"));
-    assert!(smtp.to("nobody@x.org").is_empty(), "mail to an unknown address");
+    assert!(
+        smtp.to("nobody@x.org").is_empty(),
+        "mail to an unknown address"
+    );
     assert_eq!(smtp.messages().len(), 2);
 
     // 3. Bad input: clear errors, nothing sent.
-    for bad in ["not-an-address", "", &format!("{}@x.org", "a".repeat(10_000))] {
+    for bad in [
+        "not-an-address",
+        "",
+        &format!("{}@x.org", "a".repeat(10_000)),
+    ] {
         let r = app.gql(None, REQUEST, json!({"e": bad})).await;
         assert_code(&r, "BAD_REQUEST");
     }
@@ -250,14 +263,26 @@ both_dbs!(password_reset_by_mail, |db| async move {
     assert_eq!(ok["data"]["reset_password"]["ok"], true, "{ok}");
     for t in [&alice1, &alice2] {
         let me = app.gql(Some(t), ME, json!({})).await;
-        assert!(me.get("errors").is_some() || me["data"]["user"].is_null(), "{me}");
+        assert!(
+            me.get("errors").is_some() || me["data"]["user"].is_null(),
+            "{me}"
+        );
     }
-    let old = app.gql(None, "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }", json!({"e": "alice@x.org", "p": USER_PASSWORD})).await;
+    let old = app
+        .gql(
+            None,
+            "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
+            json!({"e": "alice@x.org", "p": USER_PASSWORD}),
+        )
+        .await;
     assert_code(&old, "UNAUTHENTICATED");
     let alice = app.login("alice@x.org", "New-pass-22").await;
     let again = reset(&app, &token, "Other-pass-33", "Other-pass-33").await;
     assert_code(&again, "BAD_REQUEST");
-    assert!(message(&again).contains("invalid, used or expired"), "{again}");
+    assert!(
+        message(&again).contains("invalid, used or expired"),
+        "{again}"
+    );
 
     // 6. Two uses of one link at once: exactly one wins.
     let (a, b) = tokio::join!(
@@ -309,7 +334,10 @@ both_dbs!(password_reset_by_mail, |db| async move {
     //    and per client address.
     let fourth = app.gql(None, REQUEST, json!({"e": "alice@x.org"})).await;
     assert_code(&fourth, "RATE_LIMITED");
-    assert!(message(&fourth).contains("for this e-mail address"), "{fourth}");
+    assert!(
+        message(&fourth).contains("for this e-mail address"),
+        "{fourth}"
+    );
     for _ in 0..2 {
         let r = app.gql(None, REQUEST, json!({"e": "nobody@x.org"})).await;
         assert_eq!(r["data"]["request_password_reset"]["ok"], true, "{r}");
@@ -322,10 +350,16 @@ both_dbs!(password_reset_by_mail, |db| async move {
     );
     // So far from this address: alice 4, nobody 4, bob 1 (refused ones count too).
     let tenth = app.gql(None, REQUEST, json!({"e": "fresh1@x.org"})).await;
-    assert_eq!(tenth["data"]["request_password_reset"]["ok"], true, "{tenth}");
+    assert_eq!(
+        tenth["data"]["request_password_reset"]["ok"], true,
+        "{tenth}"
+    );
     let eleventh = app.gql(None, REQUEST, json!({"e": "fresh2@x.org"})).await;
     assert_code(&eleventh, "RATE_LIMITED");
-    assert!(message(&eleventh).contains("from your address"), "{eleventh}");
+    assert!(
+        message(&eleventh).contains("from your address"),
+        "{eleventh}"
+    );
     // Only the three links to alice and bob's went out.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(smtp.messages().len(), 4, "{:?}", smtp.messages());
@@ -340,14 +374,22 @@ both_dbs!(signup_verified_by_mail, |db| async move {
     })
     .await;
     let cfg = app
-        .ok(None, "{ signup_config { email_verification_required } }", json!({}))
+        .ok(
+            None,
+            "{ signup_config { email_verification_required } }",
+            json!({}),
+        )
         .await;
     assert_eq!(cfg["signup_config"]["email_verification_required"], true);
     const SIGNUP: &str = "mutation($e: String!) { signup(email: $e, username: $e, password: \"Carol-pass-1\", password2: \"Carol-pass-1\", agreed_to_terms: true) { ok msg } }";
-    const LOGIN: &str = "mutation($e: String!) { login(email: $e, password: \"Carol-pass-1\") { token } }";
+    const LOGIN: &str =
+        "mutation($e: String!) { login(email: $e, password: \"Carol-pass-1\") { token } }";
     let s = app.ok(None, SIGNUP, json!({"e": "carol@x.org"})).await;
     assert!(
-        s["signup"]["msg"].as_str().unwrap().contains("Check your e-mail"),
+        s["signup"]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("Check your e-mail"),
         "{s}"
     );
     // Not before the address is verified.
@@ -355,12 +397,21 @@ both_dbs!(signup_verified_by_mail, |db| async move {
     assert_code(&early, "UNAUTHENTICATED");
     assert!(message(&early).contains("not been verified"), "{early}");
     let mail = smtp.wait_for("carol@x.org", 1).await;
-    assert!(mail.contains("Subject: Verify your e-mail address for bai"), "{mail}");
+    assert!(
+        mail.contains("Subject: Verify your e-mail address for bai"),
+        "{mail}"
+    );
     let token = link_token(&mail, &format!("{PUBLIC}/#verify-email/"));
     // A verification link sets no password, and a guess verifies nothing.
     let as_reset = reset(&app, &token, "Mallory-pass-1", "Mallory-pass-1").await;
     assert_code(&as_reset, "BAD_REQUEST");
-    let guess = app.gql(None, VERIFY, json!({"t": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"})).await;
+    let guess = app
+        .gql(
+            None,
+            VERIFY,
+            json!({"t": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}),
+        )
+        .await;
     assert_code(&guess, "BAD_REQUEST");
     app.ok(None, VERIFY, json!({"t": token})).await;
     let twice = app.gql(None, VERIFY, json!({"t": token})).await;

@@ -667,7 +667,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "Mutation",
             "request_password_reset",
             "email",
-            Global("every address gets the same answer; the link goes to the address only (mail::password_reset_by_mail)"),
+            Global(
+                "every address gets the same answer; the link goes to the address only (mail::password_reset_by_mail)",
+            ),
         ),
         (
             "Mutation",

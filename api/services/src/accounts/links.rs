@@ -288,7 +288,15 @@ mod tests {
     #[test]
     fn addresses_are_checked_and_normalised() {
         assert_eq!(address(" Alice@X.org ").unwrap(), "alice@x.org");
-        for bad in ["", "alice", "@x.org", "alice@", "a@b@c", "a b@x.org", "a\n@x.org"] {
+        for bad in [
+            "",
+            "alice",
+            "@x.org",
+            "alice@",
+            "a@b@c",
+            "a b@x.org",
+            "a\n@x.org",
+        ] {
             assert!(address(bad).is_err(), "{bad:?}");
         }
         assert!(address(&format!("{}@x.org", "a".repeat(260))).is_err());

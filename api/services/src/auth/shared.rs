@@ -9,6 +9,8 @@
 //! - **Rate limit**: each process counts its requests in memory and adds them to the shared
 //!   count every [`FLUSH`]; a key's first request in a window on a process reads the shared
 //!   count first. The limit holds to within what the other managers admit in one flush period.
+//! - **E-mail requests** (`mail_allowed`): counted in the database on SQLite too (they are
+//!   rare), so the hourly bounds hold across restarts as well.
 use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
@@ -271,7 +273,10 @@ pub async fn mail_allowed(
         let secs = u64::try_from(HOUR - now.timestamp().rem_euclid(HOUR)).unwrap_or(1);
         return Err(crate::error::ApiError::new(
             crate::error::ErrorCode::RateLimited,
-            format!("Too many e-mail requests {whom}. Try again in {} minutes.", secs.div_ceil(60)),
+            format!(
+                "Too many e-mail requests {whom}. Try again in {} minutes.",
+                secs.div_ceil(60)
+            ),
         )
         .with_header("retry-after", secs.to_string()));
     }
