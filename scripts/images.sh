@@ -3,7 +3,8 @@
 # filesystem made with debootstrap, packages installed into it on the host, then
 # `docker import`ed with Backend.AI's labels. Idempotent: an image whose tag exists is kept.
 #
-#   bai.local/stable/python:3.11-debian12   python3, pip, numpy, Jupyter Notebook, tmux, sshd
+#   bai.local/stable/python:3.11-debian12   python3, pip, numpy, Jupyter Notebook, JupyterLab,
+#                                           TensorBoard (+ tensorboardX), tmux, sshd
 #   bai.local/stable/cpp:12-debian12        g++, make, tmux, sshd
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ MIRROR="${BAI_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 WORK="${BAI_IMAGE_WORK:-$HOME/.cache/bai-images}"
 
 # Bumped whenever the recipe below changes, so cached images are rebuilt once.
-REV=2
+REV=3
 have() {
   [ "$(docker image inspect -f '{{index .Config.Labels "ai.backend.bai-image-rev"}}' "$1" 2>/dev/null)" = "$REV" ]
 }
@@ -41,7 +42,8 @@ if [ ! -f "$base/.complete" ]; then
 fi
 [ "${1:-}" = base ] && { echo "base root filesystem in $base"; exit 0; }
 
-# build TAG PACKAGES LABEL...
+# build TAG PACKAGES LABEL... — with $OVERLAY (a directory copied over the root filesystem)
+# and $POST (a script run in it after the packages) when set.
 build() {
   local tag=$1 packages=$2
   shift 2
@@ -56,6 +58,16 @@ build() {
     chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     # shellcheck disable=SC2086
     chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages
+  fi
+  if [ -n "${OVERLAY:-}" ]; then cp -a "$OVERLAY/." "$root/"; fi
+  if [ -n "${POST:-}" ]; then
+    # Downloads in $POST trust what this host trusts (a site's TLS-inspecting proxy, say):
+    # the host's CA bundle stands in for the image's while it runs, then the image's is back.
+    local bundle="$root/etc/ssl/certs/ca-certificates.crt"
+    cp "$bundle" "$root/tmp/image-ca.crt"
+    cp /etc/ssl/certs/ca-certificates.crt "$bundle"
+    chroot "$root" /bin/bash -euo pipefail -c "$POST"
+    mv "$root/tmp/image-ca.crt" "$bundle"
   fi
   chroot "$root" apt-get clean
   rm -rf "$root"/var/lib/apt/lists/* "$root/.complete"
@@ -77,9 +89,20 @@ common=(
   'ai.backend.features=batch query uid-match user-input'
   "ai.backend.bai-image-rev=$REV"
 )
-build "$PYTHON_TAG" "python3 python-is-python3 python3-pip python3-numpy jupyter-notebook python3-ipykernel" \
+# The Python image's apps, the Backend.AI way: declared in `ai.backend.service-ports`, each
+# started by its service definition (scripts/images/python/etc/backend.ai/service-defs/).
+# JupyterLab and TensorBoard come from PyPI into a virtualenv of their own (/opt/bai-apps:
+# they need newer Jupyter libraries than Debian's Notebook, which stays as it is); notebooks
+# run on the system Python's kernel; tensorboardX lets that Python log scalars.
+OVERLAY=scripts/images/python \
+POST='python3 -m venv /opt/bai-apps
+/opt/bai-apps/bin/pip install -q --no-cache-dir "jupyterlab>=4.2,<5" "tensorboard>=2.16,<3"
+pip install -q --no-cache-dir --break-system-packages "tensorboardX>=2.6,<3"
+rm -rf /opt/bai-apps/share/jupyter/kernels
+chmod -R a+rX /opt/bai-apps /etc/backend.ai' \
+build "$PYTHON_TAG" "python3 python-is-python3 python3-pip python3-venv python3-numpy jupyter-notebook python3-ipykernel" \
   "${common[@]}" 'ai.backend.runtime-type=python' 'ai.backend.runtime-path=/usr/bin/python3' \
-  'ai.backend.service-ports=jupyter:http:8080'
+  'ai.backend.service-ports=jupyter:http:8080,jupyterlab:http:8090,tensorboard:http:6006'
 build "$CPP_TAG" "g++ make libc6-dev" \
   "${common[@]}" 'ai.backend.runtime-type=cpp' 'ai.backend.runtime-path=/usr/bin/g++' \
   'ai.backend.service-ports='

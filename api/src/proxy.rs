@@ -1,5 +1,6 @@
-//! The app proxy (a surface): starting an app on demand (`start_service`; Jupyter Notebook
-//! with a per-launch token and its base URL under the proxy), serving each app on a pool port
+//! The app proxy (a surface): starting an app on demand (`start_service`: any app the image
+//! declares, by its service definition — `sessions::apps::defs` — with a per-launch token and
+//! its base URL under the proxy), serving each app on a pool port
 //! of its own, and the proxy at `/apps/{session}/{app}/…`, which only the session's owner (or
 //! a superadmin) may use. Container ports are not published on the host: the proxy reaches
 //! each container at its address on the session network. What is known of the apps
@@ -159,35 +160,27 @@ async fn launch_http_app(
     port: u16,
     base: &str,
 ) -> ApiResult<String> {
-    if app != "jupyter" {
-        return Err(ApiError::bad_request(format!(
-            "Starting '{app}' is not supported yet (supported: jupyter, sshd)"
-        )));
-    }
-    let (agent, container) = crate::sessions::container_of(state, k).await?;
     let token = crate::auth::tokens::new_token();
-    let cmd = vec![
-        "jupyter-notebook".to_string(),
-        "--no-browser".into(),
-        "--ip=0.0.0.0".into(),
-        format!("--port={port}"),
-        format!("--NotebookApp.token={token}"),
-        format!("--NotebookApp.base_url={base}"),
-        "--NotebookApp.allow_remote_access=True".into(),
-        "--notebook-dir=/home/work".into(),
-    ];
-    agent.spawn_detached(&container, cmd).await?;
+    let Some(launch) = crate::sessions::apps::launch_of(state, k, app, base, &token).await? else {
+        // A `noop` app: something in the image serves it already.
+        return Ok(token);
+    };
+    let (agent, container) = crate::sessions::container_of(state, k).await?;
+    agent
+        .spawn_detached(&container, app_command(launch))
+        .await?;
     let upstream = upstream(state, id, k, port)
         .await?
         .ok_or_else(|| ApiError::internal("starting an app", "the container has no address"))?;
-    let probe = format!("http://{upstream}{base}api/status?token={token}");
-    for _ in 0..150 {
+    // Any answer but a server error (a login redirect included) means it serves.
+    let probe = format!("http://{upstream}{base}");
+    for _ in 0..300 {
         if state
             .http
             .get(&probe)
             .send()
             .await
-            .is_ok_and(|r| r.status().is_success())
+            .is_ok_and(|r| !r.status().is_server_error())
         {
             return Ok(token);
         }
@@ -195,8 +188,29 @@ async fn launch_http_app(
     }
     Err(ApiError::internal(
         "starting an app",
-        format!("{app} did not answer within 30 s"),
+        format!("{app} did not answer within 60 s"),
     ))
+}
+
+/// The process line of a launch, run as `work` in /home/work: its environment, the
+/// directories its `mkdir` actions ask for (made first, by a script that names them only as
+/// arguments), then its command.
+fn app_command(launch: crate::sessions::apps::defs::Launch) -> Vec<String> {
+    let mut cmd = vec!["env".to_string(), "--".into()];
+    cmd.extend(launch.env.iter().map(|(k, v)| format!("{k}={v}")));
+    let n = launch.mkdirs.len();
+    if n > 0 {
+        let dirs: Vec<String> = (1..=n).map(|i| format!("\"${i}\"")).collect();
+        cmd.extend([
+            "sh".to_string(),
+            "-c".into(),
+            format!("mkdir -p -- {} && shift {n} && exec \"$@\"", dirs.join(" ")),
+            "sh".into(),
+        ]);
+        cmd.extend(launch.mkdirs);
+    }
+    cmd.extend(launch.argv);
+    cmd
 }
 
 /// `"30000-30999"` → the inclusive range.
@@ -726,6 +740,39 @@ async fn websocket(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn app_commands_make_their_directories_first() {
+        use crate::sessions::apps::defs::Launch;
+        let plain = Launch {
+            mkdirs: vec![],
+            argv: vec!["tb".into(), "--port".into(), "1".into()],
+            env: vec![("A".into(), "b c".into())],
+        };
+        assert_eq!(
+            app_command(plain),
+            ["env", "--", "A=b c", "tb", "--port", "1"]
+        );
+        let with_dirs = Launch {
+            mkdirs: vec!["/home/work/logs".into(), "$(reboot)".into()],
+            argv: vec!["tb".into()],
+            env: vec![],
+        };
+        assert_eq!(
+            app_command(with_dirs),
+            [
+                "env",
+                "--",
+                "sh",
+                "-c",
+                "mkdir -p -- \"$1\" \"$2\" && shift 2 && exec \"$@\"",
+                "sh",
+                "/home/work/logs",
+                "$(reboot)",
+                "tb"
+            ]
+        );
+    }
 
     #[test]
     fn pool_ports_and_redirects() {

@@ -1022,6 +1022,8 @@ fn AppsDialog(
                 <For each=move || apps.get() key=|a| a.name.clone() children=move |a: App| {
                     let label = match a.name.as_str() {
                         "jupyter" => "Jupyter Notebook".to_string(),
+                        "jupyterlab" => "JupyterLab".to_string(),
+                        "tensorboard" => "TensorBoard".to_string(),
                         "sshd" => "SSH / SFTP".to_string(),
                         "terminal" => t("Console (terminal)"),
                         other => other.to_string(),

@@ -1912,3 +1912,99 @@ async fn console_forgot_password_and_signup_verification_by_mail() {
     let _ = b.client.clone().close().await;
     result.unwrap();
 }
+
+/// The launcher's other apps, declared by the Python image's service definitions: JupyterLab
+/// opens on its own origin and runs a cell (which logs a scalar with tensorboardX), and
+/// TensorBoard, opened the same way, shows that scalar.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_jupyterlab_runs_a_cell_and_tensorboard_shows_its_scalar() {
+    require_docker();
+    let dir = web_dir();
+    let pool = port_block();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.web_dir = dir;
+        c.app_port_pool = format!("{pool}-{}", pool + 9);
+    })
+    .await;
+    let token = app.user("lab@x.org", "user", "default").await;
+    let id = session_ids(
+        &create_session(
+            &app,
+            &token,
+            serde_json::json!({"image": PYTHON, "name": "lab-sess"}),
+        )
+        .await,
+    )[0]
+    .clone();
+    wait_status(&app, &token, &id, &["RUNNING"]).await;
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        let e = |e: fantoccini::error::CmdError| e.to_string();
+        login_as(c, &app.base, "lab@x.org", USER_PASSWORD).await?;
+        c.goto(&format!("{}/#sessions", app.base)).await.map_err(e)?;
+        wait_for(c, "tr.session-row[data-name='lab-sess'][data-status='RUNNING']", 15).await?;
+        let console = c.window().await.map_err(e)?;
+        // Opens an app from the launcher; switches to the window it opened.
+        let open_app = |name: &'static str, label: &'static str| {
+            let console = console.clone();
+            async move {
+                c.switch_to_window(console).await.map_err(e)?;
+                let before = c.windows().await.map_err(e)?;
+                open_dialog(c, "tr.session-row[data-name='lab-sess'] [data-action='apps']", "#apps-dialog").await?;
+                wait_text(c, &format!("#apps-dialog .app-tile[data-app='{name}']"), label, 10).await?;
+                shot(c, "apps-launcher.png").await?;
+                click(c, &format!("#apps-dialog .app-tile[data-app='{name}']")).await?;
+                wait_text(c, "#app-message", &format!("{name} is running"), 90).await?;
+                let opened = within(15, "the app's window", || async {
+                    c.windows()
+                        .await
+                        .ok()?
+                        .into_iter()
+                        .find(|h| !before.contains(h))
+                })
+                .await?;
+                click(c, "#apps-dialog .close").await?;
+                c.switch_to_window(opened).await.map_err(e)
+            }
+        };
+        open_app("jupyterlab", "JupyterLab").await?;
+        // JupyterLab's launcher: a notebook on the Python 3 kernel.
+        click(c, ".jp-LauncherCard[data-category='Notebook']").await?;
+        wait_for(c, ".jp-Notebook .jp-Cell .cm-content", 60).await?;
+        let cell = c
+            .find(Locator::Css(".jp-Notebook .jp-Cell .cm-content"))
+            .await
+            .map_err(e)?;
+        cell.click().await.map_err(e)?;
+        cell.send_keys(
+            "from tensorboardX import SummaryWriter; w = SummaryWriter('/home/work/logs/run1'); [w.add_scalar('bai/loss', 1.0 / (i + 1), i) for i in range(5)]; w.close(); print(6 * 7)",
+        )
+        .await
+        .map_err(e)?;
+        use fantoccini::key::Key;
+        cell.send_keys(&format!("{}{}{}", Key::Shift, Key::Enter, Key::Null))
+            .await
+            .map_err(e)?;
+        wait_text(c, ".jp-Notebook .jp-OutputArea-output", "42", 60).await?;
+        shot(c, "jupyterlab-cell.png").await?;
+
+        open_app("tensorboard", "TensorBoard").await?;
+        within(60, "TensorBoard to show bai/loss", || async {
+            let text = c
+                .execute("return document.body.innerText;", vec![])
+                .await
+                .ok()?;
+            text.as_str()?.contains("bai/loss").then_some(())
+        })
+        .await?;
+        // The chart draws once its data arrived.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        shot(c, "tensorboard-scalar.png").await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    result.unwrap();
+    destroy(&app, &token, &id).await;
+}

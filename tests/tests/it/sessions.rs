@@ -1296,7 +1296,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .await;
     assert_eq!(
         apps["compute_session"]["apps"],
-        json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "sshd", "protocol": "tcp", "container_port": 2200}, {"name": "terminal", "protocol": "pty", "container_port": null}])
+        json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "jupyterlab", "protocol": "http", "container_port": 8090}, {"name": "tensorboard", "protocol": "http", "container_port": 6006}, {"name": "sshd", "protocol": "tcp", "container_port": 2200}, {"name": "terminal", "protocol": "pty", "container_port": null}])
     );
     let service = |app_name: &str, public: bool, port: Option<u16>| gql::start_service::Variables {
         session_id: id.clone(),
@@ -1785,4 +1785,100 @@ both_dbs!(ssh_and_sftp_into_a_session, |db| async move {
     let me = app.ok(Some(&user), GET, json!({})).await;
     assert!(me["user"]["preferred_ssh_port"].is_null(), "{me}");
     destroy(&app, &user, &id2).await;
+});
+
+// Apps the image declares, started by its service definitions (the Backend.AI way): JupyterLab
+// serves its page and starts a kernel of the system Python; TensorBoard shows a scalar a
+// program in the session logged. Another user reaches neither.
+both_dbs!(image_apps_by_service_definitions, |db| async move {
+    require_docker();
+    let pool = port_block();
+    let app = spawn_with(db, |c| c.app_port_pool = format!("{pool}-{}", pool + 9)).await;
+    let user = app.user("lab@x.org", "user", "default").await;
+    let id = session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+    wait_status(&app, &user, &id, &["RUNNING"]).await;
+    let service = |name: &str| gql::start_service::Variables {
+        session_id: id.clone(),
+        app: name.into(),
+        open_to_public: false,
+        preferred_port: None,
+    };
+    let lab = app
+        .op_ok::<gql::StartService>(Some(&user), service("jupyterlab"))
+        .await;
+    let url = lab["start_service"]["url"].as_str().unwrap().to_string();
+    let token = lab["start_service"]["token"].as_str().unwrap().to_string();
+    assert!(url.starts_with(&format!("/apps/{id}/jupyterlab/")), "{url}");
+    let page = app
+        .http
+        .get(app.url(&format!("/apps/{id}/jupyterlab/lab?token={token}")))
+        .bearer_auth(&user)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("JupyterLab"));
+    let kernel = app
+        .http
+        .post(app.url(&format!("/apps/{id}/jupyterlab/api/kernels?token={token}")))
+        .bearer_auth(&user)
+        .json(&json!({"name": "python3"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kernel.status(), 201, "{}", kernel.text().await.unwrap());
+
+    // A program in the session logs a scalar; TensorBoard (its definition makes ~/logs) shows it.
+    let (out, err, code) = run_to_end(
+        &app,
+        &user,
+        &id,
+        "query",
+        "from tensorboardX import SummaryWriter\nw = SummaryWriter('/home/work/logs/run1')\nfor i in range(5):\n    w.add_scalar('bai/loss', 1.0 / (i + 1), i)\nw.close()\nprint('logged')",
+        json!({}),
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let tb = app
+        .op_ok::<gql::StartService>(Some(&user), service("tensorboard"))
+        .await;
+    let tb_token = tb["start_service"]["token"].as_str().unwrap().to_string();
+    let tags = format!("/apps/{id}/tensorboard/data/plugin/scalars/tags?token={tb_token}");
+    let found = eventually("TensorBoard to read the run", WAIT, || async {
+        let v: Value = app
+            .http
+            .get(app.url(&tags))
+            .bearer_auth(&user)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        v["run1"]["bai/loss"].is_object().then_some(v)
+    })
+    .await;
+    assert!(found["run1"]["bai/loss"].is_object(), "{found}");
+    // Another user: NOT_FOUND, starting or reaching, token or not.
+    let other = app.user("stranger@x.org", "user", "default").await;
+    assert_code(
+        &app.op::<gql::StartService>(Some(&other), service("tensorboard"))
+            .await,
+        "NOT_FOUND",
+    );
+    let refused = app
+        .http
+        .get(app.url(&tags))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+    // An app the image does not declare is not started.
+    assert_code(
+        &app.op::<gql::StartService>(Some(&user), service("vscode"))
+            .await,
+        "NOT_FOUND",
+    );
+    destroy(&app, &user, &id).await;
 });

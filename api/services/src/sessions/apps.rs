@@ -6,6 +6,7 @@
 //! address on the session network (the host may; the containers may not reach the host).
 use uuid::Uuid;
 
+pub mod defs;
 pub mod started;
 pub use started::{AppEntry, SSH_SETUP_WAIT, StartedApps};
 
@@ -352,6 +353,68 @@ pub async fn running(
     }
     let k = super::main_kernel(state.db(), id).await?;
     Ok((s, k))
+}
+
+/// How to start `app` in the kernel's container: the image's service definition
+/// (`/etc/backend.ai/service-defs/<app>.json`, read from the container), else — for images
+/// without one — bai's built-in Jupyter Notebook. None for an app that needs no process.
+pub async fn launch_of(
+    state: &impl Runtime,
+    k: &entity::kernels::Model,
+    app: &str,
+    base_url: &str,
+    token: &str,
+) -> ApiResult<Option<defs::Launch>> {
+    let (agent, container) = crate::sessions::container_of(state, k).await?;
+    let path = format!("{}/{app}.json", defs::DIR);
+    let raw = match agent.read_file(&container, &path, defs::MAX_BYTES).await {
+        Ok(raw) => Some(raw),
+        Err(bai_engine::EngineError::NotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(raw) = raw else {
+        if app == "jupyter" {
+            return Ok(Some(defs::Launch {
+                mkdirs: Vec::new(),
+                argv: vec![
+                    "jupyter-notebook".into(),
+                    "--no-browser".into(),
+                    "--ip=0.0.0.0".into(),
+                    format!("--port={}", port_of(k, app)?),
+                    format!("--NotebookApp.token={token}"),
+                    format!("--NotebookApp.base_url={base_url}"),
+                    "--NotebookApp.allow_remote_access=True".into(),
+                    "--notebook-dir=/home/work".into(),
+                ],
+                env: Vec::new(),
+            }));
+        }
+        return Err(ApiError::bad_request(format!(
+            "The image declares '{app}' but has no service definition for it ({path}); bai starts only apps an image defines (and Jupyter Notebook)"
+        )));
+    };
+    let def = defs::ServiceDef::parse(app, &raw)?;
+    let image = crate::images::resolve(state.db(), &k.image, Some(&k.architecture)).await?;
+    let runtime_path = image
+        .labels
+        .get("ai.backend.runtime-path")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let ports = parse_service_ports(k.service_ports.as_str().unwrap_or_default())
+        .into_iter()
+        .filter(|p| p.name == app)
+        .filter_map(|p| p.container_port)
+        .collect();
+    def.launch(
+        app,
+        &defs::Variables {
+            ports,
+            runtime_path,
+            base_url: base_url.to_string(),
+            token: token.to_string(),
+        },
+    )
 }
 
 pub fn app_of(k: &entity::kernels::Model, app: &str) -> ApiResult<ServicePort> {
