@@ -313,7 +313,36 @@ fn pool_router(state: AppState, session: Uuid, app: String) -> axum::Router {
             state.clone(),
             crate::middleware::authenticate,
         ))
+        .layer(axum::middleware::from_fn(set_aside_app_authorization))
         .with_state(state)
+}
+
+/// An `Authorization` header of an app's own scheme (JupyterLab sends `token …`), set aside
+/// for the app on its port.
+#[derive(Clone)]
+struct AppAuthorization(axum::http::HeaderValue);
+
+/// Whether an `Authorization` value is one of bai's credentials (a bearer token, an HMAC
+/// signature): those are bai's alone and never reach an app.
+fn is_bai_authorization(value: &[u8]) -> bool {
+    let v = String::from_utf8_lossy(value);
+    let scheme = v.trim_start().split(' ').next().unwrap_or("");
+    ["bearer", "backendai", "sorna"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s))
+}
+
+/// On an app's port, a header of another scheme is the app's: it is taken out before bai looks
+/// for its own credentials and handed to the app with the request.
+async fn set_aside_app_authorization(mut req: Request, next: axum::middleware::Next) -> Response {
+    if let Some(v) = req.headers().get(axum::http::header::AUTHORIZATION)
+        && !is_bai_authorization(v.as_bytes())
+    {
+        let v = v.clone();
+        req.headers_mut().remove(axum::http::header::AUTHORIZATION);
+        req.extensions_mut().insert(AppAuthorization(v));
+    }
+    next.run(req).await
 }
 
 /// Cookie carrying a per-app token after a first visit with `?token=`.
@@ -557,6 +586,10 @@ async fn proxy_inner(
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
         .map_err(|_| ApiError::bad_request("unsupported method"))?;
     let mut out = state.http.request(method, &url);
+    // The app's own credentials (set aside on its port); bai's never pass.
+    if let Some(AppAuthorization(v)) = req.extensions().get::<AppAuthorization>() {
+        out = out.header("authorization", v.as_bytes());
+    }
     for (name, value) in req.headers() {
         let n = name.as_str();
         if HOP_BY_HOP.contains(&n) || n == "authorization" {
@@ -740,6 +773,21 @@ async fn websocket(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_bais_own_credentials_are_kept_from_apps() {
+        for bai in [
+            "Bearer abc",
+            "bearer abc",
+            "BackendAI signMethod=HMAC-SHA256, credential=a:b",
+            "Sorna x",
+        ] {
+            assert!(is_bai_authorization(bai.as_bytes()), "{bai}");
+        }
+        for app in ["token abc", "Basic dXNlcjpwYXNz", "", "Bearerx abc"] {
+            assert!(!is_bai_authorization(app.as_bytes()), "{app}");
+        }
+    }
 
     #[test]
     fn app_commands_make_their_directories_first() {

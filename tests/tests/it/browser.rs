@@ -1969,9 +1969,24 @@ async fn console_jupyterlab_runs_a_cell_and_tensorboard_shows_its_scalar() {
             }
         };
         open_app("jupyterlab", "JupyterLab").await?;
-        // JupyterLab's launcher: a notebook on the Python 3 kernel.
+        // JupyterLab's launcher (a large page: its first load takes a while): a notebook on the
+        // Python 3 kernel.
+        if let Err(err) = wait_for(c, ".jp-LauncherCard[data-category='Notebook']", 90).await {
+            shot(c, "jupyterlab-not-loaded.png").await?;
+            let url = c.current_url().await.map_err(e)?;
+            let loaded = c
+                .execute(
+                    "return performance.getEntriesByType('resource').map(e => e.responseStatus + ' ' + e.initiatorType + ' ' + e.name).join('\\n');",
+                    vec![],
+                )
+                .await
+                .map_err(e)?;
+            return Err(format!("{err} (at {url}); loaded:\n{}", loaded.as_str().unwrap_or_default()));
+        }
         click(c, ".jp-LauncherCard[data-category='Notebook']").await?;
         wait_for(c, ".jp-Notebook .jp-Cell .cm-content", 60).await?;
+        // Typed once the kernel is idle (its first start takes a few seconds).
+        wait_text(c, ".jp-StatusBar-Widget, .jp-StatusBar", "Idle", 90).await?;
         let cell = c
             .find(Locator::Css(".jp-Notebook .jp-Cell .cm-content"))
             .await
@@ -1986,18 +2001,35 @@ async fn console_jupyterlab_runs_a_cell_and_tensorboard_shows_its_scalar() {
         cell.send_keys(&format!("{}{}{}", Key::Shift, Key::Enter, Key::Null))
             .await
             .map_err(e)?;
-        wait_text(c, ".jp-Notebook .jp-OutputArea-output", "42", 60).await?;
+        if let Err(err) = wait_text(c, ".jp-Notebook .jp-OutputArea-output", "42", 90).await {
+            shot(c, "jupyterlab-cell-failed.png").await?;
+            return Err(err);
+        }
         shot(c, "jupyterlab-cell.png").await?;
 
         open_app("tensorboard", "TensorBoard").await?;
-        within(60, "TensorBoard to show bai/loss", || async {
+        let shown = within(60, "TensorBoard to show bai/loss", || async {
             let text = c
                 .execute("return document.body.innerText;", vec![])
                 .await
                 .ok()?;
-            text.as_str()?.contains("bai/loss").then_some(())
+            // The card's title is the tag's group and name ("bai", "/loss"), beside the run.
+            let text = text.as_str()?;
+            (text.contains("/loss") && text.contains("run1")).then_some(())
         })
-        .await?;
+        .await;
+        if let Err(err) = shown {
+            shot(c, "tensorboard-not-shown.png").await?;
+            let url = c.current_url().await.map_err(e)?;
+            let loaded = c
+                .execute(
+                    "return performance.getEntriesByType('resource').map(e => e.responseStatus + ' ' + e.initiatorType + ' ' + e.name).join('\\n') + '\\n' + document.body.innerText.slice(0, 500);",
+                    vec![],
+                )
+                .await
+                .map_err(e)?;
+            return Err(format!("{err} (at {url}); loaded:\n{}", loaded.as_str().unwrap_or_default()));
+        }
         // The chart draws once its data arrived.
         tokio::time::sleep(Duration::from_secs(2)).await;
         shot(c, "tensorboard-scalar.png").await?;
