@@ -326,7 +326,7 @@ struct AppAuthorization(axum::http::HeaderValue);
 /// signature): those are bai's alone and never reach an app.
 fn is_bai_authorization(value: &[u8]) -> bool {
     let v = String::from_utf8_lossy(value);
-    let scheme = v.trim_start().split(' ').next().unwrap_or("");
+    let scheme = v.split_ascii_whitespace().next().unwrap_or("");
     ["bearer", "backendai", "sorna"]
         .iter()
         .any(|s| scheme.eq_ignore_ascii_case(s))

@@ -76,6 +76,19 @@ impl Settings {
             credentials.is_none() || security != Security::None,
             "smtp_username: credentials are sent only over TLS (smtp_tls = starttls or tls)"
         );
+        const WEEK: u64 = 7 * 24 * 3600;
+        for (key, secs) in [
+            ("password_reset_ttl_secs", cfg.password_reset_ttl_secs),
+            (
+                "email_verification_ttl_secs",
+                cfg.email_verification_ttl_secs,
+            ),
+        ] {
+            anyhow::ensure!(
+                (60..=WEEK).contains(&secs),
+                "{key} = {secs}: a link lives 60 seconds to 7 days ({WEEK} seconds)"
+            );
+        }
         let from: Mailbox = cfg
             .mail_from
             .parse()
@@ -281,6 +294,8 @@ mod tests {
         );
         assert!(err(|c| c.mail_from = "not an address".into()).contains("mail_from"));
         assert!(err(|c| c.smtp_host = Some("smtp://x:25".into())).contains("without scheme"));
+        assert!(err(|c| c.password_reset_ttl_secs = u64::MAX).contains("60 seconds to 7 days"));
+        assert!(err(|c| c.email_verification_ttl_secs = 0).contains("60 seconds to 7 days"));
     }
 
     #[test]

@@ -8,12 +8,16 @@
 //!   user, the address it went to and when it expires. It works once: using it deletes its
 //!   row, and only the request that deleted the row goes on.
 //! - A password reset follows the password rules, ends every login session of the account and
-//!   makes its other reset links void; any password change does the latter too.
+//!   makes its other reset links void; any password change does the latter too (a link made
+//!   before the account's last password change does not work), and so does deactivating the
+//!   account (its links are deleted with its login sessions).
 use chrono::Duration;
 use entity::email_tokens;
 use entity::enums::UserStatus;
 use entity::users;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, TransactionTrait,
+};
 
 use crate::auth::{password, tokens};
 use crate::error::{ApiError, ApiResult};
@@ -203,9 +207,15 @@ async fn issue(state: &impl Gate, purpose: Purpose, email: &str) -> ApiResult<Op
     Ok(Some(token))
 }
 
-/// Uses up a link: its account, if the link is live, of this purpose, still names the
-/// account's address and the account may still use it. Concurrent uses: one wins.
-async fn consume(state: &impl Gate, purpose: Purpose, token: &str) -> ApiResult<users::Model> {
+/// Uses up a link in `db` (the caller's transaction): its account, if the link is live, of
+/// this purpose, still names the account's address, the account may still use it and — for a
+/// reset — its password did not change since. Concurrent uses: one wins.
+async fn consume<C: ConnectionTrait>(
+    db: &C,
+    now: chrono::DateTime<chrono::Utc>,
+    purpose: Purpose,
+    token: &str,
+) -> ApiResult<users::Model> {
     let invalid = || ApiError::bad_request(INVALID_LINK);
     let token = token.trim();
     if token.is_empty() || token.len() > 128 {
@@ -213,32 +223,34 @@ async fn consume(state: &impl Gate, purpose: Purpose, token: &str) -> ApiResult<
     }
     let hash = tokens::hash_token(token);
     let Some(row) = email_tokens::Entity::find_by_id(hash.clone())
-        .one(state.db())
+        .one(db)
         .await?
     else {
         return Err(invalid());
     };
-    if row.purpose != purpose.as_str() || row.expires_at <= state.clock().now() {
+    if row.purpose != purpose.as_str() || row.expires_at <= now {
         return Err(invalid());
     }
-    let deleted = email_tokens::Entity::delete_by_id(hash)
-        .exec(state.db())
-        .await?;
+    let deleted = email_tokens::Entity::delete_by_id(hash).exec(db).await?;
     if deleted.rows_affected != 1 {
         return Err(invalid());
     }
     let user = users::Entity::find_by_id(row.user_uuid)
-        .one(state.db())
+        .one(db)
         .await?
         .ok_or_else(invalid)?;
-    if user.email != row.email || !fits(purpose, user.status) {
+    let changed_since = purpose == Purpose::PasswordReset
+        && user.password_changed_at.is_some_and(|t| t > row.created_at);
+    if user.email != row.email || !fits(purpose, user.status) || changed_since {
         return Err(invalid());
     }
     Ok(user)
 }
 
-/// Sets a new password through a reset link: the rules are checked before the link is used
-/// (a typo does not spend it); every login session of the account ends.
+/// Sets a new password through a reset link. The rules are checked and the password hashed
+/// before the link is used, and the link is used, the password stored and every login session
+/// of the account ended in one transaction: a refusal or a failure on the way leaves the link
+/// as it was.
 pub async fn reset_password(
     state: &impl Gate,
     token: &str,
@@ -246,21 +258,33 @@ pub async fn reset_password(
     new2: &str,
 ) -> ApiResult<()> {
     password::validate_new(new, new2)?;
-    let user = consume(state, Purpose::PasswordReset, token).await?;
-    super::write_password(state, user, new, None, "reset_password").await
+    let hash = password::hash(new).await?;
+    let now = state.clock().now();
+    let txn = state.db().begin().await?;
+    let user = consume(&txn, now, Purpose::PasswordReset, token).await?;
+    let uuid = user.uuid;
+    super::store_password(&txn, now, user, hash, true).await?;
+    crate::users::revoke_login_sessions(&txn, uuid).await?;
+    txn.commit().await?;
+    // Open WebSockets re-check their rights now that the sessions are gone.
+    state.revocations().bump(uuid);
+    Ok(())
 }
 
 /// Verifies an account's address through the link sent at signup: it may log in from now on.
+/// The link is used and the account activated in one transaction.
 pub async fn verify_email(state: &impl Gate, token: &str) -> ApiResult<()> {
-    let user = consume(state, Purpose::VerifyEmail, token).await?;
+    let now = state.clock().now();
+    let txn = state.db().begin().await?;
+    let user = consume(&txn, now, Purpose::VerifyEmail, token).await?;
     let email = user.email.clone();
     let mut m: users::ActiveModel = user.into();
     m.status = Set(UserStatus::Active);
-    m.modified_at = Set(state.clock().now());
-    m.update(state.db()).await?;
+    m.modified_at = Set(now);
+    m.update(&txn).await?;
     crate::audit::record(
-        state.db(),
-        state.clock().now(),
+        &txn,
+        now,
         &email,
         "verify_email",
         "user",
@@ -268,15 +292,17 @@ pub async fn verify_email(state: &impl Gate, token: &str) -> ApiResult<()> {
         serde_json::json!({}),
     )
     .await?;
+    txn.commit().await?;
     Ok(())
 }
 
-/// Makes every pending reset link of `user` void (after any password change).
-pub(super) async fn void_resets(state: &impl Gate, user: uuid::Uuid) -> ApiResult<()> {
+/// Makes every pending reset link of `user` void (after a password change through bai's own
+/// paths; a change anywhere else voids them too, by `password_changed_at`).
+pub(super) async fn void_resets<C: ConnectionTrait>(db: &C, user: uuid::Uuid) -> ApiResult<()> {
     email_tokens::Entity::delete_many()
         .filter(email_tokens::Column::UserUuid.eq(user))
         .filter(email_tokens::Column::Purpose.eq(Purpose::PasswordReset.as_str()))
-        .exec(state.db())
+        .exec(db)
         .await?;
     Ok(())
 }

@@ -320,43 +320,49 @@ pub async fn set_password(
             "The new password must differ from the current one.",
         ));
     }
-    write_password(state, user, new, keep, "change_password").await
+    let hash = password::hash(new).await?;
+    let uuid = user.uuid;
+    store_password(state.db(), state.clock().now(), user, hash, false).await?;
+    end_login_sessions(state.db(), state.revocations(), uuid, keep).await
 }
 
-/// Stores a new password that passed the rules: clears the "require password change" flag,
-/// ends every login session but `keep` and voids the account's pending reset links. A reset
-/// through an e-mailed link (`reset_password`) also verifies a not yet verified address.
-async fn write_password(
-    state: &impl Gate,
+/// Stores a new password's hash on `user` in `db` (a transaction where the caller has one):
+/// clears the "require password change" flag, voids the account's pending reset links and
+/// records it. A reset through an e-mailed link (`proven_address`) also verifies a not yet
+/// verified address. Ending the login sessions is the caller's.
+async fn store_password<C: ConnectionTrait>(
+    db: &C,
+    now: chrono::DateTime<Utc>,
     user: users::Model,
-    new: &str,
-    keep: Option<Uuid>,
-    action: &'static str,
+    hash: String,
+    proven_address: bool,
 ) -> ApiResult<()> {
-    let hash = password::hash(new).await?;
     let email = user.email.clone();
     let uuid = user.uuid;
-    let verified_now = action == "reset_password" && user.status == UserStatus::BeforeVerification;
+    let verified_now = proven_address && user.status == UserStatus::BeforeVerification;
     let mut m: users::ActiveModel = user.into();
     m.password = Set(hash);
     m.need_password_change = Set(false);
-    m.password_changed_at = Set(Some(state.clock().now()));
-    m.modified_at = Set(state.clock().now());
+    m.password_changed_at = Set(Some(now));
+    m.modified_at = Set(now);
     if verified_now {
         m.status = Set(UserStatus::Active);
     }
-    m.update(state.db()).await?;
-    end_login_sessions(state.db(), state.revocations(), uuid, keep).await?;
-    links::void_resets(state, uuid).await?;
+    m.update(db).await?;
+    links::void_resets(db, uuid).await?;
+    let action = if proven_address {
+        "reset_password"
+    } else {
+        "change_password"
+    };
     crate::audit::record(
-        state.db(),
-        state.clock().now(),
+        db,
+        now,
         &email,
         action,
         "user",
         &email,
         serde_json::json!({}),
     )
-    .await?;
-    Ok(())
+    .await
 }

@@ -212,18 +212,29 @@ pub async fn mail_allowed(
     let now = store.clock().now();
     let window = now.timestamp().div_euclid(HOUR);
     let cfg = store.config();
-    let mut keys = vec![(
-        format!("mail:account:{email}"),
-        cfg.mail_max_per_account_per_hour,
-        "for this e-mail address",
-    )];
+    // The client's address first: a request it refuses does not count against the e-mail
+    // address (else one client could keep anyone's address at its limit). IPv6 clients count
+    // by their /64, which one host usually holds whole.
+    let mut keys = Vec::new();
     if let Some(a) = addr {
+        let a = match a {
+            std::net::IpAddr::V6(v6) => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+            v4 => v4.to_string(),
+        };
         keys.push((
             format!("mail:addr:{a}"),
             cfg.mail_max_per_addr_per_hour,
             "from your address",
         ));
     }
+    keys.push((
+        format!("mail:account:{email}"),
+        cfg.mail_max_per_account_per_hour,
+        "for this e-mail address",
+    ));
     let t = || Alias::new("limit_windows");
     let backend = store.db().get_database_backend();
     // Windows before the last hour are of no further use.
@@ -264,8 +275,9 @@ pub async fn mail_allowed(
             Some(r) => r.try_get("", "count")?,
             None => 0,
         };
-        if total > i64::from(max) && refused.is_none() {
+        if total > i64::from(max) {
             refused = Some(whom);
+            break;
         }
     }
     if let Some(whom) = refused {

@@ -22,7 +22,17 @@ pub struct ServicePort {
     pub container_port: Option<u16>,
 }
 
-/// `jupyter:http:8080,ssh:tcp:2200` → ports (malformed entries are skipped).
+/// An app's name as bai takes it from a label: it names files, URL paths and cookies, so only
+/// letters, digits, `-` and `_`, starting with a letter or digit, at most 64 characters.
+pub fn app_name_ok(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// `jupyter:http:8080,ssh:tcp:2200` → ports (malformed entries, and names that are not
+/// [`app_name_ok`], are skipped).
 pub fn parse_service_ports(label: &str) -> Vec<ServicePort> {
     label
         .split(',')
@@ -35,7 +45,7 @@ pub fn parse_service_ports(label: &str) -> Vec<ServicePort> {
                 .next()?
                 .parse()
                 .ok()?;
-            (!name.is_empty()).then(|| ServicePort {
+            app_name_ok(name).then(|| ServicePort {
                 name: name.to_string(),
                 protocol: protocol.to_string(),
                 container_port: Some(port),
@@ -436,6 +446,14 @@ mod tests {
 
     #[test]
     fn service_ports() {
+        let hostile = parse_service_ports(
+            "../../home/work/x:http:1,a/b:http:2,.hidden:http:3,-x:http:4,ok-app_2:http:5",
+        );
+        assert_eq!(
+            hostile.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["ok-app_2"]
+        );
+        assert!(!app_name_ok(&"a".repeat(65)));
         let p = parse_service_ports("jupyter:http:8080,ssh:tcp:2200,bad,x:http:notaport");
         assert_eq!(p.len(), 2);
         assert_eq!(

@@ -180,9 +180,15 @@ pub async fn deactivate<C: ConnectionTrait>(db: &C, user: Uuid) -> ApiResult<()>
     revoke_login_sessions(db, user).await
 }
 
+/// Ends every login session of `user` and voids its pending e-mailed links (deactivation, a
+/// reset, the superadmin's bootstrap).
 pub async fn revoke_login_sessions<C: ConnectionTrait>(db: &C, user: Uuid) -> ApiResult<()> {
     login_sessions::Entity::delete_many()
         .filter(login_sessions::Column::UserUuid.eq(user))
+        .exec(db)
+        .await?;
+    entity::email_tokens::Entity::delete_many()
+        .filter(entity::email_tokens::Column::UserUuid.eq(user))
         .exec(db)
         .await?;
     Ok(())
