@@ -232,7 +232,14 @@ impl Mailer {
         let to: Mailbox = to
             .parse()
             .context("the recipient is not an e-mail address")?;
+        // A Message-ID of the sender's domain (mail without one looks like spam to many filters).
+        let id = format!(
+            "<{}@{}>",
+            uuid::Uuid::new_v4().simple(),
+            self.settings.from.email.domain()
+        );
         let message = Message::builder()
+            .message_id(Some(id))
             .from(self.settings.from.clone())
             .to(to)
             .subject(subject)

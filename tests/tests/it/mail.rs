@@ -223,6 +223,11 @@ both_dbs!(password_reset_by_mail, |db| async move {
     let mail = smtp.wait_for("alice@x.org", 1).await;
     assert!(mail.contains("Subject: Reset your bai password"), "{mail}");
     assert!(mail.contains("From: bai <noreply@bai.test>"), "{mail}");
+    assert!(
+        mail.lines()
+            .any(|l| l.starts_with("Message-ID: <") && l.ends_with("@bai.test>")),
+        "{mail}"
+    );
     assert!(!mail.contains("evil.example"), "{mail}");
     let token = link_token(&mail, &format!("{PUBLIC}/#reset-password/"));
     assert!(token.len() >= 40, "{token}");
