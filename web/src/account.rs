@@ -232,20 +232,10 @@ pub fn ForgotPassword(on_close: impl Fn() + Copy + Send + Sync + 'static) -> imp
     let done = RwSignal::new(false);
     let busy = RwSignal::new(false);
     let send = move |_| {
-        busy.set(true);
-        spawn_local(async move {
-            let vars = ops::request_password_reset::Variables {
-                email: email.get_untracked(),
-            };
-            match gql::run::<ops::RequestPasswordReset>(vars).await {
-                Ok(_) => {
-                    error.set(None);
-                    done.set(true);
-                }
-                Err(e) => error.set(Some(e.message)),
-            }
-            busy.set(false);
-        });
+        let vars = ops::request_password_reset::Variables {
+            email: email.get_untracked(),
+        };
+        gql::submit::<ops::RequestPasswordReset>(vars, busy, error, move |_| done.set(true));
     };
     view! {
         <Modal title=t("Forgot password?") id="forgot-dialog" on_close=on_close>
@@ -273,39 +263,22 @@ pub fn LinkPage(route: String, on_done: impl Fn() + Copy + Send + Sync + 'static
     let done = RwSignal::new(false);
     let busy = RwSignal::new(false);
     if !reset {
-        busy.set(true);
-        spawn_local(async move {
-            let vars = ops::verify_email::Variables {
-                token: token.get_value(),
-            };
-            match gql::run::<ops::VerifyEmail>(vars).await {
-                Ok(_) => done.set(true),
-                Err(e) => error.set(Some(e.message)),
-            }
-            busy.set(false);
-        });
+        let vars = ops::verify_email::Variables {
+            token: token.get_value(),
+        };
+        gql::submit::<ops::VerifyEmail>(vars, busy, error, move |_| done.set(true));
     }
     let save = move || {
         if new.get_untracked() != new2.get_untracked() {
             error.set(Some(t("The new passwords do not match.")));
             return;
         }
-        busy.set(true);
-        spawn_local(async move {
-            let vars = ops::reset_password::Variables {
-                token: token.get_value(),
-                new_password: new.get_untracked(),
-                new_password2: new2.get_untracked(),
-            };
-            match gql::run::<ops::ResetPassword>(vars).await {
-                Ok(_) => {
-                    error.set(None);
-                    done.set(true);
-                }
-                Err(e) => error.set(Some(e.message)),
-            }
-            busy.set(false);
-        });
+        let vars = ops::reset_password::Variables {
+            token: token.get_value(),
+            new_password: new.get_untracked(),
+            new_password2: new2.get_untracked(),
+        };
+        gql::submit::<ops::ResetPassword>(vars, busy, error, move |_| done.set(true));
     };
     view! {
         <div class="login-wrap">

@@ -165,3 +165,28 @@ pub async fn gloo_timers_sleep(ms: i32) {
     });
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
+
+/// Sends a form's mutation: `busy` while it runs, then the server's message in `error`, or
+/// `error` cleared and `on_ok` with the answer.
+pub fn submit<Q>(
+    variables: Q::Variables,
+    busy: leptos::prelude::RwSignal<bool>,
+    error: leptos::prelude::RwSignal<Option<String>>,
+    on_ok: impl FnOnce(Q::ResponseData) + 'static,
+) where
+    Q: GraphQLQuery + 'static,
+    Q::Variables: 'static,
+{
+    use leptos::prelude::Set;
+    busy.set(true);
+    leptos::task::spawn_local(async move {
+        match run::<Q>(variables).await {
+            Ok(d) => {
+                error.set(None);
+                on_ok(d);
+            }
+            Err(e) => error.set(Some(e.message)),
+        }
+        busy.set(false);
+    });
+}

@@ -44,21 +44,6 @@ fn mailer(state: &impl Gate) -> ApiResult<&Mailer> {
     })
 }
 
-/// An e-mail address as accounts store it, or BAD_REQUEST.
-fn address(email: &str) -> ApiResult<String> {
-    let email = email.trim().to_ascii_lowercase();
-    let ok = email.len() <= 254
-        && email
-            .split_once('@')
-            .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty() && !d.contains('@'))
-        && !email.contains(|c: char| c.is_whitespace() || c.is_control());
-    if ok {
-        Ok(email)
-    } else {
-        Err(ApiError::bad_request("Enter an e-mail address."))
-    }
-}
-
 /// "Forgot password?": a reset link goes to `email` if an active (or not yet verified)
 /// account has it. The answer is the same either way.
 pub async fn request_password_reset(
@@ -76,7 +61,7 @@ async fn request(
     addr: Option<std::net::IpAddr>,
 ) -> ApiResult<()> {
     let mailer = mailer(state)?;
-    let email = address(email)?;
+    let email = crate::validate::email(email)?;
     crate::auth::shared::mail_allowed(state, &email, addr).await?;
     mailer.enqueue(LinkRequest { purpose, email })
 }
@@ -313,6 +298,8 @@ mod tests {
 
     #[test]
     fn addresses_are_checked_and_normalised() {
+        // The accounts' own rule (`validate::email`), as every other path takes addresses.
+        let address = crate::validate::email;
         assert_eq!(address(" Alice@X.org ").unwrap(), "alice@x.org");
         for bad in [
             "",
