@@ -28,6 +28,7 @@ fn shared(store: &impl Store) -> bool {
 }
 
 /// Adds `delta` to `key`'s count in `window` (kept until `keep_secs` from now); the total.
+/// Written for SQLite and PostgreSQL alike (mail requests are counted on both).
 async fn add(
     store: &impl Store,
     key: &str,
@@ -35,18 +36,32 @@ async fn add(
     delta: i64,
     keep_secs: f64,
 ) -> ApiResult<i64> {
-    let row = store
-        .db()
-        .query_one(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "INSERT INTO limit_windows (key, \"window\", count, expires_at) \
-             VALUES ($1, $2, $3, now() + make_interval(secs => $4)) \
-             ON CONFLICT (key, \"window\") DO UPDATE SET count = limit_windows.count + EXCLUDED.count \
-             RETURNING count",
-            [key.into(), window.into(), delta.into(), keep_secs.into()],
-        ))
-        .await?;
-    Ok(match row {
+    use sea_orm::sea_query::{Alias, Expr, OnConflict, Query};
+    let t = || Alias::new("limit_windows");
+    let expires = store.clock().now()
+        + chrono::Duration::milliseconds((keep_secs * 1000.0).clamp(0.0, 1e15) as i64);
+    let insert = Query::insert()
+        .into_table(t())
+        .columns([
+            Alias::new("key"),
+            Alias::new("window"),
+            Alias::new("count"),
+            Alias::new("expires_at"),
+        ])
+        .values([key.into(), window.into(), delta.into(), expires.into()])
+        .map_err(|e| crate::error::ApiError::internal("counting against a limit", e))?
+        .on_conflict(
+            OnConflict::columns([Alias::new("key"), Alias::new("window")])
+                .value(
+                    Alias::new("count"),
+                    Expr::col((t(), Alias::new("count"))).add(delta),
+                )
+                .to_owned(),
+        )
+        .returning_col(Alias::new("count"))
+        .to_owned();
+    let backend = store.db().get_database_backend();
+    Ok(match store.db().query_one(backend.build(&insert)).await? {
         Some(r) => r.try_get("", "count")?,
         None => 0,
     })
@@ -207,7 +222,7 @@ pub async fn mail_allowed(
     email: &str,
     addr: Option<std::net::IpAddr>,
 ) -> ApiResult<()> {
-    use sea_orm::sea_query::{Alias, Expr, OnConflict, Query};
+    use sea_orm::sea_query::{Alias, Expr, Query};
     const HOUR: i64 = 3600;
     let now = store.clock().now();
     let window = now.timestamp().div_euclid(HOUR);
@@ -246,35 +261,7 @@ pub async fn mail_allowed(
     store.db().execute(backend.build(&purge)).await?;
     let mut refused = None;
     for (key, max, whom) in keys {
-        let insert = Query::insert()
-            .into_table(t())
-            .columns([
-                Alias::new("key"),
-                Alias::new("window"),
-                Alias::new("count"),
-                Alias::new("expires_at"),
-            ])
-            .values([
-                key.into(),
-                window.into(),
-                1i64.into(),
-                (now + chrono::Duration::seconds(2 * HOUR)).into(),
-            ])
-            .map_err(|e| crate::error::ApiError::internal("counting a mail request", e))?
-            .on_conflict(
-                OnConflict::columns([Alias::new("key"), Alias::new("window")])
-                    .value(
-                        Alias::new("count"),
-                        Expr::col((t(), Alias::new("count"))).add(1),
-                    )
-                    .to_owned(),
-            )
-            .returning_col(Alias::new("count"))
-            .to_owned();
-        let total: i64 = match store.db().query_one(backend.build(&insert)).await? {
-            Some(r) => r.try_get("", "count")?,
-            None => 0,
-        };
+        let total = add(store, &key, window, 1, (2 * HOUR) as f64).await?;
         if total > i64::from(max) {
             refused = Some(whom);
             break;
