@@ -164,6 +164,14 @@ impl ChangeSubscription {
     ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
         Ok(changes(ctx, ObjectKind::Agent, false, true)?)
     }
+    /// A batch of usage samples was written (Statistics): charts refetch. Anyone logged in
+    /// (the event names a time, nothing else).
+    async fn usage_changes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<impl Stream<Item = ChangeEvent>> {
+        Ok(changes(ctx, ObjectKind::Usage, false, false)?)
+    }
     async fn system_setting_changes(
         &self,
         ctx: &Context<'_>,

@@ -126,6 +126,9 @@ enum Command {
         /// Seconds the idle-queue benchmark idles per measurement.
         #[arg(long, default_value_t = 10)]
         queue_seconds: u64,
+        /// Sessions of the Statistics benchmark: a month of their 1-minute samples (0 = skip).
+        #[arg(long, default_value_t = 1000)]
+        usage_sessions: usize,
     },
 }
 
@@ -302,6 +305,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             fanout,
             queue,
             queue_seconds,
+            usage_sessions,
         } => {
             init_logging("warn", "text");
             // SQLite always; PostgreSQL too when a server is given (a fresh database each).
@@ -325,6 +329,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 if fanout > 0 {
                     crate::bench::fanout(fanout, fresh().await?).await?;
+                }
+                if usage_sessions > 0 {
+                    crate::bench::usage(usage_sessions, api_seconds.clamp(1, 10), fresh().await?)
+                        .await?;
                 }
             }
             // Several managers: two processes on one PostgreSQL database.

@@ -8,7 +8,8 @@ pub use bai_core::validate;
 pub use bai_services::{
     API_VERSION, MANAGER_COMPAT, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config,
     db, domains, dotfiles, events, groups, images, keypairs, lookup, policies, presets, registries,
-    scaling_groups, scheduler, sessions, settings, sql, state, storage, templates, users,
+    scaling_groups, scheduler, sessions, settings, sql, state, statistics, storage, templates,
+    users,
 };
 
 // Layer 5: the surfaces and the server.
@@ -212,6 +213,7 @@ pub async fn start_with_shutdown(
         tokio::spawn(sessions::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
         tokio::spawn(sessions::utilization_loop(state.clone())),
+        tokio::spawn(statistics::sample_loop(state.clone())),
         tokio::spawn(keypairs::usage::flush_loop(
             state.shared.usage.clone(),
             state.db.clone(),

@@ -24,6 +24,7 @@ pub mod sgroups_for_domains;
 pub mod sgroups_for_groups;
 pub mod sgroups_for_keypairs;
 pub mod system_settings;
+pub mod usage_series;
 pub mod users;
 pub mod vfolder_invitations;
 pub mod vfolder_permissions;

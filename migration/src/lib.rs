@@ -15,6 +15,7 @@ mod m20261126_000004_dotfiles;
 mod m20261127_000001_utilization_idle;
 mod m20261127_000002_preferred_ssh_port;
 mod m20261127_000003_email_tokens;
+mod m20261127_000004_usage_series;
 
 pub struct Migrator;
 
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000001_utilization_idle::Migration),
             Box::new(m20261127_000002_preferred_ssh_port::Migration),
             Box::new(m20261127_000003_email_tokens::Migration),
+            Box::new(m20261127_000004_usage_series::Migration),
         ]
     }
 }

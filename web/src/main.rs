@@ -15,6 +15,7 @@ mod ops;
 mod projects;
 mod sessions;
 mod sharing;
+mod statistics;
 mod storage;
 mod summary;
 mod terminal;
@@ -293,6 +294,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         match name.as_str() {
             "sessions" => view! { <sessions::SessionsPage /> }.into_any(),
             "data" => view! { <storage::DataPage /> }.into_any(),
+            "statistics" => view! { <statistics::StatisticsPage /> }.into_any(),
             "users" | "projects" | "environments" | "resources" | "settings" | "maintenance"
                 if !admin =>
             {
@@ -327,6 +329,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 {link("summary", key("Summary"))}
                 {link("sessions", key("Sessions"))}
                 {link("data", key("Data & Storage"))}
+                {link("statistics", key("Statistics"))}
                 <Show when=move || admin>
                     <div class="section">{t("Administration")}</div>
                     {link("users", key("Users"))}

@@ -751,3 +751,26 @@ pub struct ModifyDomain;
     response_derives = "Debug, Clone, PartialEq, Default"
 )]
 pub struct UserDetail;
+
+// ---------------------------------------------------------------- Statistics (statistics.rs)
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/statistics/usage_series.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct UsageSeries;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/statistics/usage_totals.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct UsageTotals;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/statistics/usage_changes.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct UsageChanges;

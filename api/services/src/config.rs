@@ -259,6 +259,9 @@ settings! {
     mail_max_per_account_per_hour: u32 = 3, env = "BAI_MAIL_MAX_PER_ACCOUNT_PER_HOUR";
     /// E-mail requests per hour from one client address.
     mail_max_per_addr_per_hour: u32 = 20, env = "BAI_MAIL_MAX_PER_ADDR_PER_HOUR";
+    /// Seconds between usage samples for Statistics (1 to 60, dividing a minute; 0 = none
+    /// recorded). Every running session on this process's engines is measured each time.
+    usage_sample_secs: u64 = 60, env = "BAI_USAGE_SAMPLE_SECS";
     /// Lifetime of a login session (browser cookie or bearer token), in seconds.
     login_session_ttl_secs: u64 = 12 * 3600, env = "BAI_LOGIN_SESSION_TTL";
     /// Mark the session cookie `Secure` (set when served over HTTPS; implied by `tls_cert`).
@@ -426,6 +429,11 @@ impl Config {
         cfg.apply_env(env)?;
         cfg.all_engines()?;
         cfg.check_mail()?;
+        anyhow::ensure!(
+            cfg.usage_sample_secs == 0
+                || (cfg.usage_sample_secs <= 60 && 60 % cfg.usage_sample_secs == 0),
+            "usage_sample_secs must divide a minute (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60), or be 0 for no statistics"
+        );
         Ok(cfg)
     }
 

@@ -29,6 +29,7 @@ pub mod sessions;
 pub mod settings;
 pub mod sql;
 pub mod state;
+pub mod statistics;
 pub mod storage;
 pub mod store;
 pub mod templates;

@@ -23,6 +23,7 @@ pub mod scaling_groups;
 pub mod schema;
 pub mod sessions;
 pub mod settings;
+pub mod statistics;
 pub mod storage;
 pub mod templates;
 pub mod users;

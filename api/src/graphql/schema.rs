@@ -28,6 +28,7 @@ pub struct Query(
     crate::graphql::storage::StorageQuery,
     crate::graphql::folder_nodes::FolderNodeQuery,
     crate::graphql::templates::TemplateQuery,
+    crate::graphql::statistics::StatisticsQuery,
 );
 
 #[derive(MergedObject, Default)]

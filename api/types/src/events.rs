@@ -20,6 +20,8 @@ pub enum ObjectKind {
     Group,
     SystemSetting,
     Agent,
+    /// Usage statistics (a batch of samples was written; `key` is its newest bucket).
+    Usage,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -910,7 +910,8 @@ async fn login_as(c: &Client, base: &str, email: &str, password: &str) -> Result
     type_into(c, "#email", email).await?;
     type_into(c, "#password", password).await?;
     click(c, "#login-button").await?;
-    wait_for(c, "#current-user", 15).await
+    // The first load of the console (the WASM bundle) on a busy test machine takes a while.
+    wait_for(c, "#current-user", 30).await
 }
 
 /// Every administration screen's main action, by a superadmin, and a plain user kept out.
@@ -2039,4 +2040,156 @@ async fn console_jupyterlab_runs_a_cell_and_tensorboard_shows_its_scalar() {
     let _ = b.client.clone().close().await;
     result.unwrap();
     destroy(&app, &token, &id).await;
+}
+
+/// Statistics: a user's own usage as charts (a sampled running session and a month of history),
+/// day and month, kept current live, its sessions' list, the CSV of a chart; an admin's view
+/// of users and resource groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_statistics_charts_live_and_csv() {
+    require_docker();
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.web_dir = dir;
+        c.usage_sample_secs = 2;
+    })
+    .await;
+    let alice = app.user("alice@x.org", "user", "default").await;
+    let body = create_session(
+        &app,
+        &alice,
+        serde_json::json!({"image": PYTHON, "name": "charted", "resources": "{\"cpu\": \"1\", \"mem\": \"512m\"}"}),
+    )
+    .await;
+    let sid = session_ids(&body)[0].clone();
+    wait_status(&app, &alice, &sid, &["RUNNING"]).await;
+    // A month of history for the same session: busy by day, idle by night.
+    let me = app
+        .ok(
+            Some(&alice),
+            "{ user { uuid } groups { id name } }",
+            serde_json::json!({}),
+        )
+        .await;
+    let user: uuid::Uuid = me["user"]["uuid"].as_str().unwrap().parse().unwrap();
+    let project: uuid::Uuid = me["groups"][0]["id"].as_str().unwrap().parse().unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let mut batch = api::statistics::Batch::default();
+    for h in 1..24 * 30 {
+        let at = now - h * 3600;
+        let busy = if (at / 3600) % 24 >= 8 && (at / 3600) % 24 < 20 {
+            0.8
+        } else {
+            0.1
+        };
+        batch.add(&api::statistics::Sample {
+            session: sid.parse().unwrap(),
+            user,
+            project,
+            domain: "default".into(),
+            resource_group: Some("default".into()),
+            at,
+            figures: api::statistics::Figures::over(
+                3600.0,
+                api::statistics::Figures {
+                    secs: 1.0,
+                    cpu_alloc: 1.0,
+                    cpu_used: busy,
+                    mem_alloc: 512.0 * 1024.0 * 1024.0,
+                    mem_used: 400.0 * 1024.0 * 1024.0 * busy,
+                    gpu_alloc: 0.0,
+                    gpu_used: 0.0,
+                },
+            ),
+        });
+    }
+    api::statistics::write(app.state(), batch).await.unwrap();
+    let b = browser().await;
+    let c = &b.client;
+    let base = app.base.clone();
+    let result: Result<(), String> = async {
+        login_as(c, &base, "alice@x.org", USER_PASSWORD).await?;
+        click(c, "nav.side a[href='#statistics']").await?;
+        wait_for(c, "#chart-cpu svg polyline", 20).await?;
+        wait_text(c, "#stats-subject", "alice@x.org", 10).await?;
+        // Live: new samples arrive every 2 s and the page fetches them by itself.
+        let loaded = |c: &Client| {
+            let c = c.clone();
+            async move {
+                c.find(Locator::Css("#stats-body"))
+                    .await
+                    .ok()?
+                    .attr("data-loaded")
+                    .await
+                    .ok()??
+                    .parse::<u32>()
+                    .ok()
+            }
+        };
+        let first = loaded(c).await.ok_or("no data-loaded")?;
+        within(20, "the charts to refresh by themselves", || async {
+            loaded(c).await.filter(|n| *n > first + 1)
+        })
+        .await?;
+        let title = c
+            .find(Locator::Css("#chart-cpu svg"))
+            .await
+            .map_err(|e| e.to_string())?
+            .attr("aria-label")
+            .await
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        if !title.contains("allocated") || !title.contains("used") {
+            return Err(format!("the CPU chart's latest allocation: {title}"));
+        }
+        shot(c, "statistics-day.png").await?;
+        click(c, "#stats-span-month").await?;
+        wait_text(c, "#stats-subject", "3600", 10).await?;
+        shot(c, "statistics-month.png").await?;
+        // The CSV of the chart shown: the data the browser saves.
+        c.execute(
+            "window.__csv = null; const make = URL.createObjectURL;
+             URL.createObjectURL = function (b) { b.text().then((t) => { window.__csv = t; }); return make.call(URL, b); };",
+            vec![],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        click(c, "#stats-csv").await?;
+        let csv = within(10, "the CSV", || async {
+            c.execute("return window.__csv;", vec![])
+                .await
+                .ok()?
+                .as_str()
+                .map(str::to_string)
+        })
+        .await?;
+        let lines: Vec<&str> = csv.lines().collect();
+        if !lines[0].starts_with("ts,sessions,used_secs,cpu_allocated,cpu_used") || lines.len() < 700 {
+            return Err(format!("CSV: {} lines, first {:?}", lines.len(), lines.first()));
+        }
+        // Her sessions, by use.
+        click(c, "#stats-view-sessions").await?;
+        wait_text(c, "#stats-totals", "charted", 10).await?;
+        wait_text(c, "#stats-subject", "charted", 10).await?;
+        shot(c, "statistics-sessions.png").await?;
+
+        // An admin: the users, then the resource groups.
+        c.delete_all_cookies().await.map_err(|e| e.to_string())?;
+        login_as(c, &base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
+        c.goto(&format!("{base}/#statistics")).await.map_err(|e| e.to_string())?;
+        click(c, "#stats-view-users").await?;
+        wait_text(c, "#stats-totals", "alice@x.org", 10).await?;
+        click(c, "#stats-totals tr.pick").await?;
+        wait_text(c, "#stats-subject", "alice@x.org", 10).await?;
+        shot(c, "statistics-admin-users.png").await?;
+        click(c, "#stats-view-resource-groups").await?;
+        wait_text(c, "#stats-totals", "default", 10).await?;
+        wait_for(c, "#chart-mem svg polyline", 10).await?;
+        shot(c, "statistics-admin-resource-groups.png").await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    destroy(&app, &alice, &sid).await;
+    result.unwrap();
 }

@@ -26,4 +26,5 @@ mod registry;
 mod roles;
 mod sandbox;
 mod sessions;
+mod statistics;
 mod storage;

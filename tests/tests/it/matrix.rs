@@ -75,6 +75,9 @@ const NOT_IDS: &[&str] = &[
     "before",
     // Backend.AI 26's typed order of a list.
     "orderBy",
+    // Statistics: which kind of series (the id names the object) and over how long.
+    "scope",
+    "period",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -515,6 +518,17 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             Tenant(
                 Session,
                 ask!(gql::SessionId, |v| gql::session_id::Variables { id: v }),
+            ),
+        ),
+        (
+            "Query",
+            "usage_series",
+            "id",
+            Tenant(
+                Session,
+                ask!(m::UsageSeriesOfSession, |v| {
+                    m::usage_series_of_session::Variables { id: Some(v) }
+                }),
             ),
         ),
         (

@@ -1600,7 +1600,9 @@ pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
                 tracing::warn!(session = %s.id, error = %e.message, cause = %e.chain(), "sampling a session's utilization failed");
                 None
             }
-            Ok(Measured::Use { cpu, cores, gpu }) => {
+            Ok(Measured::Use {
+                cpu, cores, gpu, ..
+            }) => {
                 sampled.push(s.id);
                 if utilization_busy(cpu, cores, gpu, pct) {
                     None
@@ -1633,25 +1635,32 @@ pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
 const UTILIZATION_FRESH_SECS: i64 = 60;
 
 /// One utilization sample of a session, over its containers.
-enum Measured {
+pub(crate) enum Measured {
     /// Its agents are driven by another manager, which samples it.
     NotMine,
     /// A container's figures could not be read (gone, an engine not answering).
     Unreadable,
-    /// CPU (percent of one core) and cores allocated; GPU use and GPUs held, if any.
+    /// CPU (percent of one core) and cores allocated; memory used and allocated (bytes); GPU
+    /// use (percent of one GPU) and GPUs held, if any.
     Use {
         cpu: f64,
         cores: f64,
+        mem: f64,
+        mem_alloc: f64,
         gpu: Option<(f64, f64)>,
     },
 }
 
-async fn measure_utilization(state: &impl Runtime, session: Uuid) -> ApiResult<Measured> {
+pub(crate) async fn measure_utilization(
+    state: &impl Runtime,
+    session: Uuid,
+) -> ApiResult<Measured> {
     let ks = kernels::Entity::find()
         .filter(kernels::Column::SessionId.eq(session))
         .all(state.db())
         .await?;
     let (mut cpu, mut cores, mut gpu, mut gpus) = (0.0, 0.0, 0.0, 0.0);
+    let (mut mem, mut mem_alloc) = (0.0, 0.0);
     let per_gpu = f64::from(state.config().cuda_shares_per_gpu.max(1));
     for k in &ks {
         let (Some(agent_id), Some(container)) = (&k.agent, &k.container_id) else {
@@ -1668,6 +1677,8 @@ async fn measure_utilization(state: &impl Runtime, session: Uuid) -> ApiResult<M
         };
         cpu += st.cpu_pct;
         cores += k.requested_slots.get("cpu").to_f64().unwrap_or(0.0);
+        mem += st.mem_bytes as f64;
+        mem_alloc += k.requested_slots.get("mem").to_f64().unwrap_or(0.0);
         let held = k.requested_slots.get("cuda.device").to_f64().unwrap_or(0.0)
             + k.requested_slots.get("cuda.shares").to_f64().unwrap_or(0.0) / per_gpu;
         if held > 0.0 {
@@ -1681,6 +1692,8 @@ async fn measure_utilization(state: &impl Runtime, session: Uuid) -> ApiResult<M
     Ok(Measured::Use {
         cpu,
         cores,
+        mem,
+        mem_alloc,
         gpu: (gpus > 0.0).then_some((gpu, gpus)),
     })
 }

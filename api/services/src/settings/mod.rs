@@ -15,6 +15,8 @@ use crate::store::Store;
 pub enum Kind {
     Text,
     Count,
+    /// A whole number from the first to the second.
+    Range(u64, u64),
 }
 
 /// A setting editable at run time.
@@ -37,6 +39,24 @@ pub const EDITABLE: &[SettingDef] = &[
         description: "Pending sessions that failed to schedule this many times are skipped so they do not block the queue (0 = never skip).",
         kind: Kind::Count,
         default: || json!(0),
+    },
+    SettingDef {
+        key: crate::statistics::MINUTE_RETENTION_KEY,
+        description: "Statistics: hours 1-minute usage buckets are kept (the day chart draws them while they cover a day).",
+        kind: Kind::Range(1, 24 * 31),
+        default: || json!(48),
+    },
+    SettingDef {
+        key: crate::statistics::HOUR_RETENTION_KEY,
+        description: "Statistics: days 1-hour usage buckets are kept (the week and month charts draw them while they cover the period).",
+        kind: Kind::Range(1, 3660),
+        default: || json!(45),
+    },
+    SettingDef {
+        key: crate::statistics::DAY_RETENTION_KEY,
+        description: "Statistics: days 1-day usage buckets are kept.",
+        kind: Kind::Range(1, 36_600),
+        default: || json!(730),
     },
 ];
 
@@ -80,11 +100,13 @@ pub async fn set<C: ConnectionTrait>(
     let ok = match def.kind {
         Kind::Text => value.as_str().is_some_and(|s| s.len() <= 4096),
         Kind::Count => value.as_u64().is_some_and(|n| n <= 1_000_000),
+        Kind::Range(lo, hi) => value.as_u64().is_some_and(|n| (lo..=hi).contains(&n)),
     };
     if !ok {
         let want = match def.kind {
-            Kind::Text => "a string of at most 4096 characters",
-            Kind::Count => "a whole number from 0 to 1000000",
+            Kind::Text => "a string of at most 4096 characters".to_string(),
+            Kind::Count => "a whole number from 0 to 1000000".to_string(),
+            Kind::Range(lo, hi) => format!("a whole number from {lo} to {hi}"),
         };
         return Err(ApiError::bad_request(format!("'{key}' must be {want}")));
     }

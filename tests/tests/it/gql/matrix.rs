@@ -81,3 +81,7 @@ operation!(
 operation!(VfolderNodes, "graphql/matrix/vfolder_nodes.graphql");
 operation!(VfolderNode, "graphql/matrix/vfolder_node.graphql");
 operation!(VfolderV2, "graphql/matrix/vfolder_v2.graphql");
+operation!(
+    UsageSeriesOfSession,
+    "graphql/matrix/usage_series_of_session.graphql"
+);

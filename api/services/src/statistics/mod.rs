@@ -1,0 +1,864 @@
+//! Statistics: usage over time. The agents' sampler measures every running session on the
+//! engines this process drives (allocated CPU, memory and GPU and their use) and adds each
+//! sample to its session's, user's, project's, resource group's and domain's rows at three
+//! bucket sizes (1 minute, 1 hour, 1 day: the downsampling happens as the sums are written),
+//! in one batch per round. Old buckets go by the retention settings; charts read the finest
+//! buckets still kept for their period.
+use std::collections::HashMap;
+
+use entity::enums::SessionStatus;
+use entity::{domains, groups, scaling_groups, sessions, usage_series, users};
+use sea_orm::sea_query::{Alias, Expr, OnConflict, Query};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryOrder,
+    QuerySelect, TransactionTrait,
+};
+use uuid::Uuid;
+
+use crate::auth::{Caller, ReadScope};
+use crate::error::{ApiError, ApiResult};
+use crate::events::{Change, ChangeAction, Event, ObjectKind};
+use crate::store::{Runtime, Store};
+
+pub const MINUTE: i64 = 60;
+pub const HOUR: i64 = 3600;
+pub const DAY: i64 = 86_400;
+/// The bucket sizes every sample is added to, finest first.
+pub const RESOLUTIONS: [i64; 3] = [MINUTE, HOUR, DAY];
+/// The most buckets a chart is drawn from (a day of minutes fits; a week of minutes does not).
+const MAX_POINTS: i64 = 1500;
+
+/// Whose usage a series is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Session,
+    User,
+    Project,
+    ResourceGroup,
+    Domain,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Session => "session",
+            Scope::User => "user",
+            Scope::Project => "project",
+            Scope::ResourceGroup => "resource_group",
+            Scope::Domain => "domain",
+        }
+    }
+    fn noun(self) -> &'static str {
+        match self {
+            Scope::Session => "session",
+            Scope::User => "user",
+            Scope::Project => "project",
+            Scope::ResourceGroup => "resource group",
+            Scope::Domain => "domain",
+        }
+    }
+}
+
+/// The period a chart covers, ending now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Period {
+    Day,
+    Week,
+    Month,
+    Year,
+}
+
+impl Period {
+    pub fn secs(self) -> i64 {
+        match self {
+            Period::Day => DAY,
+            Period::Week => 7 * DAY,
+            Period::Month => 30 * DAY,
+            Period::Year => 365 * DAY,
+        }
+    }
+}
+
+/// Usage figures. As stored (and in a [`Sample`]): sums over time (session-seconds,
+/// core-seconds, byte-seconds, GPU-seconds). As answered ([`Figures::per`]): averages over a
+/// bucket or a period (running sessions, cores, bytes, GPUs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Figures {
+    pub secs: f64,
+    pub cpu_alloc: f64,
+    pub cpu_used: f64,
+    pub mem_alloc: f64,
+    pub mem_used: f64,
+    pub gpu_alloc: f64,
+    pub gpu_used: f64,
+}
+
+/// The figure columns, in [`Figures::values`] order.
+const FIGURE_COLUMNS: [&str; 7] = [
+    "secs",
+    "cpu_alloc",
+    "cpu_used",
+    "mem_alloc",
+    "mem_used",
+    "gpu_alloc",
+    "gpu_used",
+];
+
+impl Figures {
+    fn values(&self) -> [f64; 7] {
+        [
+            self.secs,
+            self.cpu_alloc,
+            self.cpu_used,
+            self.mem_alloc,
+            self.mem_used,
+            self.gpu_alloc,
+            self.gpu_used,
+        ]
+    }
+
+    fn add(&mut self, o: &Figures) {
+        self.secs += o.secs;
+        self.cpu_alloc += o.cpu_alloc;
+        self.cpu_used += o.cpu_used;
+        self.mem_alloc += o.mem_alloc;
+        self.mem_used += o.mem_used;
+        self.gpu_alloc += o.gpu_alloc;
+        self.gpu_used += o.gpu_used;
+    }
+
+    /// The sums spread over `secs` seconds: averages (`secs` becomes running sessions).
+    pub fn per(&self, secs: f64) -> Figures {
+        let d = |v: f64| if secs > 0.0 { v / secs } else { 0.0 };
+        Figures {
+            secs: d(self.secs),
+            cpu_alloc: d(self.cpu_alloc),
+            cpu_used: d(self.cpu_used),
+            mem_alloc: d(self.mem_alloc),
+            mem_used: d(self.mem_used),
+            gpu_alloc: d(self.gpu_alloc),
+            gpu_used: d(self.gpu_used),
+        }
+    }
+
+    /// `secs` seconds at these rates (cores, bytes, GPUs): sums.
+    pub fn over(secs: f64, rates: Figures) -> Figures {
+        Figures {
+            secs,
+            cpu_alloc: rates.cpu_alloc * secs,
+            cpu_used: rates.cpu_used * secs,
+            mem_alloc: rates.mem_alloc * secs,
+            mem_used: rates.mem_used * secs,
+            gpu_alloc: rates.gpu_alloc * secs,
+            gpu_used: rates.gpu_used * secs,
+        }
+    }
+
+    fn of(r: &usage_series::Model) -> Figures {
+        Figures {
+            secs: r.secs,
+            cpu_alloc: r.cpu_alloc,
+            cpu_used: r.cpu_used,
+            mem_alloc: r.mem_alloc,
+            mem_used: r.mem_used,
+            gpu_alloc: r.gpu_alloc,
+            gpu_used: r.gpu_used,
+        }
+    }
+}
+
+/// One sample of one session: `figures` are sums over the time it stands for.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub session: Uuid,
+    pub user: Uuid,
+    pub project: Uuid,
+    pub domain: String,
+    pub resource_group: Option<String>,
+    /// When it was taken (Unix seconds).
+    pub at: i64,
+    pub figures: Figures,
+}
+
+type Key = (Scope, String, i64, i64);
+
+struct Row {
+    domain: Option<String>,
+    owner: Option<Uuid>,
+    figures: Figures,
+}
+
+/// Samples summed per scope and bucket, to be written at once ([`write`]).
+#[derive(Default)]
+pub struct Batch {
+    rows: HashMap<Key, Row>,
+}
+
+impl Batch {
+    /// Adds `s` to its session's, user's, project's, domain's and resource group's buckets at
+    /// every resolution.
+    pub fn add(&mut self, s: &Sample) {
+        let dom = Some(s.domain.clone());
+        let mut scopes = vec![
+            (
+                Scope::Session,
+                s.session.to_string(),
+                dom.clone(),
+                Some(s.user),
+            ),
+            (Scope::User, s.user.to_string(), dom.clone(), Some(s.user)),
+            (Scope::Project, s.project.to_string(), dom.clone(), None),
+            (Scope::Domain, s.domain.clone(), dom, None),
+        ];
+        if let Some(rg) = &s.resource_group {
+            scopes.push((Scope::ResourceGroup, rg.clone(), None, None));
+        }
+        for res in RESOLUTIONS {
+            let ts = s.at - s.at.rem_euclid(res);
+            for (scope, id, domain, owner) in &scopes {
+                self.rows
+                    .entry((*scope, id.clone(), res, ts))
+                    .or_insert_with(|| Row {
+                        domain: domain.clone(),
+                        owner: *owner,
+                        figures: Figures::default(),
+                    })
+                    .figures
+                    .add(&s.figures);
+            }
+        }
+    }
+
+    /// Keeps the buckets for which `keep(resolution, start)` holds.
+    pub fn retain(&mut self, keep: impl Fn(i64, i64) -> bool) {
+        self.rows.retain(|(_, _, res, ts), _| keep(*res, *ts));
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// Rows per INSERT (13 values each: within every database's limit on bound values).
+const ROWS_PER_STATEMENT: usize = 400;
+
+/// Adds the batch's sums to the stored buckets (an upsert per statement of many rows, in one
+/// transaction: several managers' samples of the same bucket add up) and announces it.
+pub async fn write(store: &impl Store, batch: Batch) -> ApiResult<usize> {
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let t = || Alias::new("usage_series");
+    let rows: Vec<(Key, Row)> = batch.rows.into_iter().collect();
+    let newest = rows.iter().map(|((_, _, _, ts), _)| *ts).max().unwrap_or(0);
+    let txn = store.db().begin().await?;
+    let backend = txn.get_database_backend();
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut q = Query::insert();
+        q.into_table(t());
+        let mut cols = vec![
+            Alias::new("scope"),
+            Alias::new("scope_id"),
+            Alias::new("res"),
+            Alias::new("ts"),
+            Alias::new("domain_name"),
+            Alias::new("owner"),
+        ];
+        cols.extend(FIGURE_COLUMNS.iter().map(|c| Alias::new(*c)));
+        q.columns(cols);
+        for ((scope, id, res, ts), row) in chunk {
+            let mut values: Vec<sea_orm::sea_query::SimpleExpr> = vec![
+                scope.as_str().into(),
+                id.clone().into(),
+                i32::try_from(*res).unwrap_or(i32::MAX).into(),
+                (*ts).into(),
+                row.domain.clone().into(),
+                row.owner.into(),
+            ];
+            values.extend(row.figures.values().map(Into::into));
+            q.values(values)
+                .map_err(|e| ApiError::internal("writing usage statistics", e))?;
+        }
+        let mut on = OnConflict::columns([
+            Alias::new("scope"),
+            Alias::new("scope_id"),
+            Alias::new("res"),
+            Alias::new("ts"),
+        ]);
+        for c in FIGURE_COLUMNS {
+            on.value(
+                Alias::new(c),
+                Expr::col((t(), Alias::new(c)))
+                    .add(Expr::col((Alias::new("excluded"), Alias::new(c)))),
+            );
+        }
+        q.on_conflict(on.to_owned());
+        txn.execute(backend.build(&q)).await?;
+    }
+    let events = crate::events::in_transaction(
+        store.events(),
+        &txn,
+        vec![Event::Changed(Change {
+            kind: ObjectKind::Usage,
+            action: ChangeAction::Modified,
+            key: newest.to_string(),
+            domain: None,
+        })],
+    )
+    .await?;
+    txn.commit().await?;
+    crate::events::after_commit(store.events(), events);
+    Ok(rows.len())
+}
+
+/// How long each bucket size is kept (seconds), from the editable settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    pub minute: i64,
+    pub hour: i64,
+    pub day: i64,
+}
+
+pub const MINUTE_RETENTION_KEY: &str = "statistics.minute_samples_hours";
+pub const HOUR_RETENTION_KEY: &str = "statistics.hourly_samples_days";
+pub const DAY_RETENTION_KEY: &str = "statistics.daily_samples_days";
+
+impl Retention {
+    pub async fn current<C: ConnectionTrait>(db: &C) -> ApiResult<Retention> {
+        let n = |v: serde_json::Value| v.as_i64().unwrap_or(1).max(1);
+        Ok(Retention {
+            minute: n(crate::settings::get(db, MINUTE_RETENTION_KEY).await?) * HOUR,
+            hour: n(crate::settings::get(db, HOUR_RETENTION_KEY).await?) * DAY,
+            day: n(crate::settings::get(db, DAY_RETENTION_KEY).await?) * DAY,
+        })
+    }
+
+    /// Seconds buckets of size `res` are kept.
+    pub fn keeps(&self, res: i64) -> i64 {
+        match res {
+            MINUTE => self.minute,
+            HOUR => self.hour,
+            _ => self.day,
+        }
+    }
+
+    /// Whether the bucket of size `res` starting at `ts` is still kept at `now`.
+    pub fn kept(&self, res: i64, ts: i64, now: i64) -> bool {
+        ts + res > now - self.keeps(res)
+    }
+
+    /// The bucket size a chart of `period` is drawn from: the finest one kept that long whose
+    /// buckets are not too many to draw.
+    pub fn resolution_for(&self, period: Period) -> i64 {
+        let p = period.secs();
+        RESOLUTIONS
+            .into_iter()
+            .find(|r| p / r <= MAX_POINTS && self.keeps(*r) >= p)
+            .unwrap_or(DAY)
+    }
+}
+
+impl Retention {
+    /// The bucket size a period's totals are summed from: the coarsest one kept that long that
+    /// is at most a 24th of the period (its first bucket may start up to that much earlier).
+    pub fn totals_resolution_for(&self, period: Period) -> i64 {
+        let p = period.secs();
+        RESOLUTIONS
+            .into_iter()
+            .rev()
+            .find(|r| r * 24 <= p && self.keeps(*r) >= p)
+            .unwrap_or(MINUTE)
+    }
+}
+
+/// Removes the buckets past their retention; how many.
+pub async fn prune(store: &impl Store) -> ApiResult<u64> {
+    let keep = Retention::current(store.db()).await?;
+    let now = store.clock().now().timestamp();
+    let mut gone = 0;
+    for res in RESOLUTIONS {
+        gone += usage_series::Entity::delete_many()
+            .filter(usage_series::Column::Res.eq(i32::try_from(res).unwrap_or(i32::MAX)))
+            .filter(usage_series::Column::Ts.lte(now - keep.keeps(res) - res))
+            .exec(store.db())
+            .await?
+            .rows_affected;
+    }
+    Ok(gone)
+}
+
+/// Measures the running sessions on the engines this process drives and writes one batch:
+/// each sample stands for `secs` seconds (less for a session younger than that). A session
+/// whose figures cannot be read is left out of this round.
+pub async fn sample(state: &impl Runtime, secs: f64) -> ApiResult<usize> {
+    use futures_util::StreamExt;
+    let running = sessions::Entity::find()
+        .filter(sessions::Column::Status.eq(SessionStatus::Running))
+        .all(state.db())
+        .await?;
+    // Docker's CPU figure takes about a second per container: many side by side.
+    let measured: Vec<_> = futures_util::stream::iter(running)
+        .map(|s| async move {
+            let m = crate::sessions::measure_utilization(state, s.id).await;
+            (s, m)
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let now = state.clock().now();
+    let mut batch = Batch::default();
+    for (s, m) in measured {
+        let (cpu, cores, mem, mem_alloc, gpu) = match m {
+            Ok(crate::sessions::Measured::Use {
+                cpu,
+                cores,
+                mem,
+                mem_alloc,
+                gpu,
+            }) => (cpu, cores, mem, mem_alloc, gpu),
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(session = %s.id, error = %e.message, "sampling a session's usage failed");
+                continue;
+            }
+        };
+        let age = (now - s.created_at).num_milliseconds().max(0) as f64 / 1000.0;
+        let (gpu_used, gpu_alloc) = gpu.map_or((0.0, 0.0), |(u, held)| (u / 100.0, held));
+        batch.add(&Sample {
+            session: s.id,
+            user: s.user_uuid,
+            project: s.group_id,
+            domain: s.domain_name.clone(),
+            resource_group: s.scaling_group_name.clone(),
+            at: now.timestamp(),
+            figures: Figures::over(
+                secs.min(age),
+                Figures {
+                    secs: 1.0,
+                    cpu_alloc: cores,
+                    cpu_used: cpu / 100.0,
+                    mem_alloc,
+                    mem_used: mem,
+                    gpu_alloc,
+                    gpu_used,
+                },
+            ),
+        });
+    }
+    write(state, batch).await
+}
+
+/// Minutes between prunings of old buckets (by the leader).
+const PRUNE_EVERY_SECS: u64 = 600;
+
+/// Samples every `usage_sample_secs` (0 = never); the leader prunes old buckets now and then.
+pub async fn sample_loop(state: impl Runtime) {
+    let every = state.config().usage_sample_secs;
+    if every == 0 {
+        return;
+    }
+    let period = std::time::Duration::from_secs(every);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut last = tokio::time::Instant::now();
+    let mut pruned: Option<tokio::time::Instant> = None;
+    loop {
+        tick.tick().await;
+        let started = tokio::time::Instant::now();
+        // What the round stands for: the time since the last one, at most a few periods
+        // (after a stall nothing is made up).
+        let secs = (started - last).as_secs_f64().min(every as f64 * 3.0);
+        last = started;
+        if let Err(e) = sample(&state, secs).await {
+            tracing::warn!(error = %e.message, cause = %e.chain(), "usage sampling failed");
+        }
+        if state.cluster().is_leader()
+            && pruned.is_none_or(|p| p.elapsed().as_secs() >= PRUNE_EVERY_SECS)
+        {
+            pruned = Some(tokio::time::Instant::now());
+            if let Err(e) = prune(&state).await {
+                tracing::warn!(error = %e.message, cause = %e.chain(), "pruning usage statistics failed");
+            }
+        }
+    }
+}
+
+/// A chart's data: averages per bucket (buckets without usage are left out).
+pub struct Series {
+    pub scope: Scope,
+    pub id: String,
+    /// The session's name, the user's e-mail, the project's, group's or domain's name.
+    pub label: String,
+    pub res: i64,
+    /// The period (Unix seconds): `from` is a bucket start.
+    pub from: i64,
+    pub to: i64,
+    pub points: Vec<(i64, Figures)>,
+}
+
+/// The id a scope's caller asked about and its label, or NOT_FOUND for what the caller may
+/// not see (the same answer as for what does not exist). Sessions: those the caller sees;
+/// users: itself and those it governs; projects and domains: their admins; resource groups
+/// (which span domains): superadmins.
+async fn authorize(
+    store: &impl Store,
+    caller: &Caller,
+    scope: Scope,
+    id: Option<&str>,
+) -> ApiResult<(String, String)> {
+    let db = store.read();
+    let shown = id.unwrap_or_default();
+    let nf = || ApiError::not_found(scope.noun(), shown);
+    let uuid_of = |id: Option<&str>| {
+        id.ok_or_else(|| ApiError::bad_request(format!("the {}'s id is required", scope.noun())))
+            .and_then(|i| Uuid::parse_str(i).map_err(|_| nf()))
+    };
+    let admin_of = |domain: &str| {
+        caller
+            .admin_scope()
+            .is_some_and(|s| s.covers_domain(domain))
+    };
+    match scope {
+        Scope::Session => {
+            let id = uuid_of(id)?;
+            let s = crate::sessions::visible(caller)
+                .filter(sessions::Column::Id.eq(id))
+                .one(db)
+                .await?
+                .ok_or_else(nf)?;
+            Ok((id.to_string(), s.name))
+        }
+        Scope::User => {
+            let id = match id {
+                None => caller.uuid,
+                Some(_) => uuid_of(id)?,
+            };
+            let u = users::Entity::find_by_id(id)
+                .one(db)
+                .await?
+                .filter(|u| caller.governs(u.uuid, u.role, &u.domain_name))
+                .ok_or_else(nf)?;
+            Ok((id.to_string(), u.email))
+        }
+        Scope::Project => {
+            let id = uuid_of(id)?;
+            let g = groups::Entity::find_by_id(id)
+                .one(db)
+                .await?
+                .filter(|g| admin_of(&g.domain_name))
+                .ok_or_else(nf)?;
+            Ok((id.to_string(), g.name))
+        }
+        Scope::Domain => {
+            let name = id.unwrap_or(&caller.domain_name).to_string();
+            let d = domains::Entity::find_by_id(name.clone())
+                .one(db)
+                .await?
+                .filter(|d| admin_of(&d.name))
+                .ok_or_else(|| ApiError::not_found("domain", &name))?;
+            Ok((d.name.clone(), d.name))
+        }
+        Scope::ResourceGroup => {
+            let name =
+                id.ok_or_else(|| ApiError::bad_request("the resource group's name is required"))?;
+            let g = scaling_groups::Entity::find_by_id(name.to_string())
+                .one(db)
+                .await?
+                .filter(|_| caller.is_superadmin())
+                .ok_or_else(nf)?;
+            Ok((g.name.clone(), g.name))
+        }
+    }
+}
+
+fn res_value(res: i64) -> i32 {
+    i32::try_from(res).unwrap_or(i32::MAX)
+}
+
+/// The usage of one session, user, project, resource group or domain over `period`, ending
+/// now (a user's own when `id` is None with `Scope::User`).
+pub async fn series(
+    store: &impl Store,
+    caller: &Caller,
+    scope: Scope,
+    id: Option<&str>,
+    period: Period,
+) -> ApiResult<Series> {
+    let (id, label) = authorize(store, caller, scope, id).await?;
+    let res = Retention::current(store.read())
+        .await?
+        .resolution_for(period);
+    let to = store.clock().now().timestamp();
+    let start = to - period.secs();
+    let from = start - start.rem_euclid(res);
+    let rows = usage_series::Entity::find()
+        .filter(usage_series::Column::Scope.eq(scope.as_str()))
+        .filter(usage_series::Column::ScopeId.eq(&id))
+        .filter(usage_series::Column::Res.eq(res_value(res)))
+        .filter(usage_series::Column::Ts.gte(from))
+        .order_by_asc(usage_series::Column::Ts)
+        .all(store.read())
+        .await?;
+    Ok(Series {
+        scope,
+        id,
+        label,
+        res,
+        from,
+        to,
+        points: rows
+            .iter()
+            .map(|r| (r.ts, Figures::of(r).per(res as f64)))
+            .collect(),
+    })
+}
+
+/// One row of [`totals`]: averages over the period.
+pub struct Total {
+    pub id: String,
+    pub label: String,
+    /// Session-seconds of use over the period.
+    pub used_secs: f64,
+    pub figures: Figures,
+}
+
+#[derive(FromQueryResult)]
+struct TotalRow {
+    scope_id: String,
+    total_secs: Option<f64>,
+    total_cpu_alloc: Option<f64>,
+    total_cpu_used: Option<f64>,
+    total_mem_alloc: Option<f64>,
+    total_mem_used: Option<f64>,
+    total_gpu_alloc: Option<f64>,
+    total_gpu_used: Option<f64>,
+}
+
+/// The sessions, users, projects, resource groups or domains with the most use over `period`
+/// (at most `limit`), among those the caller may see: its own sessions and itself for a user;
+/// what it governs in its domain for a domain admin; everything for a superadmin. Projects and
+/// domains need an admin, resource groups a superadmin.
+pub async fn totals(
+    store: &impl Store,
+    caller: &Caller,
+    scope: Scope,
+    period: Period,
+    limit: u64,
+) -> ApiResult<(i64, Vec<Total>)> {
+    use usage_series::Column as C;
+    let res = Retention::current(store.read())
+        .await?
+        .totals_resolution_for(period);
+    let now = store.clock().now().timestamp();
+    let start = now - period.secs();
+    let from = start - start.rem_euclid(res);
+    let mut q = usage_series::Entity::find()
+        .select_only()
+        .column(C::ScopeId)
+        .filter(C::Scope.eq(scope.as_str()))
+        .filter(C::Res.eq(res_value(res)))
+        .filter(C::Ts.gte(from));
+    for (col, name) in [
+        (C::Secs, "total_secs"),
+        (C::CpuAlloc, "total_cpu_alloc"),
+        (C::CpuUsed, "total_cpu_used"),
+        (C::MemAlloc, "total_mem_alloc"),
+        (C::MemUsed, "total_mem_used"),
+        (C::GpuAlloc, "total_gpu_alloc"),
+        (C::GpuUsed, "total_gpu_used"),
+    ] {
+        q = q.column_as(Expr::col(col).sum(), name);
+    }
+    match scope {
+        Scope::Session | Scope::User => match caller.read_scope() {
+            ReadScope::Own { user, .. } => q = q.filter(C::Owner.eq(user)),
+            ReadScope::Admin(s) => {
+                if let Some(d) = s.domain() {
+                    q = q.filter(C::DomainName.eq(d));
+                }
+                if let Some(sub) = crate::users::governed(caller) {
+                    q = q.filter(C::Owner.in_subquery(sub));
+                }
+            }
+        },
+        Scope::Project | Scope::Domain => {
+            if let Some(d) = caller.require_admin()?.domain() {
+                q = q.filter(C::DomainName.eq(d));
+            }
+        }
+        Scope::ResourceGroup => {
+            caller.require_superadmin()?;
+        }
+    }
+    let rows = q
+        .group_by(C::ScopeId)
+        .order_by_desc(Expr::col(Alias::new("total_secs")))
+        .order_by_asc(C::ScopeId)
+        .limit(limit.clamp(1, 200))
+        .into_model::<TotalRow>()
+        .all(store.read())
+        .await?;
+    let labels = labels(store, scope, rows.iter().map(|r| r.scope_id.as_str())).await?;
+    let period_secs = (now - from) as f64;
+    Ok((
+        res,
+        rows.into_iter()
+            .map(|r| {
+                let sums = Figures {
+                    secs: r.total_secs.unwrap_or(0.0),
+                    cpu_alloc: r.total_cpu_alloc.unwrap_or(0.0),
+                    cpu_used: r.total_cpu_used.unwrap_or(0.0),
+                    mem_alloc: r.total_mem_alloc.unwrap_or(0.0),
+                    mem_used: r.total_mem_used.unwrap_or(0.0),
+                    gpu_alloc: r.total_gpu_alloc.unwrap_or(0.0),
+                    gpu_used: r.total_gpu_used.unwrap_or(0.0),
+                };
+                Total {
+                    label: labels
+                        .get(&r.scope_id)
+                        .cloned()
+                        .unwrap_or_else(|| r.scope_id.clone()),
+                    id: r.scope_id,
+                    used_secs: sums.secs,
+                    figures: sums.per(period_secs),
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// Names for ids: sessions' names, users' e-mails, projects' names (others are names).
+async fn labels<'a>(
+    store: &impl Store,
+    scope: Scope,
+    ids: impl Iterator<Item = &'a str>,
+) -> ApiResult<HashMap<String, String>> {
+    let uuids: Vec<Uuid> = ids.filter_map(|i| Uuid::parse_str(i).ok()).collect();
+    let db = store.read();
+    Ok(match scope {
+        Scope::Session => sessions::Entity::find()
+            .filter(sessions::Column::Id.is_in(uuids))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|s| (s.id.to_string(), s.name))
+            .collect(),
+        Scope::User => users::Entity::find()
+            .filter(users::Column::Uuid.is_in(uuids))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|u| (u.uuid.to_string(), u.email))
+            .collect(),
+        Scope::Project => groups::Entity::find()
+            .filter(groups::Column::Id.is_in(uuids))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|g| (g.id.to_string(), g.name))
+            .collect(),
+        Scope::ResourceGroup | Scope::Domain => HashMap::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at: i64, secs: f64) -> Sample {
+        Sample {
+            session: Uuid::nil(),
+            user: Uuid::nil(),
+            project: Uuid::nil(),
+            domain: "default".into(),
+            resource_group: Some("default".into()),
+            at,
+            figures: Figures::over(
+                secs,
+                Figures {
+                    secs: 1.0,
+                    cpu_alloc: 2.0,
+                    cpu_used: 0.5,
+                    mem_alloc: 1e9,
+                    mem_used: 2e8,
+                    gpu_alloc: 0.0,
+                    gpu_used: 0.0,
+                },
+            ),
+        }
+    }
+
+    #[test]
+    fn a_sample_lands_in_every_scope_at_every_resolution() {
+        let mut b = Batch::default();
+        b.add(&sample(DAY + HOUR + 61, 60.0));
+        // 5 scopes × 3 resolutions.
+        assert_eq!(b.len(), 15);
+        let minute = &b.rows[&(
+            Scope::User,
+            Uuid::nil().to_string(),
+            MINUTE,
+            DAY + HOUR + 60,
+        )];
+        assert_eq!(minute.figures.cpu_alloc, 120.0);
+        assert!(
+            b.rows
+                .contains_key(&(Scope::Project, Uuid::nil().to_string(), HOUR, DAY + HOUR))
+        );
+        assert!(
+            b.rows
+                .contains_key(&(Scope::ResourceGroup, "default".into(), DAY, DAY))
+        );
+        assert_eq!(
+            b.rows[&(Scope::ResourceGroup, "default".into(), DAY, DAY)].domain,
+            None
+        );
+    }
+
+    #[test]
+    fn coarser_buckets_are_the_sums_of_finer_ones() {
+        let mut b = Batch::default();
+        for m in 0..120 {
+            b.add(&sample(m * 60, 60.0));
+        }
+        let key = |res, ts| (Scope::Session, Uuid::nil().to_string(), res, ts);
+        assert_eq!(b.rows[&key(HOUR, 0)].figures.secs, 3600.0);
+        assert_eq!(b.rows[&key(HOUR, HOUR)].figures.secs, 3600.0);
+        assert_eq!(b.rows[&key(DAY, 0)].figures.secs, 7200.0);
+        // Averages over an hour bucket: one session, its cores.
+        let avg = b.rows[&key(HOUR, 0)].figures.per(HOUR as f64);
+        assert_eq!(avg.secs, 1.0);
+        assert_eq!(avg.cpu_alloc, 2.0);
+        assert_eq!(avg.cpu_used, 0.5);
+    }
+
+    #[test]
+    fn charts_use_the_finest_buckets_kept_long_enough() {
+        let r = Retention {
+            minute: 48 * HOUR,
+            hour: 45 * DAY,
+            day: 730 * DAY,
+        };
+        assert_eq!(r.resolution_for(Period::Day), MINUTE);
+        assert_eq!(r.resolution_for(Period::Week), HOUR);
+        assert_eq!(r.resolution_for(Period::Month), HOUR);
+        assert_eq!(r.resolution_for(Period::Year), DAY);
+        assert_eq!(r.totals_resolution_for(Period::Day), HOUR);
+        assert_eq!(r.totals_resolution_for(Period::Week), HOUR);
+        assert_eq!(r.totals_resolution_for(Period::Month), DAY);
+        let short = Retention {
+            minute: 12 * HOUR,
+            hour: 20 * DAY,
+            day: 730 * DAY,
+        };
+        assert_eq!(short.resolution_for(Period::Day), HOUR);
+        assert_eq!(short.resolution_for(Period::Month), DAY);
+        assert!(short.kept(MINUTE, 100_000 - 12 * HOUR, 100_000));
+        assert!(!short.kept(MINUTE, 100_000 - 12 * HOUR - 60, 100_000));
+    }
+}
