@@ -331,7 +331,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     crate::bench::fanout(fanout, fresh().await?).await?;
                 }
                 if usage_sessions > 0 {
-                    crate::bench::usage(usage_sessions, api_seconds.clamp(1, 10), fresh().await?)
+                    crate::bench::usage(usage_sessions, 5, fresh().await?)
                         .await?;
                 }
             }

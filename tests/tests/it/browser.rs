@@ -2074,15 +2074,27 @@ async fn console_statistics_charts_live_and_csv() {
     let user: uuid::Uuid = me["user"]["uuid"].as_str().unwrap().parse().unwrap();
     let project: uuid::Uuid = me["groups"][0]["id"].as_str().unwrap().parse().unwrap();
     let now = chrono::Utc::now().timestamp();
+    // The last day minute by minute; before it, a sample per hour standing for the hour, in
+    // the hour and day buckets only (as the minute ones would be gone by retention).
     let mut batch = api::statistics::Batch::default();
-    for h in 1..24 * 30 {
-        let at = now - h * 3600;
+    let mut older = api::statistics::Batch::default();
+    for step in 1..(24 * 60 + 24 * 29) {
+        let (at, secs) = if step <= 24 * 60 {
+            (now - step * 60, 60.0)
+        } else {
+            (now - (step - 24 * 60 + 24) * 3600, 3600.0)
+        };
         let busy = if (at / 3600) % 24 >= 8 && (at / 3600) % 24 < 20 {
             0.8
         } else {
             0.1
         };
-        batch.add(&api::statistics::Sample {
+        let into = if secs < 3600.0 {
+            &mut batch
+        } else {
+            &mut older
+        };
+        into.add(&api::statistics::Sample {
             session: sid.parse().unwrap(),
             user,
             project,
@@ -2090,7 +2102,7 @@ async fn console_statistics_charts_live_and_csv() {
             resource_group: Some("default".into()),
             at,
             figures: api::statistics::Figures::over(
-                3600.0,
+                secs,
                 api::statistics::Figures {
                     secs: 1.0,
                     cpu_alloc: 1.0,
@@ -2103,7 +2115,9 @@ async fn console_statistics_charts_live_and_csv() {
             ),
         });
     }
+    older.retain(|res, _| res != api::statistics::MINUTE);
     api::statistics::write(app.state(), batch).await.unwrap();
+    api::statistics::write(app.state(), older).await.unwrap();
     let b = browser().await;
     let c = &b.client;
     let base = app.base.clone();
