@@ -1379,6 +1379,7 @@ pub async fn usage(
                     project: group.id,
                     domain: admin.domain_name.clone(),
                     resource_group: Some("default".into()),
+                    owner_governed: false,
                     at,
                     figures: Figures::over(
                         secs,
@@ -1397,7 +1398,7 @@ pub async fn usage(
             at += step;
         }
         b.retain(|res, ts| keep.kept(res, ts, now));
-        written += crate::statistics::write(&state, b)
+        written += crate::statistics::write(&state, &b)
             .await
             .map_err(|e| anyhow::anyhow!(e.describe()))?;
         t += HOUR;

@@ -331,8 +331,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     crate::bench::fanout(fanout, fresh().await?).await?;
                 }
                 if usage_sessions > 0 {
-                    crate::bench::usage(usage_sessions, 5, fresh().await?)
-                        .await?;
+                    crate::bench::usage(usage_sessions, 5, fresh().await?).await?;
                 }
             }
             // Several managers: two processes on one PostgreSQL database.

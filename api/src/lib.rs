@@ -214,6 +214,7 @@ pub async fn start_with_shutdown(
         tokio::spawn(sessions::idle_loop(state.clone())),
         tokio::spawn(sessions::utilization_loop(state.clone())),
         tokio::spawn(statistics::sample_loop(state.clone())),
+        tokio::spawn(statistics::prune_loop(state.clone())),
         tokio::spawn(keypairs::usage::flush_loop(
             state.shared.usage.clone(),
             state.db.clone(),

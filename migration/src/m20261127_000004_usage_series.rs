@@ -60,6 +60,24 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
+        // A user's own lists (sessions, itself) and a domain admin's (its domain's).
+        for (name, col) in [
+            ("ix_usage_series_owner", "owner"),
+            ("ix_usage_series_domain", "domain_name"),
+        ] {
+            manager
+                .create_index(
+                    Index::create()
+                        .name(name)
+                        .table(a("usage_series"))
+                        .col(a("scope"))
+                        .col(a(col))
+                        .col(a("res"))
+                        .col(a("ts"))
+                        .to_owned(),
+                )
+                .await?;
+        }
         manager
             .create_index(
                 Index::create()

@@ -157,7 +157,8 @@ fn Chart(
     let plot_w = W - LEFT - 8.0;
     let plot_h = H - BOTTOM - 8.0;
     let y = move |v: f64| 8.0 + plot_h - v / top * plot_h;
-    let with_date = to - from > 86_400.0 + 1.0;
+    // A day's chart (which starts at the minute a day ago) tells times; longer ones dates.
+    let with_date = to - from > 1.5 * 86_400.0;
     let fmt = move |v: f64| {
         if unit == "GiB" {
             format!("{:.1}", v)
@@ -291,8 +292,13 @@ pub fn StatisticsPage() -> impl IntoView {
     let series = RwSignal::new(None::<Series>);
     let error = RwSignal::new(None::<String>);
     let loaded = RwSignal::new(0u32);
+    // Answers to an earlier refresh (another tab, an older event) that arrive late are dropped.
+    let generation = StoredValue::new(0u64);
     let refresh = move || {
         let (v, s) = (view_.get_untracked(), span.get_untracked());
+        generation.update_value(|g| *g += 1);
+        let mine = generation.get_value();
+        let current = move || generation.get_value() == mine;
         spawn_local(async move {
             let mut id = None;
             if v != View::Mine {
@@ -302,6 +308,7 @@ pub fn StatisticsPage() -> impl IntoView {
                 })
                 .await
                 {
+                    _ if !current() => return,
                     Ok(d) => {
                         let items = d.usage_totals.items;
                         let want = picked.get_untracked();
@@ -312,6 +319,9 @@ pub fn StatisticsPage() -> impl IntoView {
                     }
                     Err(e) => {
                         error.set(Some(e.message));
+                        totals.set(Vec::new());
+                        series.set(None);
+                        loaded.update(|n| *n += 1);
                         return;
                     }
                 }
@@ -329,12 +339,16 @@ pub fn StatisticsPage() -> impl IntoView {
             })
             .await
             {
+                _ if !current() => return,
                 Ok(d) => {
                     picked.set(id);
                     series.set(Some(d.usage_series));
                     error.set(None);
                 }
-                Err(e) => error.set(Some(e.message)),
+                Err(e) => {
+                    series.set(None);
+                    error.set(Some(e.message));
+                }
             }
             loaded.update(|n| *n += 1);
         });

@@ -156,10 +156,10 @@ impl StatisticsQuery {
             points: s
                 .points
                 .iter()
-                .map(|(ts, f)| UsagePoint {
-                    ts: at(*ts),
-                    used_secs: f.secs * s.res as f64,
-                    usage: f.into(),
+                .map(|p| UsagePoint {
+                    ts: at(p.ts),
+                    used_secs: p.used_secs,
+                    usage: (&p.average).into(),
                 })
                 .collect(),
         })

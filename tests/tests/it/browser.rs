@@ -2100,6 +2100,7 @@ async fn console_statistics_charts_live_and_csv() {
             project,
             domain: "default".into(),
             resource_group: Some("default".into()),
+            owner_governed: true,
             at,
             figures: api::statistics::Figures::over(
                 secs,
@@ -2116,8 +2117,8 @@ async fn console_statistics_charts_live_and_csv() {
         });
     }
     older.retain(|res, _| res != api::statistics::MINUTE);
-    api::statistics::write(app.state(), batch).await.unwrap();
-    api::statistics::write(app.state(), older).await.unwrap();
+    api::statistics::write(app.state(), &batch).await.unwrap();
+    api::statistics::write(app.state(), &older).await.unwrap();
     let b = browser().await;
     let c = &b.client;
     let base = app.base.clone();

@@ -220,6 +220,7 @@ pub async fn rename(
                     .filter(entity::vfolders::Column::DomainName.eq(&from))
                     .exec(txn)
                     .await?;
+                crate::statistics::rename_domain(txn, &from, &to).await?;
                 let d = crate::lookup::get::<domains::Entity>(txn, "domain", to.clone()).await?;
                 Ok((d, to, json!({"from": from})))
             })
@@ -294,6 +295,7 @@ pub async fn purge(store: &impl Store, scope: &SuperadminScope, name: &str) -> A
                 .filter(entity::sgroups_for_domains::Column::Domain.eq(&key))
                 .exec(txn)
                 .await?;
+            crate::statistics::forget_domain(txn, &key).await?;
             domains::Entity::delete_by_id(key.clone()).exec(txn).await?;
             Ok(((), key, json!({})))
         })

@@ -1556,7 +1556,6 @@ const UTILIZATION_SAMPLE_SECS: u64 = 10;
 /// (`utilization_idle_since`; the leader's [`reap_idle`] ends them). A session whose use
 /// cannot be read starts its window again.
 pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
-    use futures_util::StreamExt;
     let running = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
         .all(state.db())
@@ -1579,19 +1578,11 @@ pub async fn sample_utilization(state: &impl Runtime) -> ApiResult<usize> {
             set_utilization_idle_since(state, s.id, None).await?;
         }
     }
-    // Each sample waits on the engine (about a second for Docker's CPU figure): side by side.
-    let measured: Vec<_> = futures_util::stream::iter(ruled)
-        .map(|(s, pct)| async move {
-            let m = measure_utilization(state, s.id).await;
-            (s, pct, m)
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
+    let measured = measure_each(state, ruled, 16).await;
     let now = state.clock().now();
     let mut changed = 0;
     let mut sampled = Vec::new();
-    for (s, pct, m) in measured {
+    for ((s, pct), m) in measured {
         let next = match m {
             Ok(Measured::NotMine) => continue,
             // Never ended on figures that could not be read: the window starts again.
@@ -1649,6 +1640,24 @@ pub(crate) enum Measured {
         mem_alloc: f64,
         gpu: Option<(f64, f64)>,
     },
+}
+
+/// Measures each session of `items` (`(session, anything)`), `width` at a time: each sample
+/// waits on the engine (about a second for Docker's CPU figure), so they go side by side.
+pub(crate) async fn measure_each<T: Send>(
+    state: &impl Runtime,
+    items: Vec<(sessions::Model, T)>,
+    width: usize,
+) -> Vec<((sessions::Model, T), ApiResult<Measured>)> {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(items)
+        .map(|item| async move {
+            let m = measure_utilization(state, item.0.id).await;
+            (item, m)
+        })
+        .buffer_unordered(width)
+        .collect()
+        .await
 }
 
 pub(crate) async fn measure_utilization(

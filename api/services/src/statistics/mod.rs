@@ -29,13 +29,17 @@ pub const RESOLUTIONS: [i64; 3] = [MINUTE, HOUR, DAY];
 const MAX_POINTS: i64 = 1500;
 
 /// Whose usage a series is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scope {
     Session,
     User,
     Project,
     ResourceGroup,
     Domain,
+    /// A project's and a domain's sessions of owners ranked below admin (users, monitors):
+    /// what a domain admin sees of them (role order: never an admin's or a superadmin's use).
+    ProjectUsers,
+    DomainUsers,
 }
 
 impl Scope {
@@ -46,15 +50,26 @@ impl Scope {
             Scope::Project => "project",
             Scope::ResourceGroup => "resource_group",
             Scope::Domain => "domain",
+            Scope::ProjectUsers => "project_users",
+            Scope::DomainUsers => "domain_users",
         }
     }
     fn noun(self) -> &'static str {
         match self {
             Scope::Session => "session",
             Scope::User => "user",
-            Scope::Project => "project",
+            Scope::Project | Scope::ProjectUsers => "project",
             Scope::ResourceGroup => "resource group",
-            Scope::Domain => "domain",
+            Scope::Domain | Scope::DomainUsers => "domain",
+        }
+    }
+    /// The rows `caller` reads for this scope: a domain admin's projects and domain count only
+    /// the users it governs.
+    fn as_seen_by(self, caller: &Caller) -> Scope {
+        match self {
+            Scope::Project if !caller.is_superadmin() => Scope::ProjectUsers,
+            Scope::Domain if !caller.is_superadmin() => Scope::DomainUsers,
+            s => s,
         }
     }
 }
@@ -175,7 +190,10 @@ pub struct Sample {
     pub project: Uuid,
     pub domain: String,
     pub resource_group: Option<String>,
-    /// When it was taken (Unix seconds).
+    /// Whether the owner ranks below admin (a user, a monitor): counted in what domain admins
+    /// see of projects and domains.
+    pub owner_governed: bool,
+    /// The start of the time it stands for (Unix seconds): the buckets it is added to.
     pub at: i64,
     pub figures: Figures,
 }
@@ -193,6 +211,10 @@ struct Row {
 pub struct Batch {
     rows: HashMap<Key, Row>,
 }
+
+/// The most buckets a batch keeps across failed writes (about an hour of 1,000 sessions'
+/// minutes); beyond it the oldest round's are given up, with a warning.
+const MAX_PENDING_ROWS: usize = 250_000;
 
 impl Batch {
     /// Adds `s` to its session's, user's, project's, domain's and resource group's buckets at
@@ -212,6 +234,20 @@ impl Batch {
         ];
         if let Some(rg) = &s.resource_group {
             scopes.push((Scope::ResourceGroup, rg.clone(), None, None));
+        }
+        if s.owner_governed {
+            scopes.push((
+                Scope::ProjectUsers,
+                s.project.to_string(),
+                Some(s.domain.clone()),
+                None,
+            ));
+            scopes.push((
+                Scope::DomainUsers,
+                s.domain.clone(),
+                Some(s.domain.clone()),
+                None,
+            ));
         }
         for res in RESOLUTIONS {
             let ts = s.at - s.at.rem_euclid(res);
@@ -238,6 +274,18 @@ impl Batch {
         self.rows.len()
     }
 
+    /// Adds `other`'s sums to this batch's.
+    pub fn merge(&mut self, other: Batch) {
+        for (k, r) in other.rows {
+            match self.rows.get_mut(&k) {
+                Some(mine) => mine.figures.add(&r.figures),
+                None => {
+                    self.rows.insert(k, r);
+                }
+            }
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
@@ -247,13 +295,16 @@ impl Batch {
 const ROWS_PER_STATEMENT: usize = 400;
 
 /// Adds the batch's sums to the stored buckets (an upsert per statement of many rows, in one
-/// transaction: several managers' samples of the same bucket add up) and announces it.
-pub async fn write(store: &impl Store, batch: Batch) -> ApiResult<usize> {
+/// transaction: several managers' samples of the same bucket add up) and announces it. Rows go
+/// in key order, the same in every process, so two managers' writes never wait on each other
+/// in opposite orders.
+pub async fn write(store: &impl Store, batch: &Batch) -> ApiResult<usize> {
     if batch.is_empty() {
         return Ok(0);
     }
     let t = || Alias::new("usage_series");
-    let rows: Vec<(Key, Row)> = batch.rows.into_iter().collect();
+    let mut rows: Vec<(&Key, &Row)> = batch.rows.iter().collect();
+    rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let newest = rows.iter().map(|((_, _, _, ts), _)| *ts).max().unwrap_or(0);
     let txn = store.db().begin().await?;
     let backend = txn.get_database_backend();
@@ -391,27 +442,30 @@ pub async fn prune(store: &impl Store) -> ApiResult<u64> {
     Ok(gone)
 }
 
-/// Measures the running sessions on the engines this process drives and writes one batch:
-/// each sample stands for `secs` seconds (less for a session younger than that). A session
-/// whose figures cannot be read is left out of this round.
-pub async fn sample(state: &impl Runtime, secs: f64) -> ApiResult<usize> {
-    use futures_util::StreamExt;
+/// Measures the running sessions on the engines this process drives, for the `secs` seconds
+/// from `at` (Unix seconds): their batch. A session whose figures cannot be read is left out
+/// of the round (never a made-up zero), one younger than that counts from when it started.
+pub async fn sample(state: &impl Runtime, at: i64, secs: i64) -> ApiResult<Batch> {
     let running = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
         .all(state.db())
         .await?;
-    // Docker's CPU figure takes about a second per container: many side by side.
-    let measured: Vec<_> = futures_util::stream::iter(running)
-        .map(|s| async move {
-            let m = crate::sessions::measure_utilization(state, s.id).await;
-            (s, m)
-        })
-        .buffer_unordered(64)
-        .collect()
-        .await;
-    let now = state.clock().now();
+    // Whose sessions domain admins count (role order), by owner.
+    let owners: Vec<Uuid> = running.iter().map(|s| s.user_uuid).collect();
+    let governed: std::collections::HashSet<Uuid> = users::Entity::find()
+        .filter(users::Column::Uuid.is_in(owners))
+        .all(state.db())
+        .await?
+        .into_iter()
+        .filter(|u| crate::auth::caller::GOVERNED_BY_DOMAIN_ADMINS.contains(&u.role))
+        .map(|u| u.uuid)
+        .collect();
+    let measured =
+        crate::sessions::measure_each(state, running.into_iter().map(|s| (s, ())).collect(), 64)
+            .await;
+    let end = at + secs;
     let mut batch = Batch::default();
-    for (s, m) in measured {
+    for ((s, ()), m) in measured {
         let (cpu, cores, mem, mem_alloc, gpu) = match m {
             Ok(crate::sessions::Measured::Use {
                 cpu,
@@ -426,17 +480,22 @@ pub async fn sample(state: &impl Runtime, secs: f64) -> ApiResult<usize> {
                 continue;
             }
         };
-        let age = (now - s.created_at).num_milliseconds().max(0) as f64 / 1000.0;
+        // Running since `status_changed` (queued time is not use).
+        let running_for = (end - s.status_changed.timestamp()).clamp(0, secs);
+        if running_for == 0 {
+            continue;
+        }
         let (gpu_used, gpu_alloc) = gpu.map_or((0.0, 0.0), |(u, held)| (u / 100.0, held));
         batch.add(&Sample {
             session: s.id,
             user: s.user_uuid,
             project: s.group_id,
+            owner_governed: governed.contains(&s.user_uuid),
             domain: s.domain_name.clone(),
             resource_group: s.scaling_group_name.clone(),
-            at: now.timestamp(),
+            at,
             figures: Figures::over(
-                secs.min(age),
+                running_for as f64,
                 Figures {
                     secs: 1.0,
                     cpu_alloc: cores,
@@ -449,43 +508,97 @@ pub async fn sample(state: &impl Runtime, secs: f64) -> ApiResult<usize> {
             ),
         });
     }
-    write(state, batch).await
+    Ok(batch)
 }
 
-/// Minutes between prunings of old buckets (by the leader).
-const PRUNE_EVERY_SECS: u64 = 600;
-
-/// Samples every `usage_sample_secs` (0 = never); the leader prunes old buckets now and then.
+/// Samples every `usage_sample_secs` (0 = never), on the wall clock's multiples of it: each
+/// round stands for the period that just ended, which lies in one minute bucket (the period
+/// divides a minute). A round that overruns the next boundary skips it (that time is not
+/// counted, never counted twice). A batch whose write fails is kept and added to the next
+/// round's (sums add up), up to a bound.
 pub async fn sample_loop(state: impl Runtime) {
-    let every = state.config().usage_sample_secs;
-    if every == 0 {
+    let every = i64::try_from(state.config().usage_sample_secs).unwrap_or(0);
+    if every <= 0 {
         return;
     }
-    let period = std::time::Duration::from_secs(every);
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    let mut last = tokio::time::Instant::now();
-    let mut pruned: Option<tokio::time::Instant> = None;
+    let mut pending = Batch::default();
     loop {
-        tick.tick().await;
-        let started = tokio::time::Instant::now();
-        // What the round stands for: the time since the last one, at most a few periods
-        // (after a stall nothing is made up).
-        let secs = (started - last).as_secs_f64().min(every as f64 * 3.0);
-        last = started;
-        if let Err(e) = sample(&state, secs).await {
-            tracing::warn!(error = %e.message, cause = %e.chain(), "usage sampling failed");
+        let now = state.clock().now();
+        let next = (now.timestamp() / every + 1) * every;
+        let wait = (next * 1000 - now.timestamp_millis()).max(0);
+        tokio::time::sleep(std::time::Duration::from_millis(
+            u64::try_from(wait).unwrap_or(0),
+        ))
+        .await;
+        match sample(&state, next - every, every).await {
+            Ok(b) => pending.merge(b),
+            Err(e) => {
+                tracing::warn!(error = %e.message, cause = %e.chain(), "usage sampling failed");
+                continue;
+            }
         }
-        if state.cluster().is_leader()
-            && pruned.is_none_or(|p| p.elapsed().as_secs() >= PRUNE_EVERY_SECS)
-        {
-            pruned = Some(tokio::time::Instant::now());
-            if let Err(e) = prune(&state).await {
-                tracing::warn!(error = %e.message, cause = %e.chain(), "pruning usage statistics failed");
+        match write(&state, &pending).await {
+            Ok(_) => pending = Batch::default(),
+            Err(e) => {
+                tracing::warn!(error = %e.message, cause = %e.chain(), rows = pending.len(), "writing usage statistics failed; kept for the next round");
+                if pending.len() > MAX_PENDING_ROWS {
+                    tracing::warn!(
+                        rows = pending.len(),
+                        "usage statistics not written for too long: given up"
+                    );
+                    pending = Batch::default();
+                }
             }
         }
     }
+}
+
+/// Seconds between prunings of old buckets.
+const PRUNE_EVERY_SECS: u64 = 600;
+
+/// The leader removes the buckets past their retention every ten minutes (whether or not
+/// this process samples).
+pub async fn prune_loop(state: impl Runtime) {
+    loop {
+        if state.cluster().is_leader()
+            && let Err(e) = prune(&state).await
+        {
+            tracing::warn!(error = %e.message, cause = %e.chain(), "pruning usage statistics failed");
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(PRUNE_EVERY_SECS)).await;
+    }
+}
+
+/// A renamed domain's usage follows it (in the rename's transaction).
+pub async fn rename_domain<C: ConnectionTrait>(txn: &C, from: &str, to: &str) -> ApiResult<()> {
+    use usage_series::Column as C;
+    usage_series::Entity::update_many()
+        .col_expr(C::ScopeId, Expr::value(to))
+        .filter(C::Scope.is_in([Scope::Domain.as_str(), Scope::DomainUsers.as_str()]))
+        .filter(C::ScopeId.eq(from))
+        .exec(txn)
+        .await?;
+    usage_series::Entity::update_many()
+        .col_expr(C::DomainName, Expr::value(to))
+        .filter(C::DomainName.eq(from))
+        .exec(txn)
+        .await?;
+    Ok(())
+}
+
+/// A purged domain's usage goes with it (a new domain of its name starts with none).
+pub async fn forget_domain<C: ConnectionTrait>(txn: &C, name: &str) -> ApiResult<()> {
+    use usage_series::Column as C;
+    usage_series::Entity::delete_many()
+        .filter(C::DomainName.eq(name))
+        .exec(txn)
+        .await?;
+    usage_series::Entity::delete_many()
+        .filter(C::Scope.is_in([Scope::Domain.as_str(), Scope::DomainUsers.as_str()]))
+        .filter(C::ScopeId.eq(name))
+        .exec(txn)
+        .await?;
+    Ok(())
 }
 
 /// A chart's data: averages per bucket (buckets without usage are left out).
@@ -498,7 +611,17 @@ pub struct Series {
     /// The period (Unix seconds): `from` is a bucket start.
     pub from: i64,
     pub to: i64,
-    pub points: Vec<(i64, Figures)>,
+    pub points: Vec<Point>,
+}
+
+/// One bucket of a series.
+pub struct Point {
+    /// The bucket's start (Unix seconds).
+    pub ts: i64,
+    /// Session-seconds of use in it.
+    pub used_secs: f64,
+    /// Averages over the bucket (the one still filling: over the part of it gone by).
+    pub average: Figures,
 }
 
 /// The id a scope's caller asked about and its label, or NOT_FOUND for what the caller may
@@ -545,7 +668,7 @@ async fn authorize(
                 .ok_or_else(nf)?;
             Ok((id.to_string(), u.email))
         }
-        Scope::Project => {
+        Scope::Project | Scope::ProjectUsers => {
             let id = uuid_of(id)?;
             let g = groups::Entity::find_by_id(id)
                 .one(db)
@@ -554,7 +677,7 @@ async fn authorize(
                 .ok_or_else(nf)?;
             Ok((id.to_string(), g.name))
         }
-        Scope::Domain => {
+        Scope::Domain | Scope::DomainUsers => {
             let name = id.unwrap_or(&caller.domain_name).to_string();
             let d = domains::Entity::find_by_id(name.clone())
                 .one(db)
@@ -597,7 +720,7 @@ pub async fn series(
     let start = to - period.secs();
     let from = start - start.rem_euclid(res);
     let rows = usage_series::Entity::find()
-        .filter(usage_series::Column::Scope.eq(scope.as_str()))
+        .filter(usage_series::Column::Scope.eq(scope.as_seen_by(caller).as_str()))
         .filter(usage_series::Column::ScopeId.eq(&id))
         .filter(usage_series::Column::Res.eq(res_value(res)))
         .filter(usage_series::Column::Ts.gte(from))
@@ -611,9 +734,14 @@ pub async fn series(
         res,
         from,
         to,
+        // The bucket still filling is averaged over the part of it gone by.
         points: rows
             .iter()
-            .map(|r| (r.ts, Figures::of(r).per(res as f64)))
+            .map(|r| Point {
+                ts: r.ts,
+                used_secs: r.secs,
+                average: Figures::of(r).per((to - r.ts).clamp(1, res) as f64),
+            })
             .collect(),
     })
 }
@@ -660,7 +788,7 @@ pub async fn totals(
     let mut q = usage_series::Entity::find()
         .select_only()
         .column(C::ScopeId)
-        .filter(C::Scope.eq(scope.as_str()))
+        .filter(C::Scope.eq(scope.as_seen_by(caller).as_str()))
         .filter(C::Res.eq(res_value(res)))
         .filter(C::Ts.gte(from));
     for (col, name) in [
@@ -686,7 +814,7 @@ pub async fn totals(
                 }
             }
         },
-        Scope::Project | Scope::Domain => {
+        Scope::Project | Scope::Domain | Scope::ProjectUsers | Scope::DomainUsers => {
             if let Some(d) = caller.require_admin()?.domain() {
                 q = q.filter(C::DomainName.eq(d));
             }
@@ -755,14 +883,14 @@ async fn labels<'a>(
             .into_iter()
             .map(|u| (u.uuid.to_string(), u.email))
             .collect(),
-        Scope::Project => groups::Entity::find()
+        Scope::Project | Scope::ProjectUsers => groups::Entity::find()
             .filter(groups::Column::Id.is_in(uuids))
             .all(db)
             .await?
             .into_iter()
             .map(|g| (g.id.to_string(), g.name))
             .collect(),
-        Scope::ResourceGroup | Scope::Domain => HashMap::new(),
+        Scope::ResourceGroup | Scope::Domain | Scope::DomainUsers => HashMap::new(),
     })
 }
 
@@ -777,6 +905,7 @@ mod tests {
             project: Uuid::nil(),
             domain: "default".into(),
             resource_group: Some("default".into()),
+            owner_governed: true,
             at,
             figures: Figures::over(
                 secs,
@@ -797,8 +926,9 @@ mod tests {
     fn a_sample_lands_in_every_scope_at_every_resolution() {
         let mut b = Batch::default();
         b.add(&sample(DAY + HOUR + 61, 60.0));
-        // 5 scopes × 3 resolutions.
-        assert_eq!(b.len(), 15);
+        // 7 scopes (a user's: with the project's and domain's as domain admins see them) × 3
+        // resolutions.
+        assert_eq!(b.len(), 21);
         let minute = &b.rows[&(
             Scope::User,
             Uuid::nil().to_string(),
