@@ -292,6 +292,8 @@ pub fn StatisticsPage() -> impl IntoView {
     let series = RwSignal::new(None::<Series>);
     let error = RwSignal::new(None::<String>);
     let loaded = RwSignal::new(0u32);
+    // The view the list and the charts on screen belong to.
+    let shown = RwSignal::new(View::Mine);
     // Answers to an earlier refresh (another tab, an older event) that arrive late are dropped.
     let generation = StoredValue::new(0u64);
     let refresh = move || {
@@ -301,6 +303,7 @@ pub fn StatisticsPage() -> impl IntoView {
         let current = move || generation.get_value() == mine;
         spawn_local(async move {
             let mut id = None;
+            let mut rows = Vec::new();
             if v != View::Mine {
                 match gql::run::<ops::UsageTotals>(ops::usage_totals::Variables {
                     scope: v.totals_scope(),
@@ -315,7 +318,7 @@ pub fn StatisticsPage() -> impl IntoView {
                         id = want
                             .filter(|w| items.iter().any(|i| &i.id == w))
                             .or_else(|| items.first().map(|i| i.id.clone()));
-                        totals.set(items);
+                        rows = items;
                     }
                     Err(e) => {
                         error.set(Some(e.message));
@@ -326,6 +329,8 @@ pub fn StatisticsPage() -> impl IntoView {
                     }
                 }
                 if id.is_none() {
+                    shown.set(v);
+                    totals.set(rows);
                     series.set(None);
                     error.set(None);
                     loaded.update(|n| *n += 1);
@@ -341,6 +346,9 @@ pub fn StatisticsPage() -> impl IntoView {
             {
                 _ if !current() => return,
                 Ok(d) => {
+                    // The list, the pick and the charts change together.
+                    shown.set(v);
+                    totals.set(rows);
                     picked.set(id);
                     series.set(Some(d.usage_series));
                     error.set(None);
@@ -408,7 +416,7 @@ pub fn StatisticsPage() -> impl IntoView {
         }
     };
     let list = move || {
-        let v = view_.get();
+        let v = shown.get();
         if v == View::Mine {
             return ().into_any();
         }

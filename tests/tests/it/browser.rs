@@ -2199,6 +2199,7 @@ async fn console_statistics_charts_live_and_csv() {
         shot(c, "statistics-admin-users.png").await?;
         click(c, "#stats-view-resource-groups").await?;
         wait_text(c, "#stats-totals", "default", 10).await?;
+        wait_text(c, "#stats-subject", "default", 10).await?;
         wait_for(c, "#chart-mem svg polyline", 10).await?;
         shot(c, "statistics-admin-resource-groups.png").await?;
         Ok(())
