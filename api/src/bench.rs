@@ -1475,6 +1475,38 @@ pub async fn usage(
             baseline = Some(l);
         }
     }
+    // The same month chart without HTTP and GraphQL: what the database and the sums take.
+    let caller = crate::auth::Caller {
+        uuid: admin.uuid,
+        email: admin.email.clone(),
+        domain_name: admin.domain_name.clone(),
+        role: admin.role,
+        access_key: admin.main_access_key.clone(),
+        login_session: None,
+    };
+    let mut lat = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        let t = Instant::now();
+        let s = crate::statistics::series(
+            &state,
+            &caller,
+            crate::statistics::Scope::User,
+            None,
+            crate::statistics::Period::Month,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e.describe()))?;
+        lat.push(t.elapsed());
+        anyhow::ensure!(!s.points.is_empty(), "an empty month");
+    }
+    lat.sort();
+    println!(
+        "  {:<44} p50 {:>6.2} ms  p99 {:>6.2} ms",
+        "in-process statistics::series (no HTTP, GraphQL)",
+        percentile(&lat, 0.5).as_secs_f64() * 1e3,
+        percentile(&lat, 0.99).as_secs_f64() * 1e3
+    );
     server.stop().await?;
     // A scratch directory of the bench; one left behind is harmless.
     let _ = std::fs::remove_dir_all(dir);

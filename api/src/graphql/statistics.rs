@@ -97,7 +97,8 @@ pub struct UsageSeries {
     pub id: String,
     /// The session's name, the user's e-mail, the project's, resource group's or domain's name.
     pub label: String,
-    /// Bucket size: 60, 3600 or 86400 seconds.
+    /// A point's width in seconds: buckets of 60, 3600 or 86400 seconds, summed so that a
+    /// chart has at most 300 points.
     pub resolution_secs: i32,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,

@@ -168,18 +168,6 @@ impl Figures {
             gpu_used: rates.gpu_used * secs,
         }
     }
-
-    fn of(r: &usage_series::Model) -> Figures {
-        Figures {
-            secs: r.secs,
-            cpu_alloc: r.cpu_alloc,
-            cpu_used: r.cpu_used,
-            mem_alloc: r.mem_alloc,
-            mem_used: r.mem_used,
-            gpu_alloc: r.gpu_alloc,
-            gpu_used: r.gpu_used,
-        }
-    }
 }
 
 /// One sample of one session: `figures` are sums over the time it stands for.
@@ -719,31 +707,104 @@ pub async fn series(
     let to = store.clock().now().timestamp();
     let start = to - period.secs();
     let from = start - start.rem_euclid(res);
-    let rows = usage_series::Entity::find()
-        .filter(usage_series::Column::Scope.eq(scope.as_seen_by(caller).as_str()))
-        .filter(usage_series::Column::ScopeId.eq(&id))
-        .filter(usage_series::Column::Res.eq(res_value(res)))
-        .filter(usage_series::Column::Ts.gte(from))
-        .order_by_asc(usage_series::Column::Ts)
-        .all(store.read())
-        .await?;
+    // A chart needs no more than about CHART_POINTS points: neighbouring buckets are summed
+    // in the database (fewer rows to carry, decode and answer).
+    let buckets = (to - from + res - 1) / res;
+    let step = ((buckets + CHART_POINTS - 1) / CHART_POINTS).max(1);
+    let width = step * res;
+    let from = start - start.rem_euclid(width);
+    use usage_series::Column as C;
+    let rows = with_sums(
+        usage_series::Entity::find()
+            .select_only()
+            .column_as(Expr::col(C::Ts).sub(from).div(width), "k"),
+    )
+    .filter(C::Scope.eq(scope.as_seen_by(caller).as_str()))
+    .filter(C::ScopeId.eq(&id))
+    .filter(C::Res.eq(res_value(res)))
+    .filter(C::Ts.gte(from))
+    .group_by(Expr::col(Alias::new("k")))
+    .order_by_asc(Expr::col(Alias::new("k")))
+    .into_model::<PointRow>()
+    .all(store.read())
+    .await?;
     Ok(Series {
         scope,
         id,
         label,
-        res,
+        res: width,
         from,
         to,
-        // The bucket still filling is averaged over the part of it gone by.
+        // The point still filling is averaged over the part of it gone by.
         points: rows
             .iter()
-            .map(|r| Point {
-                ts: r.ts,
-                used_secs: r.secs,
-                average: Figures::of(r).per((to - r.ts).clamp(1, res) as f64),
+            .map(|r| {
+                let ts = from + r.k * width;
+                let sums = r.sums.figures();
+                Point {
+                    ts,
+                    used_secs: sums.secs,
+                    average: sums.per((to - ts).clamp(1, width) as f64),
+                }
             })
             .collect(),
     })
+}
+
+/// The most points a chart is drawn with (its buckets summed into as many steps).
+const CHART_POINTS: i64 = 300;
+
+/// The figure columns summed, as `total_<column>`.
+fn with_sums(
+    mut q: sea_orm::Select<usage_series::Entity>,
+) -> sea_orm::Select<usage_series::Entity> {
+    use usage_series::Column as C;
+    for (col, name) in [
+        (C::Secs, "total_secs"),
+        (C::CpuAlloc, "total_cpu_alloc"),
+        (C::CpuUsed, "total_cpu_used"),
+        (C::MemAlloc, "total_mem_alloc"),
+        (C::MemUsed, "total_mem_used"),
+        (C::GpuAlloc, "total_gpu_alloc"),
+        (C::GpuUsed, "total_gpu_used"),
+    ] {
+        q = q.column_as(Expr::col(col).sum(), name);
+    }
+    q
+}
+
+/// What [`with_sums`] selects.
+#[derive(FromQueryResult)]
+struct Sums {
+    total_secs: Option<f64>,
+    total_cpu_alloc: Option<f64>,
+    total_cpu_used: Option<f64>,
+    total_mem_alloc: Option<f64>,
+    total_mem_used: Option<f64>,
+    total_gpu_alloc: Option<f64>,
+    total_gpu_used: Option<f64>,
+}
+
+impl Sums {
+    fn figures(&self) -> Figures {
+        Figures {
+            secs: self.total_secs.unwrap_or(0.0),
+            cpu_alloc: self.total_cpu_alloc.unwrap_or(0.0),
+            cpu_used: self.total_cpu_used.unwrap_or(0.0),
+            mem_alloc: self.total_mem_alloc.unwrap_or(0.0),
+            mem_used: self.total_mem_used.unwrap_or(0.0),
+            gpu_alloc: self.total_gpu_alloc.unwrap_or(0.0),
+            gpu_used: self.total_gpu_used.unwrap_or(0.0),
+        }
+    }
+}
+
+#[derive(FromQueryResult)]
+struct PointRow {
+    /// The step's index from the chart's start.
+    k: i64,
+    #[sea_orm(nested)]
+    sums: Sums,
 }
 
 /// One row of [`totals`]: averages over the period.
@@ -758,13 +819,8 @@ pub struct Total {
 #[derive(FromQueryResult)]
 struct TotalRow {
     scope_id: String,
-    total_secs: Option<f64>,
-    total_cpu_alloc: Option<f64>,
-    total_cpu_used: Option<f64>,
-    total_mem_alloc: Option<f64>,
-    total_mem_used: Option<f64>,
-    total_gpu_alloc: Option<f64>,
-    total_gpu_used: Option<f64>,
+    #[sea_orm(nested)]
+    sums: Sums,
 }
 
 /// The sessions, users, projects, resource groups or domains with the most use over `period`
@@ -785,23 +841,14 @@ pub async fn totals(
     let now = store.clock().now().timestamp();
     let start = now - period.secs();
     let from = start - start.rem_euclid(res);
-    let mut q = usage_series::Entity::find()
-        .select_only()
-        .column(C::ScopeId)
-        .filter(C::Scope.eq(scope.as_seen_by(caller).as_str()))
-        .filter(C::Res.eq(res_value(res)))
-        .filter(C::Ts.gte(from));
-    for (col, name) in [
-        (C::Secs, "total_secs"),
-        (C::CpuAlloc, "total_cpu_alloc"),
-        (C::CpuUsed, "total_cpu_used"),
-        (C::MemAlloc, "total_mem_alloc"),
-        (C::MemUsed, "total_mem_used"),
-        (C::GpuAlloc, "total_gpu_alloc"),
-        (C::GpuUsed, "total_gpu_used"),
-    ] {
-        q = q.column_as(Expr::col(col).sum(), name);
-    }
+    let mut q = with_sums(
+        usage_series::Entity::find()
+            .select_only()
+            .column(C::ScopeId),
+    )
+    .filter(C::Scope.eq(scope.as_seen_by(caller).as_str()))
+    .filter(C::Res.eq(res_value(res)))
+    .filter(C::Ts.gte(from));
     match scope {
         Scope::Session | Scope::User => match caller.read_scope() {
             ReadScope::Own { user, .. } => q = q.filter(C::Owner.eq(user)),
@@ -837,15 +884,7 @@ pub async fn totals(
         res,
         rows.into_iter()
             .map(|r| {
-                let sums = Figures {
-                    secs: r.total_secs.unwrap_or(0.0),
-                    cpu_alloc: r.total_cpu_alloc.unwrap_or(0.0),
-                    cpu_used: r.total_cpu_used.unwrap_or(0.0),
-                    mem_alloc: r.total_mem_alloc.unwrap_or(0.0),
-                    mem_used: r.total_mem_used.unwrap_or(0.0),
-                    gpu_alloc: r.total_gpu_alloc.unwrap_or(0.0),
-                    gpu_used: r.total_gpu_used.unwrap_or(0.0),
-                };
+                let sums = r.sums.figures();
                 Total {
                     label: labels
                         .get(&r.scope_id)
