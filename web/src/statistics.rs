@@ -271,6 +271,19 @@ fn file_part(s: &str) -> String {
         .collect()
 }
 
+/// A point's width: `5 min`, `3 h`, `2 d`.
+fn width(secs: i64) -> String {
+    if secs % 86_400 == 0 {
+        format!("{} d", secs / 86_400)
+    } else if secs % 3600 == 0 {
+        format!("{} h", secs / 3600)
+    } else if secs % 60 == 0 {
+        format!("{} min", secs / 60)
+    } else {
+        format!("{secs} s")
+    }
+}
+
 fn hours(secs: f64) -> String {
     format!("{:.1}", secs / 3600.0)
 }
@@ -478,7 +491,7 @@ pub fn StatisticsPage() -> impl IntoView {
         view! {
             <div class="stats-title" id="stats-subject">
                 <b>{s.label.clone()}</b>
-                <span class="muted">{format!(" · {}", tr("used {hours} h · {secs}-second buckets", &[("hours", &hours(used_h)), ("secs", &s.resolution_secs.to_string())]))}</span>
+                <span class="muted">{format!(" · {}", tr("used {hours} h · a point every {width}", &[("hours", &hours(used_h)), ("width", &width(s.resolution_secs))]))}</span>
             </div>
             <div class="charts">
                 <Chart id="chart-cpu" title=t("CPU") unit=key("cores") from=from to=to lines=vec![

@@ -2159,7 +2159,7 @@ async fn console_statistics_charts_live_and_csv() {
         }
         shot(c, "statistics-day.png").await?;
         click(c, "#stats-span-month").await?;
-        wait_text(c, "#stats-subject", "10800", 10).await?;
+        wait_text(c, "#stats-subject", "every 3 h", 10).await?;
         shot(c, "statistics-month.png").await?;
         // The CSV of the chart shown: the data the browser saves.
         c.execute(
