@@ -255,6 +255,47 @@ async fn bench_admin(
     Ok((admin, group))
 }
 
+/// A bench server's configuration on a scratch data directory (no engines), its directory
+/// and the database's name; `database_url` None = SQLite.
+fn bench_config(
+    database_url: Option<String>,
+) -> anyhow::Result<(crate::Config, std::path::PathBuf, &'static str)> {
+    let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
+    let db_name = if database_url.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    let config = crate::Config {
+        listen: "127.0.0.1:0".parse()?,
+        data_dir: dir.clone(),
+        database_url,
+        admin_password: Some("Bench-pass-1".into()),
+        admin_rate_limit: u32::MAX,
+        docker_endpoints: Vec::new(),
+        network_isolation: false,
+        log: "warn".into(),
+        ..Default::default()
+    };
+    Ok((config, dir, db_name))
+}
+
+/// The bench superadmin's bearer token from the server at `base`.
+async fn bench_login(base: &str) -> anyhow::Result<String> {
+    let login: serde_json::Value = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&serde_json::json!({"query": "mutation { login(email: \"admin@bai.local\", password: \"Bench-pass-1\") { token } }"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let token = login["data"]["login"]["token"]
+        .as_str()
+        .context("bench login")?
+        .to_string();
+    Ok(token)
+}
+
 /// Launch latency through the GraphQL API (executed in-process, no HTTP hop) against
 /// `docker run -d`, interleaved.
 pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
@@ -507,23 +548,7 @@ pub async fn api(
     database_url: Option<String>,
 ) -> anyhow::Result<()> {
     use sea_orm::EntityTrait;
-    let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
-    let db_name = if database_url.is_some() {
-        "PostgreSQL"
-    } else {
-        "SQLite"
-    };
-    let config = crate::Config {
-        listen: "127.0.0.1:0".parse()?,
-        data_dir: dir.clone(),
-        database_url,
-        admin_password: Some("Bench-pass-1".into()),
-        admin_rate_limit: u32::MAX,
-        docker_endpoints: Vec::new(),
-        network_isolation: false,
-        log: "warn".into(),
-        ..Default::default()
-    };
+    let (config, dir, db_name) = bench_config(database_url)?;
     let server = crate::start(config).await?;
     let state = server.state.clone();
     let base = format!("http://{}", server.addr);
@@ -542,17 +567,7 @@ pub async fn api(
         entity::enums::SessionStatus::Terminated,
     )
     .await?;
-    let login: serde_json::Value = reqwest::Client::new()
-        .post(format!("{base}/graphql"))
-        .json(&serde_json::json!({"query": "mutation { login(email: \"admin@bai.local\", password: \"Bench-pass-1\") { token } }"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let token = login["data"]["login"]["token"]
-        .as_str()
-        .context("bench login")?
-        .to_string();
+    let token = bench_login(&base).await?;
     let list = serde_json::json!({"query": "{ compute_session_list(limit: 20, offset: 0, status: \"TERMINATED\") { total_count items { id name status } } }"});
     let check: serde_json::Value = reqwest::Client::new()
         .post(format!("{base}/graphql"))
@@ -1307,24 +1322,8 @@ pub async fn usage(
 ) -> anyhow::Result<()> {
     use crate::statistics::{Batch, Figures, HOUR, MINUTE, Retention, Sample};
     use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
-    let dir = std::env::temp_dir().join(format!("bai-bench-{}", Uuid::new_v4().simple()));
-    let db_name = if database_url.is_some() {
-        "PostgreSQL"
-    } else {
-        "SQLite"
-    };
-    let config = crate::Config {
-        listen: "127.0.0.1:0".parse()?,
-        data_dir: dir.clone(),
-        database_url,
-        admin_password: Some("Bench-pass-1".into()),
-        admin_rate_limit: u32::MAX,
-        docker_endpoints: Vec::new(),
-        network_isolation: false,
-        usage_sample_secs: 0,
-        log: "warn".into(),
-        ..Default::default()
-    };
+    let (mut config, dir, db_name) = bench_config(database_url)?;
+    config.usage_sample_secs = 0;
     let server = crate::start(config).await?;
     let state = server.state.clone();
     let base = format!("http://{}", server.addr);
@@ -1410,17 +1409,7 @@ pub async fn usage(
         "usage on {db_name}: a month of 1-minute samples of {sessions} sessions: {rows} stored buckets ({written} upserts in {:.1} s)",
         started.elapsed().as_secs_f64()
     );
-    let login: serde_json::Value = reqwest::Client::new()
-        .post(format!("{base}/graphql"))
-        .json(&serde_json::json!({"query": "mutation { login(email: \"admin@bai.local\", password: \"Bench-pass-1\") { token } }"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let token = login["data"]["login"]["token"]
-        .as_str()
-        .context("bench login")?
-        .to_string();
+    let token = bench_login(&base).await?;
     let url = format!("{base}/graphql");
     let points = "points { ts used_secs usage { sessions cpu_allocated cpu_used mem_allocated mem_used gpu_allocated gpu_used } }";
     let first = ids.first().context("no sessions")?;

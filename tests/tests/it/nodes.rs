@@ -33,21 +33,6 @@ async fn folder(app: &TestApp, token: &str, name: &str) -> String {
         .to_string()
 }
 
-async fn group_id(app: &TestApp, token: &str, name: &str) -> String {
-    let gs = app
-        .ok(Some(token), "{ groups { id name } }", json!({}))
-        .await;
-    gs["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == name)
-        .unwrap_or_else(|| panic!("no group {name}: {gs}"))["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 crate::both_dbs!(folder_nodes_show_each_caller_its_own, |db| async move {
     let app = spawn(db).await;
     let alice = app.user("nodes-a@x.org", "user", "default").await;

@@ -34,21 +34,6 @@ async fn uuid_of(app: &TestApp, token: &str) -> String {
     me["user"]["uuid"].as_str().unwrap().to_string()
 }
 
-async fn default_project(app: &TestApp, token: &str) -> String {
-    let gs = app
-        .ok(Some(token), "{ groups { id name } }", json!({}))
-        .await;
-    gs["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "default")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// A sample of one session standing for `secs` seconds at `at`: 2 cores and 1 GiB allocated,
 /// half a core and 256 MiB in use.
 fn sample(
@@ -162,7 +147,7 @@ both_dbs!(
             2 * 86400,
             "{year}"
         );
-        let project = default_project(&app, &alice).await;
+        let project = group_id(&app, &alice, "default").await;
         let admin = app.admin_token.clone();
         for (scope, id) in [
             ("PROJECT", project.as_str()),
@@ -224,7 +209,7 @@ both_dbs!(
         let alice_id = uuid_of(&app, &alice).await;
         let bob_id = uuid_of(&app, &bob).await;
         let super_id = uuid_of(&app, &admin).await;
-        let project = default_project(&app, &admin).await;
+        let project = group_id(&app, &admin, "default").await;
         let owner: uuid::Uuid = alice_id.parse().unwrap();
         let ak = app.access_key(&alice).await;
         let session = insert_session(&app, &ak, owner, project.parse().unwrap()).await;
@@ -454,7 +439,7 @@ both_dbs!(
         assert_eq!(s["data"]["usage_series"]["resolution_secs"], 3600, "{s}");
         let s = series(&app, &user, "USER", None, "WEEK").await;
         assert_eq!(s["data"]["usage_series"]["resolution_secs"], 86400, "{s}");
-        let project = default_project(&app, &user).await;
+        let project = group_id(&app, &user, "default").await;
         let now = chrono::Utc::now().timestamp();
         let mut b = Batch::default();
         for m in 0..(6 * 60) {

@@ -890,3 +890,19 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// The id of the project `name` among those `token` may see.
+pub async fn group_id(app: &TestApp, token: &str, name: &str) -> String {
+    let gs = app
+        .ok(Some(token), "{ groups { id name } }", json!({}))
+        .await;
+    gs["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == name)
+        .unwrap_or_else(|| panic!("no group {name}: {gs}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}

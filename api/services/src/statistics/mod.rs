@@ -509,6 +509,8 @@ pub async fn sample_loop(state: impl Runtime) {
     if every <= 0 {
         return;
     }
+    // Owned by this process: its own samples not yet written (each manager writes what it
+    // measured; the stored sums are the shared state, in the database).
     let mut pending = Batch::default();
     loop {
         let now = state.clock().now();
