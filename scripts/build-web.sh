@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Builds the web console (Leptos → wasm32) into web/dist. Idempotent: installs the wasm
-# target and the wasm-bindgen CLI of the version pinned in Cargo.lock only when missing.
+# target only when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 ensure_debs brotli binaryen
 rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
-have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
-if [ "$have" != "$want" ]; then
-  # Not --locked: its lockfile pins a crate version this registry lacks (TOOLCHAIN.md).
-  # In a target folder of its own: in $CARGO_TARGET_DIR it would wait for the server's
-  # release build (scripts/run.sh runs both side by side) to release the folder's lock.
-  # Unoptimised: on two cores it builds in 49 s instead of 2:28 (1:17 of CPU instead of
-  # 4:16), and it then takes 1.2 s instead of 0.3 s on the console, with identical output.
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=0 env -u CARGO_TARGET_DIR cargo install wasm-bindgen-cli --version "$want"
+# wasm-bindgen's step after rustc, by its library (web/bindgen) at the version the console
+# links: the CLI package would also build its test runner (three times the compile units).
+bindgen=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+support=$(awk '/^name = "wasm-bindgen-cli-support"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+if [ "$bindgen" != "$support" ]; then
+  echo "wasm-bindgen $bindgen but wasm-bindgen-cli-support $support in Cargo.lock: pin web/bindgen to =$bindgen" >&2
+  exit 1
 fi
+# Its own profile (own lock folder): it builds beside the server's release build.
+cargo build -p web-bindgen --profile web-tool
 cargo build -p web --target wasm32-unknown-unknown --profile wasm-release
 rm -rf web/dist.tmp
 mkdir -p web/dist.tmp
@@ -26,7 +26,7 @@ mkdir -p web/dist.tmp
 wasm-opt -Oz --enable-bulk-memory --enable-mutable-globals --enable-sign-ext \
   --enable-nontrapping-float-to-int --enable-reference-types --enable-multivalue \
   "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm-release/web.wasm" -o web/dist.tmp/opt.wasm
-wasm-bindgen --target web --no-typescript --out-dir web/dist.tmp --out-name web web/dist.tmp/opt.wasm
+"$CARGO_TARGET_DIR/web-tool/web-bindgen" web/dist.tmp/opt.wasm web/dist.tmp
 rm web/dist.tmp/opt.wasm
 # Content-hashed names (served with a one-year immutable cache) and precompressed copies
 # (brotli, gzip) that the server hands to browsers asking for them.

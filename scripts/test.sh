@@ -27,6 +27,7 @@ cargo machete
 scripts/check-layers.sh
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p web --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -p web-bindgen -- -D warnings
 # The slowest integration tests, printed at the end whatever the outcome.
 export BAI_TEST_TIMES="${TMPDIR:-/tmp}/bai-test-times.$$"
 : > "$BAI_TEST_TIMES"
@@ -45,6 +46,6 @@ cargo build -p api --bin bai
 # bai's own container image (deploy/container.sh), from this build, for its test.
 deploy/container.sh bai-test:ci "$CARGO_TARGET_DIR/debug/bai"
 export BAI_TEST_CONTAINER_IMAGE=bai-test:ci
-cargo test --workspace --exclude web
+cargo test --workspace --exclude web --exclude web-bindgen
 # Lablup's CLI test suite, alone on the machine: it allows each CLI command 5 seconds.
 cargo test -p tests --test it -- --ignored --exact lablup::lablup_cli_integration_suite_passes
