@@ -17,7 +17,15 @@ fi
 # Its own profile (own lock folder): it builds beside the server's release build.
 cargo build -p web-bindgen --profile web-tool
 cargo build -p web --target wasm32-unknown-unknown --profile wasm-release
-rm -rf web/dist.tmp
+# What web/dist was made from: when neither the module nor the recipe changed, the steps below
+# (wasm-opt, wasm-bindgen, brotli at its highest level: 10 s) would make the same files again.
+wasm="$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm-release/web.wasm"
+stamp=$(cat "$wasm" web/index.html scripts/build-web.sh "$CARGO_TARGET_DIR/web-tool/web-bindgen" <(wasm-opt --version) | sha256sum | cut -c1-64)
+if [ -f web/dist/index.html ] && [ "$(cat web/dist.stamp 2>/dev/null)" = "$stamp" ]; then
+  echo "web console in web/dist is up to date"
+  exit 0
+fi
+rm -rf web/dist.tmp web/dist.stamp
 mkdir -p web/dist.tmp
 # wasm-opt (Debian's binaryen) runs on cargo's output, BEFORE wasm-bindgen: run after it,
 # binaryen 108 turns wasm-bindgen's externref table into a funcref one and the page stays
@@ -25,7 +33,7 @@ mkdir -p web/dist.tmp
 # browser tests pass on the result.
 wasm-opt -Oz --enable-bulk-memory --enable-mutable-globals --enable-sign-ext \
   --enable-nontrapping-float-to-int --enable-reference-types --enable-multivalue \
-  "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm-release/web.wasm" -o web/dist.tmp/opt.wasm
+  "$wasm" -o web/dist.tmp/opt.wasm
 "$CARGO_TARGET_DIR/web-tool/web-bindgen" web/dist.tmp/opt.wasm web/dist.tmp
 rm web/dist.tmp/opt.wasm
 # Content-hashed names (served with a one-year immutable cache) and precompressed copies
@@ -40,4 +48,5 @@ for f in web/dist.tmp/*; do
 done
 rm -rf web/dist
 mv web/dist.tmp web/dist
+echo "$stamp" > web/dist.stamp
 echo "web console built in web/dist"
