@@ -312,14 +312,11 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
     let state = server.state.clone();
     let schema = crate::graphql::schema::build_schema(state.clone());
     let (admin, _) = bench_admin(&state.db).await?;
-    let principal = Principal::User(std::sync::Arc::new(Caller {
-        uuid: admin.uuid,
-        email: admin.email.clone(),
-        domain_name: admin.domain_name.clone(),
-        role: admin.role,
-        access_key: admin.main_access_key.clone(),
-        login_session: None,
-    }));
+    let principal = Principal::User(std::sync::Arc::new(Caller::of_user(
+        admin.clone(),
+        admin.main_access_key.clone(),
+        None,
+    )));
     let gql = |q: String| {
         let schema = schema.clone();
         let principal = principal.clone();
@@ -1465,14 +1462,7 @@ pub async fn usage(
         }
     }
     // The same month chart without HTTP and GraphQL: what the database and the sums take.
-    let caller = crate::auth::Caller {
-        uuid: admin.uuid,
-        email: admin.email.clone(),
-        domain_name: admin.domain_name.clone(),
-        role: admin.role,
-        access_key: admin.main_access_key.clone(),
-        login_session: None,
-    };
+    let caller = crate::auth::Caller::of_user(admin.clone(), admin.main_access_key.clone(), None);
     let mut lat = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     while Instant::now() < deadline {

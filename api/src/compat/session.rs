@@ -202,14 +202,7 @@ async fn acting_as(state: &AppState, caller: &Caller, body: &Value) -> ApiResult
         .await?
         .filter(|u| caller.governs(u.uuid, u.role, &u.domain_name))
         .ok_or_else(not_found)?;
-    Ok(Caller {
-        uuid: owner.uuid,
-        email: owner.email,
-        domain_name: owner.domain_name,
-        role: owner.role,
-        access_key: Some(kp.access_key),
-        login_session: None,
-    })
+    Ok(Caller::of_user(owner, Some(kp.access_key), None))
 }
 
 async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {

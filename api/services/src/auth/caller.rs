@@ -100,6 +100,23 @@ pub fn rank(role: UserRole) -> u8 {
 pub const GOVERNED_BY_DOMAIN_ADMINS: [UserRole; 2] = [UserRole::User, UserRole::Monitor];
 
 impl Caller {
+    /// The caller a user row acts as: with the keypair the request is accounted to and the
+    /// login session it came by, if any.
+    pub fn of_user(
+        user: entity::users::Model,
+        access_key: Option<String>,
+        login_session: Option<Uuid>,
+    ) -> Caller {
+        Caller {
+            uuid: user.uuid,
+            email: user.email,
+            domain_name: user.domain_name,
+            role: user.role,
+            access_key,
+            login_session,
+        }
+    }
+
     /// Whether the caller may see and act on what belongs to the user `uuid` (`role`, in
     /// `domain`): its own things; everything for a superadmin; for a domain admin, the things
     /// of lower-ranked users of its domain. Everything else must look like it does not exist.

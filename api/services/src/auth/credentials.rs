@@ -91,14 +91,9 @@ pub async fn reresolve(
             .await?
             .filter(|k| k.is_active)
         {
-            Some(k) => active_user(state, k.user).await?.map(|u| Caller {
-                uuid: u.uuid,
-                email: u.email,
-                domain_name: u.domain_name,
-                role: u.role,
-                access_key: Some(k.access_key),
-                login_session: None,
-            }),
+            Some(k) => active_user(state, k.user)
+                .await?
+                .map(|u| Caller::of_user(u, Some(k.access_key), None)),
             None => None,
         },
     };
@@ -185,14 +180,8 @@ pub async fn caller_from_token(state: &impl Gate, token: &str) -> ApiResult<Opti
     if !main_keypair_active(state, &user).await? {
         return Ok(None);
     }
-    Ok(Some(Caller {
-        uuid: user.uuid,
-        email: user.email,
-        domain_name: user.domain_name,
-        role: user.role,
-        access_key: user.main_access_key,
-        login_session: Some(session.id),
-    }))
+    let access_key = user.main_access_key.clone();
+    Ok(Some(Caller::of_user(user, access_key, Some(session.id))))
 }
 
 async fn from_signature(
@@ -266,14 +255,7 @@ async fn from_signature(
     let user = active_user(state, keypair.user)
         .await?
         .ok_or_else(invalid)?;
-    Ok(Caller {
-        uuid: user.uuid,
-        email: user.email,
-        domain_name: user.domain_name,
-        role: user.role,
-        access_key: Some(keypair.access_key),
-        login_session: None,
-    })
+    Ok(Caller::of_user(user, Some(keypair.access_key), None))
 }
 
 /// What is left of a keypair's rate-limit window: (limit, remaining).

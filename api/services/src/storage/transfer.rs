@@ -209,14 +209,7 @@ pub async fn redeem(store: &impl Store, token: &str, op: Op) -> ApiResult<Transf
         .await?
         .filter(|u| u.status == UserStatus::Active)
         .ok_or_else(gone)?;
-    let caller = Caller {
-        uuid: user.uuid,
-        email: user.email,
-        domain_name: user.domain_name,
-        role: user.role,
-        access_key: None,
-        login_session: None,
-    };
+    let caller = Caller::of_user(user, None, None);
     let (folder, access) = find(store, &caller, row.vfolder)
         .await
         .map_err(|_| gone())?;
