@@ -22,7 +22,7 @@ AUTO = re.compile(r'<((?:https?|mailto):[^>\s]*)>')
 INCLUDE = re.compile(r'\{\{#include\s+([^\s}:]+)[^}]*\}\}')
 
 def prose(path):
-    """(line number, text) of a file's lines outside fenced code, inline code removed."""
+    """(line number, text) of a file's lines outside fenced code."""
     fence = None
     for n, line in enumerate(open(path, encoding='utf-8'), 1):
         m = re.match(r'\s*(```+|~~~+)', line)
@@ -34,7 +34,7 @@ def prose(path):
                 fence = None
             continue
         if fence is None:
-            yield n, re.sub(r'(`+)(?:(?!\1).)+?\1', '', line)
+            yield n, line
 
 def slug(text):
     text = re.sub(r'!?\[([^\]]*)\]\([^)]*\)', r'\1', text)      # a link's text stays
@@ -87,18 +87,41 @@ def check_link(path, n, link):
         elif parts.fragment not in anchors(target):
             fault(path, n, link, f'no heading with this anchor in {target}')
 
+def blocks(path):
+    """(first line number, text) of each paragraph: a link's text may span lines."""
+    start, lines, last = None, [], None
+    for n, line in prose(path):
+        if line.strip() and last == n - 1 and lines:
+            lines.append(line)
+        else:
+            if lines:
+                yield start, ''.join(lines)
+            start, lines = n, ([line] if line.strip() else [])
+        last = n
+    if lines:
+        yield start, ''.join(lines)
+
+CODE = re.compile(r'(`+)(?:(?!\1).)+?\1', re.S)
+def no_code(text):
+    """Inline code removed, its line breaks kept (line numbers stay right)."""
+    return CODE.sub(lambda m: '\n' * m.group(0).count('\n'), text)
+
 files = ['README.md'] + sorted(glob.glob('docs/src/**/*.md', recursive=True))
 for path in files:
-    for n, line in prose(path):
-        for m in INLINE.finditer(line):
-            check_link(path, n, m.group(1))
-        if '](' in INLINE.sub('', line):
-            fault(path, n, line.strip()[:60], 'a link Markdown does not read (a space in it?)')
-        m = REFDEF.match(line)
-        if m:
-            check_link(path, n, m.group(1))
-        for m in AUTO.finditer(line):
-            check_link(path, n, m.group(1))
+    for start, text in blocks(path):
+        text = no_code(text)
+        at = lambda i: start + text.count('\n', 0, i)
+        for m in INLINE.finditer(text):
+            check_link(path, at(m.start()), m.group(1))
+        for i, line in enumerate(INLINE.sub(lambda m: '\n' * m.group(0).count('\n'), text).split('\n')):
+            if '](' in line:
+                fault(path, start + i, line.strip()[:60], 'a link Markdown does not read (a space in it?)')
+        for i, line in enumerate(text.split('\n')):
+            m = REFDEF.match(line)
+            if m:
+                check_link(path, start + i, m.group(1))
+        for m in AUTO.finditer(text):
+            check_link(path, at(m.start()), m.group(1))
 
 summary = 'docs/src/SUMMARY.md'
 if not os.path.exists(summary):
@@ -106,7 +129,7 @@ if not os.path.exists(summary):
 else:
     listed = set()
     for n, line in prose(summary):
-        for m in INLINE.finditer(line):
+        for m in INLINE.finditer(no_code(line)):
             target = os.path.normpath(os.path.join('docs/src', m.group(1).split('#')[0]))
             listed.add(target)
     for path in files[1:]:
