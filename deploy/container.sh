@@ -7,7 +7,7 @@
 #   deploy/container.sh [TAG [BINARY]]
 #
 # TAG defaults to bai:latest; BINARY to the release build (built here, with the console).
-# Running it (see README "Container image"):
+# Running it (see docs/src/operations.md, "Container image"):
 #   docker run -d --name bai --network host --cap-add NET_ADMIN --cap-add NET_RAW \
 #     -v /var/run/docker.sock:/var/run/docker.sock -v /var/lib/bai:/var/lib/bai bai:latest
 set -euo pipefail

@@ -5,8 +5,9 @@
 #
 # The three builds run side by side (each mostly waits on something the others do not: the
 # Debian mirror, a single-threaded compile or link step), each says what it does and how long
-# it took on a fresh 2-core machine (README), a clock ticks every 30 s, and each logs to
-# $CARGO_TARGET_DIR/run-logs/. A second run finds everything built and starts in seconds.
+# it took on a fresh 2-core machine (docs/src/build-speed.md), a clock ticks every 30 s, and
+# each logs to $CARGO_TARGET_DIR/run-logs/. A second run finds everything built and starts in
+# seconds.
 # BAI_BUILD_TIMINGS=1 adds cargo's --timings report for the server build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +28,8 @@ declare -A what=(
   [console]="web console (wasm target, wasm-bindgen, size-optimised build)"
   [server]="server (release build of bai)"
 )
-# What each took on the fresh 2-core machine of the README, all three side by side (the
-# console, at the lowest priority, ends last).
+# What each took on the fresh 2-core machine (docs/src/build-speed.md), all three side by side
+# (the console, at the lowest priority, ends last).
 declare -A fresh=([images]="2:26" [console]="10:55" [server]="8:48")
 declare -A pid=() t0=() took=()
 for n in "${names[@]}"; do
@@ -70,5 +71,6 @@ while [ ${#took[@]} -lt ${#names[@]} ]; do
   fi
 done
 [ ${#timings[@]} -gt 0 ] && echo "==> cargo's timing report: $CARGO_TARGET_DIR/cargo-timings/cargo-timing.html"
+echo "==> the book (user guide, administration, configuration…): $([ -f docs/book/index.html ] && echo docs/book/index.html || echo 'docs/src/SUMMARY.md; `mdbook build docs` renders it')"
 printf '==> ready after %s; starting bai serve\n' "$(mmss $((SECONDS - start)))"
 exec "$CARGO_TARGET_DIR/release/bai" serve "$@"

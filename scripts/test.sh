@@ -23,6 +23,11 @@ cargo deny check licenses bans sources
 # No dependency a crate does not use (offline: cargo-machete reads the sources).
 command -v cargo-machete >/dev/null || cargo install cargo-machete --locked
 cargo machete
+# The book (docs/): mdBook renders it (no server or search built in), then every link of the
+# book and README is checked offline.
+command -v mdbook >/dev/null || cargo install mdbook --locked --version '^0.4' --no-default-features
+mdbook build docs
+scripts/check-docs.sh
 # Layer 2 stays pure: no web, GraphQL or database crate in bai-core's dependency tree.
 scripts/check-layers.sh
 cargo clippy --all-targets -- -D warnings
