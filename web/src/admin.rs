@@ -5,19 +5,16 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bai_types::events::TaskStatus;
-use graphql_client::GraphQLQuery;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
 use crate::gql::{self, JsonString};
 use crate::i18n::{key, t, tr};
 use crate::ops;
-use crate::ui::{Modal, amount, gib};
-
-/// One table row: a key and the cells shown.
-pub(crate) type Row = (String, Vec<String>);
+use crate::ui::{
+    Modal, Row, SlotInputs, amount, around, check, error_view, follow_task, gib, hosts_json,
+    hosts_text, limit_input, load_list, run, slots_text, table, tabs, text_input,
+};
 
 type User = ops::user_list::UserListUserListItems;
 type Keypair = ops::keypair_list::KeypairListKeypairListItems;
@@ -28,136 +25,6 @@ type Registry = ops::registry_list::RegistryListContainerRegistries;
 type Agent = ops::agent_list::AgentListAgentListItems;
 type ScalingGroup = ops::scaling_group_list::ScalingGroupListScalingGroups;
 type Setting = ops::system_settings::SystemSettingsSystemSettings;
-
-pub(crate) fn table(
-    id: &'static str,
-    headers: &[&'static str],
-    rows: Vec<Row>,
-    actions: impl Fn(&Row) -> AnyView,
-) -> AnyView {
-    let headers: Vec<&'static str> = headers.to_vec();
-    view! {
-        <div class="card wide table-wrap">
-            <table class="list" id=id>
-                <thead><tr>{headers.into_iter().map(|h| view! { <th>{t(h)}</th> }).collect_view()}<th>{t("Control")}</th></tr></thead>
-                <tbody>
-                    {rows.iter().map(|r| view! {
-                        <tr class="admin-row" data-key=r.0.clone()>
-                            {r.1.iter().map(|c| view! { <td>{c.clone()}</td> }).collect_view()}
-                            <td class="controls">{actions(r)}</td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
-            {rows.is_empty().then(|| view! { <p class="muted empty">{t("Nothing here.")}</p> })}
-        </div>
-    }
-    .into_any()
-}
-
-pub(crate) fn slots_text(v: &JsonString) -> String {
-    let j = &v.0;
-    let cpu = amount(&j["cpu"])
-        .map(|c| tr("{n} core", &[("n", &c.to_string())]))
-        .unwrap_or_else(|| t("∞ core"));
-    let mem = amount(&j["mem"]).map(gib).unwrap_or_else(|| "∞ RAM".into());
-    let gpu = amount(&j["cuda.device"])
-        .map(|g| format!("{g} GPU"))
-        .unwrap_or_default();
-    let fgpu = amount(&j["cuda.shares"])
-        .map(|g| format!("{g} fGPU"))
-        .unwrap_or_default();
-    [cpu, mem, gpu, fgpu]
-        .into_iter()
-        .filter(|x| !x.is_empty())
-        .collect::<Vec<_>>()
-        .join(" · ")
-}
-
-/// Runs the operation `Q` (a mutation, or a query to load), then `after` with its answer on
-/// success, or shows the error.
-pub(crate) fn run<Q>(
-    vars: Q::Variables,
-    error: RwSignal<Option<String>>,
-    after: impl Fn(Q::ResponseData) + 'static,
-) where
-    Q: GraphQLQuery,
-    Q::Variables: 'static,
-    Q::ResponseData: 'static,
-{
-    spawn_local(async move {
-        match gql::run::<Q>(vars).await {
-            Ok(d) => {
-                error.set(None);
-                after(d);
-            }
-            Err(e) => error.set(Some(e.message)),
-        }
-    });
-}
-
-/// Loads a list query `Q` into `rows`; `list` takes the list out of its answer.
-pub(crate) fn load_list<Q, T>(
-    vars: Q::Variables,
-    error: RwSignal<Option<String>>,
-    rows: RwSignal<Vec<T>>,
-    list: fn(Q::ResponseData) -> Vec<T>,
-) where
-    Q: GraphQLQuery,
-    Q::Variables: 'static,
-    Q::ResponseData: 'static,
-    T: Send + Sync + 'static,
-{
-    run::<Q>(vars, error, move |d| rows.set(list(d)));
-}
-
-pub(crate) fn tabs(
-    current: RwSignal<&'static str>,
-    items: &[(&'static str, &'static str)],
-) -> AnyView {
-    let items = items.to_vec();
-    view! {
-        <div class="tabs">
-            {items.into_iter().map(|(label, value)| view! {
-                <button class="tab" id=format!("tab-{value}") class:active=move || current.get() == value on:click=move |_| current.set(value)>{t(label)}</button>
-            }).collect_view()}
-        </div>
-    }
-    .into_any()
-}
-
-pub(crate) fn text_input(id: &'static str, label: &'static str, sig: RwSignal<String>) -> AnyView {
-    view! {
-        <label for=id>{t(label)}</label>
-        <input id=id prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
-    }
-    .into_any()
-}
-
-pub(crate) fn check(id: &'static str, label: &'static str, sig: RwSignal<bool>) -> AnyView {
-    view! {
-        <label class="check"><input type="checkbox" id=id prop:checked=move || sig.get() on:change=move |ev| sig.set(event_target_checked(&ev)) />{t(label)}</label>
-    }
-    .into_any()
-}
-
-/// `text` (already translated) cut at `{name}`: what comes before and after it, so that a value
-/// can be drawn between them (in bold, say) where the language puts it.
-pub(crate) fn around(text: String, name: &str) -> (String, String) {
-    let mark = format!("{{{name}}}");
-    match text.find(&mark) {
-        Some(at) => (text[..at].to_string(), text[at + mark.len()..].to_string()),
-        None => (text, String::new()),
-    }
-}
-
-pub(crate) fn error_view(error: RwSignal<Option<String>>) -> impl IntoView {
-    move || {
-        error
-            .get()
-            .map(|e| view! { <div class="error admin-error">{e}</div> })
-    }
-}
 
 // ---------------------------------------------------------------- users, credentials, policies
 
@@ -580,130 +447,6 @@ fn Policies() -> impl IntoView {
     }
 }
 
-/// A limit input with an "unlimited" box.
-fn limit_input(
-    id: &'static str,
-    label: &'static str,
-    value: RwSignal<String>,
-    unlimited: RwSignal<bool>,
-) -> AnyView {
-    view! {
-        <label for=id>{t(label)}</label>
-        <div class="row">
-            <input id=id prop:value=move || value.get() disabled=move || unlimited.get() on:input=move |ev| value.set(event_target_value(&ev)) />
-            <label class="check"><input type="checkbox" id=format!("{id}-unlimited") prop:checked=move || unlimited.get()
-                on:change=move |ev| unlimited.set(event_target_checked(&ev)) />{t("Unlimited")}</label>
-        </div>
-    }
-    .into_any()
-}
-
-/// A form's four resource limits (CPU, RAM, GPU, fGPU), each a value or unlimited, read from
-/// and written to a `total_resource_slots` document (`"Infinity"` for unlimited, as
-/// Backend.AI writes it). Policies, projects and domains edit them alike; the document's
-/// other slots (ones the form does not show) are kept.
-#[derive(Clone, Copy)]
-pub(crate) struct SlotInputs {
-    limits: [(RwSignal<String>, RwSignal<bool>); 4],
-    initial: StoredValue<(Value, [(String, bool); 4])>,
-}
-
-impl SlotInputs {
-    const KEYS: [&'static str; 4] = ["cpu", "mem", "cuda.device", "cuda.shares"];
-    const LABELS: [&'static str; 4] = [
-        key("CPU (cores)"),
-        key("RAM (e.g. 16g)"),
-        key("GPU"),
-        key("fGPU"),
-    ];
-
-    pub(crate) fn of(slots: &Value) -> SlotInputs {
-        let values = Self::KEYS.map(|k| match &slots[k] {
-            Value::String(x) if x != "Infinity" => (x.clone(), false),
-            Value::Number(n) => (n.to_string(), false),
-            _ => (String::new(), true),
-        });
-        SlotInputs {
-            limits: values
-                .clone()
-                .map(|(v, unlimited)| (RwSignal::new(v), RwSignal::new(unlimited))),
-            initial: StoredValue::new((slots.clone(), values)),
-        }
-    }
-
-    /// Whether any of the four was changed in the form.
-    pub(crate) fn changed(&self) -> bool {
-        let (_, before) = self.initial.get_value();
-        self.limits
-            .iter()
-            .zip(before)
-            .any(|((v, u), (bv, bu))| v.get_untracked() != bv || u.get_untracked() != bu)
-    }
-
-    pub(crate) fn json(&self) -> JsonString {
-        let mut out = self
-            .initial
-            .get_value()
-            .0
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        for (k, (v, unlimited)) in Self::KEYS.iter().zip(self.limits) {
-            let v = if unlimited.get_untracked() {
-                json!("Infinity")
-            } else {
-                json!(v.get_untracked().trim())
-            };
-            out.insert((*k).to_string(), v);
-        }
-        JsonString(Value::Object(out))
-    }
-
-    /// The four inputs, with these element ids.
-    pub(crate) fn inputs(&self, ids: [&'static str; 4]) -> AnyView {
-        ids.into_iter()
-            .zip(Self::LABELS)
-            .zip(self.limits)
-            .map(|((id, label), (v, u))| limit_input(id, label, v, u))
-            .collect_view()
-            .into_any()
-    }
-}
-
-/// Storage hosts allowed (an `allowed_vfolder_hosts` document) as the comma-separated names
-/// a form shows.
-pub(crate) fn hosts_text(hosts: &JsonString) -> String {
-    hosts
-        .0
-        .as_object()
-        .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
-        .unwrap_or_default()
-}
-
-/// Comma-separated storage host names as an `allowed_vfolder_hosts` document: a host `before`
-/// already allowed keeps its permissions, a new one gets every folder permission.
-pub(crate) fn hosts_json(text: &str, before: &JsonString) -> JsonString {
-    let hosts: serde_json::Map<String, Value> = text
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-        .map(|h| {
-            let perms = before.0.get(h).cloned().unwrap_or_else(|| {
-                json!([
-                    "create-vfolder",
-                    "modify-vfolder",
-                    "delete-vfolder",
-                    "mount-in-session",
-                    "upload-file",
-                    "download-file"
-                ])
-            });
-            (h.to_string(), perms)
-        })
-        .collect();
-    JsonString(Value::Object(hosts))
-}
-
 #[component]
 fn PolicyForm(
     policy: Option<Policy>,
@@ -996,44 +739,6 @@ fn Presets() -> impl IntoView {
             }
         })}
     }
-}
-
-/// Follows a background task until it ends, showing its progress.
-/// Polls a background task, telling `progress` where it is; `after` hears whether it ended
-/// done (rather than failed).
-pub(crate) fn follow_task(
-    task_id: String,
-    progress: RwSignal<Option<String>>,
-    after: impl Fn(bool) + 'static,
-) {
-    spawn_local(async move {
-        loop {
-            let vars = ops::background_task::Variables {
-                task_id: task_id.clone(),
-            };
-            match gql::run::<ops::BackgroundTask>(vars).await {
-                Ok(d) => {
-                    let task = d.background_task;
-                    progress.set(Some(format!(
-                        "{}: {}/{} {}",
-                        task.status.as_str(),
-                        task.current_progress,
-                        task.total_progress,
-                        task.message
-                    )));
-                    if task.status != TaskStatus::Running {
-                        after(task.status == TaskStatus::Done);
-                        return;
-                    }
-                }
-                Err(e) => {
-                    progress.set(Some(e.message));
-                    return;
-                }
-            }
-            gql::gloo_timers_sleep(700).await;
-        }
-    });
 }
 
 #[component]

@@ -7,12 +7,11 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use crate::Scope;
-use crate::admin::{
-    Row, SlotInputs, check, error_view, hosts_json, hosts_text, load_list, run, slots_text, table,
-    tabs, text_input,
-};
 use crate::i18n::{key, t};
-use crate::ui::Modal;
+use crate::ui::{
+    Modal, Row, SlotInputs, check, error_view, hosts_json, hosts_text, load_list, run, slots_text,
+    table, tabs, text_input,
+};
 use crate::{gql, ops};
 
 type Project = ops::project_list::ProjectListGroups;
@@ -105,7 +104,7 @@ fn Projects(superadmin: bool) -> impl IntoView {
             ProjectDialog::Members(g) => view! { <ProjectMembers project=g on_close=close /> }.into_any(),
             ProjectDialog::Deactivate(g) => {
                 let gid = g.id.clone();
-                let (before, after) = crate::admin::around(t("Deactivate the project {name}? Its members can no longer start sessions in it; nothing is deleted."), "name");
+                let (before, after) = crate::ui::around(t("Deactivate the project {name}? Its members can no longer start sessions in it; nothing is deleted."), "name");
                 view! {
                     <Modal title=t("Deactivate project") id="deactivate-project-dialog" on_close=move || dialog.set(ProjectDialog::None)>
                         <p>{before} <b>{g.name.clone()}</b> {after}</p>
@@ -411,7 +410,7 @@ fn Domains() -> impl IntoView {
             DomainDialog::Edit(d) => view! { <DomainForm domain=Some(d) on_close=close /> }.into_any(),
             DomainDialog::Deactivate(name) => {
                 let n2 = name.clone();
-                let (before, after) = crate::admin::around(t("Deactivate the domain {name}? Its users' logins end and they can no longer log in or start sessions (superadmins excepted; sessions already running go on); nothing is deleted."), "name");
+                let (before, after) = crate::ui::around(t("Deactivate the domain {name}? Its users' logins end and they can no longer log in or start sessions (superadmins excepted; sessions already running go on); nothing is deleted."), "name");
                 view! {
                     <Modal title=t("Deactivate domain") id="deactivate-domain-dialog" on_close=move || dialog.set(DomainDialog::None)>
                         <p>{before} <b>{name.clone()}</b> {after}</p>

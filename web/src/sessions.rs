@@ -1352,12 +1352,10 @@ fn CommitDialog(
                 image_name,
             };
             match gql::run::<ops::CommitSession>(vars).await {
-                Ok(d) => {
-                    crate::admin::follow_task(d.commit_session.task_id, progress, move |done| {
-                        busy.set(false);
-                        finished.set(done);
-                    })
-                }
+                Ok(d) => crate::ui::follow_task(d.commit_session.task_id, progress, move |done| {
+                    busy.set(false);
+                    finished.set(done);
+                }),
                 Err(e) => {
                     error.set(Some(e.message));
                     busy.set(false);
