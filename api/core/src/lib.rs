@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod error;
 pub mod filter;
+pub mod image_ref;
 pub mod path;
 pub mod plan;
 pub mod validate;

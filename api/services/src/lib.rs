@@ -16,6 +16,7 @@ pub mod dotfiles;
 pub use bai_core::error;
 pub mod events;
 pub mod groups;
+pub mod heartbeat;
 pub mod images;
 pub mod keypairs;
 pub mod lookup;

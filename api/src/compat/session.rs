@@ -22,14 +22,6 @@ use crate::state::AppState;
 
 use super::{caller, reply};
 
-/// Statuses a session no longer leaves.
-fn is_final(s: SessionStatus) -> bool {
-    matches!(
-        s,
-        SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error
-    )
-}
-
 #[derive(Deserialize, Default)]
 pub(crate) struct OwnerQuery {
     owner_access_key: Option<String>,
@@ -74,7 +66,7 @@ async fn find_session(
         .await?;
     found
         .iter()
-        .find(|s| !is_final(s.status))
+        .find(|s| s.status.is_live())
         .or(found.first())
         .cloned()
         .ok_or_else(|| ApiError::not_found("session", key))
@@ -221,7 +213,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         let live = crate::sessions::visible(caller)
             .filter(sessions::Column::Name.eq(n.as_str()))
             .filter(sessions::Column::AccessKey.eq(caller.access_key.clone().unwrap_or_default()))
-            .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+            .filter(sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
             .one(&state.db)
             .await?;
         if let Some(s) = live {
@@ -265,7 +257,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
     // the official CLI takes TERMINATED here for a broken image), or has already ended.
     loop {
         let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
-        if now.status == SessionStatus::Running || is_final(now.status) {
+        if now.status == SessionStatus::Running || now.status.is_over() {
             return Ok((
                 StatusCode::CREATED,
                 Json(created_body(state, &now, true).await),

@@ -689,7 +689,7 @@ impl AgentMutation {
                             done + 1,
                             format!("local images of {}", agent.info().id),
                         );
-                        match crate::agents::scan_local_images(&state, agent.as_ref()).await {
+                        match crate::images::local::scan(&state, agent.as_ref()).await {
                             Ok(n) => found += n as u64,
                             Err(e) => problems.push(format!(
                                 "{}: {}",

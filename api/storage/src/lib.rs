@@ -14,6 +14,9 @@ use bai_core::error::{ApiError, ApiResult};
 pub use fsat::{Entry, Kind};
 use futures_util::StreamExt;
 
+/// Storage host name → the path where a host (an agent's, or the manager's) sees it.
+pub type StoragePaths = std::collections::BTreeMap<String, PathBuf>;
+
 /// Bytes read from a folder.
 pub type ByteReader = Pin<Box<dyn tokio::io::AsyncRead + Send>>;
 /// Bytes streamed out of a folder; an error item means the stream broke off (the client must

@@ -103,9 +103,27 @@ impl SessionStatus {
         SessionStatus::Terminating,
     ];
 
-    /// Statuses after which a session holds no resources and cannot change again.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Terminated | Self::Cancelled)
+    /// Statuses of sessions that are not over yet (the complement of `is_over`), for queries
+    /// that select live sessions.
+    pub const LIVE: &'static [SessionStatus] = &[
+        SessionStatus::Pending,
+        SessionStatus::Scheduled,
+        SessionStatus::Preparing,
+        SessionStatus::Pulling,
+        SessionStatus::Running,
+        SessionStatus::Restarting,
+        SessionStatus::Terminating,
+    ];
+
+    /// Whether the session is over: terminated, cancelled or failed. An ended session holds
+    /// no resources and its status never changes again.
+    pub fn is_over(self) -> bool {
+        matches!(self, Self::Terminated | Self::Cancelled | Self::Error)
+    }
+
+    /// Whether the session is not over yet: pending, on its way, running or ending.
+    pub fn is_live(self) -> bool {
+        !self.is_over()
     }
 }
 
@@ -183,3 +201,29 @@ string_enum!(GroupType {
     General = "general",
     ModelStore = "model-store",
 });
+
+#[cfg(test)]
+mod tests {
+    use super::SessionStatus;
+
+    #[test]
+    fn live_is_the_complement_of_over() {
+        let live: Vec<_> = SessionStatus::ALL
+            .iter()
+            .copied()
+            .filter(|s| s.is_live())
+            .collect();
+        assert_eq!(live, SessionStatus::LIVE);
+        for s in [
+            SessionStatus::Terminated,
+            SessionStatus::Cancelled,
+            SessionStatus::Error,
+        ] {
+            assert!(s.is_over(), "{s} is over");
+        }
+        assert!(
+            SessionStatus::Terminating.is_live(),
+            "a session that is ending is not over"
+        );
+    }
+}

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bai_engine::Engine;
+use bai_storage::StoragePaths;
 use tokio::sync::RwLock;
 
 /// An agent: the engine it drives (`bai_engine`), by the port's interface.
@@ -24,9 +25,6 @@ pub struct AgentRegistry {
     /// where a lost update is repaired by the next scan or delivery.
     pub(super) turns: parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
-
-/// Storage host name → the path where an agent's host sees it.
-pub type StoragePaths = std::collections::BTreeMap<String, std::path::PathBuf>;
 
 impl AgentRegistry {
     pub async fn get(&self, id: &str) -> Option<Arc<Agent>> {

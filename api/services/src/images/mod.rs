@@ -15,6 +15,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::store::Engines;
 
+pub mod local;
+
 /// Labels of a committed session's image, Backend.AI's names.
 pub const CUSTOMIZED_OWNER_LABEL: &str = "ai.backend.customized-image.owner";
 pub const CUSTOMIZED_NAME_LABEL: &str = "ai.backend.customized-image.name";
@@ -89,10 +91,10 @@ pub async fn resolve<C: ConnectionTrait>(
         select = select.filter(images::Column::Id.eq(alias.image));
     } else if let Some((name, digest)) = target.split_once('@') {
         // `registry/namespace/name@sha256:…`: the image with that manifest digest.
-        let (registry, image, _) = crate::agents::split_reference(name, "");
+        let reference = bai_core::image_ref::ImageRef::parse(name, "");
         select = select
-            .filter(images::Column::Registry.eq(registry))
-            .filter(images::Column::Image.eq(image))
+            .filter(images::Column::Registry.eq(reference.registry))
+            .filter(images::Column::Image.eq(reference.path))
             .filter(images::Column::ConfigDigest.eq(digest));
     } else {
         select = select.filter(images::Column::Name.eq(target));
@@ -139,6 +141,11 @@ pub async fn seed_aliases<C: ConnectionTrait>(db: &C, image: &images::Model) -> 
         .await?;
     }
     Ok(())
+}
+
+/// The reference an engine knows a catalog image by (local images keep their tag as found).
+pub fn docker_reference(image: &images::Model) -> String {
+    bai_core::image_ref::ImageRef::new(&image.registry, &image.image, &image.tag).to_string()
 }
 
 /// The user an image's labels say it belongs to (`user:<uuid>`).
@@ -366,7 +373,7 @@ pub async fn forget_by_id(state: &impl Engines, caller: &Caller, id: Uuid) -> Ap
         let scope = caller.require_superadmin()?;
         return forget(state, &scope, &id.to_string(), None).await;
     };
-    let reference = crate::agents::docker_reference(&image);
+    let reference = docker_reference(&image);
     for agent_id in image.installed_agents.0.iter() {
         let Some(agent) = state.agents().get(agent_id).await else {
             continue;

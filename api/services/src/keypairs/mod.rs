@@ -139,11 +139,7 @@ pub async fn find_visible<C: ConnectionTrait>(
 pub async fn live_session_count<C: ConnectionTrait>(db: &C, access_key: &str) -> ApiResult<u64> {
     Ok(sessions::Entity::find()
         .filter(sessions::Column::AccessKey.eq(access_key))
-        .filter(sessions::Column::Status.is_not_in([
-            SessionStatus::Terminated,
-            SessionStatus::Cancelled,
-            SessionStatus::Error,
-        ]))
+        .filter(sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
         .count(db)
         .await?)
 }
@@ -290,7 +286,7 @@ pub async fn delete(
     let (kp, owner) = find_visible(store.db(), caller, access_key).await?;
     let live = sessions::Entity::find()
         .filter(sessions::Column::AccessKey.eq(access_key))
-        .filter(sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+        .filter(sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
         .count(store.db())
         .await?;
     if live > 0 {

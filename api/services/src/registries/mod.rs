@@ -306,7 +306,7 @@ pub async fn scan_into_catalog(
                     image_type: Set(ImageType::Compute),
                     accelerators: Set(img.labels.get("ai.backend.accelerators").cloned()),
                     labels: Set(json!(img.labels)),
-                    resources: Set(crate::agents::resources_from_labels(&img.labels)),
+                    resources: Set(crate::images::local::resources_from_labels(&img.labels)),
                     created_at: Set(store.clock().now()),
                     installed_agents: Set(Default::default()),
                     owner_id: Set(None),

@@ -42,7 +42,7 @@ enum Standing {
 fn standing(name: &str, status: SessionStatus, result: SessionResult) -> Standing {
     match (status, result) {
         (SessionStatus::Terminated, SessionResult::Success) => Standing::Succeeded,
-        (SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error, result) => {
+        (status, result) if status.is_over() => {
             Standing::Failed(format!(
                 "The session '{name}' it depends on ended without success ({status}, result {})",
                 result.as_str()

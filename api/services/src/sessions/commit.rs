@@ -319,7 +319,7 @@ pub async fn start(
                             session.name, e.message
                         )
                     })?;
-                    crate::agents::scan_local_images(&st, agent.as_ref())
+                    crate::images::local::scan(&st, agent.as_ref())
                         .await
                         .map_err(|e| {
                             format!("the image was made, but recording it failed: {}", e.message)

@@ -17,10 +17,13 @@ use sea_orm::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{DEFAULT_SHMEM, LIVE, publish};
+use super::status::publish;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::store::Runtime;
+
+/// Shared memory a session gets when it asks for none (64 MiB).
+pub const DEFAULT_SHMEM: i64 = 64 * 1024 * 1024;
 
 pub struct CreateRequest {
     pub image: String,
@@ -608,7 +611,7 @@ async fn persist(
         let taken = sessions::Entity::find()
             .filter(sessions::Column::AccessKey.eq(access_key))
             .filter(sessions::Column::Name.eq(n))
-            .filter(sessions::Column::Status.is_in(LIVE.iter().copied()))
+            .filter(sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
             .count(&txn)
             .await?;
         if taken > 0 {

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
-use super::Agent;
+use crate::agents::Agent;
 use crate::error::{ApiError, ApiResult};
 use crate::store::Runtime;
 
@@ -44,7 +44,7 @@ pub async fn bring(
         .turn(format!("image-transfer:{agent_id}:{}", image.id))
         .await;
     if agent.has_image(reference).await? {
-        return super::mark_installed(state, image, agent_id).await;
+        return crate::images::local::mark_installed(state, image, agent_id).await;
     }
     let (tx, rx) = tokio::sync::watch::channel(None::<u8>);
     let reporter = tokio::spawn(report(state.clone(), session, reference.to_string(), rx));
@@ -60,7 +60,7 @@ pub async fn bring(
         tracing::warn!(session = %session, error = %e, "the progress reporter of an image transfer ended badly");
     }
     outcome?;
-    super::mark_installed(state, image, agent_id).await
+    crate::images::local::mark_installed(state, image, agent_id).await
 }
 
 async fn arrive(

@@ -338,7 +338,7 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
     let agent = w.state.local.agents.get("i-memory").await.unwrap();
     let mut misses = 0;
     for beat in 1..=3 {
-        let status = crate::agents::beat(&w.state, &agent, &mut misses).await;
+        let status = crate::heartbeat::beat(&w.state, &agent, &mut misses).await;
         let want = if beat < 3 {
             AgentStatus::Alive
         } else {
@@ -358,7 +358,7 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
     // The engine answers again: the agent is ALIVE, and the job ends when it really ends.
     w.engine.set_unreachable(false);
     assert_eq!(
-        crate::agents::beat(&w.state, &agent, &mut misses).await,
+        crate::heartbeat::beat(&w.state, &agent, &mut misses).await,
         AgentStatus::Alive
     );
     assert_eq!(
@@ -386,7 +386,7 @@ async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_th
     let agent = w.state.local.agents.get("i-memory").await.unwrap();
     let mut misses = 0;
     for _ in 0..3 {
-        crate::agents::beat(&w.state, &agent, &mut misses).await;
+        crate::heartbeat::beat(&w.state, &agent, &mut misses).await;
     }
     let ended = crate::sessions::terminate(&w.state, id, "user-requested")
         .await
@@ -414,7 +414,7 @@ async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_th
     occupied_cpu_becomes(&w, 0).await;
     w.engine.set_unreachable(false);
     assert_eq!(
-        crate::agents::beat(&w.state, &agent, &mut misses).await,
+        crate::heartbeat::beat(&w.state, &agent, &mut misses).await,
         AgentStatus::Alive
     );
     assert!(

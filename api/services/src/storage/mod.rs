@@ -63,7 +63,7 @@ pub fn folder_root(config: &Config, folder: &vfolders::Model) -> ApiResult<PathB
 /// (`paths`; None: the manager's own paths, as resolved at creation). The scheduler places a
 /// session only where every storage host is seen, so a miss here is a refusal, not a guess.
 pub fn mounts_on(
-    paths: Option<crate::agents::StoragePaths>,
+    paths: Option<bai_storage::StoragePaths>,
     agent: &str,
     mounts: Vec<MountSpec>,
 ) -> ApiResult<Vec<MountSpec>> {
@@ -507,7 +507,7 @@ pub async fn trash(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<(
         require_ready(&f)?;
     }
     let live = entity::sessions::Entity::find()
-        .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied()))
+        .filter(entity::sessions::Column::Status.is_in(entity::enums::SessionStatus::LIVE.iter().copied()))
         .all(store.db())
         .await?;
     if let Some(s) = live

@@ -545,7 +545,7 @@ pub async fn purge_user(
     let live = sea_orm::PaginatorTrait::count(
         entity::sessions::Entity::find()
             .filter(entity::sessions::Column::UserUuid.eq(target.uuid))
-            .filter(entity::sessions::Column::Status.is_in(crate::sessions::LIVE.iter().copied())),
+            .filter(entity::sessions::Column::Status.is_in(entity::enums::SessionStatus::LIVE.iter().copied())),
         store.db(),
     )
     .await?;

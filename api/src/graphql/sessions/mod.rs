@@ -909,7 +909,7 @@ impl SessionSubscription {
                     let k = crate::sessions::main_kernel(&state.db, session_id)
                         .await
                         .ok()?;
-                    if k.status.is_terminal() || k.status == SessionStatus::Error {
+                    if k.status.is_over() {
                         return None;
                     }
                     if let (SessionStatus::Running, Some(agent_id), Some(container)) =
