@@ -1,11 +1,13 @@
 //! The Docker engine behind [`crate::Engine`]: capacity, container lifecycle, logs and stats,
 //! through bollard. Containers are never privileged, never see the Docker socket, drop all
 //! capabilities but a small allowlist, and always have CPU, memory and pids limits.
+//! What is asked of Docker (a container's settings, a network's) is made by the pure
+//! functions of `docker/config.rs`; this file sends it.
 use std::collections::HashMap;
 
 use bai_types::slots::{ResourceSlots, parse_binary_size};
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, Mount, MountType};
+use bollard::models::Mount;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
     LogsOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
@@ -13,8 +15,9 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 use rust_decimal::Decimal;
-use rust_decimal::prelude::ToPrimitive;
 use uuid::Uuid;
+
+mod config;
 
 use crate::gpu;
 use crate::{
@@ -159,21 +162,6 @@ pub struct DockerSettings {
     /// as long as they need).
     pub timeout_secs: u64,
 }
-
-/// Capabilities a session container keeps (Docker's defaults minus the risky ones;
-/// SYS_CHROOT and AUDIT_WRITE let sshd work).
-const CAPS: &[&str] = &[
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "SETGID",
-    "SETUID",
-    "NET_BIND_SERVICE",
-    "SYS_CHROOT",
-    "AUDIT_WRITE",
-];
 
 pub struct DockerEngine {
     info: EngineInfo,
@@ -572,20 +560,7 @@ impl DockerEngine {
         start: (Option<Vec<String>>, Option<Vec<String>>),
         mounts: Vec<Mount>,
     ) -> EngineResult<String> {
-        let body = ContainerCreateBody {
-            image: Some(image.to_string()),
-            entrypoint: start.0,
-            cmd: start.1,
-            network_disabled: Some(true),
-            host_config: Some(HostConfig {
-                network_mode: Some("none".into()),
-                cap_drop: Some(vec!["ALL".into()]),
-                security_opt: Some(vec!["no-new-privileges".into()]),
-                mounts: Some(mounts),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let body = config::inert_container(image, start, mounts);
         self.docker
             .create_container(
                 Some(CreateContainerOptionsBuilder::default().name(name).build()),
@@ -661,6 +636,28 @@ impl DockerEngine {
         progress(done, done);
         Ok(())
     }
+
+    /// Writes `files` into a created container's /home/work (its scratch volume, already
+    /// filled from the image), before anything in it runs.
+    async fn write_home_files(
+        &self,
+        container_id: &str,
+        files: &[crate::HomeFile],
+    ) -> EngineResult<()> {
+        let archive = home_archive(files)
+            .map_err(|e| EngineError::failed("writing dotfiles into a container", e))?;
+        let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::default()
+            .path("/home/work")
+            .build();
+        self.docker
+            .upload_to_container(
+                container_id,
+                Some(opts),
+                bollard::body_full(bytes::Bytes::from(archive)),
+            )
+            .await
+            .map_err(|e| engine_err("writing dotfiles into a container", e))
+    }
 }
 
 #[async_trait::async_trait]
@@ -679,170 +676,26 @@ impl crate::Engine for DockerEngine {
 
     /// Creates and starts the container of one kernel; returns its id.
     async fn create_and_start(&self, spec: &KernelSpec) -> EngineResult<String> {
-        let mut labels = HashMap::new();
-        labels.insert(MANAGED_LABEL.to_string(), MANAGED_VALUE.to_string());
-        labels.insert(INSTANCE_LABEL.to_string(), self.instance.clone());
-        labels.insert(SESSION_LABEL.to_string(), spec.session_id.to_string());
-        labels.insert(KERNEL_LABEL.to_string(), spec.kernel_id.to_string());
-        labels.insert(
-            "ai.backend.owner".to_string(),
-            spec.owner_access_key.clone(),
-        );
-        labels.insert(
-            "ai.backend.service-ports".to_string(),
-            spec.service_ports.clone(),
-        );
-        let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mps = self.mps_for(spec)?;
-        if let Some((limits, _)) = &mps {
-            env.extend(
-                gpu::mps_env(limits)
-                    .into_iter()
-                    .map(|(k, v)| format!("{k}={v}")),
-            );
-        }
-        let cmd = crate::container_command(spec);
-        let device_requests = (!spec.gpu_ids.is_empty()).then(|| {
-            vec![DeviceRequest {
-                driver: Some("nvidia".into()),
-                device_ids: Some(spec.gpu_ids.clone()),
-                capabilities: Some(vec![vec!["gpu".into()]]),
-                ..Default::default()
-            }]
-        });
-        let nano_cpus = (spec.cpu * Decimal::from(1_000_000_000u64))
-            .trunc()
-            .to_i64()
-            .unwrap_or(1_000_000_000);
-        let host_config = HostConfig {
-            nano_cpus: Some(nano_cpus),
-            memory: Some(spec.mem_bytes),
-            memory_swap: Some(spec.mem_bytes),
-            // Under MPS /dev/shm is the daemon's (mounted below).
-            shm_size: mps.is_none().then_some(spec.shmem_bytes),
-            pids_limit: Some(spec.pids_limit),
-            cap_drop: Some(vec!["ALL".into()]),
-            cap_add: Some(CAPS.iter().map(|c| c.to_string()).collect()),
-            security_opt: Some(vec!["no-new-privileges".into()]),
-            privileged: Some(false),
-            device_requests,
-            network_mode: self.network.clone(),
-            // A cluster's members by name, this session's own (the hosts file is read before
-            // the engine's name service, which also knows other sessions' containers).
-            extra_hosts: spec.cluster.as_ref().map(|c| {
-                c.hosts
-                    .iter()
-                    .map(|(host, addr)| format!("{host}:{addr}"))
-                    .collect()
-            }),
-            log_config: Some(bollard::models::HostConfigLogConfig {
-                typ: Some("json-file".into()),
-                config: Some(
-                    [
-                        ("max-size".to_string(), self.log_max_size.clone()),
-                        ("max-file".to_string(), "2".to_string()),
-                    ]
-                    .into_iter()
-                    .collect(),
-                ),
-            }),
-            storage_opt: self
-                .disk_size
-                .as_ref()
-                .map(|s| [("size".to_string(), s.clone())].into_iter().collect()),
-            mounts: Some(
-                std::iter::once(Mount {
-                    target: Some("/home/work".into()),
-                    source: Some(scratch_volume(spec.kernel_id)),
-                    typ: Some(MountType::VOLUME),
-                    read_only: Some(false),
-                    ..Default::default()
-                })
-                .chain(spec.mounts.iter().map(|m| Mount {
-                    target: Some(m.target.clone()),
-                    source: Some(m.host_path.clone()),
-                    typ: Some(MountType::BIND),
-                    read_only: Some(m.read_only),
-                    ..Default::default()
-                }))
-                // An MPS client talks to the daemon through its pipes and shared memory.
-                .chain(mps.iter().flat_map(|(_, dir)| {
-                    // The pipes read-only (a socket is still connected to there).
-                    [
-                        ("pipe", gpu::MPS_PIPE_IN_CONTAINER, true),
-                        ("shm", "/dev/shm", false),
-                    ]
-                    .map(|(from, to, read_only)| Mount {
-                        target: Some(to.into()),
-                        source: Some(dir.join(from).to_string_lossy().into_owned()),
-                        typ: Some(MountType::BIND),
-                        read_only: Some(read_only),
-                        ..Default::default()
-                    })
-                }))
-                .collect(),
-            ),
-            ..Default::default()
-        };
-        // Service ports are not published on the host (each published port costs the engine a
-        // proxy process and firewall rules at start): the app proxy reaches the container at
-        // its address on the session network.
-        let exposed: Vec<String> = spec.ports.iter().map(|p| format!("{p}/tcp")).collect();
-        // A multi-node cluster's container sits at its fixed address on the session network;
-        // a single-node one joins its private network after creation.
-        let (fixed, private) = match &spec.cluster {
-            Some(place) if self.network.as_deref() == Some(place.network.as_str()) => {
-                (Some(place), None)
-            }
-            other => (None, other.as_ref()),
-        };
-        let networking_config = fixed.map(|place| bollard::models::NetworkingConfig {
-            endpoints_config: Some(HashMap::from([(
-                place.network.clone(),
-                bollard::models::EndpointSettings {
-                    ipam_config: Some(bollard::models::EndpointIpamConfig {
-                        ipv4_address: Some(place.address.clone()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-            )])),
-        });
-        let body = ContainerCreateBody {
-            networking_config,
-            image: Some(spec.image.clone()),
-            hostname: Some(spec.hostname.clone()),
-            user: Some("work".into()),
-            working_dir: Some("/home/work".into()),
-            env: Some(env),
-            cmd: Some(cmd),
-            labels: Some(labels),
-            exposed_ports: Some(exposed),
-            host_config: Some(host_config),
-            ..Default::default()
-        };
-        // The scratch volume is made explicitly so it carries the same labels (cleanup by
-        // installation); it is filled from the image's /home/work on first mount.
-        let volume_labels: HashMap<String, String> = [
-            (MANAGED_LABEL.to_string(), MANAGED_VALUE.to_string()),
-            (INSTANCE_LABEL.to_string(), self.instance.clone()),
-            (KERNEL_LABEL.to_string(), spec.kernel_id.to_string()),
-        ]
-        .into_iter()
-        .collect();
+        let config::KernelContainer {
+            volume,
+            name,
+            body,
+            join,
+        } = config::kernel_container(
+            spec,
+            &config::Settings {
+                instance: &self.instance,
+                network: self.network.as_deref(),
+                log_max_size: &self.log_max_size,
+                disk_size: self.disk_size.as_deref(),
+            },
+            mps.as_ref(),
+        );
         self.docker
-            .create_volume(bollard::models::VolumeCreateRequest {
-                name: Some(scratch_volume(spec.kernel_id)),
-                labels: Some(volume_labels),
-                ..Default::default()
-            })
+            .create_volume(volume)
             .await
             .map_err(|e| engine_err("creating a scratch volume", e))?;
-        let name = format!(
-            "bai-{}-{}",
-            &self.instance[..8.min(self.instance.len())],
-            spec.kernel_id
-        );
         let created = self
             .docker
             .create_container(
@@ -858,20 +711,14 @@ impl crate::Engine for DockerEngine {
                 }
                 _ => engine_err("creating a container", e),
             })?;
-        if let Some(place) = private {
+        if let Some(place) = join {
             let joined = self
                 .docker
                 .connect_network(
                     &place.network,
                     bollard::models::NetworkConnectRequest {
                         container: created.id.clone(),
-                        endpoint_config: Some(bollard::models::EndpointSettings {
-                            ipam_config: Some(bollard::models::EndpointIpamConfig {
-                                ipv4_address: Some(place.address.clone()),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        }),
+                        endpoint_config: Some(config::endpoint_at(&place.address)),
                     },
                 )
                 .await;
@@ -882,33 +729,13 @@ impl crate::Engine for DockerEngine {
                 return Err(engine_err("joining the cluster network", e));
             }
         }
-        if !spec.home_files.is_empty() {
-            // Into the created container's /home/work (its scratch volume, already filled from
-            // the image), before anything in it runs.
-            let written = home_archive(&spec.home_files)
-                .map_err(|e| EngineError::failed("writing dotfiles into a container", e));
-            let written = match written {
-                Ok(archive) => self
-                    .docker
-                    .upload_to_container(
-                        &created.id,
-                        Some(
-                            bollard::query_parameters::UploadToContainerOptionsBuilder::default()
-                                .path("/home/work")
-                                .build(),
-                        ),
-                        bollard::body_full(bytes::Bytes::from(archive)),
-                    )
-                    .await
-                    .map_err(|e| engine_err("writing dotfiles into a container", e)),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = written {
-                if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
-                    tracing::warn!(container = %created.id, error = ?cleanup, "removing a container whose dotfiles could not be written failed");
-                }
-                return Err(e);
+        if !spec.home_files.is_empty()
+            && let Err(e) = self.write_home_files(&created.id, &spec.home_files).await
+        {
+            if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
+                tracing::warn!(container = %created.id, error = ?cleanup, "removing a container whose dotfiles could not be written failed");
             }
+            return Err(e);
         }
         if let Err(e) = self.docker.start_container(&created.id, None).await {
             if let Err(cleanup) = self.remove(&created.id, spec.kernel_id).await {
@@ -1150,36 +977,17 @@ impl crate::Engine for DockerEngine {
                 name,
             });
         }
-        let labels = HashMap::from([
-            (MANAGED_LABEL.to_string(), MANAGED_VALUE.to_string()),
-            (INSTANCE_LABEL.to_string(), self.instance.clone()),
-            (SESSION_LABEL.to_string(), session_id.to_string()),
-        ]);
-        let options = HashMap::from([(
-            "com.docker.network.bridge.name".to_string(),
-            crate::network::cluster_bridge_name(session_id),
-        )]);
         let mut last = None;
         // A subnet another network holds is refused by the engine: the next one is tried.
         for third in crate::network::cluster_subnet_candidates(session_id).take(32) {
             let created = self
                 .docker
-                .create_network(bollard::models::NetworkCreateRequest {
-                    name: name.clone(),
-                    driver: Some("bridge".into()),
-                    // No gateway out: the containers reach each other and nothing else.
-                    internal: Some(true),
-                    options: Some(options.clone()),
-                    labels: Some(labels.clone()),
-                    ipam: Some(bollard::models::Ipam {
-                        config: Some(vec![bollard::models::IpamConfig {
-                            subnet: Some(format!("10.250.{third}.0/24")),
-                            ..Default::default()
-                        }]),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
+                .create_network(config::cluster_network(
+                    &name,
+                    &self.instance,
+                    session_id,
+                    third,
+                ))
                 .await;
             match created {
                 Ok(_) => {
@@ -1401,13 +1209,7 @@ impl crate::Engine for DockerEngine {
                 &changes,
                 &format!("{prefix}-r"),
                 (None, Some(vec!["/bin/true".into()])),
-                vec![Mount {
-                    target: Some("/bai-home".into()),
-                    source: Some(scratch_volume(spec.kernel_id)),
-                    typ: Some(MountType::VOLUME),
-                    read_only: Some(true),
-                    ..Default::default()
-                }],
+                vec![config::home_reader_mount(spec.kernel_id)],
             )
             .await?;
         let writer = match self
