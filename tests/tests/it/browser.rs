@@ -940,7 +940,13 @@ async fn console_administration_screens() {
         type_into(c, "#user-password", "short").await?;
         type_into(c, "#user-password2", "short").await?;
         click(c, "#user-save").await?;
-        wait_for(c, "#user-dialog .admin-error", 10).await?;
+        wait_text(
+            c,
+            "#user-dialog .admin-error",
+            "Password must be at least 8 characters long",
+            10,
+        )
+        .await?;
         type_into(c, "#user-password", "Hired-pass-1").await?;
         click(c, "#user-save").await?;
         wait_text(c, "#user-dialog .admin-error", "do not match", 10).await?;
@@ -997,7 +1003,13 @@ async fn console_administration_screens() {
                     .click()
                     .await
                     .map_err(e)?;
-                wait_for(c, ".admin-error", 10).await?;
+                wait_text(
+                    c,
+                    ".admin-error",
+                    "is the main keypair of member@x.org; deactivate it instead.",
+                    10,
+                )
+                .await?;
                 refused = true;
                 break;
             }
@@ -1065,7 +1077,13 @@ async fn console_administration_screens() {
         type_into(c, "#registry-host", "reg.example.org").await?;
         type_into(c, "#registry-url", "reg.example.org").await?;
         click(c, "#registry-save").await?;
-        wait_for(c, "#registry-dialog .admin-error", 10).await?;
+        wait_text(
+            c,
+            "#registry-dialog .admin-error",
+            "Invalid registry URL 'reg.example.org': it must start with http:// or https://",
+            10,
+        )
+        .await?;
         shot(c, "admin-registries.png").await?;
         click(c, "#registry-dialog .close").await?;
 
@@ -1209,7 +1227,11 @@ async fn console_administration_screens() {
             },
         )
         .await;
-    assert!(body["errors"].is_array(), "{body}");
+    assert_code(&body, "FORBIDDEN");
+    assert!(
+        message(&body).contains("requires administrator privileges"),
+        "{body}"
+    );
 }
 
 /// Projects and domains (the guide's §1.1), the user detail (§10.1) and registry editing: a

@@ -490,7 +490,17 @@ crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
         let wrong = cli
             .run_input(&["login"], "ws-cli@x.org\nnot-the-password\n")
             .await;
-        assert!(!format!("{wrong}").contains("Login succeeded"), "{wrong}");
+        // bai's refusal, passed on by the web server (401, auth-failed, bai's message); the
+        // clients then fail to print it (their error printer reads a `title` the web
+        // server's login answer keeps under `data`), so it shows in their traceback.
+        let all = format!("{wrong}");
+        assert!(!all.contains("Login succeeded"), "{wrong}");
+        assert!(
+            all.contains("BackendAPIError: (401, 'Unauthorized'")
+                && all.contains("https://api.backend.ai/probs/auth-failed")
+                && all.contains("Invalid email or password."),
+            "{wrong}"
+        );
         let login = cli
             .run_input(&["login"], &format!("ws-cli@x.org\n{USER_PASSWORD}\n"))
             .await;
@@ -509,6 +519,11 @@ crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
         assert!(out.ok && format!("{out}").contains("Logout done"), "{out}");
         let after = cli.run(&["vfolder", "list"]).await;
         assert!(!after.stdout.contains(&name), "logged out: {after}");
+        // Refused by the web server itself: no login session, no keypair to sign with.
+        assert!(
+            after.refused("401 Unauthorized", "Unauthorized access"),
+            "logged out: {after}"
+        );
     }
 });
 

@@ -299,7 +299,7 @@ both_dbs!(
             assert!(del.ok, "{del}");
             let gone = cli.run(&["dotfile", "get", &name]).await;
             assert!(
-                !gone.ok || gone.stderr.contains("404") || gone.stdout.contains("404"),
+                gone.refused("404 Not Found", &format!("dotfile '{name}' not found")),
                 "{gone}"
             );
             assert!(!format!("{gone}").contains("Traceback"), "{gone}");

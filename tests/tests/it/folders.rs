@@ -849,7 +849,10 @@ async fn vfolder_commands(app: &TestApp, v: &str, owner: &str, invitee: &str) {
     let out = b
         .run(&["vfolder", "upload", &renamed, "intruder.txt"])
         .await;
-    assert!(!out.ok, "{v}: a read-only invitee uploaded: {out}");
+    assert!(
+        out.refused("403 Forbidden", "You may not upload files in this folder."),
+        "{v}: a read-only invitee uploaded: {out}"
+    );
     std::fs::create_dir_all(b.dir().join("got/tree/sub")).unwrap();
     ok(
         &b.run(&[
@@ -877,7 +880,10 @@ async fn vfolder_commands(app: &TestApp, v: &str, owner: &str, invitee: &str) {
         "{out}"
     );
     let out = b.run(&["vfolder", "info", &renamed]).await;
-    assert!(!out.ok, "{v}: still reachable after leaving: {out}");
+    assert!(
+        out.refused("404 Not Found", &format!("folder '{renamed}' not found")),
+        "{v}: still reachable after leaving: {out}"
+    );
 
     // A project folder shared with a member by the admin.
     let project = format!("proj{v}");
@@ -953,7 +959,10 @@ async fn vfolder_commands(app: &TestApp, v: &str, owner: &str, invitee: &str) {
             "delete-trash",
         );
         let out = a.run(&["vfolder", "info", &copy]).await;
-        assert!(!out.ok, "{v}: deleted for good, still there: {out}");
+        assert!(
+            out.refused("404 Not Found", &format!("folder '{copy}' not found")),
+            "{v}: deleted for good, still there: {out}"
+        );
     }
 }
 

@@ -218,9 +218,10 @@ both_dbs!(backup_while_running_and_restore, |db| async move {
         .await
         .expect("backup while running");
     writer.await.unwrap();
+    let err = api::db::backup(&app.config, &dest).await.unwrap_err();
     assert!(
-        api::db::backup(&app.config, &dest).await.is_err(),
-        "never overwrites a file"
+        format!("{err:#}").contains("exists already; give a new file"),
+        "never overwrites a file: {err:#}"
     );
     // Restoring into the running server's directory is refused.
     let err = api::db::restore(&app.config, &dest, true)
@@ -235,9 +236,10 @@ both_dbs!(backup_while_running_and_restore, |db| async move {
     api::db::restore(&config, &dest, false)
         .await
         .expect("restore");
+    let err = api::db::restore(&config, &dest, false).await.unwrap_err();
     assert!(
-        api::db::restore(&config, &dest, false).await.is_err(),
-        "an existing database needs --force"
+        format!("{err:#}").contains("pass --force to replace it"),
+        "an existing database needs --force: {err:#}"
     );
     let server = api::start(config).await.expect("restored server starts");
     let base = format!("http://{}", server.addr);
@@ -510,13 +512,16 @@ both_dbs!(https_in_the_binary, |db| async move {
         .tls_certs_only([])
         .build()
         .unwrap();
-    assert!(
-        untrusting
-            .get(app.url("/health/live"))
-            .send()
-            .await
-            .is_err()
-    );
+    let refused = untrusting
+        .get(app.url("/health/live"))
+        .send()
+        .await
+        .unwrap_err();
+    let chain = std::iter::successors(Some(&refused as &dyn std::error::Error), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ");
+    assert!(chain.contains("invalid peer certificate"), "{chain}");
     let plain = reqwest::Client::new()
         .get(format!("http://127.0.0.1:{port}/health/live"))
         .send()
