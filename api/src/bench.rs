@@ -352,7 +352,7 @@ pub async fn launch(rounds: usize, image: &str) -> anyhow::Result<()> {
                 break;
             }
             anyhow::ensure!(
-                !s.status.is_terminal() && s.status != entity::enums::SessionStatus::Error,
+                !s.status.is_over(),
                 "session ended: {:?}",
                 s.status_info
             );
@@ -684,7 +684,7 @@ fn session_row(
     use entity::enums::{ClusterMode, SessionResult, SessionType};
     use sea_orm::Set;
     let now = chrono::Utc::now();
-    let ended = status.is_terminal();
+    let ended = status.is_over();
     entity::sessions::ActiveModel {
         id: Set(Uuid::new_v4()),
         name: Set(name.to_string()),
