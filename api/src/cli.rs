@@ -90,46 +90,7 @@ enum Command {
     },
     /// Benchmarks: scheduler placements/s and session launch latency, each against a
     /// baseline measured in the same run.
-    Bench {
-        /// Launch rounds (0 = skip the launch benchmark, which needs Docker and the images).
-        #[arg(long, default_value_t = 10)]
-        launch_rounds: usize,
-        #[arg(long, default_value = "bai.local/stable/python:3.11-debian12")]
-        image: String,
-        /// Agents of the scheduler benchmark (with --pending: that size alone; without: 1,000 ×
-        /// 10,000 and 10,000 × 100,000).
-        #[arg(long, requires = "pending")]
-        agents: Option<usize>,
-        /// Pending sessions of the scheduler benchmark.
-        #[arg(long, requires = "agents")]
-        pending: Option<usize>,
-        /// Seconds per API load run (0 = skip the API benchmark).
-        #[arg(long, default_value_t = 10)]
-        api_seconds: u64,
-        /// Keep-alive connections of the API load generator.
-        #[arg(long, default_value_t = 16)]
-        api_connections: usize,
-        /// Sessions in the database the API lists from.
-        #[arg(long, default_value_t = 10000)]
-        api_sessions: usize,
-        /// Also run the api, queue and fanout benchmarks on PostgreSQL, and the two-manager
-        /// figures (two processes on one database): a server URL; each run creates a fresh
-        /// database there.
-        #[arg(long, env = "BAI_BENCH_DATABASE_URL")]
-        api_postgres: Option<String>,
-        /// Subscribers of the fan-out benchmark (0 = skip).
-        #[arg(long, default_value_t = 5000)]
-        fanout: usize,
-        /// Pending sessions of the idle-queue benchmark (0 = skip).
-        #[arg(long, default_value_t = 10000)]
-        queue: usize,
-        /// Seconds the idle-queue benchmark idles per measurement.
-        #[arg(long, default_value_t = 10)]
-        queue_seconds: u64,
-        /// Sessions of the Statistics benchmark: a month of their 1-minute samples (0 = skip).
-        #[arg(long, default_value_t = 1000)]
-        usage_sessions: usize,
-    },
+    Bench(crate::bench::Args),
 }
 
 /// `format`: `text` (default) or `json` (one object per line, for log shippers).
@@ -293,63 +254,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Bench {
-            launch_rounds,
-            image,
-            agents,
-            pending,
-            api_seconds,
-            api_connections,
-            api_sessions,
-            api_postgres,
-            fanout,
-            queue,
-            queue_seconds,
-            usage_sessions,
-        } => {
+        Command::Bench(args) => {
             init_logging("warn", "text");
-            // SQLite always; PostgreSQL too when a server is given (a fresh database each).
-            let mut databases = vec![None];
-            if api_postgres.is_some() {
-                databases.push(api_postgres.clone());
-            }
-            for db in &databases {
-                let fresh = || async {
-                    match db {
-                        Some(url) => crate::bench::fresh_postgres(url).await.map(Some),
-                        None => Ok(None),
-                    }
-                };
-                if api_seconds > 0 {
-                    crate::bench::api(api_seconds, api_connections, api_sessions, fresh().await?)
-                        .await?;
-                }
-                if queue > 0 {
-                    crate::bench::queue(queue, queue_seconds, fresh().await?).await?;
-                }
-                if fanout > 0 {
-                    crate::bench::fanout(fanout, fresh().await?).await?;
-                }
-                if usage_sessions > 0 {
-                    crate::bench::usage(usage_sessions, 5, fresh().await?).await?;
-                }
-            }
-            // Several managers: two processes on one PostgreSQL database.
-            if let Some(url) = &api_postgres
-                && api_seconds > 0
-            {
-                let fresh = crate::bench::fresh_postgres(url).await?;
-                crate::bench::managers(api_seconds, api_connections, api_sessions, fanout, fresh)
-                    .await?;
-            }
-            match (agents, pending) {
-                (Some(a), Some(p)) => crate::bench::scheduler(&[(a, p)]),
-                _ => crate::bench::scheduler(&[(1_000, 10_000), (10_000, 100_000)]),
-            }
-            if launch_rounds > 0 {
-                crate::bench::launch(launch_rounds, &image).await?;
-            }
-            Ok(())
+            crate::bench::run(args).await
         }
         Command::Backup { path, data_dir } => {
             if let Some(d) = data_dir {

@@ -22,7 +22,7 @@ pub const VERSION_LINE: &str = concat!(
     ")"
 );
 
-pub mod bench;
+mod bench;
 pub mod changes;
 pub mod cli;
 pub mod compat;
