@@ -496,7 +496,7 @@ crate::both_dbs!(clis_log_in_through_lablups_web_server, |db| async move {
         let all = format!("{wrong}");
         assert!(!all.contains("Login succeeded"), "{wrong}");
         assert!(
-            all.contains("BackendAPIError: (401, 'Unauthorized'")
+            all.contains("BackendAPIError(401, 'Unauthorized'")
                 && all.contains("https://api.backend.ai/probs/auth-failed")
                 && all.contains("Invalid email or password."),
             "{wrong}"
