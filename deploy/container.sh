@@ -18,7 +18,7 @@ bin="${2:-}"
 WORK="${BAI_IMAGE_WORK:-$HOME/.cache/bai-images}"
 if [ -z "$bin" ]; then
   scripts/build-web.sh
-  cargo build --release -p api --bin bai
+  cargo build --release -p bai
   bin="$CARGO_TARGET_DIR/release/bai"
 fi
 [ -x "$bin" ] || { echo "no bai binary at $bin" >&2; exit 1; }

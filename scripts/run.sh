@@ -41,7 +41,7 @@ scripts/images.sh >"$logs/images.log" 2>&1 & pid[images]=$!
 # The console at the lowest CPU priority: the server build is the longest chain, and the
 # console fills what it leaves idle (rustc's front end of each crate runs on one core).
 nice -n 19 scripts/build-web.sh >"$logs/console.log" 2>&1 & pid[console]=$!
-cargo build --release -p api --bin bai "${timings[@]}" >"$logs/server.log" 2>&1 & pid[server]=$!
+cargo build --release -p bai "${timings[@]}" >"$logs/server.log" 2>&1 & pid[server]=$!
 for n in "${names[@]}"; do t0[$n]=$t; done
 
 fail() {

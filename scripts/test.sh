@@ -47,7 +47,7 @@ slowest() {
 }
 trap slowest EXIT
 # The several-managers tests start `bai serve` processes of their own (and kill one).
-cargo build -p api --bin bai
+cargo build -p bai
 # bai's own container image (deploy/container.sh), from this build, for its test.
 deploy/container.sh bai-test:ci "$CARGO_TARGET_DIR/debug/bai"
 export BAI_TEST_CONTAINER_IMAGE=bai-test:ci

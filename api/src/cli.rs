@@ -7,11 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(
-    name = "bai",
-    version = crate::VERSION_LINE,
-    about = "Backend.AI, rebuilt in Rust as one binary"
-)]
+#[command(name = "bai", about = "Backend.AI, rebuilt in Rust as one binary")]
 struct Cli {
     /// TOML configuration file.
     #[arg(long, global = true, env = "BAI_CONFIG")]
@@ -147,16 +143,34 @@ fn print_password_banner(email: &str, password: &str) {
 /// runtime. It lives in the library, not in the binary: a binary that awaited the library's
 /// async functions would compile their whole call tree (the server, GraphQL, every service)
 /// a second time — that copy was 2.5 of the 14 minutes of a fresh release build.
-pub fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+///
+/// `version` is what `bai --version` and the manual page print (`0.1.0 (commit 94894b5)`): the
+/// binary's, which embeds the commit, so that a new commit recompiles the binary alone.
+pub fn main(version: &'static str) -> anyhow::Result<()> {
+    let cli = parse(version);
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?
-        .block_on(run(cli))
+        .block_on(run(cli, version))
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// The command line as clap describes it, with `version` (`--version`, the manual page).
+fn command(version: &'static str) -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().version(version)
+}
+
+/// The arguments (`Cli::parse` with the version given at run time): help, the version and
+/// usage errors are printed and end the process.
+fn parse(version: &'static str) -> Cli {
+    use clap::FromArgMatches;
+    let mut cmd = command(version);
+    let mut matches = cmd.get_matches_mut();
+    Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.format(&mut cmd).exit())
+}
+
+async fn run(cli: Cli, version: &'static str) -> anyhow::Result<()> {
     // These read no configuration of their own (a broken one is what check-config reports).
     match &cli.command {
         Command::ConfigExample => {
@@ -285,7 +299,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Completions { shell } => {
-            print!("{}", completions(shell));
+            print!("{}", completions(shell, version));
             Ok(())
         }
         Command::Gpus { json, mps_env } => {
@@ -327,7 +341,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Man => {
-            print!("{}", man_page()?);
+            print!("{}", man_page(version)?);
             Ok(())
         }
         Command::Schema => {
@@ -339,17 +353,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn completions(shell: clap_complete::Shell) -> String {
-    use clap::CommandFactory;
+fn completions(shell: clap_complete::Shell, version: &'static str) -> String {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "bai", &mut out);
+    clap_complete::generate(shell, &mut command(version), "bai", &mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn man_page() -> anyhow::Result<String> {
-    use clap::CommandFactory;
+fn man_page(version: &'static str) -> anyhow::Result<String> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(command(version))
         .render(&mut out)
         .context("rendering the manual page")?;
     Ok(String::from_utf8_lossy(&out).into_owned())
@@ -359,11 +371,14 @@ fn man_page() -> anyhow::Result<String> {
 mod tests {
     #[test]
     fn completions_and_man_page_name_the_commands() {
-        let bash = super::completions(clap_complete::Shell::Bash);
+        let version = "0.1.0 (commit 94894b5)";
+        let bash = super::completions(clap_complete::Shell::Bash, version);
         assert!(bash.contains("serve") && bash.contains("backup") && bash.contains("restore"));
-        let zsh = super::completions(clap_complete::Shell::Zsh);
+        let zsh = super::completions(clap_complete::Shell::Zsh, version);
         assert!(zsh.contains("#compdef bai"));
-        let man = super::man_page().unwrap();
+        let man = super::man_page(version).unwrap();
         assert!(man.contains(".TH bai") && man.contains("backup"), "{man}");
+        // The version the binary gives is the manual's.
+        assert!(man.contains("\"bai 0.1.0 (commit 94894b5)\""), "{man}");
     }
 }

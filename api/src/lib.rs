@@ -12,16 +12,8 @@ pub use bai_services::{
     users,
 };
 
-// Layer 5: the surfaces and the server.
-/// `bai --version`: the version and the commit it was built from (`unknown` outside a git
-/// checkout), e.g. `0.1.0 (commit 94894b5)`.
-pub const VERSION_LINE: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("BAI_COMMIT"),
-    ")"
-);
-
+// Layer 5: the surfaces and the server. The commit bai is built from is the binary's
+// (api/bin), given to `cli::main`: nothing here changes with a commit.
 mod bench;
 pub mod changes;
 pub mod cli;

@@ -38,7 +38,7 @@ mod tests {
         let committed = include_str!("../../schema.graphql");
         assert!(
             live == committed,
-            "api/schema.graphql is out of date: regenerate it with `cargo run -p api --bin bai -- schema > api/schema.graphql`"
+            "api/schema.graphql is out of date: regenerate it with `cargo run -p bai -- schema > api/schema.graphql`"
         );
     }
 }

@@ -302,7 +302,7 @@ fn bai_binary() -> std::path::PathBuf {
         .unwrap();
     assert!(
         bin.exists(),
-        "{} is missing: build it first (`cargo build -p api --bin bai`; scripts/test.sh does)",
+        "{} is missing: build it first (`cargo build -p bai`; scripts/test.sh does)",
         bin.display()
     );
     bin

@@ -536,7 +536,7 @@ mod tests {
         let committed = std::fs::read_to_string(path).unwrap_or_default();
         assert!(
             committed == Config::example_toml(),
-            "deploy/bai.toml is stale: run `cargo run -p api --bin bai -- config-example > deploy/bai.toml`"
+            "deploy/bai.toml is stale: run `cargo run -p bai -- config-example > deploy/bai.toml`"
         );
         // As it is, it is a valid configuration that changes nothing.
         let (cfg, given) = Config::check_file(std::path::Path::new(path)).unwrap();
