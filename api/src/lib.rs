@@ -7,9 +7,9 @@
 pub use bai_core::validate;
 pub use bai_services::{
     API_VERSION, MANAGER_COMPAT, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config,
-    db, domains, dotfiles, events, groups, images, keypairs, lookup, policies, presets, registries,
-    scaling_groups, scheduler, sessions, settings, sql, state, statistics, storage, templates,
-    users,
+    db, domains, dotfiles, events, groups, heartbeat, images, keypairs, lookup, policies, presets,
+    registries, scaling_groups, scheduler, sessions, settings, sql, state, statistics, storage,
+    templates, users,
 };
 
 // Layer 5: the surfaces and the server. The commit bai is built from is the binary's
@@ -157,7 +157,7 @@ pub async fn start_with_shutdown(
     if config.advertise_addr.is_none() {
         config.advertise_addr = Some(addr.to_string());
     }
-    let mail = bai_services::mail::Settings::of(&config)?;
+    let mail = config.mail()?;
     let mut state = AppState::new(db, read, config, instance, http, tls.clone());
     if let Some(settings) = mail {
         if settings.security == bai_services::mail::Security::None
@@ -201,7 +201,7 @@ pub async fn start_with_shutdown(
     let mut background = vec![
         tokio::spawn(scheduler::run(state.clone())),
         tokio::spawn(scheduler::wake_on_changes(state.clone())),
-        tokio::spawn(agents::heartbeat_loop(state.clone())),
+        tokio::spawn(heartbeat::heartbeat_loop(state.clone())),
         tokio::spawn(sessions::reconcile::sweep_loop(state.clone())),
         tokio::spawn(sessions::idle_loop(state.clone())),
         tokio::spawn(sessions::utilization_loop(state.clone())),

@@ -2,36 +2,18 @@
 //! `task_id` + `bgtask_updated/done/failed` events. The latest state of each task is kept so
 //! a late subscriber still sees where it is. The service takes only the handles it uses
 //! ([`Tasks`]: this process's records and the bus), never the whole application state.
-use std::sync::Arc;
 
 use uuid::Uuid;
 
 use crate::auth::caller::Caller;
-use crate::events::{Event, EventBus};
+use crate::events::Event;
 
 // The task payloads travel on the event bus, so they are defined there.
 pub use crate::events::{TaskState, TaskStatus};
 
 pub mod records;
-pub use records::BgTasks;
 use records::keep_recent;
-
-/// What background tasks use: this process's records of them (shared through their events)
-/// and the bus their events travel on.
-#[derive(Clone)]
-pub struct Tasks {
-    pub records: Arc<BgTasks>,
-    pub events: Arc<dyn EventBus>,
-}
-
-impl Tasks {
-    pub fn new(records: &Arc<BgTasks>, events: &Arc<dyn EventBus>) -> Self {
-        Self {
-            records: records.clone(),
-            events: events.clone(),
-        }
-    }
-}
+pub use records::{BgTasks, Tasks};
 
 /// A handle the task's code reports through.
 #[derive(Clone)]

@@ -392,7 +392,9 @@ pub async fn set_superadmin(
             crate::keypairs::reactivate_main(&txn, &u)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
-            crate::users::revoke_login_sessions(&txn, uuid)
+            // Not announced: the bootstrap runs before this process serves anyone, and other
+            // managers check a login session against the database, where it is gone.
+            let _ = crate::auth::logins::end(&txn, uuid, None)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", e.describe()))?;
         }

@@ -176,7 +176,7 @@ pub async fn resolve(
     }
     match &named.owner_access_key {
         Some(ak) if Some(ak.as_str()) != caller.access_key.as_deref() => {
-            let (kp, _) = crate::keypairs::find_visible(db, caller, ak).await?;
+            let (kp, _) = crate::auth::visibility::keypair(db, caller, ak).await?;
             Ok(Owner::Keypair(kp.access_key))
         }
         _ => caller

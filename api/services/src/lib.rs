@@ -19,6 +19,8 @@ pub mod groups;
 pub mod heartbeat;
 pub mod images;
 pub mod keypairs;
+#[cfg(test)]
+mod layers;
 pub mod lookup;
 pub mod mail;
 pub mod policies;

@@ -5,7 +5,6 @@
 //! account lookup and the mail.
 //!
 //! It reaches no application state: the configuration in, mail out.
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,7 +16,7 @@ use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use tokio::sync::mpsc;
 
-use crate::config::Config;
+pub use crate::config::mail::{Security, Settings};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 
 /// Link requests waiting for this process's worker; more are refused until it catches up.
@@ -25,102 +24,6 @@ pub const QUEUE: usize = 64;
 
 /// Seconds one SMTP conversation may take.
 const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How the connection to the SMTP server is secured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Security {
-    /// Plain connection upgraded by STARTTLS, which must be offered (never downgraded).
-    StartTls,
-    /// TLS from the first byte (port 465).
-    Tls,
-    /// Plain text: only for a relay on this host.
-    None,
-}
-
-/// The mail settings, checked.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub host: String,
-    pub port: u16,
-    pub security: Security,
-    pub credentials: Option<(String, String)>,
-    pub ca_file: Option<PathBuf>,
-    pub from: Mailbox,
-    /// `https://bai.example.org` (no trailing slash): where links in e-mails point.
-    pub public_url: String,
-}
-
-impl Settings {
-    /// None when no SMTP host is configured (no e-mail at all); an error says what is wrong.
-    pub fn of(cfg: &Config) -> anyhow::Result<Option<Settings>> {
-        let Some(host) = cfg.smtp_host.as_deref().map(str::trim) else {
-            return Ok(None);
-        };
-        anyhow::ensure!(
-            !host.is_empty() && !host.contains(['/', ':', ' ']),
-            "smtp_host {host:?}: a host name or address, without scheme or port (see smtp_port)"
-        );
-        let security = match cfg.smtp_tls.trim().to_ascii_lowercase().as_str() {
-            "starttls" => Security::StartTls,
-            "tls" => Security::Tls,
-            "none" => Security::None,
-            other => anyhow::bail!("smtp_tls {other:?}: expected starttls, tls or none"),
-        };
-        anyhow::ensure!(cfg.smtp_port != 0, "smtp_port: 0 is not a port");
-        let credentials = match (&cfg.smtp_username, &cfg.smtp_password) {
-            (Some(u), Some(p)) => Some((u.clone(), p.clone())),
-            (None, None) => None,
-            _ => anyhow::bail!("smtp_username and smtp_password go together"),
-        };
-        anyhow::ensure!(
-            credentials.is_none() || security != Security::None,
-            "smtp_username: credentials are sent only over TLS (smtp_tls = starttls or tls)"
-        );
-        const WEEK: u64 = 7 * 24 * 3600;
-        for (key, secs) in [
-            ("password_reset_ttl_secs", cfg.password_reset_ttl_secs),
-            (
-                "email_verification_ttl_secs",
-                cfg.email_verification_ttl_secs,
-            ),
-        ] {
-            anyhow::ensure!(
-                (60..=WEEK).contains(&secs),
-                "{key} = {secs}: a link lives 60 seconds to 7 days ({WEEK} seconds)"
-            );
-        }
-        let from: Mailbox = cfg
-            .mail_from
-            .parse()
-            .with_context(|| format!("mail_from {:?}: not an e-mail address", cfg.mail_from))?;
-        let public_url = cfg
-            .public_url
-            .as_deref()
-            .map(|u| u.trim().trim_end_matches('/').to_string())
-            .context("public_url is required with smtp_host: the links in e-mails point there")?;
-        let rest = public_url
-            .strip_prefix("https://")
-            .or_else(|| public_url.strip_prefix("http://"))
-            .with_context(|| {
-                format!("public_url {public_url:?}: must start with https:// (or http://)")
-            })?;
-        anyhow::ensure!(
-            !rest.is_empty()
-                && !rest.contains(['?', '#', ' ', '@', '"', '<', '>', '\\'])
-                && !rest.starts_with('/'),
-            "public_url {public_url:?}: a scheme, a host and an optional path, nothing else"
-        );
-        Ok(Some(Settings {
-            host: host.to_string(),
-            port: cfg.smtp_port,
-            security,
-            credentials,
-            ca_file: cfg.smtp_ca_file.clone(),
-            from,
-            public_url,
-        }))
-    }
-}
 
 /// What a link in an e-mail does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,11 +160,12 @@ impl Mailer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     fn cfg(f: impl FnOnce(&mut Config)) -> anyhow::Result<Option<Settings>> {
         let mut c = Config::default();
         f(&mut c);
-        Settings::of(&c)
+        c.mail()
     }
 
     #[test]
@@ -312,7 +216,7 @@ mod tests {
             public_url: Some("https://bai.example.org/lab".into()),
             ..Default::default()
         };
-        let m = Mailer::new(Settings::of(&c).unwrap().unwrap()).unwrap();
+        let m = Mailer::new(c.mail().unwrap().unwrap()).unwrap();
         assert_eq!(
             m.link(Purpose::PasswordReset, "abc"),
             "https://bai.example.org/lab/#reset-password/abc"

@@ -240,8 +240,8 @@ impl crate::store::Runtime for AppState {
     fn bgtasks(&self) -> &Arc<BgTasks> {
         &self.local.bgtasks
     }
-    fn tasks(&self) -> crate::bgtasks::Tasks {
-        crate::bgtasks::Tasks::new(&self.local.bgtasks, &self.shared.events)
+    fn tasks(&self) -> crate::bgtasks::records::Tasks {
+        crate::bgtasks::records::Tasks::new(&self.local.bgtasks, &self.shared.events)
     }
     fn exec_runs(&self) -> &Runs {
         &self.local.exec_runs

@@ -47,7 +47,7 @@ pub trait Runtime: Engines {
     fn session_locks(&self) -> &crate::sessions::locks::SessionLocks;
     fn bgtasks(&self) -> &std::sync::Arc<crate::bgtasks::records::BgTasks>;
     /// The background tasks' records and the bus their events travel on.
-    fn tasks(&self) -> crate::bgtasks::Tasks;
+    fn tasks(&self) -> crate::bgtasks::records::Tasks;
     fn exec_runs(&self) -> &crate::sessions::exec::runs::Runs;
     fn started_apps(&self) -> &crate::sessions::apps::started::StartedApps;
     fn commits(&self) -> &crate::sessions::commit::entries::Commits;
@@ -69,106 +69,4 @@ pub trait Gate: Store {
     fn usage(&self) -> &crate::keypairs::usage::Usage;
     /// E-mail, when SMTP is configured.
     fn mailer(&self) -> Option<&crate::mail::Mailer>;
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::{Path, PathBuf};
-
-    fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                sources(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-
-    /// The code before its unit tests, without comments.
-    fn code(path: &Path) -> String {
-        let text = std::fs::read_to_string(path).unwrap();
-        let text = match text.find("#[cfg(test)]") {
-            Some(at) => &text[..at],
-            None => &text[..],
-        };
-        text.lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The file a `crate::a::b::Item` path names (the longest prefix that is a module file).
-    fn file_of(src: &Path, path: &str) -> Option<PathBuf> {
-        let segs: Vec<&str> = path.split("::").collect();
-        (1..=segs.len()).rev().find_map(|n| {
-            let base = src.join(segs[..n].join("/"));
-            [base.with_extension("rs"), base.join("mod.rs")]
-                .into_iter()
-                .find(|p| p.is_file())
-        })
-    }
-
-    #[test]
-    fn no_service_reaches_the_whole_state() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        sources(&src, &mut files);
-        let allowed = ["state.rs", "lib.rs"];
-        let reaching: Vec<_> = files
-            .iter()
-            .filter(|p| {
-                let name = p.file_name().unwrap().to_str().unwrap();
-                !allowed.contains(&name) && !name.ends_with("_tests.rs")
-            })
-            .filter(|p| code(p).contains("AppState"))
-            .collect();
-        assert!(
-            reaching.is_empty(),
-            "services taking the whole state: {reaching:?}"
-        );
-    }
-
-    #[test]
-    fn the_state_and_its_handle_sets_name_only_leaf_handles() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let path = crate_paths();
-        for file in ["state.rs", "store.rs"] {
-            let text = code(&src.join(file));
-            for used in path(&text) {
-                let Some(leaf) = file_of(&src, &used) else {
-                    continue;
-                };
-                if leaf.ends_with("state.rs") || leaf.ends_with("store.rs") {
-                    continue;
-                }
-                let leaf_code = code(&leaf);
-                for back in ["crate::state", "crate::store", "AppState", "super::state"] {
-                    assert!(
-                        !leaf_code.contains(back),
-                        "{file} names {used} from {leaf:?}, which reaches back ({back}): an \
-                         import circle"
-                    );
-                }
-            }
-        }
-    }
-
-    /// Every `crate::…` path in a text, without the item's trailing punctuation.
-    fn crate_paths() -> impl Fn(&str) -> Vec<String> {
-        |text: &str| {
-            let mut out = Vec::new();
-            let mut rest = text;
-            while let Some(at) = rest.find("crate::") {
-                let tail = &rest[at + "crate::".len()..];
-                let end = tail
-                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                    .unwrap_or(tail.len());
-                out.push(tail[..end].trim_end_matches(':').to_string());
-                rest = &tail[end..];
-            }
-            out
-        }
-    }
 }

@@ -34,7 +34,7 @@ pub(super) async fn run(
         image_type: Set(entity::enums::ImageType::Compute),
         accelerators: Set(None),
         labels: Set(serde_json::json!({"ai.backend.kernelspec": "1"})),
-        resources: Set(crate::agents::resources_from_labels(&HashMap::new())),
+        resources: Set(crate::images::local::resources_from_labels(&HashMap::new())),
         created_at: Set(chrono::Utc::now()),
         // "Installed" on an agent that is not there: sessions are accepted, never placed.
         installed_agents: Set(vec!["i-absent".to_string()].into()),

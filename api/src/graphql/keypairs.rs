@@ -158,7 +158,7 @@ fn listable(
     is_active: Option<bool>,
 ) -> Select<keypairs::Entity> {
     let mut select = keypairs::Entity::find();
-    if let Some(sub) = crate::users::governed(caller) {
+    if let Some(sub) = crate::auth::visibility::governed(caller) {
         select = select.filter(keypairs::Column::User.in_subquery(sub));
     }
     match caller.admin_scope() {
@@ -215,7 +215,7 @@ impl KeypairQuery {
             Some(ak) => ak,
             None => return Err(ApiError::not_found("keypair", "(none)").into()),
         };
-        let (kp, owner) = crate::keypairs::find_visible(&state.db, caller, &ak).await?;
+        let (kp, owner) = crate::auth::visibility::keypair(&state.db, caller, &ak).await?;
         Ok(KeyPair::new(kp, owner, caller))
     }
 

@@ -154,7 +154,7 @@ impl UserQuery {
     ) -> crate::graphql::context::Result<User> {
         let (state, caller) = authed(ctx)?;
         let user = match email {
-            Some(e) => crate::users::find_visible(&state.db, caller, &e).await?,
+            Some(e) => crate::auth::visibility::user(&state.db, caller, &e).await?,
             None => crate::users::by_uuid(&state.db, caller.uuid).await?,
         };
         Ok(User(user))
@@ -239,7 +239,7 @@ fn filtered(
     status: Option<String>,
 ) -> ApiResult<sea_orm::Select<users::Entity>> {
     caller.require_admin()?;
-    let mut select = crate::users::visible_to(caller);
+    let mut select = crate::auth::visibility::users(caller);
     if let Some(d) = domain_name {
         select = select.filter(users::Column::DomainName.eq(d));
     }
@@ -449,7 +449,7 @@ impl UserMutation {
             &props.container_gids,
         )?;
         if let Some(d) = &props.domain_name {
-            let target = crate::users::find_visible(&state.db, caller, &email).await?;
+            let target = crate::auth::visibility::user(&state.db, caller, &email).await?;
             if *d != target.domain_name {
                 return Err(ApiError::bad_request(
                     "Moving a user to another domain is not supported by this server",

@@ -490,7 +490,7 @@ impl UserV2Query {
     ) -> crate::graphql::context::Result<UserV2Connection> {
         let (state, caller) = authed(ctx)?;
         caller.require_admin()?;
-        let mut select = crate::users::visible_to(caller);
+        let mut select = crate::auth::visibility::users(caller);
         if let Some(f) = &filter {
             select = select.filter(f.condition(0)?);
         }

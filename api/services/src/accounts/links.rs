@@ -248,11 +248,11 @@ pub async fn reset_password(
     let txn = state.db().begin().await?;
     let user = consume(&txn, now, Purpose::PasswordReset, token).await?;
     let uuid = user.uuid;
-    super::store_password(&txn, now, user, hash, true).await?;
-    crate::users::revoke_login_sessions(&txn, uuid).await?;
+    super::passwords::store(&txn, now, user, hash, true).await?;
+    let ended = crate::auth::logins::end(&txn, uuid, None).await?;
     txn.commit().await?;
     // Open WebSockets re-check their rights now that the sessions are gone.
-    state.revocations().bump(uuid);
+    ended.announce(state.revocations());
     Ok(())
 }
 
@@ -278,17 +278,6 @@ pub async fn verify_email(state: &impl Gate, token: &str) -> ApiResult<()> {
     )
     .await?;
     txn.commit().await?;
-    Ok(())
-}
-
-/// Makes every pending reset link of `user` void (after a password change through bai's own
-/// paths; a change anywhere else voids them too, by `password_changed_at`).
-pub(super) async fn void_resets<C: ConnectionTrait>(db: &C, user: uuid::Uuid) -> ApiResult<()> {
-    email_tokens::Entity::delete_many()
-        .filter(email_tokens::Column::UserUuid.eq(user))
-        .filter(email_tokens::Column::Purpose.eq(Purpose::PasswordReset.as_str()))
-        .exec(db)
-        .await?;
     Ok(())
 }
 

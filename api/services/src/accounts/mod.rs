@@ -2,11 +2,12 @@
 //! user's SSH keypair; links sent by e-mail (`links`).
 
 pub mod links;
+mod passwords;
 
 use chrono::{Duration, Utc};
 use entity::enums::{UserRole, UserStatus};
 use entity::{login_sessions, users};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
 use crate::auth::credentials::session_cookie_name;
@@ -141,24 +142,6 @@ pub async fn logout(state: &impl Gate, session: Uuid) -> ApiResult<()> {
         .exec(state.db())
         .await?;
     state.revocations().bump(row.user_uuid);
-    Ok(())
-}
-
-/// Ends every login session of `user` but `keep` (after a password change or reset, a
-/// deactivation or a role change), and tells open WebSockets to re-check their rights.
-pub async fn end_login_sessions<C: ConnectionTrait>(
-    db: &C,
-    revocations: &crate::auth::Revocations,
-    user: Uuid,
-    keep: Option<Uuid>,
-) -> ApiResult<()> {
-    let mut del =
-        login_sessions::Entity::delete_many().filter(login_sessions::Column::UserUuid.eq(user));
-    if let Some(k) = keep {
-        del = del.filter(login_sessions::Column::Id.ne(k));
-    }
-    del.exec(db).await?;
-    revocations.bump(user);
     Ok(())
 }
 
@@ -322,47 +305,9 @@ pub async fn set_password(
     }
     let hash = password::hash(new).await?;
     let uuid = user.uuid;
-    store_password(state.db(), state.clock().now(), user, hash, false).await?;
-    end_login_sessions(state.db(), state.revocations(), uuid, keep).await
-}
-
-/// Stores a new password's hash on `user` in `db` (a transaction where the caller has one):
-/// clears the "require password change" flag, voids the account's pending reset links and
-/// records it. A reset through an e-mailed link (`proven_address`) also verifies a not yet
-/// verified address. Ending the login sessions is the caller's.
-async fn store_password<C: ConnectionTrait>(
-    db: &C,
-    now: chrono::DateTime<Utc>,
-    user: users::Model,
-    hash: String,
-    proven_address: bool,
-) -> ApiResult<()> {
-    let email = user.email.clone();
-    let uuid = user.uuid;
-    let verified_now = proven_address && user.status == UserStatus::BeforeVerification;
-    let mut m: users::ActiveModel = user.into();
-    m.password = Set(hash);
-    m.need_password_change = Set(false);
-    m.password_changed_at = Set(Some(now));
-    m.modified_at = Set(now);
-    if verified_now {
-        m.status = Set(UserStatus::Active);
-    }
-    m.update(db).await?;
-    links::void_resets(db, uuid).await?;
-    let action = if proven_address {
-        "reset_password"
-    } else {
-        "change_password"
-    };
-    crate::audit::record(
-        db,
-        now,
-        &email,
-        action,
-        "user",
-        &email,
-        serde_json::json!({}),
-    )
-    .await
+    passwords::store(state.db(), state.clock().now(), user, hash, false).await?;
+    crate::auth::logins::end(state.db(), uuid, keep)
+        .await?
+        .announce(state.revocations());
+    Ok(())
 }

@@ -20,8 +20,6 @@ use crate::store::Runtime;
 pub mod registry;
 
 pub use registry::{Agent, AgentRegistry};
-// For `bai bench` until it names `images::local` itself.
-pub use crate::images::local::resources_from_labels;
 use bai_storage::StoragePaths;
 
 /// How this server sets up its Docker engines.

@@ -3,12 +3,14 @@ pub mod cache;
 pub mod caller;
 pub mod credentials;
 pub mod hmac;
+pub mod logins;
 pub mod password;
 pub mod ratelimit;
 pub mod shared;
 pub mod ssh;
 pub mod throttle;
 pub mod tokens;
+pub mod visibility;
 pub mod ws;
 
 pub use caller::{AdminScope, Caller, Principal, ReadScope, SuperadminScope};

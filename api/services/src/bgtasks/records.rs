@@ -3,10 +3,11 @@
 //! application state.
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::events::{TaskState, TaskStatus};
+use crate::events::{EventBus, TaskState, TaskStatus};
 
 #[derive(Default)]
 pub struct BgTasks {
@@ -42,5 +43,22 @@ impl BgTasks {
 pub(crate) fn keep_recent(tasks: &mut HashMap<Uuid, TaskState>) {
     if tasks.len() > 256 {
         tasks.retain(|_, t| t.status == TaskStatus::Running);
+    }
+}
+
+/// What background tasks use: this process's records of them (shared through their events)
+/// and the bus their events travel on.
+#[derive(Clone)]
+pub struct Tasks {
+    pub records: Arc<BgTasks>,
+    pub events: Arc<dyn EventBus>,
+}
+
+impl Tasks {
+    pub fn new(records: &Arc<BgTasks>, events: &Arc<dyn EventBus>) -> Self {
+        Self {
+            records: records.clone(),
+            events: events.clone(),
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! Configuration: one typed struct. Every setting is declared once below with its TOML key,
 //! environment variable and default. Precedence: defaults < TOML file (`--config` /
 //! `BAI_CONFIG`) < environment < command-line flags.
+pub mod mail;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -428,7 +430,7 @@ impl Config {
         };
         cfg.apply_env(env)?;
         cfg.all_engines()?;
-        cfg.check_mail()?;
+        cfg.mail()?;
         anyhow::ensure!(
             cfg.usage_sample_secs == 0
                 || (cfg.usage_sample_secs <= 60 && 60 % cfg.usage_sample_secs == 0),
@@ -502,9 +504,75 @@ impl Config {
         Ok(out)
     }
 
-    /// The mail settings are whole and well formed (`mail::Settings`).
-    fn check_mail(&self) -> anyhow::Result<()> {
-        crate::mail::Settings::of(self).map(|_| ())
+    /// The mail settings, checked: None when no SMTP host is configured (no e-mail at all); an error says what is wrong.
+    pub fn mail(&self) -> anyhow::Result<Option<mail::Settings>> {
+        let cfg = self;
+        let Some(host) = cfg.smtp_host.as_deref().map(str::trim) else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            !host.is_empty() && !host.contains(['/', ':', ' ']),
+            "smtp_host {host:?}: a host name or address, without scheme or port (see smtp_port)"
+        );
+        let security = match cfg.smtp_tls.trim().to_ascii_lowercase().as_str() {
+            "starttls" => mail::Security::StartTls,
+            "tls" => mail::Security::Tls,
+            "none" => mail::Security::None,
+            other => anyhow::bail!("smtp_tls {other:?}: expected starttls, tls or none"),
+        };
+        anyhow::ensure!(cfg.smtp_port != 0, "smtp_port: 0 is not a port");
+        let credentials = match (&cfg.smtp_username, &cfg.smtp_password) {
+            (Some(u), Some(p)) => Some((u.clone(), p.clone())),
+            (None, None) => None,
+            _ => anyhow::bail!("smtp_username and smtp_password go together"),
+        };
+        anyhow::ensure!(
+            credentials.is_none() || security != mail::Security::None,
+            "smtp_username: credentials are sent only over TLS (smtp_tls = starttls or tls)"
+        );
+        const WEEK: u64 = 7 * 24 * 3600;
+        for (key, secs) in [
+            ("password_reset_ttl_secs", cfg.password_reset_ttl_secs),
+            (
+                "email_verification_ttl_secs",
+                cfg.email_verification_ttl_secs,
+            ),
+        ] {
+            anyhow::ensure!(
+                (60..=WEEK).contains(&secs),
+                "{key} = {secs}: a link lives 60 seconds to 7 days ({WEEK} seconds)"
+            );
+        }
+        let from: lettre::message::Mailbox = cfg
+            .mail_from
+            .parse()
+            .with_context(|| format!("mail_from {:?}: not an e-mail address", cfg.mail_from))?;
+        let public_url = cfg
+            .public_url
+            .as_deref()
+            .map(|u| u.trim().trim_end_matches('/').to_string())
+            .context("public_url is required with smtp_host: the links in e-mails point there")?;
+        let rest = public_url
+            .strip_prefix("https://")
+            .or_else(|| public_url.strip_prefix("http://"))
+            .with_context(|| {
+                format!("public_url {public_url:?}: must start with https:// (or http://)")
+            })?;
+        anyhow::ensure!(
+            !rest.is_empty()
+                && !rest.contains(['?', '#', ' ', '@', '"', '<', '>', '\\'])
+                && !rest.starts_with('/'),
+            "public_url {public_url:?}: a scheme, a host and an optional path, nothing else"
+        );
+        Ok(Some(mail::Settings {
+            host: host.to_string(),
+            port: cfg.smtp_port,
+            security,
+            credentials,
+            ca_file: cfg.smtp_ca_file.clone(),
+            from,
+            public_url,
+        }))
     }
 
     /// Whether the database is PostgreSQL (several managers may share it).

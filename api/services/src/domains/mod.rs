@@ -148,8 +148,9 @@ pub async fn modify(
             .all(store.db())
             .await?;
         for u in members {
-            crate::accounts::end_login_sessions(store.db(), store.revocations(), u.uuid, None)
-                .await?;
+            crate::auth::logins::end(store.db(), u.uuid, None)
+                .await?
+                .announce(store.revocations());
         }
     }
     store.events().changed(
@@ -220,7 +221,7 @@ pub async fn rename(
                     .filter(entity::vfolders::Column::DomainName.eq(&from))
                     .exec(txn)
                     .await?;
-                crate::statistics::rename_domain(txn, &from, &to).await?;
+                crate::statistics::rows::rename_domain(txn, &from, &to).await?;
                 let d = crate::lookup::get::<domains::Entity>(txn, "domain", to.clone()).await?;
                 Ok((d, to, json!({"from": from})))
             })
@@ -295,7 +296,7 @@ pub async fn purge(store: &impl Store, scope: &SuperadminScope, name: &str) -> A
                 .filter(entity::sgroups_for_domains::Column::Domain.eq(&key))
                 .exec(txn)
                 .await?;
-            crate::statistics::forget_domain(txn, &key).await?;
+            crate::statistics::rows::forget_domain(txn, &key).await?;
             domains::Entity::delete_by_id(key.clone()).exec(txn).await?;
             Ok(((), key, json!({})))
         })

@@ -20,7 +20,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::{Event, EventBus, EventStream, LocalBus, Topic};
+use bai_bus::{Event, EventBus, EventStream, LocalBus, Topic};
 
 /// The channel every manager of a database LISTENs on.
 pub const CHANNEL: &str = "bai_events";

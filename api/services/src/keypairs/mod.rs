@@ -113,28 +113,6 @@ pub async fn reactivate_main<C: ConnectionTrait>(db: &C, user: &users::Model) ->
     Ok(())
 }
 
-/// The keypair if the caller may see it: its owner, or an admin of the owner's domain.
-pub async fn find_visible<C: ConnectionTrait>(
-    db: &C,
-    caller: &Caller,
-    access_key: &str,
-) -> ApiResult<(keypairs::Model, users::Model)> {
-    let not_found = || ApiError::not_found("keypair", access_key);
-    let kp = keypairs::Entity::find_by_id(access_key.to_string())
-        .one(db)
-        .await?
-        .ok_or_else(not_found)?;
-    let owner = users::Entity::find_by_id(kp.user)
-        .one(db)
-        .await?
-        .ok_or_else(not_found)?;
-    if caller.governs(owner.uuid, owner.role, &owner.domain_name) {
-        Ok((kp, owner))
-    } else {
-        Err(not_found())
-    }
-}
-
 /// Sessions holding resources under this keypair (for `concurrency_used`).
 pub async fn live_session_count<C: ConnectionTrait>(db: &C, access_key: &str) -> ApiResult<u64> {
     Ok(sessions::Entity::find()
@@ -162,7 +140,7 @@ pub async fn create(
     user_id: &str,
     new: NewKeypair,
 ) -> ApiResult<(keypairs::Model, users::Model)> {
-    let owner = crate::users::find_visible(store.db(), caller, user_id).await?;
+    let owner = crate::auth::visibility::user(store.db(), caller, user_id).await?;
     let now = store.clock().now();
     let kp = crate::audit::audited(
         store,
@@ -179,7 +157,7 @@ pub async fn create(
         },
     )
     .await?;
-    let owner = crate::users::by_uuid(store.db(), kp.user).await?;
+    let owner = crate::lookup::get::<users::Entity>(store.db(), "user", kp.user).await?;
     store.events().changed(
         ObjectKind::Keypair,
         ChangeAction::Created,
@@ -200,7 +178,7 @@ pub async fn modify(
     access_key: &str,
     change: KeypairChange,
 ) -> ApiResult<(keypairs::Model, users::Model)> {
-    let (kp, owner) = find_visible(store.db(), caller, access_key).await?;
+    let (kp, owner) = crate::auth::visibility::keypair(store.db(), caller, access_key).await?;
     if owner.uuid == caller.uuid
         && (change.is_active.is_some_and(|a| a != kp.is_active)
             || change.is_admin.is_some_and(|a| a != kp.is_admin)
@@ -283,7 +261,7 @@ pub async fn delete(
     caller: &Caller,
     access_key: &str,
 ) -> ApiResult<()> {
-    let (kp, owner) = find_visible(store.db(), caller, access_key).await?;
+    let (kp, owner) = crate::auth::visibility::keypair(store.db(), caller, access_key).await?;
     let live = sessions::Entity::find()
         .filter(sessions::Column::AccessKey.eq(access_key))
         .filter(sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))

@@ -1,5 +1,6 @@
 //! Container registries the image catalog scans. Credentials are stored but never returned.
 pub mod scan;
+pub use scan::url_authority;
 
 use entity::container_registries as registries;
 use entity::enums::RegistryType;
@@ -13,31 +14,6 @@ use crate::auth::SuperadminScope;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::store::Store;
-
-/// Checks a registry URL (scheme must be explicit: `http://` or `https://`) and returns its
-/// `host[:port]`.
-pub fn url_authority(url: &str) -> ApiResult<String> {
-    let bad = |why: &str| ApiError::bad_request(format!("Invalid registry URL '{url}': {why}"));
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| bad("it must start with http:// or https://"))?;
-    if scheme != "http" && scheme != "https" {
-        return Err(bad("the scheme must be http or https"));
-    }
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("it must not contain spaces"));
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.is_empty() {
-        return Err(bad("the host is missing"));
-    }
-    if authority.contains('@') {
-        return Err(bad(
-            "put credentials in the username and password fields, not in the URL",
-        ));
-    }
-    Ok(authority.to_ascii_lowercase())
-}
 
 /// Registry host names: `host[:port]`; the URL must point at the same host (seeds: "must be
 /// set identically"), except for `index.docker.io`.

@@ -20,6 +20,31 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 
+/// Checks a registry URL (scheme must be explicit: `http://` or `https://`) and returns its
+/// `host[:port]`.
+pub fn url_authority(url: &str) -> ApiResult<String> {
+    let bad = |why: &str| ApiError::bad_request(format!("Invalid registry URL '{url}': {why}"));
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("it must start with http:// or https://"))?;
+    if scheme != "http" && scheme != "https" {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("it must not contain spaces"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(bad("the host is missing"));
+    }
+    if authority.contains('@') {
+        return Err(bad(
+            "put credentials in the username and password fields, not in the URL",
+        ));
+    }
+    Ok(authority.to_ascii_lowercase())
+}
+
 /// At most this many pages are followed per listing: a registry that never ends its list
 /// cannot keep a scan going forever.
 /// The most a token service may answer (a token is a few KiB).
@@ -98,7 +123,7 @@ impl RegistryClient {
         reg: &container_registries::Model,
         ca_file: Option<&std::path::Path>,
     ) -> ApiResult<Self> {
-        let authority = super::url_authority(&reg.url)?;
+        let authority = url_authority(&reg.url)?;
         let roots = match ca_file {
             Some(path) => vec![std::fs::read(path).map_err(|e| {
                 ApiError::internal(

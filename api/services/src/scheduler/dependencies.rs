@@ -12,7 +12,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::plan::{Decision, Predicate, Reason};
+use bai_core::plan::{Decision, Predicate, Reason};
 use crate::error::ApiResult;
 use crate::sessions::Change;
 use crate::store::Runtime;
@@ -42,12 +42,10 @@ enum Standing {
 fn standing(name: &str, status: SessionStatus, result: SessionResult) -> Standing {
     match (status, result) {
         (SessionStatus::Terminated, SessionResult::Success) => Standing::Succeeded,
-        (status, result) if status.is_over() => {
-            Standing::Failed(format!(
-                "The session '{name}' it depends on ended without success ({status}, result {})",
-                result.as_str()
-            ))
-        }
+        (status, result) if status.is_over() => Standing::Failed(format!(
+            "The session '{name}' it depends on ended without success ({status}, result {})",
+            result.as_str()
+        )),
         _ => Standing::Running,
     }
 }

@@ -52,7 +52,7 @@ pub fn visible(caller: &Caller) -> sea_orm::Select<sessions::Entity> {
             if let Some(d) = scope.domain() {
                 select = select.filter(sessions::Column::DomainName.eq(d));
             }
-            if let Some(sub) = crate::users::governed(caller) {
+            if let Some(sub) = crate::auth::visibility::governed(caller) {
                 select = select.filter(sessions::Column::UserUuid.in_subquery(sub));
             }
             select

@@ -213,7 +213,7 @@ pub async fn ssh_private_key(
 ) -> ApiResult<String> {
     let (_, k) = owned_running(state, principal, id).await?;
     state.started_apps().ssh_setup_done(id).await;
-    let (agent, container) = super::container_of(state, &k).await?;
+    let (agent, container) = super::kernels::container_of(state, &k).await?;
     // Several managers: the setup may be going on through the manager that launched the
     // session, unseen here; the key is read again until it is there (bounded).
     let deadline = tokio::time::Instant::now() + SSH_SETUP_WAIT;
@@ -327,7 +327,7 @@ pub async fn upstream(
     if let Some(p) = state.started_apps().port(session, port) {
         return Ok(Some(p));
     }
-    let (agent, container) = super::container_of(state, k).await?;
+    let (agent, container) = super::kernels::container_of(state, k).await?;
     let found = agent
         .address(&container)
         .await
@@ -345,7 +345,7 @@ pub async fn owned_running(
 ) -> ApiResult<(entity::sessions::Model, entity::kernels::Model)> {
     let caller = principal.caller()?;
     // Ownership first: a stranger learns nothing (not even the status) about the session.
-    let s = super::find_own(state, caller, id).await?;
+    let s = super::access::find_own(state, caller, id).await?;
     running(state, s).await
 }
 
@@ -361,7 +361,7 @@ pub async fn running(
             s.name, s.status
         )));
     }
-    let k = super::main_kernel(state.db(), id).await?;
+    let k = super::kernels::main_kernel(state.db(), id).await?;
     Ok((s, k))
 }
 
@@ -375,7 +375,7 @@ pub async fn launch_of(
     base_url: &str,
     token: &str,
 ) -> ApiResult<Option<defs::Launch>> {
-    let (agent, container) = crate::sessions::container_of(state, k).await?;
+    let (agent, container) = crate::sessions::kernels::container_of(state, k).await?;
     let path = format!("{}/{app}.json", defs::DIR);
     let raw = match agent.read_file(&container, &path, defs::MAX_BYTES).await {
         Ok(raw) => Some(raw),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use entity::enums::SessionType;
 use serde_json::{Value, json};
 
-use super::CreateRequest;
+use super::create::CreateRequest;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 
@@ -168,7 +168,7 @@ pub fn creation_request(caller: &Caller, body: &Value) -> ApiResult<CreateReques
             .or_else(|| text(body.get("startup_command"))),
         batch_timeout: match body.get("batch_timeout").or(body.get("batchTimeout")) {
             None | Some(Value::Null) => None,
-            Some(t) => Some(super::parse_batch_timeout(t)?),
+            Some(t) => Some(super::create::parse_batch_timeout(t)?),
         },
         count: 1,
         tag: text(body.get("tag")),

@@ -182,7 +182,7 @@ pub struct Started {
     pub kernel_id: Uuid,
 }
 
-/// Starts committing session `s` (one the caller may work inside: [`super::find_own`]) to an
+/// Starts committing session `s` (one the caller may work inside: [`super::access::find_own`]) to an
 /// image of the caller's named `name` (the session's name when None). A name the caller
 /// already gave an image of the same base replaces that image; a new one must fit the
 /// policy's count.
@@ -199,8 +199,8 @@ pub async fn start(
             s.name, s.status
         )));
     }
-    let kernel = super::main_kernel(state.db(), s.id).await?;
-    let (agent, container) = super::container_of(state, &kernel).await?;
+    let kernel = super::kernels::main_kernel(state.db(), s.id).await?;
+    let (agent, container) = super::kernels::container_of(state, &kernel).await?;
     let base =
         crate::images::resolve(state.db(), &kernel.image, Some(&kernel.architecture)).await?;
     let owned = crate::images::owned_by(state.db(), caller.uuid).await?;
@@ -354,7 +354,7 @@ pub async fn status(
     state: &impl Runtime,
     s: &entity::sessions::Model,
 ) -> ApiResult<(&'static str, Uuid)> {
-    let kernel = super::main_kernel(state.db(), s.id).await?;
+    let kernel = super::kernels::main_kernel(state.db(), s.id).await?;
     let here = state.commits().task_of(s.id).is_some();
     // Several managers: a commit through another manager is claimed in the database.
     let anywhere = here

@@ -171,7 +171,7 @@ async fn report(
         let Some(p) = *rx.borrow_and_update() else {
             continue;
         };
-        if let Err(e) = crate::sessions::pulling(&state, session, &reference, p).await {
+        if let Err(e) = crate::sessions::status::pulling(&state, session, &reference, p).await {
             tracing::warn!(session = %session, error = %e.message, "recording an image transfer's progress failed");
         }
         tokio::time::sleep(PROGRESS_EVERY).await;

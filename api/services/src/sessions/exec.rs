@@ -187,8 +187,8 @@ pub async fn start(
     if code.len() > 1024 * 1024 {
         return Err(ApiError::bad_request("The code is larger than 1 MiB"));
     }
-    let k = super::main_kernel(state.db(), session.id).await?;
-    let (agent, container) = super::container_of(state, &k).await?;
+    let k = super::kernels::main_kernel(state.db(), session.id).await?;
+    let (agent, container) = super::kernels::container_of(state, &k).await?;
     let image = crate::images::resolve(state.db(), &k.image, Some(&k.architecture)).await?;
     let label = |key: &str| {
         image

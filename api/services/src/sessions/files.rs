@@ -197,8 +197,8 @@ async fn running_container(
             s.name, s.status
         )));
     }
-    let k = super::main_kernel(state.db(), s.id).await?;
-    super::container_of(state, &k).await
+    let k = super::kernels::main_kernel(state.db(), s.id).await?;
+    super::kernels::container_of(state, &k).await
 }
 
 #[cfg(test)]

@@ -103,8 +103,8 @@ async fn world() -> World {
     }
 }
 
-fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::CreateRequest {
-    crate::sessions::CreateRequest {
+fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::create::CreateRequest {
+    crate::sessions::create::CreateRequest {
         image: IMAGE.into(),
         name: None,
         session_type: kind,
@@ -199,7 +199,7 @@ async fn occupied_cpu_becomes(w: &World, cpu: i64) {
 async fn an_interactive_session_runs_and_terminates() {
     let w = world().await;
     let created =
-        crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+        crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
             .await
             .unwrap();
     let id = created[0].id;
@@ -207,7 +207,7 @@ async fn an_interactive_session_runs_and_terminates() {
     let s = until(&w, id, SessionStatus::Running).await;
     assert_eq!(s.agent_ids.0, ["i-memory"], "{s:?}");
     // The engine got exactly what was asked: the image, the sizes, the owner and variables.
-    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
     let (container, c) = w.engine.container_of(kernel.id).expect("a container");
     assert_eq!(kernel.container_id.as_deref(), Some(container.as_str()));
     assert!(c.running);
@@ -232,7 +232,7 @@ async fn an_interactive_session_runs_and_terminates() {
         assert!(tokio::time::Instant::now() < deadline, "sshd never started");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let ended = crate::sessions::terminate(&w.state, id, "user-requested")
+    let ended = crate::sessions::lifecycle::terminate(&w.state, id, "user-requested")
         .await
         .unwrap();
     assert_eq!(ended.status, SessionStatus::Terminated);
@@ -246,7 +246,7 @@ async fn an_interactive_session_runs_and_terminates() {
     );
     occupied_cpu_becomes(&w, 0).await;
     // Ending twice is refused, and changes nothing.
-    let again = crate::sessions::terminate(&w.state, id, "again").await;
+    let again = crate::sessions::lifecycle::terminate(&w.state, id, "again").await;
     assert!(again.is_err());
     assert_eq!(
         session(&w, id).await.status_info.as_deref(),
@@ -258,7 +258,7 @@ async fn an_interactive_session_runs_and_terminates() {
 async fn a_batch_session_ends_with_its_command() {
     let w = world().await;
     for (code, result) in [(0, SessionResult::Success), (3, SessionResult::Failure)] {
-        let created = crate::sessions::create(
+        let created = crate::sessions::create::create(
             &w.state,
             &w.admin,
             request(SessionType::Batch, Some("python -c 'print(42)'")),
@@ -267,14 +267,14 @@ async fn a_batch_session_ends_with_its_command() {
         .unwrap();
         let id = created[0].id;
         until(&w, id, SessionStatus::Running).await;
-        let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+        let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
         let (container, c) = w.engine.container_of(kernel.id).expect("a container");
         assert_eq!(c.spec.command.as_deref(), Some("python -c 'print(42)'"));
         assert!(w.engine.exit(&container, code, "42\n"));
         let s = until(&w, id, SessionStatus::Terminated).await;
         assert_eq!(s.result, result, "exit {code}");
         assert_eq!(s.status_info.as_deref(), Some("task-finished"));
-        let logs = crate::sessions::logs(&w.state, id).await.unwrap();
+        let logs = crate::sessions::lifecycle::logs(&w.state, id).await.unwrap();
         assert!(logs.contains("42"), "the output is kept: {logs:?}");
         assert!(w.engine.container_of(kernel.id).is_none());
     }
@@ -283,7 +283,7 @@ async fn a_batch_session_ends_with_its_command() {
 
 /// A batch session running `command`: its id, its kernel and its container.
 async fn running_batch(w: &World, command: &str) -> (Uuid, kernels::Model, String) {
-    let created = crate::sessions::create(
+    let created = crate::sessions::create::create(
         &w.state,
         &w.admin,
         request(SessionType::Batch, Some(command)),
@@ -292,7 +292,7 @@ async fn running_batch(w: &World, command: &str) -> (Uuid, kernels::Model, Strin
     .unwrap();
     let id = created[0].id;
     until(w, id, SessionStatus::Running).await;
-    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
     let (container, _) = w.engine.container_of(kernel.id).expect("a container");
     (id, kernel, container)
 }
@@ -375,12 +375,12 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
 #[tokio::test]
 async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_the_agent_is_back() {
     let w = world().await;
-    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
         .await
         .unwrap()[0]
         .id;
     until(&w, id, SessionStatus::Running).await;
-    let kernel = crate::sessions::main_kernel(&w.state.db, id).await.unwrap();
+    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
     let (container, _) = w.engine.container_of(kernel.id).expect("a container");
     w.engine.set_unreachable(true);
     let agent = w.state.local.agents.get("i-memory").await.unwrap();
@@ -388,7 +388,7 @@ async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_th
     for _ in 0..3 {
         crate::heartbeat::beat(&w.state, &agent, &mut misses).await;
     }
-    let ended = crate::sessions::terminate(&w.state, id, "user-requested")
+    let ended = crate::sessions::lifecycle::terminate(&w.state, id, "user-requested")
         .await
         .unwrap();
     assert_eq!(
@@ -435,7 +435,7 @@ async fn an_agent_without_the_image_gets_a_copy_from_one_that_has_it_with_progre
     // Larger than the first agent: only the bare one can run it.
     let mut big = request(SessionType::Interactive, None);
     big.resources.insert("cpu".into(), "6".into());
-    let id = crate::sessions::create(&w.state, &w.admin, big)
+    let id = crate::sessions::create::create(&w.state, &w.admin, big)
         .await
         .unwrap()[0]
         .id;
@@ -469,12 +469,12 @@ async fn an_agent_without_the_image_gets_a_copy_from_one_that_has_it_with_progre
         "the catalog knows"
     );
     // The next session there starts without a copy.
-    crate::sessions::terminate(&w.state, id, "done")
+    crate::sessions::lifecycle::terminate(&w.state, id, "done")
         .await
         .unwrap();
     let mut big = request(SessionType::Interactive, None);
     big.resources.insert("cpu".into(), "6".into());
-    let again = crate::sessions::create(&w.state, &w.admin, big)
+    let again = crate::sessions::create::create(&w.state, &w.admin, big)
         .await
         .unwrap()[0]
         .id;
@@ -488,13 +488,13 @@ async fn an_agent_without_the_image_gets_a_copy_from_one_that_has_it_with_progre
     assert_eq!(loads(), 1, "{:?}", bare.calls());
     // Removed on the host behind bai's back (the catalog still lists it there): the engine's
     // word counts, and the image comes again.
-    crate::sessions::terminate(&w.state, again, "done")
+    crate::sessions::lifecycle::terminate(&w.state, again, "done")
         .await
         .unwrap();
     bare.forget_image(IMAGE);
     let mut big = request(SessionType::Interactive, None);
     big.resources.insert("cpu".into(), "6".into());
-    let third = crate::sessions::create(&w.state, &w.admin, big)
+    let third = crate::sessions::create::create(&w.state, &w.admin, big)
         .await
         .unwrap()[0]
         .id;
@@ -507,7 +507,7 @@ async fn a_refused_container_puts_the_session_in_error_and_frees_its_resources()
     let w = world().await;
     w.engine.fail_next_create("no space left on device");
     let created =
-        crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+        crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
             .await
             .unwrap();
     let id = created[0].id;
@@ -524,7 +524,7 @@ async fn a_session_larger_than_every_agent_waits_and_can_be_cancelled() {
     let w = world().await;
     let mut big = request(SessionType::Interactive, None);
     big.resources.insert("cpu".into(), "3".into());
-    let first = crate::sessions::create(&w.state, &w.admin, big)
+    let first = crate::sessions::create::create(&w.state, &w.admin, big)
         .await
         .unwrap()[0]
         .id;
@@ -532,7 +532,7 @@ async fn a_session_larger_than_every_agent_waits_and_can_be_cancelled() {
     // 3 of 4 cores are taken: a second 3-core session waits.
     let mut big = request(SessionType::Interactive, None);
     big.resources.insert("cpu".into(), "3".into());
-    let second = crate::sessions::create(&w.state, &w.admin, big)
+    let second = crate::sessions::create::create(&w.state, &w.admin, big)
         .await
         .unwrap()[0]
         .id;
@@ -542,19 +542,19 @@ async fn a_session_larger_than_every_agent_waits_and_can_be_cancelled() {
     assert_eq!(session(&w, second).await.status, SessionStatus::Pending);
     assert_eq!(w.engine.containers().len(), 1);
     // When the first ends, the second is placed.
-    crate::sessions::terminate(&w.state, first, "user-requested")
+    crate::sessions::lifecycle::terminate(&w.state, first, "user-requested")
         .await
         .unwrap();
     until(&w, second, SessionStatus::Running).await;
     // A pending session is cancelled without touching the engine.
     let mut third = request(SessionType::Interactive, None);
     third.resources.insert("cpu".into(), "3".into());
-    let third = crate::sessions::create(&w.state, &w.admin, third)
+    let third = crate::sessions::create::create(&w.state, &w.admin, third)
         .await
         .unwrap()[0]
         .id;
     let before = w.engine.calls().len();
-    let cancelled = crate::sessions::terminate(&w.state, third, "user-requested")
+    let cancelled = crate::sessions::lifecycle::terminate(&w.state, third, "user-requested")
         .await
         .unwrap();
     assert_eq!(cancelled.status, SessionStatus::Cancelled);
@@ -601,7 +601,7 @@ async fn a_session_using_too_little_cpu_for_too_long_is_ended_and_says_why() {
     m.idle_utilization_pct = Set(10);
     m.idle_utilization_secs = Set(600);
     m.update(&w.state.db).await.unwrap();
-    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
         .await
         .unwrap()[0]
         .id;
@@ -610,50 +610,50 @@ async fn a_session_using_too_little_cpu_for_too_long_is_ended_and_says_why() {
     let cores = rust_decimal::prelude::ToPrimitive::to_f64(&cores).unwrap();
     // Working: 20 % of its cores.
     w.engine.set_cpu_pct(cores * 20.0);
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
     assert_eq!(session(&w, id).await.utilization_idle_since, None);
     // Quiet from now: idle since this sample, not before.
     w.engine.set_cpu_pct(cores * 5.0);
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
     let since = session(&w, id).await.utilization_idle_since.unwrap();
     w.clock.advance(chrono::Duration::seconds(599));
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
     assert_eq!(
         session(&w, id).await.utilization_idle_since,
         Some(since),
         "kept, not moved"
     );
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
-    let checks = crate::sessions::idle_checks(&w.state, &session(&w, id).await)
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
+    let checks = crate::sessions::idle::idle_checks(&w.state, &session(&w, id).await)
         .await
         .unwrap();
     assert_eq!(checks["utilization"]["remaining"], 1.0, "{checks}");
     // Figures that cannot be read never end a session: its window starts again.
     w.engine.set_unreachable(true);
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
     assert_eq!(session(&w, id).await.utilization_idle_since, None);
     w.engine.set_unreachable(false);
     // A burst of work starts the window again.
     w.engine.set_cpu_pct(cores * 50.0);
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
     w.engine.set_cpu_pct(0.0);
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
     w.clock.advance(chrono::Duration::seconds(300));
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
     w.clock.advance(chrono::Duration::seconds(301));
     // Past the window, but the last figures are 301 s old (a sampler stalled, its manager
     // gone): nothing ends on them.
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
-    crate::sessions::sample_utilization(&w.state).await.unwrap();
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
+    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 1);
     let s = session(&w, id).await;
     assert_eq!(s.status_info.as_deref(), Some("idle-utilization"));
 }
 
 #[test]
 fn utilization_counts_against_what_was_allocated() {
-    use crate::sessions::utilization_busy as busy;
+    use crate::sessions::idle::utilization_busy as busy;
     // 4 cores at 30 % of one core each = 7.5 % of the allocation: idle under 10 %.
     assert!(!busy(30.0, 4.0, None, 10));
     assert!(busy(40.0, 4.0, None, 10), "exactly the threshold is work");
@@ -671,20 +671,20 @@ fn utilization_counts_against_what_was_allocated() {
 async fn an_idle_session_is_reaped_when_its_time_is_up_and_activity_postpones_it() {
     let w = world().await;
     policy(&w, 60, 0).await;
-    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
         .await
         .unwrap()[0]
         .id;
     until(&w, id, SessionStatus::Running).await;
     w.clock.advance(chrono::Duration::seconds(59));
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
     // Activity (a terminal keystroke, an execution) at 59 s: idle again from there.
     crate::sessions::exec::touch(&w.state, id).await;
     w.clock.advance(chrono::Duration::seconds(59));
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
     assert_eq!(session(&w, id).await.status, SessionStatus::Running);
     w.clock.advance(chrono::Duration::seconds(2));
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 1);
     let s = session(&w, id).await;
     assert_eq!(s.status, SessionStatus::Terminated);
     assert_eq!(s.status_info.as_deref(), Some("idle-timeout"));
@@ -695,7 +695,7 @@ async fn an_idle_session_is_reaped_when_its_time_is_up_and_activity_postpones_it
 async fn a_session_ends_at_its_maximum_lifetime_however_busy() {
     let w = world().await;
     policy(&w, 0, 3600).await;
-    let id = crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
         .await
         .unwrap()[0]
         .id;
@@ -703,11 +703,11 @@ async fn a_session_ends_at_its_maximum_lifetime_however_busy() {
     for _ in 0..5 {
         w.clock.advance(chrono::Duration::minutes(10));
         crate::sessions::exec::touch(&w.state, id).await;
-        assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 0);
+        assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
     }
     w.clock
         .advance(chrono::Duration::minutes(10) + chrono::Duration::seconds(1));
-    assert_eq!(crate::sessions::reap_idle(&w.state).await.unwrap(), 1);
+    assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 1);
     let s = session(&w, id).await;
     assert_eq!(s.status_info.as_deref(), Some("max-session-lifetime"));
 }
@@ -752,7 +752,7 @@ async fn terminating_a_session_whose_bootstrap_script_runs_is_not_held_up() {
     // The in-memory container never says its script has ended.
     w.engine.hold_bootstraps(true);
     req.bootstrap_script = Some("sleep 600".into());
-    let created = crate::sessions::create(&w.state, &w.admin, req)
+    let created = crate::sessions::create::create(&w.state, &w.admin, req)
         .await
         .unwrap();
     let id = created[0].id;
@@ -779,7 +779,7 @@ async fn terminating_a_session_whose_bootstrap_script_runs_is_not_held_up() {
     // …but a termination does not wait for it.
     let ended = tokio::time::timeout(
         Duration::from_secs(10),
-        crate::sessions::terminate(&w.state, id, "user-requested"),
+        crate::sessions::lifecycle::terminate(&w.state, id, "user-requested"),
     )
     .await
     .expect("the termination waited for the bootstrap script")
@@ -812,7 +812,7 @@ async fn each_container_of_a_cluster_gets_gpus_of_its_own() {
     let mut req = request(SessionType::Interactive, None);
     req.resources.insert("cuda.device".into(), "1".into());
     req.cluster_size = 2;
-    let created = crate::sessions::create(&w.state, &w.admin, req)
+    let created = crate::sessions::create::create(&w.state, &w.admin, req)
         .await
         .unwrap();
     let id = created[0].id;
@@ -831,19 +831,19 @@ async fn each_container_of_a_cluster_gets_gpus_of_its_own() {
     let mut again = request(SessionType::Interactive, None);
     again.resources.insert("cuda.device".into(), "1".into());
     again.cluster_size = 2;
-    let waiting = crate::sessions::create(&w.state, &w.admin, again)
+    let waiting = crate::sessions::create::create(&w.state, &w.admin, again)
         .await
         .unwrap();
     crate::scheduler::schedule_once(&w.state).await.unwrap();
     let waiting = session(&w, waiting[0].id).await;
     assert_eq!(waiting.status, SessionStatus::Pending, "{waiting:?}");
-    for k in crate::sessions::kernels_of(&w.state.db, waiting.id)
+    for k in crate::sessions::kernels::kernels_of(&w.state.db, waiting.id)
         .await
         .unwrap()
     {
         assert!(k.resource_opts.get("gpus").is_none(), "{k:?}");
     }
-    crate::sessions::terminate(&w.state, id, "user-requested")
+    crate::sessions::lifecycle::terminate(&w.state, id, "user-requested")
         .await
         .unwrap();
 }
@@ -869,7 +869,7 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
     let mut req = request(SessionType::Interactive, None);
     req.cluster_size = 2;
     req.cluster_mode = entity::enums::ClusterMode::MultiNode;
-    let created = crate::sessions::create(&w.state, &w.admin, req)
+    let created = crate::sessions::create::create(&w.state, &w.admin, req)
         .await
         .unwrap();
     let id = created[0].id;
@@ -902,7 +902,7 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
     assert_eq!(h1.peers_of(id), [(p1.address.clone(), p2.address.clone())]);
     assert_eq!(h2.peers_of(id), [(p2.address.clone(), p1.address.clone())]);
     // Kernels say where each runs.
-    let kernels = crate::sessions::kernels_of(&w.state.db, id).await.unwrap();
+    let kernels = crate::sessions::kernels::kernels_of(&w.state.db, id).await.unwrap();
     let on: Vec<&str> = kernels.iter().filter_map(|k| k.agent.as_deref()).collect();
     assert_eq!(on.len(), 2);
     assert_ne!(on[0], on[1]);
@@ -911,7 +911,7 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
     big.cluster_size = 2;
     big.cluster_mode = entity::enums::ClusterMode::MultiNode;
     big.resources.insert("cpu".into(), "2".into());
-    let waiting = crate::sessions::create(&w.state, &w.admin, big)
+    let waiting = crate::sessions::create::create(&w.state, &w.admin, big)
         .await
         .unwrap();
     crate::scheduler::schedule_once(&w.state).await.unwrap();
@@ -933,12 +933,12 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
     let next = h2.session_addresses(3).await.unwrap();
     assert!(!next.contains(&p2.address), "{next:?}");
     // The end removes both containers and both hosts' rules.
-    crate::sessions::terminate(&w.state, id, "user-requested")
+    crate::sessions::lifecycle::terminate(&w.state, id, "user-requested")
         .await
         .unwrap();
     assert!(h1.containers().is_empty() && h2.containers().is_empty());
     assert!(h1.peers_of(id).is_empty() && h2.peers_of(id).is_empty());
-    crate::sessions::terminate(&w.state, waiting.id, "user-requested")
+    crate::sessions::lifecycle::terminate(&w.state, waiting.id, "user-requested")
         .await
         .unwrap();
 }
@@ -951,7 +951,7 @@ async fn a_multi_node_cluster_where_no_agent_is_routed_is_refused_with_the_reaso
     req.cluster_size = 2;
     req.cluster_mode = entity::enums::ClusterMode::MultiNode;
     // The manager's own engine has no session subnet: never a multi-node cluster's.
-    let refused = crate::sessions::create(&w.state, &w.admin, req)
+    let refused = crate::sessions::create::create(&w.state, &w.admin, req)
         .await
         .unwrap_err();
     assert_eq!(refused.code, crate::error::ErrorCode::BadRequest);
@@ -960,11 +960,11 @@ async fn a_multi_node_cluster_where_no_agent_is_routed_is_refused_with_the_reaso
     // Size 1 is no cluster at all: it runs as any session.
     let mut req = request(SessionType::Interactive, None);
     req.cluster_mode = entity::enums::ClusterMode::MultiNode;
-    let one = crate::sessions::create(&w.state, &w.admin, req)
+    let one = crate::sessions::create::create(&w.state, &w.admin, req)
         .await
         .unwrap();
     until(&w, one[0].id, SessionStatus::Running).await;
-    crate::sessions::terminate(&w.state, one[0].id, "user-requested")
+    crate::sessions::lifecycle::terminate(&w.state, one[0].id, "user-requested")
         .await
         .unwrap();
 }
@@ -985,7 +985,7 @@ async fn commits_racing_past_the_image_quota_are_refused_while_one_is_under_way(
     let mut running = Vec::new();
     for _ in 0..2 {
         let created =
-            crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+            crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
                 .await
                 .unwrap();
         running.push(until(&w, created[0].id, SessionStatus::Running).await);
@@ -1011,7 +1011,7 @@ async fn commits_racing_past_the_image_quota_are_refused_while_one_is_under_way(
     );
     w.engine.hold_commits(false);
     for s in running {
-        crate::sessions::terminate(&w.state, s.id, "user-requested")
+        crate::sessions::lifecycle::terminate(&w.state, s.id, "user-requested")
             .await
             .unwrap();
     }
@@ -1032,7 +1032,7 @@ async fn two_schedulers_that_both_lead_place_each_session_once() {
     let mut ids = Vec::new();
     for _ in 0..6 {
         let created =
-            crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+            crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
                 .await
                 .unwrap();
         ids.push(created[0].id);
@@ -1098,7 +1098,7 @@ async fn two_schedulers_that_both_lead_place_each_session_once() {
 async fn recovery_leaves_a_live_managers_work_alone() {
     let w = world().await;
     let created =
-        crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+        crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
             .await
             .unwrap();
     let id = created[0].id;
@@ -1135,7 +1135,7 @@ async fn a_termination_through_another_manager_wins_over_a_launch() {
     // The launch waits in PREPARING for a bootstrap script that does not end yet.
     w.engine.hold_bootstraps(true);
     req.bootstrap_script = Some("sleep 600".into());
-    let created = crate::sessions::create(&w.state, &w.admin, req)
+    let created = crate::sessions::create::create(&w.state, &w.admin, req)
         .await
         .unwrap();
     let id = created[0].id;
@@ -1150,7 +1150,7 @@ async fn a_termination_through_another_manager_wins_over_a_launch() {
     // The other manager: its own session locks (this launch holds this one's).
     let mut other = w.state.clone();
     other.local.session_locks = Arc::default();
-    let ended = crate::sessions::terminate(&other, id, "user-requested")
+    let ended = crate::sessions::lifecycle::terminate(&other, id, "user-requested")
         .await
         .unwrap();
     assert_eq!(ended.status, SessionStatus::Terminated);

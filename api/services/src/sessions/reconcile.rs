@@ -63,7 +63,7 @@ pub async fn recover(state: &impl Runtime) -> ApiResult<()> {
         .await?;
     for s in stuck.into_iter().filter(|s| orphaned(&s.owner)) {
         let mut log = None;
-        for k in crate::sessions::kernels_of(state.db(), s.id).await? {
+        for k in crate::sessions::kernels::kernels_of(state.db(), s.id).await? {
             let l = remove_kernel_container(state, &k).await;
             if k.cluster_role == entity::enums::ClusterRole::Main {
                 log = l;
@@ -94,7 +94,7 @@ pub async fn recover(state: &impl Runtime) -> ApiResult<()> {
         .await;
         match done {
             Ok(_) => {}
-            Err(e) if crate::sessions::lost_race(&e) => {}
+            Err(e) if crate::sessions::status::lost_race(&e) => {}
             Err(e) => return Err(e),
         }
     }
@@ -119,9 +119,9 @@ pub async fn recover(state: &impl Runtime) -> ApiResult<()> {
         if take.exec(state.db()).await?.rows_affected == 0 {
             continue; // another process took it first
         }
-        let k = crate::sessions::main_kernel(state.db(), s.id).await?;
+        let k = crate::sessions::kernels::main_kernel(state.db(), s.id).await?;
         if let (Some(agent), Some(container)) = (k.agent.clone(), k.container_id.clone()) {
-            tokio::spawn(crate::sessions::watch_batch(
+            tokio::spawn(crate::sessions::batch::watch_batch(
                 state.clone(),
                 s.id,
                 agent,
@@ -299,7 +299,7 @@ pub async fn sweep_agent(state: &impl Runtime, agent: &crate::agents::Agent) -> 
         .await;
         match marked {
             Ok(_) => {}
-            Err(e) if crate::sessions::lost_race(&e) => {}
+            Err(e) if crate::sessions::status::lost_race(&e) => {}
             Err(e) => return Err(e),
         }
     }

@@ -19,6 +19,11 @@ pub enum Kind {
     Range(u64, u64),
 }
 
+/// How long statistics keep their 1-minute (hours), 1-hour and 1-day (days) usage buckets.
+pub const MINUTE_RETENTION_KEY: &str = "statistics.minute_samples_hours";
+pub const HOUR_RETENTION_KEY: &str = "statistics.hourly_samples_days";
+pub const DAY_RETENTION_KEY: &str = "statistics.daily_samples_days";
+
 /// A setting editable at run time.
 pub struct SettingDef {
     pub key: &'static str,
@@ -41,19 +46,19 @@ pub const EDITABLE: &[SettingDef] = &[
         default: || json!(0),
     },
     SettingDef {
-        key: crate::statistics::MINUTE_RETENTION_KEY,
+        key: MINUTE_RETENTION_KEY,
         description: "Statistics: hours 1-minute usage buckets are kept (the day chart draws them while they cover a day).",
         kind: Kind::Range(1, 24 * 31),
         default: || json!(48),
     },
     SettingDef {
-        key: crate::statistics::HOUR_RETENTION_KEY,
+        key: HOUR_RETENTION_KEY,
         description: "Statistics: days 1-hour usage buckets are kept (the week and month charts draw them while they cover the period).",
         kind: Kind::Range(1, 3660),
         default: || json!(45),
     },
     SettingDef {
-        key: crate::statistics::DAY_RETENTION_KEY,
+        key: DAY_RETENTION_KEY,
         description: "Statistics: days 1-day usage buckets are kept.",
         kind: Kind::Range(1, 36_600),
         default: || json!(730),

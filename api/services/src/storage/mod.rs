@@ -5,59 +5,29 @@
 pub use bai_core::path;
 pub use bai_storage::fsat;
 
+pub mod access;
 pub mod clone;
 pub mod sharing;
 pub mod transfer;
+pub mod usage;
+
+pub use access::{Access, accessible, find, folder_root, hosts, require_ready, resolve};
+pub use usage::{USAGE_FRESH, add_usage, mark_stale, measure, measure_stalest, usage};
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use entity::enums::{VFolderOwnershipType, VFolderPermission, VFolderStatus, VFolderUsageMode};
 use entity::{vfolder_permissions, vfolders};
-use sea_orm::sea_query::{Expr, Query as SqlQuery};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, ModelTrait,
-    PaginatorTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, ModelTrait, PaginatorTrait,
+    QueryFilter, Set,
 };
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::config::Config;
 use crate::error::{ApiError, ApiResult};
 use crate::store::Store;
-
-/// Configured storage hosts: `name=/absolute/path` entries; `local` alone means
-/// `<data_dir>/vfolders`.
-pub fn hosts(config: &Config) -> BTreeMap<String, PathBuf> {
-    config
-        .storage_hosts
-        .iter()
-        .map(|h| {
-            let (name, path) = match h.split_once('=') {
-                Some((name, path)) => (name.trim().to_string(), PathBuf::from(path.trim())),
-                None => (
-                    h.trim().to_string(),
-                    config.data_dir.join("vfolders").join(h.trim()),
-                ),
-            };
-            // Containers bind-mount folders by absolute host path, and the default data
-            // directory is relative.
-            let path = std::path::absolute(&path).unwrap_or(path);
-            (name, path)
-        })
-        .collect()
-}
-
-pub fn folder_root(config: &Config, folder: &vfolders::Model) -> ApiResult<PathBuf> {
-    let root = hosts(config).remove(&folder.host).ok_or_else(|| {
-        ApiError::internal(
-            "locating a folder",
-            format!("storage host {} is not configured", folder.host),
-        )
-    })?;
-    Ok(root.join(folder.id.simple().to_string()))
-}
 
 /// The session's folders as `agent` sees them: where its host mounts each storage host
 /// (`paths`; None: the manager's own paths, as resolved at creation). The scheduler places a
@@ -109,151 +79,6 @@ pub fn validate_name(name: &str) -> ApiResult<String> {
 
 pub fn is_automount(name: &str) -> bool {
     name.starts_with('.')
-}
-
-/// What the caller may do with a folder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Access {
-    Read,
-    ReadWrite,
-    ReadWriteDelete,
-    /// Owner, or an admin of a group folder's domain: also rename and delete the folder.
-    Owner,
-}
-
-impl Access {
-    fn from_permission(p: VFolderPermission) -> Access {
-        match p {
-            VFolderPermission::ReadOnly => Access::Read,
-            VFolderPermission::ReadWrite => Access::ReadWrite,
-            VFolderPermission::ReadWriteDelete => Access::ReadWriteDelete,
-        }
-    }
-
-    pub fn as_permission(self) -> VFolderPermission {
-        match self {
-            Access::Read => VFolderPermission::ReadOnly,
-            Access::ReadWrite => VFolderPermission::ReadWrite,
-            Access::ReadWriteDelete | Access::Owner => VFolderPermission::ReadWriteDelete,
-        }
-    }
-
-    pub fn require(self, need: Access, what: &str) -> ApiResult<()> {
-        if self >= need {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden(format!(
-                "You may not {what} in this folder."
-            )))
-        }
-    }
-}
-
-/// Folders the caller can reach: its own, its projects' group folders, those shared with it.
-pub fn accessible(caller: &Caller) -> sea_orm::Select<vfolders::Entity> {
-    let member_groups = SqlQuery::select()
-        .column(entity::association_groups_users::Column::GroupId)
-        .from(entity::association_groups_users::Entity)
-        .and_where(Expr::col(entity::association_groups_users::Column::UserId).eq(caller.uuid))
-        .to_owned();
-    let shared = SqlQuery::select()
-        .column(vfolder_permissions::Column::Vfolder)
-        .from(vfolder_permissions::Entity)
-        .and_where(Expr::col(vfolder_permissions::Column::User).eq(caller.uuid))
-        .to_owned();
-    vfolders::Entity::find().filter(
-        Condition::any()
-            .add(vfolders::Column::User.eq(caller.uuid))
-            .add(vfolders::Column::Group.in_subquery(member_groups))
-            // A share row reaches a user folder; on a project folder it only overrides a
-            // member's permission (a former member's row reaches nothing).
-            .add(
-                Condition::all()
-                    .add(vfolders::Column::Id.in_subquery(shared))
-                    .add(vfolders::Column::Group.is_null()),
-            ),
-    )
-}
-
-/// The folder and the caller's access to it; NOT_FOUND for folders it cannot reach.
-pub async fn find(
-    store: &impl Store,
-    caller: &Caller,
-    id: Uuid,
-) -> ApiResult<(vfolders::Model, Access)> {
-    let not_found = || ApiError::not_found("folder", id);
-    let f = vfolders::Entity::find_by_id(id)
-        .one(store.db())
-        .await?
-        .ok_or_else(not_found)?;
-    if f.user == Some(caller.uuid) {
-        return Ok((f, Access::Owner));
-    }
-    if let Some(g) = f.group {
-        let admin = caller
-            .admin_scope()
-            .is_some_and(|s| s.covers_domain(&f.domain_name));
-        if admin {
-            return Ok((f, Access::Owner));
-        }
-        if crate::groups::is_member(store.db(), caller.uuid, g).await? {
-            // An admin's per-user permission overrides the project folder's own.
-            let own = vfolder_permissions::Entity::find_by_id((id, caller.uuid))
-                .one(store.db())
-                .await?
-                .map_or(f.permission, |p| p.permission);
-            return Ok((f, Access::from_permission(own)));
-        }
-        // A project folder is its members' (and its domain admins'): a share row left from
-        // a former membership reaches nothing.
-        return Err(not_found());
-    }
-    if let Some(p) = vfolder_permissions::Entity::find_by_id((id, caller.uuid))
-        .one(store.db())
-        .await?
-    {
-        let access = Access::from_permission(p.permission);
-        return Ok((f, access));
-    }
-    Err(not_found())
-}
-
-/// The folder the caller names by id (dashed or 32 hex digits, as Backend.AI's client 26
-/// sends it) or by name (its own first, then its projects' and those shared with it), and its
-/// access; NOT_FOUND for anything it cannot reach.
-pub async fn resolve(
-    store: &impl Store,
-    caller: &Caller,
-    key: &str,
-) -> ApiResult<(vfolders::Model, Access)> {
-    if let Ok(id) = Uuid::parse_str(key) {
-        return find(store, caller, id).await;
-    }
-    let mut named = accessible(caller)
-        .filter(vfolders::Column::Name.eq(key))
-        .all(store.db())
-        .await?;
-    // Its own folder first when a project folder has the same name.
-    named.sort_by_key(|f| f.user != Some(caller.uuid));
-    match named.first() {
-        Some(f) => find(store, caller, f.id).await,
-        None => Err(ApiError::not_found("folder", key)),
-    }
-}
-
-/// Refused for a folder in the trash (restore it first) or one being prepared (a clone).
-pub fn require_ready(f: &vfolders::Model) -> ApiResult<()> {
-    match f.status {
-        VFolderStatus::Ready | VFolderStatus::Mounted => Ok(()),
-        VFolderStatus::DeletePending => Err(ApiError::bad_request(format!(
-            "The folder '{}' is in the trash: restore it first",
-            f.name
-        ))),
-        other => Err(ApiError::bad_request(format!(
-            "The folder '{}' is not ready ({other})",
-            f.name
-        ))),
-    }
 }
 
 pub struct NewFolder {
@@ -507,7 +332,10 @@ pub async fn trash(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<(
         require_ready(&f)?;
     }
     let live = entity::sessions::Entity::find()
-        .filter(entity::sessions::Column::Status.is_in(entity::enums::SessionStatus::LIVE.iter().copied()))
+        .filter(
+            entity::sessions::Column::Status
+                .is_in(entity::enums::SessionStatus::LIVE.iter().copied()),
+        )
         .all(store.db())
         .await?;
     if let Some(s) = live
@@ -737,101 +565,6 @@ pub async fn update_options(
     .await?;
     publish(store, &f, crate::events::ChangeAction::Modified);
     Ok(f)
-}
-
-/// Measures the `n` folders measured longest ago (never measured first): the leader's sweep
-/// keeps the figures of folders that sessions write into fresh, a few at a time.
-pub async fn measure_stalest(store: &impl Store, n: u64) -> ApiResult<()> {
-    use sea_orm::{QueryOrder, QuerySelect};
-    let rows = vfolders::Entity::find()
-        .order_by_with_nulls(
-            vfolders::Column::UsageAt,
-            sea_orm::Order::Asc,
-            sea_orm::sea_query::NullOrdering::First,
-        )
-        .limit(n)
-        .all(store.db())
-        .await?;
-    for f in rows {
-        if let Err(e) = measure(store, &f).await {
-            tracing::warn!(folder = %f.id, error = %e.message, "measuring a folder failed");
-            // Still marked measured, so one folder that cannot be read never holds the rest up.
-            vfolders::Entity::update_many()
-                .col_expr(vfolders::Column::UsageAt, Expr::value(store.clock().now()))
-                .filter(vfolders::Column::Id.eq(f.id))
-                .exec(store.db())
-                .await?;
-        }
-    }
-    Ok(())
-}
-
-/// How long a kept usage figure stands before a request that needs it measures again.
-pub const USAGE_FRESH: chrono::Duration = chrono::Duration::seconds(10);
-
-/// The folder's usage (bytes, files): the kept figure while it is fresh, else measured now.
-/// At most one walk per folder every [`USAGE_FRESH`], however many requests ask.
-pub async fn usage(store: &impl Store, f: &vfolders::Model) -> ApiResult<(u64, u64)> {
-    match f.usage_at {
-        Some(at) if store.clock().now() - at < USAGE_FRESH => Ok((
-            u64::try_from(f.cur_size).unwrap_or(0),
-            u64::try_from(f.num_files).unwrap_or(0),
-        )),
-        _ => measure(store, f).await,
-    }
-}
-
-/// bai added `bytes` in `files` to the folder (a finished upload): the kept figure moves by as
-/// much, without a walk (the next measure corrects an overwritten file).
-pub async fn add_usage(store: &impl Store, id: Uuid, bytes: u64, files: u64) -> ApiResult<()> {
-    vfolders::Entity::update_many()
-        .col_expr(
-            vfolders::Column::CurSize,
-            Expr::col(vfolders::Column::CurSize).add(i64::try_from(bytes).unwrap_or(i64::MAX)),
-        )
-        .col_expr(
-            vfolders::Column::NumFiles,
-            Expr::col(vfolders::Column::NumFiles).add(i64::try_from(files).unwrap_or(i64::MAX)),
-        )
-        .filter(vfolders::Column::Id.eq(id))
-        .exec(store.db())
-        .await?;
-    Ok(())
-}
-
-/// The kept figure is stale (files were deleted): the next request that needs it measures.
-pub async fn mark_stale(store: &impl Store, id: Uuid) -> ApiResult<()> {
-    vfolders::Entity::update_many()
-        .col_expr(
-            vfolders::Column::UsageAt,
-            Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
-        )
-        .filter(vfolders::Column::Id.eq(id))
-        .exec(store.db())
-        .await?;
-    Ok(())
-}
-
-/// Measures folder `f` again and keeps the figure (`cur_size`, `num_files`, `usage_at`):
-/// after bai changed its content, and when its information is asked for. Lists show the kept
-/// figure, never a walk per request.
-pub async fn measure(store: &impl Store, f: &vfolders::Model) -> ApiResult<(u64, u64)> {
-    let root = folder_root(store.config(), f)?;
-    let (bytes, files) = store.storage().usage(&root).await;
-    vfolders::Entity::update_many()
-        .col_expr(
-            vfolders::Column::CurSize,
-            Expr::value(i64::try_from(bytes).unwrap_or(i64::MAX)),
-        )
-        .col_expr(
-            vfolders::Column::NumFiles,
-            Expr::value(i64::try_from(files).unwrap_or(i64::MAX)),
-        )
-        .col_expr(vfolders::Column::UsageAt, Expr::value(store.clock().now()))
-        .filter(vfolders::Column::Id.eq(f.id))
-        .exec(store.db())
-        .await?;
-    Ok((bytes, files))
 }
 
 /// Creates directory `path` in folder `id` (read-write access needed); `parents` also

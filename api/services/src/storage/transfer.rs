@@ -14,7 +14,7 @@ use entity::{users, vfolder_transfers, vfolders};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
-use super::{Access, find, folder_root, require_ready};
+use super::access::{Access, find, folder_root, require_ready};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::store::Store;
@@ -53,7 +53,7 @@ pub struct Transfer {
 
 /// The staging directory of a folder's storage host.
 fn staging_of(store: &impl Store, f: &vfolders::Model) -> ApiResult<PathBuf> {
-    super::hosts(store.config())
+    super::access::hosts(store.config())
         .remove(&f.host)
         .map(|h| h.join(".bai-uploads"))
         .ok_or_else(|| ApiError::internal("locating uploads", format!("no host {}", f.host)))
@@ -77,7 +77,7 @@ pub async fn check_room(
     if max == 0 {
         return Ok(());
     }
-    let (used, _) = super::usage(store, f).await?;
+    let (used, _) = super::usage::usage(store, f).await?;
     let coming: i64 = vfolder_transfers::Entity::find()
         .filter(vfolder_transfers::Column::Vfolder.eq(f.id))
         .filter(vfolder_transfers::Column::Op.eq(Op::Upload.as_str()))
@@ -115,7 +115,7 @@ pub async fn request_upload(
     let (f, access) = find(store, caller, id).await?;
     access.require(Access::ReadWrite, "upload files")?;
     require_ready(&f)?;
-    if super::path::components(path)?.is_empty() {
+    if bai_core::path::components(path)?.is_empty() {
         return Err(ApiError::bad_request("Give the path of the file to upload"));
     }
     if size > MAX_UPLOAD {
@@ -160,7 +160,7 @@ pub async fn request_download(
     let root = folder_root(store.config(), &f)?;
     match store.storage().kind(&root, path).await? {
         None => return Err(ApiError::not_found("file", path)),
-        Some(super::fsat::Kind::File) | Some(super::fsat::Kind::Directory) => {}
+        Some(bai_storage::fsat::Kind::File) | Some(bai_storage::fsat::Kind::Directory) => {}
         Some(_) => {
             return Err(ApiError::bad_request(format!(
                 "'{path}' is not a regular file or directory"
@@ -241,10 +241,10 @@ impl Transfer {
     /// Where the upload goes: its path, beneath `dst_dir` when the client names one.
     pub fn target(&self, dst_dir: Option<&str>) -> ApiResult<String> {
         let mut parts = match dst_dir {
-            Some(d) => super::path::components(d)?,
+            Some(d) => bai_core::path::components(d)?,
             None => Vec::new(),
         };
-        parts.extend(super::path::components(&self.row.path)?);
+        parts.extend(bai_core::path::components(&self.row.path)?);
         Ok(parts.join("/"))
     }
 
@@ -259,7 +259,7 @@ impl Transfer {
             .adopt(&self.root, &self.staging, self.staged_name(), &target)
             .await?;
         self.end(store).await?;
-        super::add_usage(store, self.folder.id, self.size(), 1).await
+        super::usage::add_usage(store, self.folder.id, self.size(), 1).await
     }
 
     /// Ends the token (and drops what was staged).

@@ -78,7 +78,7 @@ pub fn visible(caller: &Caller) -> sea_orm::Select<templates::Entity> {
                 .add(templates::Column::DomainName.eq(&caller.domain_name)),
         );
     if caller.role == UserRole::Admin
-        && let Some(sub) = crate::users::governed(caller)
+        && let Some(sub) = crate::auth::visibility::governed(caller)
     {
         any = any.add(
             Condition::all()

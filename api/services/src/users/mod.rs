@@ -4,8 +4,7 @@
 use chrono::Utc;
 use entity::enums::{UserRole, UserStatus};
 use entity::{
-    association_groups_users, domains, groups, keypair_resource_policies, keypairs, login_sessions,
-    users,
+    association_groups_users, domains, groups, keypair_resource_policies, keypairs, users,
 };
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
 use sea_orm::{
@@ -177,59 +176,10 @@ pub async fn deactivate<C: ConnectionTrait>(db: &C, user: Uuid) -> ApiResult<()>
         .filter(keypairs::Column::User.eq(user))
         .exec(db)
         .await?;
-    revoke_login_sessions(db, user).await
-}
-
-/// Ends every login session of `user` and voids its pending e-mailed links (deactivation, a
-/// reset, the superadmin's bootstrap).
-pub async fn revoke_login_sessions<C: ConnectionTrait>(db: &C, user: Uuid) -> ApiResult<()> {
-    login_sessions::Entity::delete_many()
-        .filter(login_sessions::Column::UserUuid.eq(user))
-        .exec(db)
-        .await?;
-    entity::email_tokens::Entity::delete_many()
-        .filter(entity::email_tokens::Column::UserUuid.eq(user))
-        .exec(db)
-        .await?;
+    // Announced after the change commits: `modify_user` ends a deactivated account's logins
+    // again there and announces that.
+    let _ = crate::auth::logins::end(db, user, None).await?;
     Ok(())
-}
-
-/// Users an administrator may see: all for a superadmin; for a domain admin itself and the
-/// lower-ranked users of its domain (role order, `Caller::governs`).
-pub fn visible_to(caller: &Caller) -> Select<users::Entity> {
-    match governed(caller) {
-        Some(sub) => users::Entity::find().filter(users::Column::Uuid.in_subquery(sub)),
-        None => users::Entity::find(),
-    }
-}
-
-/// The UUIDs of the users whose things `caller` governs, as a subquery; None = everyone
-/// (superadmin). The one SQL form of `Caller::governs`, for lists of users, keypairs and
-/// sessions.
-pub fn governed(caller: &Caller) -> Option<sea_orm::sea_query::SelectStatement> {
-    let mut q = SqlQuery::select();
-    q.column(users::Column::Uuid).from(users::Entity);
-    match caller.admin_scope() {
-        Some(AdminScope::Super) => return None,
-        Some(AdminScope::Domain(d)) => {
-            q.and_where(Expr::col(users::Column::DomainName).eq(d));
-            q.cond_where(
-                sea_orm::Condition::any()
-                    .add(Expr::col(users::Column::Uuid).eq(caller.uuid))
-                    .add(
-                        Expr::col(users::Column::Role).is_in(
-                            crate::auth::caller::GOVERNED_BY_DOMAIN_ADMINS
-                                .iter()
-                                .map(|r| r.as_str()),
-                        ),
-                    ),
-            );
-        }
-        None => {
-            q.and_where(Expr::col(users::Column::Uuid).eq(caller.uuid));
-        }
-    }
-    Some(q.to_owned())
 }
 
 /// Narrows a user query to members of `group`.
@@ -243,24 +193,6 @@ pub fn in_group(select: Select<users::Entity>, group: Uuid) -> Select<users::Ent
                 .to_owned(),
         ),
     )
-}
-
-/// The user with `email` if the caller may see it (itself, or an admin of its domain);
-/// NOT_FOUND otherwise, so nobody learns about accounts they may not see.
-pub async fn find_visible<C: ConnectionTrait>(
-    db: &C,
-    caller: &Caller,
-    email: &str,
-) -> ApiResult<users::Model> {
-    let email = email.trim().to_ascii_lowercase();
-    let user = users::Entity::find()
-        .filter(users::Column::Email.eq(&email))
-        .one(db)
-        .await?;
-    match user {
-        Some(u) if caller.governs(u.uuid, u.role, &u.domain_name) => Ok(u),
-        _ => Err(ApiError::not_found("user", email)),
-    }
 }
 
 pub async fn by_uuid<C: ConnectionTrait>(db: &C, uuid: Uuid) -> ApiResult<users::Model> {
@@ -390,7 +322,7 @@ pub async fn modify_user(
     email: &str,
     props: UserChange,
 ) -> ApiResult<users::Model> {
-    let target = find_visible(store.db(), caller, email).await?;
+    let target = crate::auth::visibility::user(store.db(), caller, email).await?;
     if !scope.covers_domain(&target.domain_name) {
         return Err(ApiError::not_found("user", email));
     }
@@ -512,8 +444,9 @@ pub async fn modify_user(
     // A reset password, a deactivation or a new role ends the account's login sessions (and
     // the rights of its open WebSockets) at once.
     if reset || updated.role != old_role || updated.status != UserStatus::Active {
-        crate::accounts::end_login_sessions(store.db(), store.revocations(), updated.uuid, None)
-            .await?;
+        crate::auth::logins::end(store.db(), updated.uuid, None)
+            .await?
+            .announce(store.revocations());
     } else {
         // Cached copies of the account (auth::cache) are not used past this change.
         store.revocations().bump(updated.uuid);
@@ -538,14 +471,17 @@ pub async fn purge_user(
     email: &str,
 ) -> ApiResult<users::Model> {
     let _ = scope;
-    let target = find_visible(store.db(), caller, email).await?;
+    let target = crate::auth::visibility::user(store.db(), caller, email).await?;
     if target.uuid == caller.uuid {
         return Err(ApiError::bad_request("You cannot purge your own account."));
     }
     let live = sea_orm::PaginatorTrait::count(
         entity::sessions::Entity::find()
             .filter(entity::sessions::Column::UserUuid.eq(target.uuid))
-            .filter(entity::sessions::Column::Status.is_in(entity::enums::SessionStatus::LIVE.iter().copied())),
+            .filter(
+                entity::sessions::Column::Status
+                    .is_in(entity::enums::SessionStatus::LIVE.iter().copied()),
+            ),
         store.db(),
     )
     .await?;
