@@ -4,8 +4,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use entity::enums::UserRole;
-use entity::{keypairs, users};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use entity::users;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -48,20 +47,9 @@ pub(super) async fn authorize(
             )
             .await?;
             let user = login.user;
-            let mut keys = keypairs::Entity::find()
-                .filter(keypairs::Column::User.eq(user.uuid))
-                .filter(keypairs::Column::IsActive.eq(true))
-                .order_by_asc(keypairs::Column::CreatedAt)
-                .all(&state.db)
-                .await?;
-            let pick = keys
-                .iter()
-                .position(|k| Some(&k.access_key) == user.main_access_key.as_ref())
-                .unwrap_or(0);
-            if keys.is_empty() {
+            let Some(k) = crate::keypairs::preferred(&state.db, &user).await? else {
                 return Err(ApiError::not_found("keypair", &body.username));
-            }
-            let k = keys.swap_remove(pick);
+            };
             Ok(Json(json!({"data": {
                 "response_type": "success",
                 "access_key": k.access_key,
@@ -92,17 +80,7 @@ pub(super) async fn logout(
     reply(
         async {
             let caller = super::caller(&principal)?;
-            let row = entity::login_sessions::Entity::find()
-                .filter(
-                    entity::login_sessions::Column::TokenHash
-                        .eq(crate::auth::tokens::hash_token(&body.session_token)),
-                )
-                .filter(entity::login_sessions::Column::UserUuid.eq(caller.uuid))
-                .one(&state.db)
-                .await?;
-            if let Some(row) = row {
-                crate::accounts::logout(&state, row.id).await?;
-            }
+            crate::accounts::logout_token(&state, caller, &body.session_token).await?;
             Ok(Json(json!({})).into_response())
         }
         .await,

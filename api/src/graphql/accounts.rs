@@ -6,10 +6,7 @@
 use async_graphql::{Context, Object, SimpleObject};
 use axum::http::header::SET_COOKIE;
 use chrono::{DateTime, Utc};
-use entity::keypairs;
-use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 
-use crate::error::ApiError;
 use crate::graphql::users::User;
 use crate::graphql::{context::authed, context::caller, context::state};
 
@@ -77,17 +74,8 @@ impl AccountQuery {
     /// The caller's SSH public key (from its main keypair), if one was generated.
     async fn ssh_keypair(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<SshKeypair> {
         let (state, caller) = authed(ctx)?;
-        let Some(ak) = &caller.access_key else {
-            return Ok(SshKeypair {
-                ssh_public_key: None,
-            });
-        };
-        let kp = keypairs::Entity::find_by_id(ak.clone())
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?;
         Ok(SshKeypair {
-            ssh_public_key: kp.and_then(|k| k.ssh_public_key),
+            ssh_public_key: crate::accounts::ssh_public_key(&state.db, caller).await?,
         })
     }
 
@@ -301,17 +289,7 @@ impl AccountMutation {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<RefreshSshKeypair> {
         let (state, caller) = authed(ctx)?;
-        let ak = caller
-            .access_key
-            .clone()
-            .ok_or_else(|| ApiError::not_found("keypair", "(none)"))?;
-        let kp = crate::lookup::get::<keypairs::Entity>(&state.db, "keypair", ak.clone()).await?;
-        let (public, private) = crate::auth::ssh::generate(&caller.email)?;
-        let mut m: keypairs::ActiveModel = kp.into();
-        m.ssh_public_key = Set(Some(public.clone()));
-        m.ssh_private_key = Set(None);
-        m.modified_at = Set(state.clock.now());
-        m.update(&state.db).await.map_err(ApiError::from)?;
+        let (public, private) = crate::accounts::refresh_ssh_keypair(state, caller).await?;
         Ok(RefreshSshKeypair {
             ok: true,
             msg: "success".into(),

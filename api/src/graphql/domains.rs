@@ -2,9 +2,7 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::domains;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
-use crate::error::ApiError;
 use crate::graphql::{context::authed, scalars::JsonString};
 
 pub struct Domain(pub domains::Model);
@@ -53,10 +51,7 @@ impl DomainQuery {
     ) -> crate::graphql::context::Result<Domain> {
         let (state, caller) = authed(ctx)?;
         let name = name.unwrap_or_else(|| caller.domain_name.clone());
-        if !caller.is_superadmin() && name != caller.domain_name {
-            return Err(ApiError::not_found("domain", &name).into());
-        }
-        let d = crate::lookup::get::<domains::Entity>(&state.db, "domain", name.clone()).await?;
+        let d = crate::domains::find_visible(&state.db, caller, &name).await?;
         Ok(Domain(d))
     }
 
@@ -66,17 +61,8 @@ impl DomainQuery {
         is_active: Option<bool>,
     ) -> crate::graphql::context::Result<Vec<Domain>> {
         let (state, caller) = authed(ctx)?;
-        let mut select = domains::Entity::find().order_by_asc(domains::Column::Name);
-        if !caller.is_superadmin() {
-            select = select.filter(domains::Column::Name.eq(&caller.domain_name));
-        }
-        if let Some(a) = is_active {
-            select = select.filter(domains::Column::IsActive.eq(a));
-        }
-        Ok(select
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
+        Ok(crate::domains::visible(&state.db, caller, is_active)
+            .await?
             .into_iter()
             .map(Domain)
             .collect())

@@ -142,13 +142,14 @@ pub fn enumeration<C: ColumnTrait>(
 mod tests {
     use super::*;
     use entity::users;
-    use sea_orm::{DbBackend, EntityTrait, QueryFilter, QueryTrait};
+    use sea_orm::sea_query::{Asterisk, Query, SqliteQueryBuilder};
 
     fn sql(c: Condition) -> String {
-        users::Entity::find()
-            .filter(c)
-            .build(DbBackend::Sqlite)
-            .to_string()
+        Query::select()
+            .column(Asterisk)
+            .from(users::Entity)
+            .cond_where(c)
+            .to_string(SqliteQueryBuilder)
     }
 
     #[test]

@@ -1,12 +1,10 @@
 //! GraphQL for groups (projects): `group`, `groups`, `create_group`, `modify_group`.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use entity::{association_groups_users, groups, sgroups_for_groups};
-use sea_orm::sea_query::{Expr, Query as SqlQuery};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use entity::groups;
 use uuid::Uuid;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiError;
 use crate::graphql::{context::authed, context::state, scalars::JsonString};
 
 pub struct Group(pub groups::Model);
@@ -58,14 +56,7 @@ impl Group {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<String>> {
         let state = state(ctx)?;
-        Ok(sgroups_for_groups::Entity::find()
-            .filter(sgroups_for_groups::Column::Group.eq(self.0.id))
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|s| s.scaling_group)
-            .collect())
+        Ok(crate::groups::scaling_groups(&state.db, self.0.id).await?)
     }
 }
 
@@ -98,48 +89,14 @@ impl GroupQuery {
         #[graphql(name = "type")] group_type: Option<Vec<Option<String>>>,
     ) -> crate::graphql::context::Result<Vec<Group>> {
         let (state, caller) = authed(ctx)?;
-        let mut select = groups::Entity::find().order_by_asc(groups::Column::Name);
-        match caller.admin_scope() {
-            Some(scope) => {
-                if let Some(d) = scope.domain() {
-                    select = select.filter(groups::Column::DomainName.eq(d));
-                }
-            }
-            None => {
-                select = select.filter(
-                    groups::Column::Id.in_subquery(
-                        SqlQuery::select()
-                            .column(association_groups_users::Column::GroupId)
-                            .from(association_groups_users::Entity)
-                            .and_where(
-                                Expr::col(association_groups_users::Column::UserId).eq(caller.uuid),
-                            )
-                            .to_owned(),
-                    ),
-                )
-            }
-        }
-        if let Some(d) = domain_name {
-            select = select.filter(groups::Column::DomainName.eq(d));
-        }
-        if let Some(a) = is_active {
-            select = select.filter(groups::Column::IsActive.eq(a));
-        }
-        if let Some(types) = group_type {
-            let parsed = types
-                .iter()
-                .flatten()
-                .map(|t| crate::groups::parse_type(t))
-                .collect::<ApiResult<Vec<_>>>()?;
-            select = select.filter(groups::Column::GroupType.is_in(parsed));
-        }
-        Ok(select
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(Group)
-            .collect())
+        let types = group_type.map(|t| t.into_iter().flatten().collect());
+        Ok(
+            crate::groups::list(&state.db, caller, domain_name, is_active, types)
+                .await?
+                .into_iter()
+                .map(Group)
+                .collect(),
+        )
     }
 
     /// The projects called `name` the caller may see (as `groups` lists them), in

@@ -5,7 +5,7 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::{keypairs, users};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, QueryOrder, Select};
+use sea_orm::{Order, QueryFilter, QueryOrder};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
@@ -96,16 +96,7 @@ impl KeyPair {
     /// The names of the owner's projects.
     async fn projects(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<String>> {
         let state = crate::graphql::context::state(ctx)?;
-        let ids: Vec<uuid::Uuid> = entity::association_groups_users::Entity::find()
-            .filter(entity::association_groups_users::Column::UserId.eq(self.owner.uuid))
-            .all(&state.read)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|a| a.group_id)
-            .collect();
-        let mut names: Vec<String> = entity::groups::Entity::find()
-            .filter(entity::groups::Column::Id.is_in(ids))
+        let mut names: Vec<String> = crate::groups::of_user(self.owner.uuid)
             .all(&state.read)
             .await
             .map_err(ApiError::from)?
@@ -125,13 +116,9 @@ impl KeyPair {
     /// (0 = unlimited).
     async fn concurrency_limit(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<i32> {
         let state = crate::graphql::context::state(ctx)?;
-        Ok(
-            entity::keypair_resource_policies::Entity::find_by_id(self.kp.resource_policy.clone())
-                .one(&state.read)
-                .await
-                .map_err(ApiError::from)?
-                .map_or(0, |p| p.max_concurrent_sessions),
-        )
+        Ok(crate::policies::find(&state.read, &self.kp.resource_policy)
+            .await?
+            .map_or(0, |p| p.max_concurrent_sessions))
     }
     /// Sessions currently holding resources under this keypair.
     async fn concurrency_used(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
@@ -149,43 +136,6 @@ pub struct KeyPairList {
 
 #[derive(Default)]
 pub struct KeypairQuery;
-
-/// Keypairs (with owners) the caller may list: own ones, or those of the admin's domain.
-fn listable(
-    caller: &Caller,
-    domain_name: Option<String>,
-    email: Option<String>,
-    is_active: Option<bool>,
-) -> Select<keypairs::Entity> {
-    let mut select = keypairs::Entity::find();
-    if let Some(sub) = crate::auth::visibility::governed(caller) {
-        select = select.filter(keypairs::Column::User.in_subquery(sub));
-    }
-    match caller.admin_scope() {
-        Some(_) => {
-            if let Some(d) = domain_name {
-                select = select.filter(keypairs::Column::User.in_subquery(domain_users(&d)));
-            }
-            if let Some(e) = email {
-                select = select.filter(keypairs::Column::UserId.eq(e.trim().to_ascii_lowercase()));
-            }
-        }
-        None => select = select.filter(keypairs::Column::User.eq(caller.uuid)),
-    }
-    if let Some(a) = is_active {
-        select = select.filter(keypairs::Column::IsActive.eq(a));
-    }
-    select
-}
-
-fn domain_users(domain: &str) -> sea_orm::sea_query::SelectStatement {
-    use sea_orm::sea_query::{Expr, Query};
-    Query::select()
-        .column(users::Column::Uuid)
-        .from(users::Entity)
-        .and_where(Expr::col(users::Column::DomainName).eq(domain))
-        .to_owned()
-}
 
 async fn with_owners(
     db: &sea_orm::DatabaseConnection,
@@ -227,7 +177,7 @@ impl KeypairQuery {
         is_active: Option<bool>,
     ) -> crate::graphql::context::Result<Vec<KeyPair>> {
         let (state, caller) = authed(ctx)?;
-        let rows = listable(caller, domain_name, email, is_active)
+        let rows = crate::keypairs::listable(caller, domain_name, email, is_active)
             .order_by_asc(keypairs::Column::CreatedAt)
             .all(&state.db)
             .await
@@ -247,7 +197,7 @@ impl KeypairQuery {
         filter: Option<String>,
     ) -> crate::graphql::context::Result<KeyPairList> {
         let (state, caller) = authed(ctx)?;
-        let mut select = listable(caller, domain_name, email, is_active);
+        let mut select = crate::keypairs::listable(caller, domain_name, email, is_active);
         if let Some(f) = filter
             && let Some(f) = bai_core::filter::parse(
                 &f,

@@ -1,10 +1,8 @@
 //! GraphQL for keypair resource policies.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use entity::{keypair_resource_policies as policies, keypairs};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use entity::keypair_resource_policies as policies;
 
-use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::graphql::{context::authed, scalars::BigInt, scalars::JsonString};
 use crate::policies::PolicyChange;
@@ -79,20 +77,6 @@ impl KeyPairResourcePolicy {
     async fn max_customized_image_count(&self) -> i32 {
         self.0.max_customized_image_count
     }
-}
-
-/// Names of policies used by the caller's keypairs.
-async fn own_policy_names(
-    db: &sea_orm::DatabaseConnection,
-    caller: &Caller,
-) -> ApiResult<Vec<String>> {
-    Ok(keypairs::Entity::find()
-        .filter(keypairs::Column::User.eq(caller.uuid))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|k| k.resource_policy)
-        .collect())
 }
 
 /// Backend.AI's `UserResourcePolicy`: in bai a user's folder limits are those of its keypair's
@@ -180,13 +164,8 @@ impl PolicyQuery {
                 crate::policies::of_caller(state, caller).await?,
             ));
         };
-        if caller.admin_scope().is_none()
-            && !own_policy_names(&state.db, caller).await?.contains(&name)
-        {
-            return Err(ApiError::not_found("resource policy", &name).into());
-        }
         Ok(UserResourcePolicy(
-            crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name).await?,
+            crate::policies::find_visible(&state.db, caller, name).await?,
         ))
     }
 
@@ -211,23 +190,9 @@ impl PolicyQuery {
         let (state, caller) = authed(ctx)?;
         let name = match name {
             Some(n) => n,
-            None => {
-                let ak = caller.access_key.clone().unwrap_or_default();
-                keypairs::Entity::find_by_id(ak)
-                    .one(&state.db)
-                    .await
-                    .map_err(ApiError::from)?
-                    .map(|k| k.resource_policy)
-                    .ok_or_else(|| ApiError::not_found("resource policy", "(caller)"))?
-            }
+            None => crate::policies::name_of_caller(&state.db, caller).await?,
         };
-        if caller.admin_scope().is_none()
-            && !own_policy_names(&state.db, caller).await?.contains(&name)
-        {
-            return Err(ApiError::not_found("resource policy", &name).into());
-        }
-        let p = crate::lookup::get::<policies::Entity>(&state.db, "resource policy", name.clone())
-            .await?;
+        let p = crate::policies::find_visible(&state.db, caller, name).await?;
         Ok(KeyPairResourcePolicy(p))
     }
 
@@ -236,12 +201,7 @@ impl PolicyQuery {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<KeyPairResourcePolicy>> {
         let (state, caller) = authed(ctx)?;
-        let mut select = policies::Entity::find().order_by_asc(policies::Column::Name);
-        if caller.admin_scope().is_none() {
-            select = select
-                .filter(policies::Column::Name.is_in(own_policy_names(&state.db, caller).await?));
-        }
-        let rows = select.all(&state.db).await.map_err(ApiError::from)?;
+        let rows = crate::policies::visible(&state.db, caller).await?;
         Ok(rows.into_iter().map(KeyPairResourcePolicy).collect())
     }
 }

@@ -4,8 +4,8 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::UserStatus;
-use entity::{association_groups_users, groups, users};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
+use entity::users;
+use sea_orm::{Order, QueryFilter};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
@@ -91,16 +91,7 @@ impl User {
     /// The projects (groups) the user belongs to.
     async fn groups(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<UserGroup>> {
         let state = crate::graphql::context::state(ctx)?;
-        let ids: Vec<Uuid> = association_groups_users::Entity::find()
-            .filter(association_groups_users::Column::UserId.eq(self.0.uuid))
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|a| a.group_id)
-            .collect();
-        let gs = groups::Entity::find()
-            .filter(groups::Column::Id.is_in(ids))
+        let gs = crate::groups::of_user(self.0.uuid)
             .all(&state.db)
             .await
             .map_err(ApiError::from)?;
@@ -170,7 +161,7 @@ impl UserQuery {
         status: Option<String>,
     ) -> crate::graphql::context::Result<Vec<User>> {
         let (state, caller) = authed(ctx)?;
-        let select = filtered(caller, domain_name, group_id, is_active, status)?;
+        let select = crate::users::listable(caller, domain_name, group_id, is_active, status)?;
         let rows = select.all(&state.db).await.map_err(ApiError::from)?;
         Ok(rows.into_iter().map(User).collect())
     }
@@ -188,7 +179,7 @@ impl UserQuery {
         filter: Option<String>,
     ) -> crate::graphql::context::Result<UserList> {
         let (state, caller) = authed(ctx)?;
-        let mut select = filtered(caller, domain_name, group_id, is_active, status)?;
+        let mut select = crate::users::listable(caller, domain_name, group_id, is_active, status)?;
         if let Some(f) = filter
             && let Some(f) = bai_core::filter::parse(
                 &f,
@@ -229,32 +220,6 @@ impl UserQuery {
             total_count,
         })
     }
-}
-
-fn filtered(
-    caller: &crate::auth::Caller,
-    domain_name: Option<String>,
-    group_id: Option<Uuid>,
-    is_active: Option<bool>,
-    status: Option<String>,
-) -> ApiResult<sea_orm::Select<users::Entity>> {
-    caller.require_admin()?;
-    let mut select = crate::auth::visibility::users(caller);
-    if let Some(d) = domain_name {
-        select = select.filter(users::Column::DomainName.eq(d));
-    }
-    if let Some(g) = group_id {
-        select = crate::users::in_group(select, g);
-    }
-    match is_active {
-        Some(true) => select = select.filter(users::Column::Status.eq(UserStatus::Active)),
-        Some(false) => select = select.filter(users::Column::Status.ne(UserStatus::Active)),
-        None => {}
-    }
-    if let Some(s) = status {
-        select = select.filter(users::Column::Status.eq(crate::users::parse_status(&s)?));
-    }
-    Ok(select)
 }
 
 #[derive(InputObject)]

@@ -6,10 +6,9 @@
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{UserRole, UserStatus};
-use entity::{association_groups_users, groups, keypairs, users};
-use sea_orm::{ColumnTrait, Condition, EntityTrait, Order, QueryFilter, QueryOrder};
+use entity::{groups, users};
+use sea_orm::{ColumnTrait, Condition, Order, QueryFilter, QueryOrder};
 use std::collections::HashMap;
-use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::graphql::context::{authed, state};
@@ -249,16 +248,7 @@ impl UserV2 {
         first: Option<i32>,
     ) -> crate::graphql::context::Result<ProjectV2Connection> {
         let state = state(ctx)?;
-        let ids: Vec<Uuid> = association_groups_users::Entity::find()
-            .filter(association_groups_users::Column::UserId.eq(self.user.uuid))
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|a| a.group_id)
-            .collect();
-        let all = groups::Entity::find()
-            .filter(groups::Column::Id.is_in(ids))
+        let all = crate::groups::of_user(self.user.uuid)
             .order_by_asc(groups::Column::Name)
             .all(&state.db)
             .await
@@ -425,24 +415,6 @@ pub struct UserV2OrderBy {
     direction: OrderDirection,
 }
 
-/// Each user's main keypair's resource policy (one query for a page of users).
-async fn policies_of(
-    db: &sea_orm::DatabaseConnection,
-    rows: &[users::Model],
-) -> Result<HashMap<String, String>, ApiError> {
-    let keys: Vec<String> = rows
-        .iter()
-        .filter_map(|u| u.main_access_key.clone())
-        .collect();
-    Ok(keypairs::Entity::find()
-        .filter(keypairs::Column::AccessKey.is_in(keys))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|k| (k.access_key, k.resource_policy))
-        .collect())
-}
-
 fn with_policies(rows: Vec<users::Model>, policies: &HashMap<String, String>) -> Vec<UserV2> {
     rows.into_iter()
         .map(|u| UserV2 {
@@ -467,7 +439,7 @@ impl UserV2Query {
     async fn my_user_v2(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<UserV2> {
         let (state, caller) = authed(ctx)?;
         let u = crate::users::by_uuid(&state.db, caller.uuid).await?;
-        let policies = policies_of(&state.db, std::slice::from_ref(&u)).await?;
+        let policies = crate::keypairs::main_policies(&state.db, std::slice::from_ref(&u)).await?;
         Ok(with_policies(vec![u], &policies)
             .pop()
             .ok_or_else(|| ApiError::not_found("user", caller.uuid.to_string()))?)
@@ -489,8 +461,7 @@ impl UserV2Query {
         #[graphql(desc = "accepted; pages go by offset")] _last: Option<i32>,
     ) -> crate::graphql::context::Result<UserV2Connection> {
         let (state, caller) = authed(ctx)?;
-        caller.require_admin()?;
-        let mut select = crate::auth::visibility::users(caller);
+        let mut select = crate::users::administered(caller)?;
         if let Some(f) = &filter {
             select = select.filter(f.condition(0)?);
         }
@@ -541,7 +512,7 @@ impl UserV2Query {
             (users::Column::Uuid, Order::Asc),
         )
         .await?;
-        let policies = policies_of(&state.read, &rows).await?;
+        let policies = crate::keypairs::main_policies(&state.read, &rows).await?;
         Ok(UserV2Connection {
             count,
             edges: with_policies(rows, &policies)

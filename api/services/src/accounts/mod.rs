@@ -311,3 +311,55 @@ pub async fn set_password(
         .announce(state.revocations());
     Ok(())
 }
+
+/// The SSH public key of the keypair authenticating the caller, if one was generated.
+pub async fn ssh_public_key<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &crate::auth::Caller,
+) -> ApiResult<Option<String>> {
+    let Some(ak) = &caller.access_key else {
+        return Ok(None);
+    };
+    let kp = entity::keypairs::Entity::find_by_id(ak.clone())
+        .one(db)
+        .await?;
+    Ok(kp.and_then(|k| k.ssh_public_key))
+}
+
+/// Generates a new SSH keypair for the keypair authenticating the caller: keeps the public
+/// key and returns it with the private one, which is not kept.
+pub async fn refresh_ssh_keypair(
+    store: &impl crate::store::Store,
+    caller: &crate::auth::Caller,
+) -> ApiResult<(String, String)> {
+    use entity::keypairs;
+    let ak = caller
+        .access_key
+        .clone()
+        .ok_or_else(|| ApiError::not_found("keypair", "(none)"))?;
+    let kp = crate::lookup::get::<keypairs::Entity>(store.db(), "keypair", ak).await?;
+    let (public, private) = crate::auth::ssh::generate(&caller.email)?;
+    let mut m: keypairs::ActiveModel = kp.into();
+    m.ssh_public_key = Set(Some(public.clone()));
+    m.ssh_private_key = Set(None);
+    m.modified_at = Set(store.clock().now());
+    m.update(store.db()).await?;
+    Ok((public, private))
+}
+
+/// Ends the caller's login session whose token is `token`; another user's token ends nothing.
+pub async fn logout_token(
+    state: &impl Gate,
+    caller: &crate::auth::Caller,
+    token: &str,
+) -> ApiResult<()> {
+    let row = login_sessions::Entity::find()
+        .filter(login_sessions::Column::TokenHash.eq(tokens::hash_token(token)))
+        .filter(login_sessions::Column::UserUuid.eq(caller.uuid))
+        .one(state.db())
+        .await?;
+    if let Some(row) = row {
+        logout(state, row.id).await?;
+    }
+    Ok(())
+}

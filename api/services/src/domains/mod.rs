@@ -310,3 +310,34 @@ pub async fn purge(store: &impl Store, scope: &SuperadminScope, name: &str) -> A
     );
     Ok(())
 }
+
+/// Domain `name` if the caller may see it: a superadmin any, everyone else only its own
+/// (NOT_FOUND otherwise).
+pub async fn find_visible<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &crate::auth::Caller,
+    name: &str,
+) -> ApiResult<domains::Model> {
+    if !caller.is_superadmin() && name != caller.domain_name {
+        return Err(ApiError::not_found("domain", name));
+    }
+    crate::lookup::get::<domains::Entity>(db, "domain", name.to_string()).await
+}
+
+/// The domains the caller may see, by name: all for a superadmin, else its own; `is_active`
+/// narrows.
+pub async fn visible<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &crate::auth::Caller,
+    is_active: Option<bool>,
+) -> ApiResult<Vec<domains::Model>> {
+    use sea_orm::QueryOrder;
+    let mut select = domains::Entity::find().order_by_asc(domains::Column::Name);
+    if !caller.is_superadmin() {
+        select = select.filter(domains::Column::Name.eq(&caller.domain_name));
+    }
+    if let Some(a) = is_active {
+        select = select.filter(domains::Column::IsActive.eq(a));
+    }
+    Ok(select.all(db).await?)
+}

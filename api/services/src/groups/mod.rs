@@ -274,3 +274,77 @@ pub async fn modify(
     );
     Ok(g)
 }
+
+/// The groups `user` belongs to, as a query (callers add their order).
+pub fn of_user(user: Uuid) -> sea_orm::Select<groups::Entity> {
+    use sea_orm::sea_query::{Expr, Query as SqlQuery};
+    groups::Entity::find().filter(
+        groups::Column::Id.in_subquery(
+            SqlQuery::select()
+                .column(association_groups_users::Column::GroupId)
+                .from(association_groups_users::Entity)
+                .and_where(Expr::col(association_groups_users::Column::UserId).eq(user))
+                .to_owned(),
+        ),
+    )
+}
+
+/// The names of the resource groups associated with group `id`.
+pub async fn scaling_groups<C: ConnectionTrait>(db: &C, id: Uuid) -> ApiResult<Vec<String>> {
+    Ok(entity::sgroups_for_groups::Entity::find()
+        .filter(entity::sgroups_for_groups::Column::Group.eq(id))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|s| s.scaling_group)
+        .collect())
+}
+
+/// The groups the caller may list, by name: an admin those of its scope, a user those it
+/// belongs to; narrowed to `domain_name`, activity and the types named (BAD_REQUEST for an
+/// unknown type).
+pub async fn list<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    domain_name: Option<String>,
+    is_active: Option<bool>,
+    types: Option<Vec<String>>,
+) -> ApiResult<Vec<groups::Model>> {
+    use sea_orm::QueryOrder;
+    let mut select = groups::Entity::find().order_by_asc(groups::Column::Name);
+    match caller.admin_scope() {
+        Some(scope) => {
+            if let Some(d) = scope.domain() {
+                select = select.filter(groups::Column::DomainName.eq(d));
+            }
+        }
+        None => {
+            select = select.filter(
+                groups::Column::Id.in_subquery(
+                    sea_orm::sea_query::Query::select()
+                        .column(association_groups_users::Column::GroupId)
+                        .from(association_groups_users::Entity)
+                        .and_where(
+                            sea_orm::sea_query::Expr::col(association_groups_users::Column::UserId)
+                                .eq(caller.uuid),
+                        )
+                        .to_owned(),
+                ),
+            )
+        }
+    }
+    if let Some(d) = domain_name {
+        select = select.filter(groups::Column::DomainName.eq(d));
+    }
+    if let Some(a) = is_active {
+        select = select.filter(groups::Column::IsActive.eq(a));
+    }
+    if let Some(types) = types {
+        let parsed = types
+            .iter()
+            .map(|t| parse_type(t))
+            .collect::<ApiResult<Vec<_>>>()?;
+        select = select.filter(groups::Column::GroupType.is_in(parsed));
+    }
+    Ok(select.all(db).await?)
+}

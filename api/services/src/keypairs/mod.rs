@@ -301,3 +301,79 @@ pub async fn delete(
     );
     Ok(())
 }
+
+/// Keypairs the caller may list: its own, or (admins) those of the users it governs, narrowed
+/// to the users of `domain_name`, the owner `email` and activity when given.
+pub fn listable(
+    caller: &Caller,
+    domain_name: Option<String>,
+    email: Option<String>,
+    is_active: Option<bool>,
+) -> sea_orm::Select<keypairs::Entity> {
+    use sea_orm::sea_query::{Expr, Query};
+    let mut select = keypairs::Entity::find();
+    if let Some(sub) = crate::auth::visibility::governed(caller) {
+        select = select.filter(keypairs::Column::User.in_subquery(sub));
+    }
+    match caller.admin_scope() {
+        Some(_) => {
+            if let Some(d) = domain_name {
+                let domain_users = Query::select()
+                    .column(users::Column::Uuid)
+                    .from(users::Entity)
+                    .and_where(Expr::col(users::Column::DomainName).eq(d))
+                    .to_owned();
+                select = select.filter(keypairs::Column::User.in_subquery(domain_users));
+            }
+            if let Some(e) = email {
+                select = select.filter(keypairs::Column::UserId.eq(e.trim().to_ascii_lowercase()));
+            }
+        }
+        None => select = select.filter(keypairs::Column::User.eq(caller.uuid)),
+    }
+    if let Some(a) = is_active {
+        select = select.filter(keypairs::Column::IsActive.eq(a));
+    }
+    select
+}
+
+/// The resource policy of each user's main keypair, by access key (one query for a page).
+pub async fn main_policies<C: ConnectionTrait>(
+    db: &C,
+    owners: &[users::Model],
+) -> ApiResult<std::collections::HashMap<String, String>> {
+    let keys: Vec<String> = owners
+        .iter()
+        .filter_map(|u| u.main_access_key.clone())
+        .collect();
+    Ok(keypairs::Entity::find()
+        .filter(keypairs::Column::AccessKey.is_in(keys))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|k| (k.access_key, k.resource_policy))
+        .collect())
+}
+
+/// The keypair a password login hands out: the user's main one if active, else its oldest
+/// active one; None without an active keypair.
+pub async fn preferred<C: ConnectionTrait>(
+    db: &C,
+    user: &users::Model,
+) -> ApiResult<Option<keypairs::Model>> {
+    use sea_orm::QueryOrder;
+    let mut keys = keypairs::Entity::find()
+        .filter(keypairs::Column::User.eq(user.uuid))
+        .filter(keypairs::Column::IsActive.eq(true))
+        .order_by_asc(keypairs::Column::CreatedAt)
+        .all(db)
+        .await?;
+    let pick = keys
+        .iter()
+        .position(|k| Some(&k.access_key) == user.main_access_key.as_ref())
+        .unwrap_or(0);
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(keys.swap_remove(pick)))
+}

@@ -372,6 +372,70 @@ pub async fn of_caller(
     .await
 }
 
+/// The policy called `name`, if there is one.
+pub async fn find<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    name: &str,
+) -> ApiResult<Option<keypair_resource_policies::Model>> {
+    Ok(
+        keypair_resource_policies::Entity::find_by_id(name.to_string())
+            .one(db)
+            .await?,
+    )
+}
+
+/// The names of the policies of the caller's keypairs.
+async fn own_names<C: sea_orm::ConnectionTrait>(db: &C, caller: &Caller) -> ApiResult<Vec<String>> {
+    Ok(keypairs::Entity::find()
+        .filter(keypairs::Column::User.eq(caller.uuid))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|k| k.resource_policy)
+        .collect())
+}
+
+/// The name of the policy of the keypair authenticating the caller (NOT_FOUND without one).
+pub async fn name_of_caller<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+) -> ApiResult<String> {
+    let ak = caller.access_key.clone().unwrap_or_default();
+    keypairs::Entity::find_by_id(ak)
+        .one(db)
+        .await?
+        .map(|k| k.resource_policy)
+        .ok_or_else(|| ApiError::not_found("resource policy", "(caller)"))
+}
+
+/// Policy `name` if the caller may read it: an admin any, anyone else only its keypairs'
+/// (NOT_FOUND otherwise).
+pub async fn find_visible<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    name: String,
+) -> ApiResult<keypair_resource_policies::Model> {
+    if caller.admin_scope().is_none() && !own_names(db, caller).await?.contains(&name) {
+        return Err(ApiError::not_found("resource policy", &name));
+    }
+    crate::lookup::get::<keypair_resource_policies::Entity>(db, "resource policy", name).await
+}
+
+/// The policies the caller may read, by name: an admin all, anyone else its keypairs'.
+pub async fn visible<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+) -> ApiResult<Vec<keypair_resource_policies::Model>> {
+    use sea_orm::QueryOrder;
+    let mut select = keypair_resource_policies::Entity::find()
+        .order_by_asc(keypair_resource_policies::Column::Name);
+    if caller.admin_scope().is_none() {
+        select = select
+            .filter(keypair_resource_policies::Column::Name.is_in(own_names(db, caller).await?));
+    }
+    Ok(select.all(db).await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -502,3 +502,36 @@ pub async fn purge_user(
     )
     .await
 }
+
+/// The users an administrator may list (`auth::visibility::users`); FORBIDDEN for others.
+pub fn administered(caller: &Caller) -> ApiResult<Select<users::Entity>> {
+    caller.require_admin()?;
+    Ok(crate::auth::visibility::users(caller))
+}
+
+/// The users an administrator may list, narrowed to a domain, a group, activity and a status
+/// by name (BAD_REQUEST for an unknown one); FORBIDDEN for others.
+pub fn listable(
+    caller: &Caller,
+    domain_name: Option<String>,
+    group_id: Option<Uuid>,
+    is_active: Option<bool>,
+    status: Option<String>,
+) -> ApiResult<Select<users::Entity>> {
+    let mut select = administered(caller)?;
+    if let Some(d) = domain_name {
+        select = select.filter(users::Column::DomainName.eq(d));
+    }
+    if let Some(g) = group_id {
+        select = in_group(select, g);
+    }
+    match is_active {
+        Some(true) => select = select.filter(users::Column::Status.eq(UserStatus::Active)),
+        Some(false) => select = select.filter(users::Column::Status.ne(UserStatus::Active)),
+        None => {}
+    }
+    if let Some(s) = status {
+        select = select.filter(users::Column::Status.eq(parse_status(&s)?));
+    }
+    Ok(select)
+}
