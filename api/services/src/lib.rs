@@ -36,6 +36,8 @@ pub mod statistics;
 pub mod storage;
 pub mod store;
 pub mod templates;
+#[cfg(test)]
+mod testing;
 pub mod users;
 pub use bai_core::validate;
 

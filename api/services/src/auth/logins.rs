@@ -36,3 +36,75 @@ pub async fn end<C: ConnectionTrait>(db: &C, user: Uuid, keep: Option<Uuid>) -> 
         .await?;
     Ok(Ended(user))
 }
+
+#[cfg(test)]
+mod tests {
+    use entity::enums::UserRole;
+    use entity::{email_tokens, login_sessions};
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
+    use uuid::Uuid;
+
+    use crate::testing::world;
+
+    async fn login(db: &sea_orm::DatabaseConnection, user: Uuid) -> Uuid {
+        let now = chrono::Utc::now();
+        let id = Uuid::new_v4();
+        login_sessions::ActiveModel {
+            id: Set(id),
+            token_hash: Set(id.simple().to_string()),
+            user_uuid: Set(user),
+            created_at: Set(now),
+            expires_at: Set(now + chrono::Duration::hours(1)),
+            last_seen: Set(now),
+            user_agent: Set(None),
+        }
+        .insert(db)
+        .await
+        .unwrap();
+        id
+    }
+
+    #[tokio::test]
+    async fn ending_logins_keeps_only_the_one_asked_voids_links_and_is_announced() {
+        let w = world().await;
+        let db = &w.state.db;
+        let u = w.user("u@a.test", UserRole::User, "default").await;
+        let other = w.user("o@a.test", UserRole::User, "default").await;
+        let keep = login(db, u.uuid).await;
+        login(db, u.uuid).await;
+        let theirs = login(db, other.uuid).await;
+        let now = chrono::Utc::now();
+        email_tokens::ActiveModel {
+            token_hash: Set("reset".into()),
+            purpose: Set("password_reset".into()),
+            user_uuid: Set(u.uuid),
+            email: Set(u.email.clone()),
+            created_at: Set(now),
+            expires_at: Set(now + chrono::Duration::hours(1)),
+        }
+        .insert(db)
+        .await
+        .unwrap();
+        let before = w.state.shared.revocations.current();
+        let ended = super::end(db, u.uuid, Some(keep)).await.unwrap();
+        // Nothing is announced until the caller says the change is committed.
+        assert_eq!(w.state.shared.revocations.current(), before);
+        ended.announce(&w.state.shared.revocations);
+        assert_ne!(w.state.shared.revocations.current(), before);
+        let left: Vec<Uuid> = login_sessions::Entity::find()
+            .all(db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(left.len(), 2);
+        assert!(left.contains(&keep) && left.contains(&theirs));
+        let links = email_tokens::Entity::find()
+            .filter(email_tokens::Column::UserUuid.eq(u.uuid))
+            .count(db)
+            .await
+            .unwrap();
+        assert_eq!(links, 0, "a pending reset link must not outlive the logins");
+    }
+}

@@ -86,3 +86,55 @@ pub async fn keypair<C: ConnectionTrait>(
         Err(not_found())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use entity::enums::UserRole;
+
+    use crate::testing::world;
+
+    #[tokio::test]
+    async fn strangers_are_not_found_and_domain_admins_see_only_whom_they_govern() {
+        let w = world().await;
+        let db = &w.state.db;
+        let admin = w.user("da@a.test", UserRole::Admin, "alpha").await;
+        let mine = w.user("u@a.test", UserRole::User, "alpha").await;
+        let peer = w.user("da2@a.test", UserRole::Admin, "alpha").await;
+        let other = w.user("u@b.test", UserRole::User, "beta").await;
+        let key = |c: &crate::auth::Caller| c.access_key.clone().unwrap();
+
+        // A domain admin: itself and the lower-ranked users of its domain, and their keypairs.
+        assert!(super::user(db, &admin, "u@a.test").await.is_ok());
+        assert!(super::keypair(db, &admin, &key(&mine)).await.is_ok());
+        for (email, kp) in [("da2@a.test", key(&peer)), ("u@b.test", key(&other))] {
+            let e = super::user(db, &admin, email).await.unwrap_err();
+            assert_eq!(e.code, crate::error::ErrorCode::NotFound, "{email}");
+            let e = super::keypair(db, &admin, &kp).await.unwrap_err();
+            assert_eq!(
+                e.code,
+                crate::error::ErrorCode::NotFound,
+                "{email}'s keypair"
+            );
+        }
+        let e = super::user(db, &admin, &w.admin.email).await.unwrap_err();
+        assert_eq!(e.code, crate::error::ErrorCode::NotFound, "the superadmin");
+        // A user: only itself, and a stranger's account looks like one that does not exist.
+        assert!(super::user(db, &mine, "U@A.test").await.is_ok());
+        let stranger = super::user(db, &mine, "u@b.test").await.unwrap_err();
+        let missing = super::user(db, &mine, "nobody@a.test").await.unwrap_err();
+        assert_eq!(stranger.code, missing.code);
+        // The superadmin: everyone. The lists narrow by the same rule.
+        assert!(super::user(db, &w.admin, "u@b.test").await.is_ok());
+        let listed: Vec<String> = super::users(&admin)
+            .all(db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| u.email)
+            .collect();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert!(
+            listed.contains(&"da@a.test".to_string()) && listed.contains(&"u@a.test".to_string())
+        );
+    }
+}

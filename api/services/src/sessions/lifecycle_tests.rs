@@ -6,102 +6,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bai_core::clock::{Clock, ManualClock};
+use bai_core::clock::Clock;
 use bai_engine::memory::MemoryEngine;
-use entity::enums::{AgentStatus, SessionResult, SessionStatus, SessionType, UserRole};
+use entity::enums::{AgentStatus, SessionResult, SessionStatus, SessionType};
 use entity::slots::ResourceSlots;
-use entity::{agents, kernels, keypairs, sessions, users};
+use entity::{agents, kernels, keypairs, sessions};
 use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
-use crate::auth::Caller;
-use crate::config::Config;
-use crate::state::AppState;
-
-const IMAGE: &str = "bai.local/testing/python:3.11";
-
-struct World {
-    state: AppState,
-    engine: Arc<MemoryEngine>,
-    clock: Arc<ManualClock>,
-    admin: Caller,
-    _dir: TempDir,
-}
-
-/// A directory removed when dropped (the storage root of one test).
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-async fn world() -> World {
-    // The HTTP client needs a TLS provider (the server installs the same at start).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = std::env::temp_dir().join(format!("bai-lifecycle-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = Config {
-        data_dir: dir.clone(),
-        docker_endpoints: Vec::new(),
-        admin_password: Some("lifecycle-Test-1234".into()),
-        ..Config::default()
-    };
-    let db = crate::db::connect_and_migrate("sqlite::memory:")
-        .await
-        .unwrap();
-    crate::db::seed_defaults(&db, &bai_core::clock::SystemClock)
-        .await
-        .unwrap();
-    crate::db::ensure_superadmin(&db, &config, &bai_core::clock::SystemClock)
-        .await
-        .unwrap();
-    let mut state = AppState::new(
-        db.clone(),
-        db,
-        config,
-        "lifecycle".into(),
-        reqwest::Client::new(),
-        None,
-    );
-    // Time moves only when a test says so.
-    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
-    state.clock = clock.clone();
-    let capacity = ResourceSlots::new()
-        .with("cpu", Decimal::from(4))
-        .with("mem", Decimal::from(8i64 << 30));
-    let engine = Arc::new(MemoryEngine::new("i-memory", capacity, &[IMAGE]));
-    crate::agents::add(&state, engine.clone()).await.unwrap();
-    let user = users::Entity::find()
-        .filter(users::Column::Role.eq(UserRole::Superadmin))
-        .one(&state.db)
-        .await
-        .unwrap()
-        .unwrap();
-    let keypair = keypairs::Entity::find()
-        .filter(keypairs::Column::UserId.eq(user.email.clone()))
-        .one(&state.db)
-        .await
-        .unwrap()
-        .unwrap();
-    let admin = Caller {
-        uuid: user.uuid,
-        email: user.email.clone(),
-        domain_name: user.domain_name.clone(),
-        role: user.role,
-        access_key: Some(keypair.access_key),
-        login_session: None,
-    };
-    World {
-        state,
-        engine,
-        clock,
-        admin,
-        _dir: TempDir(dir),
-    }
-}
+use crate::testing::{IMAGE, World, world};
 
 fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::create::CreateRequest {
     crate::sessions::create::CreateRequest {
@@ -198,16 +112,21 @@ async fn occupied_cpu_becomes(w: &World, cpu: i64) {
 #[tokio::test]
 async fn an_interactive_session_runs_and_terminates() {
     let w = world().await;
-    let created =
-        crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-            .await
-            .unwrap();
+    let created = crate::sessions::create::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Interactive, None),
+    )
+    .await
+    .unwrap();
     let id = created[0].id;
     assert_eq!(created[0].status, SessionStatus::Pending);
     let s = until(&w, id, SessionStatus::Running).await;
     assert_eq!(s.agent_ids.0, ["i-memory"], "{s:?}");
     // The engine got exactly what was asked: the image, the sizes, the owner and variables.
-    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
+    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id)
+        .await
+        .unwrap();
     let (container, c) = w.engine.container_of(kernel.id).expect("a container");
     assert_eq!(kernel.container_id.as_deref(), Some(container.as_str()));
     assert!(c.running);
@@ -267,14 +186,18 @@ async fn a_batch_session_ends_with_its_command() {
         .unwrap();
         let id = created[0].id;
         until(&w, id, SessionStatus::Running).await;
-        let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
+        let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id)
+            .await
+            .unwrap();
         let (container, c) = w.engine.container_of(kernel.id).expect("a container");
         assert_eq!(c.spec.command.as_deref(), Some("python -c 'print(42)'"));
         assert!(w.engine.exit(&container, code, "42\n"));
         let s = until(&w, id, SessionStatus::Terminated).await;
         assert_eq!(s.result, result, "exit {code}");
         assert_eq!(s.status_info.as_deref(), Some("task-finished"));
-        let logs = crate::sessions::lifecycle::logs(&w.state, id).await.unwrap();
+        let logs = crate::sessions::lifecycle::logs(&w.state, id)
+            .await
+            .unwrap();
         assert!(logs.contains("42"), "the output is kept: {logs:?}");
         assert!(w.engine.container_of(kernel.id).is_none());
     }
@@ -292,7 +215,9 @@ async fn running_batch(w: &World, command: &str) -> (Uuid, kernels::Model, Strin
     .unwrap();
     let id = created[0].id;
     until(w, id, SessionStatus::Running).await;
-    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
+    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id)
+        .await
+        .unwrap();
     let (container, _) = w.engine.container_of(kernel.id).expect("a container");
     (id, kernel, container)
 }
@@ -375,12 +300,18 @@ async fn an_engine_that_stops_answering_ends_no_job_and_its_agent_comes_back() {
 #[tokio::test]
 async fn a_session_on_a_silent_agent_can_be_ended_and_its_container_goes_when_the_agent_is_back() {
     let w = world().await;
-    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-        .await
-        .unwrap()[0]
+    let id = crate::sessions::create::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Interactive, None),
+    )
+    .await
+    .unwrap()[0]
         .id;
     until(&w, id, SessionStatus::Running).await;
-    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id).await.unwrap();
+    let kernel = crate::sessions::kernels::main_kernel(&w.state.db, id)
+        .await
+        .unwrap();
     let (container, _) = w.engine.container_of(kernel.id).expect("a container");
     w.engine.set_unreachable(true);
     let agent = w.state.local.agents.get("i-memory").await.unwrap();
@@ -506,10 +437,13 @@ async fn an_agent_without_the_image_gets_a_copy_from_one_that_has_it_with_progre
 async fn a_refused_container_puts_the_session_in_error_and_frees_its_resources() {
     let w = world().await;
     w.engine.fail_next_create("no space left on device");
-    let created =
-        crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-            .await
-            .unwrap();
+    let created = crate::sessions::create::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Interactive, None),
+    )
+    .await
+    .unwrap();
     let id = created[0].id;
     let s = until(&w, id, SessionStatus::Error).await;
     assert_eq!(s.status_info.as_deref(), Some("kernel-creation-failed"));
@@ -601,23 +535,33 @@ async fn a_session_using_too_little_cpu_for_too_long_is_ended_and_says_why() {
     m.idle_utilization_pct = Set(10);
     m.idle_utilization_secs = Set(600);
     m.update(&w.state.db).await.unwrap();
-    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-        .await
-        .unwrap()[0]
+    let id = crate::sessions::create::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Interactive, None),
+    )
+    .await
+    .unwrap()[0]
         .id;
     until(&w, id, SessionStatus::Running).await;
     let cores = session(&w, id).await.requested_slots.get("cpu");
     let cores = rust_decimal::prelude::ToPrimitive::to_f64(&cores).unwrap();
     // Working: 20 % of its cores.
     w.engine.set_cpu_pct(cores * 20.0);
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     assert_eq!(session(&w, id).await.utilization_idle_since, None);
     // Quiet from now: idle since this sample, not before.
     w.engine.set_cpu_pct(cores * 5.0);
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     let since = session(&w, id).await.utilization_idle_since.unwrap();
     w.clock.advance(chrono::Duration::seconds(599));
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     assert_eq!(
         session(&w, id).await.utilization_idle_since,
         Some(since),
@@ -630,22 +574,32 @@ async fn a_session_using_too_little_cpu_for_too_long_is_ended_and_says_why() {
     assert_eq!(checks["utilization"]["remaining"], 1.0, "{checks}");
     // Figures that cannot be read never end a session: its window starts again.
     w.engine.set_unreachable(true);
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     assert_eq!(session(&w, id).await.utilization_idle_since, None);
     w.engine.set_unreachable(false);
     // A burst of work starts the window again.
     w.engine.set_cpu_pct(cores * 50.0);
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     w.engine.set_cpu_pct(0.0);
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     w.clock.advance(chrono::Duration::seconds(300));
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
     w.clock.advance(chrono::Duration::seconds(301));
     // Past the window, but the last figures are 301 s old (a sampler stalled, its manager
     // gone): nothing ends on them.
     assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 0);
-    crate::sessions::idle::sample_utilization(&w.state).await.unwrap();
+    crate::sessions::idle::sample_utilization(&w.state)
+        .await
+        .unwrap();
     assert_eq!(crate::sessions::idle::reap_idle(&w.state).await.unwrap(), 1);
     let s = session(&w, id).await;
     assert_eq!(s.status_info.as_deref(), Some("idle-utilization"));
@@ -671,9 +625,13 @@ fn utilization_counts_against_what_was_allocated() {
 async fn an_idle_session_is_reaped_when_its_time_is_up_and_activity_postpones_it() {
     let w = world().await;
     policy(&w, 60, 0).await;
-    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-        .await
-        .unwrap()[0]
+    let id = crate::sessions::create::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Interactive, None),
+    )
+    .await
+    .unwrap()[0]
         .id;
     until(&w, id, SessionStatus::Running).await;
     w.clock.advance(chrono::Duration::seconds(59));
@@ -695,9 +653,13 @@ async fn an_idle_session_is_reaped_when_its_time_is_up_and_activity_postpones_it
 async fn a_session_ends_at_its_maximum_lifetime_however_busy() {
     let w = world().await;
     policy(&w, 0, 3600).await;
-    let id = crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-        .await
-        .unwrap()[0]
+    let id = crate::sessions::create::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Interactive, None),
+    )
+    .await
+    .unwrap()[0]
         .id;
     until(&w, id, SessionStatus::Running).await;
     for _ in 0..5 {
@@ -902,7 +864,9 @@ async fn a_multi_node_cluster_spreads_over_routed_agents_whose_rules_let_only_it
     assert_eq!(h1.peers_of(id), [(p1.address.clone(), p2.address.clone())]);
     assert_eq!(h2.peers_of(id), [(p2.address.clone(), p1.address.clone())]);
     // Kernels say where each runs.
-    let kernels = crate::sessions::kernels::kernels_of(&w.state.db, id).await.unwrap();
+    let kernels = crate::sessions::kernels::kernels_of(&w.state.db, id)
+        .await
+        .unwrap();
     let on: Vec<&str> = kernels.iter().filter_map(|k| k.agent.as_deref()).collect();
     assert_eq!(on.len(), 2);
     assert_ne!(on[0], on[1]);
@@ -984,10 +948,13 @@ async fn commits_racing_past_the_image_quota_are_refused_while_one_is_under_way(
         .unwrap();
     let mut running = Vec::new();
     for _ in 0..2 {
-        let created =
-            crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-                .await
-                .unwrap();
+        let created = crate::sessions::create::create(
+            &w.state,
+            &w.admin,
+            request(SessionType::Interactive, None),
+        )
+        .await
+        .unwrap();
         running.push(until(&w, created[0].id, SessionStatus::Running).await);
     }
     // The first commit is under way (no image in the catalog yet): a second one under a new
@@ -1031,10 +998,13 @@ async fn two_schedulers_that_both_lead_place_each_session_once() {
     other.elected.cluster = Arc::new(crate::cluster::Cluster::single("127.0.0.1:2".into()));
     let mut ids = Vec::new();
     for _ in 0..6 {
-        let created =
-            crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-                .await
-                .unwrap();
+        let created = crate::sessions::create::create(
+            &w.state,
+            &w.admin,
+            request(SessionType::Interactive, None),
+        )
+        .await
+        .unwrap();
         ids.push(created[0].id);
     }
     for _ in 0..3 {
@@ -1097,10 +1067,13 @@ async fn two_schedulers_that_both_lead_place_each_session_once() {
 #[tokio::test]
 async fn recovery_leaves_a_live_managers_work_alone() {
     let w = world().await;
-    let created =
-        crate::sessions::create::create(&w.state, &w.admin, request(SessionType::Interactive, None))
-            .await
-            .unwrap();
+    let created = crate::sessions::create::create(
+        &w.state,
+        &w.admin,
+        request(SessionType::Interactive, None),
+    )
+    .await
+    .unwrap();
     let id = created[0].id;
     until(&w, id, SessionStatus::Running).await;
     // Mid-launch, owned by this (live) process: not touched.
