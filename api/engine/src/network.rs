@@ -727,7 +727,7 @@ async fn prove(docker: &Docker, network: &str, engine_addr: &str) -> anyhow::Res
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         }
         anyhow::bail!(
-            "the manager cannot reach a session on this host ({}): route the session subnet through the host and let the manager's address in (see the README, several hosts)",
+            "the manager cannot reach a session on this host ({}): route the session subnet through the host and let the manager's address in (see the book, docs/src/several-hosts.md)",
             last.unwrap_or_default()
         )
     };

@@ -489,7 +489,7 @@ pub fn lock_data_dir(config: &Config) -> anyhow::Result<Option<DataDirLock>> {
 fn sqlite_file(config: &Config) -> anyhow::Result<std::path::PathBuf> {
     if config.database_url.is_some() {
         anyhow::bail!(
-            "bai backup/restore handle the SQLite database; for PostgreSQL use pg_dump and pg_restore (see the README's operations section)"
+            "bai backup/restore handle the SQLite database; for PostgreSQL use pg_dump and pg_restore (see the book, docs/src/operations.md)"
         );
     }
     Ok(config.data_dir.join("bai.db"))

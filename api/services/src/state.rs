@@ -1,5 +1,5 @@
 //! The application state handed to every handler and resolver, grouped by what each part is
-//! when several managers share one PostgreSQL database (README, "Several managers"):
+//! when several managers share one PostgreSQL database (the book, docs/src/several-managers.md):
 //!
 //! - the foundation: the database, the configuration, the clock, the storage, this process's
 //!   HTTP client, TLS settings and shutdown signal;

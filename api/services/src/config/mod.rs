@@ -177,7 +177,7 @@ macro_rules! settings {
 
         impl Config {
             /// `(TOML key, environment variable, documentation)` of every setting, in declaration
-            /// order: the README's table and `deploy/bai.toml` are made from it.
+            /// order: the book's configuration table and `deploy/bai.toml` are made from it.
             pub const SETTINGS: &'static [(&'static str, &'static str, &'static str)] =
                 &[$( (stringify!($field), $env, concat!($($doc, "\n",)*)), )*];
 
