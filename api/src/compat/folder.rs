@@ -13,9 +13,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use entity::enums::{VFolderPermission, VFolderUsageMode};
-use entity::{groups, users, vfolders};
+use entity::vfolders;
 use futures_util::StreamExt;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
@@ -97,20 +96,8 @@ async fn folder(
 
 /// A folder as Backend.AI's list and create answers give it.
 async fn item(state: &AppState, f: &vfolders::Model, access: Access) -> ApiResult<Value> {
-    let user_email = match f.user {
-        Some(u) => users::Entity::find_by_id(u)
-            .one(&state.read)
-            .await?
-            .map(|u| u.email),
-        None => None,
-    };
-    let group_name = match f.group {
-        Some(g) => groups::Entity::find_by_id(g)
-            .one(&state.read)
-            .await?
-            .map(|g| g.name),
-        None => None,
-    };
+    let user_email = storage::owner_email(&state.read, f).await?;
+    let group_name = storage::project_name(&state.read, f).await?;
     Ok(json!({
         "name": f.name,
         "id": f.id.simple().to_string(),
@@ -155,16 +142,7 @@ pub(super) async fn create(
             let group =
                 match string(&p, &["group", "groupId", "group_id"]).filter(|g| !g.is_empty()) {
                     None => None,
-                    Some(g) => Some(match Uuid::parse_str(&g) {
-                        Ok(id) => id,
-                        Err(_) => groups::Entity::find()
-                            .filter(groups::Column::Name.eq(&g))
-                            .filter(groups::Column::DomainName.eq(&caller.domain_name))
-                            .one(&state.read)
-                            .await?
-                            .map(|g| g.id)
-                            .ok_or_else(|| ApiError::not_found("group", &g))?,
-                    }),
+                    Some(g) => Some(storage::project_id(&state.read, caller, &g).await?),
                 };
             let permission =
                 permission_param(&p, &["permission"])?.unwrap_or(VFolderPermission::ReadWrite);
@@ -210,18 +188,10 @@ pub(super) async fn list(
                     "Listing another user's folders (owner_user_email) is not supported",
                 ));
             }
-            let mut select = storage::accessible(caller);
-            if let Some(g) = string(&p, &["group_id", "groupId"]) {
-                let g = Uuid::parse_str(&g).map_err(|_| ApiError::not_found("group", &g))?;
-                select = select.filter(
-                    sea_orm::Condition::any()
-                        .add(vfolders::Column::Group.eq(g))
-                        .add(vfolders::Column::Group.is_null()),
-                );
-            }
-            let rows = sea_orm::QuerySelect::limit(select, 1000)
-                .all(&state.read)
-                .await?;
+            let group = string(&p, &["group_id", "groupId"])
+                .map(|g| Uuid::parse_str(&g).map_err(|_| ApiError::not_found("group", &g)))
+                .transpose()?;
+            let rows = storage::reachable(&state.read, caller, group, 1000).await?;
             let mut out = Vec::with_capacity(rows.len());
             for f in rows {
                 let (f, access) = storage::find(&state, caller, f.id).await?;
@@ -925,9 +895,7 @@ pub(super) async fn shared(
                 Some(raw) => {
                     vec![Uuid::parse_str(&raw).map_err(|_| ApiError::not_found("folder", &raw))?]
                 }
-                None => storage::accessible(caller)
-                    .filter(vfolders::Column::User.eq(caller.uuid))
-                    .all(&state.read)
+                None => storage::own_folders(&state.read, caller)
                     .await?
                     .into_iter()
                     .map(|f| f.id)

@@ -3,8 +3,6 @@
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use entity::resource_presets;
-use sea_orm::{EntityTrait, QueryOrder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -21,10 +19,7 @@ pub(super) async fn presets(
     reply(
         async {
             caller(&principal)?;
-            let all = resource_presets::Entity::find()
-                .order_by_asc(resource_presets::Column::Name)
-                .all(&state.db)
-                .await?;
+            let all = crate::presets::list_by_name(&state.db).await?;
             let presets: Vec<Value> = all
                 .into_iter()
                 .map(|p| {

@@ -5,9 +5,8 @@
 #![allow(clippy::too_many_arguments)]
 use async_graphql::{Context, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use entity::enums::{AgentStatus, SessionStatus};
-use entity::{agents, kernels};
-use sea_orm::{ColumnTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, Select};
+use entity::agents;
+use sea_orm::{Order, PaginatorTrait, QueryFilter, Select};
 
 use crate::error::{ApiError, ApiResult};
 use crate::graphql::{context::authed, context::state, scalars::JsonString};
@@ -123,12 +122,7 @@ impl Agent {
     /// Containers of running sessions on this agent.
     async fn container_count(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
         let state = state(ctx)?;
-        Ok(kernels::Entity::find()
-            .filter(kernels::Column::Agent.eq(&self.0.id))
-            .filter(kernels::Column::Status.eq(SessionStatus::Running))
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?)
+        Ok(crate::agents::running_containers(&state.db, &self.0.id).await?)
     }
 }
 
@@ -344,31 +338,6 @@ pub struct AgentConnection {
     edges: Vec<AgentEdge>,
 }
 
-fn filtered(
-    status: Option<String>,
-    scaling_group: Option<String>,
-) -> ApiResult<Select<agents::Entity>> {
-    let mut select = agents::Entity::find();
-    if let Some(s) = status.filter(|s| !s.is_empty()) {
-        let statuses = s
-            .split(',')
-            .map(|p| {
-                AgentStatus::parse(p).ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "invalid agent status '{p}' (one of: {})",
-                        AgentStatus::choices()
-                    ))
-                })
-            })
-            .collect::<ApiResult<Vec<_>>>()?;
-        select = select.filter(agents::Column::Status.is_in(statuses));
-    }
-    if let Some(sg) = scaling_group {
-        select = select.filter(agents::Column::ScalingGroup.eq(sg));
-    }
-    Ok(select)
-}
-
 /// Backend.AI's `AgentSummary`: what anyone may know of an agent it could run sessions on.
 pub struct AgentSummary(agents::Model);
 
@@ -415,9 +384,9 @@ impl AgentQuery {
         agent_id: String,
     ) -> crate::graphql::context::Result<Agent> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
+        let scope = caller.require_superadmin()?;
         Ok(Agent(
-            crate::lookup::get::<agents::Entity>(&state.db, "agent", agent_id).await?,
+            crate::agents::find(&state.db, &scope, agent_id).await?,
         ))
     }
 
@@ -428,8 +397,8 @@ impl AgentQuery {
         scaling_group: Option<String>,
     ) -> crate::graphql::context::Result<Vec<Agent>> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let rows = filtered(status, scaling_group)?
+        let scope = caller.require_superadmin()?;
+        let rows = crate::agents::listable(&scope, status, scaling_group)?
             .all(&state.db)
             .await
             .map_err(ApiError::from)?;
@@ -450,8 +419,8 @@ impl AgentQuery {
         #[graphql(desc = "accepted; pages go by offset")] _last: Option<i32>,
     ) -> crate::graphql::context::Result<AgentConnection> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let select = with_filter(agents::Entity::find(), filter)?;
+        let scope = caller.require_superadmin()?;
+        let select = with_filter(crate::agents::listable(&scope, None, None)?, filter)?;
         let count = select
             .clone()
             .count(&state.db)
@@ -497,18 +466,8 @@ impl AgentQuery {
         filter: Option<String>,
     ) -> crate::graphql::context::Result<AgentSummaryList> {
         let (state, caller) = authed(ctx)?;
-        let mut select = with_filter(filtered(status, scaling_group)?, filter)?;
-        if !caller.is_superadmin() {
-            let groups = crate::scaling_groups::allowed_for(
-                &state.db,
-                &caller.domain_name,
-                caller.uuid,
-                None,
-                caller.access_key.as_deref(),
-            )
-            .await?;
-            select = select.filter(agents::Column::ScalingGroup.is_in(groups));
-        }
+        let select = crate::agents::summarized(&state.db, caller, status, scaling_group).await?;
+        let select = with_filter(select, filter)?;
         let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
@@ -538,8 +497,11 @@ impl AgentQuery {
         filter: Option<String>,
     ) -> crate::graphql::context::Result<AgentList> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let select = with_filter(filtered(status, scaling_group)?, filter)?;
+        let scope = caller.require_superadmin()?;
+        let select = with_filter(
+            crate::agents::listable(&scope, status, scaling_group)?,
+            filter,
+        )?;
         let (rows, total_count) = crate::graphql::context::paginate(
             &state.db,
             select,
@@ -588,10 +550,7 @@ impl AgentMutation {
         caller.require_superadmin()?;
         crate::sessions::reconcile::sweep(state).await?;
         crate::agents::refresh_agent_usage(state).await?;
-        let agents = entity::agents::Entity::find()
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        let agents = crate::agents::all_rows(&state.db).await?;
         let summary: Vec<String> = agents
             .iter()
             .map(|a| {
@@ -653,23 +612,10 @@ impl AgentMutation {
         registry: Option<String>,
     ) -> crate::graphql::context::Result<RescanImages> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let registries = {
-            use entity::container_registries as regs;
-            use sea_orm::QueryOrder;
-            let mut q = regs::Entity::find().order_by_asc(regs::Column::Hostname);
-            if let Some(r) = &registry {
-                q = q.filter(regs::Column::Hostname.eq(r.trim().to_ascii_lowercase()));
-            }
-            let rows = q.all(&state.db).await.map_err(ApiError::from)?;
-            if registry.is_some() && rows.is_empty() {
-                return Err(ApiError::not_found(
-                    "container registry",
-                    registry.unwrap_or_default(),
-                )
-                .into());
-            }
-            rows
+        let scope = caller.require_superadmin()?;
+        let registries = match &registry {
+            Some(r) => vec![crate::registries::find(&state.db, r).await?],
+            None => crate::registries::list(&state.db, &scope).await?,
         };
         let scan_local = registry.is_none();
         let task_state = state.clone();

@@ -8,8 +8,8 @@
 use async_graphql::{Context, Enum, ID, InputValueError, Object, Scalar, ScalarType, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{VFolderOwnershipType, VFolderStatus};
-use entity::{groups, users, vfolders};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
+use entity::vfolders;
+use sea_orm::{ColumnTrait, Order, QueryFilter};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -86,34 +86,6 @@ fn quota_scope_id(f: &vfolders::Model) -> Option<String> {
     }
 }
 
-async fn email_of(
-    ctx: &Context<'_>,
-    user: Option<Uuid>,
-) -> crate::graphql::context::Result<Option<String>> {
-    let Some(u) = user else {
-        return Ok(None);
-    };
-    Ok(users::Entity::find_by_id(u)
-        .one(&state(ctx)?.read)
-        .await
-        .map_err(ApiError::from)?
-        .map(|u| u.email))
-}
-
-async fn project_name(
-    ctx: &Context<'_>,
-    group: Option<Uuid>,
-) -> crate::graphql::context::Result<Option<String>> {
-    let Some(g) = group else {
-        return Ok(None);
-    };
-    Ok(groups::Entity::find_by_id(g)
-        .one(&state(ctx)?.read)
-        .await
-        .map_err(ApiError::from)?
-        .map(|g| g.name))
-}
-
 /// A folder as Backend.AI 24.03–26's `VirtualFolderNode`.
 pub struct VirtualFolderNode {
     folder: vfolders::Model,
@@ -145,7 +117,7 @@ impl VirtualFolderNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        email_of(ctx, self.folder.user).await
+        Ok(crate::storage::owner_email(&state(ctx)?.read, &self.folder).await?)
     }
     async fn group(&self) -> Option<Uuid> {
         self.folder.group
@@ -154,7 +126,7 @@ impl VirtualFolderNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        project_name(ctx, self.folder.group).await
+        Ok(crate::storage::project_name(&state(ctx)?.read, &self.folder).await?)
     }
     async fn creator(&self) -> Option<&str> {
         self.folder.creator.as_deref()
@@ -349,11 +321,7 @@ fn scoped(
 ) -> sea_orm::Select<vfolders::Entity> {
     match scope {
         None => select,
-        Some(Scope::Project(g)) => select.filter(
-            sea_orm::Condition::any()
-                .add(vfolders::Column::Group.eq(g))
-                .add(vfolders::Column::Group.is_null()),
-        ),
+        Some(Scope::Project(g)) => crate::storage::with_project(select, g),
         Some(Scope::User(u)) => select.filter(vfolders::Column::User.eq(u)),
         Some(Scope::Domain(d)) => select.filter(vfolders::Column::DomainName.eq(d)),
     }

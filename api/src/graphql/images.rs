@@ -1,8 +1,7 @@
 //! GraphQL for images: `image`, `images`, `modify_image` (minimum resources),
 //! `alias_image`, `dealias_image`, `forget_image`.
 use async_graphql::{Context, InputObject, Object, SimpleObject};
-use entity::{image_aliases, images};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use entity::images;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -137,14 +136,7 @@ impl Image {
     }
     async fn aliases(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<String>> {
         let state = state(ctx)?;
-        Ok(image_aliases::Entity::find()
-            .filter(image_aliases::Column::Image.eq(self.0.id))
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|a| a.alias)
-            .collect())
+        Ok(crate::images::aliases_of(&state.db, self.0.id).await?)
     }
     async fn size_bytes(&self) -> BigInt {
         BigInt(self.0.size_bytes)

@@ -2,7 +2,6 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use entity::resource_presets as presets;
 use entity::slots::ResourceSlots;
-use sea_orm::{EntityTrait, QueryOrder};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -45,8 +44,7 @@ impl PresetQuery {
         name: String,
     ) -> crate::graphql::context::Result<ResourcePreset> {
         let (state, _) = authed(ctx)?;
-        let p = crate::lookup::get::<presets::Entity>(&state.db, "resource preset", name.clone())
-            .await?;
+        let p = crate::presets::find(&state.db, &name).await?;
         Ok(ResourcePreset(p))
     }
 
@@ -55,11 +53,7 @@ impl PresetQuery {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<ResourcePreset>> {
         let (state, _) = authed(ctx)?;
-        let rows = presets::Entity::find()
-            .order_by_asc(presets::Column::CreatedAt)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        let rows = crate::presets::list(&state.db).await?;
         Ok(rows.into_iter().map(ResourcePreset).collect())
     }
 }

@@ -1,10 +1,8 @@
 //! GraphQL for container registries (superadmin only).
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use entity::container_registries as registries;
-use sea_orm::{EntityTrait, QueryOrder};
 use uuid::Uuid;
 
-use crate::error::ApiError;
 use crate::graphql::context::authed;
 
 const MASK: &str = "*****";
@@ -92,12 +90,8 @@ impl RegistryQuery {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<ContainerRegistry>> {
         let (state, caller) = authed(ctx)?;
-        caller.require_superadmin()?;
-        let rows = registries::Entity::find()
-            .order_by_asc(registries::Column::Hostname)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        let scope = caller.require_superadmin()?;
+        let rows = crate::registries::list(&state.db, &scope).await?;
         Ok(rows.into_iter().map(ContainerRegistry).collect())
     }
 }

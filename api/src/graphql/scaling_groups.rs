@@ -3,8 +3,7 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::AgentStatus;
-use entity::{agents, scaling_groups as sg};
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use entity::scaling_groups as sg;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -88,32 +87,8 @@ impl ScalingGroup {
             })?,
             None => AgentStatus::Alive,
         };
-        Ok(agents::Entity::find()
-            .filter(agents::Column::ScalingGroup.eq(&self.0.name))
-            .filter(agents::Column::Status.eq(status))
-            .count(&state.db)
-            .await
-            .map_err(ApiError::from)?)
+        Ok(crate::agents::count_in(&state.db, &self.0.name, status).await?)
     }
-}
-
-async fn visible_names(
-    db: &sea_orm::DatabaseConnection,
-    caller: &Caller,
-) -> ApiResult<Option<Vec<String>>> {
-    if caller.admin_scope().is_some() {
-        return Ok(None);
-    }
-    Ok(Some(
-        crate::scaling_groups::allowed_for(
-            db,
-            &caller.domain_name,
-            caller.uuid,
-            None,
-            caller.access_key.as_deref(),
-        )
-        .await?,
-    ))
 }
 
 #[derive(Default)]
@@ -129,13 +104,7 @@ impl ScalingGroupQuery {
     ) -> crate::graphql::context::Result<ScalingGroup> {
         let (state, caller) = authed(ctx)?;
         let name = name.ok_or_else(|| ApiError::bad_request("'name' is required"))?;
-        if visible_names(&state.db, caller)
-            .await?
-            .is_some_and(|v| !v.contains(&name))
-        {
-            return Err(ApiError::not_found("resource group", &name).into());
-        }
-        let s = crate::lookup::get::<sg::Entity>(&state.db, "resource group", name.clone()).await?;
+        let s = crate::scaling_groups::find_visible(&state.db, caller, &name).await?;
         Ok(ScalingGroup(s))
     }
 
@@ -146,23 +115,13 @@ impl ScalingGroupQuery {
         is_active: Option<bool>,
     ) -> crate::graphql::context::Result<Vec<ScalingGroup>> {
         let (state, caller) = authed(ctx)?;
-        let mut select = sg::Entity::find().order_by_asc(sg::Column::Name);
-        if let Some(names) = visible_names(&state.db, caller).await? {
-            select = select.filter(sg::Column::Name.is_in(names));
-        }
-        if let Some(n) = name {
-            select = select.filter(sg::Column::Name.eq(n));
-        }
-        if let Some(a) = is_active {
-            select = select.filter(sg::Column::IsActive.eq(a));
-        }
-        Ok(select
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(ScalingGroup)
-            .collect())
+        Ok(
+            crate::scaling_groups::visible(&state.db, caller, name, is_active)
+                .await?
+                .into_iter()
+                .map(ScalingGroup)
+                .collect(),
+        )
     }
 
     /// Active resource groups usable from a group (project), for the launch dialog.
@@ -195,20 +154,7 @@ async fn usable_from(
     group: Uuid,
 ) -> ApiResult<Vec<ScalingGroup>> {
     let g = crate::groups::find_visible(&state.db, caller, group).await?;
-    let names = crate::scaling_groups::allowed_for(
-        &state.db,
-        &g.domain_name,
-        caller.uuid,
-        Some(g.id),
-        caller.access_key.as_deref(),
-    )
-    .await?;
-    let rows = sg::Entity::find()
-        .filter(sg::Column::Name.is_in(names))
-        .order_by_asc(sg::Column::Name)
-        .all(&state.db)
-        .await
-        .map_err(ApiError::from)?;
+    let rows = crate::scaling_groups::usable_from(&state.db, caller, &g).await?;
     Ok(rows.into_iter().map(ScalingGroup).collect())
 }
 

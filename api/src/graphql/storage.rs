@@ -9,11 +9,10 @@
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use entity::enums::{VFolderPermission, VFolderUsageMode};
-use entity::{groups, users, vfolders};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter};
+use entity::vfolders;
+use sea_orm::{Order, QueryFilter};
 use uuid::Uuid;
 
-use crate::auth::ReadScope;
 use crate::error::{ApiError, ApiResult};
 use crate::graphql::{context::authed, context::state, scalars::BigInt};
 use crate::storage::Access;
@@ -64,14 +63,7 @@ impl VirtualFolder {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        let Some(u) = self.folder.user else {
-            return Ok(None);
-        };
-        Ok(users::Entity::find_by_id(u)
-            .one(&state(ctx)?.db)
-            .await
-            .map_err(ApiError::from)?
-            .map(|u| u.email))
+        Ok(crate::storage::owner_email(&state(ctx)?.db, &self.folder).await?)
     }
     async fn group(&self) -> Option<Uuid> {
         self.folder.group
@@ -80,14 +72,7 @@ impl VirtualFolder {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        let Some(g) = self.folder.group else {
-            return Ok(None);
-        };
-        Ok(groups::Entity::find_by_id(g)
-            .one(&state(ctx)?.db)
-            .await
-            .map_err(ApiError::from)?
-            .map(|g| g.name))
+        Ok(crate::storage::project_name(&state(ctx)?.db, &self.folder).await?)
     }
     async fn domain_name(&self) -> &str {
         &self.folder.domain_name
@@ -139,16 +124,7 @@ impl VirtualFolder {
     /// invitation).
     async fn shared_with_me(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<bool> {
         let (state, caller) = authed(ctx)?;
-        if self.folder.user.is_none() || self.folder.user == Some(caller.uuid) {
-            return Ok(false);
-        }
-        Ok(
-            entity::vfolder_permissions::Entity::find_by_id((self.folder.id, caller.uuid))
-                .one(&state.db)
-                .await
-                .map_err(ApiError::from)?
-                .is_some(),
-        )
+        Ok(crate::storage::sharing::shared_with(&state.db, caller, &self.folder).await?)
     }
 }
 
@@ -409,19 +385,9 @@ impl StorageQuery {
         filter: Option<String>,
     ) -> crate::graphql::context::Result<VirtualFolderList> {
         let (state, caller) = authed(ctx)?;
-        let mut select = match caller.read_scope() {
-            ReadScope::Admin(scope) => match scope.domain() {
-                None => vfolders::Entity::find(),
-                Some(d) => vfolders::Entity::find().filter(vfolders::Column::DomainName.eq(d)),
-            },
-            ReadScope::Own { .. } => crate::storage::accessible(caller),
-        };
+        let mut select = crate::storage::visible(caller);
         if let Some(g) = group_id {
-            select = select.filter(
-                sea_orm::Condition::any()
-                    .add(vfolders::Column::Group.eq(g))
-                    .add(vfolders::Column::Group.is_null()),
-            );
+            select = crate::storage::with_project(select, g);
         }
         if let Some(f) = filter
             && let Some(f) = bai_core::filter::parse(&f, FILTERABLE)?
@@ -884,20 +850,7 @@ impl StorageSubscription {
                     let crate::events::Event::Vfolder(e) = &*ev else {
                         return None;
                     };
-                    let visible = e.user == Some(caller.uuid)
-                        || caller
-                            .admin_scope()
-                            .is_some_and(|s| s.covers_domain(&e.domain))
-                        || match e.group {
-                            Some(g) => crate::groups::is_member(&state.db, caller.uuid, g)
-                                .await
-                                .unwrap_or(false),
-                            None => false,
-                        }
-                        || entity::vfolder_permissions::Entity::find_by_id((e.id, caller.uuid))
-                            .one(&state.db)
-                            .await
-                            .is_ok_and(|p| p.is_some());
+                    let visible = crate::storage::sees_change(&state.db, &caller, e).await;
                     visible.then(|| VFolderChange {
                         id: e.id,
                         name: e.name.clone(),

@@ -316,3 +316,101 @@ pub async fn refresh_agent_usage(state: &impl Runtime) -> ApiResult<()> {
 pub(crate) fn not_alive(id: &str) -> ApiError {
     ApiError::conflict(format!("agent {id} is not available"))
 }
+
+/// Every agent's row, whatever its status.
+pub async fn all_rows<C: sea_orm::ConnectionTrait>(db: &C) -> ApiResult<Vec<agents::Model>> {
+    Ok(agents::Entity::find().all(db).await?)
+}
+
+/// Agent `id` (superadmins only; NOT_FOUND otherwise).
+pub async fn find<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    _scope: &crate::auth::SuperadminScope,
+    id: String,
+) -> ApiResult<agents::Model> {
+    crate::lookup::get::<agents::Entity>(db, "agent", id).await
+}
+
+/// Agents narrowed to statuses (comma-separated; BAD_REQUEST for an unknown one) and a
+/// resource group.
+fn filtered(
+    status: Option<String>,
+    scaling_group: Option<String>,
+) -> ApiResult<sea_orm::Select<agents::Entity>> {
+    let mut select = agents::Entity::find();
+    if let Some(s) = status.filter(|s| !s.is_empty()) {
+        let statuses = s
+            .split(',')
+            .map(|p| {
+                AgentStatus::parse(p).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "invalid agent status '{p}' (one of: {})",
+                        AgentStatus::choices()
+                    ))
+                })
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
+        select = select.filter(agents::Column::Status.is_in(statuses));
+    }
+    if let Some(sg) = scaling_group {
+        select = select.filter(agents::Column::ScalingGroup.eq(sg));
+    }
+    Ok(select)
+}
+
+/// The agents a superadmin lists, narrowed to statuses (comma-separated; BAD_REQUEST for an
+/// unknown one) and a resource group.
+pub fn listable(
+    _scope: &crate::auth::SuperadminScope,
+    status: Option<String>,
+    scaling_group: Option<String>,
+) -> ApiResult<sea_orm::Select<agents::Entity>> {
+    filtered(status, scaling_group)
+}
+
+/// The agents the caller may know of (Backend.AI's agent summaries): a superadmin every one,
+/// anyone else those of the resource groups it may use; narrowed as [`listable`].
+pub async fn summarized<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &crate::auth::Caller,
+    status: Option<String>,
+    scaling_group: Option<String>,
+) -> ApiResult<sea_orm::Select<agents::Entity>> {
+    let mut select = filtered(status, scaling_group)?;
+    if !caller.is_superadmin() {
+        let groups = crate::scaling_groups::allowed_for(
+            db,
+            &caller.domain_name,
+            caller.uuid,
+            None,
+            caller.access_key.as_deref(),
+        )
+        .await?;
+        select = select.filter(agents::Column::ScalingGroup.is_in(groups));
+    }
+    Ok(select)
+}
+
+/// Containers of running sessions on agent `id`.
+pub async fn running_containers<C: sea_orm::ConnectionTrait>(db: &C, id: &str) -> ApiResult<u64> {
+    use sea_orm::PaginatorTrait;
+    Ok(kernels::Entity::find()
+        .filter(kernels::Column::Agent.eq(id))
+        .filter(kernels::Column::Status.eq(SessionStatus::Running))
+        .count(db)
+        .await?)
+}
+
+/// Agents of resource group `scaling_group` with `status`.
+pub async fn count_in<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    scaling_group: &str,
+    status: AgentStatus,
+) -> ApiResult<u64> {
+    use sea_orm::PaginatorTrait;
+    Ok(agents::Entity::find()
+        .filter(agents::Column::ScalingGroup.eq(scaling_group))
+        .filter(agents::Column::Status.eq(status))
+        .count(db)
+        .await?)
+}

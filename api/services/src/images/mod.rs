@@ -165,6 +165,17 @@ pub async fn owned_by<C: ConnectionTrait>(db: &C, user: Uuid) -> ApiResult<Vec<i
         .await?)
 }
 
+/// The aliases of image `image`.
+pub async fn aliases_of<C: ConnectionTrait>(db: &C, image: Uuid) -> ApiResult<Vec<String>> {
+    Ok(image_aliases::Entity::find()
+        .filter(image_aliases::Column::Image.eq(image))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|a| a.alias)
+        .collect())
+}
+
 /// The catalog as `caller` sees it: global images and their own committed ones (`everyone`:
 /// every user's too, for a superadmin only).
 pub fn visible(caller: &Caller, everyone: bool) -> sea_orm::Select<images::Entity> {

@@ -177,3 +177,26 @@ pub fn parse_shared_memory(input: &str) -> ApiResult<Option<i64>> {
             ))
         })
 }
+
+/// Every resource preset, oldest first.
+pub async fn list<C: sea_orm::ConnectionTrait>(db: &C) -> ApiResult<Vec<presets::Model>> {
+    use sea_orm::QueryOrder;
+    Ok(presets::Entity::find()
+        .order_by_asc(presets::Column::CreatedAt)
+        .all(db)
+        .await?)
+}
+
+/// Every resource preset, by name.
+pub async fn list_by_name<C: sea_orm::ConnectionTrait>(db: &C) -> ApiResult<Vec<presets::Model>> {
+    use sea_orm::QueryOrder;
+    Ok(presets::Entity::find()
+        .order_by_asc(presets::Column::Name)
+        .all(db)
+        .await?)
+}
+
+/// The preset called `name` (NOT_FOUND otherwise).
+pub async fn find<C: sea_orm::ConnectionTrait>(db: &C, name: &str) -> ApiResult<presets::Model> {
+    crate::lookup::get::<presets::Entity>(db, "resource preset", name.to_string()).await
+}

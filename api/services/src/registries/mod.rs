@@ -50,6 +50,18 @@ pub async fn find(
         .ok_or_else(|| ApiError::not_found("container registry", hostname))
 }
 
+/// Every registry, by host name (superadmins only).
+pub async fn list<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    _scope: &SuperadminScope,
+) -> ApiResult<Vec<registries::Model>> {
+    use sea_orm::QueryOrder;
+    Ok(registries::Entity::find()
+        .order_by_asc(registries::Column::Hostname)
+        .all(db)
+        .await?)
+}
+
 fn parse_type(s: &str) -> ApiResult<RegistryType> {
     RegistryType::parse(s).ok_or_else(|| {
         ApiError::bad_request(format!(

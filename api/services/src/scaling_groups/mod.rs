@@ -15,7 +15,7 @@ use sea_orm::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::SuperadminScope;
+use crate::auth::{Caller, SuperadminScope};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{ChangeAction, ObjectKind};
 use crate::store::Store;
@@ -71,6 +71,87 @@ pub async fn allowed_for<C: ConnectionTrait>(
     Ok(active.into_iter().map(|s| s.name).collect())
 }
 
+/// The names of the resource groups the caller may see: None for an admin (every one), else
+/// those it may use ([`allowed_for`]).
+async fn visible_names<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+) -> ApiResult<Option<Vec<String>>> {
+    if caller.admin_scope().is_some() {
+        return Ok(None);
+    }
+    Ok(Some(
+        allowed_for(
+            db,
+            &caller.domain_name,
+            caller.uuid,
+            None,
+            caller.access_key.as_deref(),
+        )
+        .await?,
+    ))
+}
+
+/// Resource group `name` if the caller may see it: an admin any, anyone else one it may use
+/// (NOT_FOUND otherwise).
+pub async fn find_visible<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    name: &str,
+) -> ApiResult<scaling_groups::Model> {
+    if visible_names(db, caller)
+        .await?
+        .is_some_and(|v| !v.iter().any(|n| n == name))
+    {
+        return Err(ApiError::not_found("resource group", name));
+    }
+    crate::lookup::get::<scaling_groups::Entity>(db, "resource group", name.to_string()).await
+}
+
+/// The resource groups the caller may see, by name, narrowed to `name` and activity.
+pub async fn visible<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    name: Option<String>,
+    is_active: Option<bool>,
+) -> ApiResult<Vec<scaling_groups::Model>> {
+    use sea_orm::QueryOrder;
+    let mut select = scaling_groups::Entity::find().order_by_asc(scaling_groups::Column::Name);
+    if let Some(names) = visible_names(db, caller).await? {
+        select = select.filter(scaling_groups::Column::Name.is_in(names));
+    }
+    if let Some(n) = name {
+        select = select.filter(scaling_groups::Column::Name.eq(n));
+    }
+    if let Some(a) = is_active {
+        select = select.filter(scaling_groups::Column::IsActive.eq(a));
+    }
+    Ok(select.all(db).await?)
+}
+
+/// The resource groups the caller may use from `project` (one it may see:
+/// `groups::find_visible`), by name.
+pub async fn usable_from<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    project: &groups::Model,
+) -> ApiResult<Vec<scaling_groups::Model>> {
+    use sea_orm::QueryOrder;
+    let names = allowed_for(
+        db,
+        &project.domain_name,
+        caller.uuid,
+        Some(project.id),
+        caller.access_key.as_deref(),
+    )
+    .await?;
+    Ok(scaling_groups::Entity::find()
+        .filter(scaling_groups::Column::Name.is_in(names))
+        .order_by_asc(scaling_groups::Column::Name)
+        .all(db)
+        .await?)
+}
+
 const STRATEGIES: &[&str] = &["dispersed", "concentrated", "legacy"];
 const SESSION_TYPES: &[&str] = &["interactive", "batch", "inference"];
 
@@ -106,7 +187,7 @@ pub fn validate_scheduler_opts(v: &Value) -> ApiResult<Value> {
 
 /// A resource group's driver name. bai, like Backend.AI's manager, runs every group as the
 /// `static` driver does (a fixed set of agents); another name is kept as given, as Backend.AI
-/// keeps it, and changes nothing (README, "Compatibility").
+/// keeps it, and changes nothing (the book, docs/src/compatibility.md).
 pub fn validate_driver(driver: &str) -> ApiResult<String> {
     crate::validate::object_name("resource group driver", driver)
 }

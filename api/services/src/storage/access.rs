@@ -4,14 +4,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use entity::enums::{VFolderPermission, VFolderStatus};
-use entity::{vfolder_permissions, vfolders};
+use entity::{groups, users, vfolder_permissions, vfolders};
 use sea_orm::sea_query::{Expr, Query as SqlQuery};
-use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, ReadScope};
 use crate::config::Config;
 use crate::error::{ApiError, ApiResult};
+use crate::events::VfolderEvent;
 use crate::store::Store;
 
 /// Configured storage hosts: `name=/absolute/path` entries; `local` alone means
@@ -108,6 +109,98 @@ pub fn accessible(caller: &Caller) -> sea_orm::Select<vfolders::Entity> {
                     .add(vfolders::Column::Group.is_null()),
             ),
     )
+}
+
+/// Folders the caller may list: a superadmin every one, a domain admin its domain's, anyone
+/// else those it reaches ([`accessible`]).
+pub fn visible(caller: &Caller) -> sea_orm::Select<vfolders::Entity> {
+    match caller.read_scope() {
+        ReadScope::Admin(scope) => match scope.domain() {
+            None => vfolders::Entity::find(),
+            Some(d) => vfolders::Entity::find().filter(vfolders::Column::DomainName.eq(d)),
+        },
+        ReadScope::Own { .. } => accessible(caller),
+    }
+}
+
+/// `select` narrowed to user folders and the folders of project `group`.
+pub fn with_project(
+    select: sea_orm::Select<vfolders::Entity>,
+    group: Uuid,
+) -> sea_orm::Select<vfolders::Entity> {
+    select.filter(
+        Condition::any()
+            .add(vfolders::Column::Group.eq(group))
+            .add(vfolders::Column::Group.is_null()),
+    )
+}
+
+/// The folders the caller reaches (at most `limit`), narrowed to user folders and project
+/// `group`'s when given.
+pub async fn reachable<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    group: Option<Uuid>,
+    limit: u64,
+) -> ApiResult<Vec<vfolders::Model>> {
+    let mut select = accessible(caller);
+    if let Some(g) = group {
+        select = with_project(select, g);
+    }
+    Ok(select.limit(limit).all(db).await?)
+}
+
+/// The caller's own user folders.
+pub async fn own_folders<C: ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+) -> ApiResult<Vec<vfolders::Model>> {
+    Ok(accessible(caller)
+        .filter(vfolders::Column::User.eq(caller.uuid))
+        .all(db)
+        .await?)
+}
+
+/// The e-mail address of the user a folder belongs to (None: a project folder, or no such
+/// user).
+pub async fn owner_email<C: ConnectionTrait>(
+    db: &C,
+    f: &vfolders::Model,
+) -> ApiResult<Option<String>> {
+    let Some(u) = f.user else {
+        return Ok(None);
+    };
+    Ok(users::Entity::find_by_id(u).one(db).await?.map(|u| u.email))
+}
+
+/// The name of the project a folder belongs to (None: a user folder, or no such project).
+pub async fn project_name<C: ConnectionTrait>(
+    db: &C,
+    f: &vfolders::Model,
+) -> ApiResult<Option<String>> {
+    let Some(g) = f.group else {
+        return Ok(None);
+    };
+    Ok(groups::Entity::find_by_id(g).one(db).await?.map(|g| g.name))
+}
+
+/// Whether the caller may hear of a change to a folder: its owner, an admin of its domain, a
+/// member of its project, or a user it is shared with (false where that cannot be read).
+pub async fn sees_change<C: ConnectionTrait>(db: &C, caller: &Caller, e: &VfolderEvent) -> bool {
+    e.user == Some(caller.uuid)
+        || caller
+            .admin_scope()
+            .is_some_and(|s| s.covers_domain(&e.domain))
+        || match e.group {
+            Some(g) => crate::groups::is_member(db, caller.uuid, g)
+                .await
+                .unwrap_or(false),
+            None => false,
+        }
+        || vfolder_permissions::Entity::find_by_id((e.id, caller.uuid))
+            .one(db)
+            .await
+            .is_ok_and(|p| p.is_some())
 }
 
 /// The folder and the caller's access to it; NOT_FOUND for folders it cannot reach.

@@ -11,7 +11,10 @@ pub mod sharing;
 pub mod transfer;
 pub mod usage;
 
-pub use access::{Access, accessible, find, folder_root, hosts, require_ready, resolve};
+pub use access::{
+    Access, accessible, find, folder_root, hosts, own_folders, owner_email, project_name,
+    reachable, require_ready, resolve, sees_change, visible, with_project,
+};
 pub use usage::{USAGE_FRESH, add_usage, mark_stale, measure, measure_stalest, usage};
 
 use std::collections::BTreeMap;
@@ -88,6 +91,25 @@ pub struct NewFolder {
     pub permission: VFolderPermission,
     pub usage_mode: VFolderUsageMode,
     pub cloneable: bool,
+}
+
+/// The project a new folder is for, named by id or by name in the caller's domain (NOT_FOUND
+/// for a name no project of that domain has).
+pub async fn project_id<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    key: &str,
+) -> ApiResult<Uuid> {
+    if let Ok(id) = Uuid::parse_str(key) {
+        return Ok(id);
+    }
+    entity::groups::Entity::find()
+        .filter(entity::groups::Column::Name.eq(key))
+        .filter(entity::groups::Column::DomainName.eq(&caller.domain_name))
+        .one(db)
+        .await?
+        .map(|g| g.id)
+        .ok_or_else(|| ApiError::not_found("group", key))
 }
 
 /// Creates a folder (a directory on the host, then its record). User folders count against

@@ -319,6 +319,22 @@ pub async fn update_invitation(
     Ok(())
 }
 
+/// Whether `f`, another user's folder, reaches the caller because it was shared with it (an
+/// accepted invitation); false for the caller's own folders and project folders.
+pub async fn shared_with<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    caller: &Caller,
+    f: &vfolders::Model,
+) -> ApiResult<bool> {
+    if f.user.is_none() || f.user == Some(caller.uuid) {
+        return Ok(false);
+    }
+    Ok(vfolder_permissions::Entity::find_by_id((f.id, caller.uuid))
+        .one(db)
+        .await?
+        .is_some())
+}
+
 /// Who folder `id` is shared with (its owner, or an admin of a project folder, only).
 pub async fn shares(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<Vec<Share>> {
     let (f, access) = find(store, caller, id).await?;
