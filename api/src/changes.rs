@@ -80,28 +80,15 @@ async fn governed(
     kind: ObjectKind,
     key: &str,
 ) -> bool {
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-    let owner = match kind {
-        ObjectKind::User => {
-            entity::users::Entity::find()
-                .filter(entity::users::Column::Email.eq(key))
-                .one(&state.db)
-                .await
-        }
-        _ => match entity::keypairs::Entity::find_by_id(key.to_string())
-            .one(&state.db)
+    // Each is NOT_FOUND for a stranger's account or keypair (and one that is gone).
+    match kind {
+        ObjectKind::User => crate::auth::visibility::user(&state.db, caller, key)
             .await
-        {
-            Ok(Some(kp)) => {
-                entity::users::Entity::find_by_id(kp.user)
-                    .one(&state.db)
-                    .await
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
-        },
-    };
-    matches!(owner, Ok(Some(u)) if caller.governs(u.uuid, u.role, &u.domain_name))
+            .is_ok(),
+        _ => crate::auth::visibility::keypair(&state.db, caller, key)
+            .await
+            .is_ok(),
+    }
 }
 
 #[derive(Default)]

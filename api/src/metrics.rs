@@ -10,7 +10,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use sea_orm::{EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
 
 use crate::error::ApiError;
 use crate::error::IntoProblem as _;
@@ -43,20 +42,9 @@ fn label(v: &str) -> String {
 
 /// The gauges that are read at scrape time.
 // `writeln!` into a `String` cannot fail: its results (`let _ =`) are dropped on purpose.
-async fn gauges(state: &AppState) -> Result<String, sea_orm::DbErr> {
-    use entity::{agents, sessions};
+async fn gauges(state: &AppState) -> Result<String, ApiError> {
     let mut out = String::new();
-    let by_status: Vec<(entity::enums::SessionStatus, i64)> = sessions::Entity::find()
-        .select_only()
-        .column(sessions::Column::Status)
-        .column_as(
-            sea_orm::sea_query::Expr::col(sessions::Column::Id).count(),
-            "n",
-        )
-        .group_by(sessions::Column::Status)
-        .into_tuple()
-        .all(&state.db)
-        .await?;
+    let by_status = crate::sessions::count_by_status(&state.db).await?;
     let _ = writeln!(
         out,
         "# HELP bai_sessions Sessions by status.\n# TYPE bai_sessions gauge"
@@ -64,18 +52,12 @@ async fn gauges(state: &AppState) -> Result<String, sea_orm::DbErr> {
     for (status, n) in &by_status {
         let _ = writeln!(out, "bai_sessions{{status=\"{}\"}} {n}", status.as_str());
     }
-    let pending = sessions::Entity::find()
-        .filter(sea_orm::ColumnTrait::eq(
-            &sessions::Column::Status,
-            entity::enums::SessionStatus::Pending,
-        ))
-        .count(&state.db)
-        .await?;
+    let pending = crate::sessions::count_pending(&state.db).await?;
     let _ = writeln!(
         out,
         "# HELP bai_sessions_pending Sessions waiting to be scheduled.\n# TYPE bai_sessions_pending gauge\nbai_sessions_pending {pending}"
     );
-    let all_agents = agents::Entity::find().all(&state.db).await?;
+    let all_agents = crate::agents::all_rows(&state.db).await?;
     let _ = writeln!(
         out,
         "# HELP bai_agents Agents by status.\n# TYPE bai_agents gauge"

@@ -8,9 +8,6 @@ use axum::extract::State;
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use entity::enums::SessionStatus;
-use entity::sessions;
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
 
 use super::{caller, reply};
@@ -26,11 +23,8 @@ pub(super) async fn status(
 ) -> Response {
     reply(
         async {
-            caller(&principal)?.require_superadmin()?;
-            let active = sessions::Entity::find()
-                .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
-                .count(&state.db)
-                .await?;
+            let scope = caller(&principal)?.require_superadmin()?;
+            let active = crate::sessions::count_allocated(&state.db, &scope).await?;
             let addr = state
                 .config
                 .advertise_addr

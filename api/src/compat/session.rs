@@ -7,10 +7,9 @@ use axum::extract::{Multipart, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use entity::enums::{SessionStatus, UserRole};
+use entity::enums::SessionStatus;
 use entity::sessions;
 use futures_util::StreamExt;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -27,27 +26,12 @@ pub(crate) struct OwnerQuery {
     owner_access_key: Option<String>,
 }
 
+/// The keypair whose sessions a name refers to (the service's rule; the event stream names it
+/// too).
+pub(crate) use crate::sessions::owner_key;
+
 /// `{id}` is a session's UUID or its name; names pick the caller's (or, for admins with
 /// `owner_access_key`, that keypair's) most recent session, live ones first.
-/// The keypair whose sessions a name refers to: the caller's own, or `owner_access_key` for
-/// an administrator (Backend.AI refuses it to a user).
-pub(crate) fn owner_key(caller: &Caller, owner_access_key: Option<&str>) -> ApiResult<String> {
-    match owner_access_key {
-        Some(ak) if Some(ak) != caller.access_key.as_deref() => {
-            if !matches!(caller.role, UserRole::Admin | UserRole::Superadmin) {
-                return Err(ApiError::forbidden(
-                    "Only administrators may act on another keypair's sessions",
-                ));
-            }
-            Ok(ak.to_string())
-        }
-        _ => caller
-            .access_key
-            .clone()
-            .ok_or_else(|| ApiError::bad_request("This account has no keypair")),
-    }
-}
-
 async fn find_session(
     state: &AppState,
     caller: &Caller,
@@ -57,19 +41,7 @@ async fn find_session(
     if let Ok(id) = key.parse::<Uuid>() {
         return crate::sessions::find_visible(state, caller, id).await;
     }
-    let access_key = owner_key(caller, owner_access_key)?;
-    let found = crate::sessions::visible(caller)
-        .filter(sessions::Column::Name.eq(key))
-        .filter(sessions::Column::AccessKey.eq(access_key))
-        .order_by_desc(sessions::Column::CreatedAt)
-        .all(&state.db)
-        .await?;
-    found
-        .iter()
-        .find(|s| s.status.is_live())
-        .or(found.first())
-        .cloned()
-        .ok_or_else(|| ApiError::not_found("session", key))
+    crate::sessions::find_named(&state.db, caller, key, owner_access_key).await
 }
 
 fn principal_of(parts: &axum::http::request::Parts) -> Principal {
@@ -173,28 +145,8 @@ pub(super) async fn create_from_template(
 /// Backend.AI) the owner of that keypair, whom the caller must govern: a keypair it may not
 /// see is NOT_FOUND, an inactive one too.
 async fn acting_as(state: &AppState, caller: &Caller, body: &Value) -> ApiResult<Caller> {
-    let Some(ak) = crate::sessions::body::text(body.get("owner_access_key"))
-        .filter(|ak| Some(ak.as_str()) != caller.access_key.as_deref())
-    else {
-        return Ok(caller.clone());
-    };
-    if caller.admin_scope().is_none() {
-        return Err(ApiError::forbidden(
-            "Only administrators may create sessions for another keypair",
-        ));
-    }
-    let not_found = || ApiError::not_found("keypair", &ak);
-    let kp = entity::keypairs::Entity::find_by_id(ak.clone())
-        .one(&state.db)
-        .await?
-        .filter(|k| k.is_active)
-        .ok_or_else(not_found)?;
-    let owner = entity::users::Entity::find_by_id(kp.user)
-        .one(&state.db)
-        .await?
-        .filter(|u| caller.governs(u.uuid, u.role, &u.domain_name))
-        .ok_or_else(not_found)?;
-    Ok(Caller::of_user(owner, Some(kp.access_key), None))
+    let owner_access_key = crate::sessions::body::text(body.get("owner_access_key"));
+    crate::sessions::acting_as(&state.db, caller, owner_access_key.as_deref()).await
 }
 
 async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
@@ -209,27 +161,21 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         .and_then(Value::as_u64)
         .unwrap_or(0);
     // An existing live session of the same name: reused when it runs the same image.
-    if let Some(n) = &req.name {
-        let live = crate::sessions::visible(caller)
-            .filter(sessions::Column::Name.eq(n.as_str()))
-            .filter(sessions::Column::AccessKey.eq(caller.access_key.clone().unwrap_or_default()))
-            .filter(sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
-            .one(&state.db)
-            .await?;
-        if let Some(s) = live {
-            let wanted = crate::images::resolve_for(&state.db, caller, &req.image, None).await?;
-            if reuse && image_of(&s) == wanted.name {
-                return Ok((
-                    StatusCode::CREATED,
-                    Json(created_body(state, &s, false).await),
-                )
-                    .into_response());
-            }
-            return Err(ApiError::conflict(format!(
-                "A session named '{n}' already exists (id {}); choose another name",
-                s.id
-            )));
+    if let Some(n) = &req.name
+        && let Some(s) = crate::sessions::live_named(&state.db, caller, n).await?
+    {
+        let wanted = crate::images::resolve_for(&state.db, caller, &req.image, None).await?;
+        if reuse && image_of(&s) == wanted.name {
+            return Ok((
+                StatusCode::CREATED,
+                Json(created_body(state, &s, false).await),
+            )
+                .into_response());
         }
+        return Err(ApiError::conflict(format!(
+            "A session named '{n}' already exists (id {}); choose another name",
+            s.id
+        )));
     }
     // Listen before creating, so no status change slips by.
     let events = state.shared.events.stream();

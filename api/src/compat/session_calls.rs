@@ -290,24 +290,16 @@ fn graph_node<'a>(
     budget: &'a mut usize,
     depth: usize,
 ) -> futures_util::future::BoxFuture<'a, ApiResult<Value>> {
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     Box::pin(async move {
         let mut depends_on = Vec::new();
-        let edges = entity::session_dependencies::Entity::find()
-            .filter(entity::session_dependencies::Column::SessionId.eq(s.id))
-            .all(&state.db)
-            .await?;
-        for e in edges {
+        for depends in crate::sessions::dependency_ids(&state.db, s.id).await? {
             // Dependencies form no cycle (each named an existing session); the budget bounds
             // a very wide graph all the same.
             if *budget == 0 || depth >= GRAPH_DEPTH {
                 break;
             }
             *budget -= 1;
-            if let Some(d) = entity::sessions::Entity::find_by_id(e.depends_on)
-                .one(&state.db)
-                .await?
-            {
+            if let Some(d) = crate::sessions::find(&state.db, depends).await? {
                 depends_on.push(graph_node(state, d, budget, depth + 1).await?);
             }
         }

@@ -322,6 +322,19 @@ pub async fn all_rows<C: sea_orm::ConnectionTrait>(db: &C) -> ApiResult<Vec<agen
     Ok(agents::Entity::find().all(db).await?)
 }
 
+/// The alive, schedulable agents of resource group `scaling_group`.
+pub async fn schedulable_in<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    scaling_group: &str,
+) -> ApiResult<Vec<agents::Model>> {
+    Ok(agents::Entity::find()
+        .filter(agents::Column::ScalingGroup.eq(scaling_group))
+        .filter(agents::Column::Status.eq(AgentStatus::Alive))
+        .filter(agents::Column::Schedulable.eq(true))
+        .all(db)
+        .await?)
+}
+
 /// Agent `id` (superadmins only; NOT_FOUND otherwise).
 pub async fn find<C: sea_orm::ConnectionTrait>(
     db: &C,

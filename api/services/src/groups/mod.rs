@@ -348,3 +348,18 @@ pub async fn list<C: ConnectionTrait>(
     }
     Ok(select.all(db).await?)
 }
+
+/// The group `id`, without a visibility check (NOT_FOUND when there is none).
+pub async fn by_id<C: ConnectionTrait>(db: &C, id: Uuid) -> ApiResult<groups::Model> {
+    crate::lookup::get::<groups::Entity>(db, "group", id).await
+}
+
+/// The group named `default` of `domain` (NOT_FOUND when there is none).
+pub async fn default_of<C: ConnectionTrait>(db: &C, domain: &str) -> ApiResult<groups::Model> {
+    groups::Entity::find()
+        .filter(groups::Column::DomainName.eq(domain))
+        .filter(groups::Column::Name.eq("default"))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found("group", "default"))
+}

@@ -399,6 +399,19 @@ pub async fn forget_by_id(state: &impl Engines, caller: &Caller, id: Uuid) -> Ap
     Ok(())
 }
 
+/// The catalog's image by canonical name for `architecture`, if it has one.
+pub async fn find_named<C: ConnectionTrait>(
+    db: &C,
+    name: &str,
+    architecture: &str,
+) -> ApiResult<Option<images::Model>> {
+    Ok(images::Entity::find()
+        .filter(images::Column::Name.eq(name))
+        .filter(images::Column::Architecture.eq(architecture))
+        .one(db)
+        .await?)
+}
+
 /// A catalog row of local image `image:tag` for unit tests (nothing else set).
 #[cfg(test)]
 pub(crate) fn test_image(image: &str, tag: &str) -> images::Model {

@@ -7,8 +7,9 @@
 //! re-exports what the surfaces call, so no import circle runs through it): `status` (every
 //! change of status and its events), `kernels`, `create`, `launch` (with `delivery` of the
 //! image), `batch`, `lifecycle` (terminate, rename, logs), `idle`, `access` (who sees which
-//! session), and the work inside a running session: `exec`, `apps`, `files`, `commit`;
-//! `reconcile` repairs what a crash or a lost agent left behind.
+//! session), `queries` (the surfaces' reads: by name, dependencies, counts), and the work
+//! inside a running session: `exec`, `apps`, `files`, `commit`; `reconcile` repairs what a
+//! crash or a lost agent left behind.
 pub mod access;
 pub mod apps;
 pub mod batch;
@@ -26,6 +27,7 @@ pub mod lifecycle;
 mod lifecycle_tests;
 pub mod locks;
 pub mod phases;
+pub mod queries;
 pub mod reconcile;
 pub mod status;
 
@@ -44,4 +46,8 @@ pub use kernels::{container_of, in_kernel_order, is_multi_node, kernels_of, main
 pub use launch::launch;
 pub use lifecycle::{dependents, follow, logs, rename, terminate};
 pub use phases::LaunchPhases;
+pub use queries::{
+    acting_as, allocated, count_allocated, count_by_status, count_pending, dependencies,
+    dependency_ids, dependent_ids, find, find_named, live_named, owner_key, visible_among,
+};
 pub use status::{Change, LostRace, agent_lost, apply, lost_race, publish, pulling, transition};

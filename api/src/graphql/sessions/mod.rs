@@ -21,9 +21,9 @@ use async_graphql::{Context, InputObject, Object, SimpleObject, Subscription};
 use chrono::{DateTime, Utc};
 use entity::enums::{SessionStatus, SessionType};
 use entity::slots::ResourceSlots;
-use entity::{groups, kernels, sessions, users};
+use entity::{kernels, sessions};
 use futures_util::{Stream, StreamExt};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, Order, QueryFilter};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -68,6 +68,15 @@ pub struct ComputeContainer {
 
 fn slots_json(s: &ResourceSlots) -> JsonString {
     JsonString(serde_json::to_value(s).unwrap_or_default())
+}
+
+/// A row the session names that is gone (its project or owner) reads as null.
+fn absent_as_none<T>(found: ApiResult<T>) -> ApiResult<Option<T>> {
+    match found {
+        Ok(row) => Ok(Some(row)),
+        Err(e) if e.code == crate::error::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 impl From<kernels::Model> for ComputeContainer {
@@ -147,11 +156,7 @@ impl ComputeSession {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
         let state = state(ctx)?;
-        Ok(groups::Entity::find_by_id(self.0.group_id)
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .map(|g| g.name))
+        Ok(absent_as_none(crate::groups::by_id(&state.db, self.0.group_id).await)?.map(|g| g.name))
     }
     async fn user_id(&self) -> Uuid {
         self.0.user_uuid
@@ -161,11 +166,10 @@ impl ComputeSession {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
         let state = state(ctx)?;
-        Ok(users::Entity::find_by_id(self.0.user_uuid)
-            .one(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .map(|u| u.email))
+        Ok(
+            absent_as_none(crate::users::by_uuid(&state.db, self.0.user_uuid).await)?
+                .map(|u| u.email),
+        )
     }
     async fn access_key(&self) -> &str {
         &self.0.access_key
@@ -320,33 +324,14 @@ impl ComputeSession {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<ComputeSession>> {
-        let state = state(ctx)?;
-        let ids: Vec<Uuid> = entity::session_dependencies::Entity::find()
-            .filter(entity::session_dependencies::Column::SessionId.eq(self.0.id))
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|e| e.depends_on)
-            .collect();
-        let deps = sessions::Entity::find()
-            .filter(sessions::Column::Id.is_in(ids))
-            .order_by_asc(sessions::Column::CreatedAt)
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        let deps = crate::sessions::dependencies(&state(ctx)?.db, self.0.id).await?;
         Ok(deps.into_iter().map(ComputeSession).collect())
     }
     async fn containers(
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<ComputeContainer>> {
-        let state = state(ctx)?;
-        let ks = kernels::Entity::find()
-            .filter(kernels::Column::SessionId.eq(self.0.id))
-            .all(&state.db)
-            .await
-            .map_err(ApiError::from)?;
+        let ks = crate::sessions::kernels_of(&state(ctx)?.db, self.0.id).await?;
         Ok(ks.into_iter().map(ComputeContainer::from).collect())
     }
 }

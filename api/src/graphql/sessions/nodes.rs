@@ -7,7 +7,7 @@ use async_graphql::{Context, ID, InputValueError, Object, Scalar, ScalarType, Si
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use entity::{images, kernels, sessions};
-use sea_orm::{ColumnTrait, EntityTrait, Order, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, Order, QueryFilter};
 use uuid::Uuid;
 
 use super::slots_json;
@@ -266,14 +266,7 @@ impl ComputeSessionNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<ComputeSessionConnection> {
-        let ids: Vec<Uuid> = entity::session_dependencies::Entity::find()
-            .filter(entity::session_dependencies::Column::SessionId.eq(self.0.id))
-            .all(&state(ctx)?.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|e| e.depends_on)
-            .collect();
+        let ids = crate::sessions::dependency_ids(&state(ctx)?.db, self.0.id).await?;
         related(ctx, ids).await
     }
     /// The sessions that wait for this one.
@@ -281,26 +274,15 @@ impl ComputeSessionNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<ComputeSessionConnection> {
-        let ids: Vec<Uuid> = entity::session_dependencies::Entity::find()
-            .filter(entity::session_dependencies::Column::DependsOn.eq(self.0.id))
-            .all(&state(ctx)?.db)
-            .await
-            .map_err(ApiError::from)?
-            .into_iter()
-            .map(|e| e.session_id)
-            .collect();
+        let ids = crate::sessions::dependent_ids(&state(ctx)?.db, self.0.id).await?;
         related(ctx, ids).await
     }
     async fn kernel_nodes(
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<KernelConnection> {
-        let ks = kernels::Entity::find()
-            .filter(kernels::Column::SessionId.eq(self.0.id))
-            .order_by_asc(kernels::Column::ClusterIdx)
-            .all(&state(ctx)?.db)
-            .await
-            .map_err(ApiError::from)?;
+        // Main first, then by local rank: the order of `cluster_idx` (main1, sub1, sub2, …).
+        let ks = crate::sessions::kernels_of(&state(ctx)?.db, self.0.id).await?;
         Ok(KernelConnection {
             count: ks.len() as u64,
             edges: ks
@@ -320,12 +302,7 @@ async fn related(
     ids: Vec<Uuid>,
 ) -> crate::graphql::context::Result<ComputeSessionConnection> {
     let (state, caller) = authed(ctx)?;
-    let rows = crate::sessions::visible(caller)
-        .filter(sessions::Column::Id.is_in(ids))
-        .order_by_asc(sessions::Column::CreatedAt)
-        .all(&state.db)
-        .await
-        .map_err(ApiError::from)?;
+    let rows = crate::sessions::visible_among(&state.db, caller, ids).await?;
     let n = rows.len() as u64;
     Ok(session_connection(rows, n))
 }
@@ -379,13 +356,11 @@ impl KernelNode {
     }
     /// The kernel's image as the catalog has it (null once the catalog forgot it).
     async fn image(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Option<ImageNode>> {
-        Ok(images::Entity::find()
-            .filter(images::Column::Name.eq(&self.0.image))
-            .filter(images::Column::Architecture.eq(&self.0.architecture))
-            .one(&state(ctx)?.db)
-            .await
-            .map_err(ApiError::from)?
-            .map(ImageNode))
+        Ok(
+            crate::images::find_named(&state(ctx)?.db, &self.0.image, &self.0.architecture)
+                .await?
+                .map(ImageNode),
+        )
     }
 }
 

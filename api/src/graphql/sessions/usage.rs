@@ -1,10 +1,10 @@
 //! What the caller may still allocate (summary page, launch dialog): `resource_usage`,
 //! following Backend.AI's `/resource/check-presets` (which the REST surface serves from here).
 use async_graphql::{Context, Object, SimpleObject};
-use entity::enums::{AgentStatus, SessionStatus};
+use entity::enums::SessionStatus;
 use entity::slots::ResourceSlots;
-use entity::{agents, groups, keypair_resource_policies, keypairs, resource_presets, sessions};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use entity::{keypair_resource_policies, keypairs, sessions};
+use sea_orm::{ColumnTrait, QueryFilter};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -92,12 +92,7 @@ pub(crate) async fn resource_usage(
     .await?;
     let group = match group_id {
         Some(g) => crate::groups::find_visible(db, caller, g).await?,
-        None => groups::Entity::find()
-            .filter(groups::Column::DomainName.eq(&caller.domain_name))
-            .filter(groups::Column::Name.eq("default"))
-            .one(db)
-            .await?
-            .ok_or_else(|| ApiError::not_found("group", "default"))?,
+        None => crate::groups::default_of(db, &caller.domain_name).await?,
     };
     let allowed = crate::scaling_groups::allowed_for(
         db,
@@ -112,10 +107,7 @@ pub(crate) async fn resource_usage(
         Some(sg) => return Err(ApiError::not_found("resource group", sg)),
         None => allowed.first().cloned().unwrap_or_default(),
     };
-    let allocated = sessions::Entity::find()
-        .filter(sessions::Column::Status.is_in(SessionStatus::ALLOCATED.iter().copied()))
-        .all(db)
-        .await?;
+    let allocated = crate::sessions::allocated(db).await?;
     let mut key_using = ResourceSlots::new();
     let mut key_using_sg = ResourceSlots::new();
     let mut group_using = ResourceSlots::new();
@@ -158,12 +150,7 @@ pub(crate) async fn resource_usage(
         };
         remaining.insert(slot.to_string(), v);
     }
-    let alive = agents::Entity::find()
-        .filter(agents::Column::ScalingGroup.eq(&sg))
-        .filter(agents::Column::Status.eq(AgentStatus::Alive))
-        .filter(agents::Column::Schedulable.eq(true))
-        .all(db)
-        .await?;
+    let alive = crate::agents::schedulable_in(db, &sg).await?;
     let mut capacity = ResourceSlots::new();
     let mut free = ResourceSlots::new();
     for a in &alive {
@@ -171,7 +158,7 @@ pub(crate) async fn resource_usage(
         free = free.add(&a.available_slots.sub(&a.occupied_slots));
     }
     let mut presets = Vec::new();
-    for p in resource_presets::Entity::find().all(db).await? {
+    for p in crate::presets::list(db).await? {
         let fits_agent = alive.iter().any(|a| {
             p.resource_slots
                 .le(&a.available_slots.sub(&a.occupied_slots))
