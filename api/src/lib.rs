@@ -27,6 +27,8 @@ pub mod middleware;
 pub mod observe;
 pub mod proxy;
 pub mod server;
+#[cfg(test)]
+mod surfaces_tests;
 pub mod terminal;
 pub mod tls;
 pub mod transfer;

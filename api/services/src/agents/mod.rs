@@ -19,8 +19,8 @@ use crate::store::Runtime;
 
 pub mod registry;
 
-pub use registry::{Agent, AgentRegistry};
 use bai_storage::StoragePaths;
+pub use registry::{Agent, AgentRegistry};
 
 /// How this server sets up its Docker engines.
 fn docker_settings(config: &crate::config::Config) -> DockerSettings {

@@ -12,10 +12,10 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
 use uuid::Uuid;
 
-use bai_core::plan::{Decision, Predicate, Reason};
 use crate::error::ApiResult;
 use crate::sessions::Change;
 use crate::store::Runtime;
+use bai_core::plan::{Decision, Predicate, Reason};
 
 /// Pending sessions held back by their dependencies, with why.
 #[derive(Default)]
