@@ -190,10 +190,8 @@ pub fn SessionsPage() -> impl IntoView {
                         let (id, name) = (r.id.clone(), r.name.clone());
                         let status = SessionStatus::parse(&r.status);
                         let running = status == Some(SessionStatus::Running);
-                        let live = !matches!(
-                            status,
-                            Some(SessionStatus::Terminated | SessionStatus::Cancelled | SessionStatus::Error | SessionStatus::Terminating)
-                        );
+                        // Its controls show until it is over or ending.
+                        let live = status.is_none_or(|s| s.is_live() && s != SessionStatus::Terminating);
                         let (id1, n1, id2, n2, id3, n3, id4) = (id.clone(), name.clone(), id.clone(), name.clone(), id.clone(), name.clone(), id.clone());
                         let (id5, n5) = (id.clone(), name.clone());
                         view! {

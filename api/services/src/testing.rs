@@ -147,3 +147,35 @@ impl World {
         }
     }
 }
+
+/// A request for a 1-core, 2 GiB session of `kind` in `IMAGE` (with `ANSWER=42` in its
+/// environment), running `command` if it is a batch job.
+pub(crate) fn request(
+    kind: entity::enums::SessionType,
+    command: Option<&str>,
+) -> crate::sessions::create::CreateRequest {
+    crate::sessions::create::CreateRequest {
+        image: IMAGE.into(),
+        name: None,
+        session_type: kind,
+        group: None,
+        scaling_group: None,
+        preset: None,
+        resources: [("cpu", "1"), ("mem", "2g")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        shmem: None,
+        environ: std::collections::BTreeMap::from([("ANSWER".to_string(), "42".to_string())]),
+        startup_command: command.map(str::to_string),
+        batch_timeout: None,
+        count: 1,
+        tag: None,
+        mounts: Vec::new(),
+        mount_map: std::collections::BTreeMap::new(),
+        dependencies: Vec::new(),
+        bootstrap_script: None,
+        cluster_size: 1,
+        cluster_mode: entity::enums::ClusterMode::SingleNode,
+    }
+}

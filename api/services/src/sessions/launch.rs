@@ -187,6 +187,148 @@ async fn multi_node_places(
     Ok((places, turns))
 }
 
+/// The environment every container of session `s` gets: what the user asked for and
+/// Backend.AI's `BACKENDAI_*` variables.
+async fn session_env(
+    state: &impl Runtime,
+    s: &sessions::Model,
+) -> ApiResult<Vec<(String, String)>> {
+    let mut env: Vec<(String, String)> = s
+        .environ
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let user = crate::users::by_uuid(state.db(), s.user_uuid).await?;
+    env.extend([
+        ("BACKENDAI_USER_UUID".into(), s.user_uuid.to_string()),
+        ("BACKENDAI_USER_EMAIL".into(), user.email.clone()),
+        ("BACKENDAI_SESSION_ID".into(), s.id.to_string()),
+        ("BACKENDAI_SESSION_NAME".into(), s.name.clone()),
+        ("BACKENDAI_ACCESS_KEY".into(), s.access_key.clone()),
+        ("BACKENDAI_PREOPEN_PORTS".into(), String::new()),
+    ]);
+    Ok(env)
+}
+
+/// Each kernel's folders as its agent's host sees them. The mounts were resolved and checked
+/// at creation; a row that no longer reads as mounts does not load at all (never a session
+/// silently without its folders). Each agent's host sees the storage hosts at paths of its own.
+fn kernel_mounts(
+    state: &impl Runtime,
+    all: &[kernels::Model],
+    each: &[Arc<crate::agents::Agent>],
+) -> ApiResult<Vec<Vec<BindMount>>> {
+    let mut mounts: Vec<Vec<BindMount>> = Vec::with_capacity(all.len());
+    for (kernel, on) in all.iter().zip(each) {
+        let on = &on.info().id;
+        mounts.push(
+            crate::storage::mounts_on(state.agents().storage_of(on), on, kernel.mounts.0.clone())?
+                .into_iter()
+                .map(|m| BindMount {
+                    host_path: m.host_path,
+                    target: m.target,
+                    read_only: m.read_only,
+                })
+                .collect(),
+        );
+    }
+    Ok(mounts)
+}
+
+/// Brings the image to every agent of the session that lacks it, the session PULLING
+/// meanwhile. The engine says what it holds (the catalog may be stale: an image removed on the
+/// host). Each step only from the one before: a termination through another manager wins.
+async fn bring_image(
+    state: &impl Runtime,
+    id: Uuid,
+    image: &entity::images::Model,
+    reference: &str,
+    distinct: &[Arc<crate::agents::Agent>],
+) -> ApiResult<()> {
+    let from = |status| Change {
+        expect: Some(status),
+        ..Default::default()
+    };
+    for on in distinct {
+        if !on.has_image(reference).await? {
+            apply(
+                state,
+                id,
+                SessionStatus::Pulling,
+                from(SessionStatus::Preparing),
+            )
+            .await?;
+            delivery::bring(state, id, image, &on.info().id, on, reference).await?;
+            apply(
+                state,
+                id,
+                SessionStatus::Preparing,
+                from(SessionStatus::Pulling),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Where each container of a cluster sits: a single-node cluster on its private network, a
+/// multi-node one at fixed addresses on the routed session networks (holding each agent's
+/// turn, returned, until the containers are created); None for a lone container. What was set
+/// up is undone when a step fails.
+async fn cluster_places(
+    state: &impl Runtime,
+    id: Uuid,
+    all: &[kernels::Model],
+    each: &[Arc<crate::agents::Agent>],
+    distinct: &[Arc<crate::agents::Agent>],
+    agent: &Arc<crate::agents::Agent>,
+    multi_node: bool,
+) -> ApiResult<(
+    Vec<Option<bai_engine::ClusterPlace>>,
+    Vec<tokio::sync::OwnedMutexGuard<()>>,
+)> {
+    let cluster = all.len() > 1;
+    let cluster_on = if cluster { distinct } else { &[] };
+    Ok(if multi_node {
+        match multi_node_places(state, id, all, each, distinct).await {
+            Ok((places, turns)) => (places.into_iter().map(Some).collect(), turns),
+            Err(e) => {
+                undo_launch(id, &[], cluster_on, multi_node).await;
+                return Err(e);
+            }
+        }
+    } else if cluster {
+        let net = match agent.cluster_network(id, all.len()).await {
+            Ok(net) => net,
+            Err(e) => {
+                undo_launch(id, &[], cluster_on, multi_node).await;
+                return Err(e.into());
+            }
+        };
+        let hosts: Vec<(String, String)> = all
+            .iter()
+            .map(|k| k.cluster_hostname.clone())
+            .zip(net.addresses.iter().cloned())
+            .collect();
+        let places = (0..all.len())
+            .map(|rank| {
+                Some(bai_engine::ClusterPlace {
+                    network: net.name.clone(),
+                    address: net.addresses.get(rank).cloned().unwrap_or_default(),
+                    hosts: hosts.clone(),
+                })
+            })
+            .collect();
+        (places, Vec::new())
+    } else {
+        (vec![None], Vec::new())
+    })
+}
+
 async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
     let s = crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await?;
     if s.status != SessionStatus::Scheduled {
@@ -220,63 +362,11 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
         .get("shmem")
         .and_then(Value::as_i64)
         .unwrap_or(DEFAULT_SHMEM);
-    let mut env: Vec<(String, String)> = s
-        .environ
-        .as_object()
-        .map(|o| {
-            o.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let user = crate::users::by_uuid(state.db(), s.user_uuid).await?;
-    env.extend([
-        ("BACKENDAI_USER_UUID".into(), s.user_uuid.to_string()),
-        ("BACKENDAI_USER_EMAIL".into(), user.email.clone()),
-        ("BACKENDAI_SESSION_ID".into(), s.id.to_string()),
-        ("BACKENDAI_SESSION_NAME".into(), s.name.clone()),
-        ("BACKENDAI_ACCESS_KEY".into(), s.access_key.clone()),
-        ("BACKENDAI_PREOPEN_PORTS".into(), String::new()),
-    ]);
-    // The mounts were resolved and checked at creation; a row that no longer reads as mounts
-    // does not load at all (never a session silently without its folders). Each agent's host
-    // sees the storage hosts at paths of its own.
-    let mut mounts: Vec<Vec<BindMount>> = Vec::with_capacity(all.len());
-    for (kernel, on) in all.iter().zip(&each) {
-        let on = &on.info().id;
-        mounts.push(
-            crate::storage::mounts_on(state.agents().storage_of(on), on, kernel.mounts.0.clone())?
-                .into_iter()
-                .map(|m| BindMount {
-                    host_path: m.host_path,
-                    target: m.target,
-                    read_only: m.read_only,
-                })
-                .collect(),
-        );
-    }
+    let env = session_env(state, &s).await?;
+    let mounts = kernel_mounts(state, &all, &each)?;
     let service_ports = k.service_ports.as_str().unwrap_or_default().to_string();
     let reference = crate::images::docker_reference(&image);
-    // The engine says what it holds (the catalog may be stale: an image removed on the host).
-    for on in &distinct {
-        if !on.has_image(&reference).await? {
-            apply(
-                state,
-                id,
-                SessionStatus::Pulling,
-                from(SessionStatus::Preparing),
-            )
-            .await?;
-            delivery::bring(state, id, &image, &on.info().id, on, &reference).await?;
-            apply(
-                state,
-                id,
-                SessionStatus::Preparing,
-                from(SessionStatus::Pulling),
-            )
-            .await?;
-        }
-    }
+    bring_image(state, id, &image, &reference, &distinct).await?;
     // Backend.AI's dotfiles (the domain's, the project's, the keypair's), in every container.
     let home_files =
         crate::dotfiles::for_session(state.db(), &s.access_key, s.group_id, &s.domain_name).await?;
@@ -288,40 +378,8 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
     } else {
         Vec::new()
     };
-    let (places, _turns): (Vec<Option<bai_engine::ClusterPlace>>, _) = if multi_node {
-        match multi_node_places(state, id, &all, &each, &distinct).await {
-            Ok((places, turns)) => (places.into_iter().map(Some).collect(), turns),
-            Err(e) => {
-                undo_launch(id, &[], &cluster_on, multi_node).await;
-                return Err(e);
-            }
-        }
-    } else if cluster {
-        let net = match agent.cluster_network(id, all.len()).await {
-            Ok(net) => net,
-            Err(e) => {
-                undo_launch(id, &[], &cluster_on, multi_node).await;
-                return Err(e.into());
-            }
-        };
-        let hosts: Vec<(String, String)> = all
-            .iter()
-            .map(|k| k.cluster_hostname.clone())
-            .zip(net.addresses.iter().cloned())
-            .collect();
-        let places = (0..all.len())
-            .map(|rank| {
-                Some(bai_engine::ClusterPlace {
-                    network: net.name.clone(),
-                    address: net.addresses.get(rank).cloned().unwrap_or_default(),
-                    hosts: hosts.clone(),
-                })
-            })
-            .collect();
-        (places, Vec::new())
-    } else {
-        (vec![None], Vec::new())
-    };
+    let (places, _turns) =
+        cluster_places(state, id, &all, &each, &distinct, &agent, multi_node).await?;
     let mut containers: Vec<(Uuid, String, Arc<crate::agents::Agent>)> =
         Vec::with_capacity(all.len());
     for (rank, kernel) in all.iter().enumerate() {

@@ -15,34 +15,7 @@ use rust_decimal::Decimal;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
-use crate::testing::{IMAGE, World, world};
-
-fn request(kind: SessionType, command: Option<&str>) -> crate::sessions::create::CreateRequest {
-    crate::sessions::create::CreateRequest {
-        image: IMAGE.into(),
-        name: None,
-        session_type: kind,
-        group: None,
-        scaling_group: None,
-        preset: None,
-        resources: [("cpu", "1"), ("mem", "2g")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        shmem: None,
-        environ: BTreeMap::from([("ANSWER".to_string(), "42".to_string())]),
-        startup_command: command.map(str::to_string),
-        batch_timeout: None,
-        count: 1,
-        tag: None,
-        mounts: Vec::new(),
-        mount_map: BTreeMap::new(),
-        dependencies: Vec::new(),
-        bootstrap_script: None,
-        cluster_size: 1,
-        cluster_mode: entity::enums::ClusterMode::SingleNode,
-    }
-}
+use crate::testing::{IMAGE, World, request, world};
 
 /// The keypair policy allows `n` containers per session (clusters).
 async fn containers_per_session(w: &World, n: i32) {

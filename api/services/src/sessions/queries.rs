@@ -193,33 +193,13 @@ mod tests {
     use sea_orm::{ActiveModelTrait, IntoActiveModel, Set};
 
     use crate::error::ErrorCode;
-    use crate::testing::{IMAGE, World, world};
+    use crate::testing::{World, request, world};
 
     /// A PENDING session of `caller`'s named `name`.
     async fn pending(w: &World, caller: &crate::auth::Caller, name: &str) -> sessions::Model {
         let req = crate::sessions::create::CreateRequest {
-            image: IMAGE.into(),
             name: Some(name.into()),
-            session_type: SessionType::Interactive,
-            group: None,
-            scaling_group: None,
-            preset: None,
-            resources: [("cpu", "1"), ("mem", "2g")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            shmem: None,
-            environ: Default::default(),
-            startup_command: None,
-            batch_timeout: None,
-            count: 1,
-            tag: None,
-            mounts: Vec::new(),
-            mount_map: Default::default(),
-            dependencies: Vec::new(),
-            bootstrap_script: None,
-            cluster_size: 1,
-            cluster_mode: entity::enums::ClusterMode::SingleNode,
+            ..request(SessionType::Interactive, None)
         };
         let mut created = crate::sessions::create(&w.state, caller, req)
             .await
