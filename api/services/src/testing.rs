@@ -153,8 +153,8 @@ impl World {
 pub(crate) fn request(
     kind: entity::enums::SessionType,
     command: Option<&str>,
-) -> crate::sessions::create::CreateRequest {
-    crate::sessions::create::CreateRequest {
+) -> crate::sessions::CreateRequest {
+    crate::sessions::CreateRequest {
         image: IMAGE.into(),
         name: None,
         session_type: kind,

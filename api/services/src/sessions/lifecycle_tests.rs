@@ -2,7 +2,6 @@
 //! schedule → launch → RUNNING → end, in milliseconds and without Docker. The same services
 //! the API calls (`sessions::create`, `scheduler::schedule_once`, `sessions::terminate`) run
 //! against a real (in-memory SQLite) database; only the engine is the in-memory one.
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
