@@ -644,10 +644,21 @@ impl DockerEngine {
         container_id: &str,
         files: &[crate::HomeFile],
     ) -> EngineResult<()> {
-        let archive = home_archive(files)
-            .map_err(|e| EngineError::failed("writing dotfiles into a container", e))?;
+        let what = "writing dotfiles into a container";
+        let archive = home_archive(files).map_err(|e| EngineError::failed(what, e))?;
+        self.upload(container_id, "/home/work", archive, what).await
+    }
+
+    /// Unpacks the tar `archive` at `path` in the container.
+    async fn upload(
+        &self,
+        container_id: &str,
+        path: &str,
+        archive: Vec<u8>,
+        what: &'static str,
+    ) -> EngineResult<()> {
         let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::default()
-            .path("/home/work")
+            .path(path)
             .build();
         self.docker
             .upload_to_container(
@@ -656,7 +667,7 @@ impl DockerEngine {
                 bollard::body_full(bytes::Bytes::from(archive)),
             )
             .await
-            .map_err(|e| engine_err("writing dotfiles into a container", e))
+            .map_err(|e| engine_err(what, e))
     }
 }
 
@@ -869,19 +880,9 @@ impl crate::Engine for DockerEngine {
         dir: &str,
         files: &[(&str, u32, &[u8])],
     ) -> EngineResult<()> {
-        let archive = tar_of(dir, files)
-            .map_err(|e| EngineError::failed("writing files into a container", e))?;
-        let opts = bollard::query_parameters::UploadToContainerOptionsBuilder::default()
-            .path(parent)
-            .build();
-        self.docker
-            .upload_to_container(
-                container_id,
-                Some(opts),
-                bollard::body_full(bytes::Bytes::from(archive)),
-            )
-            .await
-            .map_err(|e| engine_err("writing files into a container", e))
+        let what = "writing files into a container";
+        let archive = tar_of(dir, files).map_err(|e| EngineError::failed(what, e))?;
+        self.upload(container_id, parent, archive, what).await
     }
 
     /// Starts a process in the container as `work` in /home/work and leaves it running.
