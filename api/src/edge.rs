@@ -10,6 +10,10 @@
 //! - HTTP/2: at most `http2_max_concurrent_streams` streams per connection, a bounded header
 //!   list, bounded resets (rapid-reset floods end the connection), and pings that drop dead
 //!   peers.
+//! - A body the handler left unread is read to its end (bounded) before the answer leaves, or
+//!   the answer says `Connection: close` ([`unread`]).
+mod unread;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -275,9 +279,16 @@ pub async fn serve(
             } => {
                 let Some((io, peer, slot)) = accepted else { continue };
                 let router = router.clone();
+                let within = edge.header_read_timeout;
                 let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(ConnectInfo(peer));
-                    tower::ServiceExt::oneshot(router.clone(), req.map(axum::body::Body::new))
+                    let router = router.clone();
+                    async move {
+                        let (req, unread) = unread::watch(req);
+                        let mut resp = tower::ServiceExt::oneshot(router, req.map(axum::body::Body::new)).await?;
+                        unread.settle(&mut resp, within).await;
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
                 });
                 let io = TokioIo::new(Sniffed::new(io, edge.header_read_timeout));
                 let conn = builder.serve_connection_with_upgrades(io, service).into_owned();

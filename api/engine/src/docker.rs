@@ -136,6 +136,10 @@ fn tls_connector(files: &TlsFiles) -> anyhow::Result<HttpsConnector> {
 }
 
 /// The longest an image may take to arrive on an engine (a load of a copied image).
+/// Containers whose use one usage sample asks the engine for at once, and how long one
+/// answer may take (a container that does not answer counts as using nothing this time).
+const SAMPLE_AT_ONCE: usize = 8;
+const SAMPLE_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const IMAGE_TRANSFER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// How a Docker engine is set up (from the server's configuration).
@@ -414,6 +418,7 @@ impl DockerEngine {
         Ok(Self {
             info: EngineInfo {
                 id,
+                engine_id: info.id.clone().unwrap_or_default(),
                 endpoint: endpoint.to_string(),
                 capacity,
                 gpus,
@@ -432,6 +437,26 @@ impl DockerEngine {
             disk_size: config.disk_size.clone(),
             mps: mps.map(|dir| (dir, config.cuda_shares_per_gpu)),
         })
+    }
+
+    /// A running container's cumulative CPU time (ns) and memory now, within
+    /// [`SAMPLE_CALL_TIMEOUT`] (zero when it does not answer in time).
+    async fn use_of(&self, id: String) -> (u64, u64) {
+        let opts = StatsOptionsBuilder::default()
+            .stream(false)
+            .one_shot(true)
+            .build();
+        let mut stream = self.docker.stats(&id, Some(opts));
+        match tokio::time::timeout(SAMPLE_CALL_TIMEOUT, stream.next()).await {
+            Ok(Some(Ok(s))) => (
+                s.cpu_stats
+                    .and_then(|x| x.cpu_usage)
+                    .and_then(|u| u.total_usage)
+                    .unwrap_or(0),
+                s.memory_stats.and_then(|m| m.usage).unwrap_or(0),
+            ),
+            _ => (0, 0),
+        }
     }
 
     /// Runs a rules script on the engine's host (given 30 s, and 50 ms more per rule it
@@ -1480,21 +1505,16 @@ impl crate::Engine for DockerEngine {
     async fn usage_sample(&self) -> Option<(u64, u64, usize)> {
         let containers = self.managed_containers().await.ok()?;
         let running: Vec<_> = containers.into_iter().filter(|c| c.running).collect();
-        let (mut cpu, mut mem) = (0u64, 0u64);
-        for c in &running {
-            let opts = StatsOptionsBuilder::default()
-                .stream(false)
-                .one_shot(true)
-                .build();
-            if let Some(Ok(s)) = self.docker.stats(&c.container_id, Some(opts)).next().await {
-                cpu += s
-                    .cpu_stats
-                    .and_then(|x| x.cpu_usage)
-                    .and_then(|u| u.total_usage)
-                    .unwrap_or(0);
-                mem += s.memory_stats.and_then(|m| m.usage).unwrap_or(0);
-            }
-        }
+        // A few at a time, each bounded: one slow container delays the sample a little, and
+        // 200 containers are sampled in 200 / SAMPLE_AT_ONCE calls' time, not 200.
+        let ids: Vec<String> = running.iter().map(|c| c.container_id.clone()).collect();
+        let (cpu, mem) = futures_util::stream::iter(ids)
+            .map(|id| self.use_of(id))
+            .buffer_unordered(SAMPLE_AT_ONCE)
+            .fold((0u64, 0u64), |(cpu, mem), (c, m)| async move {
+                (cpu.saturating_add(c), mem.saturating_add(m))
+            })
+            .await;
         Some((cpu, mem, running.len()))
     }
 

@@ -281,6 +281,9 @@ pub struct AttachedExec {
 pub struct EngineInfo {
     /// The agent id (`i-<host>`).
     pub id: String,
+    /// The engine's own id (Docker's `ID`, kept in its data root): two endpoints that report
+    /// one are one engine, or hosts cloned with it.
+    pub engine_id: String,
     pub endpoint: String,
     pub capacity: ResourceSlots,
     pub gpus: Vec<GpuDevice>,

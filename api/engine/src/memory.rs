@@ -41,6 +41,9 @@ struct Inner {
     calls: Vec<String>,
     /// The engine does not answer (a network down): every call fails `Unreachable`.
     unreachable: bool,
+    /// The engine takes calls and never answers (a port whose packets are dropped): pings
+    /// and usage samples wait forever.
+    silent: bool,
     /// Bootstrap scripts never end (else they end at once).
     hold_bootstraps: bool,
     /// Commits wait until this is false again.
@@ -84,6 +87,7 @@ impl MemoryEngine {
         Self {
             info: EngineInfo {
                 id: id.to_string(),
+                engine_id: id.to_string(),
                 endpoint: format!("memory://{id}"),
                 capacity,
                 gpus: Vec::new(),
@@ -175,6 +179,11 @@ impl MemoryEngine {
         self.with(|i| i.images.remove(reference));
     }
 
+    /// Pings and usage samples wait forever (see `silent`) while `silent`.
+    pub fn set_silent(&self, silent: bool) {
+        self.with(|i| i.silent = silent);
+    }
+
     pub fn set_unreachable(&self, down: bool) {
         self.with(|i| i.unreachable = down);
     }
@@ -197,6 +206,9 @@ impl crate::Engine for MemoryEngine {
     }
 
     async fn ping(&self) -> EngineResult<()> {
+        if self.with(|i| i.silent) {
+            std::future::pending::<()>().await;
+        }
         if self.with(|i| i.unreachable) {
             return Err(unreachable("pinging"));
         }
@@ -609,6 +621,9 @@ impl crate::Engine for MemoryEngine {
     }
 
     async fn usage_sample(&self) -> Option<(u64, u64, usize)> {
+        if self.with(|i| i.silent) {
+            std::future::pending::<()>().await;
+        }
         let running = self.with(|i| i.containers.values().filter(|c| c.running).count());
         Some((0, 0, running))
     }

@@ -2,7 +2,12 @@
 //!
 //! - **Who is alive**: each process writes its row in `managers` (`seen_at`) every third of
 //!   `lease_secs`; a process whose row is older than twice that is dead, and the in-flight work
-//!   it owned (`sessions.owner`) is recovered by the leader (`sessions::reconcile::recover`).
+//!   it owned (`sessions.owner`) is recovered by the leader (`sessions::reconcile::recover`, at
+//!   every round: within twice the lease and one round of the death). Nobody could write
+//!   during a database outage, so an old row proves nothing until the database has been back
+//!   for twice the lease: neither while PostgreSQL started less than that ago
+//!   (`pg_postmaster_start_time()`), nor while this process's own connection came back less
+//!   than that ago (a network cut) is any process judged dead.
 //! - **Who leads**: one lease row (`leases`, name `leader`), taken when free or expired and
 //!   renewed by its holder. The leader alone runs the scheduler, the reconciliation sweeps,
 //!   the idle reaper and the marking of silent agents; a kill -9 of the leader hands these to
@@ -40,6 +45,20 @@ pub struct Cluster {
     leadership: tokio::sync::watch::Sender<bool>,
     /// Engines whose lease this process holds.
     engines: parking_lot::Mutex<HashSet<String>>,
+    /// When this process last failed to reach the database, and when it reached it again
+    /// after that (None: never cut off).
+    cut: parking_lot::Mutex<Cut>,
+}
+
+/// This process's last cut from the database.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Cut {
+    #[default]
+    Never,
+    /// Cut off now.
+    Off,
+    /// Back since then.
+    BackSince(std::time::Instant),
 }
 
 impl Cluster {
@@ -63,6 +82,34 @@ impl Cluster {
             leader: AtomicBool::new(!shared),
             leadership,
             engines: parking_lot::Mutex::default(),
+            cut: parking_lot::Mutex::default(),
+        }
+    }
+
+    /// This process could not reach the database.
+    pub fn cut_off(&self) {
+        *self.cut.lock() = Cut::Off;
+    }
+
+    /// This process reached the database (after a cut, it is back from now).
+    pub fn reached(&self) {
+        let mut cut = self.cut.lock();
+        if *cut == Cut::Off {
+            *cut = Cut::BackSince(std::time::Instant::now());
+        }
+    }
+
+    /// Whether this process may not judge others dead yet: it is cut off from the database,
+    /// or came back less than twice the lease ago (others could not write meanwhile either).
+    pub fn in_grace(&self) -> bool {
+        self.in_grace_at(std::time::Instant::now())
+    }
+
+    fn in_grace_at(&self, now: std::time::Instant) -> bool {
+        match *self.cut.lock() {
+            Cut::Never => false,
+            Cut::Off => true,
+            Cut::BackSince(t) => now.saturating_duration_since(t) < self.ttl * 2,
         }
     }
 
@@ -154,7 +201,9 @@ pub async fn release(db: &DatabaseConnection, names: &[String], holder: &str) ->
     Ok(())
 }
 
-/// The processes alive now: this one, and on PostgreSQL every one seen within twice the lease.
+/// The processes alive now: this one, and on PostgreSQL every one seen within twice the lease
+/// — or every one with a row, while the database or this process's connection to it has been
+/// back for less than that (an outage is no evidence of death).
 pub async fn alive(db: &DatabaseConnection, me: &Cluster) -> ApiResult<HashSet<String>> {
     let mut out = HashSet::from([me.id.clone()]);
     if !me.shared {
@@ -163,8 +212,10 @@ pub async fn alive(db: &DatabaseConnection, me: &Cluster) -> ApiResult<HashSet<S
     let rows = db
         .query_all(Statement::from_sql_and_values(
             DbBackend::Postgres,
-            "SELECT id FROM managers WHERE seen_at > now() - make_interval(secs => $1)",
-            [secs(me.ttl * 2).into()],
+            "SELECT id FROM managers WHERE $2 \
+               OR seen_at > now() - make_interval(secs => $1) \
+               OR pg_postmaster_start_time() > now() - make_interval(secs => $1)",
+            [secs(me.ttl * 2).into(), me.in_grace().into()],
         ))
         .await?;
     for r in rows {
@@ -192,6 +243,7 @@ pub async fn round(db: &DatabaseConnection, me: &Cluster, engines: &[String]) ->
         return Ok(false);
     }
     beat(db, me).await?;
+    me.reached();
     let engine_lease = |agent: &String| format!("engine:{agent}");
     let names: Vec<String> = std::iter::once(LEADER.to_string())
         .chain(engines.iter().map(engine_lease))
@@ -218,6 +270,7 @@ pub async fn round(db: &DatabaseConnection, me: &Cluster, engines: &[String]) ->
 /// Forgets leadership and every lease (the database could not be reached: another process
 /// may hold them by now).
 pub fn step_down(me: &Cluster) -> bool {
+    me.cut_off();
     me.engines.lock().clear();
     me.set_leader(false)
 }
@@ -312,5 +365,24 @@ mod tests {
         assert!(!shared.set_leader(true));
         assert!(step_down(&shared));
         assert!(!shared.is_leader());
+    }
+
+    #[test]
+    fn a_process_cut_off_judges_nobody_dead_until_twice_the_lease_after_it_is_back() {
+        let me = Cluster::shared("127.0.0.1:2".into(), Duration::from_secs(1));
+        assert!(!me.in_grace(), "never cut off");
+        me.reached();
+        assert!(!me.in_grace());
+        me.cut_off();
+        assert!(me.in_grace());
+        me.reached();
+        assert!(me.in_grace(), "just back");
+        me.reached();
+        let now = std::time::Instant::now();
+        assert!(me.in_grace_at(now + Duration::from_millis(1990)));
+        assert!(
+            !me.in_grace_at(now + Duration::from_millis(2010)),
+            "back for longer than twice the lease"
+        );
     }
 }

@@ -27,6 +27,9 @@ use crate::config::Config;
 use crate::error::ApiError;
 use bai_core::clock::Clock;
 
+/// How long a request waits for a PostgreSQL connection before it answers 503.
+pub const DB_WAIT: Duration = Duration::from_secs(5);
+
 /// Connects (SQLite with WAL and a busy timeout, or PostgreSQL) and runs pending migrations.
 pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection> {
     let db = if url.starts_with("sqlite:") {
@@ -48,9 +51,12 @@ pub async fn connect_and_migrate(url: &str) -> anyhow::Result<DatabaseConnection
         SqlxSqliteConnector::from_sqlx_sqlite_pool(pool)
     } else {
         let mut opts = ConnectOptions::new(url.to_string());
+        // A request waits at most this long for the database before it answers 503
+        // `database unavailable` (PostgreSQL stopped or out of reach).
         opts.max_connections(16)
             .sqlx_logging(false)
-            .connect_timeout(Duration::from_secs(10));
+            .acquire_timeout(DB_WAIT)
+            .connect_timeout(DB_WAIT);
         Database::connect(opts)
             .await
             .context("connecting to PostgreSQL (DATABASE_URL)")?

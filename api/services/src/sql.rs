@@ -17,6 +17,13 @@ pub fn classify(e: ApiError) -> ApiError {
     let Some(db) = e.source().and_then(|s| s.downcast_ref::<DbErr>()) else {
         return e;
     };
+    if unavailable(db) {
+        return ApiError::new(
+            ErrorCode::Unavailable,
+            "database unavailable: the server cannot reach its database now; try again shortly",
+        )
+        .with_header("retry-after", "5");
+    }
     match db.sql_err() {
         Some(SqlErr::UniqueConstraintViolation(_)) => {
             ApiError::conflict("an object with the same name already exists")
@@ -25,6 +32,54 @@ pub fn classify(e: ApiError) -> ApiError {
             ApiError::conflict("the object is still referenced by other objects")
         }
         _ => e,
+    }
+}
+
+/// Whether a database error says the database cannot be reached (no connection in time, a
+/// connection refused or broken), rather than that the statement failed.
+pub fn unavailable(e: &DbErr) -> bool {
+    use sea_orm::RuntimeErr;
+    use sea_orm::sqlx::Error as Sqlx;
+    let sqlx = match e {
+        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => return true,
+        DbErr::Exec(RuntimeErr::SqlxError(s)) | DbErr::Query(RuntimeErr::SqlxError(s)) => s,
+        _ => return false,
+    };
+    matches!(
+        sqlx,
+        Sqlx::Io(_) | Sqlx::PoolTimedOut | Sqlx::PoolClosed | Sqlx::WorkerCrashed | Sqlx::Tls(_)
+    )
+}
+
+/// Whether an error is the database's being unavailable ([`unavailable`]).
+pub fn is_unavailable(e: &ApiError) -> bool {
+    e.source()
+        .and_then(|s| s.downcast_ref::<DbErr>())
+        .is_some_and(unavailable)
+}
+
+/// Runs `write` until the database takes it, waiting out an outage (the wait doubling from
+/// half a second to five, a warning a minute): for an outcome that must not be lost, such as
+/// a launch whose containers run. Any other error is returned at once.
+pub async fn until_recorded<T, F, Fut>(what: &str, mut write: F) -> Result<T, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let mut wait = std::time::Duration::from_millis(500);
+    let mut warned: Option<std::time::Instant> = None;
+    loop {
+        match write().await {
+            Err(e) if is_unavailable(&e) => {
+                if warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
+                    tracing::warn!(what, error = %e.chain(), "the database is unavailable; retrying until it takes what must be recorded");
+                    warned = Some(std::time::Instant::now());
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(std::time::Duration::from_secs(5));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -137,5 +192,18 @@ mod tests {
         let e = super::classify(crate::error::ApiError::from(missing));
         assert_eq!(e.code, crate::error::ErrorCode::Internal);
         assert!(e.chain().to_string().contains("nowhere"), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_database_is_unavailable_with_a_clear_message() {
+        use sea_orm::{ConnectionTrait, Database};
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        db.close_by_ref().await.unwrap();
+        let gone = db.execute_unprepared("SELECT 1").await.unwrap_err();
+        assert!(super::unavailable(&gone), "{gone:?}");
+        let e = super::classify(crate::error::ApiError::from(gone));
+        assert_eq!(e.code, crate::error::ErrorCode::Unavailable, "{e:?}");
+        assert!(e.message.starts_with("database unavailable"), "{e:?}");
+        assert!(!super::unavailable(&sea_orm::DbErr::RecordNotFound("x".into())));
     }
 }

@@ -1325,6 +1325,69 @@ both_dbs!(
     }
 );
 
+// An answer given before the body was read (here a 404 to a POST of 100 KB) keeps the
+// keep-alive connection usable for the next request (issue 64): the edge reads the rest of the
+// body. A body too large to read for nothing gets an answer that says `Connection: close`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_answer_keeps_the_connection_or_says_close() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn(Db::Sqlite).await;
+    let addr = app.server.as_ref().unwrap().addr;
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req = b"POST /no/such/route HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: 102400\r\n\r\n".to_vec();
+    req.extend(std::iter::repeat_n(b'x', 102400));
+    req.extend(b"GET /health/readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (mut rd, mut wr) = tcp.split();
+    let (written, answers) = tokio::join!(wr.write_all(&req), async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 8192];
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend(&buf[..n]),
+                }
+                if String::from_utf8_lossy(&got).matches("HTTP/1.1 ").count() >= 2 {
+                    break;
+                }
+            }
+        })
+        .await;
+        String::from_utf8_lossy(&got).into_owned()
+    });
+    written.expect("the whole request is taken");
+    let heads: Vec<&str> = answers
+        .split("HTTP/1.1 ")
+        .skip(1)
+        .map(|a| a.get(..3).unwrap_or(a))
+        .collect();
+    assert_eq!(heads.len(), 2, "two answers on one connection: {answers}");
+    assert!(heads[0].starts_with('4'), "{answers}");
+    assert_eq!(heads[1], "200", "{answers}");
+    assert!(!answers.to_ascii_lowercase().contains("connection: close"), "{answers}");
+
+    // 64 MiB announced: not read for nothing, and the answer says the connection ends.
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"POST /no/such/route HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864\r\n\r\nxxxx")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(n) = tcp.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            got.extend(&buf[..n]);
+        }
+    })
+    .await;
+    let answer = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 4"), "{answer}");
+    assert!(answer.contains("connection: close"), "{answer}");
+    still_serving(&app).await;
+}
+
 /// Reads until the server closes the connection (or `within` passes): whether it closed.
 async fn closed_within(tcp: &mut tokio::net::TcpStream, within: Duration) -> bool {
     use tokio::io::AsyncReadExt;

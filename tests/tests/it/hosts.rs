@@ -17,13 +17,13 @@ use crate::support::*;
 
 /// The hosts tests take turns: one of them stops and restarts an engine, and every one of
 /// them drives the same two engines.
-async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
+pub(crate) async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     TURN.lock().await
 }
 
 /// The hosts' state directory, once `scripts/hosts.sh up 2` has them answering.
-fn hosts() -> PathBuf {
+pub(crate) fn hosts() -> PathBuf {
     static UP: OnceLock<PathBuf> = OnceLock::new();
     UP.get_or_init(|| {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/hosts.sh");
@@ -46,7 +46,7 @@ fn hosts() -> PathBuf {
 
 /// Host `n`'s engine, bai presenting `client` (`cert` = the hosts' CA's, `rogue-cert` =
 /// another CA's) and trusting the hosts' CA.
-fn engine(n: u8, client: &str) -> EngineConfig {
+pub(crate) fn engine(n: u8, client: &str) -> EngineConfig {
     let tls = hosts().join("tls");
     let key = client.replace("cert", "key");
     EngineConfig {
@@ -63,7 +63,7 @@ fn engine(n: u8, client: &str) -> EngineConfig {
 }
 
 /// `docker` against host `n`'s engine, over its mutual TLS.
-fn docker_on(n: u8, args: &[&str]) -> std::process::Output {
+pub(crate) fn docker_on(n: u8, args: &[&str]) -> std::process::Output {
     let tls = hosts().join("tls");
     std::process::Command::new("docker")
         .arg("--tlsverify")
@@ -79,7 +79,7 @@ fn docker_on(n: u8, args: &[&str]) -> std::process::Output {
         .expect("docker CLI")
 }
 
-async fn alive_agents(app: &TestApp) -> serde_json::Value {
+pub(crate) async fn alive_agents(app: &TestApp) -> serde_json::Value {
     app.admin_op::<gql::sessions::AgentList>(gql::sessions::agent_list::Variables {
         status: Some("ALIVE".into()),
     })

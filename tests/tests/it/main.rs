@@ -11,6 +11,7 @@ mod browser;
 mod cli;
 mod consoles;
 mod dotfiles;
+mod faults;
 mod folders;
 mod hostile;
 mod hosts;

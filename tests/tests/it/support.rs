@@ -108,7 +108,100 @@ fn pg_admin_url() -> String {
 }
 
 pub async fn fresh_pg_database() -> String {
-    let admin = pg_admin_url();
+    database_on(&pg_admin_url()).await
+}
+
+/// A PostgreSQL cluster of the tests' own (Debian's `pg_createcluster`, port 5440) that a test
+/// may stop and start again; made once per run. Tests that stop it take turns (`turn`).
+pub struct OwnPg {
+    version: String,
+}
+
+pub const OWN_PG_CLUSTER: &str = "baioutage";
+
+impl OwnPg {
+    pub fn get() -> &'static OwnPg {
+        static PG: std::sync::OnceLock<OwnPg> = std::sync::OnceLock::new();
+        PG.get_or_init(|| {
+            let sh = |cmd: &str| {
+                let out = std::process::Command::new("sh")
+                    .args(["-c", cmd])
+                    .output()
+                    .expect("sh");
+                assert!(
+                    out.status.success(),
+                    "{cmd}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).trim().to_string()
+            };
+            let version = sh("ls /usr/lib/postgresql | sort -V | tail -n 1");
+            sh(&format!(
+                "pg_lsclusters -h | awk '{{print $2}}' | grep -qx {OWN_PG_CLUSTER} \
+                 || pg_createcluster {version} {OWN_PG_CLUSTER} -p 5440 >/dev/null"
+            ));
+            let pg = OwnPg { version };
+            pg.start();
+            let psql = |sql: &str| {
+                let out = std::process::Command::new("runuser")
+                    .args(["-u", "postgres", "--", "psql", "-p", "5440", "-qtAc", sql])
+                    .output()
+                    .expect("runuser psql");
+                assert!(out.status.success(), "{sql}: {out:?}");
+                String::from_utf8_lossy(&out.stdout).trim().to_string()
+            };
+            if psql("SELECT 1 FROM pg_roles WHERE rolname = 'bai'") != "1" {
+                psql("CREATE ROLE bai LOGIN SUPERUSER PASSWORD 'bai'");
+            }
+            pg
+        })
+    }
+
+    /// Starts the cluster (already running is fine) and waits until it answers.
+    pub fn start(&self) {
+        let _ = std::process::Command::new("pg_ctlcluster")
+            .args([&self.version, OWN_PG_CLUSTER, "start"])
+            .output();
+        for _ in 0..120 {
+            let ready = std::process::Command::new("pg_isready")
+                .args(["-q", "-h", "127.0.0.1", "-p", "5440"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        panic!("the tests' own PostgreSQL cluster does not start");
+    }
+
+    /// Stops the cluster at once (its connections cut: an outage).
+    pub fn stop(&self) {
+        let out = std::process::Command::new("pg_ctlcluster")
+            .args([&self.version, OWN_PG_CLUSTER, "stop", "-m", "immediate"])
+            .output()
+            .expect("pg_ctlcluster");
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    pub async fn fresh_database(&self) -> String {
+        database_on("postgres://bai:bai@127.0.0.1:5440/postgres").await
+    }
+}
+
+/// Starts [`OwnPg`] again when dropped: a test that fails mid-outage leaves it running.
+pub struct PgBack;
+
+impl Drop for PgBack {
+    fn drop(&mut self) {
+        OwnPg::get().start();
+    }
+}
+
+/// A fresh database on the PostgreSQL server of `admin` (its maintenance database's URL).
+async fn database_on(admin: &str) -> String {
+    let admin = admin.to_string();
     let name = format!("bai_t_{}", uuid::Uuid::new_v4().simple());
     let db = api::db::connect_raw(&admin)
         .await
@@ -126,7 +219,9 @@ pub async fn spawn(db: Db) -> TestApp {
     spawn_with(db, |_| {}).await
 }
 
-pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp {
+/// A test server's configuration: a fresh directory (data in `data/`), on SQLite or a fresh
+/// PostgreSQL database.
+pub async fn config_for(db: Db) -> api::Config {
     let dir = std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut config = api::Config {
@@ -140,6 +235,12 @@ pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp
     if let Db::Postgres = db {
         config.database_url = Some(fresh_pg_database().await);
     }
+    config
+}
+
+pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut api::Config)) -> TestApp {
+    let mut config = config_for(db).await;
+    let dir = config.data_dir.parent().unwrap().to_path_buf();
     tweak(&mut config);
     let server = api::start(config.clone()).await.expect("server starts");
     let base = base_url(&server, &config);

@@ -37,8 +37,8 @@ fn docker_settings(config: &crate::config::Config) -> DockerSettings {
     }
 }
 
-/// Registers an engine as an ALIVE agent of this process (in the default resource group)
-/// and scans its images.
+/// Registers an engine as an ALIVE agent of this process (in the default resource group; a
+/// LOST one stays LOST until its first heartbeat) and scans its images.
 pub async fn add(state: &impl Runtime, agent: Arc<Agent>) -> ApiResult<()> {
     add_to(
         state,
@@ -131,7 +131,18 @@ pub async fn start_all(state: &impl Runtime) -> ApiResult<()> {
         }
     });
     // Side by side: an engine that hangs holds up no other.
-    for (planned, connected) in futures_util::future::join_all(connects).await {
+    let connected = futures_util::future::join_all(connects).await;
+    // One engine id is one engine: two endpoints reporting it are never merged into one
+    // agent (the second would take over the first's row), nor made two (one host's
+    // resources offered twice).
+    let ids = connected.iter().filter_map(|(planned, c)| {
+        let engine = c.as_ref().ok()?;
+        Some((engine.info().engine_id.as_str(), planned.endpoint.url.as_str()))
+    });
+    if let Some(clash) = same_engine_id(ids) {
+        return Err(clash);
+    }
+    for (planned, connected) in connected {
         let (url, group) = (&planned.endpoint.url, &planned.scaling_group);
         match connected {
             Ok(engine) => {
@@ -145,6 +156,26 @@ pub async fn start_all(state: &impl Runtime) -> ApiResult<()> {
         }
     }
     Ok(())
+}
+
+/// The first two endpoints (of engine id, endpoint pairs) that report one engine id, as the
+/// refusal an operator reads at start.
+fn same_engine_id<'a>(ids: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<ApiError> {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for (engine_id, endpoint) in ids {
+        if engine_id.is_empty() {
+            continue;
+        }
+        if let Some(first) = seen.insert(engine_id, endpoint) {
+            return Some(ApiError::bad_request(format!(
+                "the container engines at {first} and {endpoint} report one engine id ({engine_id}): \
+                 one engine listed twice, or hosts cloned from one disk image with the engine's id. \
+                 List each engine once; on a cloned host, give its engine a new id (stop dockerd, \
+                 remove /var/lib/docker/engine-id — /etc/docker/key.json before Docker 23 — and start it again)"
+            )));
+        }
+    }
+    None
 }
 
 async fn register(
@@ -174,14 +205,19 @@ async fn register(
     });
     match existing {
         Some(row) => {
+            // A LOST agent comes back through its first heartbeat alone, which reconciles
+            // it before it is ALIVE and tells its sessions (`heartbeat`).
+            let lost = row.status == AgentStatus::Lost;
             let mut m = row.into_active_model();
-            m.status = Set(AgentStatus::Alive);
-            m.status_changed = Set(Some(now));
+            if !lost {
+                m.status = Set(AgentStatus::Alive);
+                m.status_changed = Set(Some(now));
+                m.lost_at = Set(None);
+            }
             m.region = Set(state.config().agent_region.clone());
             m.scaling_group = Set(scaling_group.to_string());
             m.available_slots = Set(agent.capacity.clone());
             m.addr = Set(agent.endpoint.clone());
-            m.lost_at = Set(None);
             m.last_heartbeat = Set(Some(now));
             m.version = Set(agent.version.clone());
             m.architecture = Set(agent.architecture.clone());
@@ -426,4 +462,21 @@ pub async fn count_in<C: sea_orm::ConnectionTrait>(
         .filter(agents::Column::Status.eq(status))
         .count(db)
         .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn two_endpoints_of_one_engine_id_are_refused_naming_both() {
+        let ids = [("AAA", "tcp://10.0.0.1:2376"), ("BBB", "tcp://10.0.0.2:2376"), ("", "x"), ("", "y")];
+        assert!(super::same_engine_id(ids).is_none());
+        let clash = super::same_engine_id([
+            ("AAA", "tcp://10.0.0.1:2376"),
+            ("BBB", "tcp://10.0.0.2:2376"),
+            ("AAA", "tcp://10.0.0.3:2376"),
+        ])
+        .expect("refused");
+        assert!(clash.message.contains("tcp://10.0.0.1:2376 and tcp://10.0.0.3:2376"), "{}", clash.message);
+        assert!(clash.message.contains("engine-id"), "{}", clash.message);
+    }
 }

@@ -51,7 +51,13 @@ impl AgentRegistry {
         lock.lock_owned().await
     }
 
-    pub(super) async fn insert(&self, agent: Arc<Agent>) {
+    /// Forgets an agent (tests: as if another process drove it).
+    #[cfg(test)]
+    pub(crate) async fn forget(&self, id: &str) -> Option<Arc<Agent>> {
+        self.agents.write().await.remove(id)
+    }
+
+    pub(crate) async fn insert(&self, agent: Arc<Agent>) {
         self.agents
             .write()
             .await

@@ -31,18 +31,21 @@ pub async fn launch(state: impl Runtime, id: Uuid) {
         }
         tracing::warn!(session = %id, error = %e.message, cause = %e.chain(), "session failed to start");
         let data = json!({"error": {"message": e.message}});
-        if let Err(e2) = apply(
-            &state,
-            id,
-            SessionStatus::Error,
-            Change {
-                info: Some("kernel-creation-failed".into()),
-                data: Some(data),
-                ..Default::default()
-            },
-        )
-        .await
-        {
+        // A failed start is recorded even across a database outage: the owner keeps it.
+        let recorded = crate::sql::until_recorded("a failed start", || {
+            apply(
+                &state,
+                id,
+                SessionStatus::Error,
+                Change {
+                    info: Some("kernel-creation-failed".into()),
+                    data: Some(data.clone()),
+                    ..Default::default()
+                },
+            )
+        })
+        .await;
+        if let Err(e2) = recorded {
             tracing::error!(session = %id, error = %e2.message, "cannot record a failed start");
         }
     }
@@ -439,16 +442,6 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
         }
     }
     state.launch_phases().record(id, started.elapsed());
-    if cluster {
-        // Each container's own id on its kernel (the status change below leaves them).
-        for (kernel, container, _) in &containers {
-            kernels::Entity::update_many()
-                .col_expr(kernels::Column::ContainerId, Expr::value(container.clone()))
-                .filter(kernels::Column::Id.eq(*kernel))
-                .exec(state.db())
-                .await?;
-        }
-    }
     let container_id = containers
         .first()
         .map(|(_, c, _)| c.clone())
@@ -457,17 +450,33 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
     // a third of the launch); whatever needs them (the sshd app, the key download) waits
     // for this setup, registered before RUNNING is visible.
     let ssh_setup = state.started_apps().ssh_setup_begins(id);
-    let running = apply(
-        state,
-        id,
-        SessionStatus::Running,
-        Change {
-            container_id: (!cluster).then(|| container_id.clone()),
-            occupying: Some(s.requested_slots.clone()),
-            expect: Some(SessionStatus::Preparing),
-            ..Default::default()
-        },
-    )
+    // Containers run now: their session must come to know it, across a database outage too
+    // (this process keeps the launch and writes it when the database is back; should it
+    // die meanwhile, the leader's recovery ends the session and removes them).
+    let running = crate::sql::until_recorded("a started session", || async {
+        if cluster {
+            // Each container's own id on its kernel (the status change below leaves them).
+            for (kernel, container, _) in &containers {
+                kernels::Entity::update_many()
+                    .col_expr(kernels::Column::ContainerId, Expr::value(container.clone()))
+                    .filter(kernels::Column::Id.eq(*kernel))
+                    .exec(state.db())
+                    .await?;
+            }
+        }
+        apply(
+            state,
+            id,
+            SessionStatus::Running,
+            Change {
+                container_id: (!cluster).then(|| container_id.clone()),
+                occupying: Some(s.requested_slots.clone()),
+                expect: Some(SessionStatus::Preparing),
+                ..Default::default()
+            },
+        )
+        .await
+    })
     .await;
     if let Err(e) = running {
         state.started_apps().ssh_setup_ends(id, ssh_setup);
@@ -570,10 +579,12 @@ async fn bootstrapped(
         if state.session_locks().asked_to_end(id) {
             return;
         }
-        let moved_on = crate::lookup::get::<sessions::Entity>(state.db(), "session", id)
-            .await
-            .map(|s| !matches!(s.status, SessionStatus::Preparing | SessionStatus::Pulling))
-            .unwrap_or(true);
+        // A database outage says nothing about the session: the script is waited for still.
+        let moved_on = match crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await
+        {
+            Ok(s) => !matches!(s.status, SessionStatus::Preparing | SessionStatus::Pulling),
+            Err(e) => !crate::sql::is_unavailable(&e),
+        };
         if moved_on {
             return;
         }

@@ -175,6 +175,10 @@ pub async fn membership_loop(state: impl Runtime) {
             take_over(&state).await;
         } else if led && !leads {
             tracing::warn!(process = %state.cluster().id, "this process no longer leads");
+        } else if leads && let Err(e) = recover(&state).await {
+            // Every round: a process found dead has its work finished within twice the
+            // lease and one round of its death.
+            tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed; the next round retries");
         }
         led = leads;
     }
@@ -324,9 +328,7 @@ pub async fn sweep_loop(state: impl Runtime) {
     loop {
         tokio::time::sleep(Duration::from_secs(30)).await;
         if state.cluster().is_leader() {
-            if let Err(e) = recover(&state).await {
-                tracing::warn!(error = %e.message, cause = %e.chain(), "recovering the work of stopped managers failed");
-            }
+            // (The work of stopped managers is recovered at each membership round.)
             // Departed managers' rows, old outbox events, windows and signatures past use,
             // expired transfer tokens.
             if let Err(e) = forget_expired(&state).await {
