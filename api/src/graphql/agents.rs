@@ -169,6 +169,11 @@ fn live_stat(agent: &agents::Model) -> Option<JsonString> {
         "node": {"cpu_util": cpu_metric, "mem": mem_metric},
         "devices": {"cpu_util": {"host": cpu_metric}, "mem": {"host": mem_metric}},
     });
+    // bai's own: the running containers of this installation the last sample found on the
+    // engine (a count above the agent's kernels shows containers no session knows).
+    if let Some(n) = live.get("containers").and_then(|v| v.as_u64()) {
+        out["containers"] = n.into();
+    }
     // Backend.AI's CUDA plugin names: `cuda_util` (percent) and `cuda_mem` (bytes).
     let gpus = gpu_live(agent);
     if !gpus.is_empty() {

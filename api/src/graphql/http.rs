@@ -2,6 +2,8 @@
 //! application state and the schema), `/graphql` (POST), GraphiQL, and `/graphql/ws`.
 use async_graphql::Data;
 use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
+use async_graphql::ParseRequestError;
+use async_graphql_axum::rejection::GraphQLRejection;
 use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
 use axum::Extension;
 use axum::extract::{FromRef, State, WebSocketUpgrade};
@@ -58,9 +60,12 @@ pub async fn graphql_admin(
     State(web): State<Web>,
     Extension(principal): Extension<Principal>,
     Extension(addr): Extension<ClientAddr>,
-    req: GraphQLRequest,
+    req: Result<GraphQLRequest, GraphQLRejection>,
 ) -> Response {
-    let mut req = req.into_inner();
+    let mut req = match req {
+        Ok(req) => req.into_inner(),
+        Err(rejected) => return not_a_request(rejected, false),
+    };
     backend_ai_dialect(&mut req);
     let mut response = execute(&web, principal, addr, req).await;
     response
@@ -77,9 +82,58 @@ pub async fn graphql_post(
     State(web): State<Web>,
     Extension(principal): Extension<Principal>,
     Extension(addr): Extension<ClientAddr>,
-    req: GraphQLRequest,
+    req: Result<GraphQLRequest, GraphQLRejection>,
 ) -> Response {
-    execute(&web, principal, addr, req.into_inner()).await
+    match req {
+        Ok(req) => execute(&web, principal, addr, req.into_inner()).await,
+        Err(rejected) => not_a_request(rejected, false),
+    }
+}
+
+/// The answer to a body that is no GraphQL request (not JSON, nested too deep, a batch, too
+/// large): a GraphQL error response with a code and a short message, or on Backend.AI's
+/// legacy endpoint (`legacy`) its problem+json; never the parser's debug text, never the body
+/// echoed back.
+fn not_a_request(rejected: GraphQLRejection, legacy: bool) -> Response {
+    use crate::error::{ApiError, ErrorCode, IntoProblem as _};
+    let (code, message) = match &rejected.0 {
+        ParseRequestError::PayloadTooLarge => (
+            ErrorCode::PayloadTooLarge,
+            "the request body is larger than the server takes (max_body_bytes)".to_string(),
+        ),
+        ParseRequestError::UnsupportedBatch => (
+            ErrorCode::BadRequest,
+            "batched requests (a JSON array) are not supported: send one operation per request"
+                .to_string(),
+        ),
+        ParseRequestError::InvalidRequest(e) => {
+            let mut why = e.to_string();
+            // The parser's words only, cut short: it never repeats a whole body, but keep it so.
+            if let Some((cut, _)) = why.char_indices().nth(160) {
+                why.truncate(cut);
+                why.push('…');
+            }
+            (
+                ErrorCode::BadRequest,
+                format!("the request body is not a GraphQL request: {why}"),
+            )
+        }
+        _ => (
+            ErrorCode::BadRequest,
+            "the request body could not be read as a GraphQL request".to_string(),
+        ),
+    };
+    metrics::counter!("bai_graphql_requests_total", "code" => code.as_str()).increment(1);
+    if legacy {
+        return ApiError::new(code, message).into_response();
+    }
+    let status = axum::http::StatusCode::from_u16(code.http_status())
+        .unwrap_or(axum::http::StatusCode::BAD_REQUEST);
+    let body = serde_json::json!({
+        "data": null,
+        "errors": [{"message": message, "extensions": {"code": code.as_str()}}],
+    });
+    (status, axum::Json(body)).into_response()
 }
 
 async fn execute(
@@ -122,9 +176,12 @@ pub async fn graphql_legacy(
     State(web): State<Web>,
     Extension(principal): Extension<Principal>,
     Extension(addr): Extension<ClientAddr>,
-    req: GraphQLRequest,
+    req: Result<GraphQLRequest, GraphQLRejection>,
 ) -> Response {
-    let mut req = req.into_inner();
+    let mut req = match req {
+        Ok(req) => req.into_inner(),
+        Err(rejected) => return not_a_request(rejected, true),
+    };
     backend_ai_dialect(&mut req);
     let resp = web.schema.execute(req.data(principal).data(addr)).await;
     let resp = ensure_codes(resp);

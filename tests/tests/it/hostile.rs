@@ -1388,6 +1388,105 @@ async fn an_early_answer_keeps_the_connection_or_says_close() {
     still_serving(&app).await;
 }
 
+// Bodies that are no GraphQL request get a GraphQL error (JSON, a code, a short readable
+// message) on `/graphql` and `/admin/gql`, Backend.AI's problem+json on `/admin/graphql`:
+// invalid JSON, JSON nested past the parser's limit, a batch, a wrong content type; never the
+// parser's debug text, never a 400 KB line echoed back (issue 64).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_graphql_bodies_get_json_errors() {
+    let app = spawn(Db::Sqlite).await;
+    let long = format!("{{\"query\": \"{}", "x".repeat(400 * 1024));
+    let nested = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let bodies: Vec<(&str, String, &str)> = vec![
+        ("not json", "{not json".into(), "BAD_REQUEST"),
+        ("a 400 KB unterminated string", long, "BAD_REQUEST"),
+        ("nested 5,000 deep", format!("{{\"query\": {nested}}}"), "BAD_REQUEST"),
+        ("a batch", r#"[{"query": "{ __typename }"}]"#.into(), "BAD_REQUEST"),
+    ];
+    for path in ["/graphql", "/admin/gql"] {
+        for (what, body, want) in &bodies {
+            let resp = app
+                .http
+                .post(app.url(path))
+                .header("content-type", "application/json")
+                .bearer_auth(&app.admin_token)
+                .body(body.clone())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 400, "{path} {what}");
+            assert!(
+                resp.headers()["content-type"].to_str().unwrap().starts_with("application/json"),
+                "{path} {what}: {:?}",
+                resp.headers()
+            );
+            let text = resp.text().await.unwrap();
+            assert!(text.len() < 1024, "{path} {what}: {} bytes back", text.len());
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(code(&v), *want, "{path} {what}: {v}");
+            assert!(!message(&v).contains("InvalidRequest") && !message(&v).contains("Error("), "{v}");
+        }
+    }
+    let resp = app
+        .http
+        .post(app.url("/admin/graphql"))
+        .header("content-type", "application/json")
+        .bearer_auth(&app.admin_token)
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    assert_eq!(resp.headers()["content-type"], "application/problem+json");
+    let v: Value = resp.json().await.unwrap();
+    assert!(v["title"].as_str().unwrap().starts_with("the request body is not a GraphQL request"), "{v}");
+    still_serving(&app).await;
+}
+
+// A folder may not be named as a folder id (dashed or as 32 hex digits): `/folders/{name}`,
+// `/folders/_/id?name=` and mounts take ids and names alike, so such a name would be taken
+// for another folder, perhaps a stranger's (issue 64). Renaming to one is refused too, and
+// the stranger's folder stays NOT_FOUND by its id.
+both_dbs!(folder_names_that_read_as_ids_are_refused, |db| async move {
+    let app = spawn(db).await;
+    let owner = app.user("keeper@x.org", "user", "default").await;
+    let thief = app.user("mimic@x.org", "user", "default").await;
+    let (status, made) = rest(&app, &owner, reqwest::Method::POST, "/folders", Some(json!({"name": "vault"}))).await;
+    assert_eq!(status, 201, "{made}");
+    let id = made["id"].as_str().unwrap().to_string();
+    let dashed = uuid_dashed(&id);
+    let simple = dashed.replace('-', "");
+    for name in [&dashed, &simple] {
+        let (status, answer) = rest(&app, &thief, reqwest::Method::POST, "/folders", Some(json!({"name": name}))).await;
+        assert_eq!(status, 400, "{name}: {answer}");
+        assert!(answer["title"].as_str().unwrap().contains("reads as a folder id"), "{answer}");
+    }
+    let (status, mine) = rest(&app, &thief, reqwest::Method::POST, "/folders", Some(json!({"name": "mine"}))).await;
+    assert_eq!(status, 201, "{mine}");
+    let (status, answer) = rest(
+        &app,
+        &thief,
+        reqwest::Method::POST,
+        "/folders/mine/rename",
+        Some(json!({"new_name": dashed})),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    for path in [format!("/folders/{dashed}"), format!("/folders/_/id?name={dashed}")] {
+        let (status, answer) = rest(&app, &thief, reqwest::Method::GET, &path, None).await;
+        assert_eq!(status, 404, "{path}: {answer}");
+    }
+    let (status, answer) = rest(&app, &owner, reqwest::Method::GET, &format!("/folders/{dashed}"), None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["name"], "vault", "{answer}");
+});
+
+/// A UUID in its dashed form, from either form.
+fn uuid_dashed(id: &str) -> String {
+    let h: String = id.chars().filter(char::is_ascii_hexdigit).collect();
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
 /// Reads until the server closes the connection (or `within` passes): whether it closed.
 async fn closed_within(tcp: &mut tokio::net::TcpStream, within: Duration) -> bool {
     use tokio::io::AsyncReadExt;

@@ -71,13 +71,19 @@ pub fn validate_name(name: &str) -> ApiResult<String> {
         && n != ".."
         && n.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(n.to_string())
-    } else {
-        Err(ApiError::bad_request(format!(
+    if !ok {
+        return Err(ApiError::bad_request(format!(
             "Invalid folder name '{name}': use 1 to 64 letters, digits, '-', '_' or '.' (a leading dot makes an automount folder)"
-        )))
+        )));
     }
+    // Folders are named by id or by name in the same places (`/folders/{name}`, mounts): a
+    // name that reads as an id would be taken for one (another folder's, perhaps).
+    if Uuid::parse_str(n).is_ok() {
+        return Err(ApiError::bad_request(format!(
+            "Invalid folder name '{name}': it reads as a folder id, and folders are named by id or by name alike; choose another name"
+        )));
+    }
+    Ok(n.to_string())
 }
 
 pub fn is_automount(name: &str) -> bool {
