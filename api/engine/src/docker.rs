@@ -18,6 +18,7 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 mod config;
+mod usage;
 
 use crate::gpu;
 use crate::{
@@ -135,11 +136,11 @@ fn tls_connector(files: &TlsFiles) -> anyhow::Result<HttpsConnector> {
         .build())
 }
 
-/// The longest an image may take to arrive on an engine (a load of a copied image).
 /// Containers whose use one usage sample asks the engine for at once, and how long one
-/// answer may take (a container that does not answer counts as using nothing this time).
+/// answer may take (a container that does not answer keeps its last reading).
 const SAMPLE_AT_ONCE: usize = 8;
 const SAMPLE_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// The longest an image may take to arrive on an engine (a load of a copied image).
 const IMAGE_TRANSFER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// How a Docker engine is set up (from the server's configuration).
@@ -189,6 +190,8 @@ pub struct DockerEngine {
     /// NVML describes this host only, so there is nothing to share with other managers). Every
     /// `session_stats` subscriber, the heartbeat and the utilization sampler read through it.
     gpu_cache: tokio::sync::Mutex<Option<(std::time::Instant, gpu::Snapshot)>>,
+    /// The running containers' last usage readings (a sample reads a bounded share).
+    usage: parking_lot::Mutex<usage::UsageBook>,
 }
 
 /// An engine's answer is a failure (or a refusal the caller maps itself); anything that kept
@@ -433,6 +436,7 @@ impl DockerEngine {
             network,
             peer_sessions: parking_lot::Mutex::new(None),
             gpu_cache: tokio::sync::Mutex::new(None),
+            usage: parking_lot::Mutex::default(),
             log_max_size: config.log_max_size.clone(),
             disk_size: config.disk_size.clone(),
             mps: mps.map(|dir| (dir, config.cuda_shares_per_gpu)),
@@ -440,22 +444,22 @@ impl DockerEngine {
     }
 
     /// A running container's cumulative CPU time (ns) and memory now, within
-    /// [`SAMPLE_CALL_TIMEOUT`] (zero when it does not answer in time).
-    async fn use_of(&self, id: String) -> (u64, u64) {
+    /// [`SAMPLE_CALL_TIMEOUT`] (None: no answer in time).
+    async fn use_of(&self, id: &str) -> Option<(u64, u64)> {
         let opts = StatsOptionsBuilder::default()
             .stream(false)
             .one_shot(true)
             .build();
-        let mut stream = self.docker.stats(&id, Some(opts));
+        let mut stream = self.docker.stats(id, Some(opts));
         match tokio::time::timeout(SAMPLE_CALL_TIMEOUT, stream.next()).await {
-            Ok(Some(Ok(s))) => (
+            Ok(Some(Ok(s))) => Some((
                 s.cpu_stats
                     .and_then(|x| x.cpu_usage)
                     .and_then(|u| u.total_usage)
                     .unwrap_or(0),
                 s.memory_stats.and_then(|m| m.usage).unwrap_or(0),
-            ),
-            _ => (0, 0),
+            )),
+            _ => None,
         }
     }
 
@@ -1505,16 +1509,29 @@ impl crate::Engine for DockerEngine {
     async fn usage_sample(&self) -> Option<(u64, u64, usize)> {
         let containers = self.managed_containers().await.ok()?;
         let running: Vec<_> = containers.into_iter().filter(|c| c.running).collect();
-        // A few at a time, each bounded: one slow container delays the sample a little, and
-        // 200 containers are sampled in 200 / SAMPLE_AT_ONCE calls' time, not 200.
+        // A bounded share of them, a few at a time, each answer bounded: a sample costs at
+        // most usage::SAMPLE_MAX calls whatever the engine holds (the others' last readings
+        // count meanwhile).
         let ids: Vec<String> = running.iter().map(|c| c.container_id.clone()).collect();
-        let (cpu, mem) = futures_util::stream::iter(ids)
-            .map(|id| self.use_of(id))
-            .buffer_unordered(SAMPLE_AT_ONCE)
-            .fold((0u64, 0u64), |(cpu, mem), (c, m)| async move {
-                (cpu.saturating_add(c), mem.saturating_add(m))
+        let due = self.usage.lock().due(&ids, usage::SAMPLE_MAX);
+        let read: Vec<(String, Option<(u64, u64)>)> = futures_util::stream::iter(due)
+            .map(|id| async move {
+                let figures = self.use_of(&id).await;
+                (id, figures)
             })
+            .buffer_unordered(SAMPLE_AT_ONCE)
+            .collect()
             .await;
+        let (cpu, mem) = {
+            let mut book = self.usage.lock();
+            let now = std::time::Instant::now();
+            for (id, figures) in read {
+                if let Some((cpu, mem)) = figures {
+                    book.record(id, cpu, mem, now);
+                }
+            }
+            book.totals()
+        };
         Some((cpu, mem, running.len()))
     }
 

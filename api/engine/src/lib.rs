@@ -418,7 +418,8 @@ pub trait Engine: Send + Sync {
     async fn managed_containers(&self) -> EngineResult<Vec<ManagedContainer>>;
     /// The environment images the engine holds.
     async fn environment_images(&self) -> EngineResult<Vec<EngineImage>>;
-    /// Cumulative CPU time (ns) and memory of the running managed containers, and their count.
+    /// Cumulative CPU time (ns) and memory of the running managed containers (each as last
+    /// read: one sample reads a bounded share of them), and their count.
     async fn usage_sample(&self) -> Option<(u64, u64, usize)>;
     /// One sample of a running container's use (None: gone, stopped or unreadable).
     async fn stats(&self, container_id: &str) -> Option<ContainerStats>;

@@ -60,14 +60,16 @@ impl Liveness {
 
     /// Whether an ALIVE agent last beaten at `last` is silent at `now` (the clock's).
     pub fn is_stale(&self, last: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
-        let limit = chrono::Duration::from_std(self.stale_after()).unwrap_or(chrono::TimeDelta::MAX);
+        let limit =
+            chrono::Duration::from_std(self.stale_after()).unwrap_or(chrono::TimeDelta::MAX);
         last.is_none_or(|t| now - t > limit)
     }
 
     /// How long one usage sample of an engine may take (then it is dropped, and the next
-    /// one tried a period later).
+    /// one tried a period later): ample, since it decides nothing (200 containers of a
+    /// remote engine take some 25 s on a loaded 2-core machine).
     pub fn sample_timeout(&self) -> Duration {
-        (self.period * 6).clamp(Duration::from_secs(10), Duration::from_secs(60))
+        (self.period * 12).clamp(Duration::from_secs(30), Duration::from_secs(120))
     }
 }
 
@@ -214,7 +216,11 @@ pub async fn heartbeat_loop(state: impl Runtime) {
     // Previous cumulative CPU time per agent, to turn it into a rate.
     let previous: Arc<parking_lot::Mutex<HashMap<String, (std::time::Instant, u64)>>> =
         Arc::default();
-    let (beating, sampling, sweeping) = (InFlight::default(), InFlight::default(), InFlight::default());
+    let (beating, sampling, sweeping) = (
+        InFlight::default(),
+        InFlight::default(),
+        InFlight::default(),
+    );
     let mut tick = tokio::time::interval(rule.period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -268,10 +274,12 @@ async fn sample(
     within: Duration,
 ) {
     let id = agent.info().id.clone();
+    let started = std::time::Instant::now();
     let taken = tokio::time::timeout(within, async {
         (agent.usage_sample().await, agent.gpu_sample().await)
     })
     .await;
+    metrics::histogram!("bai_agent_usage_sample_seconds").record(started.elapsed().as_secs_f64());
     let (sample, gpus) = match taken {
         Ok(s) => s,
         Err(_) => {
@@ -289,7 +297,9 @@ async fn sample(
         }
         _ => 0.0,
     };
-    let gpus = gpus.map(|s| bai_engine::gpu::device_use(&s)).unwrap_or_default();
+    let gpus = gpus
+        .map(|s| bai_engine::gpu::device_use(&s))
+        .unwrap_or_default();
     let mut live = json!({"cpu_used_pct": (pct * 10.0).round() / 10.0, "mem_used_bytes": mem, "containers": containers});
     if !gpus.is_empty() {
         live["gpus"] = gpus
@@ -344,18 +354,16 @@ mod tests {
         assert_eq!(rule(60, 3).ping_timeout, Duration::from_secs(10));
         assert_eq!(rule(0, 0), rule(1, 1));
         assert_eq!(rule(1, 2).stale_after(), Duration::from_secs(5));
-        assert_eq!(rule(1, 2).sample_timeout(), Duration::from_secs(10));
+        assert_eq!(rule(1, 2).sample_timeout(), Duration::from_secs(30));
+        assert_eq!(rule(60, 3).sample_timeout(), Duration::from_secs(120));
     }
 
     async fn running_session(w: &World) -> uuid::Uuid {
-        let id = crate::sessions::create(
-            &w.state,
-            &w.admin,
-            request(SessionType::Interactive, None),
-        )
-        .await
-        .unwrap()[0]
-            .id;
+        let id =
+            crate::sessions::create(&w.state, &w.admin, request(SessionType::Interactive, None))
+                .await
+                .unwrap()[0]
+                .id;
         for _ in 0..200 {
             crate::scheduler::schedule_once(&w.state).await.unwrap();
             if status_of(w, id).await.0 == SessionStatus::Running {
@@ -399,15 +407,35 @@ mod tests {
         w.engine.set_silent(true);
         let mut misses = 0;
         let started = std::time::Instant::now();
-        assert_eq!(beat_by(&w.state, &agent, &mut misses, quick).await, AgentStatus::Alive);
+        assert_eq!(
+            beat_by(&w.state, &agent, &mut misses, quick).await,
+            AgentStatus::Alive
+        );
         assert_eq!(misses, 1);
-        assert_eq!(agent_status(&w).await, AgentStatus::Alive, "one miss is not LOST");
-        assert_eq!(beat_by(&w.state, &agent, &mut misses, quick).await, AgentStatus::Lost);
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(
+            agent_status(&w).await,
+            AgentStatus::Alive,
+            "one miss is not LOST"
+        );
+        assert_eq!(
+            beat_by(&w.state, &agent, &mut misses, quick).await,
+            AgentStatus::Lost
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(agent_status(&w).await, AgentStatus::Lost);
-        assert_eq!(status_of(&w, id).await, (SessionStatus::Running, Some("agent-lost".into())));
+        assert_eq!(
+            status_of(&w, id).await,
+            (SessionStatus::Running, Some("agent-lost".into()))
+        );
         w.engine.set_silent(false);
-        assert_eq!(beat_by(&w.state, &agent, &mut misses, quick).await, AgentStatus::Alive);
+        assert_eq!(
+            beat_by(&w.state, &agent, &mut misses, quick).await,
+            AgentStatus::Alive
+        );
         assert_eq!(status_of(&w, id).await, (SessionStatus::Running, None));
     }
 
@@ -420,18 +448,34 @@ mod tests {
         let id = running_session(&w).await;
         let r = Liveness::of(&w.state.config);
         let agent = w.state.local.agents.forget("i-memory").await.unwrap();
-        w.clock.advance(chrono::Duration::from_std(r.stale_after()).unwrap());
-        assert!(sweep_silent(&w.state).await.unwrap().is_empty(), "not yet stale");
+        w.clock
+            .advance(chrono::Duration::from_std(r.stale_after()).unwrap());
+        assert!(
+            sweep_silent(&w.state).await.unwrap().is_empty(),
+            "not yet stale"
+        );
         assert_eq!(agent_status(&w).await, AgentStatus::Alive);
         w.clock.advance(chrono::Duration::seconds(1));
-        assert_eq!(sweep_silent(&w.state).await.unwrap(), vec!["i-memory".to_string()]);
+        assert_eq!(
+            sweep_silent(&w.state).await.unwrap(),
+            vec!["i-memory".to_string()]
+        );
         assert_eq!(agent_status(&w).await, AgentStatus::Lost);
-        assert_eq!(status_of(&w, id).await, (SessionStatus::Running, Some("agent-lost".into())));
-        assert!(sweep_silent(&w.state).await.unwrap().is_empty(), "LOST once");
+        assert_eq!(
+            status_of(&w, id).await,
+            (SessionStatus::Running, Some("agent-lost".into()))
+        );
+        assert!(
+            sweep_silent(&w.state).await.unwrap().is_empty(),
+            "LOST once"
+        );
         // Driven again: reconciled (its container kept: the session is live), then ALIVE.
         w.state.local.agents.insert(agent.clone()).await;
         let mut misses = 0;
-        assert_eq!(beat(&w.state, &agent, &mut misses).await, AgentStatus::Alive);
+        assert_eq!(
+            beat(&w.state, &agent, &mut misses).await,
+            AgentStatus::Alive
+        );
         assert_eq!(agent_status(&w).await, AgentStatus::Alive);
         assert_eq!(status_of(&w, id).await, (SessionStatus::Running, None));
         assert!(!w.engine.calls().iter().any(|c| c.starts_with("remove")));

@@ -204,6 +204,8 @@ mod tests {
         let e = super::classify(crate::error::ApiError::from(gone));
         assert_eq!(e.code, crate::error::ErrorCode::Unavailable, "{e:?}");
         assert!(e.message.starts_with("database unavailable"), "{e:?}");
-        assert!(!super::unavailable(&sea_orm::DbErr::RecordNotFound("x".into())));
+        assert!(!super::unavailable(&sea_orm::DbErr::RecordNotFound(
+            "x".into()
+        )));
     }
 }

@@ -156,7 +156,12 @@ mod tests {
     }
 
     fn trickle(chunks: usize, size: usize, every: Duration) -> Trickle {
-        Trickle { chunks, size, every, wait: None }
+        Trickle {
+            chunks,
+            size,
+            every,
+            wait: None,
+        }
     }
 
     impl Body for Trickle {
@@ -171,7 +176,9 @@ mod tests {
                 return Poll::Ready(None);
             }
             let every = this.every;
-            let wait = this.wait.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+            let wait = this
+                .wait
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
             if wait.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }

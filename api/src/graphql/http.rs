@@ -1,8 +1,8 @@
 //! GraphQL over HTTP and WebSockets (a surface's handlers): the router's state (`Web`: the
 //! application state and the schema), `/graphql` (POST), GraphiQL, and `/graphql/ws`.
 use async_graphql::Data;
-use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
 use async_graphql::ParseRequestError;
+use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
 use async_graphql_axum::rejection::GraphQLRejection;
 use async_graphql_axum::{GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket};
 use axum::Extension;

@@ -1364,13 +1364,18 @@ async fn an_early_answer_keeps_the_connection_or_says_close() {
     assert_eq!(heads.len(), 2, "two answers on one connection: {answers}");
     assert!(heads[0].starts_with('4'), "{answers}");
     assert_eq!(heads[1], "200", "{answers}");
-    assert!(!answers.to_ascii_lowercase().contains("connection: close"), "{answers}");
+    assert!(
+        !answers.to_ascii_lowercase().contains("connection: close"),
+        "{answers}"
+    );
 
     // 64 MiB announced: not read for nothing, and the answer says the connection ends.
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"POST /no/such/route HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864\r\n\r\nxxxx")
-        .await
-        .unwrap();
+    tcp.write_all(
+        b"POST /no/such/route HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864\r\n\r\nxxxx",
+    )
+    .await
+    .unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let _ = tokio::time::timeout(Duration::from_secs(10), async {
@@ -1400,8 +1405,16 @@ async fn malformed_graphql_bodies_get_json_errors() {
     let bodies: Vec<(&str, String, &str)> = vec![
         ("not json", "{not json".into(), "BAD_REQUEST"),
         ("a 400 KB unterminated string", long, "BAD_REQUEST"),
-        ("nested 5,000 deep", format!("{{\"query\": {nested}}}"), "BAD_REQUEST"),
-        ("a batch", r#"[{"query": "{ __typename }"}]"#.into(), "BAD_REQUEST"),
+        (
+            "nested 5,000 deep",
+            format!("{{\"query\": {nested}}}"),
+            "BAD_REQUEST",
+        ),
+        (
+            "a batch",
+            r#"[{"query": "{ __typename }"}]"#.into(),
+            "BAD_REQUEST",
+        ),
     ];
     for path in ["/graphql", "/admin/gql"] {
         for (what, body, want) in &bodies {
@@ -1416,15 +1429,25 @@ async fn malformed_graphql_bodies_get_json_errors() {
                 .unwrap();
             assert_eq!(resp.status(), 400, "{path} {what}");
             assert!(
-                resp.headers()["content-type"].to_str().unwrap().starts_with("application/json"),
+                resp.headers()["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("application/json"),
                 "{path} {what}: {:?}",
                 resp.headers()
             );
             let text = resp.text().await.unwrap();
-            assert!(text.len() < 1024, "{path} {what}: {} bytes back", text.len());
+            assert!(
+                text.len() < 1024,
+                "{path} {what}: {} bytes back",
+                text.len()
+            );
             let v: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(code(&v), *want, "{path} {what}: {v}");
-            assert!(!message(&v).contains("InvalidRequest") && !message(&v).contains("Error("), "{v}");
+            assert!(
+                !message(&v).contains("InvalidRequest") && !message(&v).contains("Error("),
+                "{v}"
+            );
         }
     }
     let resp = app
@@ -1439,7 +1462,13 @@ async fn malformed_graphql_bodies_get_json_errors() {
     assert_eq!(resp.status(), 400);
     assert_eq!(resp.headers()["content-type"], "application/problem+json");
     let v: Value = resp.json().await.unwrap();
-    assert!(v["title"].as_str().unwrap().starts_with("the request body is not a GraphQL request"), "{v}");
+    assert!(
+        v["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("the request body is not a GraphQL request"),
+        "{v}"
+    );
     still_serving(&app).await;
 }
 
@@ -1451,17 +1480,44 @@ both_dbs!(folder_names_that_read_as_ids_are_refused, |db| async move {
     let app = spawn(db).await;
     let owner = app.user("keeper@x.org", "user", "default").await;
     let thief = app.user("mimic@x.org", "user", "default").await;
-    let (status, made) = rest(&app, &owner, reqwest::Method::POST, "/folders", Some(json!({"name": "vault"}))).await;
+    let (status, made) = rest(
+        &app,
+        &owner,
+        reqwest::Method::POST,
+        "/folders",
+        Some(json!({"name": "vault"})),
+    )
+    .await;
     assert_eq!(status, 201, "{made}");
     let id = made["id"].as_str().unwrap().to_string();
     let dashed = uuid_dashed(&id);
     let simple = dashed.replace('-', "");
     for name in [&dashed, &simple] {
-        let (status, answer) = rest(&app, &thief, reqwest::Method::POST, "/folders", Some(json!({"name": name}))).await;
+        let (status, answer) = rest(
+            &app,
+            &thief,
+            reqwest::Method::POST,
+            "/folders",
+            Some(json!({"name": name})),
+        )
+        .await;
         assert_eq!(status, 400, "{name}: {answer}");
-        assert!(answer["title"].as_str().unwrap().contains("reads as a folder id"), "{answer}");
+        assert!(
+            answer["title"]
+                .as_str()
+                .unwrap()
+                .contains("reads as a folder id"),
+            "{answer}"
+        );
     }
-    let (status, mine) = rest(&app, &thief, reqwest::Method::POST, "/folders", Some(json!({"name": "mine"}))).await;
+    let (status, mine) = rest(
+        &app,
+        &thief,
+        reqwest::Method::POST,
+        "/folders",
+        Some(json!({"name": "mine"})),
+    )
+    .await;
     assert_eq!(status, 201, "{mine}");
     let (status, answer) = rest(
         &app,
@@ -1472,11 +1528,21 @@ both_dbs!(folder_names_that_read_as_ids_are_refused, |db| async move {
     )
     .await;
     assert_eq!(status, 400, "{answer}");
-    for path in [format!("/folders/{dashed}"), format!("/folders/_/id?name={dashed}")] {
+    for path in [
+        format!("/folders/{dashed}"),
+        format!("/folders/_/id?name={dashed}"),
+    ] {
         let (status, answer) = rest(&app, &thief, reqwest::Method::GET, &path, None).await;
         assert_eq!(status, 404, "{path}: {answer}");
     }
-    let (status, answer) = rest(&app, &owner, reqwest::Method::GET, &format!("/folders/{dashed}"), None).await;
+    let (status, answer) = rest(
+        &app,
+        &owner,
+        reqwest::Method::GET,
+        &format!("/folders/{dashed}"),
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["name"], "vault", "{answer}");
 });
@@ -1484,7 +1550,14 @@ both_dbs!(folder_names_that_read_as_ids_are_refused, |db| async move {
 /// A UUID in its dashed form, from either form.
 fn uuid_dashed(id: &str) -> String {
     let h: String = id.chars().filter(char::is_ascii_hexdigit).collect();
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// Reads until the server closes the connection (or `within` passes): whether it closed.

@@ -427,14 +427,26 @@ async fn a_leader_killed_during_launches_is_replaced_and_nothing_is_lost_or_doub
             continue;
         }
         let s = b
-            .ok(Some(&user), "query($id: UUID!) { compute_session(id: $id) { status_changed } }", json!({"id": id}))
+            .ok(
+                Some(&user),
+                "query($id: UUID!) { compute_session(id: $id) { status_changed } }",
+                json!({"id": id}),
+            )
             .await;
-        let at: chrono::DateTime<chrono::Utc> =
-            s["compute_session"]["status_changed"].as_str().unwrap().parse().unwrap();
+        let at: chrono::DateTime<chrono::Utc> = s["compute_session"]["status_changed"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         finished_after = finished_after.max((at - killed_on_clock).to_std().unwrap_or_default());
     }
-    println!("the dead leader's launches were finished {finished_after:?} after the kill (lease 3 s: 2 × 3 s + one round of 1 s)");
-    assert!(finished_after < Duration::from_secs(7 + 8), "{finished_after:?}");
+    println!(
+        "the dead leader's launches were finished {finished_after:?} after the kill (lease 3 s: 2 × 3 s + one round of 1 s)"
+    );
+    assert!(
+        finished_after < Duration::from_secs(7 + 8),
+        "{finished_after:?}"
+    );
     let running: Vec<&String> = states
         .iter()
         .filter(|(_, st)| st == "RUNNING")

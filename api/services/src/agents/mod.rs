@@ -137,7 +137,10 @@ pub async fn start_all(state: &impl Runtime) -> ApiResult<()> {
     // resources offered twice).
     let ids = connected.iter().filter_map(|(planned, c)| {
         let engine = c.as_ref().ok()?;
-        Some((engine.info().engine_id.as_str(), planned.endpoint.url.as_str()))
+        Some((
+            engine.info().engine_id.as_str(),
+            planned.endpoint.url.as_str(),
+        ))
     });
     if let Some(clash) = same_engine_id(ids) {
         return Err(clash);
@@ -468,7 +471,12 @@ pub async fn count_in<C: sea_orm::ConnectionTrait>(
 mod tests {
     #[test]
     fn two_endpoints_of_one_engine_id_are_refused_naming_both() {
-        let ids = [("AAA", "tcp://10.0.0.1:2376"), ("BBB", "tcp://10.0.0.2:2376"), ("", "x"), ("", "y")];
+        let ids = [
+            ("AAA", "tcp://10.0.0.1:2376"),
+            ("BBB", "tcp://10.0.0.2:2376"),
+            ("", "x"),
+            ("", "y"),
+        ];
         assert!(super::same_engine_id(ids).is_none());
         let clash = super::same_engine_id([
             ("AAA", "tcp://10.0.0.1:2376"),
@@ -476,7 +484,13 @@ mod tests {
             ("AAA", "tcp://10.0.0.3:2376"),
         ])
         .expect("refused");
-        assert!(clash.message.contains("tcp://10.0.0.1:2376 and tcp://10.0.0.3:2376"), "{}", clash.message);
+        assert!(
+            clash
+                .message
+                .contains("tcp://10.0.0.1:2376 and tcp://10.0.0.3:2376"),
+            "{}",
+            clash.message
+        );
         assert!(clash.message.contains("engine-id"), "{}", clash.message);
     }
 }

@@ -317,7 +317,8 @@ settings! {
     /// Container engines on other hosts, over mutual TLS (`[[engines]]`: endpoint, tls_ca,
     /// tls_cert, tls_key, insecure, scaling_group, session_subnet, manager_address, storage).
     engines: Vec<EngineConfig> = Vec::new(), env = "BAI_ENGINES";
-    /// Seconds an engine call may take to answer before the engine counts as unreachable.
+    /// Seconds an engine call may take to answer before the engine counts as unreachable (a
+    /// heartbeat's ping has its own bound: min(`heartbeat_secs`, 10 s)).
     engine_timeout_secs: u64 = 30, env = "BAI_ENGINE_TIMEOUT_SECS";
     /// A static busybox (Debian's busybox-static): bai makes its probe image of it on each
     /// remote engine, to check and install that host's firewall rules.
