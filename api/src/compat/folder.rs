@@ -1010,6 +1010,29 @@ fn tus_headers(resp: &mut Response, offset: Option<u64>, length: Option<u64>) {
     }
 }
 
+/// Every answer of the tus endpoint may be read by a page of any origin, as Backend.AI's
+/// storage proxy allows (Lablup's consoles upload from their own origin): the upload's token in
+/// the URL is what authorises, never a cookie, so an origin gains nothing without it.
+pub(super) async fn tus_cors(mut resp: Response) -> Response {
+    const TUS: &str = "Tus-Resumable, Upload-Length, Upload-Metadata, Upload-Offset, Content-Type";
+    let h = resp.headers_mut();
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(
+        "access-control-allow-methods",
+        HeaderValue::from_static("OPTIONS, HEAD, PATCH"),
+    );
+    h.insert(
+        "access-control-allow-headers",
+        HeaderValue::from_static(TUS),
+    );
+    h.insert(
+        "access-control-expose-headers",
+        HeaderValue::from_static(TUS),
+    );
+    h.insert("access-control-max-age", HeaderValue::from_static("600"));
+    resp
+}
+
 /// `OPTIONS /folders/_/transfer/upload`: what tus this server speaks.
 pub(super) async fn upload_options() -> Response {
     let mut resp = StatusCode::NO_CONTENT.into_response();

@@ -2,8 +2,9 @@
 //! shows it), `/resource/recalculate-usage` (the Maintenance page's "recalculate usage"), and
 //! the Backend.AI calls for which bai has no counterpart: each answers a clear "not supported
 //! by this server" problem naming what bai does instead, never a 404 that reads like a typo.
-//! `/license`, `/totp` and the usage statistics stay 404, as an open-source Backend.AI without
-//! those plugins answers (Lablup's Web UI reads that 404 so).
+//! `/config/get` answers, read-only, the keys Lablup's consoles read from Backend.AI's etcd;
+//! `/license` answers that bai is open source. `/totp` stays 404, as an open-source Backend.AI
+//! without that plugin answers.
 use axum::extract::State;
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -63,6 +64,102 @@ pub(super) async fn recalculate_usage(
             crate::sessions::reconcile::sweep(&state).await?;
             crate::agents::refresh_agent_usage(&state).await?;
             Ok(Json(json!({})).into_response())
+        }
+        .await,
+    )
+}
+
+/// `POST /config/get` `{key, prefix}` (superadmins): Backend.AI keeps its configuration in etcd
+/// and Lablup's consoles read a few keys of it (Configurations, Registries); bai answers them,
+/// read-only, from what it has — images are pulled or copied when an agent lacks their tag
+/// (`tag`), the default resource group's scheduler, the registries without their passwords —
+/// and every other key as etcd answers an unset one: `null`. Writing (`/config/set`,
+/// `/config/delete`) stays refused with what to do instead.
+pub(super) async fn config_get(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    body: axum::body::Bytes,
+) -> Response {
+    #[derive(serde::Deserialize)]
+    struct Ask {
+        key: String,
+        #[serde(default)]
+        prefix: bool,
+    }
+    reply(
+        async {
+            let scope = caller(&principal)?.require_superadmin()?;
+            let ask: Ask = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::bad_request(format!("expected {{\"key\": …, \"prefix\": …}}: {e}"))
+            })?;
+            let key = ask.key.trim_matches('/');
+            let registry = |r: &entity::container_registries::Model| {
+                json!({
+                    "": r.url,
+                    "type": r.registry_type.as_str(),
+                    "project": r.project.clone().unwrap_or_default(),
+                    "username": r.username.clone().unwrap_or_default(),
+                    "ssl_verify": r.ssl_verify,
+                })
+            };
+            let result = match key {
+                "config/docker/image/auto_pull" => json!("tag"),
+                "config/plugins/scheduler" => {
+                    let default = &state.config.agent_scaling_group;
+                    crate::scaling_groups::scheduler_of(&state.db, default)
+                        .await?
+                        .map_or(serde_json::Value::Null, |s| json!(s))
+                }
+                "config/docker/registry" if ask.prefix => {
+                    let all = crate::registries::list(&state.db, &scope).await?;
+                    let map: serde_json::Map<String, serde_json::Value> = all
+                        .iter()
+                        .map(|r| (percent_encode(&r.hostname), registry(r)))
+                        .collect();
+                    serde_json::Value::Object(map)
+                }
+                k => match k.strip_prefix("config/docker/registry/") {
+                    Some(host) if ask.prefix && !host.contains('/') => {
+                        let host = percent_encoding::percent_decode_str(host).decode_utf8_lossy();
+                        match crate::registries::find(&state.db, &host).await {
+                            Ok(r) => registry(&r),
+                            Err(_) => serde_json::Value::Null,
+                        }
+                    }
+                    _ => serde_json::Value::Null,
+                },
+            };
+            Ok(Json(json!({"result": result})).into_response())
+        }
+        .await,
+    )
+}
+
+/// A registry's host name as an etcd key segment (Backend.AI quotes it: `:` of a port).
+fn percent_encode(host: &str) -> String {
+    percent_encoding::utf8_percent_encode(host, percent_encoding::NON_ALPHANUMERIC)
+        .to_string()
+        .replace("%2E", ".")
+        .replace("%2D", "-")
+}
+
+/// `GET /license`: bai is open source (its licence, no key, no expiry), as Lablup's consoles
+/// show a licence: never an error where they ask.
+pub(super) async fn license(Extension(principal): Extension<Principal>) -> Response {
+    reply(
+        async {
+            caller(&principal)?;
+            Ok(Json(json!({
+                "status": "valid",
+                "certificate": {
+                    "type": "open-source",
+                    "licensee": format!("bai, open source ({})", env!("CARGO_PKG_LICENSE")),
+                    "licenseKey": "",
+                    "key": "",
+                    "expiration": "never",
+                },
+            }))
+            .into_response())
         }
         .await,
     )

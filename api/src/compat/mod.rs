@@ -89,6 +89,10 @@ pub fn router(state: AppState) -> Router {
         .route("/events/session", get(stream::session_events))
         .route("/events/background-task", get(stream::task_events))
         .route("/resource/presets", get(resource::presets))
+        .route(
+            "/resource/stats/user/month",
+            get(resource::user_month_stats),
+        )
         .route("/resource/check-presets", post(resource::check_presets))
         .route("/scaling-groups", get(resource::scaling_groups))
         .route("/config/resource-slots", get(resource::resource_slots))
@@ -125,6 +129,8 @@ pub fn router(state: AppState) -> Router {
             "/config/resource-slots/details",
             get(resource::resource_slot_details),
         )
+        .route("/config/get", post(manager::config_get))
+        .route("/license", get(manager::license))
         .route("/config/{*rest}", any(manager::unsupported))
         .route("/resource/watcher", any(manager::unsupported))
         .route("/resource/watcher/{*rest}", any(manager::unsupported))
@@ -223,7 +229,8 @@ pub fn transfer_router(state: AppState) -> Router {
             "/folders/_/transfer/upload",
             axum::routing::patch(folder::upload_patch)
                 .head(folder::upload_head)
-                .options(folder::upload_options),
+                .options(folder::upload_options)
+                .layer(axum::middleware::map_response(folder::tus_cors)),
         )
         .route("/folders/_/transfer/download", get(folder::download))
         .with_state(state)

@@ -217,3 +217,49 @@ pub(super) async fn resource_slot_details(Extension(principal): Extension<Princi
         .await,
     )
 }
+
+/// `GET /resource/stats/user/month`: the caller's use over the last 30 days as Backend.AI
+/// answers it (Lablup's consoles chart it): a value per quarter hour, oldest first, from bai's
+/// usage series — average sessions running, cores, memory and GPUs allocated in it (an hour's
+/// or a day's average where no finer bucket is kept). bai's series have no block I/O or disk
+/// figures: those values are null, never a made-up zero.
+pub(super) async fn user_month_stats(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Response {
+    use crate::statistics::{Period, Scope};
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            let most = Period::Month.secs() / crate::statistics::QUARTER_HOUR;
+            let series = crate::statistics::series_of_at_most(
+                &state,
+                caller,
+                Scope::User,
+                None,
+                Period::Month,
+                most,
+            )
+            .await?;
+            let counted = |v: f64| json!({"value": (v * 1000.0).round() / 1000.0, "unit_hint": "count"});
+            let unknown = || json!({"value": null, "unit_hint": "bytes"});
+            let bins: Vec<Value> = crate::statistics::quarter_hours(&series)
+                .into_iter()
+                .map(|(ts, f)| {
+                    json!({
+                        "date": ts as f64,
+                        "num_sessions": counted(f.secs),
+                        "cpu_allocated": counted(f.cpu_alloc),
+                        "mem_allocated": {"value": f.mem_alloc.round() as i64, "unit_hint": "bytes"},
+                        "gpu_allocated": counted(f.gpu_alloc),
+                        "io_read_bytes": unknown(),
+                        "io_write_bytes": unknown(),
+                        "disk_used": unknown(),
+                    })
+                })
+                .collect();
+            Ok(Json(Value::Array(bins)).into_response())
+        }
+        .await,
+    )
+}

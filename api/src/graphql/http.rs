@@ -183,9 +183,20 @@ pub async fn graphql_legacy(
         Err(rejected) => return not_a_request(rejected, true),
     };
     backend_ai_dialect(&mut req);
+    let asks_registries = req.query.contains("allowed_docker_registries");
     let resp = web.schema.execute(req.data(principal).data(addr)).await;
-    let resp = ensure_codes(resp);
+    let mut resp = ensure_codes(resp);
     if resp.errors.is_empty() {
+        // Backend.AI 21.x's shapes, which Console 21.02 reads (this endpoint is its own).
+        let registries = if asks_registries {
+            match crate::registries::usable_when_any(&web.app.db).await {
+                Ok(r) => r,
+                Err(e) => return crate::error::IntoProblem::into_response(e),
+            }
+        } else {
+            Vec::new()
+        };
+        legacy_shapes(&mut resp.data, &registries);
         return axum::Json(resp.data).into_response();
     }
     let errors = serde_json::to_value(&resp.errors).unwrap_or(serde_json::Value::Null);
@@ -200,6 +211,38 @@ pub async fn graphql_legacy(
         axum::http::HeaderValue::from_static("application/problem+json"),
     );
     out
+}
+
+/// Answers in the shapes Backend.AI 21.x gave (Console 21.02 reads them): a keypair resource
+/// policy's `allowed_vfolder_hosts` as the list of its hosts (today a JSON string of
+/// `{host: [permission, …]}`), and a domain's empty `allowed_docker_registries` — bai's "any
+/// registry" — as the registries that means (the console shows only images of the listed
+/// ones).
+fn legacy_shapes(value: &mut async_graphql::Value, any_registry: &[String]) {
+    use async_graphql::Value as V;
+    match value {
+        V::Object(fields) => {
+            for (name, v) in fields.iter_mut() {
+                match (name.as_str(), &*v) {
+                    ("allowed_vfolder_hosts", V::String(s)) => {
+                        if let Ok(serde_json::Value::Object(hosts)) =
+                            serde_json::from_str::<serde_json::Value>(s)
+                        {
+                            *v = V::List(hosts.keys().map(|h| V::String(h.clone())).collect());
+                        }
+                    }
+                    ("allowed_docker_registries", V::List(l)) if l.is_empty() => {
+                        *v = V::List(any_registry.iter().map(|r| V::String(r.clone())).collect());
+                    }
+                    _ => legacy_shapes(v, any_registry),
+                }
+            }
+        }
+        V::List(items) => items
+            .iter_mut()
+            .for_each(|v| legacy_shapes(v, any_registry)),
+        _ => {}
+    }
 }
 
 /// What Backend.AI's clients and consoles send that bai's schema reads otherwise, on both of

@@ -743,3 +743,205 @@ async fn web_ui_26_through_lablups_web_server() {
         started,
     );
 }
+
+// What Lablup's consoles call beside GraphQL, answered as Backend.AI does (issue 63): the tus
+// endpoint's CORS for an upload from the console's own origin, `/config/get` (read-only, for
+// superadmins), `/license`, the month statistics, and Backend.AI 21.x's shapes on the legacy
+// GraphQL endpoint Console 21.02 uses (storage hosts as a list, the registries "any" means).
+crate::both_dbs!(
+    consoles_side_calls_answer_as_backend_ai_does,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let user = app.user("side@x.org", "user", "default").await;
+        let origin = "http://console.example:8090";
+        // tus from another origin: the preflight, and every answer readable (an error too).
+        let pre = app
+            .http
+            .request(
+                reqwest::Method::OPTIONS,
+                app.url("/folders/_/transfer/upload?token=x"),
+            )
+            .header("origin", origin)
+            .header("access-control-request-method", "PATCH")
+            .header(
+                "access-control-request-headers",
+                "tus-resumable,upload-offset,content-type",
+            )
+            .send()
+            .await
+            .unwrap();
+        assert!(pre.status().is_success(), "{}", pre.status());
+        let h = pre.headers();
+        assert_eq!(h["access-control-allow-origin"], "*");
+        assert!(
+            h["access-control-allow-methods"]
+                .to_str()
+                .unwrap()
+                .contains("PATCH")
+        );
+        assert!(
+            h["access-control-allow-headers"]
+                .to_str()
+                .unwrap()
+                .contains("Upload-Offset")
+        );
+        assert_eq!(h["tus-resumable"], "1.0.0");
+        let head = app
+            .http
+            .head(app.url("/folders/_/transfer/upload?token=not-a-token"))
+            .header("origin", origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(head.status(), 404);
+        assert_eq!(head.headers()["access-control-allow-origin"], "*");
+        assert!(
+            head.headers()["access-control-expose-headers"]
+                .to_str()
+                .unwrap()
+                .contains("Upload-Offset")
+        );
+
+        // /config/get: superadmins only, read-only values, null for what bai has not.
+        let get = |token: String, body: Value| {
+            let app = &app;
+            async move {
+                rest(
+                    app,
+                    &token,
+                    reqwest::Method::POST,
+                    "/config/get",
+                    Some(body),
+                )
+                .await
+            }
+        };
+        let admin = app.admin_token.clone();
+        let (st, v) = get(
+            admin.clone(),
+            json!({"key": "config/docker/image/auto_pull"}),
+        )
+        .await;
+        assert_eq!((st, v["result"].clone()), (200, json!("tag")), "{v}");
+        let (st, v) = get(admin.clone(), json!({"key": "config/plugins/scheduler"})).await;
+        assert_eq!((st, v["result"].clone()), (200, json!("fifo")), "{v}");
+        let (st, v) = get(
+            admin.clone(),
+            json!({"key": "config/docker/registry", "prefix": true}),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        assert!(v["result"].is_object(), "{v}");
+        let (st, v) = get(admin.clone(), json!({"key": "config/network/overlay/mtu"})).await;
+        assert_eq!((st, v["result"].clone()), (200, Value::Null), "{v}");
+        let (st, _) = get(
+            user.clone(),
+            json!({"key": "config/docker/image/auto_pull"}),
+        )
+        .await;
+        assert!(
+            st == 403 || st == 404,
+            "a user reads no configuration: {st}"
+        );
+        let (st, v) = get(admin.clone(), json!("not an object")).await;
+        assert_eq!(st, 400, "{v}");
+        let (st, v) = rest(
+            &app,
+            &admin,
+            reqwest::Method::POST,
+            "/config/set",
+            Some(json!({"key": "config/x", "value": "y"})),
+        )
+        .await;
+        assert_eq!(st, 400, "writing stays refused: {v}");
+
+        // /license: open source, for anyone logged in.
+        let (st, v) = rest(&app, &user, reqwest::Method::GET, "/license", None).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["status"], "valid");
+        assert_eq!(v["certificate"]["type"], "open-source");
+        let anon = app.http.get(app.url("/license")).send().await.unwrap();
+        assert_eq!(anon.status(), 401);
+
+        // The month statistics: a quarter hour each, 30 days of them, the figures Backend.AI's.
+        let (st, v) = rest(
+            &app,
+            &user,
+            reqwest::Method::GET,
+            "/resource/stats/user/month",
+            None,
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        let bins = v.as_array().unwrap();
+        assert!((2880..=2881).contains(&bins.len()), "{}", bins.len());
+        let last = bins.last().unwrap();
+        for key in [
+            "num_sessions",
+            "cpu_allocated",
+            "mem_allocated",
+            "gpu_allocated",
+            "io_read_bytes",
+            "io_write_bytes",
+        ] {
+            assert!(last[key]["unit_hint"].is_string(), "{key}: {last}");
+        }
+        let dates: Vec<f64> = bins.iter().map(|b| b["date"].as_f64().unwrap()).collect();
+        assert!(
+            dates.windows(2).all(|w| w[1] - w[0] == 900.0),
+            "quarter hours, oldest first"
+        );
+
+        // Backend.AI 21.x's shapes on /admin/graphql; today's on /admin/gql.
+        let q = json!({"query": "{ keypair_resource_policies { name allowed_vfolder_hosts } domain(name: \"default\") { allowed_docker_registries } }"});
+        let legacy: Value = app
+            .http
+            .post(app.url("/admin/graphql"))
+            .bearer_auth(&admin)
+            .json(&q)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let policy = &legacy["keypair_resource_policies"][0];
+        assert!(policy["allowed_vfolder_hosts"].is_array(), "{legacy}");
+        assert!(
+            policy["allowed_vfolder_hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(Value::is_string),
+            "{legacy}"
+        );
+        let registries = legacy["domain"]["allowed_docker_registries"]
+            .as_array()
+            .unwrap();
+        assert!(
+            registries.contains(&json!("bai.local")),
+            "any registry means those in use: {legacy}"
+        );
+        let today: Value = app
+            .http
+            .post(app.url("/admin/gql"))
+            .bearer_auth(&admin)
+            .json(&q)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(
+            today["data"]["keypair_resource_policies"][0]["allowed_vfolder_hosts"].is_string(),
+            "{today}"
+        );
+        assert_eq!(
+            today["data"]["domain"]["allowed_docker_registries"],
+            json!([]),
+            "{today}"
+        );
+    }
+);

@@ -30,8 +30,6 @@ both_dbs!(routing_tells_the_truth, |db| async move {
         "/folders/_/nope",
         "/folders/invitations/nope",
         "/totp",
-        "/license",
-        "/resource/stats/user/month",
         "/graphql/nope",
         "/apps",
         "/storage/x",

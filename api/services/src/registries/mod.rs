@@ -62,6 +62,27 @@ pub async fn list<C: sea_orm::ConnectionTrait>(
         .await?)
 }
 
+/// The registries "any registry" (a domain's empty allowlist) stands for: every configured
+/// one and every one the catalog's images come from, by host name.
+pub async fn usable_when_any<C: sea_orm::ConnectionTrait>(db: &C) -> ApiResult<Vec<String>> {
+    use sea_orm::QuerySelect;
+    let mut names: std::collections::BTreeSet<String> = registries::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|r| r.hostname)
+        .collect();
+    let from_images: Vec<String> = entity::images::Entity::find()
+        .select_only()
+        .column(entity::images::Column::Registry)
+        .distinct()
+        .into_tuple()
+        .all(db)
+        .await?;
+    names.extend(from_images);
+    Ok(names.into_iter().collect())
+}
+
 fn parse_type(s: &str) -> ApiResult<RegistryType> {
     RegistryType::parse(s).ok_or_else(|| {
         ApiError::bad_request(format!(

@@ -157,6 +157,14 @@ const SESSION_TYPES: &[&str] = &["interactive", "batch", "inference"];
 
 /// `scheduler_opts`: `allowed_session_types`, `pending_timeout` (seconds),
 /// `agent_selection_strategy`, `config`.
+/// The scheduler of resource group `name` (`fifo`, `lifo`, `drf`); None: no such group.
+pub async fn scheduler_of<C: ConnectionTrait>(db: &C, name: &str) -> ApiResult<Option<String>> {
+    Ok(scaling_groups::Entity::find_by_id(name.to_string())
+        .one(db)
+        .await?
+        .map(|g| g.scheduler.as_str().to_string()))
+}
+
 pub fn validate_scheduler_opts(v: &Value) -> ApiResult<Value> {
     let obj = v
         .as_object()

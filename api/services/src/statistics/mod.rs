@@ -259,6 +259,18 @@ pub async fn series(
     id: Option<&str>,
     period: Period,
 ) -> ApiResult<Series> {
+    series_of_at_most(store, caller, scope, id, period, CHART_POINTS).await
+}
+
+/// [`series`] with at most `most` points (neighbouring buckets summed).
+pub async fn series_of_at_most(
+    store: &impl Store,
+    caller: &Caller,
+    scope: Scope,
+    id: Option<&str>,
+    period: Period,
+    most: i64,
+) -> ApiResult<Series> {
     let (id, label) = authorize(store, caller, scope, id).await?;
     let res = Retention::current(store.read())
         .await?
@@ -269,7 +281,8 @@ pub async fn series(
     // A chart needs no more than about CHART_POINTS points: neighbouring buckets are summed
     // in the database (fewer rows to carry, decode and answer).
     let buckets = (to - from + res - 1) / res;
-    let step = ((buckets + CHART_POINTS - 1) / CHART_POINTS).max(1);
+    let most = most.max(1);
+    let step = ((buckets + most - 1) / most).max(1);
     let width = step * res;
     let from = start - start.rem_euclid(width);
     use usage_series::Column as C;
@@ -311,7 +324,34 @@ pub async fn series(
 }
 
 /// The most points a chart is drawn with (its buckets summed into as many steps).
-const CHART_POINTS: i64 = 300;
+pub const CHART_POINTS: i64 = 300;
+
+/// Backend.AI's `/resource/stats/user/month` bins: a quarter hour each, 30 days of them.
+pub const QUARTER_HOUR: i64 = 15 * 60;
+
+/// `series` as Backend.AI's month statistics: one value per quarter hour of the last 30
+/// days, oldest first, each the average of the finest bucket kept that covers it (an hour's
+/// or a day's average, repeated, where no finer one is kept), zero where nothing ran.
+pub fn quarter_hours(s: &Series) -> Vec<(i64, Figures)> {
+    let first = s.to - Period::Month.secs();
+    let first = first - first.rem_euclid(QUARTER_HOUR);
+    let mut out = Vec::new();
+    let mut points = s.points.iter().peekable();
+    let mut bin = first;
+    while bin < s.to {
+        while points.peek().is_some_and(|p| p.ts + s.res <= bin) {
+            points.next();
+        }
+        let figures = points
+            .peek()
+            .filter(|p| p.ts <= bin)
+            .map(|p| p.average)
+            .unwrap_or_default();
+        out.push((bin, figures));
+        bin += QUARTER_HOUR;
+    }
+    out
+}
 
 /// The figure columns summed, as `total_<column>`.
 fn with_sums(
