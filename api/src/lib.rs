@@ -32,6 +32,7 @@ mod surfaces_tests;
 pub mod terminal;
 pub mod tls;
 pub mod transfer;
+pub mod wsproxy;
 
 use std::net::SocketAddr;
 

@@ -301,9 +301,16 @@ fn pool_router(state: AppState, session: Uuid, app: String) -> axum::Router {
                     .body(Body::empty())
                     .unwrap_or_default();
             }
-            match proxy_inner(&state, &principal, session, &app, req, true).await {
+            // A console that may open apps (app_proxy_origins) may read what the app's first
+            // page answers (Web UI 26 asks it before it opens the window).
+            let headers = req.headers().clone();
+            let resp = match proxy_inner(&state, &principal, session, &app, req, true).await {
                 Ok(r) => r,
                 Err(e) => e.into_response(),
+            };
+            match crate::wsproxy::console_origin(&state, &headers) {
+                Some(_) => crate::wsproxy::with_cors(&state, &headers, resp),
+                None => resp,
             }
         }
     };
@@ -351,12 +358,33 @@ fn app_cookie(app: &str) -> String {
 }
 
 fn query_token(req: &Request) -> Option<String> {
+    query_param(req, "token")
+}
+
+/// The (percent-decoded) query parameter `name`.
+fn query_param(req: &Request, name: &str) -> Option<String> {
     req.uri().query().and_then(|q| {
         q.split('&')
             .filter_map(|kv| kv.split_once('='))
-            .find(|(k, _)| *k == "token")
-            .map(|(_, v)| v.to_string())
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| {
+                percent_encoding::percent_decode_str(v)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
     })
+}
+
+/// A `redirect` that stays inside the app: an absolute path (`/tree`), never another host
+/// (`//evil`), a scheme, a backslash or a control character; None otherwise.
+fn inside_app(path: &str) -> Option<String> {
+    let ok = path.starts_with('/')
+        && !path.starts_with("//")
+        && !path
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || c == '\\')
+        && path.len() <= 1024;
+    ok.then(|| path.to_string())
 }
 
 /// Who may use an app: its owner (or a superadmin) by login; anyone when it is public (on its
@@ -533,32 +561,35 @@ async fn proxy_inner(
                 serve_here(state, id, &k, app, &entry.token, opts).await?
             }
         };
-        // Several managers: the port is this manager's, at the host it is known by (a load
-        // balancer's name would lead the browser to whichever manager it picks).
-        let advertised = state
-            .config
-            .advertise_addr
-            .as_deref()
-            .filter(|_| state.elected.cluster.is_shared())
-            .and_then(|a| a.parse::<axum::http::uri::Authority>().ok())
-            .map(|a| a.host().to_string());
-        let host = advertised
-            .or_else(|| request_host(&req))
-            .ok_or_else(|| ApiError::bad_request("The request has no usable Host header"))?;
+        let origin = app_origin(state, req.headers(), port)?;
         let path_and_query = req
             .uri()
             .path_and_query()
             .map(|p| p.as_str().to_string())
             .unwrap_or_default();
-        let scheme = if state.tls.is_some() { "https" } else { "http" };
         return Response::builder()
             .status(StatusCode::TEMPORARY_REDIRECT)
-            .header(
-                "location",
-                format!("{scheme}://{host}:{port}{path_and_query}"),
-            )
+            .header("location", format!("{origin}{path_and_query}"))
             .body(Body::empty())
             .map_err(|e| ApiError::internal("redirecting to an app", e));
+    }
+    // The first visit with the token (from Backend.AI's app-proxy protocol, whose consoles
+    // add `&redirect=/tree`): the cookie, then the page asked for, inside the app.
+    // The token goes along: the app itself (Jupyter) logs the browser in with it.
+    if let Some(cookie) = &set_cookie
+        && let Some(to) = query_param(&req, "redirect").and_then(|r| inside_app(&r))
+        && let Some(token) = query_token(&req)
+    {
+        let joint = if to.contains('?') { '&' } else { '?' };
+        return Response::builder()
+            .status(StatusCode::FOUND)
+            .header("set-cookie", cookie.as_str())
+            .header(
+                "location",
+                format!("/apps/{id}/{app}{to}{joint}token={token}"),
+            )
+            .body(Body::empty())
+            .map_err(|e| ApiError::internal("redirecting into an app", e));
     }
     let (_, k) = running(state, s).await?;
     let port = port_of(&k, app)?;
@@ -645,9 +676,32 @@ async fn proxy_inner(
         .map_err(|e| ApiError::internal("building a proxied response", e))
 }
 
+/// Where a browser reaches an app served on pool port `port` of this manager:
+/// `scheme://host:port`. Several managers: the port is this manager's, at the host it is known
+/// by (a load balancer's name would lead the browser to whichever manager it picks); else the
+/// host the browser used.
+pub(crate) fn app_origin(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+    port: u16,
+) -> ApiResult<String> {
+    let advertised = state
+        .config
+        .advertise_addr
+        .as_deref()
+        .filter(|_| state.elected.cluster.is_shared())
+        .and_then(|a| a.parse::<axum::http::uri::Authority>().ok())
+        .map(|a| a.host().to_string());
+    let host = advertised
+        .or_else(|| request_host(headers))
+        .ok_or_else(|| ApiError::bad_request("The request has no usable Host header"))?;
+    let scheme = if state.tls.is_some() { "https" } else { "http" };
+    Ok(format!("{scheme}://{host}:{port}"))
+}
+
 /// The host name (without port) the browser used, for an absolute URL on another port.
-fn request_host(req: &Request) -> Option<String> {
-    let raw = req.headers().get("host")?.to_str().ok()?;
+fn request_host(headers: &axum::http::HeaderMap) -> Option<String> {
+    let raw = headers.get("host")?.to_str().ok()?;
     let authority: axum::http::uri::Authority = raw.parse().ok()?;
     let host = authority.host();
     host.chars()

@@ -70,7 +70,8 @@ pub fn router(app: AppState) -> Router {
     let api = api
         .merge(files)
         .merge(crate::compat::transfer_router(app.clone()))
-        .merge(crate::compat::router(app_for_compat));
+        .merge(crate::compat::router(app_for_compat))
+        .merge(crate::wsproxy::router(app.clone()));
     let health = Router::new()
         .route("/health/live", get(crate::observe::live))
         .route("/health/readyz", get(crate::observe::ready))

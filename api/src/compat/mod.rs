@@ -95,6 +95,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/resource/check-presets", post(resource::check_presets))
         .route("/scaling-groups", get(resource::scaling_groups))
+        .route(
+            "/scaling-groups/{name}/wsproxy-version",
+            get(resource::wsproxy_version),
+        )
         .route("/config/resource-slots", get(resource::resource_slots))
         .route(
             "/user-config/dotfiles",

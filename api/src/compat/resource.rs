@@ -1,6 +1,6 @@
 //! `/resource/presets`, `/resource/check-presets`, `/scaling-groups`, `/config/resource-slots`.
 
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
@@ -259,6 +259,24 @@ pub(super) async fn user_month_stats(
                 })
                 .collect();
             Ok(Json(Value::Array(bins)).into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET /scaling-groups/{name}/wsproxy-version`: the app-proxy protocol Lablup's Web UI speaks
+/// for the group's sessions: `v1`, which bai's own app proxy answers (`wsproxy`); a group the
+/// caller may not see is NOT_FOUND.
+pub(super) async fn wsproxy_version(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&principal)?;
+            crate::scaling_groups::find_visible(&state.db, caller, &name).await?;
+            Ok(Json(json!({"wsproxy_version": "v1"})).into_response())
         }
         .await,
     )

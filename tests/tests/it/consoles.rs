@@ -945,3 +945,226 @@ crate::both_dbs!(
         );
     }
 );
+
+// Backend.AI's app-proxy protocol (v1), which Lablup's consoles speak to open an app, answered
+// by bai's own app proxy (issue 63): `/conf` proves who asks (the keypair's secret here; a
+// console's web server in SESSION mode, only one named in app_proxy_origins), `/add` starts
+// the app and answers where it opens (its own port and token); the first visit with
+// `&redirect=/tree` sets the app's cookie and goes inside the app, never elsewhere. A stranger's
+// session is NOT_FOUND, a bad token refused, CORS only for the consoles named; without that
+// setting the protocol is off.
+crate::both_dbs!(
+    apps_open_through_backend_ais_app_proxy_protocol,
+    |db| async move {
+        require_docker();
+        let pool = port_block();
+        let console = "http://console.example:8090";
+        let app = spawn_with(db, |c| {
+            c.app_port_pool = format!("{pool}-{}", pool + 9);
+            c.app_proxy_origins = vec![console.into()];
+        })
+        .await;
+        let user = app.user("proxied@x.org", "user", "default").await;
+        let nosy = app.user("nosy@x.org", "user", "default").await;
+        let id =
+            session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+        wait_status(&app, &user, &id, &["RUNNING"]).await;
+        let keys = |token: String| {
+            let app = &app;
+            async move {
+                let k = app
+                    .ok(
+                        Some(&token),
+                        "{ keypair { access_key secret_key } }",
+                        json!({}),
+                    )
+                    .await;
+                (
+                    k["keypair"]["access_key"].as_str().unwrap().to_string(),
+                    k["keypair"]["secret_key"].as_str().unwrap().to_string(),
+                )
+            }
+        };
+        let plain = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        // The preflight: CORS for the console named, for no other origin.
+        for (origin, allowed) in [(console, true), ("http://evil.example", false)] {
+            let pre = plain
+                .request(reqwest::Method::OPTIONS, app.url("/conf"))
+                .header("origin", origin)
+                .header("access-control-request-method", "PUT")
+                .send()
+                .await
+                .unwrap();
+            assert!(pre.status().is_success());
+            let got = pre
+                .headers()
+                .get("access-control-allow-origin")
+                .map(|v| v.to_str().unwrap().to_string());
+            assert_eq!(got, allowed.then(|| origin.to_string()), "{origin}");
+        }
+        let conf = |body: Value| {
+            let (plain, app) = (&plain, &app);
+            async move {
+                let resp = plain
+                    .put(app.url("/conf"))
+                    .header("origin", console)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = resp.status().as_u16();
+                assert_eq!(resp.headers()["access-control-allow-origin"], console);
+                (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+            }
+        };
+        let (ak, sk) = keys(user.clone()).await;
+        let (st, _) = conf(json!({"mode": "DEFAULT", "access_key": ak, "secret_key": "wrong", "api_version": "v6"})).await;
+        assert_eq!(st, 401);
+        // SESSION mode asks only a console's web server bai knows: never a URL a caller makes up.
+        let (st, v) = conf(
+            json!({"mode": "SESSION", "endpoint": "http://169.254.169.254", "session": "abc"}),
+        )
+        .await;
+        assert_eq!(st, 403, "{v}");
+        let (st, v) = conf(
+            json!({"mode": "DEFAULT", "access_key": ak, "secret_key": sk, "api_version": "v6"}),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        let token = v["token"].as_str().unwrap().to_string();
+        let add = |token: String, session: String, app_name: &str| {
+            let (plain, app) = (&plain, &app);
+            let path = format!("/proxy/{token}/{session}/add?app={app_name}");
+            async move {
+                let resp = plain
+                    .get(app.url(&path))
+                    .header("origin", console)
+                    .send()
+                    .await
+                    .unwrap();
+                (
+                    resp.status().as_u16(),
+                    resp.json::<Value>().await.unwrap_or(Value::Null),
+                )
+            }
+        };
+        let (st, added) = add(token.clone(), id.clone(), "jupyter").await;
+        assert_eq!(st, 200, "{added}");
+        assert_eq!(added["code"], 200);
+        let url = added["url"].as_str().unwrap().to_string();
+        let port = added["port"].as_u64().unwrap() as u16;
+        assert!((pool..=pool + 9).contains(&port), "{added}");
+        assert!(
+            url.starts_with(&format!(
+                "http://127.0.0.1:{port}/apps/{id}/jupyter/?token="
+            )),
+            "{url}"
+        );
+        // A stranger with a token of its own, and a bad token.
+        let (nak, nsk) = keys(nosy.clone()).await;
+        let (_, v) = conf(json!({"mode": "DEFAULT", "access_key": nak, "secret_key": nsk})).await;
+        let theirs = v["token"].as_str().unwrap().to_string();
+        let (st, v) = add(theirs, id.clone(), "jupyter").await;
+        assert_eq!(st, 404, "{v}");
+        let (st, _) = add("not-a-token".into(), id.clone(), "jupyter").await;
+        assert_eq!(st, 401);
+        // The first visit: the cookie, then inside the app (the console adds `&redirect=/tree`).
+        let first = plain
+            .get(format!("{url}&redirect=/tree"))
+            .header("origin", console)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(first.status(), 302);
+        let inside = first.headers()["location"].to_str().unwrap().to_string();
+        assert!(
+            inside.starts_with(&format!("/apps/{id}/jupyter/tree?token=")),
+            "{inside}"
+        );
+        assert_eq!(first.headers()["access-control-allow-origin"], console);
+        let cookie = first.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        let tree = plain
+            .get(format!("http://127.0.0.1:{port}{inside}"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(tree.status(), 200);
+        assert!(tree.text().await.unwrap().contains("Jupyter"));
+        // A redirect elsewhere is never followed.
+        for evil in ["//evil.example/x", "https://evil.example/", "/%5Cevil"] {
+            let r = plain
+                .get(format!("{url}&redirect={evil}"))
+                .send()
+                .await
+                .unwrap();
+            let to = r
+                .headers()
+                .get("location")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            assert!(
+                to.is_empty() || to.starts_with(&format!("/apps/{id}/jupyter/")),
+                "{evil} → {to}: the browser stays inside the app"
+            );
+        }
+        // What the consoles ask at a session's end.
+        for (path, code) in [
+            (format!("/proxy/{token}/{id}"), 404),
+            (format!("/proxy/{token}/{id}/delete"), 200),
+        ] {
+            let answer: Value = plain
+                .get(app.url(&path))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(answer["code"], code, "{path}");
+        }
+        // Web UI 26 asks which protocol first.
+        let (st, v) = rest(
+            &app,
+            &user,
+            reqwest::Method::GET,
+            "/scaling-groups/default/wsproxy-version",
+            None,
+        )
+        .await;
+        assert_eq!(
+            (st, v["wsproxy_version"].clone()),
+            (200, json!("v1")),
+            "{v}"
+        );
+        let (st, _) = rest(
+            &app,
+            &user,
+            reqwest::Method::GET,
+            "/scaling-groups/nope/wsproxy-version",
+            None,
+        )
+        .await;
+        assert_eq!(st, 404);
+        destroy(&app, &user, &id).await;
+        // Without app_proxy_origins the protocol is off, and says what to set.
+        let off = spawn(db).await;
+        let resp = plain
+            .put(off.url("/conf"))
+            .json(&json!({"mode": "DEFAULT", "access_key": "a", "secret_key": "b"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 403);
+        assert!(resp.text().await.unwrap().contains("app_proxy_origins"));
+    }
+);

@@ -74,10 +74,22 @@ pub async fn login(
     user_agent: Option<String>,
 ) -> ApiResult<NewLogin> {
     let user = check_credentials(state, email, pw, addr).await?;
+    let ttl = state.config().login_session_ttl_secs;
+    login_of(state, user, ttl, user_agent).await
+}
+
+/// A new login session of `user`, proven otherwise (its password, or a console's web server
+/// through the app proxy), for `ttl_secs`; refused as [`login`] refuses.
+pub async fn login_of(
+    state: &impl Gate,
+    user: users::Model,
+    ttl_secs: u64,
+    user_agent: Option<String>,
+) -> ApiResult<NewLogin> {
     usable(state, &user).await?;
     let token = tokens::new_token();
     let now = state.clock().now();
-    let ttl = i64::try_from(state.config().login_session_ttl_secs).unwrap_or(i64::MAX / 2);
+    let ttl = i64::try_from(ttl_secs).unwrap_or(i64::MAX / 2);
     let expires_at = now + Duration::seconds(ttl);
     login_sessions::ActiveModel {
         id: Set(Uuid::new_v4()),

@@ -184,6 +184,28 @@ pub async fn caller_from_token(state: &impl Gate, token: &str) -> ApiResult<Opti
     Ok(Some(Caller::of_user(user, access_key, Some(session.id))))
 }
 
+/// The user of the active keypair `access_key`, its secret proven when given (`secret`), the
+/// account active: one message for an unknown key and a wrong secret.
+pub async fn keypair_user(
+    state: &impl Gate,
+    access_key: &str,
+    secret: Option<&str>,
+) -> ApiResult<users::Model> {
+    let invalid = || ApiError::unauthenticated("Invalid access key or secret key");
+    let keypair = state
+        .auth_cache()
+        .keypair(state.read(), state.revocations(), access_key)
+        .await?
+        .filter(|k| k.is_active)
+        .ok_or_else(invalid)?;
+    if let Some(secret) = secret
+        && !tokens::eq(secret, &keypair.secret_key)
+    {
+        return Err(invalid());
+    }
+    active_user(state, keypair.user).await?.ok_or_else(invalid)
+}
+
 async fn from_signature(
     state: &impl Gate,
     method: &Method,

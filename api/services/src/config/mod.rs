@@ -317,6 +317,11 @@ settings! {
     /// Container engines on other hosts, over mutual TLS (`[[engines]]`: endpoint, tls_ca,
     /// tls_cert, tls_key, insecure, scaling_group, session_subnet, manager_address, storage).
     engines: Vec<EngineConfig> = Vec::new(), env = "BAI_ENGINES";
+    /// Lablup's consoles (their web server's origin, e.g. `https://console.example.org`) that
+    /// may open apps through bai with Backend.AI's app-proxy protocol (their `wsproxy` URL set
+    /// to bai's address): CORS for them, and in SESSION mode their web server is asked whose
+    /// login it is. Empty: the protocol is off.
+    app_proxy_origins: Vec<String> = Vec::new(), env = "BAI_APP_PROXY_ORIGINS";
     /// Seconds an engine call may take to answer before the engine counts as unreachable (a
     /// heartbeat's ping has its own bound: min(`heartbeat_secs`, 10 s)).
     engine_timeout_secs: u64 = 30, env = "BAI_ENGINE_TIMEOUT_SECS";
