@@ -563,8 +563,9 @@ both_dbs!(rest_resources_and_authorize, |db| async move {
         details["cuda.shares"]["human_readable_name"], "fGPU",
         "{details}"
     );
-    // A Backend.AI call bai has no counterpart for: refused by name.
-    let etcd = get("/config/get?key=x").await.unwrap();
+    // A Backend.AI call bai has no counterpart for: refused by name (reading `/config/get`
+    // is answered, read-only; writing is not).
+    let etcd = get("/config/set?key=x").await.unwrap();
     assert_eq!(etcd.status(), 400);
     let problem: serde_json::Value = etcd.json().await.unwrap();
     assert!(
@@ -2035,9 +2036,18 @@ both_dbs!(
             assert!(info.ok && info.stdout.contains(&agent), "{info}");
             let recalc = cli.run(&["admin", "resource", "recalculate-usage"]).await;
             assert!(recalc.ok, "{recalc}");
+            // Reading Backend.AI's etcd keys is answered from bai's own settings (null for
+            // what it has not); writing is refused.
+            let auto_pull = cli
+                .run(&["admin", "etcd", "get", "config/docker/image/auto_pull"])
+                .await;
+            assert!(
+                auto_pull.ok && format!("{auto_pull}").contains("tag"),
+                "{auto_pull}"
+            );
             for (args, instead) in [
                 (
-                    &["admin", "etcd", "get", "config/x"][..],
+                    &["admin", "etcd", "set", "config/x", "y"][..],
                     "etcd configuration",
                 ),
                 (&["admin", "manager", "freeze"], "freezing the manager"),

@@ -187,7 +187,9 @@ both_dbs!(request_cost_is_bounded_before_execution, |db| async move {
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
-    assert_eq!(resp.text().await.unwrap(), "UnsupportedBatch");
+    let body: Value = resp.json().await.unwrap();
+    assert_code(&body, "BAD_REQUEST");
+    assert!(message(&body).contains("batched requests"), "{body}");
     // A hang bound for the whole barrage, not a speed claim.
     assert!(started.elapsed() < Duration::from_secs(30));
     still_serving(&app).await;
