@@ -46,7 +46,8 @@ pub struct Cluster {
     /// Engines whose lease this process holds.
     engines: parking_lot::Mutex<HashSet<String>>,
     /// When this process last failed to reach the database, and when it reached it again
-    /// after that (None: never cut off).
+    /// after that (None: never cut off). Process memory by nature: it is this process's own
+    /// view of its connection, which is what it must judge others by.
     cut: parking_lot::Mutex<Cut>,
 }
 

@@ -185,7 +185,10 @@ pub async fn sweep_silent(state: &impl Runtime) -> ApiResult<Vec<String>> {
 }
 
 /// Work of one kind (a beat, a sample) in flight for one agent: none is started while one
-/// runs, so a slow engine's calls never pile up.
+/// runs, so a slow engine's calls never pile up. Process memory owned by the process that
+/// drives the engine (its engine lease), as are the missed-beat counts and CPU readings
+/// below: another `bai serve` starts its own when it takes the lease over, and what it needs
+/// of the others' is on the agent row (`last_heartbeat`, `status`, `live_stat`).
 #[derive(Clone, Default)]
 struct InFlight(Arc<parking_lot::Mutex<HashSet<String>>>);
 

@@ -213,7 +213,9 @@ pub async fn graphql_legacy(
     out
 }
 
-/// Answers in the shapes Backend.AI 21.x gave (Console 21.02 reads them): a keypair resource
+/// Answers in the shapes Backend.AI 21.x gave (Console 21.02 reads them; Backend.AI's own
+/// clients move to `/admin/gql` from API v6.20210815 on, so only older ones arrive here —
+/// both official CLIs use `/admin/gql`): a keypair resource
 /// policy's `allowed_vfolder_hosts` as the list of its hosts (today a JSON string of
 /// `{host: [permission, …]}`), and a domain's empty `allowed_docker_registries` — bai's "any
 /// registry" — as the registries that means (the console shows only images of the listed

@@ -2032,6 +2032,12 @@ both_dbs!(
                 perms.ok && perms.stdout.contains("create-vfolder"),
                 "{perms}"
             );
+            // The licence, as Backend.AI's clients print it: bai is open source.
+            let licence = cli.run(&["admin", "license", "show"]).await;
+            assert!(
+                licence.ok && format!("{licence}").contains("open-source"),
+                "{licence}"
+            );
             let info = cli.run(&["admin", "agent", "info", &agent]).await;
             assert!(info.ok && info.stdout.contains(&agent), "{info}");
             let recalc = cli.run(&["admin", "resource", "recalculate-usage"]).await;

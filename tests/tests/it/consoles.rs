@@ -844,6 +844,17 @@ crate::both_dbs!(
             st == 403 || st == 404,
             "a user reads no configuration: {st}"
         );
+        // Nor a domain admin (the registries' URLs and users are the superadmin's).
+        let domain_admin = app.user("side-admin@x.org", "admin", "default").await;
+        let (st, _) = get(
+            domain_admin,
+            json!({"key": "config/docker/registry", "prefix": true}),
+        )
+        .await;
+        assert!(
+            st == 403 || st == 404,
+            "a domain admin reads no configuration: {st}"
+        );
         let (st, v) = get(admin.clone(), json!("not an object")).await;
         assert_eq!(st, 400, "{v}");
         let (st, v) = rest(

@@ -16,7 +16,9 @@ struct Reading {
     mem: u64,
 }
 
-/// The last reading of each running container of one engine.
+/// The last reading of each running container of one engine: a cache of this process's
+/// connection to it, bounded by the containers running there (stopped ones are forgotten at
+/// each sample); another `bai serve` keeps its own when it drives the engine.
 #[derive(Debug, Default)]
 pub struct UsageBook {
     seen: HashMap<String, Reading>,
