@@ -173,11 +173,8 @@ both_dbs!(
             .to_string();
         let labels = docker_on(1, &["inspect", "-f", "{{json .Config.Labels}}", &container]);
         let labels: HashMap<String, String> = serde_json::from_slice(&labels.stdout).unwrap();
-        let tls = crate::hosts::hosts().join("tls");
-        let mut run = format!(
-            "docker --tlsverify --tlscacert {0}/ca.pem --tlscert {0}/cert.pem --tlskey {0}/key.pem -H tcp://10.231.1.2:2376 run -d --network none",
-            tls.display()
-        );
+        let docker = crate::hosts::docker_words(1).join(" ");
+        let mut run = format!("{docker} run -d --network none");
         for (k, v) in &labels {
             run.push_str(&format!(" --label '{k}={v}'"));
         }
@@ -217,10 +214,9 @@ both_dbs!(
         let t = Instant::now();
         let removed = std::process::Command::new("sh")
             .args(["-c", &format!(
-                "D='docker --tlsverify --tlscacert {0}/ca.pem --tlscert {0}/cert.pem --tlskey {0}/key.pem -H tcp://10.231.1.2:2376'; \
+                "D='{docker}'; \
                  $D ps -aq --filter label=bai-test-clone={id} | xargs -r -n 25 -P 4 $D rm -f >/dev/null && \
-                 test -z \"$($D ps -aq --filter label=bai-test-clone={id})\"",
-                tls.display()
+                 test -z \"$($D ps -aq --filter label=bai-test-clone={id})\""
             )])
             .output()
             .unwrap();

@@ -62,18 +62,30 @@ pub(crate) fn engine(n: u8, client: &str) -> EngineConfig {
     }
 }
 
+/// The `docker` command line for host `n`'s engine, over its mutual TLS (its words, for a
+/// shell pipeline or a `Command`).
+pub(crate) fn docker_words(n: u8) -> Vec<String> {
+    let tls = hosts().join("tls");
+    let file = |f: &str| tls.join(f).display().to_string();
+    vec![
+        "docker".into(),
+        "--tlsverify".into(),
+        "--tlscacert".into(),
+        file("ca.pem"),
+        "--tlscert".into(),
+        file("cert.pem"),
+        "--tlskey".into(),
+        file("key.pem"),
+        "-H".into(),
+        format!("tcp://10.231.{n}.2:2376"),
+    ]
+}
+
 /// `docker` against host `n`'s engine, over its mutual TLS.
 pub(crate) fn docker_on(n: u8, args: &[&str]) -> std::process::Output {
-    let tls = hosts().join("tls");
-    std::process::Command::new("docker")
-        .arg("--tlsverify")
-        .arg("--tlscacert")
-        .arg(tls.join("ca.pem"))
-        .arg("--tlscert")
-        .arg(tls.join("cert.pem"))
-        .arg("--tlskey")
-        .arg(tls.join("key.pem"))
-        .args(["-H", &format!("tcp://10.231.{n}.2:2376")])
+    let words = docker_words(n);
+    std::process::Command::new(&words[0])
+        .args(&words[1..])
         .args(args)
         .output()
         .expect("docker CLI")
