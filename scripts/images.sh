@@ -4,7 +4,8 @@
 # `docker import`ed with Backend.AI's labels. Idempotent: an image whose tag exists is kept.
 #
 #   bai.local/stable/python:3.11-debian12   python3, pip, numpy, Jupyter Notebook, JupyterLab,
-#                                           TensorBoard (+ tensorboardX), tmux, sshd
+#                                           TensorBoard (+ tensorboardX), a web terminal
+#                                           (shellinabox as the `ttyd` app), tmux, sshd
 #   bai.local/stable/cpp:12-debian12        g++, make, tmux, sshd
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ MIRROR="${BAI_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 WORK="${BAI_IMAGE_WORK:-$HOME/.cache/bai-images}"
 
 # Bumped whenever the recipe below changes, so cached images are rebuilt once.
-REV=3
+REV=4
 have() {
   [ "$(docker image inspect -f '{{index .Config.Labels "ai.backend.bai-image-rev"}}' "$1" 2>/dev/null)" = "$REV" ]
 }
@@ -54,6 +55,9 @@ build() {
   cp -a "$base" "$root"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   if [ -n "$packages" ]; then
+    # No package's daemon starts while it is installed (the chroot shares the host's network).
+    printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
+    chmod +x "$root/usr/sbin/policy-rc.d"
     # shellcheck disable=SC2086
     chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     # shellcheck disable=SC2086
@@ -70,6 +74,7 @@ build() {
     mv "$root/tmp/image-ca.crt" "$bundle"
   fi
   chroot "$root" apt-get clean
+  rm -f "$root/usr/sbin/policy-rc.d"
   rm -rf "$root"/var/lib/apt/lists/* "$root/.complete"
   : > "$root/etc/resolv.conf"
   local changes=(--change 'USER work' --change 'WORKDIR /home/work' --change 'ENV HOME=/home/work'
@@ -100,9 +105,9 @@ POST='python3 -m venv /opt/bai-apps
 pip install -q --no-cache-dir --break-system-packages "tensorboardX>=2.6,<3"
 rm -rf /opt/bai-apps/share/jupyter/kernels
 chmod -R a+rX /opt/bai-apps /etc/backend.ai' \
-build "$PYTHON_TAG" "python3 python-is-python3 python3-pip python3-venv python3-numpy jupyter-notebook python3-ipykernel" \
+build "$PYTHON_TAG" "python3 python-is-python3 python3-pip python3-venv python3-numpy jupyter-notebook python3-ipykernel shellinabox" \
   "${common[@]}" 'ai.backend.runtime-type=python' 'ai.backend.runtime-path=/usr/bin/python3' \
-  'ai.backend.service-ports=jupyter:http:8080,jupyterlab:http:8090,tensorboard:http:6006'
+  'ai.backend.service-ports=jupyter:http:8080,jupyterlab:http:8090,tensorboard:http:6006,ttyd:http:7681'
 build "$CPP_TAG" "g++ make libc6-dev" \
   "${common[@]}" 'ai.backend.runtime-type=cpp' 'ai.backend.runtime-path=/usr/bin/g++' \
   'ai.backend.service-ports='

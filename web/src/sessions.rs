@@ -1023,6 +1023,7 @@ fn AppsDialog(
                         "jupyterlab" => "JupyterLab".to_string(),
                         "tensorboard" => "TensorBoard".to_string(),
                         "sshd" => "SSH / SFTP".to_string(),
+                        "ttyd" => t("Console (web terminal app)"),
                         "terminal" => t("Console (terminal)"),
                         other => other.to_string(),
                     };

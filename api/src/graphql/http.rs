@@ -219,7 +219,11 @@ pub async fn graphql_legacy(
 /// policy's `allowed_vfolder_hosts` as the list of its hosts (today a JSON string of
 /// `{host: [permission, …]}`), and a domain's empty `allowed_docker_registries` — bai's "any
 /// registry" — as the registries that means (the console shows only images of the listed
-/// ones).
+/// ones); an image's minimum `mem` as the least memory a launch with the default shared
+/// memory needs (the image's minimum plus 64m). Backend.AI (since 19.09, as bai) counts the
+/// shared memory on top of the image's minimum memory, but Console 21.02's launcher offers
+/// the image's minimum as the least memory and sends 64m of shared memory besides, so its
+/// launch at that minimum was refused by Backend.AI as by bai; told the sum, it starts there.
 fn legacy_shapes(value: &mut async_graphql::Value, any_registry: &[String]) {
     use async_graphql::Value as V;
     match value {
@@ -236,6 +240,11 @@ fn legacy_shapes(value: &mut async_graphql::Value, any_registry: &[String]) {
                     ("allowed_docker_registries", V::List(l)) if l.is_empty() => {
                         *v = V::List(any_registry.iter().map(|r| V::String(r.clone())).collect());
                     }
+                    ("resource_limits", V::List(_)) => {
+                        if let V::List(limits) = v {
+                            limits.iter_mut().for_each(with_default_shared_memory);
+                        }
+                    }
                     _ => legacy_shapes(v, any_registry),
                 }
             }
@@ -244,6 +253,25 @@ fn legacy_shapes(value: &mut async_graphql::Value, any_registry: &[String]) {
             .iter_mut()
             .for_each(|v| legacy_shapes(v, any_registry)),
         _ => {}
+    }
+}
+
+/// An image's `{key: "mem", min}` with the default shared memory added to `min`, in GiB
+/// rounded up to a hundredth (`0.32g`): the console shows (and sends back) the least memory to
+/// two decimals in GiB, and rounding down would offer less than a launch needs.
+fn with_default_shared_memory(limit: &mut async_graphql::Value) {
+    use async_graphql::Value as V;
+    use rust_decimal::Decimal;
+    let V::Object(fields) = limit else { return };
+    if !matches!(fields.get("key"), Some(V::String(k)) if k == "mem") {
+        return;
+    }
+    if let Some(V::String(min)) = fields.get_mut("min")
+        && let Some(bytes) = entity::slots::parse_binary_size(min)
+    {
+        let hundredth = Decimal::from(1u64 << 30) / Decimal::from(100);
+        let least = bytes + Decimal::from(crate::sessions::DEFAULT_SHMEM);
+        *min = format!("{}g", (least / hundredth).ceil() / Decimal::from(100));
     }
 }
 
@@ -588,6 +616,36 @@ pub async fn graphql_ws(
 #[cfg(test)]
 mod tests {
     use super::legacy_variable_types;
+
+    #[test]
+    fn console_21_is_told_the_least_memory_a_launch_needs() {
+        use async_graphql::Value as V;
+        let limit = |key: &str, min: &str| {
+            let mut m = async_graphql::indexmap::IndexMap::new();
+            m.insert(async_graphql::Name::new("key"), V::String(key.into()));
+            m.insert(async_graphql::Name::new("min"), V::String(min.into()));
+            V::Object(m)
+        };
+        let mut image = async_graphql::indexmap::IndexMap::new();
+        image.insert(
+            async_graphql::Name::new("resource_limits"),
+            V::List(vec![limit("mem", "268435456"), limit("cpu", "1")]),
+        );
+        let mut images = V::List(vec![V::Object(image)]);
+        super::legacy_shapes(&mut images, &[]);
+        let (mut mem, mut cpu) = (limit("mem", "256m"), limit("cpu", "1"));
+        super::with_default_shared_memory(&mut mem);
+        super::with_default_shared_memory(&mut cpu);
+        // 256m + 64m = 0.3125 GiB, up to 0.32 GiB (what the console shows and sends back).
+        assert_eq!(mem, limit("mem", "0.32g"));
+        assert_eq!(cpu, limit("cpu", "1"));
+        let V::List(l) = images else { panic!() };
+        let V::Object(image) = &l[0] else { panic!() };
+        assert_eq!(
+            image["resource_limits"],
+            V::List(vec![limit("mem", "0.32g"), limit("cpu", "1")])
+        );
+    }
 
     #[test]
     fn fragments_no_operation_reaches_are_left_out() {

@@ -116,10 +116,10 @@ async fn listening(g: &Group, url: &str, what: &str) {
     );
 }
 
-/// Lablup's backend.ai-console-server 20.9.7 in front of `app`; its URL.
-async fn console_server(app: &TestApp, redis_port: u16) -> (Group, String) {
+/// Lablup's backend.ai-console-server 20.9.7 in front of `app` on `port` (chosen before bai
+/// starts, which names the console's origin in `app_proxy_origins`); its URL.
+async fn console_server(app: &TestApp, redis_port: u16, port: u16) -> (Group, String) {
     let venv = venv("BAI_CONSOLE_SERVER_VENV", "console-server");
-    let port = free_port();
     let dir = app.dir.join("console-server");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -293,11 +293,173 @@ async fn console_login(c: &Client, url: &str, email: &str, password: &str) {
     .await;
 }
 
+/// The window `c` opened since `before` was listed.
+async fn new_window(c: &Client, before: &[fantoccini::wd::WindowHandle]) -> fantoccini::wd::WindowHandle {
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(h) = c
+                .windows()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|h| !before.contains(h))
+            {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    match found {
+        Ok(h) => h,
+        Err(_) => {
+            let _ = shot(c, "console21-timeout-app-window.png").await;
+            panic!("Console 21.02: no app window opened in 60 s");
+        }
+    }
+}
+
+/// Opens Jupyter (the row's app launcher) and the terminal (the row's terminal button) of
+/// session `id` from the session list, through bai's app proxy, each in the window the
+/// console opens; back in the console's window afterwards.
+async fn console_apps(c: &Client, id: &str) {
+    js(
+        c,
+        "localStorage.setItem('backendaiconsole.terminalguide', 'false');",
+        vec![],
+    )
+    .await;
+    let console = c.window().await.unwrap();
+    let row = format!("__deep('#controls').find(e => e['session-uuid'] === {})", json!(id));
+    until(c, "the session's controls", &row).await;
+    let before = c.windows().await.unwrap();
+    js(
+        c,
+        &format!("{row}.querySelector('mwc-icon-button[icon=\"apps\"]').click();"),
+        vec![],
+    )
+    .await;
+    let jupyter = "__deep('#app-dialog mwc-icon-button.apps').find(b => b['app-name'] === 'jupyter')";
+    until(c, "Jupyter in the app launcher", jupyter).await;
+    shot(c, "console21-4b-app-launcher.png").await.unwrap();
+    js(c, &format!("{jupyter}.click();"), vec![]).await;
+    let opened = new_window(c, &before).await;
+    c.switch_to_window(opened).await.unwrap();
+    until(
+        c,
+        "Jupyter's file tree",
+        "document.querySelector('#notebook_list') && document.title.includes('Home')",
+    )
+    .await;
+    shot(c, "console21-4c-jupyter.png").await.unwrap();
+    c.close_window().await.unwrap();
+    c.switch_to_window(console.clone()).await.unwrap();
+    // The terminal: the row's button without an icon name (its own drawing).
+    let before = c.windows().await.unwrap();
+    js(
+        c,
+        &format!(
+            "[...{row}.querySelectorAll('mwc-icon-button')].find(b => !b.getAttribute('icon') && b.querySelector('svg')).click();"
+        ),
+        vec![],
+    )
+    .await;
+    let opened = new_window(c, &before).await;
+    c.switch_to_window(opened).await.unwrap();
+    until(
+        c,
+        "the terminal's shell prompt",
+        "document.body && document.body.innerText.includes('work@')",
+    )
+    .await;
+    c.active_element()
+        .await
+        .unwrap()
+        .send_keys("echo $((6 * 7))x\n")
+        .await
+        .unwrap();
+    until(
+        c,
+        "the terminal running a command",
+        "document.body.innerText.includes('42x')",
+    )
+    .await;
+    shot(c, "console21-4d-terminal.png").await.unwrap();
+    c.close_window().await.unwrap();
+    c.switch_to_window(console).await.unwrap();
+}
+
+/// An administrator's screens that read bai's answers in Backend.AI 21.x's shapes: the image
+/// table, the registries, the resource policies' storage hosts, Configurations, Information.
+async fn console_admin_screens(c: &Client, url: &str) {
+    c.goto(&format!("{url}/environment")).await.unwrap();
+    until(
+        c,
+        "the image table",
+        "__text('backend-ai-environment-list').includes('Python') && __text('backend-ai-environment-list').includes('0.32GB')",
+    )
+    .await;
+    shot(c, "console21-8-images.png").await.unwrap();
+    js(
+        c,
+        "__deep('mwc-tab[title=\"registry-lists\"]')[0].click();",
+        vec![],
+    )
+    .await;
+    until(
+        c,
+        "the registry list",
+        "__deep('backend-ai-registry-list').some(r => Array.isArray(r.registryList) && r.hostnames.length === r.registryList.length)",
+    )
+    .await;
+    shot(c, "console21-9-registries.png").await.unwrap();
+    c.goto(&format!("{url}/credential")).await.unwrap();
+    js(
+        c,
+        "__deep('mwc-tab[title=\"resource-policy-lists\"]')[0].click();",
+        vec![],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let probe = c.execute_async(&format!("{DEEP}\nconst done = arguments[arguments.length-1]; const l = __deep('backend-ai-resource-policy-list')[0]; l.requestUpdate(); l.updateComplete.then(() => done('ok ' + JSON.stringify(l.shadowRoot.querySelector('vaadin-grid').items))).catch(e => done('ERR ' + e + ' ' + e.stack));"), vec![]).await;
+    eprintln!("PROBE {probe:?}");
+    until(
+        c,
+        "the resource policies' storage hosts",
+        "__text('backend-ai-resource-policy-list').includes('local') && !__text('backend-ai-resource-policy-list').includes('{')",
+    )
+    .await;
+    shot(c, "console21-10-policies.png").await.unwrap();
+    c.goto(&format!("{url}/settings")).await.unwrap();
+    until(
+        c,
+        "Configurations with bai's values",
+        "__deep('backend-ai-settings-view').some(v => v.options && v.options.image_pulling_behavior === 'tag' && v.options.scheduler === 'fifo')",
+    )
+    .await;
+    shot(c, "console21-11-configurations.png").await.unwrap();
+    c.goto(&format!("{url}/information")).await.unwrap();
+    until(
+        c,
+        "Information with the licence",
+        "__deep('backend-ai-information-view').some(v => v.manager_version && String(v.license_licensee).startsWith('bai, open source'))",
+    )
+    .await;
+    shot(c, "console21-12-information.png").await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_21_through_lablups_console_server() {
     let started = std::time::Instant::now();
     require_docker();
-    let app = spawn(Db::Sqlite).await;
+    // The console's origin may use bai's app proxy (Backend.AI's app-proxy protocol).
+    let console_port = free_port();
+    let pool = port_block();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.app_port_pool = format!("{pool}-{}", pool + 9);
+        c.app_proxy_origins = vec![format!("http://127.0.0.1:{console_port}")];
+    })
+    .await;
     // The launcher lists the images agents have: wait until the engine's were scanned.
     eventually("the Python image in the catalog", WAIT, || async {
         let img = app
@@ -311,7 +473,7 @@ async fn console_21_through_lablups_console_server() {
     })
     .await;
     let (_redis, redis_port) = redis(&app.dir).await;
-    let (_server, url) = console_server(&app, redis_port).await;
+    let (_server, url) = console_server(&app, redis_port, console_port).await;
     let user = app.user("console21@x.org", "user", "default").await;
     let b = browser().await;
     let c = &b.client;
@@ -380,6 +542,38 @@ async fn console_21_through_lablups_console_server() {
         "{launcher}.shadowRoot.querySelector('#environment').value === {python} && {ready}"
     );
     until(c, "the Python environment chosen", &ready).await;
+    // The least memory the launcher offers is what a launch needs: the image's minimum (256m)
+    // plus the 64m of shared memory the console sends by default (0.3125 GiB, up to the 0.32
+    // it shows); the session is launched there, at the least shared memory (0.06 GiB).
+    let least = js(
+        c,
+        &format!("return [{launcher}.mem_metric.min, {launcher}.shmem_metric.min];"),
+        vec![],
+    )
+    .await;
+    assert_eq!(least, json!([0.32, 0.06]), "the launcher's least memory");
+    // The launcher applies its first preset when it has read them: set until it holds.
+    let at_least = format!(
+        "{launcher}.mem_request === {launcher}.mem_metric.min && {launcher}.shmem_request === {launcher}.shmem_metric.min"
+    );
+    for _ in 0..10 {
+        js(
+            c,
+            &format!(
+                "const l = {launcher};
+                 l.mem_request = l.mem_metric.min; l.shmem_request = l.shmem_metric.min;
+                 l.shadowRoot.querySelector('#mem-resource').value = l.mem_metric.min;
+                 l.shadowRoot.querySelector('#shmem-resource').value = l.shmem_metric.min;"
+            ),
+            vec![],
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if js(c, &format!("return {at_least};"), vec![]).await == json!(true) {
+            break;
+        }
+    }
+    until(c, "the least memory set", &at_least).await;
     shot(c, "console21-3-launcher.png").await.unwrap();
     js(
         c,
@@ -404,7 +598,7 @@ async fn console_21_through_lablups_console_server() {
         let list = app
             .ok(
                 Some(&user),
-                "{ compute_session_list(limit: 10, offset: 0) { items { name status image } } }",
+                "{ compute_session_list(limit: 10, offset: 0) { items { id name status image occupied_slots } } }",
                 json!({}),
             )
             .await;
@@ -413,6 +607,16 @@ async fn console_21_through_lablups_console_server() {
     })
     .await;
     assert_eq!(session["image"], PYTHON, "{session}");
+    let occupied: Value = serde_json::from_str(session["occupied_slots"].as_str().unwrap()).unwrap();
+    let mem: f64 = match &occupied["mem"] {
+        Value::String(s) => s.parse().unwrap(),
+        v => v.as_f64().unwrap(),
+    };
+    assert!(
+        (mem - 0.32 * 1024.0 * 1024.0 * 1024.0).abs() < 1.0,
+        "launched at the least memory: {session}"
+    );
+    let id = session["id"].as_str().unwrap().to_string();
     let name = session["name"].as_str().unwrap().to_string();
     c.goto(&format!("{url}/job")).await.unwrap();
     until(
@@ -425,6 +629,7 @@ async fn console_21_through_lablups_console_server() {
     )
     .await;
     shot(c, "console21-4-session-running.png").await.unwrap();
+    console_apps(c, &id).await;
     let (st, made) = rest(
         &app,
         &user,
@@ -442,6 +647,65 @@ async fn console_21_through_lablups_console_server() {
     )
     .await;
     shot(c, "console21-5-data.png").await.unwrap();
+    // Upload in the explorer: the console's own upload (tus, from its origin) lands the file.
+    js(
+        c,
+        "__deep('mwc-icon-button[icon=\"folder_open\"]').find(b => b['folder-id'] === 'console-data').click();",
+        vec![],
+    )
+    .await;
+    until(
+        c,
+        "the folder explorer",
+        "__deep('#folder-explorer-dialog').some(d => d.open === true) && __deep('#fileInput').length",
+    )
+    .await;
+    js(
+        c,
+        "const input = __deep('#fileInput')[0];
+         const files = new DataTransfer();
+         files.items.add(new File(['uploaded through Console 21.02\\n'], 'from-console.txt', {type: 'text/plain'}));
+         input.files = files.files;
+         input.dispatchEvent(new Event('change'));",
+        vec![],
+    )
+    .await;
+    let folder = made["id"].as_str().unwrap().to_string();
+    eventually("the uploaded file in the folder", WAIT, || async {
+        let (_, files) = rest(
+            &app,
+            &user,
+            reqwest::Method::GET,
+            &format!("/folders/{folder}/files"),
+            None,
+        )
+        .await;
+        files["items"]
+            .as_array()?
+            .iter()
+            .any(|i| i["name"] == "from-console.txt" && i["size"] == 31)
+            .then_some(())
+    })
+    .await;
+    until(
+        c,
+        "the upload in the explorer",
+        "__text('backend-ai-storage-list').includes('from-console.txt')",
+    )
+    .await;
+    shot(c, "console21-5b-upload.png").await.unwrap();
+    // Statistics: the month's use, charted per quarter hour (the last day's 96).
+    c.goto(&format!("{url}/statistics")).await.unwrap();
+    let usage = "__deep('backend-ai-usage-list').filter(e => e.collection && e.collection['1D'])[0]";
+    until(
+        c,
+        "the Statistics chart",
+        &format!(
+            "{usage} && {usage}.collection['1D'].cpu_allocated.data[0].length === 96 && __deep('backend-ai-chart').length > 0"
+        ),
+    )
+    .await;
+    shot(c, "console21-5c-statistics.png").await.unwrap();
 
     // An admin: the user list and the agent list.
     c.delete_all_cookies().await.unwrap();
@@ -468,6 +732,7 @@ async fn console_21_through_lablups_console_server() {
     )
     .await;
     shot(c, "console21-7-agents.png").await.unwrap();
+    console_admin_screens(c, &url).await;
     took(
         "it::consoles::console_21_through_lablups_console_server",
         started,

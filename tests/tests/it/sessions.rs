@@ -1296,7 +1296,7 @@ both_dbs!(jupyter_through_the_app_proxy, |db| async move {
         .await;
     assert_eq!(
         apps["compute_session"]["apps"],
-        json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "jupyterlab", "protocol": "http", "container_port": 8090}, {"name": "tensorboard", "protocol": "http", "container_port": 6006}, {"name": "sshd", "protocol": "tcp", "container_port": 2200}, {"name": "terminal", "protocol": "pty", "container_port": null}])
+        json!([{"name": "jupyter", "protocol": "http", "container_port": 8080}, {"name": "jupyterlab", "protocol": "http", "container_port": 8090}, {"name": "tensorboard", "protocol": "http", "container_port": 6006}, {"name": "ttyd", "protocol": "http", "container_port": 7681}, {"name": "sshd", "protocol": "tcp", "container_port": 2200}, {"name": "terminal", "protocol": "pty", "container_port": null}])
     );
     let service = |app_name: &str, public: bool, port: Option<u16>| gql::start_service::Variables {
         session_id: id.clone(),
