@@ -293,8 +293,39 @@ async fn console_login(c: &Client, url: &str, email: &str, password: &str) {
     .await;
 }
 
+/// A pointer click at the middle of the element `element` (a JS expression over `__deep`)
+/// names, as a user's click arrives (web components inside shadow roots included).
+async fn click_at(c: &Client, element: &str) {
+    use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+    let at = js(
+        c,
+        &format!(
+            "const r = ({element}).getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];"
+        ),
+        vec![],
+    )
+    .await;
+    let (x, y) = (at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
+    let mouse = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveTo {
+            duration: None,
+            x,
+            y,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    c.perform_actions(mouse).await.unwrap();
+}
+
 /// The window `c` opened since `before` was listed.
-async fn new_window(c: &Client, before: &[fantoccini::wd::WindowHandle]) -> fantoccini::wd::WindowHandle {
+async fn new_window(
+    c: &Client,
+    before: &[fantoccini::wd::WindowHandle],
+) -> fantoccini::wd::WindowHandle {
     let found = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             if let Some(h) = c
@@ -330,7 +361,10 @@ async fn console_apps(c: &Client, id: &str) {
     )
     .await;
     let console = c.window().await.unwrap();
-    let row = format!("__deep('#controls').find(e => e['session-uuid'] === {})", json!(id));
+    let row = format!(
+        "__deep('#controls').find(e => e['session-uuid'] === {})",
+        json!(id)
+    );
     until(c, "the session's controls", &row).await;
     let before = c.windows().await.unwrap();
     js(
@@ -339,7 +373,8 @@ async fn console_apps(c: &Client, id: &str) {
         vec![],
     )
     .await;
-    let jupyter = "__deep('#app-dialog mwc-icon-button.apps').find(b => b['app-name'] === 'jupyter')";
+    let jupyter =
+        "__deep('#app-dialog mwc-icon-button.apps').find(b => b['app-name'] === 'jupyter')";
     until(c, "Jupyter in the app launcher", jupyter).await;
     shot(c, "console21-4b-app-launcher.png").await.unwrap();
     js(c, &format!("{jupyter}.click();"), vec![]).await;
@@ -409,24 +444,31 @@ async fn console_admin_screens(c: &Client, url: &str) {
     until(
         c,
         "the registry list",
-        "__deep('backend-ai-registry-list').some(r => Array.isArray(r.registryList) && r.hostnames.length === r.registryList.length)",
+        "['registry.example:5000', 'https://registry.example:5000', 'site'].every(t => __deep('vaadin-grid-cell-content').some(c => c.innerText.trim() === t && c.getRootNode().host.localName === 'backend-ai-registry-list')) && !__text('backend-ai-registry-list').includes('registry-secret')",
     )
     .await;
     shot(c, "console21-9-registries.png").await.unwrap();
     c.goto(&format!("{url}/credential")).await.unwrap();
-    js(
+    // A click where the user clicks (the tab bar follows pointer clicks, not `click()`).
+    let tab = "__deep('mwc-tab[title=\"resource-policy-lists\"]')[0]";
+    until(
         c,
-        "__deep('mwc-tab[title=\"resource-policy-lists\"]')[0].click();",
-        vec![],
+        "the resource policies' tab",
+        &format!("{tab} && {tab}.offsetParent !== null"),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let probe = c.execute_async(&format!("{DEEP}\nconst done = arguments[arguments.length-1]; const l = __deep('backend-ai-resource-policy-list')[0]; l.requestUpdate(); l.updateComplete.then(() => done('ok ' + JSON.stringify(l.shadowRoot.querySelector('vaadin-grid').items))).catch(e => done('ERR ' + e + ' ' + e.stack));"), vec![]).await;
-    eprintln!("PROBE {probe:?}");
+    // Until the page listens, a click does nothing: click until the policies show.
+    let shown = "__deep('#resource-policy-lists').some(e => e.style.display === 'block')";
+    for _ in 0..10 {
+        click_at(c, tab).await;
+        if becomes(c, shown, 3).await {
+            break;
+        }
+    }
     until(
         c,
         "the resource policies' storage hosts",
-        "__text('backend-ai-resource-policy-list').includes('local') && !__text('backend-ai-resource-policy-list').includes('{')",
+        "__deep('vaadin-grid-cell-content').some(c => c.innerText.trim() === 'local' && c.getRootNode().host.localName === 'backend-ai-resource-policy-list')",
     )
     .await;
     shot(c, "console21-10-policies.png").await.unwrap();
@@ -607,7 +649,8 @@ async fn console_21_through_lablups_console_server() {
     })
     .await;
     assert_eq!(session["image"], PYTHON, "{session}");
-    let occupied: Value = serde_json::from_str(session["occupied_slots"].as_str().unwrap()).unwrap();
+    let occupied: Value =
+        serde_json::from_str(session["occupied_slots"].as_str().unwrap()).unwrap();
     let mem: f64 = match &occupied["mem"] {
         Value::String(s) => s.parse().unwrap(),
         v => v.as_f64().unwrap(),
@@ -694,14 +737,32 @@ async fn console_21_through_lablups_console_server() {
     )
     .await;
     shot(c, "console21-5b-upload.png").await.unwrap();
-    // Statistics: the month's use, charted per quarter hour (the last day's 96).
+    // Statistics: the month's use, charted per quarter hour (the last day's 96), the running
+    // session in the last (once bai has sampled it).
+    eventually(
+        "the running session in the month's statistics",
+        WAIT,
+        || async {
+            let (_, bins) = rest(
+                &app,
+                &user,
+                reqwest::Method::GET,
+                "/resource/stats/user/month",
+                None,
+            )
+            .await;
+            (bins.as_array()?.last()?["num_sessions"]["value"].as_f64()? > 0.0).then_some(())
+        },
+    )
+    .await;
     c.goto(&format!("{url}/statistics")).await.unwrap();
-    let usage = "__deep('backend-ai-usage-list').filter(e => e.collection && e.collection['1D'])[0]";
+    let usage =
+        "__deep('backend-ai-usage-list').filter(e => e.collection && e.collection['1D'])[0]";
     until(
         c,
         "the Statistics chart",
         &format!(
-            "{usage} && {usage}.collection['1D'].cpu_allocated.data[0].length === 96 && __deep('backend-ai-chart').length > 0"
+            "{usage} && {usage}.collection['1D'].num_sessions.data[0].length === 96 && {usage}.collection['1D'].num_sessions.data[0][95].y > 0 && __deep('backend-ai-chart').length > 0"
         ),
     )
     .await;
@@ -732,6 +793,20 @@ async fn console_21_through_lablups_console_server() {
     )
     .await;
     shot(c, "console21-7-agents.png").await.unwrap();
+    // A registry of the site's (its password never shown), for the Registries tab.
+    app.admin_op::<crate::gql::admin::CreateContainerRegistry>(
+        crate::gql::admin::create_container_registry::Variables {
+            hostname: "registry.example:5000".into(),
+            props: crate::gql::admin::create_container_registry::CreateContainerRegistryInput {
+                url: "https://registry.example:5000".into(),
+                type_: "docker".into(),
+                username: Some("site".into()),
+                password: Some("registry-secret".into()),
+                ..Default::default()
+            },
+        },
+    )
+    .await;
     console_admin_screens(c, &url).await;
     took(
         "it::consoles::console_21_through_lablups_console_server",
