@@ -110,11 +110,12 @@ pub(super) async fn config_get(
                         .await?
                         .map_or(serde_json::Value::Null, |s| json!(s))
                 }
+                // Keys as Backend.AI's etcd prefix reads give them: unquoted (`host:5000`).
                 "config/docker/registry" if ask.prefix => {
                     let all = crate::registries::list(&state.db, &scope).await?;
                     let map: serde_json::Map<String, serde_json::Value> = all
                         .iter()
-                        .map(|r| (percent_encode(&r.hostname), registry(r)))
+                        .map(|r| (r.hostname.clone(), registry(r)))
                         .collect();
                     serde_json::Value::Object(map)
                 }
@@ -133,14 +134,6 @@ pub(super) async fn config_get(
         }
         .await,
     )
-}
-
-/// A registry's host name as an etcd key segment (Backend.AI quotes it: `:` of a port).
-fn percent_encode(host: &str) -> String {
-    percent_encoding::utf8_percent_encode(host, percent_encoding::NON_ALPHANUMERIC)
-        .to_string()
-        .replace("%2E", ".")
-        .replace("%2D", "-")
 }
 
 /// `GET /license`: bai is open source (its licence, no key, no expiry), as Lablup's consoles

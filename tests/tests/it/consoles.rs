@@ -444,7 +444,7 @@ async fn console_admin_screens(c: &Client, url: &str) {
     until(
         c,
         "the registry list",
-        "['registry.example:5000', 'https://registry.example:5000', 'site'].every(t => __deep('vaadin-grid-cell-content').some(c => c.innerText.trim() === t && c.getRootNode().host.localName === 'backend-ai-registry-list')) && !__text('backend-ai-registry-list').includes('registry-secret')",
+        "__deep('backend-ai-registry-list').some(r => r.hostnames.includes('registry.example:5000') && r.allowed_registries.includes('registry.example:5000')) && ['registry.example:5000', 'https://registry.example:5000', 'site'].every(t => __deep('vaadin-grid-cell-content').some(c => c.innerText.trim() === t && c.getRootNode().host.localName === 'backend-ai-registry-list')) && !__text('backend-ai-registry-list').includes('registry-secret')",
     )
     .await;
     shot(c, "console21-9-registries.png").await.unwrap();
@@ -793,7 +793,8 @@ async fn console_21_through_lablups_console_server() {
     )
     .await;
     shot(c, "console21-7-agents.png").await.unwrap();
-    // A registry of the site's (its password never shown), for the Registries tab.
+    // A registry of the site's (its password never shown; enabled: the domain may use any),
+    // for the Registries tab.
     app.admin_op::<crate::gql::admin::CreateContainerRegistry>(
         crate::gql::admin::create_container_registry::Variables {
             hostname: "registry.example:5000".into(),
