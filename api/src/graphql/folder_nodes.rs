@@ -419,7 +419,7 @@ impl FolderNodeQuery {
         id: String,
     ) -> crate::graphql::context::Result<VirtualFolderNode> {
         let (state, caller) = authed(ctx)?;
-        let raw = GlobalIdField(id.clone()).local("VirtualFolderNode");
+        let raw = GlobalIdField(id.clone()).local();
         let uuid = raw
             .parse::<Uuid>()
             .map_err(|_| ApiError::not_found("folder", &id))?;

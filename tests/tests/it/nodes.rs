@@ -411,3 +411,34 @@ crate::both_dbs!(web_ui_session_bodies_are_checked, |db| async move {
         assert!(!body.to_string().contains("bob-private"), "{body}");
     }
 });
+
+// Backend.AI resolves a global id by its local part whatever type it names: `compute_session_node`
+// answers a session's raw id, `ComputeSessionNode:<id>` and the client's own
+// `to_global_id("compute_session_node", id)` alike; a stranger gets NOT_FOUND for every form.
+crate::both_dbs!(session_node_by_every_global_id_form, |db| async move {
+    use base64::Engine as _;
+    require_docker();
+    let app = spawn(db).await;
+    let owner = app.user("gid-owner@x.org", "user", "default").await;
+    let nosy = app.user("gid-nosy@x.org", "user", "default").await;
+    let id = session_ids(&create_session(&app, &owner, json!({"image": PYTHON})).await)[0].clone();
+    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+    for form in [
+        id.clone(),
+        b64(format!("ComputeSessionNode:{id}")),
+        b64(format!("compute_session_node:{id}")),
+    ] {
+        let vars = || crate::gql::session_node::Variables { id: form.clone() };
+        let got = app
+            .op_ok::<crate::gql::SessionNode>(Some(&owner), vars())
+            .await;
+        assert_eq!(
+            got["compute_session_node"]["row_id"],
+            json!(id),
+            "{form}: {got}"
+        );
+        let stranger = app.op::<crate::gql::SessionNode>(Some(&nosy), vars()).await;
+        assert_code(&stranger, "NOT_FOUND");
+    }
+    destroy(&app, &owner, &id).await;
+});

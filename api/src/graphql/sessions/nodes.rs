@@ -53,13 +53,16 @@ impl ScalarType for GlobalIdField {
 }
 
 impl GlobalIdField {
-    /// The local id of a global id of type `kind`; anything else is taken as a local id.
-    pub fn local(&self, kind: &str) -> String {
+    /// The local id of a global id (base64 of `Type:id`), whatever type it names — Backend.AI
+    /// resolves a global id by its local part alone (its clients write
+    /// `to_global_id("compute_session_node", id)` as well as `ComputeSessionNode:id`); anything
+    /// that is not one is taken as a local id.
+    pub fn local(&self) -> String {
         base64::engine::general_purpose::STANDARD
             .decode(self.0.as_str())
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|s| s.strip_prefix(&format!("{kind}:")).map(str::to_string))
+            .and_then(|s| s.split_once(':').map(|(_, id)| id.to_string()))
             .unwrap_or_else(|| self.0.clone())
     }
 }
@@ -474,10 +477,7 @@ impl SessionNodeQuery {
     ) -> crate::graphql::context::Result<ComputeSessionNode> {
         let (state, caller) = authed(ctx)?;
         let not_found = || ApiError::not_found("session", &id.0);
-        let uuid = id
-            .local("ComputeSessionNode")
-            .parse::<Uuid>()
-            .map_err(|_| not_found())?;
+        let uuid = id.local().parse::<Uuid>().map_err(|_| not_found())?;
         let scope = ScopeField::resolve(scope_id.as_ref(), project_id)?;
         let select = crate::sessions::visible(caller).filter(sessions::Column::Id.eq(uuid));
         let s = scoped(select, scope)
