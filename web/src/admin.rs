@@ -180,6 +180,12 @@ fn UserForm(
     let error = RwSignal::new(None::<String>);
     let save = move |_| {
         let pw = password.get_untracked();
+        // The guides' rule for the passwords this screen sets (the API, as Backend.AI's,
+        // leaves it to an operator's `password_rule_for_admins`).
+        if !pw.is_empty() && !bai_types::password::meets_rules(&pw) {
+            error.set(Some(t("Password must be at least 8 characters long and contain at least one letter, one number and one special character.")));
+            return;
+        }
         if pw != password2.get_untracked() {
             error.set(Some(t("The passwords do not match.")));
             return;

@@ -5,4 +5,5 @@ pub mod columns;
 pub mod enums;
 pub mod error;
 pub mod events;
+pub mod password;
 pub mod slots;

@@ -209,21 +209,30 @@ both_dbs!(login_cookie_logout_and_expiry, |db| async move {
 
 both_dbs!(password_rules_change_and_forced_change, |db| async move {
     let app = spawn(db).await;
-    let weak = app
-        .op::<gql::CreateUser>(
-            Some(&app.admin_token),
-            gql::create_user::Variables {
-                email: "u@x.org".into(),
-                props: gql::create_user::UserInput {
-                    username: "u".into(),
-                    password: "short1!".into(),
-                    need_password_change: false,
-                    domain_name: "default".into(),
-                    ..Default::default()
-                },
+    async fn create(app: &TestApp, email: &str, password: &str) -> serde_json::Value {
+        let vars = gql::create_user::Variables {
+            email: email.into(),
+            props: gql::create_user::UserInput {
+                username: email.split('@').next().unwrap_or_default().into(),
+                password: password.into(),
+                need_password_change: false,
+                domain_name: "default".into(),
+                ..Default::default()
             },
-        )
-        .await;
+        };
+        app.op::<gql::CreateUser>(Some(&app.admin_token), vars)
+            .await
+    }
+    // An administrator's password follows Backend.AI's manager (anything non-empty): the
+    // guides' rule is sign-up's and users' own (below), unless the operator extends it.
+    let backend_ai = create(&app, "suite@x.org", "password1234").await;
+    assert!(backend_ai["errors"].is_null(), "{backend_ai}");
+    app.login("suite@x.org", "password1234").await;
+    let empty = create(&app, "empty@x.org", "").await;
+    assert_code(&empty, "BAD_REQUEST");
+    assert!(message(&empty).contains("must not be empty"), "{empty}");
+    let strict = spawn_with(db, |c| c.password_rule_for_admins = true).await;
+    let weak = create(&strict, "u@x.org", "short1!").await;
     assert_code(&weak, "BAD_REQUEST");
     assert!(message(&weak).contains("at least 8 characters"), "{weak}");
     let token = app.user("u@x.org", "user", "default").await;

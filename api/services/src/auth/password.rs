@@ -6,27 +6,39 @@ use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 
 use crate::error::{ApiError, ApiResult};
 
-/// The rules as the console shows them.
-pub const RULES: &str = "Password must be at least 8 characters long and contain at least one letter, one number and one special character.";
+pub use bai_types::password::RULES;
 const MAX_LEN: usize = 256;
 
+/// The guides' rule ([`bai_types::password::meets_rules`]) within the length bound.
 pub fn validate_rules(password: &str) -> ApiResult<()> {
-    let long_enough = password.chars().count() >= 8;
-    let letter = password.chars().any(|c| c.is_alphabetic());
-    let digit = password.chars().any(|c| c.is_ascii_digit());
-    let special = password
-        .chars()
-        .any(|c| !c.is_alphanumeric() && !c.is_whitespace());
     if password.len() > MAX_LEN {
         return Err(ApiError::bad_request(format!(
             "Password must be at most {MAX_LEN} bytes long."
         )));
     }
-    if long_enough && letter && digit && special {
+    if bai_types::password::meets_rules(password) {
         Ok(())
     } else {
         Err(ApiError::bad_request(RULES))
     }
+}
+
+/// A password an administrator sets for someone (`create_user`, `modify_user`): with
+/// `password_rule_for_admins` the rules, else as Backend.AI's manager takes it — anything
+/// non-empty within the length bound (the rules are the sign-up form's and users' own).
+pub fn validate_set_by_admin(password: &str, rule_for_admins: bool) -> ApiResult<()> {
+    if rule_for_admins {
+        return validate_rules(password);
+    }
+    if password.is_empty() {
+        return Err(ApiError::bad_request("Password must not be empty."));
+    }
+    if password.len() > MAX_LEN {
+        return Err(ApiError::bad_request(format!(
+            "Password must be at most {MAX_LEN} bytes long."
+        )));
+    }
+    Ok(())
 }
 
 /// Checks the rules and that both entries match (`new_password` / `new_password2`).

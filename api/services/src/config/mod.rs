@@ -229,6 +229,11 @@ settings! {
     signup_enabled: bool = false, env = "BAI_SIGNUP_ENABLED";
     /// When set, signup requires this invitation token.
     signup_invitation_token: Option<String> = None, env = "BAI_SIGNUP_INVITATION_TOKEN";
+    /// Whether the password rule of sign-up and of users' own changes (8 characters with a
+    /// letter, a digit and a special character) also binds the passwords administrators set
+    /// (`create_user`, `modify_user`). Off: as Backend.AI's manager, an administrator's
+    /// password need only be non-empty and at most 256 bytes.
+    password_rule_for_admins: bool = false, env = "BAI_PASSWORD_RULE_FOR_ADMINS";
     /// The address users reach bai at (`https://bai.example.org`), for the links in e-mails
     /// (never taken from a request's Host header). Required with `smtp_host`.
     public_url: Option<String> = None, env = "BAI_PUBLIC_URL";

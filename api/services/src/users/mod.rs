@@ -259,7 +259,7 @@ pub async fn create_user(
     email: String,
     props: UserCreation,
 ) -> ApiResult<users::Model> {
-    password::validate_rules(&props.password)?;
+    password::validate_set_by_admin(&props.password, store.config().password_rule_for_admins)?;
     let role = props
         .role
         .as_deref()
@@ -363,7 +363,7 @@ pub async fn modify_user(
     }
     let password_hash = match &props.password {
         Some(p) => {
-            password::validate_rules(p)?;
+            password::validate_set_by_admin(p, store.config().password_rule_for_admins)?;
             Some(password::hash(p).await?)
         }
         None => None,
