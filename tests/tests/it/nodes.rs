@@ -440,5 +440,18 @@ crate::both_dbs!(session_node_by_every_global_id_form, |db| async move {
         let stranger = app.op::<crate::gql::SessionNode>(Some(&nosy), vars()).await;
         assert_code(&stranger, "NOT_FOUND");
     }
+    // The session's detail as the 26.x client asks it: its images and each container's.
+    let detail = app
+        .ok(
+            Some(&owner),
+            "query($id: GlobalIDField!) { compute_session_node(id: $id) { image_references kernel_nodes { edges { node { row_id image_reference created_at status } } } } }",
+            json!({"id": id}),
+        )
+        .await;
+    let node = &detail["compute_session_node"];
+    assert_eq!(node["image_references"], json!([PYTHON]), "{detail}");
+    let kernel = &node["kernel_nodes"]["edges"][0]["node"];
+    assert_eq!(kernel["image_reference"], PYTHON, "{detail}");
+    assert!(kernel["created_at"].is_string(), "{detail}");
     destroy(&app, &owner, &id).await;
 });

@@ -264,6 +264,19 @@ impl ComputeSessionNode {
             .map(|m| m.id.to_string())
             .collect()
     }
+    /// The images of the session's containers (`registry/name:tag`), as Backend.AI 25.4 names
+    /// them.
+    async fn image_references(&self) -> Vec<String> {
+        self.0
+            .images
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
     /// The sessions this one waits for.
     async fn dependees(
         &self,
@@ -356,6 +369,13 @@ impl KernelNode {
     /// Live measurements per container: none kept yet (null).
     async fn live_stat(&self) -> Option<JsonString> {
         None
+    }
+    /// The container's image reference (`registry/name:tag`), as the kernel was created.
+    async fn image_reference(&self) -> &str {
+        &self.0.image
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
     }
     /// The kernel's image as the catalog has it (null once the catalog forgot it).
     async fn image(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Option<ImageNode>> {
