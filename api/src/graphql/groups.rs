@@ -184,6 +184,12 @@ pub struct ModifyGroup {
     pub group: Option<Group>,
 }
 
+#[derive(SimpleObject)]
+pub struct PurgeGroup {
+    pub ok: bool,
+    pub msg: String,
+}
+
 #[derive(Default)]
 pub struct GroupMutation;
 
@@ -220,6 +226,22 @@ impl GroupMutation {
             ok: true,
             msg: "success".into(),
             group: Some(Group(g)),
+        })
+    }
+
+    /// Purges a project for good (Backend.AI's `purge_group`): refused while it has live
+    /// sessions or folders, and for a domain's `default` project.
+    async fn purge_group(
+        &self,
+        ctx: &Context<'_>,
+        gid: Uuid,
+    ) -> crate::graphql::context::Result<PurgeGroup> {
+        let (state, caller) = authed(ctx)?;
+        let scope = caller.require_admin()?;
+        crate::groups::purge(state, &scope, &caller.email, gid).await?;
+        Ok(PurgeGroup {
+            ok: true,
+            msg: "success".into(),
         })
     }
 }

@@ -1007,3 +1007,116 @@ both_dbs!(
             .await;
     }
 );
+
+// Backend.AI's purge_group (the client's `Group.purge`, Lablup's tester): an administrator of
+// the project's domain purges it with its ended sessions; live sessions or folders refuse it
+// (400, what to do), as does a domain's default project; a user is refused, a domain admin of
+// another domain and an unknown id get NOT_FOUND.
+crate::both_dbs!(projects_are_purged_as_backend_ai_does, |db| async move {
+    require_docker();
+    let app = spawn(db).await;
+    app.create_domain("lab").await;
+    let outsider = app.user("purge-outsider@lab.org", "admin", "lab").await;
+    let lead = app.user("purge-lead@x.org", "admin", "default").await;
+    let member = app.user("purge-member@x.org", "user", "default").await;
+    let made = app
+        .admin_op::<gql::CreateGroup>(gql::create_group::Variables {
+            name: "doomed".into(),
+            props: gql::create_group::GroupInput {
+                domain_name: "default".into(),
+                ..Default::default()
+            },
+        })
+        .await;
+    let gid = made["create_group"]["group"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uuid = app
+        .admin_op::<ops::UserIds>(ops::user_ids::Variables {
+            email: "purge-member@x.org".into(),
+        })
+        .await["user"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.admin_op::<ops::ModifyGroup>(ops::modify_group::Variables {
+        gid: gid.clone(),
+        props: ops::modify_group::ModifyGroupInput {
+            user_update_mode: Some("add".into()),
+            user_uuids: Some(vec![uuid]),
+            ..Default::default()
+        },
+    })
+    .await;
+    let purge = |token: String, gid: String| {
+        let app = &app;
+        async move {
+            app.op::<ops::PurgeGroup>(Some(&token), ops::purge_group::Variables { gid })
+                .await
+        }
+    };
+    // Strangers and users.
+    assert_code(&purge(outsider.clone(), gid.clone()).await, "NOT_FOUND");
+    assert_code(
+        &purge(lead.clone(), uuid::Uuid::new_v4().to_string()).await,
+        "NOT_FOUND",
+    );
+    let refused = purge(member.clone(), gid.clone()).await;
+    assert_code(&refused, "FORBIDDEN");
+    // A live session in the project refuses it; once ended, the purge takes it along.
+    let id = session_ids(
+        &create_session(&app, &member, json!({"image": PYTHON, "group": "doomed"})).await,
+    )[0]
+    .clone();
+    let live = purge(lead.clone(), gid.clone()).await;
+    assert_code(&live, "BAD_REQUEST");
+    assert!(message(&live).contains("1 active sessions"), "{live}");
+    destroy(&app, &member, &id).await;
+    // (The new project has no resource group: its session waits, and is cancelled.)
+    wait_status(&app, &member, &id, &["TERMINATED", "CANCELLED"]).await;
+    // A folder of the project refuses it until the folder is deleted.
+    let (st, folder) = rest(
+        &app,
+        &app.admin_token,
+        reqwest::Method::POST,
+        "/folders",
+        Some(json!({"name": "doomed-data", "group": gid})),
+    )
+    .await;
+    assert_eq!(st, 201, "{folder}");
+    let kept = purge(lead.clone(), gid.clone()).await;
+    assert_code(&kept, "BAD_REQUEST");
+    assert!(message(&kept).contains("1 folders"), "{kept}");
+    for (method, path) in [
+        (reqwest::Method::DELETE, "/folders"),
+        (reqwest::Method::POST, "/folders/purge"),
+    ] {
+        let (st, answer) = rest(
+            &app,
+            &app.admin_token,
+            method,
+            path,
+            Some(json!({"id": folder["id"]})),
+        )
+        .await;
+        assert_eq!(st, 204, "{path}: {answer}");
+    }
+    let ended = "{ compute_session_list(limit: 10, offset: 0, status: \"TERMINATED,CANCELLED\") { items { id } } }";
+    let before = app.ok(Some(&member), ended, json!({})).await;
+    assert!(before.to_string().contains(&id), "{before}");
+    let done = purge(lead.clone(), gid.clone()).await;
+    assert_eq!(done["data"]["purge_group"]["ok"], true, "{done}");
+    let groups = app
+        .ok(Some(&app.admin_token), "{ groups { id } }", json!({}))
+        .await;
+    assert!(!groups.to_string().contains(&gid), "{groups}");
+    // The ended session went with it (its owner no longer lists it).
+    let left = app.ok(Some(&member), ended, json!({})).await;
+    assert!(!left.to_string().contains(&id), "{left}");
+    // The default project stays.
+    let default = group_id(&app, &app.admin_token, "default").await;
+    let kept = purge(app.admin_token.clone(), default).await;
+    assert_code(&kept, "BAD_REQUEST");
+    assert!(message(&kept).contains("default project"), "{kept}");
+});

@@ -824,6 +824,17 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
         ),
         (
             "Mutation",
+            "purge_group",
+            "gid",
+            Tenant(
+                Group,
+                ask!(admin::PurgeGroup, |v| admin::purge_group::Variables {
+                    gid: v
+                }),
+            ),
+        ),
+        (
+            "Mutation",
             "create_resource_preset",
             "name",
             Global(CATALOG),

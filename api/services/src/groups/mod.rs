@@ -363,3 +363,94 @@ pub async fn default_of<C: ConnectionTrait>(db: &C, domain: &str) -> ApiResult<g
         .await?
         .ok_or_else(|| ApiError::not_found("group", "default"))
 }
+
+/// Purges group `gid` (Backend.AI's `purge_group`; in a domain the scope covers, NOT_FOUND
+/// otherwise): the group, its members' and resource groups' associations, its templates and
+/// its ended sessions (with their containers' records), with its audit record by `actor`. A
+/// domain's `default` project stays; a group with live sessions is refused until they end
+/// (as Backend.AI refuses it), and one that still has folders until they are deleted —
+/// Backend.AI deletes their data with the group; bai never deletes folders on the side.
+pub async fn purge(
+    store: &impl Store,
+    scope: &AdminScope,
+    actor: &str,
+    gid: Uuid,
+) -> ApiResult<()> {
+    use entity::enums::SessionStatus;
+    use sea_orm::PaginatorTrait;
+    let g = groups::Entity::find_by_id(gid)
+        .one(store.db())
+        .await?
+        .filter(|g| scope.covers_domain(&g.domain_name))
+        .ok_or_else(|| ApiError::not_found("group", gid))?;
+    if g.name == "default" {
+        return Err(ApiError::bad_request(format!(
+            "The default project of domain '{}' cannot be purged",
+            g.domain_name
+        )));
+    }
+    let live = entity::sessions::Entity::find()
+        .filter(entity::sessions::Column::GroupId.eq(gid))
+        .filter(entity::sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
+        .count(store.db())
+        .await?;
+    if live > 0 {
+        return Err(ApiError::bad_request(format!(
+            "Project '{}' has {live} active sessions: terminate them first to purge it",
+            g.name
+        )));
+    }
+    let folders = entity::vfolders::Entity::find()
+        .filter(entity::vfolders::Column::Group.eq(gid))
+        .count(store.db())
+        .await?;
+    if folders > 0 {
+        return Err(ApiError::bad_request(format!(
+            "Project '{}' still has {folders} folders: delete them first to purge it",
+            g.name
+        )));
+    }
+    let domain = g.domain_name.clone();
+    crate::audit::audited(store, actor, "purge_group", "group", move |txn| {
+        Box::pin(async move {
+            // A session that began since the check makes the purge fail, never orphaned.
+            let live = entity::sessions::Entity::find()
+                .filter(entity::sessions::Column::GroupId.eq(gid))
+                .filter(entity::sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
+                .count(txn)
+                .await?;
+            if live > 0 {
+                return Err(ApiError::conflict(
+                    "A session started in the project meanwhile: try again once it ended",
+                ));
+            }
+            // Ended sessions go with their containers' records and dependencies (cascade).
+            entity::sessions::Entity::delete_many()
+                .filter(entity::sessions::Column::GroupId.eq(gid))
+                .exec(txn)
+                .await?;
+            association_groups_users::Entity::delete_many()
+                .filter(association_groups_users::Column::GroupId.eq(gid))
+                .exec(txn)
+                .await?;
+            entity::sgroups_for_groups::Entity::delete_many()
+                .filter(entity::sgroups_for_groups::Column::Group.eq(gid))
+                .exec(txn)
+                .await?;
+            entity::session_templates::Entity::delete_many()
+                .filter(entity::session_templates::Column::GroupId.eq(gid))
+                .exec(txn)
+                .await?;
+            groups::Entity::delete_by_id(gid).exec(txn).await?;
+            Ok(((), gid.to_string(), json!({})))
+        })
+    })
+    .await?;
+    store.events().changed(
+        ObjectKind::Group,
+        ChangeAction::Deleted,
+        gid.to_string(),
+        Some(domain),
+    );
+    Ok(())
+}

@@ -39,6 +39,7 @@ operation!(
     "graphql/admin/modify_container_registry.graphql"
 );
 operation!(ModifyGroup, "graphql/admin/modify_group.graphql");
+operation!(PurgeGroup, "graphql/admin/purge_group.graphql");
 operation!(ModifyPreset, "graphql/admin/modify_preset.graphql");
 operation!(
     ModifyScalingGroup,
