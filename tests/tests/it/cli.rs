@@ -1749,6 +1749,15 @@ both_dbs!(commit_sessions_to_images, |db| async move {
         .unwrap();
     let reference = named["name"].as_str().unwrap().to_string();
     assert!(reference.contains("/user-"), "{reference}");
+    // The conversion's last message is the new image's id, as Backend.AI's (its clients
+    // untag the image by it).
+    let done = got["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[0] == "bgtask_done")
+        .unwrap();
+    assert_eq!(done[1]["message"], named["id"], "{got}");
     let theirs = app
         .op_ok::<gql::Images>(Some(&stranger), Default::default())
         .await;
@@ -1852,15 +1861,45 @@ both_dbs!(commit_sessions_to_images, |db| async move {
     })
     .await;
     destroy(&app, &user, &third).await;
-    for image in mine {
-        app.op_ok::<gql::ForgetImageById>(
-            Some(&user),
-            gql::forget_image_by_id::Variables {
-                image_id: image["id"].as_str().unwrap().to_string(),
-            },
+    // Backend.AI's untag_image_from_registry (Lablup's tester after a conversion): a stranger
+    // gets NOT_FOUND, a registry's image is not untagged (bai keeps committed images in its
+    // engines), the owner's image leaves the catalog and the engine.
+    let untag = |token: String, id: String| {
+        let app = &app;
+        async move {
+            app.op::<gql::UntagImageFromRegistry>(
+                Some(&token),
+                gql::untag_image_from_registry::Variables { image_id: id },
+            )
+            .await
+        }
+    };
+    let catalog = app
+        .ok(
+            Some(&app.admin_token),
+            "query($r: String!) { image(reference: $r) { id } }",
+            json!({"r": PYTHON}),
         )
-        .await;
+        .await["image"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let registry = untag(app.admin_token.clone(), catalog).await;
+    assert_code(&registry, "BAD_REQUEST");
+    assert!(message(&registry).contains("registry"), "{registry}");
+    for image in mine {
+        let id = image["id"].as_str().unwrap().to_string();
+        assert_code(&untag(stranger.clone(), id.clone()).await, "NOT_FOUND");
+        let untagged = untag(user.clone(), id).await;
+        assert_eq!(
+            untagged["data"]["untag_image_from_registry"]["ok"], true,
+            "{untagged}"
+        );
     }
+    let left = app
+        .op_ok::<gql::CustomizedImages>(Some(&user), Default::default())
+        .await;
+    assert_eq!(left["customized_images"], json!([]), "{left}");
 });
 
 // Both official clients' admin lists, unchanged, with Backend.AI's `--filter` and `--order`:

@@ -501,6 +501,17 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
         ),
         (
             "Mutation",
+            "untag_image_from_registry",
+            "image_id",
+            Tenant(
+                Image,
+                ask!(gql::UntagImageFromRegistry, |v| {
+                    gql::untag_image_from_registry::Variables { image_id: v }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
             "commit_session",
             "session_id",
             Tenant(

@@ -282,6 +282,7 @@ pub async fn start(
         };
         let st = state.clone();
         let session = s.clone();
+        let arch = kernel.architecture.clone();
         let task_id = crate::bgtasks::spawn(
             &state.tasks(),
             "commit_session",
@@ -325,10 +326,17 @@ pub async fn start(
                             format!("the image was made, but recording it failed: {}", e.message)
                         })?;
                     tracing::info!(session = %session.id, image = %image, reference = %spec.reference, "session committed to an image");
-                    Ok(format!(
-                        "committed session '{}' as {}",
-                        session.name, spec.reference
-                    ))
+                    // The task's last message is the new image's id, as Backend.AI's is (its
+                    // clients untag or forget the image by it).
+                    let made = crate::images::resolve(st.db(), &spec.reference, Some(&arch))
+                        .await
+                        .map_err(|e| {
+                            format!(
+                                "the image was made, but the catalog lacks it: {}",
+                                e.message
+                            )
+                        })?;
+                    Ok(made.id.to_string())
                 }
             },
         );

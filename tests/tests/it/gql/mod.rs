@@ -135,6 +135,10 @@ operation!(DestroySessions, "graphql/common/destroy_sessions.graphql");
 operation!(DomainName, "graphql/common/domain_name.graphql");
 operation!(ForgetImageById, "graphql/common/forget_image_by_id.graphql");
 operation!(
+    UntagImageFromRegistry,
+    "graphql/common/untag_image_from_registry.graphql"
+);
+operation!(
     ExecuteInSession,
     "graphql/common/execute_in_session.graphql"
 );
