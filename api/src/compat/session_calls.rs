@@ -121,25 +121,15 @@ pub(super) async fn execute(
             };
             let (chunks, finished, exit_code) =
                 run.poll(&state, std::time::Duration::from_secs(2)).await?;
-            // Consecutive pieces of one stream are one console record, as Backend.AI's agent
-            // merges them.
             let mut console: Vec<(&'static str, String)> = Vec::new();
-            for c in chunks {
-                let stream = match c.stream {
-                    "stdout" => "stdout",
-                    "finished" => continue,
-                    _ => "stderr",
-                };
-                match console.last_mut() {
-                    Some((last, text)) if *last == stream => text.push_str(&c.data),
-                    _ => console.push((stream, c.data)),
-                }
+            for c in chunks.into_iter().filter(|c| c.stream != "finished") {
+                super::stream::add_to_console(&mut console, c.stream, c.data);
             }
             Ok(axum::Json(json!({"result": {
                 "runId": run.id,
                 "status": if finished { "finished" } else { "continued" },
                 "exitCode": if finished { exit_code } else { None },
-                "console": console.into_iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+                "console": super::stream::console_json(console),
                 "options": null,
                 "files": [],
             }}))

@@ -21,8 +21,10 @@ use crate::state::AppState;
 
 /// `GET /stream/session/{id}/execute`: the client sends `{"code","mode","options"}`; the
 /// server answers with `{"status": "continued", "console": [[stream, text]]}` frames while
-/// the program runs and `{"status": "finished", "exitCode": N}` at the end. Text frames
-/// the client sends meanwhile go to the program's standard input.
+/// the program runs and `{"status": "finished", "exitCode": N}` at the end. Output is sent
+/// [`FLUSH`] after it began (as Backend.AI's manager flushes a run's results), so a program
+/// that ends at once answers in one `finished` frame with its console. Text frames the
+/// client sends meanwhile go to the program's standard input.
 pub async fn execute(
     State(state): State<AppState>,
     OwnNamed(session): OwnNamed,
@@ -33,6 +35,32 @@ pub async fn execute(
             tracing::debug!(error = %e, "execute stream ended");
         }
     })
+}
+
+/// How long output gathers before it is sent.
+const FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Adds a piece of output to a console: consecutive pieces of one stream are one record (as
+/// Backend.AI's agent merges them); the client knows `stdout` and `stderr` only, so anything
+/// else (a gap notice) goes to stderr.
+pub(super) fn add_to_console(
+    console: &mut Vec<(&'static str, String)>,
+    stream: &str,
+    data: String,
+) {
+    let stream = if stream == "stdout" {
+        "stdout"
+    } else {
+        "stderr"
+    };
+    match console.last_mut() {
+        Some((last, text)) if *last == stream => text.push_str(&data),
+        _ => console.push((stream, data)),
+    }
+}
+
+pub(super) fn console_json(console: Vec<(&'static str, String)>) -> Vec<Value> {
+    console.into_iter().map(|(k, v)| json!([k, v])).collect()
 }
 
 fn frame(status: &str, console: Vec<Value>, exit_code: Option<i64>) -> Message {
@@ -83,26 +111,40 @@ async fn run_over_ws(
     };
     let mut output = run.follow(&state);
     let stopping = state.shutdown.clone();
+    // Output gathered since the last frame, and when it is due.
+    let mut console: Vec<(&'static str, String)> = Vec::new();
+    let mut due: Option<tokio::time::Instant> = None;
     loop {
+        let flush = async {
+            match due {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = stopping.cancelled() => {
                 // Shutting down: a client already gone needs no goodbye.
                 let _ = tx.send(crate::terminal::going_away()).await;
                 return Ok(());
             }
+            () = flush => {
+                due = None;
+                let sent = console_json(std::mem::take(&mut console));
+                tx.send(frame("continued", sent, None))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
             c = output.next() => {
                 let Some(c) = c else { return Ok(()) };
-                // The client knows stdout and stderr: a gap notice goes to stderr.
-                let stream = if c.stream == "truncated" { "stderr" } else { c.stream };
                 if c.stream == "finished" {
-                    tx.send(frame("finished", vec![], c.exit_code)).await.map_err(|e| e.to_string())?;
+                    let sent = console_json(std::mem::take(&mut console));
+                    tx.send(frame("finished", sent, c.exit_code)).await.map_err(|e| e.to_string())?;
                     // Closing a connection the client already closed is not an error worth reporting.
                     let _ = tx.close().await;
                     return Ok(());
                 }
-                tx.send(frame("continued", vec![json!([stream, c.data])], None))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                add_to_console(&mut console, c.stream, c.data);
+                due.get_or_insert_with(|| tokio::time::Instant::now() + FLUSH);
             }
             msg = rx.next() => match msg {
                 Some(Ok(Message::Text(t))) => {

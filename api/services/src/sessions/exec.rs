@@ -125,6 +125,34 @@ fn option(options: &Value, key: &str) -> Option<String> {
 }
 
 /// The command for `mode` on an image whose runtime is `runtime` (`python`, `cpp`, …).
+/// Python's query mode as Backend.AI's runs it (on a Python kernel): the value of a last
+/// expression is shown (`1 + 1` answers `2`), an exception's traceback goes to stderr with exit
+/// code 1, and `SystemExit` ends the run with its code, its traceback on stderr too. The
+/// user's code is this program's argument, never part of its text; its frames alone are shown.
+const PYTHON_QUERY: &str = r#"import ast, sys, traceback
+def report(e, code):
+    if isinstance(e, SyntaxError):
+        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+    else:
+        sys.stderr.write("".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)
+ns = {"__name__": "__main__", "__builtins__": __builtins__}
+try:
+    tree = ast.parse(sys.argv[1], "<query>", "exec")
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<query>", "exec"), ns)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), "<query>", "eval"), ns)
+        if value is not None:
+            sys.stdout.write(repr(value))
+except SystemExit as e:
+    report(e, 0 if e.code is None else e.code if isinstance(e.code, int) else 1)
+except BaseException as e:
+    report(e, 1)
+"#;
+
 pub fn command(
     runtime: &str,
     runtime_path: &str,
@@ -135,7 +163,12 @@ pub fn command(
     let sh = |script: String| vec!["/bin/bash".to_string(), "-c".to_string(), script];
     match mode {
         "query" => match runtime {
-            "python" => Ok(vec![if runtime_path.is_empty() { "python3".into() } else { runtime_path.to_string() }, "-c".into(), code.to_string()]),
+            "python" => Ok(vec![
+                if runtime_path.is_empty() { "python3".into() } else { runtime_path.to_string() },
+                "-c".into(),
+                PYTHON_QUERY.into(),
+                code.to_string(),
+            ]),
             "cpp" => Ok(vec![
                 "/bin/bash".into(),
                 "-c".into(),
@@ -296,12 +329,57 @@ pub async fn touch(state: &impl Runtime, session: Uuid) {
 mod tests {
     use super::*;
 
+    /// The query runner on this machine's Python: (stdout, stderr, exit code).
+    fn query(code: &str) -> (String, String, i32) {
+        let out = std::process::Command::new("python3")
+            .args(["-c", PYTHON_QUERY, code])
+            .output()
+            .expect("python3 runs");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.status.code().unwrap_or(-1),
+        )
+    }
+
+    #[test]
+    fn python_query_mode_answers_as_a_python_kernel() {
+        assert_eq!(
+            query("print('Hello, world!')"),
+            ("Hello, world!\n".into(), String::new(), 0)
+        );
+        assert_eq!(query("x = 20\nx + 22"), ("42".into(), String::new(), 0));
+        assert_eq!(query("None"), (String::new(), String::new(), 0));
+        let (out, err, code) = query("import sys; print('before'); sys.exit(2)");
+        assert_eq!((out.as_str(), code), ("before\n", 2));
+        assert!(err.contains("SystemExit: 2"), "{err}");
+        let (_, err, code) = query("some wrong command !@#");
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("SyntaxError") && !err.contains("Traceback"),
+            "{err}"
+        );
+        // Only the user's frames: none of the runner's.
+        let (_, err, code) = query("def f():\n    return 1 / 0\nf()");
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("ZeroDivisionError") && err.contains("<query>"),
+            "{err}"
+        );
+        assert!(!err.contains("<string>"), "{err}");
+        let (_, err, code) = query("raise SystemExit('bye')");
+        assert_eq!(code, 1);
+        assert!(err.contains("SystemExit: bye"), "{err}");
+        // The code is an argument: quotes and the runner's own names change nothing.
+        assert_eq!(query("report = 1\nsys = 2\nprint(\"'\\\"\")").0, "'\"\n");
+    }
+
     #[test]
     fn commands_per_runtime() {
         let none = serde_json::json!({});
         assert_eq!(
             command("python", "/usr/bin/python3", "query", "print(1)", &none).unwrap(),
-            ["/usr/bin/python3", "-c", "print(1)"]
+            ["/usr/bin/python3", "-c", PYTHON_QUERY, "print(1)"]
         );
         let cpp = command("cpp", "/usr/bin/g++", "query", "int main(){}", &none).unwrap();
         assert_eq!(
