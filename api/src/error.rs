@@ -28,6 +28,7 @@ impl IntoResponse for Problem {
             "type": format!("https://api.backend.ai/probs/{}", e.code.problem_slug()),
             "title": e.message,
             "code": e.code.as_str(),
+            "error_code": e.backend_ai_error_code(),
         });
         if let Some(id) = request_id() {
             body["request_id"] = serde_json::Value::String(id);

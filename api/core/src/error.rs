@@ -39,6 +39,9 @@ pub struct ApiError {
     pub message: String,
     /// Extra HTTP headers of the REST answer (e.g. `Retry-After` on 429).
     pub headers: Vec<(&'static str, String)>,
+    /// Backend.AI's `error_code` where it names this refusal more precisely than the code's
+    /// default (`ErrorCode::backend_ai_error_code`).
+    pub error_code: Option<&'static str>,
     source: Option<Cause>,
 }
 
@@ -88,8 +91,19 @@ impl ApiError {
             code,
             message: message.into(),
             headers: Vec::new(),
+            error_code: None,
             source: None,
         }
+    }
+    /// Names this refusal as Backend.AI's manager does (`session_create_unavailable`, …).
+    pub fn with_error_code(mut self, code: &'static str) -> Self {
+        self.error_code = Some(code);
+        self
+    }
+    /// Backend.AI's `error_code` of this error.
+    pub fn backend_ai_error_code(&self) -> &'static str {
+        self.error_code
+            .unwrap_or_else(|| self.code.backend_ai_error_code())
     }
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));

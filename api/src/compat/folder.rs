@@ -716,6 +716,9 @@ pub(super) async fn invite(
     )
 }
 
+/// An invitation in both of Backend.AI's shapes: the older clients' (`inviter`, `invitee`,
+/// `perm`, `state`) and today's (`inviter_user_email`, `invitee_user_email`,
+/// `mount_permission`, `status`), which its newer clients and Lablup's tester read.
 fn invitation_json(i: &storage::sharing::Invitation) -> Value {
     json!({
         "id": i.id,
@@ -723,6 +726,11 @@ fn invitation_json(i: &storage::sharing::Invitation) -> Value {
         "invitee": i.invitee,
         "perm": i.permission.as_str(),
         "state": i.state.as_str(),
+        "inviter_user_email": i.inviter,
+        "inviter_username": null,
+        "invitee_user_email": i.invitee,
+        "mount_permission": i.permission.as_str(),
+        "status": i.state.as_str(),
         "created_at": py_time(i.created_at),
         "modified_at": i.modified_at.map(py_time),
         "vfolder_id": i.vfolder_id,

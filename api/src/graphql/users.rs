@@ -365,6 +365,12 @@ pub struct ModifyUser {
     pub user: Option<User>,
 }
 
+#[derive(SimpleObject)]
+pub struct DeleteUser {
+    pub ok: bool,
+    pub msg: String,
+}
+
 #[derive(Default)]
 pub struct UserMutation;
 
@@ -428,6 +434,23 @@ impl UserMutation {
             ok: true,
             msg: "success".into(),
             user: Some(User(updated)),
+        })
+    }
+
+    /// Backend.AI's `delete_user`: the account is marked `deleted`, as [`purge_user`] does
+    /// here (bai keeps a deleted account's history either way). Superadmins only; refused
+    /// while the user has live sessions.
+    async fn delete_user(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+    ) -> crate::graphql::context::Result<DeleteUser> {
+        let (state, caller) = authed(ctx)?;
+        let scope = caller.require_superadmin()?;
+        crate::users::purge_user(state, &scope, caller, &email).await?;
+        Ok(DeleteUser {
+            ok: true,
+            msg: "success".into(),
         })
     }
 

@@ -49,6 +49,27 @@ impl ErrorCode {
         }
     }
 
+    /// Backend.AI's `error_code` for an error of this kind (`<domain>_<operation>_<detail>`, as
+    /// its manager's generic exceptions name them: `InvalidAPIParameters`,
+    /// `AuthorizationFailed`, `GenericForbidden`, `ObjectNotFound`, `RateLimitExceeded`,
+    /// `MethodNotAllowed`, `ServiceUnavailable`, `InternalServerError`); a refusal Backend.AI
+    /// names more precisely carries its own (`ApiError::with_error_code`).
+    pub fn backend_ai_error_code(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest | ErrorCode::PayloadTooLarge => "api_generic_invalid-parameters",
+            ErrorCode::Unauthenticated | ErrorCode::PasswordChangeRequired => {
+                "user_auth_unauthorized"
+            }
+            ErrorCode::Forbidden => "backendai_generic_forbidden",
+            ErrorCode::NotFound => "backendai_read_not-found",
+            ErrorCode::Conflict => "backendai_generic_conflict",
+            ErrorCode::RateLimited => "api_access_unavailable",
+            ErrorCode::MethodNotAllowed => "api_access_forbidden",
+            ErrorCode::Unavailable => "backendai_generic_unavailable",
+            ErrorCode::Internal => "backendai_generic_internal-error",
+        }
+    }
+
     /// Backend.AI's problem type slug (`https://api.backend.ai/probs/<slug>`).
     pub fn problem_slug(self) -> &'static str {
         match self {

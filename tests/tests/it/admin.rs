@@ -1120,3 +1120,44 @@ crate::both_dbs!(projects_are_purged_as_backend_ai_does, |db| async move {
     assert_code(&kept, "BAD_REQUEST");
     assert!(message(&kept).contains("default project"), "{kept}");
 });
+
+// Backend.AI's delete_user (the client's `User.delete`, Lablup's tester's clean-up): a
+// superadmin marks the account deleted (it can no longer log in); itself is refused, a domain
+// admin is FORBIDDEN (strangers: the isolation matrix).
+crate::both_dbs!(users_are_deleted_as_backend_ai_does, |db| async move {
+    let app = spawn(db).await;
+    app.user("leaving@x.org", "user", "default").await;
+    let lead = app.user("delete-lead@x.org", "admin", "default").await;
+    let delete = |token: String, email: &'static str| {
+        let app = &app;
+        async move {
+            app.op::<crate::gql::matrix::DeleteUser>(
+                Some(&token),
+                crate::gql::matrix::delete_user::Variables {
+                    email: email.into(),
+                },
+            )
+            .await
+        }
+    };
+    assert_code(&delete(lead, "leaving@x.org").await, "FORBIDDEN");
+    assert_code(
+        &delete(app.admin_token.clone(), ADMIN_EMAIL).await,
+        "BAD_REQUEST",
+    );
+    let done = delete(app.admin_token.clone(), "leaving@x.org").await;
+    assert_eq!(done["data"]["delete_user"]["ok"], true, "{done}");
+    let status = app
+        .ok(
+            Some(&app.admin_token),
+            "{ user(email: \"leaving@x.org\") { status } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(status["user"]["status"], "deleted", "{status}");
+    let login = crate::auth::login_body(&app, "leaving@x.org", USER_PASSWORD).await;
+    assert!(
+        login["errors"].is_array(),
+        "a deleted account logs in: {login}"
+    );
+});

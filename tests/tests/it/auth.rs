@@ -457,6 +457,8 @@ both_dbs!(hmac_signing, |db| async move {
     assert_eq!(wrong_secret.status(), 401);
     let problem: Value = wrong_secret.json().await.unwrap();
     assert_eq!(problem["type"], "https://api.backend.ai/probs/auth-failed");
+    // Backend.AI's error_code beside the type (its AuthorizationFailed's).
+    assert_eq!(problem["error_code"], "user_auth_unauthorized", "{problem}");
     let stale = s
         .post("/admin/gql", "/admin/gql", &now_iso(-20 * 60), None)
         .await;

@@ -201,6 +201,23 @@ both_dbs!(
         let inv_id = list["invitations"][0]["id"].as_str().unwrap().to_string();
         assert_eq!(list["invitations"][0]["inviter"], "owner@x.org");
         assert_eq!(list["invitations"][0]["perm"], "ro");
+        // Today's shape beside the older one (Backend.AI's newer clients, Lablup's tester).
+        let inv = &list["invitations"][0];
+        assert_eq!(
+            (
+                &inv["status"],
+                &inv["invitee_user_email"],
+                &inv["inviter_user_email"],
+                &inv["mount_permission"]
+            ),
+            (
+                &json!("pending"),
+                &json!("reader@x.org"),
+                &json!("owner@x.org"),
+                &json!("ro")
+            ),
+            "{list}"
+        );
         // Another user cannot accept or decline it.
         for p in ["/folders/invitations/accept", "/folders/invitations/delete"] {
             let (s, a) = rest(

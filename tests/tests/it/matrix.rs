@@ -1286,6 +1286,15 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             ),
         ),
         (
+            "Mutation",
+            "delete_user",
+            "email",
+            Tenant(
+                User,
+                ask!(m::DeleteUser, |v| m::delete_user::Variables { email: v }),
+            ),
+        ),
+        (
             "Query",
             "groups_by_name",
             "name",

@@ -573,10 +573,12 @@ async fn within_policy(
     }
     let max_containers = u32::try_from(policy.max_containers_per_session.max(1)).unwrap_or(1);
     if req.cluster_size > max_containers {
+        // Backend.AI's QuotaExceeded.
         return Err(ApiError::bad_request(format!(
             "Your resource policy '{}' allows at most {max_containers} container(s) per session; {} were asked",
             policy.name, req.cluster_size
-        )));
+        ))
+        .with_error_code("session_create_unavailable"));
     }
     if let Some(max) = policy.max_pending_session_count.filter(|m| *m > 0) {
         let pending = sessions::Entity::find()

@@ -74,6 +74,7 @@ operation!(
 );
 operation!(PurgeDomain, "graphql/matrix/purge_domain.graphql");
 operation!(PurgeUser, "graphql/matrix/purge_user.graphql");
+operation!(DeleteUser, "graphql/matrix/delete_user.graphql");
 operation!(
     AccessibleScalingGroups,
     "graphql/matrix/accessible_scaling_groups.graphql"
