@@ -378,9 +378,7 @@ impl ImageMutation {
         image_id: String,
     ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        let Ok(id) = Uuid::parse_str(image_id.trim()) else {
-            return Err(ApiError::not_found("image", image_id).into());
-        };
+        let id = image_uuid(&image_id)?;
         crate::images::forget_by_id(state, caller, id).await?;
         Ok(ImageResult {
             ok: true,
@@ -399,9 +397,7 @@ impl ImageMutation {
         image_id: String,
     ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        let Ok(id) = Uuid::parse_str(image_id.trim()) else {
-            return Err(ApiError::not_found("image", image_id).into());
-        };
+        let id = image_uuid(&image_id)?;
         let image = crate::images::resolve_for(&state.db, caller, &id.to_string(), None).await?;
         if image.owner_id.is_none() {
             return Err(ApiError::bad_request(format!(
@@ -432,4 +428,9 @@ impl ImageMutation {
             msg: "success".into(),
         })
     }
+}
+
+/// An image id as Backend.AI's clients send it (a UUID as text); anything else is NOT_FOUND.
+fn image_uuid(image_id: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(image_id.trim()).map_err(|_| ApiError::not_found("image", image_id))
 }

@@ -424,17 +424,26 @@ async fn console_apps(c: &Client, id: &str) {
     c.switch_to_window(console).await.unwrap();
 }
 
+/// Opens `path` of the console at `url`, waits until `ready` (as for [`until`]) and keeps a
+/// screenshot named `name`.
+async fn visit(c: &Client, url: &str, path: &str, what: &str, ready: &str, name: &str) {
+    c.goto(&format!("{url}{path}")).await.unwrap();
+    until(c, what, ready).await;
+    shot(c, name).await.unwrap();
+}
+
 /// An administrator's screens that read bai's answers in Backend.AI 21.x's shapes: the image
 /// table, the registries, the resource policies' storage hosts, Configurations, Information.
 async fn console_admin_screens(c: &Client, url: &str) {
-    c.goto(&format!("{url}/environment")).await.unwrap();
-    until(
+    visit(
         c,
+        url,
+        "/environment",
         "the image table",
         "__text('backend-ai-environment-list').includes('Python') && __text('backend-ai-environment-list').includes('0.32GB')",
+        "console21-8-images.png",
     )
     .await;
-    shot(c, "console21-8-images.png").await.unwrap();
     js(
         c,
         "__deep('mwc-tab[title=\"registry-lists\"]')[0].click();",
@@ -472,22 +481,24 @@ async fn console_admin_screens(c: &Client, url: &str) {
     )
     .await;
     shot(c, "console21-10-policies.png").await.unwrap();
-    c.goto(&format!("{url}/settings")).await.unwrap();
-    until(
+    visit(
         c,
+        url,
+        "/settings",
         "Configurations with bai's values",
         "__deep('backend-ai-settings-view').some(v => v.options && v.options.image_pulling_behavior === 'tag' && v.options.scheduler === 'fifo')",
+        "console21-11-configurations.png",
     )
     .await;
-    shot(c, "console21-11-configurations.png").await.unwrap();
-    c.goto(&format!("{url}/information")).await.unwrap();
-    until(
+    visit(
         c,
+        url,
+        "/information",
         "Information with the licence",
         "__deep('backend-ai-information-view').some(v => v.manager_version && String(v.license_licensee).startsWith('bai, open source'))",
+        "console21-12-information.png",
     )
     .await;
-    shot(c, "console21-12-information.png").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -682,14 +693,15 @@ async fn console_21_through_lablups_console_server() {
     )
     .await;
     assert_eq!(st, 201, "{made}");
-    c.goto(&format!("{url}/data")).await.unwrap();
-    until(
+    visit(
         c,
+        &url,
+        "/data",
         "Data & Storage",
         "__text('backend-ai-data-view').includes('console-data')",
+        "console21-5-data.png",
     )
     .await;
-    shot(c, "console21-5-data.png").await.unwrap();
     // Upload in the explorer: the console's own upload (tus, from its origin) lands the file.
     js(
         c,
@@ -755,44 +767,47 @@ async fn console_21_through_lablups_console_server() {
         },
     )
     .await;
-    c.goto(&format!("{url}/statistics")).await.unwrap();
     let usage =
         "__deep('backend-ai-usage-list').filter(e => e.collection && e.collection['1D'])[0]";
-    until(
+    visit(
         c,
+        &url,
+        "/statistics",
         "the Statistics chart",
         &format!(
             "{usage} && {usage}.collection['1D'].num_sessions.data[0].length === 96 && {usage}.collection['1D'].num_sessions.data[0][95].y > 0 && __deep('backend-ai-chart').length > 0"
         ),
+        "console21-5c-statistics.png",
     )
     .await;
-    shot(c, "console21-5c-statistics.png").await.unwrap();
 
     // An admin: the user list and the agent list.
     c.delete_all_cookies().await.unwrap();
     console_login(c, &url, ADMIN_EMAIL, ADMIN_PASSWORD).await;
-    c.goto(&format!("{url}/credential")).await.unwrap();
-    until(
+    visit(
         c,
+        &url,
+        "/credential",
         "the user list",
         "__text('backend-ai-credential-view').includes('console21@x.org')",
+        "console21-6-users.png",
     )
     .await;
-    shot(c, "console21-6-users.png").await.unwrap();
     let agent = app
         .admin_op::<crate::gql::sessions::Agents>(Default::default())
         .await["agents"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
-    c.goto(&format!("{url}/agent")).await.unwrap();
-    until(
+    visit(
         c,
+        &url,
+        "/agent",
         "the agent list",
         &format!("__text('backend-ai-agent-view').includes({})", json!(agent)),
+        "console21-7-agents.png",
     )
     .await;
-    shot(c, "console21-7-agents.png").await.unwrap();
     // A registry of the site's (its password never shown; enabled: the domain may use any),
     // for the Registries tab.
     app.admin_op::<crate::gql::admin::CreateContainerRegistry>(
