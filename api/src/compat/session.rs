@@ -7,7 +7,7 @@ use axum::extract::{Multipart, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use entity::enums::SessionStatus;
+use entity::enums::{SessionStatus, SessionType};
 use entity::sessions;
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -108,6 +108,11 @@ fn image_of(s: &sessions::Model) -> String {
         .to_string()
 }
 
+/// How long a batch session's creation waits after it runs for the job's end: Backend.AI's
+/// manager reads the kernel's status 0.5 s after RUNNING; bai waits up to 2 s, so that a job
+/// that ends at once answers its end on a busy host too (a longer job answers RUNNING).
+const BATCH_SETTLE: Duration = Duration::from_secs(2);
+
 /// `POST /session`: creates a session (Backend.AI's body, camelCase and its aliases) and,
 /// unless `enqueueOnly`, waits until it runs, ends, or `maxWaitSeconds` pass (`TIMEOUT`).
 pub(super) async fn create(
@@ -202,8 +207,19 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
     // end is `session_success` / `session_failure` on the event stream, with the exit code;
     // the official CLI takes TERMINATED here for a broken image), or has already ended.
     loop {
-        let now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+        let mut now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
         if now.status == SessionStatus::Running || now.status.is_over() {
+            // Backend.AI's manager answers the main kernel's status half a second after it
+            // ran: a batch job that ends at once answers its end (TERMINATING or TERMINATED),
+            // as Lablup's tester expects. Only batch sessions wait (an interactive one keeps
+            // running), and only until their status changes (`BATCH_SETTLE` at most).
+            let settle = tokio::time::Instant::now() + BATCH_SETTLE;
+            while now.status == SessionStatus::Running && now.session_type == SessionType::Batch {
+                let Ok(Some(_)) = tokio::time::timeout_at(settle, mine.next()).await else {
+                    break;
+                };
+                now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+            }
             return Ok((
                 StatusCode::CREATED,
                 Json(created_body(state, &now, true).await),

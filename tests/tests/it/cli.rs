@@ -914,10 +914,11 @@ both_dbs!(batch_sessions_through_the_sdk, |db| async move {
     let user = app.user("batches@x.org", "user", "default").await;
     let cli = Cli::for_user26(&app, &user).await;
     let got = cli.sdk_script("batches.py", BATCHES, &[PYTHON]).await;
-    // Answered once running, as Backend.AI's manager answers (a short job may have ended).
-    for name in ["batch-ok", "batch-fails", "batch-long"] {
+    // Answered once running, as Backend.AI's manager answers, with a job that ends at once
+    // answering its end (its status read after it ran: Lablup's tester expects it).
+    for name in ["batch-ok", "batch-fails"] {
         let status = got[name]["status"].as_str().unwrap();
-        assert!(["RUNNING", "TERMINATED"].contains(&status), "{got}");
+        assert!(["TERMINATING", "TERMINATED"].contains(&status), "{got}");
     }
     assert_eq!(got["batch-long"]["status"], "RUNNING", "{got}");
     let state = |name: &str| {
