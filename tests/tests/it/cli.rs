@@ -932,7 +932,9 @@ both_dbs!(batch_sessions_through_the_sdk, |db| async move {
     assert_eq!(fails["result"], "failure", "{fails}");
     assert_eq!(fails["containers"][0]["exit_code"], 4, "{fails}");
     let long = state("batch-long").await;
-    assert_eq!(long["status_info"], "batch-timeout", "{long}");
+    // Past its batch_timeout: failed, for Backend.AI's reason (`task-timeout`).
+    assert_eq!(long["status_info"], "task-timeout", "{long}");
+    assert_eq!(long["result"], "failure", "{long}");
     let cluster = got["cluster"].as_str().unwrap();
     assert!(cluster.contains("at most 1 container"), "{cluster}");
     // The official CLI's batch create reads the answer as a session that started.

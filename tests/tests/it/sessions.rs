@@ -1916,3 +1916,49 @@ both_dbs!(refusals_carry_backend_ais_error_codes, |db| async move {
         );
     }
 });
+
+// A batch job past its batch_timeout fails as Backend.AI's does: `session_failure` on the
+// event stream with the reason `task-timeout` (Lablup's tester waits for it), then its end.
+both_dbs!(
+    a_batch_job_past_its_timeout_fails_with_task_timeout,
+    |db| async move {
+        use futures_util::StreamExt as _;
+        require_docker();
+        let app = spawn(db).await;
+        let user = app.user("timeout@x.org", "user", "default").await;
+        let sse = app.session_events(&user).await;
+        let (st, made) = rest(
+            &app,
+            &user,
+            reqwest::Method::POST,
+            "/session",
+            Some(json!({"image": PYTHON, "name": "past-due", "type": "batch",
+                    "startupCommand": "sleep 60", "batch_timeout": 2, "enqueueOnly": true})),
+        )
+        .await;
+        assert_eq!(st, 201, "{made}");
+        let mut body = sse.bytes_stream();
+        let mut text = String::new();
+        let _ = tokio::time::timeout(WAIT, async {
+            while let Some(Ok(chunk)) = body.next().await {
+                text.push_str(&String::from_utf8_lossy(&chunk));
+                if text.contains("event: session_terminated") {
+                    break;
+                }
+            }
+        })
+        .await;
+        let failure = text
+            .split("\n\n")
+            .find(|e| e.contains("event: session_failure"))
+            .unwrap_or_else(|| panic!("no session_failure: {text}"));
+        assert!(failure.contains("\"reason\":\"task-timeout\""), "{failure}");
+        let id = made["sessionId"].as_str().unwrap().to_string();
+        let ended = wait_status(&app, &user, &id, &["TERMINATED"]).await;
+        assert_eq!(
+            (&ended["status_info"], &ended["result"]),
+            (&json!("task-timeout"), &json!("failure")),
+            "{ended}"
+        );
+    }
+);

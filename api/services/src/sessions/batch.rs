@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::kernels::{kernels_of, remove_others};
-use super::lifecycle::terminate;
+use super::lifecycle::terminate_with;
 use super::status::{Change, apply};
 use crate::store::Runtime;
 
@@ -33,7 +33,9 @@ pub async fn watch_batch(
         };
         let Ok(waited) = waited else {
             tracing::info!(session = %id, "the batch job ran past its batch_timeout; ending it");
-            if let Err(e) = terminate(&state, id, "batch-timeout").await
+            // Backend.AI's reason for it (`KernelLifecycleEventReason.TASK_TIMEOUT`).
+            if let Err(e) =
+                terminate_with(&state, id, "task-timeout", Some(SessionResult::Failure)).await
                 && e.code != crate::error::ErrorCode::BadRequest
             {
                 tracing::warn!(session = %id, error = %e.message, cause = %e.chain(), "ending a batch job past its batch_timeout failed");

@@ -17,6 +17,17 @@ use crate::store::Runtime;
 /// Terminates a session: a pending one is CANCELLED; a running one goes TERMINATING, its
 /// container is stopped and removed (output kept), then TERMINATED.
 pub async fn terminate(state: &impl Runtime, id: Uuid, reason: &str) -> ApiResult<sessions::Model> {
+    terminate_with(state, id, reason, None).await
+}
+
+/// [`terminate`], recording a batch job's `result` as it ends (a job past its
+/// `batch_timeout` fails: `session_failure` with the reason, as Backend.AI's `task-timeout`).
+pub async fn terminate_with(
+    state: &impl Runtime,
+    id: Uuid,
+    reason: &str,
+    result: Option<entity::enums::SessionResult>,
+) -> ApiResult<sessions::Model> {
     let lock = state.session_locks().get(id).await;
     // A launch waiting for a bootstrap script lets go at once.
     let _asked = state.session_locks().ask_to_end(id);
@@ -90,6 +101,7 @@ pub async fn terminate(state: &impl Runtime, id: Uuid, reason: &str) -> ApiResul
                 Change {
                     info,
                     log,
+                    result,
                     ..Default::default()
                 },
             )
