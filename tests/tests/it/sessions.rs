@@ -1922,7 +1922,6 @@ both_dbs!(refusals_carry_backend_ais_error_codes, |db| async move {
 both_dbs!(
     a_batch_job_past_its_timeout_fails_with_task_timeout,
     |db| async move {
-        use futures_util::StreamExt as _;
         require_docker();
         let app = spawn(db).await;
         let user = app.user("timeout@x.org", "user", "default").await;
