@@ -4,7 +4,6 @@ use chrono::{DateTime, Utc};
 use entity::groups;
 use uuid::Uuid;
 
-use crate::error::ApiError;
 use crate::graphql::{context::authed, context::state, scalars::JsonString};
 
 pub struct Group(pub groups::Model);
@@ -65,19 +64,25 @@ pub struct GroupQuery;
 
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl GroupQuery {
-    /// A group by id (in `domain_name`, when given) that the caller may see.
+    /// A group by id (in `domain_name`, when given) that the caller may see; null for any other.
     async fn group(
         &self,
         ctx: &Context<'_>,
         id: Uuid,
         domain_name: Option<String>,
-    ) -> crate::graphql::context::Result<Group> {
+    ) -> crate::graphql::context::Result<Option<Group>> {
         let (state, caller) = authed(ctx)?;
-        let g = crate::groups::find_visible(&state.db, caller, id).await?;
+        // No such group, or one the caller may not see: null, as Backend.AI answers an unknown
+        // id (its clients check `Group.detail` for None, e.g. after a purge).
+        let g = match crate::groups::find_visible(&state.db, caller, id).await {
+            Ok(g) => g,
+            Err(e) if e.code == crate::error::ErrorCode::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         if domain_name.is_some_and(|d| d != g.domain_name) {
-            return Err(ApiError::not_found("group", id.to_string()).into());
+            return Ok(None);
         }
-        Ok(Group(g))
+        Ok(Some(Group(g)))
     }
 
     /// Admins: the groups of their scope. Users: the groups they belong to.

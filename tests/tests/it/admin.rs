@@ -1111,6 +1111,15 @@ crate::both_dbs!(projects_are_purged_as_backend_ai_does, |db| async move {
         .ok(Some(&app.admin_token), "{ groups { id } }", json!({}))
         .await;
     assert!(!groups.to_string().contains(&gid), "{groups}");
+    // As Backend.AI answers an unknown group (its clients check for None after a purge).
+    let gone = app
+        .ok(
+            Some(&app.admin_token),
+            "query($id: UUID!) { group(id: $id) { id } }",
+            json!({"id": gid}),
+        )
+        .await;
+    assert_eq!(gone["group"], serde_json::Value::Null, "{gone}");
     // The ended session went with it (its owner no longer lists it).
     let left = app.ok(Some(&member), ended, json!({})).await;
     assert!(!left.to_string().contains(&id), "{left}");
