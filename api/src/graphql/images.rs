@@ -387,26 +387,14 @@ impl ImageMutation {
     }
 
     /// Backend.AI's `untag_image_from_registry` (the client's, after converting a session to
-    /// an image): bai keeps committed sessions' images in its engines, not in a registry, so
-    /// untagging one removes its tag there and forgets it, as `forget_image_by_id` (the
-    /// caller's own; a superadmin's for anyone's; another's is NOT_FOUND). Images of a
-    /// registry are not untagged there (bai speaks no registry's management API).
+    /// an image): see `images::untag`.
     async fn untag_image_from_registry(
         &self,
         ctx: &Context<'_>,
         image_id: String,
     ) -> crate::graphql::context::Result<ImageResult> {
         let (state, caller) = authed(ctx)?;
-        let id = image_uuid(&image_id)?;
-        let image = crate::images::resolve_for(&state.db, caller, &id.to_string(), None).await?;
-        if image.owner_id.is_none() {
-            return Err(ApiError::bad_request(format!(
-                "'{}' is a registry's image: bai untags only committed sessions' images (kept in its engines); remove the tag in the registry itself",
-                image.name
-            ))
-            .into());
-        }
-        crate::images::forget_by_id(state, caller, id).await?;
+        crate::images::untag(state, caller, image_uuid(&image_id)?).await?;
         Ok(ImageResult {
             ok: true,
             msg: "success".into(),

@@ -384,6 +384,30 @@ pub async fn forget_by_id(state: &impl Engines, caller: &Caller, id: Uuid) -> Ap
         let scope = caller.require_superadmin()?;
         return forget(state, &scope, &id.to_string(), None).await;
     };
+    remove_committed(state, caller, image).await
+}
+
+/// Backend.AI's `untag_image_from_registry`: bai keeps committed sessions' images in its
+/// engines, not in a registry, so untagging one (the caller's; a superadmin's for anyone's;
+/// another's is NOT_FOUND) removes it there and from the catalog; a registry's image is
+/// refused (bai speaks no registry's management API).
+pub async fn untag(state: &impl Engines, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let image = resolve_for(state.db(), caller, &id.to_string(), None).await?;
+    if image.owner_id.is_none() {
+        return Err(ApiError::bad_request(format!(
+            "'{}' is a registry's image: bai untags only committed sessions' images (kept in its engines); remove the tag in the registry itself",
+            image.name
+        )));
+    }
+    remove_committed(state, caller, image).await
+}
+
+/// Removes a committed session's image from the engines that hold it and from the catalog.
+async fn remove_committed(
+    state: &impl Engines,
+    caller: &Caller,
+    image: images::Model,
+) -> ApiResult<()> {
     let reference = docker_reference(&image);
     for agent_id in image.installed_agents.0.iter() {
         let Some(agent) = state.agents().get(agent_id).await else {
