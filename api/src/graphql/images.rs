@@ -387,7 +387,10 @@ impl ImageMutation {
     }
 
     /// Backend.AI's `untag_image_from_registry` (the client's, after converting a session to
-    /// an image): see `images::untag`.
+    /// an image): bai keeps committed sessions' images in its engines, not in a registry, so
+    /// untagging one removes its tag there and forgets it, as `forget_image_by_id` (the
+    /// caller's own; a superadmin's for anyone's; another's is NOT_FOUND). Images of a
+    /// registry are not untagged there (bai speaks no registry's management API).
     async fn untag_image_from_registry(
         &self,
         ctx: &Context<'_>,
