@@ -54,3 +54,6 @@ export BAI_TEST_CONTAINER_IMAGE=bai-test:ci
 cargo test --workspace --exclude web --exclude web-bindgen
 # Lablup's CLI test suite, alone on the machine: it allows each CLI command 5 seconds.
 cargo test -p tests --test it -- --ignored --exact lablup::lablup_cli_integration_suite_passes
+# Lablup's end-to-end tester (82 specs, the two hosts above), alone on the machine too: its
+# specs need the machine's CPUs and several time out on their own clocks.
+cargo test -p tests --test it -- --ignored --exact lablup::lablup_tester_specs_pass --nocapture

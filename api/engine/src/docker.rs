@@ -150,6 +150,8 @@ pub struct DockerSettings {
     pub reserved_mem: String,
     /// CPU cores kept for the host.
     pub reserved_cpu: u32,
+    /// Cores offered per core left after `reserved_cpu` (1: none overcommitted).
+    pub cpu_overcommit: u32,
     /// Sessions join the isolated session network (fail closed when it cannot be set up).
     pub network_isolation: bool,
     /// fGPU shares one GPU is split into.
@@ -184,6 +186,8 @@ pub struct DockerEngine {
     pub log_max_size: String,
     /// Writable-layer size limit (`storage_opt size`), where the storage driver has one.
     pub disk_size: Option<String>,
+    /// The host's cores (one container's most, whatever the agent offers in all).
+    host_cpus: Decimal,
     /// MPS for fractional GPUs: the daemon's directory and the shares one GPU is split into.
     mps: Option<(std::path::PathBuf, u32)>,
     /// The last NVML reading and when it was taken: a bounded per-process cache (one entry;
@@ -358,7 +362,8 @@ impl DockerEngine {
         let reserved_mem = parse_binary_size(&config.reserved_mem)
             .with_context(|| format!("invalid BAI_AGENT_RESERVED_MEM '{}'", config.reserved_mem))?;
         let ncpu = Decimal::from(info.ncpu.unwrap_or(1));
-        let cpu = (ncpu - Decimal::from(config.reserved_cpu)).max(Decimal::ONE);
+        let cpu = (ncpu - Decimal::from(config.reserved_cpu)).max(Decimal::ONE)
+            * Decimal::from(config.cpu_overcommit.max(1));
         let mem = (Decimal::from(info.mem_total.unwrap_or(0)) - reserved_mem).max(Decimal::ZERO);
         // Sessions are isolated on a network of this installation; an engine where that
         // cannot be set up runs no sessions (fail closed). A remote engine's host is checked
@@ -439,6 +444,7 @@ impl DockerEngine {
             usage: parking_lot::Mutex::default(),
             log_max_size: config.log_max_size.clone(),
             disk_size: config.disk_size.clone(),
+            host_cpus: ncpu,
             mps: mps.map(|dir| (dir, config.cuda_shares_per_gpu)),
         })
     }
@@ -729,6 +735,7 @@ impl crate::Engine for DockerEngine {
                 network: self.network.as_deref(),
                 log_max_size: &self.log_max_size,
                 disk_size: self.disk_size.as_deref(),
+                host_cpus: self.host_cpus,
             },
             mps.as_ref(),
         );

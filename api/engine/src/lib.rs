@@ -188,19 +188,33 @@ pub struct ClusterNet {
 /// The file a container's start wrapper creates once the bootstrap script has ended.
 pub const BOOTSTRAP_DONE: &str = "/tmp/.bai-bootstrapped";
 
+/// What an interactive kernel's container does once it is set up: says so in its log (the
+/// kernel's log is never empty, as a Backend.AI kernel runner's is not), then idles as PID 1.
+/// `$3`: the kernel's id.
+const IDLE: &str = "echo \"bai: kernel $3 ready, $(id -un) on $(hostname)\"; exec sleep infinity";
+
 /// The container's command: the bootstrap script first (when there is one), then the batch
 /// command or, for an interactive session, an idle process. Script and command travel as
 /// arguments, never spliced into the wrapper's text.
 pub fn container_command(spec: &KernelSpec) -> Vec<String> {
+    let kernel = spec.kernel_id.to_string();
     match (&spec.bootstrap, &spec.command) {
         (None, Some(c)) => vec!["/bin/bash".into(), "-c".into(), c.clone()],
-        (None, None) => vec!["sleep".into(), "infinity".into()],
+        (None, None) => vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            IDLE.into(),
+            "bai-start".into(),
+            String::new(),
+            String::new(),
+            kernel,
+        ],
         (Some(script), command) => {
             let wrapper = format!(
                 "/bin/sh -c \"$1\" bootstrap; rc=$?; \
                  [ \"$rc\" -eq 0 ] || echo \"bootstrap script exited with $rc\" >&2; \
                  : > {BOOTSTRAP_DONE}; \
-                 if [ -n \"$2\" ]; then exec /bin/bash -c \"$2\"; else exec sleep infinity; fi"
+                 if [ -n \"$2\" ]; then exec /bin/bash -c \"$2\"; else {IDLE}; fi"
             );
             vec![
                 "/bin/sh".into(),
@@ -209,6 +223,7 @@ pub fn container_command(spec: &KernelSpec) -> Vec<String> {
                 "bai-start".into(),
                 script.clone(),
                 command.clone().unwrap_or_default(),
+                kernel,
             ]
         }
     }
@@ -477,7 +492,31 @@ mod tests {
 
     #[test]
     fn bootstrap_runs_first_and_its_text_stays_an_argument() {
-        assert_eq!(container_command(&spec(None, None)), ["sleep", "infinity"]);
+        let idle = container_command(&spec(None, None));
+        assert_eq!(idle[..2], ["/bin/sh", "-c"]);
+        assert_eq!(
+            idle.last().map(String::as_str),
+            Some(Uuid::nil().to_string().as_str())
+        );
+        // An idle kernel says it is ready in its log, then idles.
+        let mut child = std::process::Command::new(&idle[0])
+            .args(&idle[1..])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut first,
+        )
+        .unwrap();
+        assert!(
+            first.starts_with(&format!("bai: kernel {} ready, ", Uuid::nil())),
+            "{first}"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the kernel idles");
+        child.kill().unwrap();
+        child.wait().unwrap();
         assert_eq!(
             container_command(&spec(Some("echo hi"), None)),
             ["/bin/bash", "-c", "echo hi"]

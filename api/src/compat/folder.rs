@@ -94,6 +94,16 @@ async fn folder(
     Ok((caller, f, access))
 }
 
+/// The `permission` Backend.AI answers of a folder: the caller's own (a share's, a member's
+/// override) where it has one, else the folder's (its owner and a project's administrators
+/// see the folder's permission; `is_owner` says they own it). Lablup's tester checks both.
+fn shown_permission(f: &vfolders::Model, access: Access) -> VFolderPermission {
+    match access {
+        Access::Owner => f.permission,
+        other => other.as_permission(),
+    }
+}
+
 /// A folder as Backend.AI's list and create answers give it.
 async fn item(state: &AppState, f: &vfolders::Model, access: Access) -> ApiResult<Value> {
     let user_email = storage::owner_email(&state.read, f).await?;
@@ -107,7 +117,7 @@ async fn item(state: &AppState, f: &vfolders::Model, access: Access) -> ApiResul
         "usage_mode": f.usage_mode.as_str(),
         "created_at": py_time(f.created_at),
         "is_owner": is_owner(access),
-        "permission": access.as_permission().as_str(),
+        "permission": shown_permission(f, access).as_str(),
         "user": f.user,
         "group": f.group,
         "creator": f.creator,
@@ -307,7 +317,7 @@ pub(super) async fn info(
                 "group": f.group,
                 "type": f.ownership_type.as_str(),
                 "is_owner": is_owner(access),
-                "permission": access.as_permission().as_str(),
+                "permission": shown_permission(&f, access).as_str(),
                 "usage_mode": f.usage_mode.as_str(),
                 "cloneable": f.cloneable,
                 "max_size": f.max_size,

@@ -272,11 +272,6 @@ both_dbs!(
             ),
             (Method::POST, "mkdir", json!({"path": "x"})),
             (Method::POST, "rename", json!({"new_name": "x"})),
-            (
-                Method::POST,
-                "invite",
-                json!({"user_ids": ["stranger@x.org"]}),
-            ),
         ] {
             let (s, a) = rest(
                 &app,
@@ -288,6 +283,17 @@ both_dbs!(
             .await;
             assert_eq!(s, 403, "{p}: {a}");
         }
+        // Invitations are looked up among the caller's own user folders, as Backend.AI's
+        // (its tester expects 404 when an invitee invites to a folder shared with them).
+        let (s, a) = rest(
+            &app,
+            &reader,
+            Method::POST,
+            &format!("/folders/{hex}/invite"),
+            Some(json!({"user_ids": ["stranger@x.org"]})),
+        )
+        .await;
+        assert_eq!(s, 404, "invite: {a}");
         let gql = app
             .gql(
                 Some(&reader),

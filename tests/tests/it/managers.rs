@@ -292,22 +292,6 @@ impl Drop for Manager {
     }
 }
 
-fn bai_binary() -> std::path::PathBuf {
-    // target/<profile>/deps/it-… → target/<profile>/bai
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("bai"))
-        .unwrap();
-    assert!(
-        bin.exists(),
-        "{} is missing: build it first (`cargo build -p bai`; scripts/test.sh does)",
-        bin.display()
-    );
-    bin
-}
-
 async fn start_manager(database_url: &str, data_dir: &std::path::Path) -> Manager {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -780,6 +780,23 @@ pub async fn external_app(base: String, dir: PathBuf) -> TestApp {
     app
 }
 
+/// The `bai` binary of this build (the tests that run `bai serve` as a process).
+pub fn bai_binary() -> std::path::PathBuf {
+    // target/<profile>/deps/it-… → target/<profile>/bai
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("bai"))
+        .unwrap();
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build -p bai`; scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
 /// Docker must be there: scripts/test.sh builds the images; without the engine these tests
 /// fail (they never skip).
 pub fn require_docker() {

@@ -47,6 +47,9 @@ pub(super) struct Settings<'a> {
     pub log_max_size: &'a str,
     /// Writable-layer size limit (`storage_opt size`).
     pub disk_size: Option<&'a str>,
+    /// The host's cores: no container is limited to more (an overcommitted agent offers
+    /// more in all, never more to one container).
+    pub host_cpus: Decimal,
 }
 
 /// A kernel's container as the engine is asked for it, in the order it is made: the scratch
@@ -163,7 +166,7 @@ fn host_config(
             ..Default::default()
         }]
     });
-    let nano_cpus = (spec.cpu * Decimal::from(1_000_000_000u64))
+    let nano_cpus = (spec.cpu.min(settings.host_cpus) * Decimal::from(1_000_000_000u64))
         .trunc()
         .to_i64()
         .unwrap_or(1_000_000_000);
@@ -379,6 +382,7 @@ mod tests {
         network: Some("bai-sessions"),
         log_max_size: "10m",
         disk_size: Some("20G"),
+        host_cpus: Decimal::from_parts(16, 0, 0, false, 0),
     };
 
     fn strings(items: &[&str]) -> Vec<String> {
@@ -481,7 +485,7 @@ mod tests {
         assert_eq!(body.user.as_deref(), Some("work"));
         assert_eq!(body.working_dir.as_deref(), Some("/home/work"));
         assert_eq!(body.env, Some(strings(&["LANG=C.UTF-8"])));
-        assert_eq!(body.cmd, Some(strings(&["sleep", "infinity"])));
+        assert_eq!(body.cmd, Some(crate::container_command(&spec)));
         assert_eq!(body.entrypoint, None);
         // Exposed on the session network, never published on the host.
         assert_eq!(body.exposed_ports, Some(strings(&["8888/tcp", "2200/tcp"])));
@@ -545,7 +549,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cpu_limit_is_truncated_to_nanocpus_and_an_unrepresentable_one_is_one_core() {
+    fn the_cpu_limit_is_truncated_to_nanocpus_and_never_above_the_hosts_cores() {
         let nano = |cpu: Decimal| {
             let spec = KernelSpec { cpu, ..spec() };
             kernel_container(&spec, &SETTINGS, None)
@@ -556,7 +560,10 @@ mod tests {
         };
         assert_eq!(nano(Decimal::new(3_333_333_333, 10)), Some(333_333_333));
         assert_eq!(nano(Decimal::new(2, 0)), Some(2_000_000_000));
-        assert_eq!(nano(Decimal::from(10_000_000_000u64)), Some(1_000_000_000));
+        // An overcommitted agent offers more cores in all, never more to one container
+        // (the engine refuses a limit above the host's cores).
+        assert_eq!(nano(Decimal::new(24, 0)), Some(16_000_000_000));
+        assert_eq!(nano(Decimal::from(10_000_000_000u64)), Some(16_000_000_000));
     }
 
     #[test]

@@ -27,6 +27,7 @@ fn docker_settings(config: &crate::config::Config) -> DockerSettings {
     DockerSettings {
         reserved_mem: config.agent_reserved_mem.clone(),
         reserved_cpu: config.agent_reserved_cpu,
+        cpu_overcommit: config.agent_cpu_overcommit,
         network_isolation: config.network_isolation,
         cuda_shares_per_gpu: config.cuda_shares_per_gpu,
         mps_dir: (!config.gpu_mps_dir.is_empty())

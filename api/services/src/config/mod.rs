@@ -341,6 +341,12 @@ settings! {
     agent_scaling_group: String = "default".to_string(), env = "BAI_AGENT_SCALING_GROUP";
     /// CPU cores kept back from sessions on each agent.
     agent_reserved_cpu: u32 = 0, env = "BAI_AGENT_RESERVED_CPU";
+    /// CPU cores each agent offers per core it has (after `agent_reserved_cpu`), 1 to 8:
+    /// 1 offers what the host has; 2 lets sessions of twice as many cores share them
+    /// (overcommit: they then compete for CPU time; one container is never given more than
+    /// the host's cores). For small test hosts and light interactive use, never for a site
+    /// that promises its users their cores.
+    agent_cpu_overcommit: u32 = 1, env = "BAI_AGENT_CPU_OVERCOMMIT";
     /// Memory kept back from sessions on each agent (e.g. `1g`).
     agent_reserved_mem: String = "1g".to_string(), env = "BAI_AGENT_RESERVED_MEM";
     /// `cuda.shares` offered per physical GPU (fractional GPU).
@@ -455,6 +461,11 @@ impl Config {
     pub fn all_engines(&self) -> anyhow::Result<Vec<PlannedEngine>> {
         // What sessions must never reach: every remote host's engine and session network
         // (each host's own excepted).
+        anyhow::ensure!(
+            (1..=8).contains(&self.agent_cpu_overcommit),
+            "agent_cpu_overcommit = {}: cores offered per core the host has, 1 (none) to 8",
+            self.agent_cpu_overcommit
+        );
         let mut remote_targets: Vec<(usize, String)> = Vec::new();
         for (i, c) in self.engines.iter().enumerate() {
             c.endpoint()?;
@@ -683,6 +694,23 @@ mod tests {
         assert!(format!("{:#}", bad.unwrap_err()).contains("BAI_LISTEN"));
         std::fs::write(&file, "no_such_setting = 1\n").unwrap();
         assert!(Config::load_with(Some(&file), &|_| None).is_err());
+    }
+
+    #[test]
+    fn cpu_overcommit_is_one_to_eight_cores_per_core() {
+        let with = |n: &str| {
+            let n = n.to_string();
+            Config::load_with(None, &|k| {
+                (k == "BAI_AGENT_CPU_OVERCOMMIT").then(|| n.clone())
+            })
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+        };
+        assert!(with("1").is_ok());
+        assert!(with("8").is_ok());
+        let none = with("0").unwrap_err();
+        assert!(none.contains("agent_cpu_overcommit = 0"), "{none}");
+        assert!(with("9").is_err());
     }
 
     #[test]

@@ -66,6 +66,26 @@ pub async fn watch_batch(
     if s.status != SessionStatus::Running {
         return; // terminated by someone else, who cleaned up
     }
+    let info = if code.is_some() {
+        "task-finished"
+    } else {
+        "container-lost"
+    };
+    // The job has ended: TERMINATING at once, as Backend.AI's manager marks it, while the
+    // containers go (a multi-node cluster's, on other hosts, take seconds).
+    if let Err(e) = apply(
+        &state,
+        id,
+        SessionStatus::Terminating,
+        Change {
+            info: Some(info.into()),
+            ..Default::default()
+        },
+    )
+    .await
+    {
+        tracing::warn!(session = %id, error = %e.message, "cannot mark an ended batch session TERMINATING; ending it all the same");
+    }
     let log = agent.logs(&container_id).await.unwrap_or_default();
     if let Err(e) = agent.remove(&container_id, kernel_id).await {
         // The job has ended; its container goes with the next reconciliation.
@@ -80,11 +100,7 @@ pub async fn watch_batch(
     }
     let exit = code.unwrap_or(-1);
     let change = Change {
-        info: Some(if code.is_some() {
-            "task-finished".into()
-        } else {
-            "container-lost".into()
-        }),
+        info: Some(info.into()),
         data: Some(json!({"kernel": {"exit_code": exit}})),
         result: Some(if exit == 0 {
             SessionResult::Success

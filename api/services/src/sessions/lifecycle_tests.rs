@@ -167,6 +167,12 @@ async fn a_batch_session_ends_with_its_command() {
         let s = until(&w, id, SessionStatus::Terminated).await;
         assert_eq!(s.result, result, "exit {code}");
         assert_eq!(s.status_info.as_deref(), Some("task-finished"));
+        // TERMINATING as the job ended, before its containers went (Backend.AI's order).
+        assert!(
+            s.status_history.get("TERMINATING").is_some(),
+            "{}",
+            s.status_history
+        );
         let logs = crate::sessions::lifecycle::logs(&w.state, id)
             .await
             .unwrap();

@@ -54,14 +54,14 @@ fn check_emails(emails: &[String]) -> ApiResult<Vec<String>> {
         .collect())
 }
 
-/// The folder the caller owns as a user folder (invitations are the owner's); NOT_FOUND for
-/// those it cannot reach, FORBIDDEN for those it may only use.
+/// The folder the caller owns as a user folder (invitations are the owner's). NOT_FOUND for
+/// every other, those it may use included: as Backend.AI, the folder to invite people to is
+/// looked up among the caller's own user folders (its tester expects 404 when an invitee
+/// invites to a folder shared with them).
 async fn owned(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<vfolders::Model> {
     let (f, access) = find(store, caller, id).await?;
     if access != Access::Owner || f.user != Some(caller.uuid) {
-        return Err(ApiError::forbidden(
-            "Only the owner of a user folder may share it with people",
-        ));
+        return Err(ApiError::not_found("user folder of yours", &f.name));
     }
     require_ready(&f)?;
     if super::is_automount(&f.name) {
