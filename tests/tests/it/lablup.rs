@@ -257,11 +257,19 @@ async fn lablup_tester_specs_pass() {
         failed.is_empty(),
         "specs that did not pass: {failed:#?}\n{log}"
     );
-    let leaked: Vec<&Verdict> = rows.iter().filter(|v| v.left > 0).collect();
+    // A spec that ends with a session still live (run.sh destroys it before the next): only
+    // the schedule-timeout spec, by its design (it creates a session no agent can hold, reads
+    // TIMEOUT and leaves it PENDING, as it would on Backend.AI).
+    let leaked: Vec<&Verdict> = rows
+        .iter()
+        .filter(|v| {
+            v.left > 0
+                && v.spec != "creation_interactive_session_failure_schedule_timeout"
+                && !MODEL_SERVING_SPECS.contains(&v.spec.as_str())
+        })
+        .collect();
     assert!(
-        leaked
-            .iter()
-            .all(|v| MODEL_SERVING_SPECS.contains(&v.spec.as_str())),
+        leaked.is_empty(),
         "specs that left sessions behind: {leaked:#?}"
     );
     let _ = std::fs::remove_dir_all(&out);
