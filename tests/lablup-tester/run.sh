@@ -16,8 +16,8 @@
 # SUITE (venv with backend.ai-test), CLI26 (venv with the official CLI, for `session
 # destroy`), WEBSERVER_VENV (backend.ai-webserver 26.9.x), SPEC_TIMEOUT (seconds per spec,
 # default 240), OUT (results directory), HOSTS (1, the default: the running hosts of
-# scripts/hosts.sh join the default resource group; 0: none), DATABASE_URL (PostgreSQL: a
-# fresh database is made there and dropped after; unset: SQLite), MANAGERS (with
+# scripts/hosts.sh join the default resource group; 0: none), PG_URL (PostgreSQL: a fresh
+# database is made there and dropped after; unset: SQLite), MANAGERS (with
 # PostgreSQL, how many `bai serve` share it, default 1; the tester talks to the first).
 # Results: $OUT/results.tsv (spec, result, seconds, leftover sessions, first cause),
 # $OUT/logs/<spec>.log, $OUT/work/test_output/*.log (the tester's tracebacks),
@@ -67,19 +67,21 @@ for e in json.loads(sys.argv[1]):
     print("-H", e["endpoint"], "--tlsverify", "--tlscacert", e["tls_ca"], "--tlscert", e["tls_cert"], "--tlskey", e["tls_key"])
 ' "$ENGINES")
     fi
-    [ -n "$DB_NAME" ] && psql "$DATABASE_URL" -qtAc "DROP DATABASE IF EXISTS $DB_NAME WITH (FORCE)" > /dev/null
+    [ -n "$DB_NAME" ] && psql "$PG_URL" -qtAc "DROP DATABASE IF EXISTS $DB_NAME WITH (FORCE)" > /dev/null
     # Images the imagify/commit specs made (bai-tester-imagified) stay: `docker images`.
 }
 trap stop_all EXIT
 
-if [ -n "${DATABASE_URL:-}" ]; then
+# bai's settings come from its file alone (its environment variables would override it).
+for v in $(env | grep -o '^\(BAI_[A-Z_]*\|DATABASE_URL\)=' | grep -v '^BAI_HOSTS_DIR='); do unset "${v%=}"; done
+if [ -n "${PG_URL:-}" ]; then
     DB_NAME="bai_t_tester_$$"
-    psql "$DATABASE_URL" -qtAc "CREATE DATABASE $DB_NAME" || exit 1
-    DB_URL="${DATABASE_URL%/*}/$DB_NAME"
+    psql "$PG_URL" -qtAc "CREATE DATABASE $DB_NAME" || exit 1
+    DB_URL="${PG_URL%/*}/$DB_NAME"
     sql() { psql "$DB_URL" -qtA -F ' ' -c "$1"; }
     SESSION_ID="id::text"
 else
-    [ "$MANAGERS" = 1 ] || { echo "MANAGERS > 1 needs DATABASE_URL (PostgreSQL)"; exit 1; }
+    [ "$MANAGERS" = 1 ] || { echo "MANAGERS > 1 needs PG_URL (PostgreSQL)"; exit 1; }
     DB_URL=
     sql() { sqlite3 -separator ' ' "$OUT/data1/bai.db" "$1"; }
     SESSION_ID="lower(hex(id))"

@@ -65,8 +65,24 @@ pub const BACKEND_AI_SESSION_EVENTS: &[&str] = &[
     "session_success",
 ];
 
-/// bai's own session events (see [`BACKEND_AI_SESSION_EVENTS`]).
-pub const BAI_SESSION_EVENTS: &[&str] = &["session_agent_lost", "session_agent_returned"];
+/// bai's own session events (see [`BACKEND_AI_SESSION_EVENTS`]): `session_renamed` (the
+/// console shows the new name at once) and the agent's silence and return.
+pub const BAI_SESSION_EVENTS: &[&str] = &[
+    "session_renamed",
+    "session_agent_lost",
+    "session_agent_returned",
+];
+
+/// The session event of this name (Backend.AI's or bai's own), as the code spells it; None
+/// for a name no code sends. Another manager's events are read through it, so an event sent
+/// under a name not listed here never crosses to the other managers.
+pub fn session_event_name(name: &str) -> Option<&'static str> {
+    BACKEND_AI_SESSION_EVENTS
+        .iter()
+        .chain(BAI_SESSION_EVENTS)
+        .find(|n| **n == name)
+        .copied()
+}
 
 /// A compute session changed status (Backend.AI's event names: `session_started`, …).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,11 +123,7 @@ struct SessionEventWire {
 impl TryFrom<SessionEventWire> for SessionEvent {
     type Error = String;
     fn try_from(w: SessionEventWire) -> Result<Self, String> {
-        let event = BACKEND_AI_SESSION_EVENTS
-            .iter()
-            .chain(BAI_SESSION_EVENTS)
-            .find(|n| **n == w.event)
-            .copied()
+        let event = session_event_name(&w.event)
             .ok_or_else(|| format!("unknown session event {}", w.event))?;
         Ok(Self {
             session_id: w.session_id,
@@ -216,4 +228,50 @@ pub enum Topic {
     Sessions,
     /// One background task's events.
     Task(uuid::Uuid),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every session event the code may send crosses to another manager as it was sent (the
+    /// PostgreSQL bus carries them as JSON); a name nobody lists is refused on arrival.
+    #[test]
+    fn every_listed_session_event_crosses_to_another_manager() {
+        for name in BACKEND_AI_SESSION_EVENTS.iter().chain(BAI_SESSION_EVENTS) {
+            let e = SessionEvent {
+                session_id: uuid::Uuid::nil(),
+                name: "s".into(),
+                access_key: "AKIA".into(),
+                user: uuid::Uuid::nil(),
+                domain: "default".into(),
+                status: crate::enums::SessionStatus::Running,
+                event: name,
+                reason: None,
+                exit_code: None,
+                kernel: None,
+            };
+            let wire = serde_json::to_string(&e).unwrap();
+            let back: SessionEvent = serde_json::from_str(&wire).unwrap();
+            assert_eq!(back, e, "{name}");
+        }
+        let unknown = serde_json::to_string(&SessionEvent {
+            session_id: uuid::Uuid::nil(),
+            name: "s".into(),
+            access_key: "AKIA".into(),
+            user: uuid::Uuid::nil(),
+            domain: "default".into(),
+            status: crate::enums::SessionStatus::Running,
+            event: "session_exploded",
+            reason: None,
+            exit_code: None,
+            kernel: None,
+        })
+        .unwrap();
+        assert!(serde_json::from_str::<SessionEvent>(&unknown).is_err());
+        assert_eq!(
+            session_event_name("session_renamed"),
+            Some("session_renamed")
+        );
+    }
 }

@@ -34,6 +34,11 @@ fn emit(
     exit_code: Option<i32>,
     kernel: Option<&kernels::Model>,
 ) {
+    // An event under a name not listed would never reach the other managers.
+    debug_assert!(
+        bai_types::events::session_event_name(event).is_some(),
+        "session event {event} is not listed in bai_types::events"
+    );
     // Every committed change of a session passes here: list counts are stale.
     state.session_counts().changed();
     state
