@@ -83,7 +83,9 @@ if [ -n "${PG_URL:-}" ]; then
 else
     [ "$MANAGERS" = 1 ] || { echo "MANAGERS > 1 needs PG_URL (PostgreSQL)"; exit 1; }
     DB_URL=
-    sql() { sqlite3 -separator ' ' "$OUT/data1/bai.db" "$1"; }
+    # Python's sqlite3 module: no sqlite3 program needed.
+    sql() { python3 -c 'import sqlite3, sys
+for row in sqlite3.connect(sys.argv[1]).execute(sys.argv[2]): print(*row)' "$OUT/data1/bai.db" "$1"; }
     SESSION_ID="lower(hex(id))"
 fi
 if [ "$HOSTS" = 1 ]; then
