@@ -370,7 +370,10 @@ both_dbs!(sessions_run_on_remote_hosts, |db| async move {
         c.app_port_pool = format!("{pool}-{}", pool + 9);
         c.heartbeat_secs = 1;
         c.agent_lost_after_misses = 2;
-        c.engine_timeout_secs = 10;
+        // The default: on a machine busy with the other tests, host 1's engine once took over
+        // 10 s to create the container right after the image arrived (a dead engine is found
+        // by the heartbeat's own bounded ping, not by this).
+        c.engine_timeout_secs = 30;
         // Two storage hosts; both engines see `local` (one export on every node: here the
         // same disk), only host 1 sees `scratch`.
         let root = std::path::absolute(&c.data_dir).unwrap().join("vfolders");
