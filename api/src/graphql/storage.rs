@@ -63,7 +63,7 @@ impl VirtualFolder {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        Ok(crate::storage::owner_email(&state(ctx)?.db, &self.folder).await?)
+        Ok(crate::storage::owner_email(&state(ctx)?.read, &self.folder).await?)
     }
     async fn group(&self) -> Option<Uuid> {
         self.folder.group
@@ -72,7 +72,7 @@ impl VirtualFolder {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        Ok(crate::storage::project_name(&state(ctx)?.db, &self.folder).await?)
+        Ok(crate::storage::project_name(&state(ctx)?.read, &self.folder).await?)
     }
     async fn domain_name(&self) -> &str {
         &self.folder.domain_name

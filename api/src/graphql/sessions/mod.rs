@@ -156,7 +156,10 @@ impl ComputeSession {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
         let state = state(ctx)?;
-        Ok(absent_as_none(crate::groups::by_id(&state.db, self.0.group_id).await)?.map(|g| g.name))
+        Ok(
+            absent_as_none(crate::groups::by_id(&state.read, self.0.group_id).await)?
+                .map(|g| g.name),
+        )
     }
     async fn user_id(&self) -> Uuid {
         self.0.user_uuid
@@ -167,7 +170,7 @@ impl ComputeSession {
     ) -> crate::graphql::context::Result<Option<String>> {
         let state = state(ctx)?;
         Ok(
-            absent_as_none(crate::users::by_uuid(&state.db, self.0.user_uuid).await)?
+            absent_as_none(crate::users::by_uuid(&state.read, self.0.user_uuid).await)?
                 .map(|u| u.email),
         )
     }
