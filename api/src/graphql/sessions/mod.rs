@@ -269,7 +269,7 @@ impl ComputeSession {
     }
     /// The app launcher's entries: the image's service ports and the built-in terminal.
     async fn apps(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<ServicePort>> {
-        let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
+        let k = crate::sessions::main_kernel(&state(ctx)?.read, self.0.id).await?;
         Ok(
             crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default())
                 .into_iter()
@@ -283,7 +283,7 @@ impl ComputeSession {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<JsonString> {
-        let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
+        let k = crate::sessions::main_kernel(&state(ctx)?.read, self.0.id).await?;
         Ok(JsonString(service_ports_json(&k)))
     }
     /// Backend.AI's `mounts`: the names of the folders mounted.
@@ -300,7 +300,7 @@ impl ComputeSession {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        Ok(crate::sessions::main_kernel(&state(ctx)?.db, self.0.id)
+        Ok(crate::sessions::main_kernel(&state(ctx)?.read, self.0.id)
             .await
             .ok()
             .map(|k| k.architecture))
@@ -310,7 +310,7 @@ impl ComputeSession {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<Uuid>> {
-        Ok(crate::sessions::main_kernel(&state(ctx)?.db, self.0.id)
+        Ok(crate::sessions::main_kernel(&state(ctx)?.read, self.0.id)
             .await
             .ok()
             .map(|k| k.id))
@@ -327,14 +327,14 @@ impl ComputeSession {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<ComputeSession>> {
-        let deps = crate::sessions::dependencies(&state(ctx)?.db, self.0.id).await?;
+        let deps = crate::sessions::dependencies(&state(ctx)?.read, self.0.id).await?;
         Ok(deps.into_iter().map(ComputeSession).collect())
     }
     async fn containers(
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<ComputeContainer>> {
-        let ks = crate::sessions::kernels_of(&state(ctx)?.db, self.0.id).await?;
+        let ks = crate::sessions::kernels_of(&state(ctx)?.read, self.0.id).await?;
         Ok(ks.into_iter().map(ComputeContainer::from).collect())
     }
 }

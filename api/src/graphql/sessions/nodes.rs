@@ -230,7 +230,7 @@ impl ComputeSessionNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<JsonString> {
-        let k = crate::sessions::main_kernel(&state(ctx)?.db, self.0.id).await?;
+        let k = crate::sessions::main_kernel(&state(ctx)?.read, self.0.id).await?;
         Ok(JsonString(super::service_ports_json(&k)))
     }
     async fn tag(&self) -> Option<&str> {
@@ -282,7 +282,7 @@ impl ComputeSessionNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<ComputeSessionConnection> {
-        let ids = crate::sessions::dependency_ids(&state(ctx)?.db, self.0.id).await?;
+        let ids = crate::sessions::dependency_ids(&state(ctx)?.read, self.0.id).await?;
         related(ctx, ids).await
     }
     /// The sessions that wait for this one.
@@ -290,7 +290,7 @@ impl ComputeSessionNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<ComputeSessionConnection> {
-        let ids = crate::sessions::dependent_ids(&state(ctx)?.db, self.0.id).await?;
+        let ids = crate::sessions::dependent_ids(&state(ctx)?.read, self.0.id).await?;
         related(ctx, ids).await
     }
     async fn kernel_nodes(
@@ -298,7 +298,7 @@ impl ComputeSessionNode {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<KernelConnection> {
         // Main first, then by local rank: the order of `cluster_idx` (main1, sub1, sub2, …).
-        let ks = crate::sessions::kernels_of(&state(ctx)?.db, self.0.id).await?;
+        let ks = crate::sessions::kernels_of(&state(ctx)?.read, self.0.id).await?;
         Ok(KernelConnection {
             count: ks.len() as u64,
             edges: ks
@@ -380,7 +380,7 @@ impl KernelNode {
     /// The kernel's image as the catalog has it (null once the catalog forgot it).
     async fn image(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Option<ImageNode>> {
         Ok(
-            crate::images::find_named(&state(ctx)?.db, &self.0.image, &self.0.architecture)
+            crate::images::find_named(&state(ctx)?.read, &self.0.image, &self.0.architecture)
                 .await?
                 .map(ImageNode),
         )
