@@ -173,3 +173,71 @@ where
 pub fn client_addr(ctx: &Context<'_>) -> Option<std::net::IpAddr> {
     ctx.data_opt::<ClientAddr>().and_then(|a| a.0)
 }
+
+/// A row's related names, batched: every row of a list asking for its owner's e-mail or
+/// its project's name in the same turn is answered by one query per kind (not one per row).
+/// Keys come from rows the caller was already allowed to see.
+pub struct Names {
+    read: sea_orm::DatabaseConnection,
+}
+
+/// A user's e-mail address, by the user's id.
+#[derive(Clone, Copy, Hash, PartialEq, Eq)]
+pub struct UserEmail(pub uuid::Uuid);
+
+/// A project's name, by its id.
+#[derive(Clone, Copy, Hash, PartialEq, Eq)]
+pub struct GroupName(pub uuid::Uuid);
+
+impl Names {
+    /// The loader the schema holds (reads through the read pool).
+    pub fn loader(
+        read: sea_orm::DatabaseConnection,
+    ) -> async_graphql::dataloader::DataLoader<Self> {
+        async_graphql::dataloader::DataLoader::new(Self { read }, tokio::spawn)
+    }
+}
+
+impl async_graphql::dataloader::Loader<UserEmail> for Names {
+    type Value = String;
+    type Error = ApiError;
+    async fn load(
+        &self,
+        keys: &[UserEmail],
+    ) -> std::result::Result<std::collections::HashMap<UserEmail, String>, ApiError> {
+        let ids: Vec<uuid::Uuid> = keys.iter().map(|k| k.0).collect();
+        Ok(crate::users::emails_of(&self.read, &ids)
+            .await?
+            .into_iter()
+            .map(|(id, email)| (UserEmail(id), email))
+            .collect())
+    }
+}
+
+impl async_graphql::dataloader::Loader<GroupName> for Names {
+    type Value = String;
+    type Error = ApiError;
+    async fn load(
+        &self,
+        keys: &[GroupName],
+    ) -> std::result::Result<std::collections::HashMap<GroupName, String>, ApiError> {
+        let ids: Vec<uuid::Uuid> = keys.iter().map(|k| k.0).collect();
+        Ok(crate::groups::names_of(&self.read, &ids)
+            .await?
+            .into_iter()
+            .map(|(id, name)| (GroupName(id), name))
+            .collect())
+    }
+}
+
+/// The e-mail address of user `id` (None: no such user), batched with the other rows'.
+pub async fn user_email(ctx: &Context<'_>, id: uuid::Uuid) -> Result<Option<String>> {
+    let names = ctx.data::<async_graphql::dataloader::DataLoader<Names>>()?;
+    Ok(names.load_one(UserEmail(id)).await?)
+}
+
+/// The name of project `id` (None: no such project), batched with the other rows'.
+pub async fn group_name(ctx: &Context<'_>, id: uuid::Uuid) -> Result<Option<String>> {
+    let names = ctx.data::<async_graphql::dataloader::DataLoader<Names>>()?;
+    Ok(names.load_one(GroupName(id)).await?)
+}

@@ -13,7 +13,7 @@ use sea_orm::{ColumnTrait, Order, QueryFilter};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::graphql::context::{authed, state};
+use crate::graphql::context::authed;
 use crate::graphql::scalars::BigInt;
 use crate::graphql::sessions::{GlobalIdField, Scope, ScopeField, global_id};
 use crate::storage::Access;
@@ -117,7 +117,10 @@ impl VirtualFolderNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        Ok(crate::storage::owner_email(&state(ctx)?.read, &self.folder).await?)
+        match self.folder.user {
+            Some(u) => crate::graphql::context::user_email(ctx, u).await,
+            None => Ok(None),
+        }
     }
     async fn group(&self) -> Option<Uuid> {
         self.folder.group
@@ -126,7 +129,10 @@ impl VirtualFolderNode {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        Ok(crate::storage::project_name(&state(ctx)?.read, &self.folder).await?)
+        match self.folder.group {
+            Some(g) => crate::graphql::context::group_name(ctx, g).await,
+            None => Ok(None),
+        }
     }
     async fn creator(&self) -> Option<&str> {
         self.folder.creator.as_deref()

@@ -75,7 +75,9 @@ fn builder() -> async_graphql::SchemaBuilder<Query, Mutation, Subscription> {
 
 pub fn build_schema(state: AppState) -> BaiSchema {
     let cfg = state.config.clone();
+    let names = crate::graphql::context::Names::loader(state.read.clone());
     builder()
+        .data(names)
         .data(state)
         .limit_depth(cfg.graphql_max_depth)
         .limit_complexity(cfg.graphql_max_complexity)

@@ -14,7 +14,7 @@ use sea_orm::{Order, QueryFilter};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::graphql::{context::authed, context::state, scalars::BigInt};
+use crate::graphql::{context::authed, scalars::BigInt};
 use crate::storage::Access;
 
 /// The folder columns Backend.AI's filter language may name (`vfolder_list`, `vfolder_nodes`).
@@ -63,7 +63,10 @@ impl VirtualFolder {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        Ok(crate::storage::owner_email(&state(ctx)?.read, &self.folder).await?)
+        match self.folder.user {
+            Some(u) => crate::graphql::context::user_email(ctx, u).await,
+            None => Ok(None),
+        }
     }
     async fn group(&self) -> Option<Uuid> {
         self.folder.group
@@ -72,7 +75,10 @@ impl VirtualFolder {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        Ok(crate::storage::project_name(&state(ctx)?.read, &self.folder).await?)
+        match self.folder.group {
+            Some(g) => crate::graphql::context::group_name(ctx, g).await,
+            None => Ok(None),
+        }
     }
     async fn domain_name(&self) -> &str {
         &self.folder.domain_name

@@ -195,6 +195,21 @@ pub fn in_group(select: Select<users::Entity>, group: Uuid) -> Select<users::Ent
     )
 }
 
+/// The e-mail addresses of these users (those that exist), in one query: a list's rows ask
+/// for theirs together (GraphQL's batched loader). At most as many as `ids`.
+pub async fn emails_of<C: ConnectionTrait>(
+    db: &C,
+    ids: &[Uuid],
+) -> ApiResult<std::collections::HashMap<Uuid, String>> {
+    Ok(users::Entity::find()
+        .filter(users::Column::Uuid.is_in(ids.iter().copied()))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|u| (u.uuid, u.email))
+        .collect())
+}
+
 pub async fn by_uuid<C: ConnectionTrait>(db: &C, uuid: Uuid) -> ApiResult<users::Model> {
     crate::lookup::get::<users::Entity>(db, "user", uuid).await
 }

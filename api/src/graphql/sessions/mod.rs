@@ -70,15 +70,6 @@ fn slots_json(s: &ResourceSlots) -> JsonString {
     JsonString(serde_json::to_value(s).unwrap_or_default())
 }
 
-/// A row the session names that is gone (its project or owner) reads as null.
-fn absent_as_none<T>(found: ApiResult<T>) -> ApiResult<Option<T>> {
-    match found {
-        Ok(row) => Ok(Some(row)),
-        Err(e) if e.code == crate::error::ErrorCode::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 impl From<kernels::Model> for ComputeContainer {
     fn from(k: kernels::Model) -> Self {
         Self {
@@ -155,11 +146,7 @@ impl ComputeSession {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        let state = state(ctx)?;
-        Ok(
-            absent_as_none(crate::groups::by_id(&state.read, self.0.group_id).await)?
-                .map(|g| g.name),
-        )
+        crate::graphql::context::group_name(ctx, self.0.group_id).await
     }
     async fn user_id(&self) -> Uuid {
         self.0.user_uuid
@@ -168,11 +155,7 @@ impl ComputeSession {
         &self,
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Option<String>> {
-        let state = state(ctx)?;
-        Ok(
-            absent_as_none(crate::users::by_uuid(&state.read, self.0.user_uuid).await)?
-                .map(|u| u.email),
-        )
+        crate::graphql::context::user_email(ctx, self.0.user_uuid).await
     }
     async fn access_key(&self) -> &str {
         &self.0.access_key
