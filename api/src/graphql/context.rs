@@ -176,7 +176,8 @@ pub fn client_addr(ctx: &Context<'_>) -> Option<std::net::IpAddr> {
 
 /// A row's related names, batched: every row of a list asking for its owner's e-mail or
 /// its project's name in the same turn is answered by one query per kind (not one per row).
-/// Keys come from rows the caller was already allowed to see.
+/// Keys come from rows the caller was already allowed to see. Per process and cacheless: it
+/// holds only the keys of the current turn (nothing a second `bai serve` would need to see).
 pub struct Names {
     read: sea_orm::DatabaseConnection,
 }

@@ -238,36 +238,25 @@ mod tests {
     /// PostgreSQL bus carries them as JSON); a name nobody lists is refused on arrival.
     #[test]
     fn every_listed_session_event_crosses_to_another_manager() {
-        for name in BACKEND_AI_SESSION_EVENTS.iter().chain(BAI_SESSION_EVENTS) {
-            let e = SessionEvent {
-                session_id: uuid::Uuid::nil(),
-                name: "s".into(),
-                access_key: "AKIA".into(),
-                user: uuid::Uuid::nil(),
-                domain: "default".into(),
-                status: crate::enums::SessionStatus::Running,
-                event: name,
-                reason: None,
-                exit_code: None,
-                kernel: None,
-            };
-            let wire = serde_json::to_string(&e).unwrap();
-            let back: SessionEvent = serde_json::from_str(&wire).unwrap();
-            assert_eq!(back, e, "{name}");
-        }
-        let unknown = serde_json::to_string(&SessionEvent {
+        let event = |event: &'static str| SessionEvent {
             session_id: uuid::Uuid::nil(),
             name: "s".into(),
             access_key: "AKIA".into(),
             user: uuid::Uuid::nil(),
             domain: "default".into(),
             status: crate::enums::SessionStatus::Running,
-            event: "session_exploded",
+            event,
             reason: None,
             exit_code: None,
             kernel: None,
-        })
-        .unwrap();
+        };
+        for name in BACKEND_AI_SESSION_EVENTS.iter().chain(BAI_SESSION_EVENTS) {
+            let e = event(name);
+            let wire = serde_json::to_string(&e).unwrap();
+            let back: SessionEvent = serde_json::from_str(&wire).unwrap();
+            assert_eq!(back, e, "{name}");
+        }
+        let unknown = serde_json::to_string(&event("session_exploded")).unwrap();
         assert!(serde_json::from_str::<SessionEvent>(&unknown).is_err());
         assert_eq!(
             session_event_name("session_renamed"),
