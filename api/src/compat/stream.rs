@@ -40,6 +40,10 @@ pub async fn execute(
 /// How long output gathers before it is sent.
 const FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// The most output gathered before it is sent at once (whatever `FLUSH` says): a program
+/// writing fast never piles up more than this per connection, and waits on the reader again.
+const FLUSH_BYTES: usize = 64 * 1024;
+
 /// Adds a piece of output to a console: consecutive pieces of one stream are one record (as
 /// Backend.AI's agent merges them); the client knows `stdout` and `stderr` only, so anything
 /// else (a gap notice) goes to stderr.
@@ -135,7 +139,14 @@ async fn run_over_ws(
                     .map_err(|e| e.to_string())?;
             }
             c = output.next() => {
-                let Some(c) = c else { return Ok(()) };
+                let Some(c) = c else {
+                    // The output ended without its end: what was gathered still goes out.
+                    if !console.is_empty() {
+                        let sent = console_json(std::mem::take(&mut console));
+                        tx.send(frame("continued", sent, None)).await.map_err(|e| e.to_string())?;
+                    }
+                    return Ok(());
+                };
                 if c.stream == "finished" {
                     let sent = console_json(std::mem::take(&mut console));
                     tx.send(frame("finished", sent, c.exit_code)).await.map_err(|e| e.to_string())?;
@@ -144,7 +155,13 @@ async fn run_over_ws(
                     return Ok(());
                 }
                 add_to_console(&mut console, c.stream, c.data);
-                due.get_or_insert_with(|| tokio::time::Instant::now() + FLUSH);
+                if console.iter().map(|(_, t)| t.len()).sum::<usize>() >= FLUSH_BYTES {
+                    due = None;
+                    let sent = console_json(std::mem::take(&mut console));
+                    tx.send(frame("continued", sent, None)).await.map_err(|e| e.to_string())?;
+                } else {
+                    due.get_or_insert_with(|| tokio::time::Instant::now() + FLUSH);
+                }
             }
             msg = rx.next() => match msg {
                 Some(Ok(Message::Text(t))) => {

@@ -1961,3 +1961,62 @@ both_dbs!(
         );
     }
 );
+
+// A program writing fast over the execute WebSocket: its output comes in frames of bounded
+// size (never one frame of everything it wrote in the gathering window), all of it, then
+// `finished`.
+both_dbs!(
+    fast_output_over_the_execute_websocket_comes_in_bounded_frames,
+    |db| async move {
+        require_docker();
+        let app = spawn(db).await;
+        let user = app.user("fastout@x.org", "user", "default").await;
+        let id =
+            session_ids(&create_session(&app, &user, json!({"image": PYTHON})).await)[0].clone();
+        wait_status(&app, &user, &id, &["RUNNING"]).await;
+        let mut req = app
+            .url(&format!("/stream/session/{id}/execute"))
+            .replace("http://", "ws://")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {user}").parse().unwrap());
+        req.headers_mut()
+            .insert("x-backendai-version", "v8.20240915".parse().unwrap());
+        let (mut exec, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        // 400 KB at once: under the run's kept output (512 KiB), far over one frame's bound.
+        exec.send(Message::text(
+            json!({"mode": "query", "code": "import sys\nsys.stdout.write('x' * 400000)\nsys.stdout.flush()"})
+                .to_string(),
+        ))
+        .await
+        .unwrap();
+        let (mut total, mut largest) = (0usize, 0usize);
+        loop {
+            let msg = tokio::time::timeout(std::time::Duration::from_secs(60), exec.next())
+                .await
+                .expect("execution output")
+                .unwrap()
+                .unwrap();
+            let Message::Text(t) = msg else { continue };
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            let got: usize = v["console"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r[0] == "stdout")
+                .map(|r| r[1].as_str().unwrap_or_default().len())
+                .sum();
+            total += got;
+            largest = largest.max(got);
+            if v["status"] == "finished" {
+                break;
+            }
+        }
+        assert_eq!(total, 400_000, "all of it arrives");
+        assert!(
+            largest <= 64 * 1024 + 64 * 1024,
+            "one frame carried {largest} bytes"
+        );
+    }
+);
