@@ -1170,3 +1170,61 @@ crate::both_dbs!(users_are_deleted_as_backend_ai_does, |db| async move {
         "a deleted account logs in: {login}"
     );
 });
+
+// A domain admin never purges a project a superadmin (or another administrator) belongs to,
+// as it may never remove such a member (`modify_group`); the superadmin may.
+crate::both_dbs!(
+    a_domain_admin_cannot_purge_a_superadmins_project,
+    |db| async move {
+        let app = spawn(db).await;
+        let lead = app.user("purge-lead2@x.org", "admin", "default").await;
+        let made = app
+            .admin_op::<gql::CreateGroup>(gql::create_group::Variables {
+                name: "shared-with-root".into(),
+                props: gql::create_group::GroupInput {
+                    domain_name: "default".into(),
+                    ..Default::default()
+                },
+            })
+            .await;
+        let gid = made["create_group"]["group"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let root = app
+            .admin_op::<ops::UserIds>(ops::user_ids::Variables {
+                email: ADMIN_EMAIL.into(),
+            })
+            .await["user"]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        app.admin_op::<ops::ModifyGroup>(ops::modify_group::Variables {
+            gid: gid.clone(),
+            props: ops::modify_group::ModifyGroupInput {
+                user_update_mode: Some("add".into()),
+                user_uuids: Some(vec![root]),
+                ..Default::default()
+            },
+        })
+        .await;
+        let refused = app
+            .op::<ops::PurgeGroup>(
+                Some(&lead),
+                ops::purge_group::Variables { gid: gid.clone() },
+            )
+            .await;
+        assert_code(&refused, "FORBIDDEN");
+        let groups = app
+            .ok(Some(&app.admin_token), "{ groups { id } }", json!({}))
+            .await;
+        assert!(groups.to_string().contains(&gid), "still there: {groups}");
+        let done = app
+            .op::<ops::PurgeGroup>(
+                Some(&app.admin_token),
+                ops::purge_group::Variables { gid: gid.clone() },
+            )
+            .await;
+        assert_eq!(done["data"]["purge_group"]["ok"], true, "{done}");
+    }
+);

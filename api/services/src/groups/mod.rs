@@ -349,7 +349,6 @@ pub async fn list<C: ConnectionTrait>(
     Ok(select.all(db).await?)
 }
 
-/// The group `id`, without a visibility check (NOT_FOUND when there is none).
 /// The names of these projects (those that exist), in one query: a list's rows ask for
 /// theirs together (GraphQL's batched loader). At most as many as `ids`.
 pub async fn names_of<C: ConnectionTrait>(
@@ -365,6 +364,7 @@ pub async fn names_of<C: ConnectionTrait>(
         .collect())
 }
 
+/// The group `id`, without a visibility check (NOT_FOUND when there is none).
 pub async fn by_id<C: ConnectionTrait>(db: &C, id: Uuid) -> ApiResult<groups::Model> {
     crate::lookup::get::<groups::Entity>(db, "group", id).await
 }
@@ -393,6 +393,7 @@ pub async fn purge(
 ) -> ApiResult<()> {
     use entity::enums::SessionStatus;
     use sea_orm::PaginatorTrait;
+    use sea_orm::sea_query::{Expr, Query as SqlQuery};
     let g = groups::Entity::find_by_id(gid)
         .one(store.db())
         .await?
@@ -426,8 +427,39 @@ pub async fn purge(
         )));
     }
     let domain = g.domain_name.clone();
+    let (by_superadmin, actor_email) = (matches!(scope, AdminScope::Super), actor.to_string());
     crate::audit::audited(store, actor, "purge_group", "group", move |txn| {
         Box::pin(async move {
+            // A domain admin purges what it governs: a project with another administrator
+            // (or a superadmin) among its members or its sessions' owners is a superadmin's to
+            // purge, as `modify_group` never lets it remove such a member.
+            if !by_superadmin {
+                let members = SqlQuery::select()
+                    .column(association_groups_users::Column::UserId)
+                    .from(association_groups_users::Entity)
+                    .and_where(Expr::col(association_groups_users::Column::GroupId).eq(gid))
+                    .to_owned();
+                let owners = SqlQuery::select()
+                    .column(entity::sessions::Column::UserUuid)
+                    .from(entity::sessions::Entity)
+                    .and_where(Expr::col(entity::sessions::Column::GroupId).eq(gid))
+                    .to_owned();
+                let above = users::Entity::find()
+                    .filter(
+                        sea_orm::Condition::any()
+                            .add(users::Column::Uuid.in_subquery(members))
+                            .add(users::Column::Uuid.in_subquery(owners)),
+                    )
+                    .filter(users::Column::Role.is_in([UserRole::Admin, UserRole::Superadmin]))
+                    .filter(users::Column::Email.ne(actor_email))
+                    .count(txn)
+                    .await?;
+                if above > 0 {
+                    return Err(ApiError::forbidden(
+                        "Another administrator belongs to this project or owns its sessions: only a superadmin may purge it",
+                    ));
+                }
+            }
             // A session that began since the check makes the purge fail, never orphaned.
             let live = entity::sessions::Entity::find()
                 .filter(entity::sessions::Column::GroupId.eq(gid))
@@ -439,9 +471,13 @@ pub async fn purge(
                     "A session started in the project meanwhile: try again once it ended",
                 ));
             }
-            // Ended sessions go with their containers' records and dependencies (cascade).
+            // Ended sessions go with their containers' records and dependencies (cascade);
+            // never a live one (on PostgreSQL one may commit between the count and here).
             entity::sessions::Entity::delete_many()
                 .filter(entity::sessions::Column::GroupId.eq(gid))
+                .filter(
+                    entity::sessions::Column::Status.is_not_in(SessionStatus::LIVE.iter().copied()),
+                )
                 .exec(txn)
                 .await?;
             association_groups_users::Entity::delete_many()

@@ -124,7 +124,6 @@ fn option(options: &Value, key: &str) -> Option<String> {
         .filter(|s| !s.trim().is_empty())
 }
 
-/// The command for `mode` on an image whose runtime is `runtime` (`python`, `cpp`, …).
 /// Python's query mode as Backend.AI's runs it (on a Python kernel): the value of a last
 /// expression is shown (`1 + 1` answers `2`), an exception's traceback goes to stderr with exit
 /// code 1, and `SystemExit` ends the run with its code, its traceback on stderr too. The
@@ -153,6 +152,7 @@ except BaseException as e:
     report(e, 1)
 "#;
 
+/// The command for `mode` on an image whose runtime is `runtime` (`python`, `cpp`, …).
 pub fn command(
     runtime: &str,
     runtime_path: &str,
