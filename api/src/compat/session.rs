@@ -110,7 +110,8 @@ fn image_of(s: &sessions::Model) -> String {
 
 /// How long a batch session's creation waits after it runs for the job's end: Backend.AI's
 /// manager reads the kernel's status 0.5 s after RUNNING; bai waits up to 2 s, so that a job
-/// that ends at once answers its end on a busy host too (a longer job answers RUNNING).
+/// that ends at once answers its end on a busy host too (a longer job answers RUNNING; never
+/// past `maxWaitSeconds`).
 const BATCH_SETTLE: Duration = Duration::from_secs(2);
 
 /// `POST /session`: creates a session (Backend.AI's body, camelCase and its aliases) and,
@@ -212,8 +213,10 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
             // Backend.AI's manager answers the main kernel's status half a second after it
             // ran: a batch job that ends at once answers its end (TERMINATING or TERMINATED),
             // as Lablup's tester expects. Only batch sessions wait (an interactive one keeps
-            // running), and only until their status changes (`BATCH_SETTLE` at most).
-            let settle = tokio::time::Instant::now() + BATCH_SETTLE;
+            // running), and only until their status changes (`BATCH_SETTLE` at most, never
+            // past the caller's `maxWaitSeconds`).
+            let cap = tokio::time::Instant::now() + BATCH_SETTLE;
+            let settle = deadline.map_or(cap, |d| d.min(cap));
             while now.status == SessionStatus::Running && now.session_type == SessionType::Batch {
                 let Ok(Some(_)) = tokio::time::timeout_at(settle, mine.next()).await else {
                     break;
