@@ -59,6 +59,9 @@ pub async fn watch_batch(
         }
     };
     let lock = state.session_locks().get(id).await;
+    // The job has ended: a setup still running under the lock (SSH in a cluster's containers
+    // on other hosts) lets go instead of delaying its end.
+    let _asked = state.session_locks().ask_to_end(id);
     let _guard = lock.lock().await;
     let Ok(s) = crate::lookup::get::<sessions::Entity>(state.db(), "session", id).await else {
         return;

@@ -519,6 +519,11 @@ async fn launch_locked(state: &impl Runtime, id: Uuid) -> ApiResult<()> {
                 None
             };
             for (container_id, on) in all_containers.iter().filter(|_| still_running) {
+                // An ending waits for this lock (a batch job that ended, a termination): the
+                // setup of the containers left yields to it rather than making it wait.
+                if state.session_locks().asked_to_end(id) {
+                    break;
+                }
                 if let Err(e) =
                     apps::install_ssh(on.as_ref(), container_id, &name, cluster_key.as_ref()).await
                 {
