@@ -8,7 +8,7 @@ pub use bai_core::validate;
 pub use bai_services::{
     API_VERSION, MANAGER_COMPAT, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config,
     db, domains, dotfiles, events, groups, heartbeat, images, keypairs, lookup, policies, presets,
-    registries, scaling_groups, scheduler, sessions, settings, sql, state, statistics, storage,
+    registries, scaling_groups, scheduler, serving, sessions, settings, sql, state, statistics, storage,
     templates, users,
 };
 
@@ -27,6 +27,7 @@ pub mod middleware;
 pub mod observe;
 pub mod proxy;
 pub mod server;
+pub mod serving_proxy;
 #[cfg(test)]
 mod surfaces_tests;
 pub mod terminal;
@@ -226,6 +227,8 @@ pub async fn start_with_shutdown(
         )),
         tokio::spawn(sessions::follow(state.clone())),
         tokio::spawn(accounts::links::outbox(state.clone())),
+        tokio::spawn(serving::reconcile_loop(state.clone())),
+        tokio::spawn(serving_proxy::serve_loop(state.clone())),
     ];
     if let Some(listener) = metrics_listener {
         let router = axum::Router::new()

@@ -22,7 +22,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
 use crate::sessions::apps::{
-    AppEntry, SSHD_PORT, app_of, known, owned_running, port_of, running, share_route, upstream,
+    AppEntry, SSHD_PORT, app_of, known, owned_running, parse_port_range, port_of, running,
+    share_route, upstream,
 };
 
 /// How an app is opened (the launcher's two check boxes).
@@ -211,13 +212,6 @@ fn app_command(launch: crate::sessions::apps::defs::Launch) -> Vec<String> {
     }
     cmd.extend(launch.argv);
     cmd
-}
-
-/// `"30000-30999"` → the inclusive range.
-pub fn parse_port_range(s: &str) -> Option<(u16, u16)> {
-    let (a, b) = s.trim().split_once('-')?;
-    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-    (a > 0 && a <= b).then_some((a, b))
 }
 
 /// Binds a listener on a port of the pool: the preferred one when it is in the pool and
@@ -721,7 +715,7 @@ pub fn is_bai_cookie(name: &str) -> bool {
 }
 
 /// The request's cookies minus bai's own (login and per-app token), which the app never sees.
-fn app_cookies(header: &str) -> Option<String> {
+pub(crate) fn app_cookies(header: &str) -> Option<String> {
     let kept: Vec<&str> = header
         .split(';')
         .map(str::trim)

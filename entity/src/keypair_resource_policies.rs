@@ -34,6 +34,8 @@ pub struct Model {
     pub max_vfolder_size: i64,
     /// Images a user may keep from committed sessions; 0 = none.
     pub max_customized_image_count: i32,
+    /// Replicas one model-serving endpoint may keep.
+    pub max_session_count_per_model_session: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

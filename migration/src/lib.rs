@@ -16,6 +16,7 @@ mod m20261127_000001_utilization_idle;
 mod m20261127_000002_preferred_ssh_port;
 mod m20261127_000003_email_tokens;
 mod m20261127_000004_usage_series;
+mod m20261129_000001_model_serving;
 
 pub struct Migrator;
 
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000002_preferred_ssh_port::Migration),
             Box::new(m20261127_000003_email_tokens::Migration),
             Box::new(m20261127_000004_usage_series::Migration),
+            Box::new(m20261129_000001_model_serving::Migration),
         ]
     }
 }

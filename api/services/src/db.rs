@@ -243,6 +243,7 @@ pub async fn seed_defaults(db: &DatabaseConnection, clock: &dyn Clock) -> anyhow
         max_vfolder_count: Set(10),
         max_vfolder_size: Set(0),
         max_customized_image_count: Set(3),
+        max_session_count_per_model_session: Set(crate::policies::DEFAULT_MAX_REPLICAS),
     }
     .insert(&txn)
     .await?;

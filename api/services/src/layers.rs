@@ -32,6 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "sessions::exec::runs",
             "sessions::locks",
             "sessions::phases",
+            "serving::table",
         ],
     ),
     ("the handle sets services take", &["store"]),
@@ -53,8 +54,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agents", &["agents"]),
     ("sessions", &["sessions"]),
     (
-        "the scheduler, statistics, session templates",
-        &["scheduler", "statistics", "templates"],
+        "the scheduler, statistics, session templates, model serving",
+        &["scheduler", "serving", "statistics", "templates"],
     ),
     ("heartbeats", &["heartbeat"]),
     ("the database's set-up and seeds", &["db"]),

@@ -28,6 +28,7 @@ pub mod presets;
 pub mod registries;
 pub mod scaling_groups;
 pub mod scheduler;
+pub mod serving;
 pub mod sessions;
 pub mod settings;
 pub mod sql;

@@ -110,6 +110,9 @@ pub struct Local {
     /// session (`sessions::follow`). Several managers: tokens and visibility are shared
     /// (`app_routes`, `sessions::apps::known`).
     pub started_apps: Arc<StartedApps>,
+    /// This manager's routing table of model-serving endpoints (refreshed from the database
+    /// every second by every manager: `serving::refresh`).
+    pub serving: Arc<crate::serving::table::ServingTable>,
     /// Sessions being committed to images through this manager (several managers: claimed in
     /// the database, `sessions::commit`).
     pub commits: Arc<Commits>,
@@ -183,6 +186,7 @@ impl AppState {
                 bgtasks: Arc::default(),
                 exec_runs: Arc::default(),
                 started_apps: Arc::default(),
+                serving: Arc::default(),
                 commits: Arc::default(),
                 ws_connections: Arc::default(),
                 auth_cache: Arc::default(),
@@ -248,6 +252,9 @@ impl crate::store::Runtime for AppState {
     }
     fn started_apps(&self) -> &StartedApps {
         &self.local.started_apps
+    }
+    fn serving_table(&self) -> &crate::serving::table::ServingTable {
+        &self.local.serving
     }
     fn commits(&self) -> &Commits {
         &self.local.commits

@@ -50,6 +50,7 @@ pub trait Runtime: Engines {
     fn tasks(&self) -> crate::bgtasks::records::Tasks;
     fn exec_runs(&self) -> &crate::sessions::exec::runs::Runs;
     fn started_apps(&self) -> &crate::sessions::apps::started::StartedApps;
+    fn serving_table(&self) -> &crate::serving::table::ServingTable;
     fn commits(&self) -> &crate::sessions::commit::entries::Commits;
     fn launch_phases(&self) -> &crate::sessions::phases::LaunchPhases;
     fn session_counts(&self) -> &crate::db::counts::CountCache;

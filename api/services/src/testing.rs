@@ -177,5 +177,6 @@ pub(crate) fn request(
         bootstrap_script: None,
         cluster_size: 1,
         cluster_mode: entity::enums::ClusterMode::SingleNode,
+        model: None,
     }
 }

@@ -9,6 +9,7 @@ mod dotfile;
 mod folder;
 mod manager;
 mod resource;
+mod service;
 mod session;
 mod session_calls;
 mod stream;
@@ -140,6 +141,22 @@ pub fn router(state: AppState) -> Router {
         .route("/resource/watcher/{*rest}", any(manager::unsupported))
         .route("/logs/error", any(manager::unsupported))
         .route("/logs/error/{*rest}", any(manager::unsupported))
+        .route("/services", get(service::list).post(service::create))
+        .route("/services/_/search", post(service::search))
+        .route("/services/_/runtimes", get(service::runtimes))
+        .route(
+            "/services/{id}",
+            get(service::info).delete(service::delete),
+        )
+        .route("/services/{id}/errors", get(service::errors))
+        .route("/services/{id}/errors/clear", post(service::clear_errors))
+        .route("/services/{id}/scale", post(service::scale))
+        .route("/services/{id}/sync", post(service::sync))
+        .route(
+            "/services/{id}/routings/{route}",
+            axum::routing::put(service::update_route).delete(service::delete_route),
+        )
+        .route("/services/{id}/token", post(service::token))
         .route("/auth/authorize", post(auth::authorize))
         .route("/auth/logout", post(auth::logout))
         .route(

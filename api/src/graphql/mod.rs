@@ -22,6 +22,7 @@ pub mod scalars;
 pub mod scaling_groups;
 pub mod schema;
 pub mod sessions;
+pub mod serving;
 pub mod settings;
 pub mod statistics;
 pub mod storage;

@@ -77,6 +77,10 @@ impl KeyPairResourcePolicy {
     async fn max_customized_image_count(&self) -> i32 {
         self.0.max_customized_image_count
     }
+    /// Replicas one model-serving endpoint may keep.
+    async fn max_session_count_per_model_session(&self) -> i32 {
+        self.0.max_session_count_per_model_session
+    }
 }
 
 /// Backend.AI's `UserResourcePolicy`: in bai a user's folder limits are those of its keypair's
@@ -107,9 +111,9 @@ impl UserResourcePolicy {
     async fn max_vfolder_size(&self) -> BigInt {
         BigInt(self.0.max_vfolder_size)
     }
-    /// Backend.AI's model-serving sessions: bai has none (null).
-    async fn max_session_count_per_model_session(&self) -> Option<i32> {
-        None
+    /// Replicas one model-serving endpoint may keep.
+    async fn max_session_count_per_model_session(&self) -> i32 {
+        self.0.max_session_count_per_model_session
     }
     async fn max_customized_image_count(&self) -> i32 {
         self.0.max_customized_image_count
@@ -225,6 +229,8 @@ pub struct CreateKeyPairResourcePolicyInput {
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
     pub max_customized_image_count: Option<i32>,
+    /// Replicas one model-serving endpoint may keep.
+    pub max_session_count_per_model_session: Option<i32>,
     /// Accepted as Backend.AI's clients send it; bai has no SFTP sessions (ignored).
     pub max_concurrent_sftp_sessions: Option<i32>,
     /// Accepted as Backend.AI's clients send it; bai keeps no limit on pending sessions'
@@ -250,6 +256,8 @@ pub struct ModifyKeyPairResourcePolicyInput {
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<BigInt>,
     pub max_customized_image_count: Option<i32>,
+    /// Replicas one model-serving endpoint may keep.
+    pub max_session_count_per_model_session: Option<i32>,
     /// Accepted as Backend.AI's clients send it; bai has no SFTP sessions (ignored).
     pub max_concurrent_sftp_sessions: Option<i32>,
     /// Accepted as Backend.AI's clients send it; null only.
@@ -295,6 +303,7 @@ impl From<ModifyKeyPairResourcePolicyInput> for PolicyChange {
             max_vfolder_count: p.max_vfolder_count,
             max_vfolder_size: p.max_vfolder_size.map(|v| v.0),
             max_customized_image_count: p.max_customized_image_count,
+            max_session_count_per_model_session: p.max_session_count_per_model_session,
         }
     }
 }
@@ -339,6 +348,7 @@ impl PolicyMutation {
             max_vfolder_count: props.max_vfolder_count,
             max_vfolder_size: props.max_vfolder_size.map(|v| v.0),
             max_customized_image_count: props.max_customized_image_count,
+            max_session_count_per_model_session: props.max_session_count_per_model_session,
         };
         let p =
             crate::policies::create(state, &scope, &name, &props.default_for_unspecified, change)

@@ -29,6 +29,7 @@ pub struct Query(
     crate::graphql::folder_nodes::FolderNodeQuery,
     crate::graphql::templates::TemplateQuery,
     crate::graphql::statistics::StatisticsQuery,
+    crate::graphql::serving::ServingQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -49,6 +50,7 @@ pub struct Mutation(
     crate::graphql::agents::AgentMutation,
     crate::graphql::storage::StorageMutation,
     crate::graphql::templates::TemplateMutation,
+    crate::graphql::serving::ServingMutation,
 );
 
 #[derive(MergedSubscription, Default)]

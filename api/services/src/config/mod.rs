@@ -384,6 +384,14 @@ settings! {
     /// Ports for apps served on a port of their own (SSH/SFTP, "try preferred port", public
     /// apps), bound on the listen address: `first-last`.
     app_port_pool: String = "30000-30999".to_string(), env = "BAI_APP_PORT_POOL";
+    /// Ports for model-serving endpoints, one each (its URL), bound on the listen address by
+    /// every manager that can: `first-last`.
+    serving_port_pool: String = "31000-31999".to_string(), env = "BAI_SERVING_PORT_POOL";
+    /// The host name in endpoint URLs (default: `advertise_addr`'s host, else the listen
+    /// address, else `localhost`).
+    serving_host: Option<String> = None, env = "BAI_SERVING_HOST";
+    /// The largest request body an endpoint passes to its model.
+    serving_max_body_bytes: u64 = 64 * 1024 * 1024, env = "BAI_SERVING_MAX_BODY_BYTES";
     /// Registry name given to local images without one.
     local_registry_name: String = "bai.local".to_string(), env = "BAI_LOCAL_REGISTRY_NAME";
 }

@@ -405,6 +405,19 @@ pub async fn purge(
             g.domain_name
         )));
     }
+    // Backend.AI's `ProjectHasActiveEndpointsError`: endpoints go through their own deletion.
+    let endpoints = entity::endpoints::Entity::find()
+        .filter(entity::endpoints::Column::Project.eq(gid))
+        .filter(entity::endpoints::Column::LifecycleStage.ne("destroyed"))
+        .count(store.db())
+        .await?;
+    if endpoints > 0 {
+        return Err(ApiError::conflict(format!(
+            "Project has active endpoints. ('{}' has {endpoints} model services that are not destroyed: delete them first)",
+            g.name
+        ))
+        .with_error_code("group_purge_conflict"));
+    }
     let live = entity::sessions::Entity::find()
         .filter(entity::sessions::Column::GroupId.eq(gid))
         .filter(entity::sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
@@ -490,6 +503,21 @@ pub async fn purge(
                 .await?;
             entity::session_templates::Entity::delete_many()
                 .filter(entity::session_templates::Column::GroupId.eq(gid))
+                .exec(txn)
+                .await?;
+            // Destroyed endpoints go with their routes and tokens (cascade); a live one
+            // created meanwhile makes the purge fail.
+            let endpoints = entity::endpoints::Entity::find()
+                .filter(entity::endpoints::Column::Project.eq(gid))
+                .filter(entity::endpoints::Column::LifecycleStage.ne("destroyed"))
+                .count(txn)
+                .await?;
+            if endpoints > 0 {
+                return Err(ApiError::conflict("Project has active endpoints.")
+                    .with_error_code("group_purge_conflict"));
+            }
+            entity::endpoints::Entity::delete_many()
+                .filter(entity::endpoints::Column::Project.eq(gid))
                 .exec(txn)
                 .await?;
             groups::Entity::delete_by_id(gid).exec(txn).await?;

@@ -137,7 +137,11 @@ pub struct PolicyChange {
     pub max_vfolder_count: Option<i32>,
     pub max_vfolder_size: Option<i64>,
     pub max_customized_image_count: Option<i32>,
+    pub max_session_count_per_model_session: Option<i32>,
 }
+
+/// Replicas one model-serving endpoint may keep, by default (Backend.AI's).
+pub const DEFAULT_MAX_REPLICAS: i32 = 10;
 
 /// The shortest window of the utilization rule, seconds.
 pub const MIN_UTILIZATION_WINDOW_SECS: i64 = 60;
@@ -202,6 +206,12 @@ fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> Api
     if let Some(v) = c.max_customized_image_count {
         m.max_customized_image_count = Set(non_negative_i32("max_customized_image_count", v)?);
     }
+    if let Some(v) = c.max_session_count_per_model_session {
+        m.max_session_count_per_model_session = Set(non_negative_i32(
+            "max_session_count_per_model_session",
+            v,
+        )?);
+    }
     Ok(())
 }
 
@@ -233,6 +243,7 @@ pub async fn create(
         max_vfolder_count: Set(10),
         max_vfolder_size: Set(0),
         max_customized_image_count: Set(3),
+        max_session_count_per_model_session: Set(DEFAULT_MAX_REPLICAS),
     };
     apply(
         &mut m,

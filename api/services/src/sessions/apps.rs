@@ -469,3 +469,10 @@ mod tests {
         assert_eq!(apps("").last().unwrap().name, "terminal");
     }
 }
+
+/// `"30000-30999"` → the inclusive range.
+pub fn parse_port_range(s: &str) -> Option<(u16, u16)> {
+    let (a, b) = s.trim().split_once('-')?;
+    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    (a > 0 && a <= b).then_some((a, b))
+}

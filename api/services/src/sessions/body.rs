@@ -179,5 +179,6 @@ pub fn creation_request(caller: &Caller, body: &Value) -> ApiResult<CreateReques
             .or_else(|| text(body.get("bootstrapScript"))),
         cluster_size: size,
         cluster_mode,
+        model: None,
     })
 }

@@ -52,6 +52,16 @@ pub struct CreateRequest {
     /// Containers in the session (1: an ordinary session); each gets the resources asked.
     pub cluster_size: u32,
     pub cluster_mode: ClusterMode,
+    /// An inference session's model folder: mounted alone (no automount folders) where the
+    /// model definition says (`/models`).
+    pub model: Option<ModelMount>,
+}
+
+/// A model folder and the absolute path it is mounted at in an inference session.
+#[derive(Debug, Clone)]
+pub struct ModelMount {
+    pub folder: Uuid,
+    pub destination: String,
 }
 
 /// The most containers one cluster session may have, whatever the policy says.
@@ -492,9 +502,17 @@ async fn authorise(
             .cloned()
             .ok_or_else(|| ApiError::bad_request("No resource group is available to you"))?,
     };
-    let mounts = entity::columns::Mounts(
-        crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?,
-    );
+    let mounts = entity::columns::Mounts(match &req.model {
+        Some(m) if req.session_type == SessionType::Inference => {
+            vec![crate::storage::model_mount(state, caller, m.folder, &m.destination).await?]
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "Only inference sessions mount a model folder",
+            ));
+        }
+        None => crate::storage::session_mounts(state, caller, &req.mounts, &req.mount_map).await?,
+    });
     within_policy(state, &valid.access_key, &sized.requested, req).await?;
     if req.cluster_mode == ClusterMode::MultiNode
         && req.cluster_size > 1

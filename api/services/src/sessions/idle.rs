@@ -126,9 +126,11 @@ pub async fn idle_checks(state: &impl Runtime, s: &sessions::Model) -> ApiResult
 
 /// Terminates running sessions idle for longer than their keypair policy's `idle_timeout`
 /// (reason `idle-timeout`). Activity (apps, terminal, executions) moves `last_activity`.
+/// Inference sessions (a model endpoint's replicas) are kept by their endpoint, never reaped.
 pub async fn reap_idle(state: &impl Runtime) -> ApiResult<usize> {
     let running = sessions::Entity::find()
         .filter(sessions::Column::Status.eq(SessionStatus::Running))
+        .filter(sessions::Column::SessionType.ne(entity::enums::SessionType::Inference))
         .all(state.db())
         .await?;
     // Per keypair: its policy's limits.

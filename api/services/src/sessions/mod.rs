@@ -34,8 +34,8 @@ pub mod status;
 pub use access::{find_own, find_visible, sees, session_topic, visible, works_inside};
 pub use batch::watch_batch;
 pub use create::{
-    CreateRequest, DEFAULT_SHMEM, create, parse_batch_timeout, resolve_group, size_request,
-    validate_name,
+    CreateRequest, DEFAULT_SHMEM, MAX_CLUSTER_SIZE, ModelMount, create, parse_batch_timeout,
+    resolve_group, size_request, validate_name,
 };
 pub use idle::{
     IdleLimits, idle_checks, idle_loop, reap_idle, sample_utilization, utilization_busy,

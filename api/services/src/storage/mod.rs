@@ -710,6 +710,59 @@ fn mount_target(name: &str, alias: Option<&String>) -> ApiResult<String> {
     Ok(format!("{HOME}/{}", parts.join("/")))
 }
 
+/// Top-level directories of a container a model folder may never cover.
+const SYSTEM_DIRS: [&str; 16] = [
+    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "opt", "proc", "root", "run",
+    "sbin", "sys", "usr", "var",
+];
+
+/// An inference session's model folder (`caller`'s, of `model` usage), mounted at
+/// `destination`: an absolute path beneath /home/work, or a directory of its own at the top
+/// (Backend.AI's `/models`), never over the container's system directories.
+pub async fn model_mount(
+    store: &impl Store,
+    caller: &Caller,
+    folder: Uuid,
+    destination: &str,
+) -> ApiResult<MountSpec> {
+    let (f, access) = find(store, caller, folder).await?;
+    require_ready(&f)?;
+    if f.usage_mode != entity::enums::VFolderUsageMode::Model {
+        return Err(ApiError::bad_request(format!(
+            "The folder '{}' is not a model folder",
+            f.name
+        )));
+    }
+    Ok(MountSpec {
+        id: f.id,
+        name: f.name.clone(),
+        storage_host: Some(f.host.clone()),
+        host_path: folder_root(store.config(), &f)?.display().to_string(),
+        target: model_destination(destination)?,
+        read_only: access < Access::ReadWrite,
+    })
+}
+
+/// Where a model folder may be mounted (see `model_mount`).
+pub fn model_destination(destination: &str) -> ApiResult<String> {
+    if destination.starts_with(HOME) {
+        return mount_target("", Some(&destination.to_string()));
+    }
+    let bad = || {
+        ApiError::bad_request(format!(
+            "Model mount destination '{destination}' must be an absolute path beneath {HOME} or a directory of its own (such as /models), not over a system directory"
+        ))
+    };
+    let rel = destination.strip_prefix('/').ok_or_else(bad)?;
+    let parts = path::components(rel).map_err(|_| bad())?;
+    match parts.first() {
+        Some(top) if !SYSTEM_DIRS.contains(&top.as_str()) && !top.starts_with('.') => {
+            Ok(format!("/{}", parts.join("/")))
+        }
+        _ => Err(bad()),
+    }
+}
+
 /// The folders to mount for a new session of `caller`: those it names (by name or id) that it
 /// may access, read-only where it may only read, plus its own automount (dot-named) folders.
 /// Overlapping targets are refused.

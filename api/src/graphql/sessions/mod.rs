@@ -10,7 +10,7 @@ mod nodes;
 mod usage;
 
 pub use execution::{ExecutionMutation, ExecutionQuery, ExecutionSubscription};
-pub use nodes::{GlobalIdField, Node, Scope, ScopeField, SessionNodeQuery, global_id};
+pub use nodes::{GlobalIdField, ImageNode, Node, Scope, ScopeField, SessionNodeQuery, global_id};
 pub use usage::UsageQuery;
 pub(crate) use usage::resource_usage;
 
@@ -665,6 +665,7 @@ impl SessionMutation {
                     .into());
                 }
             },
+            model: None,
         };
         let created = crate::sessions::create(state, caller, req).await?;
         Ok(CreateSessionResult {

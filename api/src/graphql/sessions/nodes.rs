@@ -387,7 +387,7 @@ impl KernelNode {
     }
 }
 
-pub struct ImageNode(images::Model);
+pub struct ImageNode(pub(crate) images::Model);
 
 #[Object(rename_fields = "snake_case")]
 impl ImageNode {

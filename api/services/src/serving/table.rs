@@ -1,0 +1,75 @@
+//! This manager's routing table of model-serving endpoints: for each live endpoint with a
+//! port, who may call it (public, or its key and the ids of its live tokens) and where its
+//! healthy replicas answer. Refreshed from the database about every second by every manager
+//! (`serving::refresh`), read by the endpoint proxy on each request without a database
+//! round-trip. A handle: it reaches no state.
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use uuid::Uuid;
+
+/// A replica that takes traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upstream {
+    pub route: Uuid,
+    pub session: Uuid,
+    pub addr: SocketAddr,
+    pub traffic_ratio: f64,
+}
+
+/// One endpoint as the proxy sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Served {
+    pub endpoint: Uuid,
+    pub port: u16,
+    pub public: bool,
+    /// The key its tokens are signed with.
+    pub token_key: String,
+    /// Ids of its tokens not revoked (expiry is in each token).
+    pub tokens: HashSet<Uuid>,
+    /// Replicas that passed their health check (or have none).
+    pub healthy: Vec<Upstream>,
+    /// Replicas still starting (their sessions run, their check has not passed yet): a
+    /// request may wait for one.
+    pub starting: usize,
+}
+
+#[derive(Default)]
+pub struct ServingTable {
+    served: RwLock<HashMap<Uuid, Arc<Served>>>,
+}
+
+impl ServingTable {
+    /// The endpoint as last read, if it is served.
+    pub fn get(&self, endpoint: Uuid) -> Option<Arc<Served>> {
+        self.served.read().get(&endpoint).cloned()
+    }
+
+    /// Replaces the table with what the database says now.
+    pub fn replace(&self, all: Vec<Served>) {
+        let map = all.into_iter().map(|s| (s.endpoint, Arc::new(s))).collect();
+        *self.served.write() = map;
+    }
+
+    /// Every served endpoint and its port.
+    pub fn ports(&self) -> Vec<(Uuid, u16)> {
+        self.served
+            .read()
+            .values()
+            .map(|s| (s.endpoint, s.port))
+            .collect()
+    }
+
+    /// Forgets token `id` of `endpoint` at once (this manager revoked it; the others follow
+    /// at their next refresh).
+    pub fn revoke(&self, endpoint: Uuid, id: Uuid) {
+        let mut map = self.served.write();
+        if let Some(s) = map.get(&endpoint) {
+            let mut s = (**s).clone();
+            s.tokens.remove(&id);
+            map.insert(endpoint, Arc::new(s));
+        }
+    }
+}
