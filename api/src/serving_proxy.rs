@@ -50,6 +50,12 @@ pub async fn serve_loop(state: AppState) {
                 tracing::warn!(error = %e.message, cause = %e.chain(), "reading the model-serving routes failed");
             }
         }
+        // The leader gives new endpoints their ports, bound here before the URL is shown.
+        if state.elected.cluster.is_leader()
+            && let Err(e) = give_ports(&state, &mut listeners).await
+        {
+            tracing::warn!(error = %e.message, cause = %e.chain(), "giving endpoints their ports failed");
+        }
         let want = state.local.serving.ports();
         listeners.retain(|id, (port, handle)| {
             let keep = want.iter().any(|(i, p)| i == id && p == port);
@@ -67,22 +73,7 @@ pub async fn serve_loop(state: AppState) {
             else {
                 continue;
             };
-            let router = router(state.clone(), id);
-            let tls = state.tls.clone();
-            let edge = crate::edge::Edge::of(&state.config);
-            let stop = state.shutdown.clone();
-            let handle = tokio::spawn(async move {
-                let served = crate::edge::serve(listener, tls, router, edge, async move {
-                    stop.cancelled().await;
-                })
-                .await;
-                if let Err(e) = served {
-                    tracing::warn!(endpoint = %id, error = %e, "endpoint listener stopped");
-                }
-            })
-            .abort_handle();
-            tracing::info!(endpoint = %id, port, "serving a model endpoint");
-            listeners.insert(id, (port, handle));
+            listeners.insert(id, (port, listen(&state, id, port, listener)));
         }
         tokio::select! {
             _ = state.shutdown.cancelled() => break,
@@ -92,6 +83,74 @@ pub async fn serve_loop(state: AppState) {
     for (_, (_, h)) in listeners {
         h.abort();
     }
+}
+
+/// Serves endpoint `id` on `listener` until shutdown or abort.
+fn listen(
+    state: &AppState,
+    id: Uuid,
+    port: u16,
+    listener: tokio::net::TcpListener,
+) -> tokio::task::AbortHandle {
+    let router = router(state.clone(), id);
+    let tls = state.tls.clone();
+    let edge = crate::edge::Edge::of(&state.config);
+    let stop = state.shutdown.clone();
+    tracing::info!(endpoint = %id, port, "serving a model endpoint");
+    tokio::spawn(async move {
+        let served = crate::edge::serve(listener, tls, router, edge, async move {
+            stop.cancelled().await;
+        })
+        .await;
+        if let Err(e) = served {
+            tracing::warn!(endpoint = %id, error = %e, "endpoint listener stopped");
+        }
+    })
+    .abort_handle()
+}
+
+/// Binds a free port of `serving_port_pool` for each endpoint without one, records it, and
+/// serves it; then reads the table again, so the endpoint answers from the moment its URL
+/// is shown.
+async fn give_ports(
+    state: &AppState,
+    listeners: &mut HashMap<Uuid, (u16, tokio::task::AbortHandle)>,
+) -> crate::error::ApiResult<()> {
+    let waiting = crate::serving::unported(state).await?;
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let pool = &state.config.serving_port_pool;
+    let (lo, hi) = crate::sessions::apps::parse_port_range(pool).ok_or_else(|| {
+        ApiError::internal("giving an endpoint its port", format!("bad serving_port_pool '{pool}'"))
+    })?;
+    let mut taken = crate::serving::taken_ports(state).await?;
+    let span = u32::from(hi - lo) + 1;
+    for e in waiting {
+        let offset = rand::random::<u32>() % span;
+        let mut bound = None;
+        for i in 0..span {
+            let p = lo + ((offset + i) % span) as u16;
+            if taken.contains(&p) {
+                continue;
+            }
+            if let Ok(l) = tokio::net::TcpListener::bind((state.config.listen.ip(), p)).await {
+                bound = Some((p, l));
+                break;
+            }
+        }
+        let Some((port, listener)) = bound else {
+            return Err(ApiError::conflict(format!(
+                "No free port left in the serving port pool {lo}-{hi}"
+            )));
+        };
+        if crate::serving::claim_port(state, e.id, port).await? {
+            taken.insert(port);
+            listeners.insert(e.id, (port, listen(state, e.id, port, listener)));
+        }
+    }
+    state.local.serving.replace(crate::serving::refresh(state).await?);
+    Ok(())
 }
 
 fn router(state: AppState, endpoint: Uuid) -> axum::Router {
@@ -131,10 +190,18 @@ async fn handle(state: &AppState, endpoint: Uuid, req: Request) -> Response {
     let Some(served) = state.local.serving.get(endpoint) else {
         return ApiError::not_found("endpoint", endpoint).into_response();
     };
-    if !served.public
-        && let Err(refused) = authorize(&served, req.headers(), state.clock.now().timestamp())
-    {
-        return refused;
+    if !served.public {
+        match authorize(&served, req.headers(), state.clock.now().timestamp()) {
+            Ok(Granted::Known) => {}
+            // Signed for this endpoint but issued since the last refresh (perhaps through
+            // another manager), or revoked: the database says which.
+            Ok(Granted::Unknown(jti)) => match crate::serving::token_is_live(state, endpoint, jti).await {
+                Ok(true) => state.local.serving.grant(endpoint, jti),
+                Ok(false) => return refuse("The token was revoked"),
+                Err(e) => return e.into_response(),
+            },
+            Err(refused) => return refused,
+        }
     }
     let max = state.config.serving_max_body_bytes;
     let declared = req
@@ -159,14 +226,23 @@ fn too_large(max: u64) -> Response {
     .into_response()
 }
 
-/// A private endpoint's request carries one of its live tokens (`Bearer` or `BackendAI`).
+/// A token that verified: known live to the table, or to be checked once.
+#[derive(Debug, PartialEq)]
+enum Granted {
+    Known,
+    Unknown(Uuid),
+}
+
+fn refuse(why: &str) -> Response {
+    ApiError::unauthenticated(why)
+        .with_header("www-authenticate", "Bearer")
+        .into_response()
+}
+
+/// A private endpoint's request carries a token of it (`Bearer` or `BackendAI`), signed with
+/// its key and not expired.
 #[allow(clippy::result_large_err)]
-fn authorize(served: &Served, headers: &axum::http::HeaderMap, now: i64) -> Result<(), Response> {
-    let refuse = |why: &str| {
-        ApiError::unauthenticated(why)
-            .with_header("www-authenticate", "Bearer")
-            .into_response()
-    };
+fn authorize(served: &Served, headers: &axum::http::HeaderMap, now: i64) -> Result<Granted, Response> {
     let Some(value) = headers.get("authorization").and_then(|v| v.to_str().ok()) else {
         return Err(refuse("Authorization header not provided"));
     };
@@ -177,8 +253,8 @@ fn authorize(served: &Served, headers: &axum::http::HeaderMap, now: i64) -> Resu
         return Err(refuse("Unsupported authorization method"));
     }
     match tokens::verify(&served.token_key, token.trim(), served.endpoint, now) {
-        Ok(c) if served.tokens.contains(&c.jti) => Ok(()),
-        Ok(_) => Err(refuse("The token was revoked")),
+        Ok(c) if served.tokens.contains(&c.jti) => Ok(Granted::Known),
+        Ok(c) => Ok(Granted::Unknown(c.jti)),
         Err(tokens::Refusal::Expired) => Err(refuse("The token has expired")),
         Err(_) => Err(refuse("Invalid token")),
     }
@@ -442,13 +518,20 @@ mod tests {
             h
         };
         let good = tokens::sign(&key, &claims(live)).unwrap();
-        assert!(authorize(&served, &with(&format!("Bearer {good}")), 50).is_ok());
-        assert!(authorize(&served, &with(&format!("BackendAI {good}")), 50).is_ok());
-        let status = |r: Result<(), Response>| r.unwrap_err().status();
+        assert_eq!(authorize(&served, &with(&format!("Bearer {good}")), 50).ok(), Some(Granted::Known));
+        assert_eq!(authorize(&served, &with(&format!("BackendAI {good}")), 50).ok(), Some(Granted::Known));
+        let status = |r: Result<Granted, Response>| r.unwrap_err().status();
         assert_eq!(status(authorize(&served, &axum::http::HeaderMap::new(), 50)), StatusCode::UNAUTHORIZED);
         assert_eq!(status(authorize(&served, &with(&format!("Bearer {good}")), 100)), StatusCode::UNAUTHORIZED);
         assert_eq!(status(authorize(&served, &with(&format!("Basic {good}")), 50)), StatusCode::UNAUTHORIZED);
+        // Not known to the table: the database decides (revoked, or issued since).
         let gone = tokens::sign(&key, &claims(revoked)).unwrap();
-        assert_eq!(status(authorize(&served, &with(&format!("Bearer {gone}")), 50)), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            authorize(&served, &with(&format!("Bearer {gone}")), 50).ok(),
+            Some(Granted::Unknown(revoked))
+        );
+        // Another endpoint's key: refused outright.
+        let other = tokens::sign(&tokens::new_key(), &claims(live)).unwrap();
+        assert_eq!(status(authorize(&served, &with(&format!("Bearer {other}")), 50)), StatusCode::UNAUTHORIZED);
     }
 }

@@ -193,7 +193,8 @@ gql "$(body 'mutation($h: JSONString, $g: UUID!) { modify_group(gid: $g, props: 
 
 export BACKEND_ENDPOINT=$EP BACKEND_ENDPOINT_TYPE=api BACKEND_ACCESS_KEY=$AK BACKEND_SECRET_KEY=$SK
 # The model folder the model-service specs serve (`model-vfolder-name`), with a model
-# definition: what an operator prepares for them (bai serves no models yet).
+# definition: what an operator prepares for them. Its service is Python's HTTP server on the
+# folder (the service's working directory), so `GET /health` finds the `health` file.
 cat > "$OUT/model-definition.yaml" <<'EOF2'
 models:
   - name: tester-model
@@ -203,7 +204,8 @@ models:
       port: 8000
 EOF2
 "$CLI26/bin/backend.ai" vfolder create tester-model local:volume1 --usage-mode model
-(cd "$OUT" && "$CLI26/bin/backend.ai" vfolder upload tester-model model-definition.yaml)
+echo ok > "$OUT/health"
+(cd "$OUT" && "$CLI26/bin/backend.ai" vfolder upload tester-model model-definition.yaml health)
 
 sed -e "s#@ENDPOINT@#$EP#g" -e "s#@LOGIN_ENDPOINT@#$WEB#g" -e "s#@ACCESS_KEY@#$AK#" -e "s#@SECRET_KEY@#$SK#" \
     "$HERE/tester.toml.in" > "$OUT/tester.toml"

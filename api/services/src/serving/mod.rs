@@ -26,7 +26,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Runtime, Store};
 
-pub use reconcile::{reconcile_loop, refresh};
+pub use reconcile::{claim_port, reconcile_loop, refresh, taken_ports, unported};
 
 /// An endpoint's life (Backend.AI's `lifecycle_stage`).
 pub mod stage {
@@ -633,7 +633,7 @@ pub const MAX_TOKENS_PER_ENDPOINT: usize = 256;
 
 /// Issues a token for endpoint `id`, valid until `valid_until` (seconds since the epoch).
 pub async fn issue_token(
-    store: &impl Store,
+    store: &impl Runtime,
     caller: &Caller,
     id: Uuid,
     valid_until: i64,
@@ -669,6 +669,7 @@ pub async fn issue_token(
     .insert(store.db())
     .await?;
     let token = token_of(&e, &row)?;
+    store.serving_table().grant(id, row.id);
     Ok((row, token))
 }
 
@@ -695,6 +696,17 @@ pub async fn tokens_of(store: &impl Store, id: Uuid) -> ApiResult<Vec<endpoint_t
         .order_by_desc(endpoint_tokens::Column::CreatedAt)
         .all(store.read())
         .await?)
+}
+
+/// Whether token `id` of endpoint `endpoint` is live (a token issued through another manager
+/// since this one's last refresh: checked once, then kept in the table).
+pub async fn token_is_live(store: &impl Store, endpoint: Uuid, id: Uuid) -> ApiResult<bool> {
+    Ok(endpoint_tokens::Entity::find_by_id(id)
+        .filter(endpoint_tokens::Column::Endpoint.eq(endpoint))
+        .filter(endpoint_tokens::Column::ValidUntil.gt(store.clock().now()))
+        .one(store.db())
+        .await?
+        .is_some())
 }
 
 /// Revokes token `token` of endpoint `id`: the proxy refuses it from this manager's next

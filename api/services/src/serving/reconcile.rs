@@ -20,7 +20,7 @@ use super::definition::Definition;
 use super::route_status as rs;
 use super::table::{Served, Upstream};
 use super::{definition_of, stage};
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::store::Runtime;
 
 /// Seconds between passes.
@@ -92,10 +92,7 @@ pub async fn pass(state: &impl Runtime, memory: &mut Memory) -> ApiResult<()> {
     Ok(())
 }
 
-async fn one(state: &impl Runtime, memory: &mut Memory, mut e: endpoints::Model) -> ApiResult<()> {
-    if e.lifecycle_stage == stage::CREATED && e.port.is_none() {
-        e = assign_port(state, e).await?;
-    }
+async fn one(state: &impl Runtime, memory: &mut Memory, e: endpoints::Model) -> ApiResult<()> {
     let def = definition_of(&e)?;
     let routes = super::routes_of(state, e.id).await?;
     let ids: Vec<Uuid> = routes.iter().filter_map(|r| r.session).collect();
@@ -545,40 +542,44 @@ async fn prune_failures(state: &impl Runtime, routes: &[routings::Model]) -> Api
     Ok(())
 }
 
-/// Gives a new endpoint a free port of `serving_port_pool` (one no other live endpoint has,
-/// that this host can bind).
-async fn assign_port(state: &impl Runtime, e: endpoints::Model) -> ApiResult<endpoints::Model> {
-    let pool = &state.config().serving_port_pool;
-    let (lo, hi) = crate::sessions::apps::parse_port_range(pool).ok_or_else(|| {
-        ApiError::internal("giving an endpoint its port", format!("bad serving_port_pool '{pool}'"))
-    })?;
-    let taken: HashSet<i32> = endpoints::Entity::find()
+/// Live endpoints still without a port (the leader's surface gives each one it serves).
+pub async fn unported(state: &impl Runtime) -> ApiResult<Vec<endpoints::Model>> {
+    Ok(endpoints::Entity::find()
+        .filter(endpoints::Column::LifecycleStage.eq(stage::CREATED))
+        .filter(endpoints::Column::Port.is_null())
+        .all(state.db())
+        .await?)
+}
+
+/// The ports live endpoints hold.
+pub async fn taken_ports(state: &impl Runtime) -> ApiResult<HashSet<u16>> {
+    Ok(endpoints::Entity::find()
         .filter(endpoints::Column::LifecycleStage.ne(stage::DESTROYED))
+        .filter(endpoints::Column::Port.is_not_null())
         .all(state.db())
         .await?
         .iter()
-        .filter_map(|e| e.port)
-        .collect();
-    let span = u32::from(hi - lo) + 1;
-    let offset = rand::random::<u32>() % span;
-    let ip = state.config().listen.ip();
-    for i in 0..span {
-        let p = lo + ((offset + i) % span) as u16;
-        if taken.contains(&i32::from(p)) {
-            continue;
-        }
-        if tokio::net::TcpListener::bind((ip, p)).await.is_err() {
-            continue;
-        }
-        let mut m = e.into_active_model();
-        m.port = Set(Some(i32::from(p)));
-        let e = m.update(state.db()).await?;
-        tracing::info!(endpoint = %e.id, port = p, "model service given its port");
-        return Ok(e);
+        .filter_map(|e| e.port.and_then(|p| u16::try_from(p).ok()))
+        .collect())
+}
+
+/// Gives endpoint `id` port `port` (already bound by the caller, so the URL answers the
+/// moment it is shown), unless it has one. Returns whether it was given.
+pub async fn claim_port(state: &impl Runtime, id: Uuid, port: u16) -> ApiResult<bool> {
+    let done = endpoints::Entity::update_many()
+        .col_expr(
+            endpoints::Column::Port,
+            sea_orm::sea_query::Expr::value(i32::from(port)),
+        )
+        .filter(endpoints::Column::Id.eq(id))
+        .filter(endpoints::Column::Port.is_null())
+        .filter(endpoints::Column::LifecycleStage.eq(stage::CREATED))
+        .exec(state.db())
+        .await?;
+    if done.rows_affected > 0 {
+        tracing::info!(endpoint = %id, port, "model service given its port");
     }
-    Err(ApiError::conflict(format!(
-        "No free port left in the serving port pool {lo}-{hi}"
-    )))
+    Ok(done.rows_affected > 0)
 }
 
 /// The routing table as the database says now: every live endpoint with a port, its tokens,
@@ -607,13 +608,13 @@ pub async fn refresh(state: &impl Runtime) -> ApiResult<Vec<Served>> {
         .all(db)
         .await?;
     let session_ids: Vec<Uuid> = routes.iter().filter_map(|r| r.session).collect();
-    let running: HashSet<Uuid> = sessions::Entity::find()
+    let live: HashMap<Uuid, SessionStatus> = sessions::Entity::find()
         .filter(sessions::Column::Id.is_in(session_ids.clone()))
-        .filter(sessions::Column::Status.eq(SessionStatus::Running))
+        .filter(sessions::Column::Status.is_in(SessionStatus::LIVE.iter().copied()))
         .all(db)
         .await?
         .into_iter()
-        .map(|s| s.id)
+        .map(|s| (s.id, s.status))
         .collect();
     let mains: HashMap<Uuid, kernels::Model> = kernels::Entity::find()
         .filter(kernels::Column::SessionId.is_in(session_ids))
@@ -634,10 +635,12 @@ pub async fn refresh(state: &impl Runtime) -> ApiResult<Vec<Served>> {
         let mut healthy = Vec::new();
         let mut starting = 0;
         for r in routes.iter().filter(|r| r.endpoint == e.id) {
-            let Some(session) = r.session.filter(|s| running.contains(s)) else {
+            let Some((session, status)) = r.session.and_then(|s| live.get(&s).map(|st| (s, *st)))
+            else {
                 continue;
             };
-            if r.status == rs::PROVISIONING {
+            // On its way: a request may wait for it.
+            if r.status == rs::PROVISIONING || status != SessionStatus::Running {
                 starting += 1;
                 continue;
             }
@@ -657,6 +660,9 @@ pub async fn refresh(state: &impl Runtime) -> ApiResult<Vec<Served>> {
                 }
             }
         }
+        // Replicas wanted but not serving yet: a request may wait for them.
+        let wanted = usize::try_from(e.replicas).unwrap_or(0);
+        starting = starting.max(wanted.saturating_sub(healthy.len()));
         out.push(Served {
             endpoint: e.id,
             port,

@@ -62,6 +62,16 @@ impl ServingTable {
             .collect()
     }
 
+    /// Knows token `id` of `endpoint` at once (found live in the database after a miss).
+    pub fn grant(&self, endpoint: Uuid, id: Uuid) {
+        let mut map = self.served.write();
+        if let Some(s) = map.get(&endpoint) {
+            let mut s = (**s).clone();
+            s.tokens.insert(id);
+            map.insert(endpoint, Arc::new(s));
+        }
+    }
+
     /// Forgets token `id` of `endpoint` at once (this manager revoked it; the others follow
     /// at their next refresh).
     pub fn revoke(&self, endpoint: Uuid, id: Uuid) {
