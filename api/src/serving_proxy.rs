@@ -343,6 +343,7 @@ async fn forward(
     let bodiless = declared == Some(0)
         || (declared.is_none() && !req.headers().contains_key("transfer-encoding"));
     let mut body = Some(req.into_body());
+    let over = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let resp = loop {
         let up = replica(state, endpoint, until).await?;
         let url = format!("http://{}{path_and_query}", up.addr);
@@ -356,9 +357,14 @@ async fn forward(
             let Some(b) = body.take() else {
                 return Err(unavailable());
             };
-            out.body(reqwest::Body::wrap_stream(bounded(b, max)))
+            out.body(reqwest::Body::wrap_stream(bounded(b, max, over.clone())))
         };
-        match tokio::time::timeout(ANSWER_TIMEOUT, out.send()).await {
+        let sent = tokio::time::timeout(ANSWER_TIMEOUT, out.send()).await;
+        // The body ran past the limit: whatever the model made of the part it got.
+        if over.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(too_large(max));
+        }
+        match sent {
             Ok(Ok(r)) => break r,
             // Not listening yet (just started): a bodiless request tries again.
             Ok(Err(e)) if e.is_connect() && bodiless && tokio::time::Instant::now() < until => {
@@ -366,9 +372,6 @@ async fn forward(
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Ok(Err(e)) => {
-                if is_too_large(&e) {
-                    return Ok(too_large(max));
-                }
                 let reference = Uuid::new_v4();
                 tracing::warn!(%reference, %endpoint, route = %up.route, error = %e, "endpoint request failed");
                 return Ok(gateway(
@@ -425,10 +428,11 @@ fn gateway(status: StatusCode, msg: String) -> Response {
         .into_response()
 }
 
-/// The body streamed, cut with an error past `max` bytes.
+/// The body streamed, cut with an error past `max` bytes (`over` then says so).
 fn bounded(
     body: Body,
     max: u64,
+    over: Arc<std::sync::atomic::AtomicBool>,
 ) -> impl futures_util::Stream<Item = Result<axum::body::Bytes, std::io::Error>> + Send + 'static {
     let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
     body.into_data_stream().map(move |chunk| {
@@ -436,6 +440,7 @@ fn bounded(
         let n = seen.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed)
             + chunk.len() as u64;
         if n > max {
+            over.store(true, std::sync::atomic::Ordering::Relaxed);
             return Err(std::io::Error::other(TooLarge));
         }
         Ok(chunk)
@@ -450,17 +455,6 @@ impl std::fmt::Display for TooLarge {
     }
 }
 impl std::error::Error for TooLarge {}
-
-fn is_too_large(e: &reqwest::Error) -> bool {
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = next {
-        if err.is::<TooLarge>() {
-            return true;
-        }
-        next = err.source();
-    }
-    false
-}
 
 #[cfg(test)]
 mod tests {

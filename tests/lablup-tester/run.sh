@@ -4,8 +4,9 @@
 # the storage host it names (`local:volume1`), a keypair policy allowing clusters of 4
 # containers and enough folders, a `model` folder with a model definition, the remote
 # hosts of `scripts/hosts.sh` in the resource group (multi-node specs), Lablup's web server
-# for the `login` spec, and agents that offer twice their cores (`agent_cpu_overcommit`:
-# the specs run two 2-container sessions at once on a 2-core test machine). Runs each spec
+# for the `login` spec, and agents that offer three times their cores (`agent_cpu_overcommit`:
+# the specs run two 2-container sessions at once, and replicas_successfully_scale three
+# 3-container replicas of 1 core each across the two remote hosts, on a 2-core test machine). Runs each spec
 # alone (a timeout each), then stops everything and removes the containers and volumes of
 # this installation (label ai.backend.bai-instance=<its id>) on every engine.
 #
@@ -118,7 +119,7 @@ storage_hosts = ["local:volume1=$OUT/volume1"]
 # The default keeps 1g back; 512m leaves more for sessions on a small host.
 agent_reserved_mem = "512m"
 # Two 2-container sessions at once on a 2-core machine (see the header).
-agent_cpu_overcommit = 2
+agent_cpu_overcommit = 3
 EOF
     [ -n "$DB_URL" ] && echo "database_url = \"$DB_URL\"" >> "$OUT/bai$m.toml"
     "$OUT/bai" check-config --config "$OUT/bai$m.toml" > /dev/null || exit 1
@@ -227,6 +228,12 @@ for spec in $SPECS; do
         "$SUITE/bin/backend.ai" test run-test "$spec" -f "$OUT/tester.toml") > "$log" 2>&1
     rc=$?
     secs=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+    # A deleted model service's replicas end in the background, as on Backend.AI: they are
+    # not left behind unless the service is still being destroyed 20 s on.
+    for _ in $(seq 40); do
+        [ -z "$(sql "select id from endpoints where lifecycle_stage = 'destroying'")" ] && break
+        sleep 0.5
+    done
     # Sessions a spec left behind (failed or timed out) would hold the 2 CPUs: destroy them.
     left=$(sql "select $SESSION_ID, access_key from sessions where status not in ('TERMINATED', 'CANCELLED', 'ERROR')")
     nleft=0

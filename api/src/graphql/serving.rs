@@ -370,7 +370,7 @@ fn page(limit: i32, offset: i32) -> Result<(usize, usize), ApiError> {
 #[derive(Default)]
 pub struct ServingQuery;
 
-#[Object(rename_fields = "snake_case")]
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ServingQuery {
     /// One model service.
     async fn endpoint(&self, ctx: &Context<'_>, endpoint_id: Uuid) -> crate::graphql::context::Result<Endpoint> {
@@ -625,7 +625,7 @@ fn text_map(v: Option<JsonString>, what: &str) -> Result<std::collections::BTree
 #[derive(Default)]
 pub struct ServingMutation;
 
-#[Object(rename_fields = "snake_case")]
+#[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ServingMutation {
     /// Serves a model folder (the same as `POST /services`): the replicas and URL follow.
     async fn create_endpoint(

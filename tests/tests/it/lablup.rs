@@ -4,7 +4,7 @@
 //!   groups against a fresh `bai serve`: nothing failed, nothing errored;
 //! - the tester (`backend.ai test run-test`, 82 specs) through `tests/lablup-tester/run.sh`
 //!   against a fresh `bai serve` process with the remote hosts of `scripts/hosts.sh`: every
-//!   spec passes but those of model serving, listed by name.
+//!   spec passes, model serving's included.
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -145,23 +145,6 @@ async fn lablup_cli_integration_suite_passes() {
     took("it::lablup::lablup_cli_integration_suite_passes", started);
 }
 
-/// The tester's specs that need model serving (endpoints, replicas), not built yet: their
-/// verdicts are printed, not asserted.
-const MODEL_SERVING_SPECS: [&str; 12] = [
-    "single_node_single_container_creation_endpoint_success",
-    "single_node_single_container_creation_public_endpoint_success",
-    "single_node_single_container_creation_private_endpoint_success",
-    "single_node_multi_container_creation_endpoint_success",
-    "single_node_multi_container_creation_public_endpoint_success",
-    "single_node_multi_container_creation_private_endpoint_success",
-    "multi_node_multi_container_creation_endpoint_success",
-    "multi_node_multi_container_creation_public_endpoint_success",
-    "multi_node_multi_container_creation_private_endpoint_success",
-    "replicas_successfully_scale",
-    "replicas_scale_failure_too_many_sessions",
-    "purge_group_fail_remaining_active_endpoint_exist",
-];
-
 /// One spec's line of `results.tsv`: spec, verdict, seconds, sessions it left, first cause.
 #[derive(Debug)]
 struct Verdict {
@@ -192,8 +175,7 @@ fn verdicts(tsv: &str) -> Vec<Verdict> {
 /// an operator sets a site up for it (`tests/lablup-tester/run.sh`: the storage host, policy,
 /// model folder, the two hosts of `scripts/hosts.sh`, Lablup's web server for `login`).
 /// Run alone (each spec's sessions need the machine's CPUs, and several time out on their own
-/// clocks). Fails on any spec but model serving's that does not pass, and on a spec that left
-/// a session behind.
+/// clocks). Fails on any spec that does not pass, and on a spec that left a session behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run alone by scripts/test.sh after the other tests (the specs need the machine's CPUs)"]
 async fn lablup_tester_specs_pass() {
@@ -251,7 +233,7 @@ async fn lablup_tester_specs_pass() {
     assert_eq!(rows.len(), 82, "every spec gets a verdict:\n{log}");
     let failed: Vec<&Verdict> = rows
         .iter()
-        .filter(|v| v.result != "PASS" && !MODEL_SERVING_SPECS.contains(&v.spec.as_str()))
+        .filter(|v| v.result != "PASS")
         .collect();
     assert!(
         failed.is_empty(),
@@ -263,9 +245,7 @@ async fn lablup_tester_specs_pass() {
     let leaked: Vec<&Verdict> = rows
         .iter()
         .filter(|v| {
-            v.left > 0
-                && v.spec != "creation_interactive_session_failure_schedule_timeout"
-                && !MODEL_SERVING_SPECS.contains(&v.spec.as_str())
+            v.left > 0 && v.spec != "creation_interactive_session_failure_schedule_timeout"
         })
         .collect();
     assert!(

@@ -26,6 +26,7 @@ mod ops;
 mod registry;
 mod roles;
 mod sandbox;
+mod serving;
 mod sessions;
 mod statistics;
 mod storage;

@@ -268,6 +268,8 @@ pub async fn create(state: &impl Runtime, caller: &Caller, req: NewService) -> A
         .clone()
         .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
     check_replicas(state, &access_key, req.replicas).await?;
+    // What the owner may not reach is not found, before anything else is said of it.
+    let folder = model_folder(state, &owner, &req.model).await?;
     match RUNTIME_VARIANTS.iter().find(|(n, _)| *n == req.runtime_variant) {
         Some(("custom", _)) => {}
         Some((n, _)) => {
@@ -327,7 +329,6 @@ pub async fn create(state: &impl Runtime, caller: &Caller, req: NewService) -> A
         shmem.unwrap_or(crate::sessions::DEFAULT_SHMEM),
     )?;
     let destination = crate::storage::model_destination(&req.model_mount_destination)?;
-    let folder = model_folder(state, &owner, &req.model).await?;
     let (def_path, def) =
         read_definition(state, &folder, req.model_definition_path.as_deref(), &destination)
             .await?;
@@ -529,7 +530,7 @@ pub async fn scale(store: &impl Store, caller: &Caller, id: Uuid, to: i64) -> Ap
 /// Changes what may be changed of a live endpoint (GraphQL `modify_endpoint`): its replicas
 /// (within the policy), its name, whether it is public.
 pub async fn modify(
-    store: &impl Store,
+    store: &impl Runtime,
     caller: &Caller,
     id: Uuid,
     replicas: Option<i64>,
@@ -553,7 +554,9 @@ pub async fn modify(
     if let Some(p) = open_to_public {
         m.open_to_public = Set(p);
     }
-    Ok(m.update(store.db()).await?)
+    let e = m.update(store.db()).await?;
+    store.serving_table().set_public(e.id, e.open_to_public);
+    Ok(e)
 }
 
 /// The route `route` of endpoint `id` (NOT_FOUND when it is another endpoint's).

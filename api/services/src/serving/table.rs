@@ -62,6 +62,17 @@ impl ServingTable {
             .collect()
     }
 
+    /// Opens or closes `endpoint` to the public at once (this manager changed it; the
+    /// others follow at their next refresh).
+    pub fn set_public(&self, endpoint: Uuid, public: bool) {
+        let mut map = self.served.write();
+        if let Some(s) = map.get(&endpoint) {
+            let mut s = (**s).clone();
+            s.public = public;
+            map.insert(endpoint, Arc::new(s));
+        }
+    }
+
     /// Knows token `id` of `endpoint` at once (found live in the database after a miss).
     pub fn grant(&self, endpoint: Uuid, id: Uuid) {
         let mut map = self.served.write();
