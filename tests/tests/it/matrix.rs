@@ -78,6 +78,8 @@ const NOT_IDS: &[&str] = &[
     // Statistics: which kind of series (the id names the object) and over how long.
     "scope",
     "period",
+    // How long a new endpoint token lives.
+    "duration",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +98,12 @@ enum Kind {
     ImageRef,
     /// An invitation to share a folder.
     Invitation,
+    /// A model-serving endpoint, one of its routes, one of its tokens (its id; `TokenText`:
+    /// the token itself).
+    Endpoint,
+    Route,
+    Token,
+    TokenText,
 }
 
 /// What a request answered, as text: a query's or mutation's whole body, or a subscription's
@@ -451,6 +459,118 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
                     gql::create_session_from_template::Variables {
                         id: v,
                         ..Default::default()
+                    }
+                }),
+            ),
+        ),
+        (
+            "Query",
+            "endpoint",
+            "endpoint_id",
+            Tenant(Endpoint, ask!(m::Endpoint, |v| m::endpoint::Variables { id: v })),
+        ),
+        ("Query", "endpoint_list", "domain_name", Global(NARROWS)),
+        ("Query", "endpoint_list", "group_id", Global(NARROWS)),
+        ("Query", "endpoint_list", "user_uuid", Global(NARROWS)),
+        ("Query", "endpoint_list", "project", Global(NARROWS)),
+        (
+            "Query",
+            "routing",
+            "routing_id",
+            Tenant(Route, ask!(m::Routing, |v| m::routing::Variables { id: v })),
+        ),
+        (
+            "Query",
+            "routing_list",
+            "endpoint_id",
+            Tenant(
+                Endpoint,
+                ask!(m::RoutingList, |v| m::routing_list::Variables { id: Some(v) }),
+            ),
+        ),
+        (
+            "Query",
+            "endpoint_token",
+            "token",
+            Tenant(
+                TokenText,
+                ask!(m::EndpointToken, |v| m::endpoint_token::Variables { token: v }),
+            ),
+        ),
+        (
+            "Query",
+            "endpoint_token_list",
+            "endpoint_id",
+            Tenant(
+                Endpoint,
+                ask!(m::EndpointTokenList, |v| {
+                    m::endpoint_token_list::Variables { id: Some(v) }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "modify_endpoint",
+            "endpoint_id",
+            Tenant(
+                Endpoint,
+                ask!(m::ModifyEndpoint, |v| m::modify_endpoint::Variables {
+                    id: v,
+                    props: m::modify_endpoint::ModifyEndpointInput {
+                        name: Some("pwned".into()),
+                        replicas: Some(0),
+                        open_to_public: Some(true),
+                        ..Default::default()
+                    },
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "delete_endpoint",
+            "endpoint_id",
+            Tenant(
+                Endpoint,
+                ask!(m::DeleteEndpoint, |v| m::delete_endpoint::Variables { id: v }),
+            ),
+        ),
+        (
+            "Mutation",
+            "create_endpoint_token",
+            "endpoint_id",
+            Tenant(
+                Endpoint,
+                ask!(m::CreateEndpointToken, |v| {
+                    m::create_endpoint_token::Variables { id: v }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "revoke_endpoint_token",
+            "endpoint_id",
+            Tenant(
+                Endpoint,
+                ask!(m::RevokeEndpointToken, |v| {
+                    m::revoke_endpoint_token::Variables {
+                        endpoint: v,
+                        token: uuid::Uuid::new_v4().to_string(),
+                    }
+                }),
+            ),
+        ),
+        (
+            "Mutation",
+            "revoke_endpoint_token",
+            "token_id",
+            Tenant(
+                Token,
+                ask!(m::RevokeEndpointToken, |v| {
+                    // A token id is only ever looked up under an endpoint the caller may act
+                    // on: under any other, the victim's and a missing one answer alike.
+                    m::revoke_endpoint_token::Variables {
+                        endpoint: uuid::Uuid::nil().to_string(),
+                        token: v,
                     }
                 }),
             ),
@@ -1498,6 +1618,44 @@ fn without_request_ids(v: &mut Value) {
     }
 }
 
+/// The superadmin's model service of one replica (a model folder whose service sleeps), its
+/// route and a token: (endpoint, route, token id, token).
+async fn victim_endpoint(app: &TestApp) -> (String, String, String, String) {
+    let (st, f) = rest(app, &app.admin_token, reqwest::Method::POST, "/folders",
+        Some(json!({"name": "secret-model", "usage_mode": "model"}))).await;
+    assert_eq!(st, 201, "{f}");
+    let folder = uuid::Uuid::parse_str(f["id"].as_str().unwrap()).unwrap().to_string();
+    let resp = app
+        .http
+        .post(app.url(&format!("/storage/folders/{folder}/upload?path=model-definition.yaml")))
+        .bearer_auth(&app.admin_token)
+        .body("models:\n- name: m\n  service: {start_command: [sleep, '3600'], port: 8000}\n")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success());
+    let (st, e) = rest(app, &app.admin_token, reqwest::Method::POST, "/services", Some(json!({
+        "name": "secret-service", "replicas": 1, "image": PYTHON,
+        "config": {"model": folder, "scaling_group": "default"},
+    }))).await;
+    assert_eq!(st, 201, "{e}");
+    let endpoint = e["endpoint_id"].as_str().unwrap().to_string();
+    let route = eventually("the victim service's route", WAIT, || async {
+        let (_, e) = rest(app, &app.admin_token, reqwest::Method::GET, &format!("/services/{endpoint}"), None).await;
+        e["active_routes"][0]["route_id"].as_str().map(str::to_string)
+    })
+    .await;
+    let made = app.admin_op::<m::CreateEndpointToken>(m::create_endpoint_token::Variables { id: endpoint.clone() }).await;
+    let text = made["create_endpoint_token"]["token"]["token"].as_str().unwrap().to_string();
+    let listed = app.admin_op::<m::EndpointToken>(m::endpoint_token::Variables { token: text.clone() }).await;
+    assert_eq!(listed["endpoint_token"]["endpoint_id"], endpoint.as_str(), "{listed}");
+    let ids = app
+        .ok(Some(&app.admin_token), "query($id: UUID) { endpoint_token_list(limit: 1, offset: 0, endpoint_id: $id) { items { id } } }", json!({"id": endpoint}))
+        .await;
+    let token_id = ids["endpoint_token_list"]["items"][0]["id"].as_str().unwrap().to_string();
+    (endpoint, route, token_id, text)
+}
+
 fn normalized(answer: &str, victim: &str, fake: &str) -> String {
     let answer = match serde_json::from_str::<Value>(answer) {
         Ok(mut v) => {
@@ -1640,8 +1798,14 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
         image["id"].as_str().unwrap().to_string(),
         image["name"].as_str().unwrap().to_string(),
     );
+    // The superadmin's model service (one replica) with a token.
+    let (endpoint, route, token_id, token_text) = victim_endpoint(&app).await;
     let victim = |k: Kind| -> String {
         match k {
+            Endpoint => endpoint.clone(),
+            Route => route.clone(),
+            Token => token_id.clone(),
+            TokenText => token_text.clone(),
             User => super_email.clone(),
             Keypair => super_ak.clone(),
             Session => session.clone(),
@@ -1661,6 +1825,7 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
             User => "nobody-at-all@x.org".to_string(),
             Keypair => "AKIANOSUCHKEY0000000".to_string(),
             Domain => "nosuchdomain".to_string(),
+            TokenText => format!("{}.e30.c2ln", uuid::Uuid::new_v4().simple()),
             ImageRef => format!(
                 "bai.local/user-{}/python:3-customized_{}",
                 uuid::Uuid::new_v4().simple(),
@@ -1736,6 +1901,11 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
         Some(1),
         "{still}"
     );
+    let (st, e) = rest(&app, &app.admin_token, reqwest::Method::GET, &format!("/services/{endpoint}"), None).await;
+    assert_eq!(st, 200, "{e}");
+    assert_eq!((e["name"].as_str(), e["replicas"].as_i64(), e["is_public"].as_bool()), (Some("secret-service"), Some(1), Some(false)), "{e}");
+    let tokens = app.admin_op::<m::EndpointTokenList>(m::endpoint_token_list::Variables { id: Some(endpoint.clone()) }).await;
+    assert_eq!(tokens["endpoint_token_list"]["total_count"], 1, "{tokens}");
     destroy(&app, &app.admin_token, &session).await;
     app.admin_op::<gql::ForgetImageById>(gql::forget_image_by_id::Variables { image_id })
         .await;

@@ -86,3 +86,21 @@ operation!(
     UsageSeriesOfSession,
     "graphql/matrix/usage_series_of_session.graphql"
 );
+operation!(Endpoint, "graphql/matrix/endpoint.graphql");
+operation!(Routing, "graphql/matrix/routing.graphql");
+operation!(RoutingList, "graphql/matrix/routing_list.graphql");
+operation!(EndpointToken, "graphql/matrix/endpoint_token.graphql");
+operation!(
+    EndpointTokenList,
+    "graphql/matrix/endpoint_token_list.graphql"
+);
+operation!(ModifyEndpoint, "graphql/matrix/modify_endpoint.graphql");
+operation!(DeleteEndpoint, "graphql/matrix/delete_endpoint.graphql");
+operation!(
+    CreateEndpointToken,
+    "graphql/matrix/create_endpoint_token.graphql"
+);
+operation!(
+    RevokeEndpointToken,
+    "graphql/matrix/revoke_endpoint_token.graphql"
+);
