@@ -8,8 +8,8 @@ pub use bai_core::validate;
 pub use bai_services::{
     API_VERSION, MANAGER_COMPAT, VERSION, accounts, agents, audit, auth, bgtasks, cluster, config,
     db, domains, dotfiles, events, groups, heartbeat, images, keypairs, lookup, policies, presets,
-    registries, scaling_groups, scheduler, serving, sessions, settings, sql, state, statistics, storage,
-    templates, users,
+    registries, scaling_groups, scheduler, serving, sessions, settings, sql, state, statistics,
+    storage, templates, users,
 };
 
 // Layer 5: the surfaces and the server. The commit bai is built from is the binary's

@@ -69,7 +69,8 @@ pub async fn serve_loop(state: AppState) {
                 continue;
             }
             // Another process on this host may hold it (another manager): it serves it.
-            let Ok(listener) = tokio::net::TcpListener::bind((state.config.listen.ip(), port)).await
+            let Ok(listener) =
+                tokio::net::TcpListener::bind((state.config.listen.ip(), port)).await
             else {
                 continue;
             };
@@ -122,7 +123,10 @@ async fn give_ports(
     }
     let pool = &state.config.serving_port_pool;
     let (lo, hi) = crate::sessions::apps::parse_port_range(pool).ok_or_else(|| {
-        ApiError::internal("giving an endpoint its port", format!("bad serving_port_pool '{pool}'"))
+        ApiError::internal(
+            "giving an endpoint its port",
+            format!("bad serving_port_pool '{pool}'"),
+        )
     })?;
     let mut taken = crate::serving::taken_ports(state).await?;
     let span = u32::from(hi - lo) + 1;
@@ -149,7 +153,10 @@ async fn give_ports(
             listeners.insert(e.id, (port, listen(state, e.id, port, listener)));
         }
     }
-    state.local.serving.replace(crate::serving::refresh(state).await?);
+    state
+        .local
+        .serving
+        .replace(crate::serving::refresh(state).await?);
     Ok(())
 }
 
@@ -195,11 +202,13 @@ async fn handle(state: &AppState, endpoint: Uuid, req: Request) -> Response {
             Ok(Granted::Known) => {}
             // Signed for this endpoint but issued since the last refresh (perhaps through
             // another manager), or revoked: the database says which.
-            Ok(Granted::Unknown(jti)) => match crate::serving::token_is_live(state, endpoint, jti).await {
-                Ok(true) => state.local.serving.grant(endpoint, jti),
-                Ok(false) => return refuse("The token was revoked"),
-                Err(e) => return e.into_response(),
-            },
+            Ok(Granted::Unknown(jti)) => {
+                match crate::serving::token_is_live(state, endpoint, jti).await {
+                    Ok(true) => state.local.serving.grant(endpoint, jti),
+                    Ok(false) => return refuse("The token was revoked"),
+                    Err(e) => return e.into_response(),
+                }
+            }
             Err(refused) => return refused,
         }
     }
@@ -242,7 +251,11 @@ fn refuse(why: &str) -> Response {
 /// A private endpoint's request carries a token of it (`Bearer` or `BackendAI`), signed with
 /// its key and not expired.
 #[allow(clippy::result_large_err)]
-fn authorize(served: &Served, headers: &axum::http::HeaderMap, now: i64) -> Result<Granted, Response> {
+fn authorize(
+    served: &Served,
+    headers: &axum::http::HeaderMap,
+    now: i64,
+) -> Result<Granted, Response> {
     let Some(value) = headers.get("authorization").and_then(|v| v.to_str().ok()) else {
         return Err(refuse("Authorization header not provided"));
     };
@@ -280,7 +293,11 @@ fn choose(healthy: &[Upstream]) -> Option<&Upstream> {
 }
 
 /// A healthy replica of `endpoint`, waiting for a starting one if that is all there is.
-async fn replica(state: &AppState, endpoint: Uuid, until: tokio::time::Instant) -> Result<Upstream, ApiError> {
+async fn replica(
+    state: &AppState,
+    endpoint: Uuid,
+    until: tokio::time::Instant,
+) -> Result<Upstream, ApiError> {
     loop {
         let Some(s) = state.local.serving.get(endpoint) else {
             return Err(ApiError::not_found("endpoint", endpoint));
@@ -479,7 +496,10 @@ mod tests {
             let i = routes.iter().position(|r| r.route == u.route).unwrap();
             counts[i] += 1;
         }
-        assert_eq!(counts[0], 0, "a route at ratio 0 gets nothing while others take traffic");
+        assert_eq!(
+            counts[0], 0,
+            "a route at ratio 0 gets nothing while others take traffic"
+        );
         assert!((2700..3300).contains(&counts[1]), "{counts:?}");
         let zero = [up(0.0), up(0.0)];
         assert!(choose(&zero).is_some(), "all at 0: all alike");
@@ -512,12 +532,27 @@ mod tests {
             h
         };
         let good = tokens::sign(&key, &claims(live)).unwrap();
-        assert_eq!(authorize(&served, &with(&format!("Bearer {good}")), 50).ok(), Some(Granted::Known));
-        assert_eq!(authorize(&served, &with(&format!("BackendAI {good}")), 50).ok(), Some(Granted::Known));
+        assert_eq!(
+            authorize(&served, &with(&format!("Bearer {good}")), 50).ok(),
+            Some(Granted::Known)
+        );
+        assert_eq!(
+            authorize(&served, &with(&format!("BackendAI {good}")), 50).ok(),
+            Some(Granted::Known)
+        );
         let status = |r: Result<Granted, Response>| r.unwrap_err().status();
-        assert_eq!(status(authorize(&served, &axum::http::HeaderMap::new(), 50)), StatusCode::UNAUTHORIZED);
-        assert_eq!(status(authorize(&served, &with(&format!("Bearer {good}")), 100)), StatusCode::UNAUTHORIZED);
-        assert_eq!(status(authorize(&served, &with(&format!("Basic {good}")), 50)), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            status(authorize(&served, &axum::http::HeaderMap::new(), 50)),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            status(authorize(&served, &with(&format!("Bearer {good}")), 100)),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            status(authorize(&served, &with(&format!("Basic {good}")), 50)),
+            StatusCode::UNAUTHORIZED
+        );
         // Not known to the table: the database decides (revoked, or issued since).
         let gone = tokens::sign(&key, &claims(revoked)).unwrap();
         assert_eq!(
@@ -526,6 +561,9 @@ mod tests {
         );
         // Another endpoint's key: refused outright.
         let other = tokens::sign(&tokens::new_key(), &claims(live)).unwrap();
-        assert_eq!(status(authorize(&served, &with(&format!("Bearer {other}")), 50)), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            status(authorize(&served, &with(&format!("Bearer {other}")), 50)),
+            StatusCode::UNAUTHORIZED
+        );
     }
 }

@@ -144,10 +144,7 @@ pub fn router(state: AppState) -> Router {
         .route("/services", get(service::list).post(service::create))
         .route("/services/_/search", post(service::search))
         .route("/services/_/runtimes", get(service::runtimes))
-        .route(
-            "/services/{id}",
-            get(service::info).delete(service::delete),
-        )
+        .route("/services/{id}", get(service::info).delete(service::delete))
         .route("/services/{id}/errors", get(service::errors))
         .route("/services/{id}/errors/clear", post(service::clear_errors))
         .route("/services/{id}/scale", post(service::scale))

@@ -30,8 +30,7 @@ fn id_of(raw: &str, what: &str) -> ApiResult<Uuid> {
 
 /// The first of `keys` present (Backend.AI accepts each field by its name or alias).
 fn field<'a>(p: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Value> {
-    keys.iter()
-        .find_map(|k| p.get(*k).filter(|v| !v.is_null()))
+    keys.iter().find_map(|k| p.get(*k).filter(|v| !v.is_null()))
 }
 
 fn text(p: &Map<String, Value>, keys: &[&str]) -> ApiResult<Option<String>> {
@@ -77,7 +76,10 @@ fn text_map(p: &Map<String, Value>, keys: &[&str]) -> ApiResult<BTreeMap<String,
             .map(|(k, v)| match v {
                 Value::String(s) => Ok((k.clone(), s.clone())),
                 Value::Number(n) => Ok((k.clone(), n.to_string())),
-                _ => Err(invalid(format!("'{}.{k}' must be text or a number", keys[0]))),
+                _ => Err(invalid(format!(
+                    "'{}.{k}' must be text or a number",
+                    keys[0]
+                ))),
             })
             .collect(),
         Some(_) => Err(invalid(format!("'{}' must be an object", keys[0]))),
@@ -104,8 +106,11 @@ fn new_service(p: &Map<String, Value>) -> ApiResult<NewService> {
     Ok(NewService {
         name: text(p, &["name", "service_name", "clientSessionToken"])?
             .ok_or_else(|| invalid("'name' is required"))?,
-        replicas: integer(p, &["replicas", "desired_session_count", "desiredSessionCount"])?
-            .ok_or_else(|| invalid("'replicas' is required"))?,
+        replicas: integer(
+            p,
+            &["replicas", "desired_session_count", "desiredSessionCount"],
+        )?
+        .ok_or_else(|| invalid("'replicas' is required"))?,
         image: text(p, &["image", "lang"])?.ok_or_else(|| invalid("'image' is required"))?,
         architecture: text(p, &["arch", "architecture"])?,
         runtime_variant: text(p, &["runtime_variant", "runtimeVariant"])?
@@ -361,8 +366,10 @@ pub(super) async fn scale(
             let id = id_of(&id, "service")?;
             let to = integer(&p, &["to"])?.ok_or_else(|| invalid("'to' is required"))?;
             let (current, target) = serving::scale(&state, caller, id, to).await?;
-            Ok(Json(json!({"current_route_count": current, "target_count": target}))
-                .into_response())
+            Ok(
+                Json(json!({"current_route_count": current, "target_count": target}))
+                    .into_response(),
+            )
         }
         .await,
     )
@@ -475,8 +482,7 @@ pub(super) async fn errors(
     reply(
         async {
             let caller = caller(&principal)?;
-            let (failed, retries) =
-                serving::errors(&state, caller, id_of(&id, "service")?).await?;
+            let (failed, retries) = serving::errors(&state, caller, id_of(&id, "service")?).await?;
             Ok(Json(json!({
                 "errors": failed
                     .iter()
@@ -520,15 +526,24 @@ mod tests {
                 "resources": {"cpu": 1, "mem": "512m"}, "resource_opts": {},
                 "model_definition_path": "./model-definition.yaml"}});
         let s = new_service(body.as_object().unwrap()).unwrap();
-        assert_eq!((s.replicas, s.cluster_size, s.cluster_mode.as_str()), (1, 3, "multi-node"));
+        assert_eq!(
+            (s.replicas, s.cluster_size, s.cluster_mode.as_str()),
+            (1, 3, "multi-node")
+        );
         assert_eq!(s.resources.get("cpu").map(String::as_str), Some("1"));
-        assert_eq!(s.environ.get("TEST_KEY").map(String::as_str), Some("test_value"));
+        assert_eq!(
+            s.environ.get("TEST_KEY").map(String::as_str),
+            Some("test_value")
+        );
         assert_eq!(s.extra_mounts, 0);
         // Aliases, and what is missing.
         let alias = json!({"clientSessionToken": "n1n1", "desiredSessionCount": 2, "lang": "img",
             "config": {"model": "m", "scalingGroup": "sg"}});
         let s = new_service(alias.as_object().unwrap()).unwrap();
-        assert_eq!((s.name.as_str(), s.replicas, s.image.as_str()), ("n1n1", 2, "img"));
+        assert_eq!(
+            (s.name.as_str(), s.replicas, s.image.as_str()),
+            ("n1n1", 2, "img")
+        );
         let missing = json!({"name": "abcd", "replicas": 1, "image": "i"});
         let e = new_service(missing.as_object().unwrap()).unwrap_err();
         assert_eq!(e.backend_ai_error_code(), "api_parsing_invalid-parameters");
@@ -540,9 +555,18 @@ mod tests {
     fn string_filters_as_backend_ai_has_them() {
         let f = |v: Value| v.as_object().unwrap().clone();
         assert!(string_filter(&f(json!({"contains": "ser"})), "my-service"));
-        assert!(!string_filter(&f(json!({"equals": "My-service"})), "my-service"));
-        assert!(string_filter(&f(json!({"i_equals": "My-service"})), "my-service"));
-        assert!(string_filter(&f(json!({"starts_with": "my", "not_ends_with": "x"})), "my-service"));
+        assert!(!string_filter(
+            &f(json!({"equals": "My-service"})),
+            "my-service"
+        ));
+        assert!(string_filter(
+            &f(json!({"i_equals": "My-service"})),
+            "my-service"
+        ));
+        assert!(string_filter(
+            &f(json!({"starts_with": "my", "not_ends_with": "x"})),
+            "my-service"
+        ));
         assert!(!string_filter(&f(json!({"bogus": "x"})), "my-service"));
     }
 }

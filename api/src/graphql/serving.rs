@@ -58,7 +58,10 @@ fn error_of(r: &routings::Model) -> Option<InferenceSessionError> {
 }
 
 impl Endpoint {
-    async fn routes(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<routings::Model>> {
+    async fn routes(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Vec<routings::Model>> {
         Ok(serving::routes_of(state(ctx)?, self.0.id).await?)
     }
 }
@@ -78,7 +81,10 @@ impl Endpoint {
     async fn image(&self) -> &str {
         &self.0.image
     }
-    async fn image_object(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Option<ImageNode>> {
+    async fn image_object(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<ImageNode>> {
         Ok(
             crate::images::find_named(&state(ctx)?.read, &self.0.image, &self.0.architecture)
                 .await?
@@ -127,7 +133,10 @@ impl Endpoint {
     async fn created_user_id(&self) -> Uuid {
         self.0.created_user
     }
-    async fn created_user_email(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Option<String>> {
+    async fn created_user_email(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<String>> {
         crate::graphql::context::user_email(ctx, self.0.created_user).await
     }
     async fn session_owner(&self) -> Uuid {
@@ -136,7 +145,10 @@ impl Endpoint {
     async fn session_owner_id(&self) -> Uuid {
         self.0.session_owner
     }
-    async fn session_owner_email(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Option<String>> {
+    async fn session_owner_email(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Option<String>> {
         crate::graphql::context::user_email(ctx, self.0.session_owner).await
     }
     async fn tag(&self) -> Option<&str> {
@@ -210,7 +222,10 @@ impl Endpoint {
     async fn lifecycle_stage(&self) -> String {
         self.0.lifecycle_stage.to_ascii_uppercase()
     }
-    async fn errors(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<InferenceSessionError>> {
+    async fn errors(
+        &self,
+        ctx: &Context<'_>,
+    ) -> crate::graphql::context::Result<Vec<InferenceSessionError>> {
         Ok(self
             .routes(ctx)
             .await?
@@ -373,7 +388,11 @@ pub struct ServingQuery;
 #[Object(rename_fields = "snake_case", rename_args = "snake_case")]
 impl ServingQuery {
     /// One model service.
-    async fn endpoint(&self, ctx: &Context<'_>, endpoint_id: Uuid) -> crate::graphql::context::Result<Endpoint> {
+    async fn endpoint(
+        &self,
+        ctx: &Context<'_>,
+        endpoint_id: Uuid,
+    ) -> crate::graphql::context::Result<Endpoint> {
         let (state, caller) = authed(ctx)?;
         Ok(Endpoint(serving::find(state, caller, endpoint_id).await?))
     }
@@ -440,18 +459,13 @@ impl ServingQuery {
     }
 
     /// One route, when the caller may see its endpoint.
-    async fn routing(&self, ctx: &Context<'_>, routing_id: Uuid) -> crate::graphql::context::Result<Routing> {
-        use sea_orm::EntityTrait;
+    async fn routing(
+        &self,
+        ctx: &Context<'_>,
+        routing_id: Uuid,
+    ) -> crate::graphql::context::Result<Routing> {
         let (state, caller) = authed(ctx)?;
-        let not_found = || ApiError::not_found("route", routing_id);
-        let r = routings::Entity::find_by_id(routing_id)
-            .one(&state.read)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(not_found)?;
-        let e = serving::find(state, caller, r.endpoint)
-            .await
-            .map_err(|_| not_found())?;
+        let (r, e) = serving::find_route(state, caller, routing_id).await?;
         Ok(Routing(r, serving::url_of(state, e.port)))
     }
 
@@ -484,7 +498,11 @@ impl ServingQuery {
     }
 
     /// One token, by its text, when the caller may see its endpoint.
-    async fn endpoint_token(&self, ctx: &Context<'_>, token: String) -> crate::graphql::context::Result<EndpointToken> {
+    async fn endpoint_token(
+        &self,
+        ctx: &Context<'_>,
+        token: String,
+    ) -> crate::graphql::context::Result<EndpointToken> {
         let (state, caller) = authed(ctx)?;
         let not_found = || ApiError::not_found("token", "…");
         let claims = token
@@ -492,7 +510,9 @@ impl ServingQuery {
             .nth(1)
             .and_then(|p| {
                 use base64::Engine as _;
-                base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(p).ok()
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(p)
+                    .ok()
             })
             .and_then(|b| serde_json::from_slice::<serving::tokens::Claims>(&b).ok())
             .ok_or_else(not_found)?;
@@ -607,7 +627,10 @@ pub struct ServingResult {
 }
 
 /// A JSON object of text values.
-fn text_map(v: Option<JsonString>, what: &str) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+fn text_map(
+    v: Option<JsonString>,
+    what: &str,
+) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
     match v.map(|v| v.0) {
         None | Some(serde_json::Value::Null) => Ok(Default::default()),
         Some(serde_json::Value::Object(o)) => o
@@ -615,10 +638,14 @@ fn text_map(v: Option<JsonString>, what: &str) -> Result<std::collections::BTree
             .map(|(k, v)| match v {
                 serde_json::Value::String(s) => Ok((k, s)),
                 serde_json::Value::Number(n) => Ok((k, n.to_string())),
-                _ => Err(ApiError::bad_request(format!("{what}.{k} must be text or a number"))),
+                _ => Err(ApiError::bad_request(format!(
+                    "{what}.{k} must be text or a number"
+                ))),
             })
             .collect(),
-        Some(_) => Err(ApiError::bad_request(format!("{what} must be a JSON object"))),
+        Some(_) => Err(ApiError::bad_request(format!(
+            "{what} must be a JSON object"
+        ))),
     }
 }
 
@@ -637,7 +664,9 @@ impl ServingMutation {
         let resource_opts = match props.resource_opts.map(|v| v.0) {
             None | Some(serde_json::Value::Null) => serde_json::Map::new(),
             Some(serde_json::Value::Object(o)) => o,
-            Some(_) => return Err(ApiError::bad_request("resource_opts must be a JSON object").into()),
+            Some(_) => {
+                return Err(ApiError::bad_request("resource_opts must be a JSON object").into());
+            }
         };
         let req = serving::NewService {
             name: props.name,
@@ -675,10 +704,9 @@ impl ServingMutation {
         // Strangers learn nothing, not even which fields bai changes.
         serving::find(state, caller, endpoint_id).await?;
         if props.replicas.is_some() && props.desired_session_count.is_some() {
-            return Err(ApiError::bad_request(
-                "Give replicas or desired_session_count, not both",
-            )
-            .into());
+            return Err(
+                ApiError::bad_request("Give replicas or desired_session_count, not both").into(),
+            );
         }
         let unsupported = [
             ("resource_slots", props.resource_slots.is_some()),
@@ -686,7 +714,10 @@ impl ServingMutation {
             ("cluster_mode", props.cluster_mode.is_some()),
             ("cluster_size", props.cluster_size.is_some()),
             ("resource_group", props.resource_group.is_some()),
-            ("model_definition_path", props.model_definition_path.is_some()),
+            (
+                "model_definition_path",
+                props.model_definition_path.is_some(),
+            ),
             ("environ", props.environ.is_some()),
         ];
         if let Some((name, _)) = unsupported.iter().find(|(_, given)| *given) {
@@ -699,7 +730,10 @@ impl ServingMutation {
             state,
             caller,
             endpoint_id,
-            props.replicas.or(props.desired_session_count).map(i64::from),
+            props
+                .replicas
+                .or(props.desired_session_count)
+                .map(i64::from),
             props.name,
             props.open_to_public,
         )
@@ -712,7 +746,11 @@ impl ServingMutation {
     }
 
     /// Deletes a service: its replicas end, then it is destroyed.
-    async fn delete_endpoint(&self, ctx: &Context<'_>, endpoint_id: Uuid) -> crate::graphql::context::Result<ServingResult> {
+    async fn delete_endpoint(
+        &self,
+        ctx: &Context<'_>,
+        endpoint_id: Uuid,
+    ) -> crate::graphql::context::Result<ServingResult> {
         let (state, caller) = authed(ctx)?;
         serving::delete(state, caller, endpoint_id).await?;
         Ok(ServingResult {

@@ -231,10 +231,7 @@ async fn lablup_tester_specs_pass() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(rows.len(), 82, "every spec gets a verdict:\n{log}");
-    let failed: Vec<&Verdict> = rows
-        .iter()
-        .filter(|v| v.result != "PASS")
-        .collect();
+    let failed: Vec<&Verdict> = rows.iter().filter(|v| v.result != "PASS").collect();
     assert!(
         failed.is_empty(),
         "specs that did not pass: {failed:#?}\n{log}"
@@ -244,9 +241,7 @@ async fn lablup_tester_specs_pass() {
     // TIMEOUT and leaves it PENDING, as it would on Backend.AI).
     let leaked: Vec<&Verdict> = rows
         .iter()
-        .filter(|v| {
-            v.left > 0 && v.spec != "creation_interactive_session_failure_schedule_timeout"
-        })
+        .filter(|v| v.left > 0 && v.spec != "creation_interactive_session_failure_schedule_timeout")
         .collect();
     assert!(
         leaked.is_empty(),

@@ -467,7 +467,10 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "Query",
             "endpoint",
             "endpoint_id",
-            Tenant(Endpoint, ask!(m::Endpoint, |v| m::endpoint::Variables { id: v })),
+            Tenant(
+                Endpoint,
+                ask!(m::Endpoint, |v| m::endpoint::Variables { id: v }),
+            ),
         ),
         ("Query", "endpoint_list", "domain_name", Global(NARROWS)),
         ("Query", "endpoint_list", "group_id", Global(NARROWS)),
@@ -485,7 +488,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "endpoint_id",
             Tenant(
                 Endpoint,
-                ask!(m::RoutingList, |v| m::routing_list::Variables { id: Some(v) }),
+                ask!(m::RoutingList, |v| m::routing_list::Variables {
+                    id: Some(v)
+                }),
             ),
         ),
         (
@@ -494,7 +499,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "token",
             Tenant(
                 TokenText,
-                ask!(m::EndpointToken, |v| m::endpoint_token::Variables { token: v }),
+                ask!(m::EndpointToken, |v| m::endpoint_token::Variables {
+                    token: v
+                }),
             ),
         ),
         (
@@ -531,7 +538,9 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
             "endpoint_id",
             Tenant(
                 Endpoint,
-                ask!(m::DeleteEndpoint, |v| m::delete_endpoint::Variables { id: v }),
+                ask!(m::DeleteEndpoint, |v| m::delete_endpoint::Variables {
+                    id: v
+                }),
             ),
         ),
         (
@@ -1621,38 +1630,82 @@ fn without_request_ids(v: &mut Value) {
 /// The superadmin's model service of one replica (a model folder whose service sleeps), its
 /// route and a token: (endpoint, route, token id, token).
 async fn victim_endpoint(app: &TestApp) -> (String, String, String, String) {
-    let (st, f) = rest(app, &app.admin_token, reqwest::Method::POST, "/folders",
-        Some(json!({"name": "secret-model", "usage_mode": "model"}))).await;
+    let (st, f) = rest(
+        app,
+        &app.admin_token,
+        reqwest::Method::POST,
+        "/folders",
+        Some(json!({"name": "secret-model", "usage_mode": "model"})),
+    )
+    .await;
     assert_eq!(st, 201, "{f}");
-    let folder = uuid::Uuid::parse_str(f["id"].as_str().unwrap()).unwrap().to_string();
+    let folder = uuid::Uuid::parse_str(f["id"].as_str().unwrap())
+        .unwrap()
+        .to_string();
     let resp = app
         .http
-        .post(app.url(&format!("/storage/folders/{folder}/upload?path=model-definition.yaml")))
+        .post(app.url(&format!(
+            "/storage/folders/{folder}/upload?path=model-definition.yaml"
+        )))
         .bearer_auth(&app.admin_token)
         .body("models:\n- name: m\n  service: {start_command: [sleep, '3600'], port: 8000}\n")
         .send()
         .await
         .unwrap();
     assert!(resp.status().is_success());
-    let (st, e) = rest(app, &app.admin_token, reqwest::Method::POST, "/services", Some(json!({
-        "name": "secret-service", "replicas": 1, "image": PYTHON,
-        "config": {"model": folder, "scaling_group": "default"},
-    }))).await;
+    let (st, e) = rest(
+        app,
+        &app.admin_token,
+        reqwest::Method::POST,
+        "/services",
+        Some(json!({
+            "name": "secret-service", "replicas": 1, "image": PYTHON,
+            "config": {"model": folder, "scaling_group": "default"},
+        })),
+    )
+    .await;
     assert_eq!(st, 201, "{e}");
     let endpoint = e["endpoint_id"].as_str().unwrap().to_string();
     let route = eventually("the victim service's route", WAIT, || async {
-        let (_, e) = rest(app, &app.admin_token, reqwest::Method::GET, &format!("/services/{endpoint}"), None).await;
-        e["active_routes"][0]["route_id"].as_str().map(str::to_string)
+        let (_, e) = rest(
+            app,
+            &app.admin_token,
+            reqwest::Method::GET,
+            &format!("/services/{endpoint}"),
+            None,
+        )
+        .await;
+        e["active_routes"][0]["route_id"]
+            .as_str()
+            .map(str::to_string)
     })
     .await;
-    let made = app.admin_op::<m::CreateEndpointToken>(m::create_endpoint_token::Variables { id: endpoint.clone() }).await;
-    let text = made["create_endpoint_token"]["token"]["token"].as_str().unwrap().to_string();
-    let listed = app.admin_op::<m::EndpointToken>(m::endpoint_token::Variables { token: text.clone() }).await;
-    assert_eq!(listed["endpoint_token"]["endpoint_id"], endpoint.as_str(), "{listed}");
+    let made = app
+        .admin_op::<m::CreateEndpointToken>(m::create_endpoint_token::Variables {
+            id: endpoint.clone(),
+        })
+        .await;
+    let text = made["create_endpoint_token"]["token"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listed = app
+        .admin_op::<m::EndpointToken>(m::endpoint_token::Variables {
+            token: text.clone(),
+        })
+        .await;
+    assert_eq!(
+        listed["endpoint_token"]["endpoint_id"],
+        endpoint.as_str(),
+        "{listed}"
+    );
     let ids = app
         .ok(Some(&app.admin_token), "query($id: UUID) { endpoint_token_list(limit: 1, offset: 0, endpoint_id: $id) { items { id } } }", json!({"id": endpoint}))
         .await;
-    let token_id = ids["endpoint_token_list"]["items"][0]["id"].as_str().unwrap().to_string();
+    let token_id = ids["endpoint_token_list"]["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     (endpoint, route, token_id, text)
 }
 
@@ -1901,10 +1954,29 @@ both_dbs!(isolation_matrix_from_the_live_schema, |db| async move {
         Some(1),
         "{still}"
     );
-    let (st, e) = rest(&app, &app.admin_token, reqwest::Method::GET, &format!("/services/{endpoint}"), None).await;
+    let (st, e) = rest(
+        &app,
+        &app.admin_token,
+        reqwest::Method::GET,
+        &format!("/services/{endpoint}"),
+        None,
+    )
+    .await;
     assert_eq!(st, 200, "{e}");
-    assert_eq!((e["name"].as_str(), e["replicas"].as_i64(), e["is_public"].as_bool()), (Some("secret-service"), Some(1), Some(false)), "{e}");
-    let tokens = app.admin_op::<m::EndpointTokenList>(m::endpoint_token_list::Variables { id: Some(endpoint.clone()) }).await;
+    assert_eq!(
+        (
+            e["name"].as_str(),
+            e["replicas"].as_i64(),
+            e["is_public"].as_bool()
+        ),
+        (Some("secret-service"), Some(1), Some(false)),
+        "{e}"
+    );
+    let tokens = app
+        .admin_op::<m::EndpointTokenList>(m::endpoint_token_list::Variables {
+            id: Some(endpoint.clone()),
+        })
+        .await;
     assert_eq!(tokens["endpoint_token_list"]["total_count"], 1, "{tokens}");
     destroy(&app, &app.admin_token, &session).await;
     app.admin_op::<gql::ForgetImageById>(gql::forget_image_by_id::Variables { image_id })

@@ -99,7 +99,9 @@ async fn model_folder(app: &TestApp, token: &str, name: &str) -> String {
     )
     .await;
     assert_eq!(st, 201, "{f}");
-    let id = uuid::Uuid::parse_str(f["id"].as_str().unwrap()).unwrap().to_string();
+    let id = uuid::Uuid::parse_str(f["id"].as_str().unwrap())
+        .unwrap()
+        .to_string();
     upload(app, token, &id, "model-definition.yaml", DEFINITION).await;
     upload(app, token, &id, "serve.py", SERVE_PY).await;
     id
@@ -137,10 +139,14 @@ fn healthy(e: &Value) -> Vec<Value> {
 
 /// Waits until `n` replicas of the endpoint are healthy; the endpoint then.
 async fn wait_healthy(app: &TestApp, token: &str, id: &str, n: usize) -> Value {
-    eventually(&format!("{n} healthy replicas of {id}"), 2 * WAIT, || async {
-        let e = endpoint(app, token, id).await;
-        (healthy(&e).len() == n && e["url"].is_string()).then_some(e)
-    })
+    eventually(
+        &format!("{n} healthy replicas of {id}"),
+        2 * WAIT,
+        || async {
+            let e = endpoint(app, token, id).await;
+            (healthy(&e).len() == n && e["url"].is_string()).then_some(e)
+        },
+    )
     .await
 }
 
@@ -173,27 +179,77 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     let model = model_folder(&app, &alice, "linear-model").await;
 
     // Refusals before anything runs, each with Backend.AI's code.
-    let (st, e) = rest(&app, &alice, Method::POST, "/services", Some(service_body("too-many", &model, 11))).await;
-    assert_eq!((st, e["error_code"].as_str()), (400, Some("api_parsing_invalid-parameters")), "{e}");
-    assert!(e["title"].as_str().unwrap().contains("Cannot spawn more than 10 sessions"), "{e}");
-    let (st, e) = rest(&app, &mallory, Method::POST, "/services", Some(service_body("stolen", &model, 1))).await;
+    let (st, e) = rest(
+        &app,
+        &alice,
+        Method::POST,
+        "/services",
+        Some(service_body("too-many", &model, 11)),
+    )
+    .await;
+    assert_eq!(
+        (st, e["error_code"].as_str()),
+        (400, Some("api_parsing_invalid-parameters")),
+        "{e}"
+    );
+    assert!(
+        e["title"]
+            .as_str()
+            .unwrap()
+            .contains("Cannot spawn more than 10 sessions"),
+        "{e}"
+    );
+    let (st, e) = rest(
+        &app,
+        &mallory,
+        Method::POST,
+        "/services",
+        Some(service_body("stolen", &model, 1)),
+    )
+    .await;
     assert_eq!(st, 404, "another user's model folder is not found: {e}");
-    let (_, plain) = rest(&app, &alice, Method::POST, "/folders", Some(json!({"name": "plain-data"}))).await;
-    let (st, e) = rest(&app, &alice, Method::POST, "/services",
-        Some(service_body("plain", plain["id"].as_str().unwrap(), 1))).await;
+    let (_, plain) = rest(
+        &app,
+        &alice,
+        Method::POST,
+        "/folders",
+        Some(json!({"name": "plain-data"})),
+    )
+    .await;
+    let (st, e) = rest(
+        &app,
+        &alice,
+        Method::POST,
+        "/services",
+        Some(service_body("plain", plain["id"].as_str().unwrap(), 1)),
+    )
+    .await;
     assert_eq!(st, 400, "{e}");
-    assert!(e["title"].as_str().unwrap().contains("not a model folder"), "{e}");
+    assert!(
+        e["title"].as_str().unwrap().contains("not a model folder"),
+        "{e}"
+    );
     let mut bad_dest = service_body("bad-dest", &model, 1);
     bad_dest["config"]["model_mount_destination"] = json!("/etc");
     let (st, e) = rest(&app, &alice, Method::POST, "/services", Some(bad_dest)).await;
-    assert_eq!(st, 400, "a model folder never covers a system directory: {e}");
+    assert_eq!(
+        st, 400,
+        "a model folder never covers a system directory: {e}"
+    );
     let mut missing = service_body("missing-def", &model, 1);
     missing["config"]["model_definition_path"] = json!("../../etc/passwd");
     let (st, e) = rest(&app, &alice, Method::POST, "/services", Some(missing)).await;
     assert_eq!(st, 400, "{e}");
 
     // Two replicas of a private endpoint: created without a URL, served once healthy.
-    let (st, created) = rest(&app, &alice, Method::POST, "/services", Some(service_body("linear", &model, 2))).await;
+    let (st, created) = rest(
+        &app,
+        &alice,
+        Method::POST,
+        "/services",
+        Some(service_body("linear", &model, 2)),
+    )
+    .await;
     assert_eq!(st, 201, "{created}");
     let id = created["endpoint_id"].as_str().unwrap().to_string();
     assert_eq!(created["service_endpoint"], Value::Null);
@@ -205,7 +261,10 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     // Replicas are inference sessions mounting the model folder alone, isolated as any.
     let session = healthy(&e)[0]["session"].as_str().unwrap().to_string();
     let s = wait_status(&app, &alice, &session, &["RUNNING"]).await;
-    let container = s["containers"][0]["container_id"].as_str().unwrap().to_string();
+    let container = s["containers"][0]["container_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let inspect: Value = serde_json::from_str(&docker(&["inspect", &container])).unwrap();
     assert_eq!(inspect[0]["HostConfig"]["Privileged"], false);
     assert_eq!(inspect[0]["HostConfig"]["CapDrop"], json!(["ALL"]));
@@ -226,15 +285,29 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
         )
         .await;
     assert_eq!(node["compute_session_node"]["type"], "inference", "{node}");
-    assert_eq!(node["compute_session_node"]["vfolder_mounts"], json!([model]), "{node}");
+    assert_eq!(
+        node["compute_session_node"]["vfolder_mounts"],
+        json!([model]),
+        "{node}"
+    );
 
     // Private: no token, a wrong scheme, garbage → 401; the owner's token → the model's answers.
     let http = reqwest::Client::new();
     let r = http.get(format!("{url}/health")).send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let r = http.get(format!("{url}/health")).header("authorization", "Basic YTpi").send().await.unwrap();
+    let r = http
+        .get(format!("{url}/health"))
+        .header("authorization", "Basic YTpi")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
-    let r = http.get(format!("{url}/health")).bearer_auth("x.y.z").send().await.unwrap();
+    let r = http
+        .get(format!("{url}/health"))
+        .bearer_auth("x.y.z")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
     let token = token_for(&app, &alice, &id, "1h").await;
     let r = http
@@ -247,48 +320,101 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["access-control-allow-origin"], "*");
-    assert_eq!(r.json::<Value>().await.unwrap(), json!({"y": [5.0, 8.0, 32.0]}));
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"y": [5.0, 8.0, 32.0]})
+    );
     // bai's credentials never reach the model; the service's environment does.
-    let who: Value = http.get(format!("{url}/whoami")).bearer_auth(&token)
-        .header("cookie", "bai_session=stolen; theme=dark").send().await.unwrap().json().await.unwrap();
+    let who: Value = http
+        .get(format!("{url}/whoami"))
+        .bearer_auth(&token)
+        .header("cookie", "bai_session=stolen; theme=dark")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(who["env"], "yes", "{who}");
     assert_eq!(who["cookie"], "theme=dark", "{who}");
     assert_eq!(who["authorization"], Value::Null, "{who}");
     // Both replicas take traffic.
     let mut hosts = std::collections::BTreeSet::new();
     for _ in 0..40 {
-        let w: Value = http.get(format!("{url}/whoami")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+        let w: Value = http
+            .get(format!("{url}/whoami"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         hosts.insert(w["host"].as_str().unwrap().to_string());
     }
     assert_eq!(hosts.len(), 2, "{hosts:?}");
     // A streamed answer arrives as it is written, not at its end.
     let started = std::time::Instant::now();
-    let mut r = http.get(format!("{url}/stream")).bearer_auth(&token).send().await.unwrap();
+    let mut r = http
+        .get(format!("{url}/stream"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let first = r.chunk().await.unwrap().unwrap();
     let first_at = started.elapsed();
-    assert!(String::from_utf8_lossy(&first).contains("token-0"), "{first:?}");
+    assert!(
+        String::from_utf8_lossy(&first).contains("token-0"),
+        "{first:?}"
+    );
     let mut rest_of = String::new();
     while let Some(c) = r.chunk().await.unwrap() {
         rest_of.push_str(&String::from_utf8_lossy(&c));
     }
     assert!(rest_of.contains("token-2"), "{rest_of}");
-    assert!(started.elapsed() - first_at >= std::time::Duration::from_millis(600), "the first event came with the last");
+    assert!(
+        started.elapsed() - first_at >= std::time::Duration::from_millis(600),
+        "the first event came with the last"
+    );
     // A body over the endpoint's limit: 413, declared or streamed.
     let big = vec![b'x'; 2 * 1024 * 1024];
-    let r = http.post(format!("{url}/predict")).bearer_auth(&token).body(big.clone()).send().await.unwrap();
+    let r = http
+        .post(format!("{url}/predict"))
+        .bearer_auth(&token)
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 413);
-    let stream = futures_util::stream::iter(big.chunks(64 * 1024).map(|c| Ok::<_, std::io::Error>(c.to_vec())).collect::<Vec<_>>());
-    let r = http.post(format!("{url}/predict")).bearer_auth(&token)
-        .body(reqwest::Body::wrap_stream(stream)).send().await.unwrap();
+    let stream = futures_util::stream::iter(
+        big.chunks(64 * 1024)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let r = http
+        .post(format!("{url}/predict"))
+        .bearer_auth(&token)
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 413);
 
     // Strangers: another user, a domain admin before a superadmin's endpoint — not found.
     for (method, path, body) in [
         (Method::GET, format!("/services/{id}"), None),
         (Method::DELETE, format!("/services/{id}"), None),
-        (Method::POST, format!("/services/{id}/scale"), Some(json!({"to": 0}))),
-        (Method::POST, format!("/services/{id}/token"), Some(json!({"duration": "1h"}))),
+        (
+            Method::POST,
+            format!("/services/{id}/scale"),
+            Some(json!({"to": 0})),
+        ),
+        (
+            Method::POST,
+            format!("/services/{id}/token"),
+            Some(json!({"duration": "1h"})),
+        ),
         (Method::GET, format!("/services/{id}/errors"), None),
         (Method::POST, format!("/services/{id}/sync"), None),
     ] {
@@ -297,37 +423,87 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     }
     let (st, _) = rest(&app, &mallory, Method::GET, "/services/not-a-uuid", None).await;
     assert_eq!(st, 400);
-    let gql_probe = app.gql(Some(&mallory), "query($id: UUID!) { endpoint(endpoint_id: $id) { name } }", json!({"id": id})).await;
+    let gql_probe = app
+        .gql(
+            Some(&mallory),
+            "query($id: UUID!) { endpoint(endpoint_id: $id) { name } }",
+            json!({"id": id}),
+        )
+        .await;
     assert_code(&gql_probe, "NOT_FOUND");
-    let listed = app.ok(Some(&mallory), "{ endpoint_list(limit: 10, offset: 0) { total_count } }", json!({})).await;
+    let listed = app
+        .ok(
+            Some(&mallory),
+            "{ endpoint_list(limit: 10, offset: 0) { total_count } }",
+            json!({}),
+        )
+        .await;
     assert_eq!(listed["endpoint_list"]["total_count"], 0);
     let probe = app.gql(Some(&mallory), "query($id: UUID!) { endpoint_token_list(limit: 10, offset: 0, endpoint_id: $id) { total_count } }", json!({"id": id})).await;
     assert_code(&probe, "NOT_FOUND");
     // The domain admin governs alice: it sees her endpoint.
     assert_eq!(endpoint(&app, &dadmin, &id).await["name"], "linear");
     let listed = app.ok(Some(&alice), "{ endpoint_list(limit: 10, offset: 0, filter: \"name == \\\"linear\\\"\") { total_count items { endpoint_id } } }", json!({})).await;
-    assert_eq!(listed["endpoint_list"]["items"][0]["endpoint_id"], id.as_str());
+    assert_eq!(
+        listed["endpoint_list"]["items"][0]["endpoint_id"],
+        id.as_str()
+    );
 
     // The superadmin's endpoint: a domain admin cannot reach it; tokens do not cross.
     let admin_model = model_folder(&app, &app.admin_token, "admin-model").await;
-    let (st, other) = rest(&app, &app.admin_token, Method::POST, "/services", Some(service_body("admins", &admin_model, 1))).await;
+    let (st, other) = rest(
+        &app,
+        &app.admin_token,
+        Method::POST,
+        "/services",
+        Some(service_body("admins", &admin_model, 1)),
+    )
+    .await;
     assert_eq!(st, 201, "{other}");
     let other_id = other["endpoint_id"].as_str().unwrap().to_string();
-    let (st, _) = rest(&app, &dadmin, Method::GET, &format!("/services/{other_id}"), None).await;
+    let (st, _) = rest(
+        &app,
+        &dadmin,
+        Method::GET,
+        &format!("/services/{other_id}"),
+        None,
+    )
+    .await;
     assert_eq!(st, 404);
-    let (st, _) = rest(&app, &dadmin, Method::DELETE, &format!("/services/{other_id}"), None).await;
+    let (st, _) = rest(
+        &app,
+        &dadmin,
+        Method::DELETE,
+        &format!("/services/{other_id}"),
+        None,
+    )
+    .await;
     assert_eq!(st, 404);
     let o = wait_healthy(&app, &app.admin_token, &other_id, 1).await;
     let other_url = o["url"].as_str().unwrap().to_string();
     assert_ne!(other_url, url);
     let other_token = token_for(&app, &app.admin_token, &other_id, "1h").await;
-    let r = http.get(format!("{other_url}/health")).bearer_auth(&token).send().await.unwrap();
+    let r = http
+        .get(format!("{other_url}/health"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401, "alice's token on another endpoint");
-    let r = http.get(format!("{url}/health")).bearer_auth(&other_token).send().await.unwrap();
+    let r = http
+        .get(format!("{url}/health"))
+        .bearer_auth(&other_token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401, "another endpoint's token on alice's");
     // Made public, it needs no token.
     app.ok(Some(&app.admin_token), "mutation($id: UUID!) { modify_endpoint(endpoint_id: $id, props: {open_to_public: true}) { ok } }", json!({"id": other_id})).await;
-    let r = http.get(format!("{other_url}/health")).send().await.unwrap();
+    let r = http
+        .get(format!("{other_url}/health"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
 
     // Revoked and expired tokens stop working.
@@ -335,13 +511,28 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     let item = tokens["endpoint_token_list"]["items"][0].clone();
     assert_eq!(item["token"].as_str(), Some(token.as_str()), "{tokens}");
     app.ok(Some(&alice), "mutation($e: UUID!, $t: UUID!) { revoke_endpoint_token(endpoint_id: $e, token_id: $t) { ok } }", json!({"e": id, "t": item["id"]})).await;
-    let r = http.get(format!("{url}/health")).bearer_auth(&token).send().await.unwrap();
+    let r = http
+        .get(format!("{url}/health"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401, "a revoked token");
     let short = token_for(&app, &alice, &id, "1").await;
-    let r = http.get(format!("{url}/health")).bearer_auth(&short).send().await.unwrap();
+    let r = http
+        .get(format!("{url}/health"))
+        .bearer_auth(&short)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
-    let r = http.get(format!("{url}/health")).bearer_auth(&short).send().await.unwrap();
+    let r = http
+        .get(format!("{url}/health"))
+        .bearer_auth(&short)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401, "an expired token");
     let token = token_for(&app, &alice, &id, "1h").await;
 
@@ -353,26 +544,57 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     docker(&["exec", &container, "touch", "/tmp/sick"]);
     eventually("the sick replica out of the routing", WAIT, || async {
         let e = endpoint(&app, &alice, &id).await;
-        let sick = e["routings"].as_array().unwrap().iter().any(|r| r["session"] == session.as_str() && r["status"] == "HEALTHY");
+        let sick = e["routings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["session"] == session.as_str() && r["status"] == "HEALTHY");
         (!sick).then_some(())
     })
     .await;
     for _ in 0..10 {
-        let r = http.post(format!("{url}/predict")).bearer_auth(&token).json(&json!({"x": [0]})).send().await.unwrap();
+        let r = http
+            .post(format!("{url}/predict"))
+            .bearer_auth(&token)
+            .json(&json!({"x": [0]}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200, "the healthy replica serves");
     }
     let e = eventually("a replacement replica", 2 * WAIT, || async {
         let e = endpoint(&app, &alice, &id).await;
         let h = healthy(&e);
-        (h.len() == 2 && h.iter().any(|r| !before.contains(&r["routing_id"].as_str().unwrap().to_string()))).then_some(e)
+        (h.len() == 2
+            && h.iter()
+                .any(|r| !before.contains(&r["routing_id"].as_str().unwrap().to_string())))
+        .then_some(e)
     })
     .await;
     assert!(healthy(&e).iter().all(|r| r["session"] != session.as_str()));
 
     // Scaling: down to 1, within the policy only.
-    let (st, s) = rest(&app, &alice, Method::POST, &format!("/services/{id}/scale"), Some(json!({"to": 11}))).await;
-    assert_eq!((st, s["error_code"].as_str()), (400, Some("api_parsing_invalid-parameters")), "{s}");
-    let (st, s) = rest(&app, &alice, Method::POST, &format!("/services/{id}/scale"), Some(json!({"to": 1}))).await;
+    let (st, s) = rest(
+        &app,
+        &alice,
+        Method::POST,
+        &format!("/services/{id}/scale"),
+        Some(json!({"to": 11})),
+    )
+    .await;
+    assert_eq!(
+        (st, s["error_code"].as_str()),
+        (400, Some("api_parsing_invalid-parameters")),
+        "{s}"
+    );
+    let (st, s) = rest(
+        &app,
+        &alice,
+        Method::POST,
+        &format!("/services/{id}/scale"),
+        Some(json!({"to": 1})),
+    )
+    .await;
     assert_eq!((st, s["target_count"].as_i64()), (200, Some(1)), "{s}");
     eventually("one replica", WAIT, || async {
         let e = endpoint(&app, &alice, &id).await;
@@ -391,10 +613,20 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     })
     .await;
     wait_status(&app, &alice, &session, &["TERMINATED"]).await;
-    let gone = app.ok(Some(&alice), "{ compute_session_list(limit: 50, offset: 0, status: \"RUNNING\") { total_count } }", json!({})).await;
+    let gone = app
+        .ok(
+            Some(&alice),
+            "{ compute_session_list(limit: 50, offset: 0, status: \"RUNNING\") { total_count } }",
+            json!({}),
+        )
+        .await;
     assert_eq!(gone["compute_session_list"]["total_count"], 0, "{gone}");
     eventually("the URL closed", WAIT, || async {
-        http.get(format!("{url}/health")).send().await.is_err().then_some(())
+        http.get(format!("{url}/health"))
+            .send()
+            .await
+            .is_err()
+            .then_some(())
     })
     .await;
 });

@@ -207,10 +207,8 @@ fn apply(m: &mut keypair_resource_policies::ActiveModel, c: PolicyChange) -> Api
         m.max_customized_image_count = Set(non_negative_i32("max_customized_image_count", v)?);
     }
     if let Some(v) = c.max_session_count_per_model_session {
-        m.max_session_count_per_model_session = Set(non_negative_i32(
-            "max_session_count_per_model_session",
-            v,
-        )?);
+        m.max_session_count_per_model_session =
+            Set(non_negative_i32("max_session_count_per_model_session", v)?);
     }
     Ok(())
 }

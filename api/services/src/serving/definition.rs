@@ -151,14 +151,18 @@ pub fn parse(path: &str, text: &str, mount_destination: &str) -> ApiResult<Defin
         .collect::<ApiResult<Vec<_>>>()?;
     let d = Definition { models };
     if d.served().is_none() {
-        return Err(invalid("no model has a 'service' (with its start command and port)"));
+        return Err(invalid(
+            "no model has a 'service' (with its start command and port)",
+        ));
     }
     Ok(d)
 }
 
 /// `kebab-case` keys as `snake_case` (one level).
 fn snake(m: &Map<String, Value>) -> Map<String, Value> {
-    m.iter().map(|(k, v)| (k.replace('-', "_"), v.clone())).collect()
+    m.iter()
+        .map(|(k, v)| (k.replace('-', "_"), v.clone()))
+        .collect()
 }
 
 fn text_of(m: &Map<String, Value>, key: &str) -> ApiResult<Option<String>> {
@@ -231,7 +235,9 @@ fn service(model: &str, v: &Value) -> ApiResult<Service> {
                 .map(|w| match w {
                     Value::String(s) => Ok(s.clone()),
                     Value::Number(n) => Ok(n.to_string()),
-                    _ => Err(invalid(format!("{what}: start_command's words must be text"))),
+                    _ => Err(invalid(format!(
+                        "{what}: start_command's words must be text"
+                    ))),
                 })
                 .collect::<ApiResult<Vec<_>>>()?,
             false,
@@ -242,9 +248,10 @@ fn service(model: &str, v: &Value) -> ApiResult<Service> {
             )));
         }
     };
-    if start_command.iter().any(|w| w.contains('\0')) || start_command.concat().len() > 16 * 1024
-    {
-        return Err(invalid(format!("{what}: start_command is too long or holds a NUL")));
+    if start_command.iter().any(|w| w.contains('\0')) || start_command.concat().len() > 16 * 1024 {
+        return Err(invalid(format!(
+            "{what}: start_command is too long or holds a NUL"
+        )));
     }
     let shell = match s.get("shell") {
         None => Some("/bin/bash".to_string()),
@@ -260,9 +267,7 @@ fn service(model: &str, v: &Value) -> ApiResult<Service> {
         .filter(|p| *p > 1)
         .ok_or_else(|| invalid(format!("{what}: the service needs a 'port' (2 to 65535)")))?;
     if RESERVED_PORTS.contains(&port) {
-        return Err(invalid(format!(
-            "{what}: ports 2000 and 2001 are reserved"
-        )));
+        return Err(invalid(format!("{what}: ports 2000 and 2001 are reserved")));
     }
     let health_check = match s.get("health_check") {
         None | Some(Value::Null) => None,
@@ -283,7 +288,11 @@ fn health(what: &str, h: &Map<String, Value>) -> ApiResult<Option<HealthCheck>> 
     let enable = match h.get("enable") {
         None | Some(Value::Null) => true,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(invalid(format!("{what}: health_check.enable must be true or false"))),
+        Some(_) => {
+            return Err(invalid(format!(
+                "{what}: health_check.enable must be true or false"
+            )));
+        }
     };
     if !enable {
         return Ok(None);
@@ -303,7 +312,11 @@ fn health(what: &str, h: &Map<String, Value>) -> ApiResult<Option<HealthCheck>> 
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| (1..=1000).contains(n))
-            .ok_or_else(|| invalid(format!("{what}: health_check.max_retries must be 1 to 1000")))?,
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{what}: health_check.max_retries must be 1 to 1000"
+                ))
+            })?,
     };
     let expected_status_code = match h.get("expected_status_code") {
         None | Some(Value::Null) => 200,
@@ -362,7 +375,10 @@ mod tests {
         assert_eq!(m.model_path, "/data");
         assert_eq!(s.argv(&m.model_path), ["serve --dir /data"]);
         let h = s.health_check.as_ref().unwrap();
-        assert_eq!((h.path.as_str(), h.max_retries, h.expected_status_code), ("/ready", 3, 200));
+        assert_eq!(
+            (h.path.as_str(), h.max_retries, h.expected_status_code),
+            ("/ready", 3, 200)
+        );
         assert_eq!(h.interval, 10.0);
         // `enable: false` or an empty block: no check.
         let off = parse(
@@ -377,7 +393,12 @@ mod tests {
     #[test]
     fn list_commands_are_quoted_for_the_shell() {
         let s = Service {
-            start_command: vec!["echo".into(), "a b".into(), "it's".into(), "$(reboot)".into()],
+            start_command: vec![
+                "echo".into(),
+                "a b".into(),
+                "it's".into(),
+                "$(reboot)".into(),
+            ],
             command_is_text: false,
             shell: Some("/bin/sh".into()),
             port: 80,
@@ -391,11 +412,27 @@ mod tests {
 
     #[test]
     fn bad_definitions_get_backend_ais_codes() {
-        let code = |text: &str| parse("d.yaml", text, "/models").unwrap_err().backend_ai_error_code();
-        assert_eq!(code("models: [unclosed"), "model-deployment_read_invalid-data-format");
-        assert_eq!(code("- just a list"), "model-deployment_read_invalid-data-format");
-        assert_eq!(code("models: []"), "model-service_parsing_invalid-parameters");
-        assert_eq!(code("models: [{name: m}]"), "model-service_parsing_invalid-parameters");
+        let code = |text: &str| {
+            parse("d.yaml", text, "/models")
+                .unwrap_err()
+                .backend_ai_error_code()
+        };
+        assert_eq!(
+            code("models: [unclosed"),
+            "model-deployment_read_invalid-data-format"
+        );
+        assert_eq!(
+            code("- just a list"),
+            "model-deployment_read_invalid-data-format"
+        );
+        assert_eq!(
+            code("models: []"),
+            "model-service_parsing_invalid-parameters"
+        );
+        assert_eq!(
+            code("models: [{name: m}]"),
+            "model-service_parsing_invalid-parameters"
+        );
         assert_eq!(
             code("models: [{name: m, service: {start_command: x, port: 2000}}]"),
             "model-service_parsing_invalid-parameters"
@@ -409,7 +446,9 @@ mod tests {
             "model-service_parsing_invalid-parameters"
         );
         assert_eq!(
-            code("models: [{name: m, service: {start_command: x, port: 80, pre_start_actions: [{action: log}]}}]"),
+            code(
+                "models: [{name: m, service: {start_command: x, port: 80, pre_start_actions: [{action: log}]}}]"
+            ),
             "model-service_parsing_invalid-parameters"
         );
         // Deep nesting is refused by the parser, without a crash.

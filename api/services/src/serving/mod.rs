@@ -9,6 +9,7 @@
 //! an endpoint does not exist (NOT_FOUND), before any other check.
 pub mod definition;
 pub mod reconcile;
+pub mod records;
 pub mod table;
 pub mod tokens;
 
@@ -27,24 +28,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::store::{Runtime, Store};
 
 pub use reconcile::{claim_port, reconcile_loop, refresh, taken_ports, unported};
-
-/// An endpoint's life (Backend.AI's `lifecycle_stage`).
-pub mod stage {
-    pub const CREATED: &str = "created";
-    pub const DESTROYING: &str = "destroying";
-    pub const DESTROYED: &str = "destroyed";
-}
-
-/// A route's status (Backend.AI's `RouteStatus`).
-pub mod route_status {
-    pub const PROVISIONING: &str = "PROVISIONING";
-    pub const HEALTHY: &str = "HEALTHY";
-    pub const UNHEALTHY: &str = "UNHEALTHY";
-    pub const TERMINATING: &str = "TERMINATING";
-    pub const FAILED_TO_START: &str = "FAILED_TO_START";
-    /// Routes that hold (or are getting) a replica.
-    pub const ACTIVE: [&str; 3] = [PROVISIONING, HEALTHY, UNHEALTHY];
-}
+pub use records::{definition_of, owner_caller, route_status, routes_of, stage};
 
 /// Backend.AI's runtime variants, with the name its Web UI shows. bai runs `custom` (the
 /// folder's own model definition); the others bring their own servers and are refused.
@@ -118,9 +102,12 @@ pub fn validate_name(name: &str) -> ApiResult<()> {
 
 /// The replicas `access_key`'s policy lets one endpoint keep.
 async fn max_replicas(store: &impl Store, access_key: &str) -> ApiResult<i64> {
-    let kp =
-        crate::lookup::get::<entity::keypairs::Entity>(store.db(), "keypair", access_key.to_string())
-            .await?;
+    let kp = crate::lookup::get::<entity::keypairs::Entity>(
+        store.db(),
+        "keypair",
+        access_key.to_string(),
+    )
+    .await?;
     let p = crate::lookup::get::<entity::keypair_resource_policies::Entity>(
         store.db(),
         "resource policy",
@@ -146,15 +133,13 @@ async fn check_replicas(store: &impl Store, access_key: &str, to: i64) -> ApiRes
     Ok(())
 }
 
-/// The caller a replica is launched as: the endpoint's session owner with its keypair.
-pub async fn owner_caller(store: &impl Store, e: &endpoints::Model) -> ApiResult<Caller> {
-    let user = crate::users::by_uuid(store.db(), e.session_owner).await?;
-    Ok(Caller::of_user(user, Some(e.owner_access_key.clone()), None))
-}
-
 /// Who a new service belongs to: the caller, or (admins) the owner of `owner_access_key`
 /// when the caller governs that user.
-async fn owner_of_request(store: &impl Store, caller: &Caller, req: &NewService) -> ApiResult<Caller> {
+async fn owner_of_request(
+    store: &impl Store,
+    caller: &Caller,
+    req: &NewService,
+) -> ApiResult<Caller> {
     let Some(ak) = req
         .owner_access_key
         .as_deref()
@@ -176,9 +161,8 @@ async fn owner_of_request(store: &impl Store, caller: &Caller, req: &NewService)
 
 /// The model folder `key` (id or name) among the folders `owner` may reach, of `model` usage.
 async fn model_folder(store: &impl Store, owner: &Caller, key: &str) -> ApiResult<vfolders::Model> {
-    let not_found = || {
-        ApiError::not_found("model folder", key).with_error_code("vfolder_read_not-found")
-    };
+    let not_found =
+        || ApiError::not_found("model folder", key).with_error_code("vfolder_read_not-found");
     let reachable = crate::storage::accessible(owner).all(store.db()).await?;
     let by_id = Uuid::parse_str(key).ok();
     let mut found: Vec<&vfolders::Model> = reachable
@@ -187,12 +171,18 @@ async fn model_folder(store: &impl Store, owner: &Caller, key: &str) -> ApiResul
         .filter(|f| {
             !matches!(
                 f.status,
-                entity::enums::VFolderStatus::DeleteOngoing | entity::enums::VFolderStatus::DeleteComplete
+                entity::enums::VFolderStatus::DeleteOngoing
+                    | entity::enums::VFolderStatus::DeleteComplete
             )
         })
         .collect();
     // The owner's own folder first, then a model folder among the same names.
-    found.sort_by_key(|f| (f.usage_mode != VFolderUsageMode::Model, f.user != Some(owner.uuid)));
+    found.sort_by_key(|f| {
+        (
+            f.usage_mode != VFolderUsageMode::Model,
+            f.user != Some(owner.uuid),
+        )
+    });
     let f = found.first().ok_or_else(not_found)?;
     if f.usage_mode != VFolderUsageMode::Model {
         return Err(invalid(format!(
@@ -218,7 +208,10 @@ async fn read_definition(
     let root = crate::storage::folder_root(store.config(), folder)?;
     let candidates: Vec<String> = match path.map(str::trim).filter(|p| !p.is_empty()) {
         Some(p) => vec![p.to_string()],
-        None => definition::DEFAULT_PATHS.iter().map(|p| (*p).to_string()).collect(),
+        None => definition::DEFAULT_PATHS
+            .iter()
+            .map(|p| (*p).to_string())
+            .collect(),
     };
     for shown in &candidates {
         let rel = shown.trim_start_matches("./");
@@ -260,7 +253,11 @@ async fn read_definition(
 
 /// Creates an endpoint (Backend.AI's `POST /services`). Its replicas and URL come from the
 /// leader's next pass (`reconcile`), not from this call: the answer has no URL yet.
-pub async fn create(state: &impl Runtime, caller: &Caller, req: NewService) -> ApiResult<endpoints::Model> {
+pub async fn create(
+    state: &impl Runtime,
+    caller: &Caller,
+    req: NewService,
+) -> ApiResult<endpoints::Model> {
     validate_name(&req.name)?;
     let owner = owner_of_request(state, caller, &req).await?;
     let access_key = owner
@@ -270,7 +267,10 @@ pub async fn create(state: &impl Runtime, caller: &Caller, req: NewService) -> A
     check_replicas(state, &access_key, req.replicas).await?;
     // What the owner may not reach is not found, before anything else is said of it.
     let folder = model_folder(state, &owner, &req.model).await?;
-    match RUNTIME_VARIANTS.iter().find(|(n, _)| *n == req.runtime_variant) {
+    match RUNTIME_VARIANTS
+        .iter()
+        .find(|(n, _)| *n == req.runtime_variant)
+    {
         Some(("custom", _)) => {}
         Some((n, _)) => {
             return Err(invalid(format!(
@@ -329,9 +329,13 @@ pub async fn create(state: &impl Runtime, caller: &Caller, req: NewService) -> A
         shmem.unwrap_or(crate::sessions::DEFAULT_SHMEM),
     )?;
     let destination = crate::storage::model_destination(&req.model_mount_destination)?;
-    let (def_path, def) =
-        read_definition(state, &folder, req.model_definition_path.as_deref(), &destination)
-            .await?;
+    let (def_path, def) = read_definition(
+        state,
+        &folder,
+        req.model_definition_path.as_deref(),
+        &destination,
+    )
+    .await?;
     let live = endpoints::Entity::find()
         .filter(endpoints::Column::SessionOwner.eq(owner.uuid))
         .filter(endpoints::Column::LifecycleStage.ne(stage::DESTROYED))
@@ -409,7 +413,8 @@ fn shmem_of(opts: &serde_json::Map<String, Value>) -> ApiResult<Option<i64>> {
 
 /// The endpoint `id` when `caller` may act on it; NOT_FOUND otherwise, as for none at all.
 pub async fn find(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<endpoints::Model> {
-    let not_found = || ApiError::not_found("model service", id).with_error_code("model-service_read_not-found");
+    let not_found =
+        || ApiError::not_found("model service", id).with_error_code("model-service_read_not-found");
     let e = endpoints::Entity::find_by_id(id)
         .one(store.db())
         .await?
@@ -463,20 +468,15 @@ pub async fn visible(
     Ok(q.all(store.read()).await?)
 }
 
-/// The routes of `endpoint`, oldest first.
-pub async fn routes_of(store: &impl Store, endpoint: Uuid) -> ApiResult<Vec<routings::Model>> {
-    Ok(routings::Entity::find()
-        .filter(routings::Column::Endpoint.eq(endpoint))
-        .order_by_asc(routings::Column::CreatedAt)
-        .all(store.read())
-        .await?)
-}
-
 /// The URL of an endpoint served on `port` (`scheme://host:port`, no trailing slash).
 pub fn url_of(store: &impl Store, port: Option<i32>) -> Option<String> {
     let port = port?;
     let c = store.config();
-    let scheme = if c.tls_cert.is_some() { "https" } else { "http" };
+    let scheme = if c.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let host = match &c.serving_host {
         Some(h) => h.clone(),
         None => c
@@ -513,7 +513,12 @@ pub async fn delete(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<
 }
 
 /// Sets the replicas wanted; returns the routes there were and the target.
-pub async fn scale(store: &impl Store, caller: &Caller, id: Uuid, to: i64) -> ApiResult<(usize, i64)> {
+pub async fn scale(
+    store: &impl Store,
+    caller: &Caller,
+    id: Uuid,
+    to: i64,
+) -> ApiResult<(usize, i64)> {
     let e = find_live(store, caller, id).await?;
     check_replicas(store, &e.owner_access_key, to).await?;
     let current = routes_of(store, id)
@@ -568,6 +573,24 @@ async fn route_of(store: &impl Store, id: Uuid, route: Uuid) -> ApiResult<routin
         .ok_or_else(|| ApiError::not_found("route", route).with_error_code("route_read_not-found"))
 }
 
+/// Route `route` with its endpoint, when `caller` may act on the endpoint; NOT_FOUND as for
+/// none otherwise.
+pub async fn find_route(
+    store: &impl Store,
+    caller: &Caller,
+    route: Uuid,
+) -> ApiResult<(routings::Model, endpoints::Model)> {
+    let not_found = || ApiError::not_found("route", route).with_error_code("route_read_not-found");
+    let r = routings::Entity::find_by_id(route)
+        .one(store.read())
+        .await?
+        .ok_or_else(not_found)?;
+    let e = find(store, caller, r.endpoint)
+        .await
+        .map_err(|_| not_found())?;
+    Ok((r, e))
+}
+
 /// Sets a route's share of the traffic (0 = none while others take it).
 pub async fn set_traffic_ratio(
     store: &impl Store,
@@ -607,7 +630,11 @@ pub async fn remove_route(
 }
 
 /// The routes that failed to start, with why (`GET /services/{id}/errors`).
-pub async fn errors(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<(Vec<routings::Model>, i32)> {
+pub async fn errors(
+    store: &impl Store,
+    caller: &Caller,
+    id: Uuid,
+) -> ApiResult<(Vec<routings::Model>, i32)> {
     let e = find(store, caller, id).await?;
     let failed = routes_of(store, id)
         .await?
@@ -746,12 +773,6 @@ pub async fn project_has_live_endpoints<C: sea_orm::ConnectionTrait>(
         .is_some())
 }
 
-/// The endpoint's resolved model definition.
-pub fn definition_of(e: &endpoints::Model) -> ApiResult<definition::Definition> {
-    serde_json::from_value(e.model_definition.clone())
-        .map_err(|err| ApiError::internal("reading a kept model definition", err))
-}
-
 /// Backend.AI's `Endpoint.status`, derived from the stage and the routes.
 pub fn status_of(e: &endpoints::Model, routes: &[routings::Model]) -> &'static str {
     match e.lifecycle_stage.as_str() {
@@ -764,10 +785,20 @@ pub fn status_of(e: &endpoints::Model, routes: &[routings::Model]) -> &'static s
         .filter(|r| route_status::ACTIVE.contains(&r.status.as_str()))
         .collect();
     if active.is_empty() {
-        return if e.replicas == 0 { "READY" } else { "PROVISIONING" };
+        return if e.replicas == 0 {
+            "READY"
+        } else {
+            "PROVISIONING"
+        };
     }
-    let healthy = active.iter().filter(|r| r.status == route_status::HEALTHY).count();
-    let unhealthy = active.iter().filter(|r| r.status == route_status::UNHEALTHY).count();
+    let healthy = active
+        .iter()
+        .filter(|r| r.status == route_status::HEALTHY)
+        .count();
+    let unhealthy = active
+        .iter()
+        .filter(|r| r.status == route_status::UNHEALTHY)
+        .count();
     if healthy == active.len() && healthy >= usize::try_from(e.replicas).unwrap_or(0) {
         "HEALTHY"
     } else if unhealthy == active.len() {

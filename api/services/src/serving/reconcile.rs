@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::definition::Definition;
-use super::route_status as rs;
+use super::records::route_status as rs;
+use super::records::{definition_of, stage};
 use super::table::{Served, Upstream};
-use super::{definition_of, stage};
 use crate::error::ApiResult;
 use crate::store::Runtime;
 
@@ -94,7 +94,7 @@ pub async fn pass(state: &impl Runtime, memory: &mut Memory) -> ApiResult<()> {
 
 async fn one(state: &impl Runtime, memory: &mut Memory, e: endpoints::Model) -> ApiResult<()> {
     let def = definition_of(&e)?;
-    let routes = super::routes_of(state, e.id).await?;
+    let routes = super::records::routes_of(state, e.id).await?;
     let ids: Vec<Uuid> = routes.iter().filter_map(|r| r.session).collect();
     let found: HashMap<Uuid, sessions::Model> = sessions::Entity::find()
         .filter(sessions::Column::Id.is_in(ids))
@@ -146,7 +146,9 @@ async fn one(state: &impl Runtime, memory: &mut Memory, e: endpoints::Model) -> 
         for r in active {
             match r.status.as_str() {
                 rs::FAILED_TO_START => {
-                    routings::Entity::delete_by_id(r.id).exec(state.db()).await?;
+                    routings::Entity::delete_by_id(r.id)
+                        .exec(state.db())
+                        .await?;
                 }
                 rs::TERMINATING => left += 1,
                 _ => {
@@ -226,9 +228,7 @@ async fn follow_route(
             }
         }
     }
-    if s.status != SessionStatus::Running
-        || !rs::ACTIVE.contains(&r.status.as_str())
-    {
+    if s.status != SessionStatus::Running || !rs::ACTIVE.contains(&r.status.as_str()) {
         return Ok(Some(r));
     }
     let Some((model, service)) = def.served() else {
@@ -277,7 +277,9 @@ async fn follow_route(
     let max = i32::try_from(check.max_retries).unwrap_or(i32::MAX);
     let r = m.update(db).await?;
     match r.status.as_str() {
-        rs::PROVISIONING if (now - started).num_milliseconds() as f64 > check.initial_delay * 1000.0 => {
+        rs::PROVISIONING
+            if (now - started).num_milliseconds() as f64 > check.initial_delay * 1000.0 =>
+        {
             let mut m = r.into_active_model();
             m.error_data = Set(Some(json!({
                 "message": format!("The model did not pass its health check ({}) within {} s", check.path, check.initial_delay),
@@ -324,8 +326,14 @@ async fn probe(
 }
 
 /// Where a replica's service answers: its main container's address on the session network.
-async fn replica_addr(state: &impl Runtime, session: Uuid, port: u16) -> Option<std::net::SocketAddr> {
-    let k = crate::sessions::main_kernel(state.db(), session).await.ok()?;
+async fn replica_addr(
+    state: &impl Runtime,
+    session: Uuid,
+    port: u16,
+) -> Option<std::net::SocketAddr> {
+    let k = crate::sessions::main_kernel(state.db(), session)
+        .await
+        .ok()?;
     crate::sessions::apps::upstream(state, session, &k, port)
         .await
         .ok()
@@ -342,7 +350,11 @@ async fn start_service(
 ) -> ApiResult<()> {
     let k = crate::sessions::main_kernel(state.db(), s.id).await?;
     let (agent, container) = crate::sessions::container_of(state, &k).await?;
-    let first = def.models.first().map(|m| m.name.clone()).unwrap_or_default();
+    let first = def
+        .models
+        .first()
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
     for m in &def.models {
         let Some(service) = &m.service else { continue };
         let mut argv = vec![
@@ -392,7 +404,7 @@ async fn add_replica(state: &impl Runtime, e: &endpoints::Model) -> ApiResult<bo
     }
     .insert(state.db())
     .await?;
-    let created = match super::owner_caller(state, e).await {
+    let created = match super::records::owner_caller(state, e).await {
         Ok(owner) => crate::sessions::create(state, &owner, replica_request(e, route.id)).await,
         Err(err) => Err(err),
     };
@@ -484,7 +496,9 @@ async fn adopt(
             Ok(Some(m.update(state.db()).await?))
         }
         None => {
-            routings::Entity::delete_by_id(r.id).exec(state.db()).await?;
+            routings::Entity::delete_by_id(r.id)
+                .exec(state.db())
+                .await?;
             Ok(None)
         }
     }
@@ -492,9 +506,15 @@ async fn adopt(
 
 /// Takes a replica out of service: no more traffic, its session ends (in the background),
 /// and the route goes once it has.
-pub async fn retire(state: &impl Runtime, r: routings::Model, reason: &'static str) -> ApiResult<()> {
+pub async fn retire(
+    state: &impl Runtime,
+    r: routings::Model,
+    reason: &'static str,
+) -> ApiResult<()> {
     let Some(session) = r.session else {
-        routings::Entity::delete_by_id(r.id).exec(state.db()).await?;
+        routings::Entity::delete_by_id(r.id)
+            .exec(state.db())
+            .await?;
         return Ok(());
     };
     if r.status != rs::TERMINATING {
@@ -686,7 +706,13 @@ mod tests {
 
     #[test]
     fn replica_session_names_are_valid_session_names() {
-        for name in ["tester-model", "_x_y", "_-ab", "abcd", "a__________________b_"] {
+        for name in [
+            "tester-model",
+            "_x_y",
+            "_-ab",
+            "abcd",
+            "a__________________b_",
+        ] {
             let n = session_name(name, Uuid::new_v4());
             crate::sessions::validate_name(&n).unwrap_or_else(|_| panic!("{n}"));
         }

@@ -61,7 +61,8 @@ pub fn verify(key_hex: &str, token: &str, endpoint: Uuid, now: i64) -> Result<Cl
         return Err(Refusal::Malformed);
     }
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(Refusal::Malformed);
     };
@@ -76,9 +77,8 @@ pub fn verify(key_hex: &str, token: &str, endpoint: Uuid, now: i64) -> Result<Cl
     if header != HEADER.as_bytes() {
         return Err(Refusal::Malformed);
     }
-    let claims: Claims =
-        serde_json::from_slice(&B64.decode(p).map_err(|_| Refusal::Malformed)?)
-            .map_err(|_| Refusal::Malformed)?;
+    let claims: Claims = serde_json::from_slice(&B64.decode(p).map_err(|_| Refusal::Malformed)?)
+        .map_err(|_| Refusal::Malformed)?;
     if claims.endpoint != endpoint {
         return Err(Refusal::OtherEndpoint);
     }
@@ -161,7 +161,10 @@ mod tests {
         let mut forged = c.clone();
         forged.exp = i64::MAX;
         parts[1] = B64.encode(serde_json::to_vec(&forged).unwrap());
-        assert_eq!(verify(&key, &parts.join("."), ep, 0), Err(Refusal::BadSignature));
+        assert_eq!(
+            verify(&key, &parts.join("."), ep, 0),
+            Err(Refusal::BadSignature)
+        );
         // `alg: none` and garbage.
         let none = format!(
             "{}.{}.",
@@ -182,7 +185,14 @@ mod tests {
         assert_eq!(parse_duration(&json!("2h")), Some(7200));
         assert_eq!(parse_duration(&json!("1w")), Some(604_800));
         assert_eq!(parse_duration(&json!("1yr")), Some(31_536_000));
-        for bad in [json!("0"), json!("-5"), json!("5x"), json!("99999yr"), json!(null), json!("h")] {
+        for bad in [
+            json!("0"),
+            json!("-5"),
+            json!("5x"),
+            json!("99999yr"),
+            json!(null),
+            json!("h"),
+        ] {
             assert_eq!(parse_duration(&bad), None, "{bad}");
         }
     }

@@ -440,6 +440,13 @@ pub fn port_of(k: &entity::kernels::Model, app: &str) -> ApiResult<u16> {
         .ok_or_else(|| ApiError::not_found("app", app))
 }
 
+/// `"30000-30999"` → the inclusive range.
+pub fn parse_port_range(s: &str) -> Option<(u16, u16)> {
+    let (a, b) = s.trim().split_once('-')?;
+    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    (a > 0 && a <= b).then_some((a, b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,11 +475,4 @@ mod tests {
         assert_eq!(container_ports("sshd:tcp:2200"), vec![2200]);
         assert_eq!(apps("").last().unwrap().name, "terminal");
     }
-}
-
-/// `"30000-30999"` → the inclusive range.
-pub fn parse_port_range(s: &str) -> Option<(u16, u16)> {
-    let (a, b) = s.trim().split_once('-')?;
-    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-    (a > 0 && a <= b).then_some((a, b))
 }
