@@ -116,8 +116,7 @@ fn new_service(p: &Map<String, Value>) -> ApiResult<NewService> {
         runtime_variant: text(p, &["runtime_variant", "runtimeVariant"])?
             .unwrap_or_else(|| "custom".into()),
         group: text(p, &["group", "groupName", "group_name"])?.unwrap_or_else(|| "default".into()),
-        domain: text(p, &["domain", "domainName", "domain_name"])?
-            .unwrap_or_else(|| "default".into()),
+        domain: text(p, &["domain", "domainName", "domain_name"])?,
         cluster_size: integer(p, &["cluster_size", "clusterSize"])?.unwrap_or(1),
         cluster_mode: text(p, &["cluster_mode", "clusterMode"])?
             .unwrap_or_else(|| "single-node".into())
@@ -137,8 +136,7 @@ fn new_service(p: &Map<String, Value>) -> ApiResult<NewService> {
         .unwrap_or_else(|| "/models".into()),
         extra_mounts,
         environ: text_map(config, &["environ"])?,
-        scaling_group: text(config, &["scaling_group", "scalingGroup"])?
-            .ok_or_else(|| invalid("'config.scaling_group' is required"))?,
+        scaling_group: text(config, &["scaling_group", "scalingGroup"])?,
         resources: text_map(config, &["resources"])?,
         resource_opts,
     })
@@ -544,6 +542,7 @@ mod tests {
             (s.name.as_str(), s.replicas, s.image.as_str()),
             ("n1n1", 2, "img")
         );
+        assert_eq!(s.scaling_group.as_deref(), Some("sg"));
         let missing = json!({"name": "abcd", "replicas": 1, "image": "i"});
         let e = new_service(missing.as_object().unwrap()).unwrap_err();
         assert_eq!(e.backend_ai_error_code(), "api_parsing_invalid-parameters");

@@ -675,7 +675,7 @@ impl ServingMutation {
             architecture: props.architecture,
             runtime_variant: "custom".into(),
             group: props.project.unwrap_or_else(|| "default".into()),
-            domain: caller.domain_name.clone(),
+            domain: None,
             cluster_size: i64::from(props.cluster_size.unwrap_or(1)),
             cluster_mode: props.cluster_mode.unwrap_or_else(|| "single-node".into()),
             open_to_public: props.open_to_public.unwrap_or(false),
@@ -685,7 +685,7 @@ impl ServingMutation {
                 .model_mount_destination
                 .unwrap_or_else(|| "/models".into()),
             environ: text_map(props.environ, "environ")?,
-            scaling_group: props.resource_group,
+            scaling_group: Some(props.resource_group),
             resources: text_map(props.resources, "resources")?,
             resource_opts,
             ..Default::default()

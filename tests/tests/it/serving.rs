@@ -637,3 +637,94 @@ fn base64_id(kind: &str, id: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(format!("{kind}:{id}"))
 }
+
+/// The token a CLI printed (a JWT: three dot-separated parts).
+fn jwt_in(text: &str) -> String {
+    text.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c))))
+        .find(|w| w.split('.').count() == 3 && w.len() > 40)
+        .unwrap_or_else(|| panic!("no token in {text}"))
+        .to_string()
+}
+
+// Both official CLIs (23.9 and 26.9) serve a model with `backend.ai service …`: create, list,
+// info, get-endpoint, generate-token (used on the endpoint), scale, rm.
+crate::both_dbs!(both_clis_serve_models, |db| async move {
+    use crate::cli::Cli;
+    require_docker();
+    let ports = port_block();
+    let app = spawn_with(db, |c| {
+        c.serving_port_pool = format!("{ports}-{}", ports + 9);
+        c.agent_cpu_overcommit = 4;
+    })
+    .await;
+    let user = app.user("cli-serving@x.org", "user", "default").await;
+    let model = model_folder(&app, &user, "cli-model").await;
+    let http = reqwest::Client::new();
+    for (cli, name) in [
+        (Cli::for_user(&app, &user).await, "cli-svc-23"),
+        (Cli::for_user26(&app, &user).await, "cli-svc-26"),
+    ] {
+        let out = cli
+            .run(&[
+                "service",
+                "create",
+                PYTHON,
+                "cli-model",
+                "1",
+                "-t",
+                name,
+                "-r",
+                "cpu=1",
+                "-r",
+                "mem=512m",
+                "-e",
+                "SERVING_TEST=cli",
+            ])
+            .await;
+        assert!(out.ok, "{out}");
+        let listed = app.ok(Some(&user), "query($f: String) { endpoint_list(limit: 5, offset: 0, filter: $f) { items { endpoint_id model } } }",
+            json!({"f": format!("name == \"{name}\"")})).await;
+        let id = listed["endpoint_list"]["items"][0]["endpoint_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(listed["endpoint_list"]["items"][0]["model"], model.as_str());
+        let out = cli.run(&["service", "list"]).await;
+        assert!(out.ok && out.stdout.contains(name), "{out}");
+        let e = wait_healthy(&app, &user, &id, 1).await;
+        let url = e["url"].as_str().unwrap().to_string();
+        let out = cli.run(&["service", "info", name]).await;
+        assert!(out.ok && out.stdout.contains("HEALTHY"), "{out}");
+        let out = cli.run(&["service", "get-endpoint", name]).await;
+        assert!(out.ok && out.stdout.contains(&url), "{out}");
+        let out = cli.run(&["service", "generate-token", name, "3600"]).await;
+        assert!(out.ok, "{out}");
+        let token = jwt_in(&format!("{} {}", out.stdout, out.stderr));
+        let r = http
+            .post(format!("{url}/predict"))
+            .bearer_auth(&token)
+            .json(&json!({"x": [4]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.json::<Value>().await.unwrap(), json!({"y": [14.0]}));
+        let out = cli.run(&["service", "scale", name, "0"]).await;
+        assert!(out.ok, "{out}");
+        eventually("no replica", WAIT, || async {
+            endpoint(&app, &user, &id).await["routings"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+        let out = cli.run(&["service", "rm", name]).await;
+        assert!(out.ok, "{out}");
+        let gone = cli
+            .run(&["service", "info", &uuid::Uuid::new_v4().to_string()])
+            .await;
+        assert!(!gone.ok, "{gone}");
+    }
+});

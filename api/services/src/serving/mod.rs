@@ -55,7 +55,8 @@ pub struct NewService {
     pub runtime_variant: String,
     /// The project, by name or id.
     pub group: String,
-    pub domain: String,
+    /// The owner's domain (default: that domain).
+    pub domain: Option<String>,
     pub cluster_size: i64,
     pub cluster_mode: String,
     pub tag: Option<String>,
@@ -72,7 +73,8 @@ pub struct NewService {
     /// Other folders to mount: bai mounts the model folder only.
     pub extra_mounts: usize,
     pub environ: BTreeMap<String, String>,
-    pub scaling_group: String,
+    /// The resource group (default: the first the owner may use).
+    pub scaling_group: Option<String>,
     pub resources: BTreeMap<String, String>,
     pub resource_opts: serde_json::Map<String, Value>,
 }
@@ -300,8 +302,11 @@ pub async fn create(
                 crate::sessions::MAX_CLUSTER_SIZE
             ))
         })?;
-    if req.domain != owner.domain_name {
-        return Err(ApiError::not_found("domain", &req.domain));
+    if req.domain.as_ref().is_some_and(|d| *d != owner.domain_name) {
+        return Err(ApiError::not_found(
+            "domain",
+            req.domain.as_deref().unwrap_or(""),
+        ));
     }
     let db = state.db();
     let group = crate::sessions::resolve_group(db, &owner, Some(&req.group)).await?;
@@ -313,9 +318,14 @@ pub async fn create(
         Some(&access_key),
     )
     .await?;
-    if !allowed.contains(&req.scaling_group) {
-        return Err(ApiError::not_found("resource group", &req.scaling_group));
-    }
+    let scaling_group = match &req.scaling_group {
+        Some(sg) if allowed.contains(sg) => sg.clone(),
+        Some(sg) => return Err(ApiError::not_found("resource group", sg)),
+        None => allowed
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::bad_request("No resource group is available to you"))?,
+    };
     let image =
         crate::images::resolve_for(db, &owner, &req.image, req.architecture.as_deref()).await?;
     // The amounts are sized now against the image, as each replica's will be.
@@ -357,7 +367,7 @@ pub async fn create(
         name: Set(req.name.clone()),
         domain_name: Set(owner.domain_name.clone()),
         project: Set(group.id),
-        resource_group: Set(req.scaling_group.clone()),
+        resource_group: Set(scaling_group),
         created_user: Set(caller.uuid),
         session_owner: Set(owner.uuid),
         owner_access_key: Set(access_key),

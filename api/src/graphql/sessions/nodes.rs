@@ -406,6 +406,10 @@ impl ImageNode {
     async fn namespace(&self) -> &str {
         &self.0.image
     }
+    /// Backend.AI's older name of `namespace` (its CLI's service list asks it).
+    async fn name(&self) -> &str {
+        &self.0.image
+    }
     async fn registry(&self) -> &str {
         &self.0.registry
     }
