@@ -13,6 +13,7 @@ mod gql;
 mod i18n;
 mod ops;
 mod projects;
+mod serving;
 mod sessions;
 mod sharing;
 mod statistics;
@@ -295,6 +296,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
             "sessions" => view! { <sessions::SessionsPage /> }.into_any(),
             "data" => view! { <storage::DataPage /> }.into_any(),
             "statistics" => view! { <statistics::StatisticsPage /> }.into_any(),
+            "serving" => view! { <serving::ServingPage /> }.into_any(),
             "users" | "projects" | "environments" | "resources" | "settings" | "maintenance"
                 if !admin =>
             {
@@ -330,6 +332,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 {link("sessions", key("Sessions"))}
                 {link("data", key("Data & Storage"))}
                 {link("statistics", key("Statistics"))}
+                {link("serving", key("Serving"))}
                 <Show when=move || admin>
                     <div class="section">{t("Administration")}</div>
                     {link("users", key("Users"))}

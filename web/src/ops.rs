@@ -774,3 +774,64 @@ pub struct UsageTotals;
     response_derives = "Debug, Clone, PartialEq"
 )]
 pub struct UsageChanges;
+
+// ---------------------------------------------------------------- Serving (serving.rs)
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/endpoint_list.graphql",
+    response_derives = "Debug, Clone, PartialEq, Default"
+)]
+pub struct EndpointList;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/endpoint_detail.graphql",
+    response_derives = "Debug, Clone, PartialEq, Default"
+)]
+pub struct EndpointDetail;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/serving_choices.graphql",
+    response_derives = "Debug, Clone, PartialEq, Default"
+)]
+pub struct ServingChoices;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/create_endpoint.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    skip_serializing_none
+)]
+pub struct CreateEndpoint;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/scale_endpoint.graphql",
+    response_derives = "Debug, Clone, PartialEq",
+    variables_derives = "Default",
+    skip_serializing_none
+)]
+pub struct ScaleEndpoint;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/delete_endpoint.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct DeleteEndpoint;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/create_endpoint_token.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct CreateEndpointToken;
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "../api/schema.graphql",
+    query_path = "graphql/serving/revoke_endpoint_token.graphql",
+    response_derives = "Debug, Clone, PartialEq"
+)]
+pub struct RevokeEndpointToken;

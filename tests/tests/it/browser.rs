@@ -2231,3 +2231,130 @@ async fn console_statistics_charts_live_and_csv() {
     destroy(&app, &alice, &sid).await;
     result.unwrap();
 }
+
+/// The console's Serving page: a user starts a service from a model folder, watches its
+/// replica become healthy, reads its URL, makes a token and calls the model with it, scales,
+/// revokes the token and deletes the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_serving_page() {
+    let started = std::time::Instant::now();
+    require_docker();
+    let dir = web_dir();
+    let ports = port_block();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.web_dir = dir;
+        c.serving_port_pool = format!("{ports}-{}", ports + 9);
+    })
+    .await;
+    let alice = app.user("alice@x.org", "user", "default").await;
+    crate::serving::model_folder(&app, &alice, "linear-model").await;
+    let b = browser().await;
+    let c = &b.client;
+    let base = app.base.clone();
+    let http = reqwest::Client::new();
+    let result: Result<(), String> = async {
+        login_as(c, &base, "alice@x.org", USER_PASSWORD).await?;
+        click(c, "nav.side a[href='#serving']").await?;
+        wait_for(c, "#services-table", 10).await?;
+        open_dialog(c, "#start-service", "#service-dialog").await?;
+        wait_text(c, "#service-folder", "linear-model", 10).await?;
+        type_into(c, "#service-name", "linear").await?;
+        click(c, &format!("#service-image option[value='{PYTHON}']")).await?;
+        c.find(Locator::Css("#service-mem"))
+            .await
+            .map_err(|e| e.to_string())?
+            .clear()
+            .await
+            .map_err(|e| e.to_string())?;
+        type_into(c, "#service-mem", "512m").await?;
+        shot(c, "serving-start.png").await?;
+        click(c, "#service-start").await?;
+        wait_gone(c, "#service-dialog", 10).await?;
+        wait_text(c, "#services-table", "linear", 10).await?;
+        wait_text(c, "#services-table", "1 / 1", 90).await?;
+        shot(c, "serving-list.png").await?;
+        open_dialog(
+            c,
+            "#services-table button[data-action='detail']",
+            "#service-detail",
+        )
+        .await?;
+        wait_text(c, "#service-url", "http://127.0.0.1:", 10).await?;
+        let url = text_of(c, "#service-url").await;
+        click(c, "#token-create").await?;
+        wait_for(c, "#tokens-list .token-row", 10).await?;
+        let token = c
+            .find(Locator::Css("#tokens-list .token-text"))
+            .await
+            .map_err(|e| e.to_string())?
+            .prop("value")
+            .await
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        let r = http
+            .post(format!("{url}/predict"))
+            .bearer_auth(token.trim())
+            .json(&serde_json::json!({"x": [1]}))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+        if answer != serde_json::json!({"y": [5.0]}) {
+            return Err(format!(
+                "the model through the console's URL and token: {answer}"
+            ));
+        }
+        wait_text(c, "#routes-table", "HEALTHY", 10).await?;
+        shot(c, "serving-detail.png").await?;
+        click(c, "#tokens-list button[data-action='revoke']").await?;
+        wait_gone(c, "#tokens-list .token-row", 10).await?;
+        let r = http
+            .get(format!("{url}/health"))
+            .bearer_auth(token.trim())
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if r.status() != 401 {
+            return Err(format!("a revoked token still works: {}", r.status()));
+        }
+        c.find(Locator::Css("#service-scale"))
+            .await
+            .map_err(|e| e.to_string())?
+            .clear()
+            .await
+            .map_err(|e| e.to_string())?;
+        type_into(c, "#service-scale", "0").await?;
+        click(c, "#service-scale-apply").await?;
+        within(60, "no routes left", || async {
+            c.find_all(Locator::Css("#routes-table tr.admin-row"))
+                .await
+                .ok()
+                .filter(Vec::is_empty)
+                .map(|_| ())
+        })
+        .await?;
+        click(c, "#service-detail .dialog-head button.close").await?;
+        open_dialog(
+            c,
+            "#services-table button[data-action='delete']",
+            "#service-delete-dialog",
+        )
+        .await?;
+        click(c, "#service-delete-confirm").await?;
+        within(60, "the service gone from the list", || async {
+            let t = text_of(c, "#services-table").await;
+            (!t.contains("linear")).then_some(())
+        })
+        .await?;
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        let _ = shot(c, "serving-failure.png").await;
+        let state = app
+            .ok(Some(&alice), "{ endpoint_list(limit: 5, offset: 0) { items { name retries resource_slots routings { status error_data } } } }", serde_json::json!({}))
+            .await;
+        panic!("{e}\n{state}");
+    }
+    took("it::browser::console_serving_page", started);
+}

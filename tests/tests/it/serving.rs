@@ -89,7 +89,7 @@ async fn upload(app: &TestApp, token: &str, folder: &str, path: &str, body: &str
 }
 
 /// A model folder of `token`'s with the definition and the model.
-async fn model_folder(app: &TestApp, token: &str, name: &str) -> String {
+pub(crate) async fn model_folder(app: &TestApp, token: &str, name: &str) -> String {
     let (st, f) = rest(
         app,
         token,
@@ -117,7 +117,7 @@ fn service_body(name: &str, model: &str, replicas: i64) -> Value {
 }
 
 /// The endpoint as GraphQL shows it to `token`.
-async fn endpoint(app: &TestApp, token: &str, id: &str) -> Value {
+pub(crate) async fn endpoint(app: &TestApp, token: &str, id: &str) -> Value {
     app.ok(
         Some(token),
         "query($id: UUID!) { endpoint(endpoint_id: $id) { name url replicas status lifecycle_stage open_to_public routings { routing_id session status health_status traffic_ratio } } }",
@@ -127,7 +127,7 @@ async fn endpoint(app: &TestApp, token: &str, id: &str) -> Value {
         .clone()
 }
 
-fn healthy(e: &Value) -> Vec<Value> {
+pub(crate) fn healthy(e: &Value) -> Vec<Value> {
     e["routings"]
         .as_array()
         .unwrap()
@@ -138,7 +138,7 @@ fn healthy(e: &Value) -> Vec<Value> {
 }
 
 /// Waits until `n` replicas of the endpoint are healthy; the endpoint then.
-async fn wait_healthy(app: &TestApp, token: &str, id: &str, n: usize) -> Value {
+pub(crate) async fn wait_healthy(app: &TestApp, token: &str, id: &str, n: usize) -> Value {
     eventually(
         &format!("{n} healthy replicas of {id}"),
         2 * WAIT,
