@@ -13,6 +13,10 @@ pub(super) struct Load {
 }
 
 impl Load {
+    /// The latency at `p` (0 to 1), seconds.
+    pub(super) fn p(&self, p: f64) -> f64 {
+        percentile(&self.latencies, p).as_secs_f64()
+    }
     fn rate(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }

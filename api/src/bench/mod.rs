@@ -9,7 +9,9 @@
 //! - queue: the server idle with sessions it cannot place, against none;
 //! - fanout: one session event to N subscribers against one;
 //! - usage: the Statistics charts over a month of samples against the session list;
-//! - managers: two `bai serve` processes on one PostgreSQL database against one.
+//! - managers: two `bai serve` processes on one PostgreSQL database against one;
+//! - serving: requests through a model endpoint against straight to its replica, and scaling
+//!   an endpoint from 1 to 4 replicas against starting 4 sessions by hand.
 //!
 //! Here: the command's options and its order of runs ([`run`]), and what several benchmarks
 //! set up alike (the bench server's configuration, its superadmin and login, session rows, a
@@ -28,6 +30,7 @@ mod load;
 mod managers;
 mod queue;
 mod scheduler;
+mod serving;
 mod usage;
 
 /// The options of `bai bench`.
@@ -71,6 +74,13 @@ pub struct Args {
     /// Sessions of the Statistics benchmark: a month of their 1-minute samples (0 = skip).
     #[arg(long, default_value_t = 1000)]
     pub usage_sessions: usize,
+    /// Seconds per model-serving load run (0 = skip the serving benchmark, which needs Docker
+    /// and the image).
+    #[arg(long, default_value_t = 10)]
+    pub serving_seconds: u64,
+    /// Keep-alive connections of the serving benchmark.
+    #[arg(long, default_value_t = 4)]
+    pub serving_connections: usize,
 }
 
 /// Runs the benchmarks `args` selects: the API, queue, fan-out and Statistics ones on SQLite
@@ -89,6 +99,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         queue,
         queue_seconds,
         usage_sessions,
+        serving_seconds,
+        serving_connections,
     } = args;
     // SQLite always; PostgreSQL too when a server is given (a fresh database each).
     let mut databases = vec![None];
@@ -128,6 +140,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     if launch_rounds > 0 {
         launch::run(launch_rounds, &image).await?;
+    }
+    if serving_seconds > 0 {
+        serving::run(serving_seconds, serving_connections, &image).await?;
     }
     Ok(())
 }
