@@ -359,6 +359,20 @@ pub async fn trash(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<(
     if f.status != VFolderStatus::Error {
         require_ready(&f)?;
     }
+    // A model folder a service still serves (Backend.AI's soft-delete conflict): the service
+    // goes first, or its replacements would find no model.
+    if let Some(e) = entity::endpoints::Entity::find()
+        .filter(entity::endpoints::Column::Model.eq(f.id))
+        .filter(entity::endpoints::Column::LifecycleStage.ne("destroyed"))
+        .one(store.db())
+        .await?
+    {
+        return Err(ApiError::bad_request(format!(
+            "The folder '{}' is the model of the service '{}': delete the service first",
+            f.name, e.name
+        ))
+        .with_error_code("model-service_soft-delete_conflict"));
+    }
     let live = entity::sessions::Entity::find()
         .filter(
             entity::sessions::Column::Status
