@@ -1000,3 +1000,109 @@ async fn three_managers_behind_a_load_balancer_serve_one_product() {
         started,
     );
 }
+
+/// Model serving across managers: a service created through the follower is kept by the
+/// leader (its replicas exactly as many as wanted, never doubled by two reconcilers); when
+/// the leader is killed, the survivor serves the service's URL, keeps the same replicas and
+/// scales it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leaders_model_service_keeps_its_replicas_and_its_url() {
+    let started = Instant::now();
+    require_docker();
+    api::install_crypto();
+    let url = fresh_pg_database().await;
+    let dir = std::env::temp_dir().join(format!("bai-it-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut first = start_manager(&url, &dir.join("data")).await;
+    let second = start_manager(&url, &dir.join("data")).await;
+    assert_eq!(first.app.readyz().await["manager"]["role"], "leader");
+    let b = &second.app;
+    let user = b.user("served@x.org", "user", "default").await;
+    b.image_min_cpu(PYTHON, "0.1").await;
+    let model = crate::serving::model_folder(b, &user, "shared-model").await;
+    let (st, created) = rest(b, &user, reqwest::Method::POST, "/services", Some(json!({
+        "name": "across", "replicas": 2, "image": PYTHON, "open_to_public": true,
+        "config": {"model": model, "scaling_group": "default", "resources": {"cpu": "0.4", "mem": "512m"}},
+    }))).await;
+    assert_eq!(st, 201, "{created}");
+    let id = created["endpoint_id"].as_str().unwrap().to_string();
+    let e = crate::serving::wait_healthy(b, &user, &id, 2).await;
+    let endpoint_url = e["url"].as_str().unwrap().to_string();
+    let http = reqwest::Client::new();
+    let running = || async {
+        b.op_ok::<gql::SessionList>(
+            Some(&user),
+            gql::session_list::Variables {
+                limit: 100,
+                status: Some("PENDING,SCHEDULED,PREPARING,PULLING,RUNNING".into()),
+                ..Default::default()
+            },
+        )
+        .await["compute_session_list"]["total_count"]
+            .as_u64()
+    };
+    for _ in 0..3 {
+        assert_eq!(running().await, Some(2), "exactly the replicas wanted");
+        let r = http
+            .post(format!("{endpoint_url}/predict"))
+            .json(&json!({"x": [2]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.json::<Value>().await.unwrap(), json!({"y": [8.0]}));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    let killed_at = Instant::now();
+    eventually("the survivor to lead", WAIT, || async {
+        (b.readyz().await["manager"]["role"] == "leader").then_some(())
+    })
+    .await;
+    eventually("the service's URL through the survivor", WAIT, || async {
+        let r = http
+            .post(format!("{endpoint_url}/predict"))
+            .json(&json!({"x": [2]}))
+            .send()
+            .await
+            .ok()?;
+        (r.status() == 200).then_some(())
+    })
+    .await;
+    println!(
+        "a killed leader's service answered again after {:?} (lease 3 s)",
+        killed_at.elapsed()
+    );
+    assert_eq!(running().await, Some(2), "the same replicas, none doubled");
+    let (st, s) = rest(
+        b,
+        &user,
+        reqwest::Method::POST,
+        &format!("/services/{id}/scale"),
+        Some(json!({"to": 3})),
+    )
+    .await;
+    assert_eq!(st, 200, "{s}");
+    crate::serving::wait_healthy(b, &user, &id, 3).await;
+    for _ in 0..3 {
+        assert_eq!(running().await, Some(3));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let (st, _) = rest(
+        b,
+        &user,
+        reqwest::Method::DELETE,
+        &format!("/services/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(st, 200);
+    eventually("the replicas gone", WAIT, || async {
+        (running().await == Some(0)).then_some(())
+    })
+    .await;
+    took(
+        "it::managers::a_killed_leaders_model_service_keeps_its_replicas_and_its_url",
+        started,
+    );
+}

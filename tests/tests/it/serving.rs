@@ -604,7 +604,11 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
 
     // The model folder of a live service stays until the service goes.
     let (st, e) = rest(&app, &alice, Method::DELETE, "/folders/linear-model", None).await;
-    assert_eq!((st, e["error_code"].as_str()), (400, Some("model-service_soft-delete_conflict")), "{e}");
+    assert_eq!(
+        (st, e["error_code"].as_str()),
+        (400, Some("model-service_soft-delete_conflict")),
+        "{e}"
+    );
 
     // Deleting: the replicas end, the endpoint is destroyed, its URL no longer answers.
     for (t, e) in [(&alice, &id), (&app.admin_token, &other_id)] {
