@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// The model: y = 3x + 2, fitted by least squares at start; `/health` fails while
-/// `/tmp/sick` exists in the replica; `/stream` sends three server-sent events 0.4 s apart.
+/// `/tmp/sick` exists in the replica and hangs while `/tmp/hang` does; `/stream` sends three
+/// server-sent events 0.4 s apart.
 const SERVE_PY: &str = r#"import json, os, time
 import numpy as np
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +31,8 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(data)
     def do_GET(self):
         if self.path == "/health":
+            while os.path.exists("/tmp/hang"):
+                time.sleep(0.2)
             self.answer(500 if os.path.exists("/tmp/sick") else 200, {"model": os.environ.get("BACKEND_MODEL_NAME")})
         elif self.path == "/stream":
             self.send_response(200)
@@ -73,6 +76,7 @@ const DEFINITION: &str = "models:
         path: /health
         interval: 1
         max_retries: 2
+        max_wait_time: 1
         initial_delay: 60
 ";
 
@@ -536,13 +540,13 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     assert_eq!(r.status(), 401, "an expired token");
     let token = token_for(&app, &alice, &id, "1h").await;
 
-    // A replica that falls ill leaves the routing; the other serves meanwhile; it is replaced.
+    // A replica that hangs leaves the routing; the other serves meanwhile; it is replaced.
     let before: Vec<String> = healthy(&endpoint(&app, &alice, &id).await)
         .iter()
         .map(|r| r["routing_id"].as_str().unwrap().to_string())
         .collect();
-    docker(&["exec", &container, "touch", "/tmp/sick"]);
-    eventually("the sick replica out of the routing", WAIT, || async {
+    docker(&["exec", &container, "touch", "/tmp/hang"]);
+    eventually("the hanging replica out of the routing", WAIT, || async {
         let e = endpoint(&app, &alice, &id).await;
         let sick = e["routings"]
             .as_array()
