@@ -228,6 +228,7 @@ pub async fn start_with_shutdown(
         tokio::spawn(sessions::follow(state.clone())),
         tokio::spawn(accounts::links::outbox(state.clone())),
         tokio::spawn(serving::reconcile_loop(state.clone())),
+        tokio::spawn(serving::wake_on_sessions(state.clone())),
         tokio::spawn(serving_proxy::serve_loop(state.clone())),
     ];
     if let Some(listener) = metrics_listener {

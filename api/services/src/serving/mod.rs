@@ -27,7 +27,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Runtime, Store};
 
-pub use reconcile::{claim_port, reconcile_loop, refresh, taken_ports, unported};
+pub use reconcile::{claim_port, reconcile_loop, refresh, taken_ports, unported, wake_on_sessions};
 pub use records::{definition_of, owner_caller, route_status, routes_of, stage};
 
 /// Backend.AI's runtime variants, with the name its Web UI shows. bai runs `custom` (the
@@ -400,6 +400,7 @@ pub async fn create(
     .insert(db)
     .await?;
     tracing::info!(endpoint = %e.id, name = %e.name, owner = %e.session_owner, replicas = e.replicas, "model service created");
+    state.serving_table().wake();
     Ok(e)
 }
 
@@ -509,7 +510,7 @@ pub fn url_of(store: &impl Store, port: Option<i32>) -> Option<String> {
 
 /// Marks the endpoint for removal: its replicas are terminated by the leader, then it is
 /// destroyed (Backend.AI's `DELETE /services/{id}`).
-pub async fn delete(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<()> {
+pub async fn delete(store: &impl Runtime, caller: &Caller, id: Uuid) -> ApiResult<()> {
     let e = find(store, caller, id).await?;
     if e.lifecycle_stage != stage::CREATED {
         return Ok(());
@@ -519,12 +520,13 @@ pub async fn delete(store: &impl Store, caller: &Caller, id: Uuid) -> ApiResult<
     m.replicas = Set(0);
     m.update(store.db()).await?;
     tracing::info!(endpoint = %id, by = %caller.uuid, "model service marked for removal");
+    store.serving_table().wake();
     Ok(())
 }
 
 /// Sets the replicas wanted; returns the routes there were and the target.
 pub async fn scale(
-    store: &impl Store,
+    store: &impl Runtime,
     caller: &Caller,
     id: Uuid,
     to: i64,
@@ -539,6 +541,7 @@ pub async fn scale(
     let mut m = e.into_active_model();
     m.replicas = Set(i32::try_from(to).unwrap_or(0));
     m.update(store.db()).await?;
+    store.serving_table().wake();
     Ok((current, to))
 }
 
@@ -571,6 +574,7 @@ pub async fn modify(
     }
     let e = m.update(store.db()).await?;
     store.serving_table().set_public(e.id, e.open_to_public);
+    store.serving_table().wake();
     Ok(e)
 }
 

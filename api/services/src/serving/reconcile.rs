@@ -23,8 +23,11 @@ use super::table::{Served, Upstream};
 use crate::error::ApiResult;
 use crate::store::Runtime;
 
-/// Seconds between passes.
+/// The longest time between passes (a change through this manager wakes it at once).
 const PASS: Duration = Duration::from_secs(1);
+/// How often a starting replica is probed (its definition's interval when shorter): a model
+/// that starts in 2 s is served 2 s on, not one interval later.
+const STARTING_PROBE: Duration = Duration::from_millis(250);
 /// Replicas one pass starts for one endpoint, at most.
 const STARTS_PER_PASS: usize = 4;
 /// Failed starts kept per endpoint (for `errors`).
@@ -65,7 +68,10 @@ impl Memory {
 pub async fn reconcile_loop(state: impl Runtime) {
     let mut memory = Memory::default();
     loop {
-        tokio::time::sleep(PASS).await;
+        tokio::select! {
+            _ = tokio::time::sleep(PASS) => {}
+            _ = state.serving_table().woken() => {}
+        }
         if !state.cluster().is_leader() {
             memory = Memory::default();
             continue;
@@ -73,7 +79,28 @@ pub async fn reconcile_loop(state: impl Runtime) {
         if let Err(e) = pass(&state, &mut memory).await {
             tracing::warn!(error = %e.message, cause = %e.chain(), "model serving pass failed");
         }
+        // What the pass changed (a replica healthy, one retired) is served here at once.
+        match refresh(&state).await {
+            Ok(all) => state.serving_table().replace(all),
+            Err(e) => tracing::warn!(error = %e.message, "reading the routing table failed"),
+        }
     }
+}
+
+/// Wakes the reconciler when a session starts running or ends (anywhere): a replica that
+/// runs gets its model's service at once, one that ended is replaced at once.
+pub async fn wake_on_sessions(state: impl Runtime) {
+    use crate::events::Event;
+    crate::events::follow(state.events(), |event| match event {
+        Some(Event::Session(e))
+            if e.kernel.is_none() && (e.status == SessionStatus::Running || e.status.is_over()) =>
+        {
+            state.serving_table().wake();
+        }
+        Some(_) => {}
+        None => state.serving_table().wake(),
+    })
+    .await
 }
 
 /// One pass over every endpoint that is not destroyed.
@@ -256,10 +283,15 @@ async fn follow_route(
     if !due {
         return Ok(Some(r));
     }
-    memory.next_probe.insert(
-        r.id,
-        tokio::time::Instant::now() + Duration::from_secs_f64(check.interval),
-    );
+    let every = Duration::from_secs_f64(check.interval);
+    let every = if r.status == rs::PROVISIONING {
+        every.min(STARTING_PROBE)
+    } else {
+        every
+    };
+    memory
+        .next_probe
+        .insert(r.id, tokio::time::Instant::now() + every);
     let passed = probe(state, s, service.port, check).await;
     let started = r.service_started_at.unwrap_or(now);
     let mut m = r.clone().into_active_model();

@@ -39,9 +39,22 @@ pub struct Served {
 #[derive(Default)]
 pub struct ServingTable {
     served: RwLock<HashMap<Uuid, Arc<Served>>>,
+    /// Wakes this manager's reconciler before its next tick (a service was created, scaled,
+    /// changed or deleted through this manager).
+    wake: tokio::sync::Notify,
 }
 
 impl ServingTable {
+    /// Asks the reconciler for a pass now (a no-op unless this manager leads).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Waits for `wake`.
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
     /// The endpoint as last read, if it is served.
     pub fn get(&self, endpoint: Uuid) -> Option<Arc<Served>> {
         self.served.read().get(&endpoint).cloned()
