@@ -476,7 +476,7 @@ fn origin_allowed(req: &Request) -> bool {
 
 /// Keeps a `Location` from the app inside the session: relative ones as they are, absolute
 /// ones only when they point at the app itself (made relative); anything else is dropped.
-fn safe_location(location: &str, upstream: std::net::SocketAddr) -> Option<String> {
+pub(crate) fn safe_location(location: &str, upstream: std::net::SocketAddr) -> Option<String> {
     // Browsers drop tabs and newlines inside URLs and read `\` as `/`: `/\t/evil` would
     // become `//evil`. Any of them, or any other control character, and the header goes.
     if location

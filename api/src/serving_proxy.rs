@@ -28,6 +28,13 @@ const WAIT_FOR_REPLICA: Duration = Duration::from_secs(15);
 /// How long a replica has to start its answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Answers of a model that would act on the whole host (every port, the console's origin
+/// included): never forwarded.
+const HOST_WIDE: &[&str] = &["clear-site-data", "strict-transport-security", "alt-svc"];
+/// The cookies one answer of a model may set, and the size of each.
+const MAX_MODEL_COOKIES: usize = 8;
+const MAX_MODEL_COOKIE_BYTES: usize = 1024;
+
 /// Headers that belong to one connection, never forwarded.
 const HOP_BY_HOP: &[&str] = &[
     "connection",
@@ -267,6 +274,7 @@ fn authorize(
     }
     match tokens::verify(&served.token_key, token.trim(), served.endpoint, now) {
         Ok(c) if served.tokens.contains(&c.jti) => Ok(Granted::Known),
+        Ok(c) if served.refused.contains(&c.jti) => Err(refuse("The token was revoked")),
         Ok(c) => Ok(Granted::Unknown(c.jti)),
         Err(tokens::Refusal::Expired) => Err(refuse("The token has expired")),
         Err(_) => Err(refuse("Invalid token")),
@@ -357,11 +365,22 @@ async fn forward(
             headers.append(n, v);
         }
     }
-    let bodiless = declared == Some(0)
-        || (declared.is_none() && !req.headers().contains_key("transfer-encoding"));
+    // From the body itself: an HTTP/2 upload has neither a length nor `transfer-encoding`.
+    let bodiless =
+        declared == Some(0) || axum::body::HttpBody::size_hint(req.body()).exact() == Some(0);
+    if let Some(host) = req.headers().get("host").cloned()
+        && let Ok(v) = reqwest::header::HeaderValue::from_bytes(host.as_bytes())
+    {
+        headers.insert("x-forwarded-host", v);
+    }
+    let proto = if state.tls.is_some() { "https" } else { "http" };
+    headers.insert(
+        "x-forwarded-proto",
+        reqwest::header::HeaderValue::from_static(proto),
+    );
     let mut body = Some(req.into_body());
     let over = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let resp = loop {
+    let (resp, up_addr) = loop {
         let up = replica(state, endpoint, until).await?;
         let url = format!("http://{}{path_and_query}", up.addr);
         let out = state
@@ -382,7 +401,7 @@ async fn forward(
             return Ok(too_large(max));
         }
         match sent {
-            Ok(Ok(r)) => break r,
+            Ok(Ok(r)) => break (r, up.addr),
             // Not listening yet (just started): a bodiless request tries again.
             Ok(Err(e)) if e.is_connect() && bodiless && tokio::time::Instant::now() < until => {
                 tracing::debug!(%endpoint, route = %up.route, error = %e, "replica not taking connections yet");
@@ -406,10 +425,31 @@ async fn forward(
     };
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut builder = Response::builder().status(status);
+    let mut cookies = 0usize;
     for (name, value) in resp.headers() {
         let n = name.as_str();
-        if HOP_BY_HOP.contains(&n) {
+        if HOP_BY_HOP.contains(&n) || HOST_WIDE.contains(&n) {
             continue;
+        }
+        // A redirect stays on the endpoint: relative, or made relative when it names the
+        // replica itself; anything else (another host, a scheme) is dropped.
+        if n == "location" {
+            if let Some(l) = value
+                .to_str()
+                .ok()
+                .and_then(|l| crate::proxy::safe_location(l, up_addr))
+            {
+                builder = builder.header("location", l);
+            }
+            continue;
+        }
+        // A few small cookies of the model's own, no more: cookies are per host, and a flood
+        // of them would make the host's other pages (the console) refuse the browser.
+        if n == "set-cookie" {
+            cookies += 1;
+            if cookies > MAX_MODEL_COOKIES || value.len() > MAX_MODEL_COOKIE_BYTES {
+                continue;
+            }
         }
         // A model may not plant or replace bai's cookies (cookies are per host, not port).
         if n == "set-cookie"
@@ -525,6 +565,7 @@ mod tests {
             tokens: [live].into_iter().collect(),
             healthy: vec![],
             starting: 0,
+            refused: Default::default(),
         };
         let with = |v: &str| {
             let mut h = axum::http::HeaderMap::new();

@@ -21,7 +21,13 @@ fn a(name: &str) -> Alias {
     Alias::new(name)
 }
 
-fn fk(from: &str, col: &str, table: &str, to: &str, on_delete: ForeignKeyAction) -> ForeignKeyCreateStatement {
+fn fk(
+    from: &str,
+    col: &str,
+    table: &str,
+    to: &str,
+    on_delete: ForeignKeyAction,
+) -> ForeignKeyCreateStatement {
     ForeignKey::create()
         .name(format!("fk_{from}_{col}"))
         .from(a(from), a(col))
@@ -72,11 +78,28 @@ impl MigrationTrait for Migration {
                     .col(timestamp_with_time_zone(a("created_at")))
                     .col(timestamp_with_time_zone_null(a("destroyed_at")))
                     .foreign_key(&mut fk("endpoints", "project", "groups", "id", Cascade))
-                    .foreign_key(&mut fk("endpoints", "session_owner", "users", "uuid", Cascade))
+                    .foreign_key(&mut fk(
+                        "endpoints",
+                        "session_owner",
+                        "users",
+                        "uuid",
+                        Cascade,
+                    ))
                     .foreign_key(&mut fk("endpoints", "model", "vfolders", "id", SetNull))
                     .to_owned(),
             )
             .await?;
+        // One live service of a name per owner, one live service per port (a destroyed one
+        // gives its port up): partial unique indexes, as SQLite and PostgreSQL both have them.
+        let db = manager.get_connection();
+        db.execute_unprepared(
+            "CREATE UNIQUE INDEX ux_endpoints_owner_name ON endpoints (session_owner, name) WHERE lifecycle_stage <> 'destroyed'",
+        )
+        .await?;
+        db.execute_unprepared(
+            "CREATE UNIQUE INDEX ux_endpoints_port ON endpoints (port) WHERE port IS NOT NULL",
+        )
+        .await?;
         for col in ["session_owner", "project", "lifecycle_stage"] {
             manager
                 .create_index(
@@ -151,9 +174,7 @@ impl MigrationTrait for Migration {
             .alter_table(
                 Table::alter()
                     .table(a("keypair_resource_policies"))
-                    .add_column(
-                        integer(a("max_session_count_per_model_session")).default(10),
-                    )
+                    .add_column(integer(a("max_session_count_per_model_session")).default(10))
                     .to_owned(),
             )
             .await
@@ -169,7 +190,9 @@ impl MigrationTrait for Migration {
             )
             .await?;
         for t in ["endpoint_tokens", "routings", "endpoints"] {
-            manager.drop_table(Table::drop().table(a(t)).to_owned()).await?;
+            manager
+                .drop_table(Table::drop().table(a(t)).to_owned())
+                .await?;
         }
         Ok(())
     }

@@ -362,6 +362,8 @@ pub(super) async fn scale(
         async {
             let caller = caller(&principal)?;
             let id = id_of(&id, "service")?;
+            // Strangers learn nothing, not even that a parameter is wrong.
+            serving::find(&state, caller, id).await?;
             let to = integer(&p, &["to"])?.ok_or_else(|| invalid("'to' is required"))?;
             let (current, target) = serving::scale(&state, caller, id, to).await?;
             Ok(
@@ -402,6 +404,7 @@ pub(super) async fn update_route(
             let caller = caller(&principal)?;
             let id = id_of(&id, "service")?;
             let route = id_of(&route, "route")?;
+            serving::find(&state, caller, id).await?;
             let ratio = match field(&p, &["traffic_ratio", "trafficRatio"]) {
                 Some(Value::Number(n)) => n.as_f64(),
                 Some(Value::String(s)) => s.trim().parse().ok(),
@@ -444,6 +447,7 @@ pub(super) async fn token(
         async {
             let caller = caller(&principal)?;
             let id = id_of(&id, "service")?;
+            serving::find(&state, caller, id).await?;
             let now = state.clock.now().timestamp();
             let until = match (
                 field(&p, &["valid_until", "validUntil"]),

@@ -11,6 +11,8 @@ use crate::error::{ApiError, ApiResult};
 pub const MAX_DEFINITION_BYTES: usize = 64 * 1024;
 /// The most models one definition may list.
 pub const MAX_MODELS: usize = 16;
+/// The longest one health probe may wait, seconds.
+pub const MAX_PROBE_WAIT: f64 = 60.0;
 /// Ports the kernel runner of Backend.AI keeps for itself.
 const RESERVED_PORTS: [u16; 2] = [2000, 2001];
 
@@ -335,9 +337,11 @@ fn health(what: &str, h: &Map<String, Value>) -> ApiResult<Option<HealthCheck>> 
         path,
         interval,
         max_retries,
-        max_wait_time: number(h, "max_wait_time", 15.0, what)?.max(0.1),
+        // One probe waits a minute at most, whatever the definition asks.
+        max_wait_time: number(h, "max_wait_time", 15.0, what)?.clamp(0.1, MAX_PROBE_WAIT),
         expected_status_code,
-        initial_delay: number(h, "initial_delay", 60.0, what)?,
+        // Never shorter than one interval: a replica gets at least one chance to answer.
+        initial_delay: number(h, "initial_delay", 60.0, what)?.max(interval),
     }))
 }
 

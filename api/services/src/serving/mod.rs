@@ -158,6 +158,11 @@ async fn owner_of_request(
     if !caller.governs(user.uuid, user.role, &user.domain_name) {
         return Err(not_found());
     }
+    if !kp.is_active || user.status != entity::enums::UserStatus::Active {
+        return Err(invalid(format!(
+            "The keypair '{ak}' or its user is not active"
+        )));
+    }
     Ok(Caller::of_user(user, Some(kp.access_key), None))
 }
 
@@ -266,9 +271,9 @@ pub async fn create(
         .access_key
         .clone()
         .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
-    check_replicas(state, &access_key, req.replicas).await?;
     // What the owner may not reach is not found, before anything else is said of it.
     let folder = model_folder(state, &owner, &req.model).await?;
+    check_replicas(state, &access_key, req.replicas).await?;
     match RUNTIME_VARIANTS
         .iter()
         .find(|(n, _)| *n == req.runtime_variant)
@@ -561,6 +566,18 @@ pub async fn modify(
     }
     if let Some(n) = &name {
         validate_name(n)?;
+        let taken = endpoints::Entity::find()
+            .filter(endpoints::Column::SessionOwner.eq(e.session_owner))
+            .filter(endpoints::Column::Name.eq(n))
+            .filter(endpoints::Column::Id.ne(e.id))
+            .filter(endpoints::Column::LifecycleStage.ne(stage::DESTROYED))
+            .one(store.db())
+            .await?;
+        if taken.is_some() {
+            return Err(ApiError::conflict(format!(
+                "A service named '{n}' exists already"
+            )));
+        }
     }
     let mut m = e.into_active_model();
     if let Some(to) = replicas {
@@ -631,15 +648,45 @@ pub async fn remove_route(
     id: Uuid,
     route: Uuid,
 ) -> ApiResult<()> {
-    let e = find_live(state, caller, id).await?;
+    use sea_orm::TransactionTrait;
+    use sea_orm::sea_query::Expr;
+    find_live(state, caller, id).await?;
     let r = route_of(state, id, route).await?;
     if r.status == route_status::PROVISIONING {
         return Err(invalid("Cannot remove route in PROVISIONING status"));
     }
-    let replicas = (e.replicas - 1).max(0);
-    let mut m = e.into_active_model();
-    m.replicas = Set(replicas);
-    m.update(state.db()).await?;
+    if r.status != route_status::HEALTHY && r.status != route_status::UNHEALTHY {
+        return Err(invalid(format!(
+            "Only a serving route can be removed (this one is {})",
+            r.status
+        )));
+    }
+    // The route leaves and one replica fewer is wanted in one step: the reconciler never
+    // sees one without the other (it would start a replacement, or retire another).
+    let txn = state.db().begin().await?;
+    let left = routings::Entity::update_many()
+        .col_expr(
+            routings::Column::Status,
+            Expr::value(route_status::TERMINATING),
+        )
+        .filter(routings::Column::Id.eq(route))
+        .filter(routings::Column::Status.is_in([route_status::HEALTHY, route_status::UNHEALTHY]))
+        .exec(&txn)
+        .await?;
+    if left.rows_affected == 0 {
+        return Err(invalid("The route changed meanwhile: try again"));
+    }
+    endpoints::Entity::update_many()
+        .col_expr(
+            endpoints::Column::Replicas,
+            Expr::cust("CASE WHEN replicas > 0 THEN replicas - 1 ELSE 0 END"),
+        )
+        .filter(endpoints::Column::Id.eq(id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    let mut r = r;
+    r.status = route_status::TERMINATING.into();
     reconcile::retire(state, r, "SERVICE_SCALED_DOWN").await
 }
 
@@ -686,6 +733,9 @@ pub async fn issue_token(
     let now = store.clock().now();
     if valid_until <= now.timestamp() {
         return Err(invalid("The token's expiry is in the past"));
+    }
+    if valid_until > now.timestamp() + tokens::MAX_LIFETIME_SECS {
+        return Err(invalid("A token lives at most ten years"));
     }
     let valid = chrono::DateTime::from_timestamp(valid_until, 0)
         .ok_or_else(|| invalid("The token's expiry is out of range"))?;
@@ -748,7 +798,7 @@ pub async fn token_is_live(store: &impl Store, endpoint: Uuid, id: Uuid) -> ApiR
     Ok(endpoint_tokens::Entity::find_by_id(id)
         .filter(endpoint_tokens::Column::Endpoint.eq(endpoint))
         .filter(endpoint_tokens::Column::ValidUntil.gt(store.clock().now()))
-        .one(store.db())
+        .one(store.read())
         .await?
         .is_some())
 }

@@ -35,17 +35,54 @@ const FAILURES_KEPT: usize = 10;
 /// A route whose session could not be recorded is adopted or dropped after this long.
 const ORPHAN_AFTER_SECS: i64 = 60;
 
+/// Health probes running at once, at most (each a task beside the pass).
+const PROBES_AT_ONCE: usize = 64;
+/// A retired replica whose session is still live after this long is asked to end again.
+const RETRY_TERMINATE: Duration = Duration::from_secs(30);
+/// A running replica whose model's service could not be started for this long is replaced.
+const START_DEADLINE_SECS: i64 = 60;
+
+/// A probe's state: running (a task beside the pass), or its answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Probe {
+    Running,
+    Passed(bool),
+}
+
 /// What the leader remembers between passes (lost with leadership: a new leader probes at
 /// once and starts replicas without waiting).
-#[derive(Default)]
 pub struct Memory {
     /// When each route is probed next.
     next_probe: HashMap<Uuid, tokio::time::Instant>,
+    /// Probes under way or answered, by route: a model that hangs its check holds up nothing
+    /// but its own route.
+    probes: std::sync::Arc<parking_lot::Mutex<HashMap<Uuid, Probe>>>,
+    probe_slots: std::sync::Arc<tokio::sync::Semaphore>,
     /// Per endpoint: failed starts in a row and when the last one was.
     failures: HashMap<Uuid, (u32, tokio::time::Instant)>,
+    /// When each retiring route was last asked to end.
+    retired_at: HashMap<Uuid, tokio::time::Instant>,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            next_probe: HashMap::new(),
+            probes: Default::default(),
+            probe_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(PROBES_AT_ONCE)),
+            failures: HashMap::new(),
+            retired_at: HashMap::new(),
+        }
+    }
 }
 
 impl Memory {
+    /// Forgets what it kept of routes that are gone.
+    fn forget_routes(&mut self, live: &HashSet<Uuid>) {
+        self.next_probe.retain(|id, _| live.contains(id));
+        self.retired_at.retain(|id, _| live.contains(id));
+        self.probes.lock().retain(|id, _| live.contains(id));
+    }
     /// Whether a new replica may be tried for `endpoint` now: after a failure, 5 s, doubling
     /// with each failure in a row, at most 5 minutes.
     fn may_start(&self, endpoint: Uuid) -> bool {
@@ -111,6 +148,14 @@ pub async fn pass(state: &impl Runtime, memory: &mut Memory) -> ApiResult<()> {
         .await?;
     let ids: HashSet<Uuid> = live.iter().map(|e| e.id).collect();
     memory.failures.retain(|id, _| ids.contains(id));
+    let routes: HashSet<Uuid> = routings::Entity::find()
+        .filter(routings::Column::Endpoint.is_in(ids.iter().copied()))
+        .all(state.db())
+        .await?
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    memory.forget_routes(&routes);
     for e in live {
         if let Err(err) = one(state, memory, e.clone()).await {
             tracing::warn!(endpoint = %e.id, error = %err.message, cause = %err.chain(), "keeping a model service failed");
@@ -133,8 +178,15 @@ async fn one(state: &impl Runtime, memory: &mut Memory, e: endpoints::Model) -> 
     let now = state.clock().now();
     let mut active = Vec::new();
     for r in routes {
-        if let Some(r) = follow_route(state, memory, &e, &def, r, &found, now).await? {
-            active.push(r);
+        let kept = r.clone();
+        match follow_route(state, memory, &e, &def, r, &found, now).await {
+            Ok(Some(r)) => active.push(r),
+            Ok(None) => {}
+            // One route's trouble holds up neither the others nor scaling or deletion.
+            Err(err) => {
+                tracing::warn!(endpoint = %e.id, route = %kept.id, error = %err.message, cause = %err.chain(), "following a replica failed");
+                active.push(kept);
+            }
         }
     }
     if e.lifecycle_stage == stage::CREATED {
@@ -149,7 +201,6 @@ async fn one(state: &impl Runtime, memory: &mut Memory, e: endpoints::Model) -> 
                     memory.failed(e.id);
                     break;
                 }
-                memory.failures.remove(&e.id);
             }
         } else if running.len() > want {
             // The surplus: starting ones first, then unhealthy, then the newest healthy.
@@ -255,6 +306,19 @@ async fn follow_route(
             }
         }
     }
+    if r.status == rs::TERMINATING {
+        // A termination that did not take (an engine away at the time) is asked again.
+        let first = *memory
+            .retired_at
+            .entry(r.id)
+            .or_insert_with(tokio::time::Instant::now);
+        if first.elapsed() >= RETRY_TERMINATE {
+            memory.retired_at.insert(r.id, tokio::time::Instant::now());
+            tracing::warn!(endpoint = %e.id, route = %r.id, session = %sid, "a retired replica is still live: ending it again");
+            retire(state, r.clone(), "SERVICE_SCALED_DOWN").await?;
+        }
+        return Ok(Some(r));
+    }
     if s.status != SessionStatus::Running || !rs::ACTIVE.contains(&r.status.as_str()) {
         return Ok(Some(r));
     }
@@ -263,7 +327,21 @@ async fn follow_route(
     };
     let mut r = r;
     if r.service_started_at.is_none() {
-        start_service(state, e, def, s).await?;
+        if let Err(err) = start_service(state, e, def, s).await {
+            tracing::warn!(endpoint = %e.id, route = %r.id, error = %err.message, cause = %err.chain(), "starting the model's service failed");
+            if (now - s.status_changed).num_seconds() < START_DEADLINE_SECS {
+                return Ok(Some(r));
+            }
+            let mut m = r.into_active_model();
+            m.error_data = Set(Some(json!({
+                "message": format!("The model's service could not be started: {}", err.message),
+            })));
+            let r = m.update(db).await?;
+            bump_retries(state, e.id).await?;
+            memory.failed(e.id);
+            retire(state, r, "FAILED_TO_START").await?;
+            return Ok(None);
+        }
         let mut m = r.into_active_model();
         m.service_started_at = Set(Some(now));
         if service.health_check.is_none() {
@@ -276,30 +354,49 @@ async fn follow_route(
     let Some(check) = &service.health_check else {
         return Ok(Some(r));
     };
-    let due = memory
-        .next_probe
-        .get(&r.id)
-        .is_none_or(|at| tokio::time::Instant::now() >= *at);
-    if !due {
-        return Ok(Some(r));
-    }
-    let every = Duration::from_secs_f64(check.interval);
-    let every = if r.status == rs::PROVISIONING {
-        every.min(STARTING_PROBE)
-    } else {
-        every
+    // Probes run beside the pass; the pass reads their answers.
+    let answered = {
+        let mut probes = memory.probes.lock();
+        match probes.get(&r.id).copied() {
+            Some(Probe::Passed(p)) => {
+                probes.remove(&r.id);
+                Some(p)
+            }
+            Some(Probe::Running) => return Ok(Some(r)),
+            None => None,
+        }
     };
-    memory
-        .next_probe
-        .insert(r.id, tokio::time::Instant::now() + every);
-    let passed = probe(state, s, service.port, check).await;
+    let Some(passed) = answered else {
+        let due = memory
+            .next_probe
+            .get(&r.id)
+            .is_none_or(|at| tokio::time::Instant::now() >= *at);
+        if due {
+            let every = Duration::from_secs_f64(check.interval);
+            let every = if r.status == rs::PROVISIONING {
+                every.min(STARTING_PROBE)
+            } else {
+                every
+            };
+            memory
+                .next_probe
+                .insert(r.id, tokio::time::Instant::now() + every);
+            spawn_probe(state, memory, r.id, s.id, service.port, check.clone());
+        }
+        return Ok(Some(r));
+    };
     let started = r.service_started_at.unwrap_or(now);
     let mut m = r.clone().into_active_model();
     if passed {
+        if r.status == rs::HEALTHY && r.health_failures == 0 {
+            return Ok(Some(r));
+        }
         m.health_failures = Set(0);
-        m.healthy_at = Set(Some(now));
         if r.status != rs::HEALTHY {
             m.status = Set(rs::HEALTHY.into());
+            m.healthy_at = Set(Some(now));
+            // A replica that serves ends the backoff of failed starts.
+            memory.failures.remove(&e.id);
             tracing::info!(endpoint = %e.id, route = %r.id, "replica healthy");
         }
         return Ok(Some(m.update(db).await?));
@@ -318,6 +415,7 @@ async fn follow_route(
             })));
             let r = m.update(db).await?;
             bump_retries(state, e.id).await?;
+            memory.failed(e.id);
             retire(state, r, "HEALTH_CHECK_TIMEOUT").await?;
             Ok(None)
         }
@@ -329,6 +427,7 @@ async fn follow_route(
         }
         rs::UNHEALTHY if failures >= max.saturating_mul(2) => {
             tracing::warn!(endpoint = %e.id, route = %r.id, failures, "replacing an unhealthy replica");
+            memory.failed(e.id);
             retire(state, r, "UNHEALTHY").await?;
             Ok(None)
         }
@@ -336,15 +435,46 @@ async fn follow_route(
     }
 }
 
+/// Probes route `route` (replica session `session`) in a task of its own, bounded by
+/// `PROBES_AT_ONCE`; its answer waits in `memory.probes` for the next pass.
+fn spawn_probe(
+    state: &impl Runtime,
+    memory: &Memory,
+    route: Uuid,
+    session: Uuid,
+    port: u16,
+    check: super::definition::HealthCheck,
+) {
+    memory.probes.lock().insert(route, Probe::Running);
+    let (state, probes, slots) = (
+        state.clone(),
+        memory.probes.clone(),
+        memory.probe_slots.clone(),
+    );
+    tokio::spawn(async move {
+        let passed = match slots.acquire_owned().await {
+            Ok(_slot) => probe(&state, session, port, &check).await,
+            Err(_) => false,
+        };
+        let mut probes = probes.lock();
+        // A route forgotten meanwhile (gone) stays forgotten.
+        if probes.contains_key(&route) {
+            probes.insert(route, Probe::Passed(passed));
+        }
+        drop(probes);
+        state.serving_table().wake();
+    });
+}
+
 /// One health probe of a replica: its answer to `GET path` on the service port, within the
 /// definition's wait, has the expected status.
 async fn probe(
     state: &impl Runtime,
-    s: &sessions::Model,
+    session: Uuid,
     port: u16,
     check: &super::definition::HealthCheck,
 ) -> bool {
-    let Some(addr) = replica_addr(state, s.id, port).await else {
+    let Some(addr) = replica_addr(state, session, port).await else {
         return false;
     };
     let url = format!("http://{addr}{}", check.path);
@@ -727,6 +857,7 @@ pub async fn refresh(state: &impl Runtime) -> ApiResult<Vec<Served>> {
                 .collect(),
             healthy,
             starting,
+            refused: HashSet::new(),
         });
     }
     Ok(out)

@@ -34,7 +34,15 @@ pub struct Served {
     /// Replicas still starting (their sessions run, their check has not passed yet): a
     /// request may wait for one.
     pub starting: usize,
+    /// Token ids found revoked since the last read (no database round-trip for them again).
+    pub refused: HashSet<Uuid>,
 }
+
+/// The most refused token ids kept per endpoint between reads.
+const REFUSED_KEPT: usize = 1024;
+/// How long a revocation through this manager outlives a read of the database that began
+/// before it (reads take well under this).
+const REVOCATION_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Default)]
 pub struct ServingTable {
@@ -42,6 +50,9 @@ pub struct ServingTable {
     /// Wakes this manager's reconciler before its next tick (a service was created, scaled,
     /// changed or deleted through this manager).
     wake: tokio::sync::Notify,
+    /// Tokens this manager revoked lately: a read of the database begun before a revocation
+    /// never brings its token back.
+    revoked: parking_lot::Mutex<HashMap<Uuid, std::time::Instant>>,
 }
 
 impl ServingTable {
@@ -61,9 +72,31 @@ impl ServingTable {
     }
 
     /// Replaces the table with what the database says now.
-    pub fn replace(&self, all: Vec<Served>) {
+    pub fn replace(&self, mut all: Vec<Served>) {
+        let revoked: HashSet<Uuid> = {
+            let mut r = self.revoked.lock();
+            r.retain(|_, at| at.elapsed() < REVOCATION_HOLD);
+            r.keys().copied().collect()
+        };
+        if !revoked.is_empty() {
+            for s in &mut all {
+                s.tokens.retain(|t| !revoked.contains(t));
+            }
+        }
         let map = all.into_iter().map(|s| (s.endpoint, Arc::new(s))).collect();
         *self.served.write() = map;
+    }
+
+    /// Remembers until the next read that token `id` of `endpoint` is not live.
+    pub fn refuse(&self, endpoint: Uuid, id: Uuid) {
+        let mut map = self.served.write();
+        if let Some(s) = map.get(&endpoint)
+            && s.refused.len() < REFUSED_KEPT
+        {
+            let mut s = (**s).clone();
+            s.refused.insert(id);
+            map.insert(endpoint, Arc::new(s));
+        }
     }
 
     /// Every served endpoint and its port.
@@ -99,6 +132,7 @@ impl ServingTable {
     /// Forgets token `id` of `endpoint` at once (this manager revoked it; the others follow
     /// at their next refresh).
     pub fn revoke(&self, endpoint: Uuid, id: Uuid) {
+        self.revoked.lock().insert(id, std::time::Instant::now());
         let mut map = self.served.write();
         if let Some(s) = map.get(&endpoint) {
             let mut s = (**s).clone();

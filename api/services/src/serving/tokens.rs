@@ -95,10 +95,13 @@ pub fn expiry_of(token: &str) -> Option<i64> {
     Some(claims.exp)
 }
 
+/// The longest a token lives (ten years), seconds.
+pub const MAX_LIFETIME_SECS: i64 = 10 * 366 * 86_400;
+
 /// Backend.AI's `TimeDuration`: seconds as a number or digits, or a number with `w`, `d`,
 /// `h`, `m` or `s` (also `yr`, `mo`). At most ten years.
 pub fn parse_duration(raw: &serde_json::Value) -> Option<i64> {
-    const MAX: i64 = 10 * 366 * 86_400;
+    const MAX: i64 = MAX_LIFETIME_SECS;
     let secs = match raw {
         serde_json::Value::Number(n) => n.as_f64().filter(|f| f.is_finite())? as i64,
         serde_json::Value::String(s) => {
