@@ -110,8 +110,8 @@ pub struct Local {
     /// session (`sessions::follow`). Several managers: tokens and visibility are shared
     /// (`app_routes`, `sessions::apps::known`).
     pub started_apps: Arc<StartedApps>,
-    /// This manager's routing table of model-serving endpoints (refreshed from the database
-    /// every second by every manager: `serving::refresh`).
+    /// This manager's routing table of model-serving endpoints: a bounded cache of the
+    /// database, refreshed every second by every manager (`serving::refresh`).
     pub serving: Arc<crate::serving::table::ServingTable>,
     /// Sessions being committed to images through this manager (several managers: claimed in
     /// the database, `sessions::commit`).

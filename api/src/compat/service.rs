@@ -28,6 +28,18 @@ fn id_of(raw: &str, what: &str) -> ApiResult<Uuid> {
         .map_err(|_| invalid(format!("'{raw}' is not a {what} id (a UUID)")))
 }
 
+/// The caller and the service `raw` names, when the caller may act on it: a malformed id is
+/// Backend.AI's 400, anyone else's service NOT_FOUND, before any parameter is looked at.
+async fn service_of<'a>(
+    state: &AppState,
+    principal: &'a Principal,
+    raw: &str,
+) -> ApiResult<(&'a crate::auth::Caller, endpoints::Model)> {
+    let caller = caller(principal)?;
+    let e = serving::find(state, caller, id_of(raw, "service")?).await?;
+    Ok((caller, e))
+}
+
 /// The first of `keys` present (Backend.AI accepts each field by its name or alias).
 fn field<'a>(p: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Value> {
     keys.iter().find_map(|k| p.get(*k).filter(|v| !v.is_null()))
@@ -326,8 +338,7 @@ pub(super) async fn info(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let e = serving::find(&state, caller, id_of(&id, "service")?).await?;
+            let (_, e) = service_of(&state, &principal, &id).await?;
             let routes = serving::routes_of(&state, e.id).await?;
             Ok(Json(serve_info(&state, &e, &routes)).into_response())
         }
@@ -360,10 +371,9 @@ pub(super) async fn scale(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let id = id_of(&id, "service")?;
             // Strangers learn nothing, not even that a parameter is wrong.
-            serving::find(&state, caller, id).await?;
+            let (caller, e) = service_of(&state, &principal, &id).await?;
+            let id = e.id;
             let to = integer(&p, &["to"])?.ok_or_else(|| invalid("'to' is required"))?;
             let (current, target) = serving::scale(&state, caller, id, to).await?;
             Ok(
@@ -384,8 +394,7 @@ pub(super) async fn sync(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            serving::find(&state, caller, id_of(&id, "service")?).await?;
+            service_of(&state, &principal, &id).await?;
             Ok(Json(json!({"success": true})).into_response())
         }
         .await,
@@ -401,10 +410,8 @@ pub(super) async fn update_route(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let id = id_of(&id, "service")?;
-            let route = id_of(&route, "route")?;
-            serving::find(&state, caller, id).await?;
+            let (caller, e) = service_of(&state, &principal, &id).await?;
+            let (id, route) = (e.id, id_of(&route, "route")?);
             let ratio = match field(&p, &["traffic_ratio", "trafficRatio"]) {
                 Some(Value::Number(n)) => n.as_f64(),
                 Some(Value::String(s)) => s.trim().parse().ok(),
@@ -426,9 +433,8 @@ pub(super) async fn delete_route(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let id = id_of(&id, "service")?;
-            let route = id_of(&route, "route")?;
+            let (caller, e) = service_of(&state, &principal, &id).await?;
+            let (id, route) = (e.id, id_of(&route, "route")?);
             serving::remove_route(&state, caller, id, route).await?;
             Ok(Json(json!({"success": true})).into_response())
         }
@@ -445,9 +451,8 @@ pub(super) async fn token(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&principal)?;
-            let id = id_of(&id, "service")?;
-            serving::find(&state, caller, id).await?;
+            let (caller, e) = service_of(&state, &principal, &id).await?;
+            let id = e.id;
             let now = state.clock.now().timestamp();
             let until = match (
                 field(&p, &["valid_until", "validUntil"]),

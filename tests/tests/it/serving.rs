@@ -240,6 +240,40 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
         st, 400,
         "a model folder never covers a system directory: {e}"
     );
+    // A definition a container planted as a link (to a host file) or a FIFO is never read.
+    let planted = model_folder(&app, &alice, "planted-model").await;
+    let host_root = api::storage::hosts(&app.state().config)["local"].clone();
+    let root = host_root.join(
+        uuid::Uuid::parse_str(&planted)
+            .unwrap()
+            .simple()
+            .to_string(),
+    );
+    std::fs::remove_file(root.join("model-definition.yaml")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("model-definition.yaml")).unwrap();
+    let mkfifo = std::process::Command::new("mkfifo")
+        .arg(root.join("fifo.yaml"))
+        .status()
+        .unwrap();
+    assert!(mkfifo.success());
+    for path in [None, Some("fifo.yaml")] {
+        let mut body = service_body("planted", &planted, 1);
+        if let Some(p) = path {
+            body["config"]["model_definition_path"] = json!(p);
+        }
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            rest(&app, &alice, Method::POST, "/services", Some(body)),
+        )
+        .await
+        .expect("a FIFO is never opened");
+        let (st, e) = answer;
+        assert_eq!(st, 404, "{path:?}: {e}");
+        assert!(
+            e["title"].as_str().unwrap().contains("model definition"),
+            "{e}"
+        );
+    }
     let mut missing = service_body("missing-def", &model, 1);
     missing["config"]["model_definition_path"] = json!("../../etc/passwd");
     let (st, e) = rest(&app, &alice, Method::POST, "/services", Some(missing)).await;

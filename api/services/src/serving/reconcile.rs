@@ -49,8 +49,9 @@ enum Probe {
     Passed(bool),
 }
 
-/// What the leader remembers between passes (lost with leadership: a new leader probes at
-/// once and starts replicas without waiting).
+/// What the leader remembers between passes. Kind: owned by the elected process, bounded by
+/// the live endpoints and routes; lost with leadership (a new leader probes at once and starts
+/// replicas without waiting), never needed by another process.
 pub struct Memory {
     /// When each route is probed next.
     next_probe: HashMap<Uuid, tokio::time::Instant>,
@@ -62,6 +63,9 @@ pub struct Memory {
     failures: HashMap<Uuid, (u32, tokio::time::Instant)>,
     /// When each retiring route was last asked to end.
     retired_at: HashMap<Uuid, tokio::time::Instant>,
+    /// Routes whose model's service could not be started (a task beside the pass said so),
+    /// with why.
+    start_failed: std::sync::Arc<parking_lot::Mutex<HashMap<Uuid, String>>>,
 }
 
 impl Default for Memory {
@@ -72,6 +76,7 @@ impl Default for Memory {
             probe_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(PROBES_AT_ONCE)),
             failures: HashMap::new(),
             retired_at: HashMap::new(),
+            start_failed: Default::default(),
         }
     }
 }
@@ -82,6 +87,7 @@ impl Memory {
         self.next_probe.retain(|id, _| live.contains(id));
         self.retired_at.retain(|id, _| live.contains(id));
         self.probes.lock().retain(|id, _| live.contains(id));
+        self.start_failed.lock().retain(|id, _| live.contains(id));
     }
     /// Whether a new replica may be tried for `endpoint` now: after a failure, 5 s, doubling
     /// with each failure in a row, at most 5 minutes.
@@ -148,25 +154,26 @@ pub async fn pass(state: &impl Runtime, memory: &mut Memory) -> ApiResult<()> {
         .await?;
     let ids: HashSet<Uuid> = live.iter().map(|e| e.id).collect();
     memory.failures.retain(|id, _| ids.contains(id));
-    let routes: HashSet<Uuid> = routings::Entity::find()
-        .filter(routings::Column::Endpoint.is_in(ids.iter().copied()))
-        .all(state.db())
-        .await?
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
-    memory.forget_routes(&routes);
+    let mut seen = HashSet::new();
     for e in live {
-        if let Err(err) = one(state, memory, e.clone()).await {
+        if let Err(err) = one(state, memory, e.clone(), &mut seen).await {
             tracing::warn!(endpoint = %e.id, error = %err.message, cause = %err.chain(), "keeping a model service failed");
         }
     }
+    // What was kept of routes no pass met is forgotten (bounded by the live routes).
+    memory.forget_routes(&seen);
     Ok(())
 }
 
-async fn one(state: &impl Runtime, memory: &mut Memory, e: endpoints::Model) -> ApiResult<()> {
+async fn one(
+    state: &impl Runtime,
+    memory: &mut Memory,
+    e: endpoints::Model,
+    seen: &mut HashSet<Uuid>,
+) -> ApiResult<()> {
     let def = definition_of(&e)?;
     let routes = super::records::routes_of(state, e.id).await?;
+    seen.extend(routes.iter().map(|r| r.id));
     let ids: Vec<Uuid> = routes.iter().filter_map(|r| r.session).collect();
     let found: HashMap<Uuid, sessions::Model> = sessions::Entity::find()
         .filter(sessions::Column::Id.is_in(ids))
@@ -326,22 +333,22 @@ async fn follow_route(
         return Ok(Some(r));
     };
     let mut r = r;
+    let start_failure = memory.start_failed.lock().remove(&r.id);
+    if let Some(why) = start_failure {
+        let mut m = r.into_active_model();
+        m.error_data = Set(Some(json!({
+            "message": format!("The model's service could not be started: {why}"),
+        })));
+        let r = m.update(db).await?;
+        bump_retries(state, e.id).await?;
+        memory.failed(e.id);
+        retire(state, r, "FAILED_TO_START").await?;
+        return Ok(None);
+    }
     if r.service_started_at.is_none() {
-        if let Err(err) = start_service(state, e, def, s).await {
-            tracing::warn!(endpoint = %e.id, route = %r.id, error = %err.message, cause = %err.chain(), "starting the model's service failed");
-            if (now - s.status_changed).num_seconds() < START_DEADLINE_SECS {
-                return Ok(Some(r));
-            }
-            let mut m = r.into_active_model();
-            m.error_data = Set(Some(json!({
-                "message": format!("The model's service could not be started: {}", err.message),
-            })));
-            let r = m.update(db).await?;
-            bump_retries(state, e.id).await?;
-            memory.failed(e.id);
-            retire(state, r, "FAILED_TO_START").await?;
-            return Ok(None);
-        }
+        // Started by a task beside the pass: an engine slow to answer holds up only this
+        // replica; a failure is read at the next pass.
+        spawn_start(state, memory, e, def, s, r.id);
         let mut m = r.into_active_model();
         m.service_started_at = Set(Some(now));
         if service.health_check.is_none() {
@@ -500,6 +507,34 @@ async fn replica_addr(
         .await
         .ok()
         .flatten()
+}
+
+/// Starts the model's service of route `route` in a task of its own (see `start_service`).
+fn spawn_start(
+    state: &impl Runtime,
+    memory: &Memory,
+    e: &endpoints::Model,
+    def: &Definition,
+    s: &sessions::Model,
+    route: Uuid,
+) {
+    let (state, failed) = (state.clone(), memory.start_failed.clone());
+    let (e, def, s) = (e.clone(), def.clone(), s.clone());
+    tokio::spawn(async move {
+        let started = tokio::time::timeout(
+            Duration::from_secs(START_DEADLINE_SECS.unsigned_abs()),
+            start_service(&state, &e, &def, &s),
+        )
+        .await;
+        let why = match started {
+            Ok(Ok(())) => return,
+            Ok(Err(err)) => err.message,
+            Err(_) => "the engine did not answer in time".to_string(),
+        };
+        tracing::warn!(endpoint = %e.id, %route, why, "starting the model's service failed");
+        failed.lock().insert(route, why);
+        state.serving_table().wake();
+    });
 }
 
 /// Starts every model's service in the replica's main container, as `work`, in the model's
@@ -829,7 +864,14 @@ pub async fn refresh(state: &impl Runtime) -> ApiResult<Vec<Served>> {
             let (Some(k), Some(sp)) = (mains.get(&session), service_port) else {
                 continue;
             };
-            match crate::sessions::apps::upstream(state, session, k, sp).await {
+            // An engine slow to answer costs this replica a second, never the table.
+            let found = tokio::time::timeout(
+                Duration::from_secs(1),
+                crate::sessions::apps::upstream(state, session, k, sp),
+            )
+            .await
+            .unwrap_or(Ok(None));
+            match found {
                 Ok(Some(addr)) => healthy.push(Upstream {
                     route: r.id,
                     session,

@@ -2,7 +2,9 @@
 //! port, who may call it (public, or its key and the ids of its live tokens) and where its
 //! healthy replicas answer. Refreshed from the database about every second by every manager
 //! (`serving::refresh`), read by the endpoint proxy on each request without a database
-//! round-trip. A handle: it reaches no state.
+//! round-trip. A handle: it reaches no state. Kind: a per-process cache of what the database
+//! holds (bounded by the live endpoints, their routes and tokens); every manager keeps its own
+//! and none is ever the truth (several managers: docs/src/several-managers.md).
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
