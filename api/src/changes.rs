@@ -82,10 +82,10 @@ async fn governed(
 ) -> bool {
     // Each is NOT_FOUND for a stranger's account or keypair (and one that is gone).
     match kind {
-        ObjectKind::User => crate::auth::visibility::user(&state.db, caller, key)
+        ObjectKind::User => crate::auth::visibility::user(&state.read, caller, key)
             .await
             .is_ok(),
-        _ => crate::auth::visibility::keypair(&state.db, caller, key)
+        _ => crate::auth::visibility::keypair(&state.read, caller, key)
             .await
             .is_ok(),
     }

@@ -157,12 +157,20 @@ pub async fn start_with_shutdown(
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
-    let read = db::connect_readers(&config.effective_database_url(), &db).await?;
+    // Every statement counted by table (`/metrics`, `bai bench`, tests), on both pools.
+    let statements = std::sync::Arc::new(db::StatementCounts::default());
+    let mut db = db;
+    statements.watch(&mut db);
+    let mut read = db::connect_readers(&config.effective_database_url(), &db).await?;
+    if config.effective_database_url().starts_with("sqlite:") {
+        statements.watch(&mut read);
+    }
     if config.advertise_addr.is_none() {
         config.advertise_addr = Some(addr.to_string());
     }
     let mail = config.mail()?;
     let mut state = AppState::new(db, read, config, instance, http, tls.clone());
+    state.local.statements = statements;
     if let Some(settings) = mail {
         if settings.security == bai_services::mail::Security::None
             && !matches!(settings.host.as_str(), "localhost" | "127.0.0.1" | "::1")

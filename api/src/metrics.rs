@@ -44,7 +44,7 @@ fn label(v: &str) -> String {
 // `writeln!` into a `String` cannot fail: its results (`let _ =`) are dropped on purpose.
 async fn gauges(state: &AppState) -> Result<String, ApiError> {
     let mut out = String::new();
-    let by_status = crate::sessions::count_by_status(&state.db).await?;
+    let by_status = crate::sessions::count_by_status(&state.read).await?;
     let _ = writeln!(
         out,
         "# HELP bai_sessions Sessions by status.\n# TYPE bai_sessions gauge"
@@ -52,12 +52,12 @@ async fn gauges(state: &AppState) -> Result<String, ApiError> {
     for (status, n) in &by_status {
         let _ = writeln!(out, "bai_sessions{{status=\"{}\"}} {n}", status.as_str());
     }
-    let pending = crate::sessions::count_pending(&state.db).await?;
+    let pending = crate::sessions::count_pending(&state.read).await?;
     let _ = writeln!(
         out,
         "# HELP bai_sessions_pending Sessions waiting to be scheduled.\n# TYPE bai_sessions_pending gauge\nbai_sessions_pending {pending}"
     );
-    let all_agents = crate::agents::all_rows(&state.db).await?;
+    let all_agents = crate::agents::all_rows(&state.read).await?;
     let _ = writeln!(
         out,
         "# HELP bai_agents Agents by status.\n# TYPE bai_agents gauge"
@@ -88,6 +88,20 @@ async fn gauges(state: &AppState) -> Result<String, ApiError> {
         "# HELP bai_event_subscribers Listeners on the event bus.\n# TYPE bai_event_subscribers gauge\nbai_event_subscribers {}",
         state.shared.events.subscribers()
     );
+    let mut statements: Vec<(String, u64)> =
+        state.local.statements.snapshot().into_iter().collect();
+    statements.sort();
+    let _ = writeln!(
+        out,
+        "# HELP bai_db_statements_total Database statements this process ran, by the table each names first.\n# TYPE bai_db_statements_total counter"
+    );
+    for (table, n) in statements {
+        let _ = writeln!(
+            out,
+            "bai_db_statements_total{{table=\"{}\"}} {n}",
+            label(&table)
+        );
+    }
     let (size, idle) = pool_use(&state.db);
     let _ = writeln!(
         out,

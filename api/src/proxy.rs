@@ -62,7 +62,7 @@ pub async fn start(
         && opts.preferred_port.is_none()
         && let Ok(c) = principal.caller()
     {
-        opts.preferred_port = crate::users::by_uuid(&state.db, c.uuid)
+        opts.preferred_port = crate::users::by_uuid(&state.read, c.uuid)
             .await?
             .preferred_ssh_port
             .and_then(|p| u16::try_from(p).ok());
@@ -516,7 +516,7 @@ async fn proxy_inner(
     // Who may enter is decided before anything about the session is told: a session that
     // does not exist answers as one the caller may not enter.
     let found = <entity::sessions::Entity as sea_orm::EntityTrait>::find_by_id(id)
-        .one(&state.db)
+        .one(&state.read)
         .await?;
     let Some(s) = found else {
         return Err(match principal {

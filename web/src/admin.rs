@@ -2,8 +2,6 @@
 //! Resource policies, Environments (images, presets, registries), Resources (agents, resource
 //! groups), System settings and Maintenance. Tables re-render from GraphQL; agents and
 //! background tasks follow subscriptions.
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use leptos::prelude::*;
 use serde_json::{Value, json};
@@ -882,15 +880,12 @@ fn Agents() -> impl IntoView {
         connected.track();
         refresh();
     });
-    let alive = Arc::new(AtomicBool::new(true));
     gql::subscribe::<ops::AgentChanges>(
         ops::agent_changes::Variables,
         online,
-        alive.clone(),
         move |_| refresh(),
         refresh,
     );
-    on_cleanup(move || alive.store(false, Ordering::Relaxed));
     view! {
         <div class="row">
             <button class="tab" id="agents-connected" class:active=move || connected.get() on:click=move |_| connected.set(true)>{t("Connected")}</button>

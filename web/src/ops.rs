@@ -251,10 +251,10 @@ pub struct SessionStatusChanges;
 #[derive(GraphQLQuery)]
 #[graphql(
     schema_path = "../api/schema.graphql",
-    query_path = "graphql/sessions/session_stats.graphql",
+    query_path = "graphql/sessions/sessions_stats.graphql",
     response_derives = "Debug, Clone, PartialEq"
 )]
-pub struct SessionStats;
+pub struct SessionsStats;
 
 // ---------------------------------------------------------------- Data & Storage (storage.rs)
 #[derive(GraphQLQuery)]

@@ -1,6 +1,7 @@
 //! Sessions: Running / Finished / Others tabs, kept current by the `session_status_changes`
 //! subscription; the launch dialog (environment, name, folders, resources, summary); the app
 //! launcher (Jupyter, terminal, SSH/SFTP); logs; terminate.
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -37,7 +38,11 @@ struct Row {
     created_at: String,
     terminated_at: String,
     owner: String,
+    project: String,
 }
+
+/// One session's live figures, as `sessions_stats` sends them.
+type Stats = ops::sessions_stats::SessionsStatsSessionsStats;
 
 fn row(v: ops::session_list::SessionListComputeSessionListItems) -> Row {
     let slots = v.occupying_slots.0;
@@ -71,6 +76,7 @@ fn row(v: ops::session_list::SessionListComputeSessionListItems) -> Row {
         created_at: v.created_at,
         terminated_at: v.terminated_at.unwrap_or_default(),
         owner: v.user_email.unwrap_or_default(),
+        project: v.group_name.unwrap_or_default(),
     }
 }
 
@@ -90,7 +96,6 @@ pub fn SessionsPage() -> impl IntoView {
     let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
     let tab = RwSignal::new(RUNNING);
     let rows = RwSignal::new(Vec::<Row>::new());
-    let error = RwSignal::new(None::<String>);
     let usage = RwSignal::new(Usage::default());
     let opens_launch = window().location().hash().unwrap_or_default() == "#sessions/new";
     let dialog = RwSignal::new(if opens_launch {
@@ -125,23 +130,33 @@ pub fn SessionsPage() -> impl IntoView {
                 })
         })
     };
-    let refresh = move || {
+    // The list follows the tab and the project (Leptos' resource: only the answer to the latest
+    // request is shown, however the answers arrive).
+    let list = LocalResource::new(move || {
         let vars = ops::session_list::Variables {
-            status: Some(tab.get_untracked().to_string()),
-            group_id: scope.and_then(|s| s.group_id.get_untracked()),
+            status: Some(tab.get().to_string()),
+            group_id: scope.and_then(|s| s.group_id.get()),
         };
+        if let Some(s) = scope {
+            s.scaling_group.track();
+        }
+        gql::run::<ops::SessionList>(vars)
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(d)) = list.get() {
+            rows.set(d.compute_session_list.items.into_iter().map(row).collect());
+        }
+    });
+    let load_usage = move || {
         spawn_local(async move {
-            match gql::run::<ops::SessionList>(vars).await {
-                Ok(d) => {
-                    rows.set(d.compute_session_list.items.into_iter().map(row).collect());
-                    error.set(None);
-                }
-                Err(e) => error.set(Some(e.message)),
-            }
             if let Ok(u) = fetch_usage(scope).await {
                 usage.set(u);
             }
-        });
+        })
+    };
+    let refresh = move || {
+        list.refetch();
+        load_usage();
     };
     Effect::new(move |_| {
         tab.track();
@@ -149,18 +164,33 @@ pub fn SessionsPage() -> impl IntoView {
             s.group_id.track();
             s.scaling_group.track();
         }
-        refresh();
+        load_usage();
     });
     // Every status change of the caller's sessions refreshes the list: no reload needed.
-    let alive = Arc::new(AtomicBool::new(true));
     gql::subscribe::<ops::SessionStatusChanges>(
         ops::session_status_changes::Variables,
         online,
-        alive.clone(),
         move |_| refresh(),
         refresh,
     );
-    on_cleanup(move || alive.store(false, Ordering::Relaxed));
+    // The usage column: one subscription for the running rows on screen, made again when
+    // they change.
+    let stats = RwSignal::new(HashMap::<String, Stats>::new());
+    let running_ids = Memo::new(move |_| {
+        rows.with(|rs| {
+            rs.iter()
+                .filter(|r| r.status == "RUNNING")
+                .map(|r| r.id.clone())
+                .take(100)
+                .collect::<Vec<_>>()
+        })
+    });
+    Effect::new(move |_| {
+        let ids = running_ids.get();
+        if !ids.is_empty() {
+            watch_stats(ids, online, stats);
+        }
+    });
 
     let tab_button = move |label: &'static str, value: &'static str, id: &'static str| {
         view! {
@@ -178,7 +208,7 @@ pub fn SessionsPage() -> impl IntoView {
             {tab_button(key("Finished"), FINISHED, "tab-finished")}
             {tab_button(key("Others"), OTHERS, "tab-others")}
         </div>
-        {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
+        {crate::ui::answer_state(list)}
         <div class="card wide table-wrap">
             <table class="list" id="session-table">
                 <thead><tr>
@@ -197,7 +227,7 @@ pub fn SessionsPage() -> impl IntoView {
                         view! {
                             <tr class="session-row" data-name=r.name.clone() data-status=r.status.clone()>
                                 <td><button class="link strong session-open" data-action="detail" aria-label=tr("Details of {name}", &[("name", &r.name)])
-                                    on:click={let (i, n) = (id.clone(), name.clone()); move |_| dialog.set(Dialog::Detail(i.clone(), n.clone()))}>{r.name.clone()}</button><div class="muted small env-name" title=r.image.clone()>{let i = r.image.clone(); move || env_label(&i)}</div><div class="muted small owner">{r.owner.clone()}</div></td>
+                                    on:click={let (i, n) = (id.clone(), name.clone()); move |_| dialog.set(Dialog::Detail(i.clone(), n.clone()))}>{r.name.clone()}</button><div class="muted small env-name" title=r.image.clone()>{let i = r.image.clone(); move || env_label(&i)}</div><div class="muted small owner">{r.owner.clone()}{(!r.project.is_empty()).then(|| format!(" · {}", r.project))}</div></td>
                                 <td>
                                     <span class=format!("status status-{}", r.status.to_lowercase())>{r.status.clone()}</span>
                                     <div class="muted small">{r.info.clone()}</div>
@@ -218,7 +248,7 @@ pub fn SessionsPage() -> impl IntoView {
                                 </td>
                                 <td class="small config"><span class="sgroup" title=t("Resource group")>{r.group.clone()} <sup>"SG"</sup></span>
                                     <div>{r.cpu.clone()} " · " {r.mem.clone()} " · " {r.gpu.clone()}</div></td>
-                                <td class="small">{if running { view! { <LiveUsage id=r.id.clone() /> }.into_any() } else { "-".into_any() }}</td>
+                                <td class="small">{if running { let id = r.id.clone(); view! { <LiveUsage stats=Signal::derive(move || stats.with(|m| m.get(&id).cloned())) /> }.into_any() } else { "-".into_any() }}</td>
                                 <td class="small"><span class="started">{r.started.clone()}</span>
                                     <div class="muted elapsed" title=t("Elapsed")><Elapsed start=r.created_at.clone() end=r.terminated_at.clone() /></div></td>
                             </tr>
@@ -1161,7 +1191,7 @@ fn DetailDialog(
                     <tr><th>{t("Environment variables")}</th><td id="detail-env">{if envs.is_empty() { t("none") } else { envs.join(", ") }}</td></tr>
                     <tr><th>{t("Used time")}</th><td id="detail-used">{used}</td></tr>
                     <tr><th>{t("Started")}</th><td id="detail-started">{v.created_at.replace('T', " ").chars().take(19).collect::<String>()}</td></tr>
-                    <tr><th>{t("Usage")}</th><td id="detail-usage">{if running { view! { <LiveUsage id=session_id.get_value() /> }.into_any() } else { "-".into_any() }}</td></tr>
+                    <tr><th>{t("Usage")}</th><td id="detail-usage">{if running { view! { <SessionUsage id=session_id.get_value() /> }.into_any() } else { "-".into_any() }}</td></tr>
                 </table>
                 <h4>{t("Status history")}</h4>
                 <ol class="history" id="detail-history">
@@ -1380,59 +1410,81 @@ fn CommitDialog(
     }
 }
 
-/// A running session's live CPU and memory use (the `session_stats` subscription).
-#[component]
-fn LiveUsage(id: String) -> impl IntoView {
-    let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
-    let text = RwSignal::new(String::from("…"));
-    let io = RwSignal::new(String::new());
-    let alive = Arc::new(AtomicBool::new(true));
-    gql::subscribe::<ops::SessionStats>(
-        ops::session_stats::Variables { id },
+/// Subscribes to the live figures of sessions `ids` (`sessions_stats`), keeping each
+/// session's latest in `into`; ends with the reactive scope it is called in.
+fn watch_stats(ids: Vec<String>, online: RwSignal<bool>, into: RwSignal<HashMap<String, Stats>>) {
+    gql::subscribe::<ops::SessionsStats>(
+        ops::sessions_stats::Variables { ids },
         online,
-        alive.clone(),
         move |d| {
-            let st = d.session_stats;
-            let gpu = st
-                .gpu_used_pct
-                .map(|g| {
-                    tr(
-                        " · GPU {gpu}% · GPU RAM {gmem}",
-                        &[
-                            ("gpu", &format!("{g:.0}")),
-                            (
-                                "gmem",
-                                &crate::ui::human_size(st.gpu_mem_bytes.unwrap_or(0) as f64),
-                            ),
-                        ],
-                    )
-                })
-                .unwrap_or_default();
-            let size = |b: i64| crate::ui::human_size(b as f64);
-            text.set(
-                tr(
-                    "CPU {cpu}% · RAM {used} / {limit}",
-                    &[
-                        ("cpu", &format!("{:.0}", st.cpu_used_pct)),
-                        ("used", &size(st.mem_bytes)),
-                        ("limit", &size(st.mem_limit_bytes)),
-                    ],
-                ) + &gpu,
-            );
-            io.set(tr(
-                "I/O {read} READ · {write} WRITE · net {rx} in · {tx} out",
-                &[
-                    ("read", &size(st.io_read_bytes)),
-                    ("write", &size(st.io_write_bytes)),
-                    ("rx", &size(st.net_rx_bytes)),
-                    ("tx", &size(st.net_tx_bytes)),
-                ],
-            ));
+            into.update(|m| {
+                for s in d.sessions_stats {
+                    m.insert(s.session_id.clone(), s);
+                }
+            })
         },
         || {},
     );
-    on_cleanup(move || alive.store(false, Ordering::Relaxed));
-    view! { <span class="live-usage">{move || text.get()}</span><div class="muted io-usage">{move || io.get()}</div> }
+}
+
+/// One running session's live use, on its own subscription (the detail dialog).
+#[component]
+fn SessionUsage(id: String) -> impl IntoView {
+    let online: RwSignal<bool> = use_context().unwrap_or_else(|| RwSignal::new(true));
+    let stats = RwSignal::new(HashMap::<String, Stats>::new());
+    watch_stats(vec![id.clone()], online, stats);
+    view! { <LiveUsage stats=Signal::derive(move || stats.with(|m| m.get(&id).cloned())) /> }
+}
+
+/// A running session's live CPU and memory use ("…" until its first figures arrive).
+#[component]
+fn LiveUsage(stats: Signal<Option<Stats>>) -> impl IntoView {
+    let size = |b: i64| crate::ui::human_size(b as f64);
+    let text = move || {
+        let Some(st) = stats.get() else {
+            return String::from("…");
+        };
+        let gpu = st
+            .gpu_used_pct
+            .map(|g| {
+                tr(
+                    " · GPU {gpu}% · GPU RAM {gmem}",
+                    &[
+                        ("gpu", &format!("{g:.0}")),
+                        (
+                            "gmem",
+                            &crate::ui::human_size(st.gpu_mem_bytes.unwrap_or(0) as f64),
+                        ),
+                    ],
+                )
+            })
+            .unwrap_or_default();
+        tr(
+            "CPU {cpu}% · RAM {used} / {limit}",
+            &[
+                ("cpu", &format!("{:.0}", st.cpu_used_pct)),
+                ("used", &size(st.mem_bytes)),
+                ("limit", &size(st.mem_limit_bytes)),
+            ],
+        ) + &gpu
+    };
+    let io = move || {
+        stats
+            .get()
+            .map(|st| {
+                tr(
+                    "I/O {read} READ · {write} WRITE · net {rx} in · {tx} out",
+                    &[
+                        ("read", &size(st.io_read_bytes)),
+                        ("write", &size(st.io_write_bytes)),
+                        ("rx", &size(st.net_rx_bytes)),
+                        ("tx", &size(st.net_tx_bytes)),
+                    ],
+                )
+            })
+            .unwrap_or_default()
+    };
+    view! { <span class="live-usage">{text}</span><div class="muted io-usage">{io}</div> }
 }
 
 /// The environment variables dialog: edits a draft; SAVE applies the non-empty rows, closing

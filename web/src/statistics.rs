@@ -3,8 +3,6 @@
 //! who used most, one of its sessions, or (admins) a user, a project or (superadmins) a
 //! resource group. Kept current by the `usage_changes` subscription; CSV export of the chart
 //! data.
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -379,15 +377,12 @@ pub fn StatisticsPage() -> impl IntoView {
         span.track();
         refresh();
     });
-    let alive = Arc::new(AtomicBool::new(true));
     gql::subscribe::<ops::UsageChanges>(
         ops::usage_changes::Variables,
         online,
-        alive.clone(),
         move |_| refresh(),
         refresh,
     );
-    on_cleanup(move || alive.store(false, Ordering::Relaxed));
     let mut views = vec![
         (View::Mine, key("My usage")),
         (View::Sessions, key("Sessions")),

@@ -231,7 +231,9 @@ pub(crate) fn run<Q>(
     });
 }
 
-/// Loads a list query `Q` into `rows`; `list` takes the list out of its answer.
+/// Loads a list query `Q` into `rows`; `list` takes the list out of its answer. Only the answer
+/// to the latest load of `rows` is applied: an earlier request answering late (a slow tab
+/// left for another) never overwrites it.
 pub(crate) fn load_list<Q, T>(
     vars: Q::Variables,
     error: RwSignal<Option<String>>,
@@ -243,7 +245,66 @@ pub(crate) fn load_list<Q, T>(
     Q::ResponseData: 'static,
     T: Send + Sync + 'static,
 {
-    run::<Q>(vars, error, move |d| rows.set(list(d)));
+    let ticket = latest::take(&rows);
+    spawn_local(async move {
+        let answer = gql::run::<Q>(vars).await;
+        if !latest::is_current(&rows, ticket) {
+            return;
+        }
+        match answer {
+            Ok(d) => {
+                error.set(None);
+                rows.set(list(d));
+            }
+            Err(e) => error.set(Some(e.message)),
+        }
+    });
+}
+
+/// Which load of a list is the latest, by the list's signal: per tab, in memory (the console
+/// runs on one thread), one counter per list signal ever loaded.
+mod latest {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::hash::{Hash, Hasher};
+
+    thread_local! {
+        static TICKETS: RefCell<HashMap<u64, u64>> = RefCell::new(HashMap::new());
+    }
+
+    fn key(signal: &impl Hash) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        signal.hash(&mut h);
+        h.finish()
+    }
+
+    /// A new ticket for `signal`'s next load (every earlier one is outdated).
+    pub(super) fn take(signal: &impl Hash) -> u64 {
+        TICKETS.with(|t| {
+            let mut t = t.borrow_mut();
+            let n = t.entry(key(signal)).or_insert(0);
+            *n += 1;
+            *n
+        })
+    }
+
+    pub(super) fn is_current(signal: &impl Hash, ticket: u64) -> bool {
+        TICKETS.with(|t| t.borrow().get(&key(signal)) == Some(&ticket))
+    }
+}
+
+/// A query's state shown the same way on every page: "Loading…" until its first answer, the
+/// server's message when the latest answer is an error, nothing otherwise (the page draws the
+/// data; a refetch keeps the last answer on screen until the next one).
+pub(crate) fn answer_state<T>(answer: LocalResource<Result<T, gql::GqlError>>) -> impl IntoView
+where
+    T: Clone + 'static,
+{
+    move || match answer.get() {
+        None => Some(view! { <p class="muted loading">{t("Loading…")}</p> }.into_any()),
+        Some(Err(e)) => Some(view! { <div class="error">{e.message}</div> }.into_any()),
+        Some(Ok(_)) => None,
+    }
 }
 
 pub(crate) fn tabs(

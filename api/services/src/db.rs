@@ -119,6 +119,50 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The statements this process's database connections ran, counted by the table each names
+/// first (`FROM "t"`, `INTO "t"`, `UPDATE "t"`; a subquery's table when the outer `FROM` reads
+/// a subquery): how many round trips a request costs, for `/metrics`
+/// (`bai_db_statements_total`), `bai bench` and the tests. Per process, in memory, counts
+/// only: no statement text or value is kept.
+#[derive(Default)]
+pub struct StatementCounts {
+    by_table: parking_lot::Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl StatementCounts {
+    /// Counts statements run on `db` from now on (installed once per connection, at start).
+    pub fn watch(self: &std::sync::Arc<Self>, db: &mut DatabaseConnection) {
+        let counts = self.clone();
+        db.set_metric_callback(move |info| counts.note(&info.statement.sql));
+    }
+
+    fn note(&self, sql: &str) {
+        let table = table_of(sql).unwrap_or("other");
+        let mut by = self.by_table.lock();
+        match by.get_mut(table) {
+            Some(n) => *n += 1,
+            None => {
+                by.insert(table.to_string(), 1);
+            }
+        }
+    }
+
+    /// Statements so far, by table.
+    pub fn snapshot(&self) -> std::collections::HashMap<String, u64> {
+        self.by_table.lock().clone()
+    }
+}
+
+/// The table a statement names first (quoted, as sea-query writes it for both databases).
+fn table_of(sql: &str) -> Option<&str> {
+    let at = ["FROM \"", "INTO \"", "UPDATE \""]
+        .iter()
+        .filter_map(|p| sql.find(p).map(|i| i + p.len()))
+        .min()?;
+    let rest = &sql[at..];
+    Some(&rest[..rest.find('"')?])
+}
+
 /// The read pool beside `writer`: for SQLite, read-only connections to the same file (WAL
 /// lets them read while the writer writes); for PostgreSQL, the writer's own pool.
 pub async fn connect_readers(
@@ -572,4 +616,32 @@ pub async fn restore(config: &Config, backup: &std::path::Path, force: bool) -> 
     std::fs::copy(backup, &tmp).with_context(|| format!("copying {}", backup.display()))?;
     std::fs::rename(&tmp, &target)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod statement_tests {
+    use super::table_of;
+
+    #[test]
+    fn a_statement_is_counted_under_the_table_it_names_first() {
+        assert_eq!(
+            table_of(r#"SELECT "users"."email" FROM "users" WHERE "users"."uuid" IN ($1, $2)"#),
+            Some("users")
+        );
+        assert_eq!(
+            table_of(
+                r#"SELECT COUNT(*) AS num_items FROM (SELECT "sessions"."id" FROM "sessions") AS "sub_query""#
+            ),
+            Some("sessions")
+        );
+        assert_eq!(
+            table_of(r#"INSERT INTO "kernels" ("id") VALUES ($1)"#),
+            Some("kernels")
+        );
+        assert_eq!(
+            table_of(r#"UPDATE "keypairs" SET "num_queries" = $1"#),
+            Some("keypairs")
+        );
+        assert_eq!(table_of("SELECT 1"), None);
+    }
 }

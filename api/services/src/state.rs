@@ -127,6 +127,9 @@ pub struct Local {
     /// `total_count` of session lists; `sessions::publish` marks every change, and every other
     /// manager's (`sessions::follow`).
     pub session_counts: Arc<CountCache>,
+    /// Statements run by this process's connections, by table (`db::StatementCounts`; set by
+    /// the server when it connects).
+    pub statements: Arc<crate::db::StatementCounts>,
     /// E-mail (None unless SMTP is configured): the transport and this process's bounded
     /// queue of link requests, worked through by one task (`accounts::links::outbox`).
     pub mailer: Option<Arc<Mailer>>,
@@ -192,6 +195,7 @@ impl AppState {
                 auth_cache: Arc::default(),
                 launch_phases: Arc::default(),
                 session_counts: Arc::new(CountCache::new(std::time::Duration::from_secs(2))),
+                statements: Arc::default(),
                 mailer: None,
             },
         }

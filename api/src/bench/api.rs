@@ -3,6 +3,10 @@
 use anyhow::Context;
 
 use super::load::load;
+
+/// The console's own session-list document (what its Sessions page asks).
+const CONSOLE_SESSION_LIST: &str =
+    include_str!("../../../web/graphql/sessions/session_list.graphql");
 use super::{bench_admin, bench_config, bench_login, seed_sessions};
 
 /// The API under load, over real HTTP on loopback: a bearer-token and an HMAC-signed
@@ -71,6 +75,51 @@ pub(super) async fn run(
     println!(
         "{}",
         bearer.line("bearer compute_session_list(limit: 20)", Some(&anon))
+    );
+    // The page the console asks for: its own document (100 rows with each owner's e-mail
+    // and project name), and what one such request costs the database.
+    let console =
+        serde_json::json!({"query": CONSOLE_SESSION_LIST, "variables": {"status": "TERMINATED"}});
+    let check: serde_json::Value = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(&token)
+        .json(&console)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let items = check["data"]["compute_session_list"]["items"]
+        .as_array()
+        .map_or(0, Vec::len);
+    anyhow::ensure!(
+        items == sessions.min(100)
+            && check["data"]["compute_session_list"]["items"][0]["user_email"].is_string()
+            && check["data"]["compute_session_list"]["items"][0]["group_name"].is_string(),
+        "the console's list does not show the sessions with their owners: {check}"
+    );
+    let before = state.local.statements.snapshot();
+    let page = {
+        let (url, token, console) = (url.clone(), token.clone(), console.clone());
+        load(connections, seconds, move |c, _| {
+            c.post(&url).bearer_auth(&token).json(&console)
+        })
+        .await
+    };
+    let after = state.local.statements.snapshot();
+    println!(
+        "{}",
+        page.line("console's session list (100 rows, owners)", Some(&anon))
+    );
+    let per_request = |table: &str| {
+        let n = after.get(table).copied().unwrap_or(0) - before.get(table).copied().unwrap_or(0);
+        n as f64 / page.requests().max(1) as f64
+    };
+    println!(
+        "    statements per request: sessions {:.2}, users {:.2}, groups {:.2}, kernels {:.2}",
+        per_request("sessions"),
+        per_request("users"),
+        per_request("groups"),
+        per_request("kernels"),
     );
     let signed = {
         let admin_gql = format!("{base}/admin/gql");

@@ -17,6 +17,10 @@ impl Load {
     pub(super) fn p(&self, p: f64) -> f64 {
         percentile(&self.latencies, p).as_secs_f64()
     }
+    /// Requests answered (errors included).
+    pub(super) fn requests(&self) -> usize {
+        self.requests
+    }
     fn rate(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }

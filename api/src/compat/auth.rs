@@ -47,7 +47,7 @@ pub(super) async fn authorize(
             )
             .await?;
             let user = login.user;
-            let Some(k) = crate::keypairs::preferred(&state.db, &user).await? else {
+            let Some(k) = crate::keypairs::preferred(&state.read, &user).await? else {
                 return Err(ApiError::not_found("keypair", &body.username));
             };
             Ok(Json(json!({"data": {

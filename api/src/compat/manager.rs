@@ -25,7 +25,7 @@ pub(super) async fn status(
     reply(
         async {
             let scope = caller(&principal)?.require_superadmin()?;
-            let active = crate::sessions::count_allocated(&state.db, &scope).await?;
+            let active = crate::sessions::count_allocated(&state.read, &scope).await?;
             let addr = state
                 .config
                 .advertise_addr
@@ -106,13 +106,13 @@ pub(super) async fn config_get(
                 "config/docker/image/auto_pull" => json!("tag"),
                 "config/plugins/scheduler" => {
                     let default = &state.config.agent_scaling_group;
-                    crate::scaling_groups::scheduler_of(&state.db, default)
+                    crate::scaling_groups::scheduler_of(&state.read, default)
                         .await?
                         .map_or(serde_json::Value::Null, |s| json!(s))
                 }
                 // Keys as Backend.AI's etcd prefix reads give them: unquoted (`host:5000`).
                 "config/docker/registry" if ask.prefix => {
-                    let all = crate::registries::list(&state.db, &scope).await?;
+                    let all = crate::registries::list(&state.read, &scope).await?;
                     let map: serde_json::Map<String, serde_json::Value> = all
                         .iter()
                         .map(|r| (r.hostname.clone(), registry(r)))
@@ -122,7 +122,7 @@ pub(super) async fn config_get(
                 k => match k.strip_prefix("config/docker/registry/") {
                     Some(host) if ask.prefix && !host.contains('/') => {
                         let host = percent_encoding::percent_decode_str(host).decode_utf8_lossy();
-                        match crate::registries::find(&state.db, &host).await {
+                        match crate::registries::find(&state.read, &host).await {
                             Ok(r) => registry(&r),
                             Err(_) => serde_json::Value::Null,
                         }

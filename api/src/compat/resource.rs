@@ -19,7 +19,7 @@ pub(super) async fn presets(
     reply(
         async {
             caller(&principal)?;
-            let all = crate::presets::list_by_name(&state.db).await?;
+            let all = crate::presets::list_by_name(&state.read).await?;
             let presets: Vec<Value> = all
                 .into_iter()
                 .map(|p| {
@@ -53,7 +53,7 @@ pub(super) async fn check_presets(
             let caller = caller(&principal)?;
             let body = body.map(|b| b.0).unwrap_or_default();
             let group =
-                crate::sessions::resolve_group(&state.db, caller, body.group.as_deref()).await?;
+                crate::sessions::resolve_group(&state.read, caller, body.group.as_deref()).await?;
             let u = crate::graphql::sessions::resource_usage(
                 &state,
                 caller,
@@ -154,9 +154,9 @@ pub(super) async fn scaling_groups(
         async {
             let caller = caller(&principal)?;
             let group =
-                crate::sessions::resolve_group(&state.db, caller, q.group.as_deref()).await?;
+                crate::sessions::resolve_group(&state.read, caller, q.group.as_deref()).await?;
             let names = crate::scaling_groups::allowed_for(
-                &state.db,
+                &state.read,
                 &caller.domain_name,
                 caller.uuid,
                 Some(group.id),
@@ -275,7 +275,7 @@ pub(super) async fn wsproxy_version(
     reply(
         async {
             let caller = caller(&principal)?;
-            crate::scaling_groups::find_visible(&state.db, caller, &name).await?;
+            crate::scaling_groups::find_visible(&state.read, caller, &name).await?;
             Ok(Json(json!({"wsproxy_version": "v1"})).into_response())
         }
         .await,

@@ -41,7 +41,7 @@ async fn find_session(
     if let Ok(id) = key.parse::<Uuid>() {
         return crate::sessions::find_visible(state, caller, id).await;
     }
-    crate::sessions::find_named(&state.db, caller, key, owner_access_key).await
+    crate::sessions::find_named(&state.read, caller, key, owner_access_key).await
 }
 
 fn principal_of(parts: &axum::http::request::Parts) -> Principal {
@@ -152,7 +152,7 @@ pub(super) async fn create_from_template(
 /// see is NOT_FOUND, an inactive one too.
 async fn acting_as(state: &AppState, caller: &Caller, body: &Value) -> ApiResult<Caller> {
     let owner_access_key = crate::sessions::body::text(body.get("owner_access_key"));
-    crate::sessions::acting_as(&state.db, caller, owner_access_key.as_deref()).await
+    crate::sessions::acting_as(&state.read, caller, owner_access_key.as_deref()).await
 }
 
 async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> ApiResult<Response> {
@@ -168,9 +168,9 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
         .unwrap_or(0);
     // An existing live session of the same name: reused when it runs the same image.
     if let Some(n) = &req.name
-        && let Some(s) = crate::sessions::live_named(&state.db, caller, n).await?
+        && let Some(s) = crate::sessions::live_named(&state.read, caller, n).await?
     {
-        let wanted = crate::images::resolve_for(&state.db, caller, &req.image, None).await?;
+        let wanted = crate::images::resolve_for(&state.read, caller, &req.image, None).await?;
         if reuse && image_of(&s) == wanted.name {
             return Ok((
                 StatusCode::CREATED,
@@ -208,7 +208,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
     // end is `session_success` / `session_failure` on the event stream, with the exit code;
     // the official CLI takes TERMINATED here for a broken image), or has already ended.
     loop {
-        let mut now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+        let mut now = crate::lookup::get::<sessions::Entity>(&state.read, "session", s.id).await?;
         if now.status == SessionStatus::Running || now.status.is_over() {
             // Backend.AI's manager answers the main kernel's status half a second after it
             // ran: a batch job that ends at once answers its end (TERMINATING or TERMINATED),
@@ -221,7 +221,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
                 let Ok(Some(_)) = tokio::time::timeout_at(settle, mine.next()).await else {
                     break;
                 };
-                now = crate::lookup::get::<sessions::Entity>(&state.db, "session", s.id).await?;
+                now = crate::lookup::get::<sessions::Entity>(&state.read, "session", s.id).await?;
             }
             return Ok((
                 StatusCode::CREATED,
@@ -248,7 +248,7 @@ async fn create_inner(state: &AppState, principal: &Principal, body: Value) -> A
 
 async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> Value {
     // The answer goes out without the ports rather than not at all; the error is logged.
-    let (ports, exit_code) = match crate::sessions::main_kernel(&state.db, s.id).await {
+    let (ports, exit_code) = match crate::sessions::main_kernel(&state.read, s.id).await {
         Ok(k) => (
             crate::sessions::apps::apps(k.service_ports.as_str().unwrap_or_default()),
             k.exit_code,
@@ -278,7 +278,7 @@ async fn created_body(state: &AppState, s: &sessions::Model, created: bool) -> V
 pub(super) async fn info(State(state): State<AppState>, Named(s): Named) -> Response {
     reply(
         async {
-            let k = crate::sessions::main_kernel(&state.db, s.id)
+            let k = crate::sessions::main_kernel(&state.read, s.id)
                 .await
                 .map_err(crate::error::leaving)
                 .ok();
@@ -405,7 +405,7 @@ pub(super) async fn upload(
                     s.name, s.status
                 )));
             }
-            let k = crate::sessions::main_kernel(&state.db, s.id).await?;
+            let k = crate::sessions::main_kernel(&state.read, s.id).await?;
             let (agent, container) = crate::sessions::container_of(&state, &k).await?;
             let mut files: Vec<(String, Vec<u8>)> = Vec::new();
             let mut total = 0usize;

@@ -282,14 +282,14 @@ fn graph_node<'a>(
 ) -> futures_util::future::BoxFuture<'a, ApiResult<Value>> {
     Box::pin(async move {
         let mut depends_on = Vec::new();
-        for depends in crate::sessions::dependency_ids(&state.db, s.id).await? {
+        for depends in crate::sessions::dependency_ids(&state.read, s.id).await? {
             // Dependencies form no cycle (each named an existing session); the budget bounds
             // a very wide graph all the same.
             if *budget == 0 || depth >= GRAPH_DEPTH {
                 break;
             }
             *budget -= 1;
-            if let Some(d) = crate::sessions::find(&state.db, depends).await? {
+            if let Some(d) = crate::sessions::find(&state.read, depends).await? {
                 depends_on.push(graph_node(state, d, budget, depth + 1).await?);
             }
         }

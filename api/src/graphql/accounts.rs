@@ -75,7 +75,7 @@ impl AccountQuery {
     async fn ssh_keypair(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<SshKeypair> {
         let (state, caller) = authed(ctx)?;
         Ok(SshKeypair {
-            ssh_public_key: crate::accounts::ssh_public_key(&state.db, caller).await?,
+            ssh_public_key: crate::accounts::ssh_public_key(&state.read, caller).await?,
         })
     }
 
@@ -227,7 +227,7 @@ impl AccountMutation {
         #[graphql(name = "new_password2")] new_password2: String,
     ) -> crate::graphql::context::Result<OkResult> {
         let (state, caller) = authed(ctx)?;
-        let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
+        let user = crate::users::by_uuid(&state.read, caller.uuid).await?;
         let current = caller
             .login_session
             .map(|s| (s, crate::graphql::context::client_addr(ctx)));
@@ -251,7 +251,7 @@ impl AccountMutation {
         port: Option<i32>,
     ) -> crate::graphql::context::Result<OkResult> {
         let (state, caller) = authed(ctx)?;
-        let user = crate::users::by_uuid(&state.db, caller.uuid).await?;
+        let user = crate::users::by_uuid(&state.read, caller.uuid).await?;
         crate::accounts::set_preferred_ssh_port(state, user, port).await?;
         Ok(OkResult::success())
     }

@@ -122,7 +122,7 @@ impl Agent {
     /// Containers of running sessions on this agent.
     async fn container_count(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
         let state = state(ctx)?;
-        Ok(crate::agents::running_containers(&state.db, &self.0.id).await?)
+        Ok(crate::agents::running_containers(&state.read, &self.0.id).await?)
     }
 }
 
@@ -391,7 +391,7 @@ impl AgentQuery {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         Ok(Agent(
-            crate::agents::find(&state.db, &scope, agent_id).await?,
+            crate::agents::find(&state.read, &scope, agent_id).await?,
         ))
     }
 
@@ -404,7 +404,7 @@ impl AgentQuery {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let rows = crate::agents::listable(&scope, status, scaling_group)?
-            .all(&state.db)
+            .all(&state.read)
             .await
             .map_err(ApiError::from)?;
         Ok(rows.into_iter().map(Agent).collect())
@@ -428,7 +428,7 @@ impl AgentQuery {
         let select = with_filter(crate::agents::listable(&scope, None, None)?, filter)?;
         let count = select
             .clone()
-            .count(&state.db)
+            .count(&state.read)
             .await
             .map_err(ApiError::from)?;
         let first = first.unwrap_or(20);
@@ -436,7 +436,7 @@ impl AgentQuery {
             Vec::new()
         } else {
             crate::graphql::context::page_rows(
-                &state.db,
+                &state.read,
                 select,
                 (first, offset.unwrap_or(0)),
                 order.as_deref(),
@@ -471,10 +471,10 @@ impl AgentQuery {
         filter: Option<String>,
     ) -> crate::graphql::context::Result<AgentSummaryList> {
         let (state, caller) = authed(ctx)?;
-        let select = crate::agents::summarized(&state.db, caller, status, scaling_group).await?;
+        let select = crate::agents::summarized(&state.read, caller, status, scaling_group).await?;
         let select = with_filter(select, filter)?;
         let (rows, total_count) = crate::graphql::context::paginate(
-            &state.db,
+            &state.read,
             select,
             (limit, offset),
             order.as_deref(),
@@ -508,7 +508,7 @@ impl AgentQuery {
             filter,
         )?;
         let (rows, total_count) = crate::graphql::context::paginate(
-            &state.db,
+            &state.read,
             select,
             (limit, offset),
             order.as_deref(),
@@ -555,7 +555,7 @@ impl AgentMutation {
         caller.require_superadmin()?;
         crate::sessions::reconcile::sweep(state).await?;
         crate::agents::refresh_agent_usage(state).await?;
-        let agents = crate::agents::all_rows(&state.db).await?;
+        let agents = crate::agents::all_rows(&state.read).await?;
         let summary: Vec<String> = agents
             .iter()
             .map(|a| {
@@ -619,8 +619,8 @@ impl AgentMutation {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
         let registries = match &registry {
-            Some(r) => vec![crate::registries::find(&state.db, r).await?],
-            None => crate::registries::list(&state.db, &scope).await?,
+            Some(r) => vec![crate::registries::find(&state.read, r).await?],
+            None => crate::registries::list(&state.read, &scope).await?,
         };
         let scan_local = registry.is_none();
         let task_state = state.clone();

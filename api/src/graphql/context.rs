@@ -231,14 +231,79 @@ impl async_graphql::dataloader::Loader<GroupName> for Names {
     }
 }
 
-/// The e-mail address of user `id` (None: no such user), batched with the other rows'.
+/// A page's related names, read by the list that returned the page, once per table for all
+/// its rows (when the query asks for them), before any row is resolved: a page costs one query
+/// per related table whatever the rows' timing (the loader batches only the keys that arrive
+/// within its delay). Per request, in memory (each HTTP request gets its own).
+#[derive(Default)]
+pub struct PageNames {
+    emails: parking_lot::Mutex<std::collections::HashMap<uuid::Uuid, Option<String>>>,
+    groups: parking_lot::Mutex<std::collections::HashMap<uuid::Uuid, Option<String>>>,
+}
+
+/// Reads the owners' e-mails of `users` and the names of `groups` for the page being returned
+/// (each list only when its field is asked: `user_email` / `group_name` at the path `rows`
+/// under the current field, e.g. `items`). Without a request's `PageNames` (a subscription) it does nothing.
+pub async fn prime_names(
+    ctx: &Context<'_>,
+    rows: &[&str],
+    users: impl Iterator<Item = uuid::Uuid>,
+    groups: impl Iterator<Item = uuid::Uuid>,
+) -> Result<()> {
+    let Some(names) = ctx.data_opt::<PageNames>() else {
+        return Ok(());
+    };
+    let read = &state(ctx)?.read;
+    let row = rows
+        .iter()
+        .fold(ctx.look_ahead(), |ahead, name| ahead.field(name));
+    let unique = |ids: &mut Vec<uuid::Uuid>| {
+        ids.sort_unstable();
+        ids.dedup();
+    };
+    if row.field("user_email").exists() {
+        let mut ids: Vec<uuid::Uuid> = users.collect();
+        unique(&mut ids);
+        let found = crate::users::emails_of(read, &ids).await?;
+        let mut m = names.emails.lock();
+        for id in ids {
+            m.insert(id, found.get(&id).cloned());
+        }
+    }
+    if row.field("group_name").exists() {
+        let mut ids: Vec<uuid::Uuid> = groups.collect();
+        unique(&mut ids);
+        let found = crate::groups::names_of(read, &ids).await?;
+        let mut m = names.groups.lock();
+        for id in ids {
+            m.insert(id, found.get(&id).cloned());
+        }
+    }
+    Ok(())
+}
+
+/// The e-mail address of user `id` (None: no such user): from the page's names, else batched
+/// with the other rows'.
 pub async fn user_email(ctx: &Context<'_>, id: uuid::Uuid) -> Result<Option<String>> {
+    if let Some(known) = ctx
+        .data_opt::<PageNames>()
+        .and_then(|n| n.emails.lock().get(&id).cloned())
+    {
+        return Ok(known);
+    }
     let names = ctx.data::<async_graphql::dataloader::DataLoader<Names>>()?;
     Ok(names.load_one(UserEmail(id)).await?)
 }
 
-/// The name of project `id` (None: no such project), batched with the other rows'.
+/// The name of project `id` (None: no such project): from the page's names, else batched with
+/// the other rows'.
 pub async fn group_name(ctx: &Context<'_>, id: uuid::Uuid) -> Result<Option<String>> {
+    if let Some(known) = ctx
+        .data_opt::<PageNames>()
+        .and_then(|n| n.groups.lock().get(&id).cloned())
+    {
+        return Ok(known);
+    }
     let names = ctx.data::<async_graphql::dataloader::DataLoader<Names>>()?;
     Ok(names.load_one(GroupName(id)).await?)
 }

@@ -51,7 +51,7 @@ impl DomainQuery {
     ) -> crate::graphql::context::Result<Domain> {
         let (state, caller) = authed(ctx)?;
         let name = name.unwrap_or_else(|| caller.domain_name.clone());
-        let d = crate::domains::find_visible(&state.db, caller, &name).await?;
+        let d = crate::domains::find_visible(&state.read, caller, &name).await?;
         Ok(Domain(d))
     }
 
@@ -61,7 +61,7 @@ impl DomainQuery {
         is_active: Option<bool>,
     ) -> crate::graphql::context::Result<Vec<Domain>> {
         let (state, caller) = authed(ctx)?;
-        Ok(crate::domains::visible(&state.db, caller, is_active)
+        Ok(crate::domains::visible(&state.read, caller, is_active)
             .await?
             .into_iter()
             .map(Domain)

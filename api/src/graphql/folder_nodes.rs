@@ -407,14 +407,25 @@ impl FolderNodeQuery {
             (vfolders::Column::CreatedAt, Order::Desc),
         )
         .await?;
-        let mut edges = Vec::with_capacity(rows.len());
-        for f in rows {
-            let (folder, access) = crate::storage::find(state, caller, f.id).await?;
-            edges.push(VirtualFolderEdge {
-                cursor: folder.id.to_string(),
-                node: VirtualFolderNode { folder, access },
-            });
-        }
+        // The page's access, owners and projects: a few queries for the page, none per row.
+        let access = crate::storage::access_of_page(state, caller, &rows).await?;
+        crate::graphql::context::prime_names(
+            ctx,
+            &["edges", "node"],
+            rows.iter().filter_map(|f| f.user),
+            rows.iter().filter_map(|f| f.group),
+        )
+        .await?;
+        let edges = rows
+            .into_iter()
+            .filter_map(|folder| {
+                let access = access.get(&folder.id).copied()?;
+                Some(VirtualFolderEdge {
+                    cursor: folder.id.to_string(),
+                    node: VirtualFolderNode { folder, access },
+                })
+            })
+            .collect();
         Ok(VirtualFolderConnection { count, edges })
     }
 

@@ -55,7 +55,7 @@ impl Group {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<String>> {
         let state = state(ctx)?;
-        Ok(crate::groups::scaling_groups(&state.db, self.0.id).await?)
+        Ok(crate::groups::scaling_groups(&state.read, self.0.id).await?)
     }
 }
 
@@ -74,7 +74,7 @@ impl GroupQuery {
         let (state, caller) = authed(ctx)?;
         // No such group, or one the caller may not see: null, as Backend.AI answers an unknown
         // id (its clients check `Group.detail` for None, e.g. after a purge).
-        let g = match crate::groups::find_visible(&state.db, caller, id).await {
+        let g = match crate::groups::find_visible(&state.read, caller, id).await {
             Ok(g) => g,
             Err(e) if e.code == crate::error::ErrorCode::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -96,7 +96,7 @@ impl GroupQuery {
         let (state, caller) = authed(ctx)?;
         let types = group_type.map(|t| t.into_iter().flatten().collect());
         Ok(
-            crate::groups::list(&state.db, caller, domain_name, is_active, types)
+            crate::groups::list(&state.read, caller, domain_name, is_active, types)
                 .await?
                 .into_iter()
                 .map(Group)

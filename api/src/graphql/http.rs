@@ -143,7 +143,15 @@ async fn execute(
     request: async_graphql::Request,
 ) -> Response {
     let compressible = crate::observe::compressible_document(&request.query);
-    let resp = web.schema.execute(request.data(principal).data(addr)).await;
+    let resp = web
+        .schema
+        .execute(
+            request
+                .data(principal)
+                .data(addr)
+                .data(crate::graphql::context::PageNames::default()),
+        )
+        .await;
     let code = resp
         .errors
         .first()
@@ -184,7 +192,14 @@ pub async fn graphql_legacy(
     };
     backend_ai_dialect(&mut req);
     let asks_registries = req.query.contains("allowed_docker_registries");
-    let resp = web.schema.execute(req.data(principal).data(addr)).await;
+    let resp = web
+        .schema
+        .execute(
+            req.data(principal)
+                .data(addr)
+                .data(crate::graphql::context::PageNames::default()),
+        )
+        .await;
     let mut resp = ensure_codes(resp);
     if resp.errors.is_empty() {
         // Backend.AI 21.x's shapes, which Console 21.02 reads (this endpoint is its own).

@@ -136,7 +136,7 @@ impl Image {
     }
     async fn aliases(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<String>> {
         let state = state(ctx)?;
-        Ok(crate::images::aliases_of(&state.db, self.0.id).await?)
+        Ok(crate::images::aliases_of(&state.read, self.0.id).await?)
     }
     async fn size_bytes(&self) -> BigInt {
         BigInt(self.0.size_bytes)
@@ -229,7 +229,8 @@ impl ImageQuery {
             (None, None) => return Err(ApiError::bad_request("give either id or reference").into()),
         };
         Ok(Image(
-            crate::images::resolve_for(&state.db, caller, &target, architecture.as_deref()).await?,
+            crate::images::resolve_for(&state.read, caller, &target, architecture.as_deref())
+                .await?,
         ))
     }
 
@@ -248,7 +249,7 @@ impl ImageQuery {
             .iter()
             .any(|f| f == "customized");
         let rows = crate::images::visible(caller, everyone)
-            .all(&state.db)
+            .all(&state.read)
             .await
             .map_err(ApiError::from)?;
         Ok(rows
@@ -276,7 +277,7 @@ impl ImageQuery {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<Image>> {
         let (state, caller) = authed(ctx)?;
-        let rows = crate::images::owned_by(&state.db, caller.uuid).await?;
+        let rows = crate::images::owned_by(&state.read, caller.uuid).await?;
         Ok(rows.into_iter().map(Image).collect())
     }
 }

@@ -123,7 +123,7 @@ impl KeyPair {
     /// Sessions currently holding resources under this keypair.
     async fn concurrency_used(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<u64> {
         let state = crate::graphql::context::state(ctx)?;
-        Ok(crate::keypairs::live_session_count(&state.db, &self.kp.access_key).await?)
+        Ok(crate::keypairs::live_session_count(&state.read, &self.kp.access_key).await?)
     }
 }
 
@@ -165,7 +165,7 @@ impl KeypairQuery {
             Some(ak) => ak,
             None => return Err(ApiError::not_found("keypair", "(none)").into()),
         };
-        let (kp, owner) = crate::auth::visibility::keypair(&state.db, caller, &ak).await?;
+        let (kp, owner) = crate::auth::visibility::keypair(&state.read, caller, &ak).await?;
         Ok(KeyPair::new(kp, owner, caller))
     }
 
@@ -179,10 +179,10 @@ impl KeypairQuery {
         let (state, caller) = authed(ctx)?;
         let rows = crate::keypairs::listable(caller, domain_name, email, is_active)
             .order_by_asc(keypairs::Column::CreatedAt)
-            .all(&state.db)
+            .all(&state.read)
             .await
             .map_err(ApiError::from)?;
-        Ok(with_owners(&state.db, caller, rows).await?)
+        Ok(with_owners(&state.read, caller, rows).await?)
     }
 
     async fn keypair_list(
@@ -215,7 +215,7 @@ impl KeypairQuery {
             select = select.filter(crate::sql::condition(&f));
         }
         let (rows, total_count) = crate::graphql::context::paginate(
-            &state.db,
+            &state.read,
             select,
             (limit, offset),
             order.as_deref(),
@@ -232,7 +232,7 @@ impl KeypairQuery {
         )
         .await?;
         Ok(KeyPairList {
-            items: with_owners(&state.db, caller, rows).await?,
+            items: with_owners(&state.read, caller, rows).await?,
             total_count,
         })
     }

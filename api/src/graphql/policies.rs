@@ -169,7 +169,7 @@ impl PolicyQuery {
             ));
         };
         Ok(UserResourcePolicy(
-            crate::policies::find_visible(&state.db, caller, name).await?,
+            crate::policies::find_visible(&state.read, caller, name).await?,
         ))
     }
 
@@ -194,9 +194,9 @@ impl PolicyQuery {
         let (state, caller) = authed(ctx)?;
         let name = match name {
             Some(n) => n,
-            None => crate::policies::name_of_caller(&state.db, caller).await?,
+            None => crate::policies::name_of_caller(&state.read, caller).await?,
         };
-        let p = crate::policies::find_visible(&state.db, caller, name).await?;
+        let p = crate::policies::find_visible(&state.read, caller, name).await?;
         Ok(KeyPairResourcePolicy(p))
     }
 
@@ -205,7 +205,7 @@ impl PolicyQuery {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<KeyPairResourcePolicy>> {
         let (state, caller) = authed(ctx)?;
-        let rows = crate::policies::visible(&state.db, caller).await?;
+        let rows = crate::policies::visible(&state.read, caller).await?;
         Ok(rows.into_iter().map(KeyPairResourcePolicy).collect())
     }
 }

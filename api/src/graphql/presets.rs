@@ -44,7 +44,7 @@ impl PresetQuery {
         name: String,
     ) -> crate::graphql::context::Result<ResourcePreset> {
         let (state, _) = authed(ctx)?;
-        let p = crate::presets::find(&state.db, &name).await?;
+        let p = crate::presets::find(&state.read, &name).await?;
         Ok(ResourcePreset(p))
     }
 
@@ -53,7 +53,7 @@ impl PresetQuery {
         ctx: &Context<'_>,
     ) -> crate::graphql::context::Result<Vec<ResourcePreset>> {
         let (state, _) = authed(ctx)?;
-        let rows = crate::presets::list(&state.db).await?;
+        let rows = crate::presets::list(&state.read).await?;
         Ok(rows.into_iter().map(ResourcePreset).collect())
     }
 }

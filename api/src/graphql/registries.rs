@@ -81,7 +81,7 @@ impl RegistryQuery {
         let (state, caller) = authed(ctx)?;
         caller.require_superadmin()?;
         Ok(ContainerRegistry(
-            crate::registries::find(&state.db, &hostname).await?,
+            crate::registries::find(&state.read, &hostname).await?,
         ))
     }
 
@@ -91,7 +91,7 @@ impl RegistryQuery {
     ) -> crate::graphql::context::Result<Vec<ContainerRegistry>> {
         let (state, caller) = authed(ctx)?;
         let scope = caller.require_superadmin()?;
-        let rows = crate::registries::list(&state.db, &scope).await?;
+        let rows = crate::registries::list(&state.read, &scope).await?;
         Ok(rows.into_iter().map(ContainerRegistry).collect())
     }
 }

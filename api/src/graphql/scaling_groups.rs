@@ -87,7 +87,7 @@ impl ScalingGroup {
             })?,
             None => AgentStatus::Alive,
         };
-        Ok(crate::agents::count_in(&state.db, &self.0.name, status).await?)
+        Ok(crate::agents::count_in(&state.read, &self.0.name, status).await?)
     }
 }
 
@@ -104,7 +104,7 @@ impl ScalingGroupQuery {
     ) -> crate::graphql::context::Result<ScalingGroup> {
         let (state, caller) = authed(ctx)?;
         let name = name.ok_or_else(|| ApiError::bad_request("'name' is required"))?;
-        let s = crate::scaling_groups::find_visible(&state.db, caller, &name).await?;
+        let s = crate::scaling_groups::find_visible(&state.read, caller, &name).await?;
         Ok(ScalingGroup(s))
     }
 
@@ -116,7 +116,7 @@ impl ScalingGroupQuery {
     ) -> crate::graphql::context::Result<Vec<ScalingGroup>> {
         let (state, caller) = authed(ctx)?;
         Ok(
-            crate::scaling_groups::visible(&state.db, caller, name, is_active)
+            crate::scaling_groups::visible(&state.read, caller, name, is_active)
                 .await?
                 .into_iter()
                 .map(ScalingGroup)
@@ -153,8 +153,8 @@ async fn usable_from(
     caller: &Caller,
     group: Uuid,
 ) -> ApiResult<Vec<ScalingGroup>> {
-    let g = crate::groups::find_visible(&state.db, caller, group).await?;
-    let rows = crate::scaling_groups::usable_from(&state.db, caller, &g).await?;
+    let g = crate::groups::find_visible(&state.read, caller, group).await?;
+    let rows = crate::scaling_groups::usable_from(&state.read, caller, &g).await?;
     Ok(rows.into_iter().map(ScalingGroup).collect())
 }
 

@@ -130,7 +130,7 @@ impl VirtualFolder {
     /// invitation).
     async fn shared_with_me(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<bool> {
         let (state, caller) = authed(ctx)?;
-        Ok(crate::storage::sharing::shared_with(&state.db, caller, &self.folder).await?)
+        Ok(crate::storage::sharing::shared_with(&state.read, caller, &self.folder).await?)
     }
 }
 
@@ -401,7 +401,7 @@ impl StorageQuery {
             select = select.filter(crate::sql::condition(&f));
         }
         let (rows, total_count) = crate::graphql::context::paginate(
-            &state.db,
+            &state.read,
             select,
             (limit, offset),
             order.as_deref(),
@@ -413,14 +413,23 @@ impl StorageQuery {
             (vfolders::Column::Name, Order::Asc),
         )
         .await?;
-        let mut items = Vec::new();
-        for f in rows {
-            let access = match crate::storage::find(state, caller, f.id).await {
-                Ok((_, a)) => a,
-                Err(_) => Access::Read, // visible to an admin scope without membership
-            };
-            items.push(VirtualFolder { folder: f, access });
-        }
+        // The page's access, owners and projects: a few queries for the page, none per row.
+        let access = crate::storage::access_of_page(state, caller, &rows).await?;
+        crate::graphql::context::prime_names(
+            ctx,
+            &["items"],
+            rows.iter().filter_map(|f| f.user),
+            rows.iter().filter_map(|f| f.group),
+        )
+        .await?;
+        let items = rows
+            .into_iter()
+            .map(|f| VirtualFolder {
+                // Visible to an admin scope without membership: read.
+                access: access.get(&f.id).copied().unwrap_or(Access::Read),
+                folder: f,
+            })
+            .collect();
         Ok(VirtualFolderList { items, total_count })
     }
 
@@ -856,7 +865,7 @@ impl StorageSubscription {
                     let crate::events::Event::Vfolder(e) = &*ev else {
                         return None;
                     };
-                    let visible = crate::storage::sees_change(&state.db, &caller, e).await;
+                    let visible = crate::storage::sees_change(&state.read, &caller, e).await;
                     visible.then(|| VFolderChange {
                         id: e.id,
                         name: e.name.clone(),

@@ -92,7 +92,7 @@ impl User {
     async fn groups(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<Vec<UserGroup>> {
         let state = crate::graphql::context::state(ctx)?;
         let gs = crate::groups::of_user(self.0.uuid)
-            .all(&state.db)
+            .all(&state.read)
             .await
             .map_err(ApiError::from)?;
         Ok(gs
@@ -145,8 +145,8 @@ impl UserQuery {
     ) -> crate::graphql::context::Result<User> {
         let (state, caller) = authed(ctx)?;
         let user = match email {
-            Some(e) => crate::auth::visibility::user(&state.db, caller, &e).await?,
-            None => crate::users::by_uuid(&state.db, caller.uuid).await?,
+            Some(e) => crate::auth::visibility::user(&state.read, caller, &e).await?,
+            None => crate::users::by_uuid(&state.read, caller.uuid).await?,
         };
         Ok(User(user))
     }
@@ -162,7 +162,7 @@ impl UserQuery {
     ) -> crate::graphql::context::Result<Vec<User>> {
         let (state, caller) = authed(ctx)?;
         let select = crate::users::listable(caller, domain_name, group_id, is_active, status)?;
-        let rows = select.all(&state.db).await.map_err(ApiError::from)?;
+        let rows = select.all(&state.read).await.map_err(ApiError::from)?;
         Ok(rows.into_iter().map(User).collect())
     }
 
@@ -198,7 +198,7 @@ impl UserQuery {
             select = select.filter(crate::sql::condition(&f));
         }
         let (rows, total_count) = crate::graphql::context::paginate(
-            &state.db,
+            &state.read,
             select,
             (limit, offset),
             order.as_deref(),
@@ -420,7 +420,7 @@ impl UserMutation {
             &props.container_gids,
         )?;
         if let Some(d) = &props.domain_name {
-            let target = crate::auth::visibility::user(&state.db, caller, &email).await?;
+            let target = crate::auth::visibility::user(&state.read, caller, &email).await?;
             if *d != target.domain_name {
                 return Err(ApiError::bad_request(
                     "Moving a user to another domain is not supported by this server",

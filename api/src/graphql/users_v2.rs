@@ -250,7 +250,7 @@ impl UserV2 {
         let state = state(ctx)?;
         let all = crate::groups::of_user(self.user.uuid)
             .order_by_asc(groups::Column::Name)
-            .all(&state.db)
+            .all(&state.read)
             .await
             .map_err(ApiError::from)?;
         let count = all.len() as u64;
@@ -438,8 +438,9 @@ impl UserV2Query {
     #[graphql(name = "myUserV2")]
     async fn my_user_v2(&self, ctx: &Context<'_>) -> crate::graphql::context::Result<UserV2> {
         let (state, caller) = authed(ctx)?;
-        let u = crate::users::by_uuid(&state.db, caller.uuid).await?;
-        let policies = crate::keypairs::main_policies(&state.db, std::slice::from_ref(&u)).await?;
+        let u = crate::users::by_uuid(&state.read, caller.uuid).await?;
+        let policies =
+            crate::keypairs::main_policies(&state.read, std::slice::from_ref(&u)).await?;
         Ok(with_policies(vec![u], &policies)
             .pop()
             .ok_or_else(|| ApiError::not_found("user", caller.uuid.to_string()))?)

@@ -2358,3 +2358,141 @@ async fn console_serving_page() {
     }
     took("it::browser::console_serving_page", started);
 }
+
+/// The console at a site's size: an admin looks at 40 running sessions of three users. Every
+/// row's usage fills in, the tab holds at most 2 WebSockets (one multiplexed socket; a second
+/// only while one closes), none is refused, and leaving the live pages closes it. A slow
+/// answer for the tab left behind never overwrites the rows of the tab chosen after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_sessions_list_stays_live_at_forty_running_sessions() {
+    require_docker();
+    let dir = web_dir();
+    let app = spawn_with(Db::Sqlite, |c| {
+        c.web_dir = dir;
+        // 40 sessions of a quarter core each on a 2-core machine.
+        c.agent_cpu_overcommit = 8;
+    })
+    .await;
+    app.image_min_cpu(PYTHON, "0.25").await;
+    let users = [
+        app.admin_token.clone(),
+        app.user("many-a@x.org", "user", "default").await,
+        app.user("many-b@x.org", "user", "default").await,
+    ];
+    for (i, token) in users.iter().enumerate() {
+        let mut policy = TestApp::open_policy();
+        policy.max_concurrent_sessions = 20;
+        app.use_policy(token, &format!("many-{i}"), policy).await;
+    }
+    let project: uuid::Uuid = group_id(&app, &app.admin_token, "default")
+        .await
+        .parse()
+        .unwrap();
+    // A finished session of the admin's, for the Finished tab.
+    let admin_uuid: uuid::Uuid = crate::statistics::uuid_of(&app, &app.admin_token)
+        .await
+        .parse()
+        .unwrap();
+    let admin_ak = app.access_key(&app.admin_token).await;
+    insert_session(&app, &admin_ak, admin_uuid, project).await;
+    let started = std::time::Instant::now();
+    let creations = (0..40).map(|i| {
+        let (app, token) = (&app, users[i % 3].clone());
+        async move {
+            let body = create_session(
+                app,
+                &token,
+                serde_json::json!({"image": PYTHON, "name": format!("many-{i:02}"), "resources": "{\"cpu\": \"0.25\", \"mem\": \"320m\"}"}),
+            )
+            .await;
+            (token, session_ids(&body)[0].clone())
+        }
+    });
+    let sessions: Vec<(String, String)> = futures_util::future::join_all(creations).await;
+    for (token, id) in &sessions {
+        wait_status(&app, token, id, &["RUNNING"]).await;
+    }
+    took("40 sessions running", started);
+    let owner = api::auth::ws::Owner::User(admin_uuid);
+    let conns = app.state().local.ws_connections.clone();
+    let refused_before = conns.refusals();
+    let b = browser().await;
+    let c = &b.client;
+    let result: Result<(), String> = async {
+        login_as(c, &app.base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
+        c.goto(&format!("{}/#sessions", app.base))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut most = 0;
+        within(120, "every running row's usage to fill in", || {
+            most = most.max(conns.open_of(&owner));
+            async {
+                let filled = c
+                    .execute(
+                        "return [...document.querySelectorAll(\"tr.session-row[data-status='RUNNING'] .live-usage\")].filter(e => e.textContent.startsWith('CPU ')).length",
+                        vec![],
+                    )
+                    .await
+                    .ok()?;
+                (filled.as_u64() == Some(40)).then_some(())
+            }
+        })
+        .await?;
+        // A few more rounds of figures: still one socket.
+        for _ in 0..20 {
+            most = most.max(conns.open_of(&owner));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        shot(c, "sessions-forty-live.png").await?;
+        if most > 2 || most == 0 {
+            return Err(format!("the page held {most} WebSockets (at most 2 expected)"));
+        }
+        if conns.refusals() != refused_before {
+            return Err("a live connection was refused".into());
+        }
+        // Tab A (Finished) answers slowly, tab B (Running) fast: B's rows stay.
+        c.execute(
+            "const orig = window.fetch.bind(window);
+             window.fetch = async (input, init) => {
+               try {
+                 const body = input instanceof Request ? await input.clone().text() : String((init || {}).body || '');
+                 if (body.includes('TERMINATED,CANCELLED')) await new Promise(r => setTimeout(r, 4000));
+               } catch (e) {}
+               return orig(input, init);
+             };",
+            vec![],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        click(c, "#tab-finished").await?;
+        click(c, "#tab-running").await?;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let shown = c
+            .execute(
+                "return [...document.querySelectorAll('tr.session-row')].map(r => r.dataset.status)",
+                vec![],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let shown: Vec<String> = serde_json::from_value(shown).map_err(|e| e.to_string())?;
+        if shown.len() != 40 || shown.iter().any(|s| s != "RUNNING") {
+            return Err(format!("the Running tab shows {shown:?} after the Finished tab's late answer"));
+        }
+        shot(c, "sessions-latest-tab-wins.png").await?;
+        // Leaving the live pages closes the socket.
+        c.goto(&format!("{}/#summary", app.base))
+            .await
+            .map_err(|e| e.to_string())?;
+        within(20, "the page's WebSocket to close", || async {
+            (conns.open_of(&owner) == 0).then_some(())
+        })
+        .await?;
+        Ok(())
+    }
+    .await;
+    let _ = b.client.clone().close().await;
+    for (token, id) in &sessions {
+        destroy(&app, token, id).await;
+    }
+    result.unwrap();
+}

@@ -293,3 +293,155 @@ both_dbs!(image_minimums_and_aliases, |db| async move {
         "{left}"
     );
 });
+
+// A list's usage column on one subscription: a stranger's session among the caller's own is
+// NOT_FOUND (and a missing one answers the same), more than a page of sessions is refused
+// before anything is looked up, and the caller's own ended session ends the stream.
+both_dbs!(
+    sessions_stats_is_one_subscription_for_a_page_of_own_sessions,
+    |db| async move {
+        let app = spawn(db).await;
+        let alice = app.user("stats-alice@x.org", "user", "default").await;
+        let bob = app.user("stats-bob@x.org", "user", "default").await;
+        let project: uuid::Uuid = group_id(&app, &app.admin_token, "default")
+            .await
+            .parse()
+            .unwrap();
+        let mut own = Vec::new();
+        for token in [&alice, &bob] {
+            let user: uuid::Uuid = crate::statistics::uuid_of(&app, token)
+                .await
+                .parse()
+                .unwrap();
+            let ak = app.access_key(token).await;
+            own.push(insert_session(&app, &ak, user, project).await.to_string());
+        }
+        let (alices, bobs) = (own[0].clone(), own[1].clone());
+        let answer = |token: String, ids: Vec<String>| {
+            let app = &app;
+            async move {
+                let mut ws = subscribe_op_sent::<gql::SessionsStats>(
+                    app,
+                    &token,
+                    gql::sessions_stats::Variables {
+                        session_ids: ids,
+                        interval_secs: Some(1),
+                    },
+                )
+                .await;
+                next_json(&mut ws).await
+            }
+        };
+        // A stranger's session and a missing one get the same answer (naming only the id asked).
+        let missing = uuid::Uuid::new_v4().to_string();
+        for other in [bobs.clone(), missing] {
+            let refused = answer(alice.clone(), vec![alices.clone(), other.clone()]).await;
+            assert_eq!(
+                refused["payload"]["errors"][0]["extensions"]["code"], "NOT_FOUND",
+                "{refused}"
+            );
+            assert_eq!(
+                refused["payload"]["errors"][0]["message"],
+                format!("session '{other}' not found"),
+                "{refused}"
+            );
+        }
+        let many: Vec<String> = (0..101).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+        let refused = answer(alice.clone(), many).await;
+        assert_eq!(
+            refused["payload"]["errors"][0]["extensions"]["code"], "BAD_REQUEST",
+            "{refused}"
+        );
+        assert!(
+            refused["payload"]["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("At most 100 sessions"),
+            "{refused}"
+        );
+        // Her own session has ended: nothing to measure, the stream ends.
+        let ended = answer(alice.clone(), vec![alices.clone()]).await;
+        assert_eq!(ended["type"], "complete", "{ended}");
+        // The superadmin sees both: one subscription for the two rows.
+        let both = answer(app.admin_token.clone(), vec![alices, bobs]).await;
+        assert_eq!(both["type"], "complete", "{both}");
+    }
+);
+
+// The console's own session-list document over 1,000 sessions of three owners: each page asks
+// the database once per related table (owners' e-mails, projects' names), never once per row
+// (counted by the server's statement log, as `/metrics` shows it).
+both_dbs!(
+    a_page_of_sessions_costs_one_query_per_related_table,
+    |db| async move {
+        use sea_orm::EntityTrait;
+        let app = spawn(db).await;
+        let project: uuid::Uuid = group_id(&app, &app.admin_token, "default")
+            .await
+            .parse()
+            .unwrap();
+        let mut owners = Vec::new();
+        for token in [
+            app.admin_token.clone(),
+            app.user("page-a@x.org", "user", "default").await,
+            app.user("page-b@x.org", "user", "default").await,
+        ] {
+            let user: uuid::Uuid = crate::statistics::uuid_of(&app, &token)
+                .await
+                .parse()
+                .unwrap();
+            owners.push((app.access_key(&token).await, user));
+        }
+        let rows: Vec<_> = (0..1000)
+            .map(|i| {
+                let (ak, user) = &owners[i % owners.len()];
+                ended_session(ak, *user, project)
+            })
+            .collect();
+        for chunk in rows.chunks(100) {
+            entity::sessions::Entity::insert_many(chunk.to_vec())
+                .exec(&app.state().db)
+                .await
+                .unwrap();
+        }
+        let document = include_str!("../../../web/graphql/sessions/session_list.graphql");
+        let page = || async {
+            app.ok(
+                Some(&app.admin_token),
+                document,
+                json!({"status": "TERMINATED,CANCELLED"}),
+            )
+            .await
+        };
+        // Once to warm what is cached (the login, the count).
+        page().await;
+        let before = app.state().local.statements.snapshot();
+        for _ in 0..3 {
+            let d = page().await;
+            let items = d["compute_session_list"]["items"].as_array().unwrap();
+            assert_eq!(items.len(), 100);
+            assert_eq!(d["compute_session_list"]["total_count"], 1000);
+            assert!(
+                items
+                    .iter()
+                    .all(|r| r["user_email"].is_string() && r["group_name"] == "default"),
+                "{d}"
+            );
+        }
+        let after = app.state().local.statements.snapshot();
+        let ran = |table: &str| {
+            after.get(table).copied().unwrap_or(0) - before.get(table).copied().unwrap_or(0)
+        };
+        assert_eq!(
+            ran("users"),
+            3,
+            "one query per page for the owners: {after:?}"
+        );
+        assert_eq!(
+            ran("groups"),
+            3,
+            "one query per page for the projects: {after:?}"
+        );
+        assert_eq!(ran("kernels"), 0, "the list reads no kernel: {after:?}");
+    }
+);

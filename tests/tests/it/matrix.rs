@@ -1559,6 +1559,18 @@ fn entries() -> Vec<(&'static str, &'static str, &'static str, Check)> {
         ),
         (
             "Subscription",
+            "sessions_stats",
+            "session_ids",
+            Tenant(
+                Session,
+                watch!(gql::SessionsStats, |v| gql::sessions_stats::Variables {
+                    session_ids: vec![v],
+                    interval_secs: None,
+                }),
+            ),
+        ),
+        (
+            "Subscription",
             "background_task_events",
             "task_id",
             Tenant(

@@ -29,7 +29,7 @@ async fn totals(app: &TestApp, token: &str, scope: &str, period: &str) -> Value 
     .await
 }
 
-async fn uuid_of(app: &TestApp, token: &str) -> String {
+pub(crate) async fn uuid_of(app: &TestApp, token: &str) -> String {
     let me = app.ok(Some(token), "{ user { uuid } }", json!({})).await;
     me["user"]["uuid"].as_str().unwrap().to_string()
 }

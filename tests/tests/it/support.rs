@@ -703,8 +703,24 @@ pub async fn insert_session(
     user: uuid::Uuid,
     group: uuid::Uuid,
 ) -> uuid::Uuid {
+    use sea_orm::ActiveModelTrait;
+    let row = ended_session(access_key, user, group);
+    let id = *row.id.as_ref();
+    row.insert(&app.server.as_ref().unwrap().state.db)
+        .await
+        .unwrap();
+    id
+}
+
+/// A session that ended (TERMINATED, named "history") of `user`'s keypair in `group`, as a
+/// row to insert.
+pub fn ended_session(
+    access_key: &str,
+    user: uuid::Uuid,
+    group: uuid::Uuid,
+) -> entity::sessions::ActiveModel {
     use entity::enums::{ClusterMode, SessionResult, SessionStatus, SessionType};
-    use sea_orm::{ActiveModelTrait, Set};
+    use sea_orm::Set;
     let now = chrono::Utc::now();
     let id = uuid::Uuid::new_v4();
     entity::sessions::ActiveModel {
@@ -747,10 +763,6 @@ pub async fn insert_session(
         utilization_sampled_at: Set(None),
         owner: Set(None),
     }
-    .insert(&app.server.as_ref().unwrap().state.db)
-    .await
-    .unwrap();
-    id
 }
 
 pub const PYTHON: &str = "bai.local/stable/python:3.11-debian12";

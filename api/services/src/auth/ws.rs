@@ -20,6 +20,8 @@ pub enum Owner {
 #[derive(Default)]
 pub struct Connections {
     open: Mutex<HashMap<Owner, usize>>,
+    /// Connections refused at the cap since the process started.
+    refused: std::sync::atomic::AtomicU64,
 }
 
 /// Held for as long as the connection is open.
@@ -51,11 +53,23 @@ impl Connections {
         })
     }
 
+    /// How many connections `owner` holds open now.
+    pub fn open_of(&self, owner: &Owner) -> usize {
+        self.open.lock().get(owner).copied().unwrap_or(0)
+    }
+
+    /// How many connections were refused at the cap since the process started.
+    pub fn refusals(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A slot for one more connection of `owner`, or None at `max`.
     pub fn acquire(self: &Arc<Self>, owner: Owner, max: usize) -> Option<ConnectionSlot> {
         let mut open = self.open.lock();
         let n = open.entry(owner.clone()).or_insert(0);
         if *n >= max {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return None;
         }
         *n += 1;

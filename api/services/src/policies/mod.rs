@@ -372,9 +372,9 @@ pub async fn of_caller(
         .access_key
         .clone()
         .ok_or_else(|| ApiError::bad_request("This account has no keypair"))?;
-    let kp = crate::lookup::get::<keypairs::Entity>(store.db(), "keypair", ak).await?;
+    let kp = crate::lookup::get::<keypairs::Entity>(store.read(), "keypair", ak).await?;
     crate::lookup::get::<keypair_resource_policies::Entity>(
-        store.db(),
+        store.read(),
         "resource policy",
         kp.resource_policy,
     )

@@ -90,7 +90,7 @@ pub async fn find_visible(
 ) -> ApiResult<sessions::Model> {
     visible(caller)
         .filter(sessions::Column::Id.eq(id))
-        .one(state.db())
+        .one(state.read())
         .await?
         .ok_or_else(|| ApiError::not_found("session", id))
 }

@@ -34,6 +34,18 @@ pub async fn main_kernel<C: ConnectionTrait>(db: &C, session: Uuid) -> ApiResult
         .ok_or_else(|| ApiError::not_found("kernel of session", session))
 }
 
+/// The main kernels of `sessions` (one query; a session without one is absent).
+pub async fn main_kernels<C: ConnectionTrait>(
+    db: &C,
+    sessions: &[Uuid],
+) -> ApiResult<Vec<kernels::Model>> {
+    Ok(kernels::Entity::find()
+        .filter(kernels::Column::SessionId.is_in(sessions.iter().copied()))
+        .filter(kernels::Column::ClusterRole.eq(ClusterRole::Main))
+        .all(db)
+        .await?)
+}
+
 /// The kernels of a session, main first, then by local rank.
 pub async fn kernels_of<C: ConnectionTrait>(
     db: &C,

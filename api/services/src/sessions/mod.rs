@@ -42,7 +42,9 @@ pub use idle::{
     utilization_loop,
 };
 pub(crate) use idle::{Measured, measure_each};
-pub use kernels::{container_of, in_kernel_order, is_multi_node, kernels_of, main_kernel};
+pub use kernels::{
+    container_of, in_kernel_order, is_multi_node, kernels_of, main_kernel, main_kernels,
+};
 pub use launch::launch;
 pub use lifecycle::{dependents, follow, logs, rename, terminate};
 pub use phases::LaunchPhases;

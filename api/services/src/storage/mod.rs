@@ -12,8 +12,8 @@ pub mod transfer;
 pub mod usage;
 
 pub use access::{
-    Access, accessible, find, folder_root, hosts, own_folders, owner_email, project_name,
-    reachable, require_ready, resolve, sees_change, visible, with_project,
+    Access, access_of_page, accessible, find, folder_root, hosts, own_folders, owner_email,
+    project_name, reachable, require_ready, resolve, sees_change, visible, with_project,
 };
 pub use usage::{USAGE_FRESH, add_usage, mark_stale, measure, measure_stalest, usage};
 

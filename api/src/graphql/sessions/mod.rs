@@ -490,6 +490,13 @@ impl SessionQuery {
             (sessions::Column::StatusChanged, Order::Desc),
         )
         .await?;
+        crate::graphql::context::prime_names(
+            ctx,
+            &["items"],
+            rows.iter().map(|r| r.user_uuid),
+            rows.iter().map(|r| r.group_id),
+        )
+        .await?;
         Ok(ComputeSessionList {
             items: rows.into_iter().map(ComputeSession).collect(),
             total_count,
@@ -878,48 +885,121 @@ impl SessionSubscription {
             let state = state.clone();
             async move {
                 loop {
-                    let k = crate::sessions::main_kernel(&state.db, session_id)
+                    let k = crate::sessions::main_kernel(&state.read, session_id)
                         .await
                         .ok()?;
                     if k.status.is_over() {
                         return None;
                     }
-                    if let (SessionStatus::Running, Some(agent_id), Some(container)) =
-                        (k.status, &k.agent, &k.container_id)
-                        && let Some(agent) = state.local.agents.get(agent_id).await
-                        && let Some(st) = agent.stats(container).await
-                    {
-                        let limit = rust_decimal::prelude::ToPrimitive::to_i64(
-                            &k.requested_slots.get("mem"),
-                        )
-                        .unwrap_or(0);
-                        let holds_gpu = ["cuda.device", "cuda.shares"]
-                            .iter()
-                            .any(|s| k.requested_slots.get(s) > rust_decimal::Decimal::ZERO);
-                        let gpu = if holds_gpu {
-                            agent.gpu_use(container).await
-                        } else {
-                            None
-                        };
-                        let big = |v: u64| BigInt(i64::try_from(v).unwrap_or(i64::MAX));
-                        let out = SessionStats {
-                            session_id,
-                            cpu_used_pct: st.cpu_pct,
-                            mem_bytes: big(st.mem_bytes),
-                            io_read_bytes: big(st.io_read_bytes),
-                            io_write_bytes: big(st.io_write_bytes),
-                            net_rx_bytes: big(st.net_rx_bytes),
-                            net_tx_bytes: big(st.net_tx_bytes),
-                            mem_limit_bytes: BigInt(limit),
-                            gpu_used_pct: gpu.map(|g| g.util_pct),
-                            gpu_mem_bytes: gpu.map(|g| big(g.mem_bytes)),
-                        };
-                        tokio::time::sleep(period).await;
-                        return Some((out, ()));
-                    }
+                    let st = stats_of(&state, &k).await;
                     tokio::time::sleep(period).await;
+                    if let Some(st) = st {
+                        return Some((st, ()));
+                    }
                 }
             }
         }))
     }
+
+    /// Live use of several sessions in one subscription (a list's usage column: one for the
+    /// rows on screen, not one per row): every `interval_secs` (default 3) the sessions of
+    /// `session_ids` running then, each with its figures. At most 100 sessions, each one the
+    /// caller may see (NOT_FOUND otherwise, before anything is measured). Ends when none of
+    /// them is live any more.
+    async fn sessions_stats(
+        &self,
+        ctx: &Context<'_>,
+        session_ids: Vec<Uuid>,
+        interval_secs: Option<i32>,
+    ) -> crate::graphql::context::Result<impl Stream<Item = Vec<SessionStats>>> {
+        let (state, caller) = authed(ctx)?;
+        let mut ids = session_ids;
+        ids.sort_unstable();
+        ids.dedup();
+        // The bound says nothing of anyone's sessions, so it comes before the lookup.
+        if ids.len() > MAX_STATS_SESSIONS {
+            return Err(ApiError::bad_request(format!(
+                "At most {MAX_STATS_SESSIONS} sessions in one subscription; {} asked.",
+                ids.len()
+            ))
+            .into());
+        }
+        let seen: std::collections::HashSet<Uuid> =
+            crate::sessions::visible_among(&state.read, caller, ids.clone())
+                .await?
+                .into_iter()
+                .map(|s| s.id)
+                .collect();
+        if let Some(stranger) = ids.iter().find(|id| !seen.contains(id)) {
+            return Err(ApiError::not_found("session", stranger).into());
+        }
+        let period = Duration::from_secs(
+            u64::try_from(interval_secs.unwrap_or(3))
+                .unwrap_or(3)
+                .clamp(1, 60),
+        );
+        let state = state.clone();
+        Ok(futures_util::stream::unfold(true, move |first| {
+            let (state, ids) = (state.clone(), ids.clone());
+            async move {
+                if !first {
+                    tokio::time::sleep(period).await;
+                }
+                let kernels = crate::sessions::main_kernels(&state.read, &ids)
+                    .await
+                    .ok()?;
+                if kernels.iter().all(|k| k.status.is_over()) {
+                    return None;
+                }
+                // Engines asked a few at a time: each answer takes a sample of about a second.
+                let out: Vec<SessionStats> = futures_util::stream::iter(kernels)
+                    .map(|k| {
+                        let state = state.clone();
+                        async move { stats_of(&state, &k).await }
+                    })
+                    .buffer_unordered(16)
+                    .filter_map(|s| async move { s })
+                    .collect()
+                    .await;
+                Some((out, false))
+            }
+        }))
+    }
+}
+
+/// The most sessions one `sessions_stats` subscription measures (a list's page).
+const MAX_STATS_SESSIONS: usize = 100;
+
+/// What the engine says of kernel `k`'s use now; None unless it runs on an engine here.
+async fn stats_of(state: &crate::AppState, k: &kernels::Model) -> Option<SessionStats> {
+    let (SessionStatus::Running, Some(agent_id), Some(container)) =
+        (k.status, &k.agent, &k.container_id)
+    else {
+        return None;
+    };
+    let agent = state.local.agents.get(agent_id).await?;
+    let st = agent.stats(container).await?;
+    let limit =
+        rust_decimal::prelude::ToPrimitive::to_i64(&k.requested_slots.get("mem")).unwrap_or(0);
+    let holds_gpu = ["cuda.device", "cuda.shares"]
+        .iter()
+        .any(|s| k.requested_slots.get(s) > rust_decimal::Decimal::ZERO);
+    let gpu = if holds_gpu {
+        agent.gpu_use(container).await
+    } else {
+        None
+    };
+    let big = |v: u64| BigInt(i64::try_from(v).unwrap_or(i64::MAX));
+    Some(SessionStats {
+        session_id: k.session_id,
+        cpu_used_pct: st.cpu_pct,
+        mem_bytes: big(st.mem_bytes),
+        io_read_bytes: big(st.io_read_bytes),
+        io_write_bytes: big(st.io_write_bytes),
+        net_rx_bytes: big(st.net_rx_bytes),
+        net_tx_bytes: big(st.net_tx_bytes),
+        mem_limit_bytes: BigInt(limit),
+        gpu_used_pct: gpu.map(|g| g.util_pct),
+        gpu_mem_bytes: gpu.map(|g| big(g.mem_bytes)),
+    })
 }

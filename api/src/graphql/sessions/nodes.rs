@@ -318,7 +318,7 @@ async fn related(
     ids: Vec<Uuid>,
 ) -> crate::graphql::context::Result<ComputeSessionConnection> {
     let (state, caller) = authed(ctx)?;
-    let rows = crate::sessions::visible_among(&state.db, caller, ids).await?;
+    let rows = crate::sessions::visible_among(&state.read, caller, ids).await?;
     let n = rows.len() as u64;
     Ok(session_connection(rows, n))
 }

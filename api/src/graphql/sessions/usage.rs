@@ -78,7 +78,7 @@ pub(crate) async fn resource_usage(
     group_id: Option<Uuid>,
     scaling_group: Option<String>,
 ) -> ApiResult<ResourceUsage> {
-    let db = &state.db;
+    let db = &state.read;
     let ak = caller
         .access_key
         .clone()

@@ -178,6 +178,7 @@ operation!(
     "graphql/common/session_ssh_private_key.graphql"
 );
 operation!(SessionStats, "graphql/common/session_stats.graphql");
+operation!(SessionsStats, "graphql/common/sessions_stats.graphql");
 operation!(
     SessionStatusChanges,
     "graphql/common/session_status_changes.graphql"
