@@ -61,18 +61,16 @@ pub fn DataPage() -> impl IntoView {
     let hosts = RwSignal::new(Vec::<String>::new());
     let error = RwSignal::new(None::<String>);
     let dialog = RwSignal::new(Dialog::None);
-    let refresh = move || {
-        spawn_local(async move {
-            match gql::run::<ops::FolderList>(ops::folder_list::Variables).await {
-                Ok(d) => {
-                    folders.set(d.vfolder_list.items.into_iter().map(folder).collect());
-                    hosts.set(d.vfolder_hosts);
-                }
-                Err(e) => error.set(Some(e.message)),
-            }
-        });
-    };
-    refresh();
+    // The list as Leptos' resource: a refetch after each change, and only the latest
+    // request's answer applied (a slow earlier answer never brings back a deleted folder).
+    let list = LocalResource::new(|| gql::run::<ops::FolderList>(ops::folder_list::Variables));
+    Effect::new(move |_| {
+        if let Some(Ok(d)) = list.get() {
+            folders.set(d.vfolder_list.items.into_iter().map(folder).collect());
+            hosts.set(d.vfolder_hosts);
+        }
+    });
+    let refresh = move || list.refetch();
     let shown = move || {
         folders
             .get()
@@ -105,6 +103,7 @@ pub fn DataPage() -> impl IntoView {
         <Show when=move || tab.get() == "shared">
             <crate::sharing::Invitations on_change=refresh />
         </Show>
+        {crate::ui::answer_state(list)}
         {move || error.get().map(|e| view! { <div class="error">{e}</div> })}
         <div class="card wide table-wrap">
             <table class="list" id="folder-table">

@@ -2359,7 +2359,7 @@ async fn console_serving_page() {
     took("it::browser::console_serving_page", started);
 }
 
-/// The console at a site's size: an admin looks at 40 running sessions of three users. Every
+/// The console at a site's size: an admin looks at 40 running sessions of four users. Every
 /// row's usage fills in, the tab holds at most 2 WebSockets (one multiplexed socket; a second
 /// only while one closes), none is refused, and leaving the live pages closes it. A slow
 /// answer for the tab left behind never overwrites the rows of the tab chosen after it.
@@ -2374,30 +2374,32 @@ async fn console_sessions_list_stays_live_at_forty_running_sessions() {
     })
     .await;
     app.image_min_cpu(PYTHON, "0.25").await;
-    let users = [
-        app.admin_token.clone(),
-        app.user("many-a@x.org", "user", "default").await,
-        app.user("many-b@x.org", "user", "default").await,
-    ];
-    for (i, token) in users.iter().enumerate() {
+    let mut users = Vec::new();
+    for i in 0..4 {
+        let token = app.user(&format!("many-{i}@x.org"), "user", "default").await;
         let mut policy = TestApp::open_policy();
-        policy.max_concurrent_sessions = 20;
-        app.use_policy(token, &format!("many-{i}"), policy).await;
+        policy.max_concurrent_sessions = 10;
+        app.use_policy(&token, &format!("many-{i}"), policy).await;
+        users.push(token);
     }
     let project: uuid::Uuid = group_id(&app, &app.admin_token, "default")
         .await
         .parse()
         .unwrap();
-    // A finished session of the admin's, for the Finished tab.
+    // A finished session of a user's, for the Finished tab.
+    let first_user: uuid::Uuid = crate::statistics::uuid_of(&app, &users[0])
+        .await
+        .parse()
+        .unwrap();
+    let first_ak = app.access_key(&users[0]).await;
+    insert_session(&app, &first_ak, first_user, project).await;
     let admin_uuid: uuid::Uuid = crate::statistics::uuid_of(&app, &app.admin_token)
         .await
         .parse()
         .unwrap();
-    let admin_ak = app.access_key(&app.admin_token).await;
-    insert_session(&app, &admin_ak, admin_uuid, project).await;
     let started = std::time::Instant::now();
     let creations = (0..40).map(|i| {
-        let (app, token) = (&app, users[i % 3].clone());
+        let (app, token) = (&app, users[i % 4].clone());
         async move {
             let body = create_session(
                 app,
