@@ -2376,7 +2376,9 @@ async fn console_sessions_list_stays_live_at_forty_running_sessions() {
     app.image_min_cpu(PYTHON, "0.25").await;
     let mut users = Vec::new();
     for i in 0..4 {
-        let token = app.user(&format!("many-{i}@x.org"), "user", "default").await;
+        let token = app
+            .user(&format!("many-{i}@x.org"), "user", "default")
+            .await;
         let mut policy = TestApp::open_policy();
         policy.max_concurrent_sessions = 10;
         app.use_policy(&token, &format!("many-{i}"), policy).await;
@@ -2422,6 +2424,22 @@ async fn console_sessions_list_stays_live_at_forty_running_sessions() {
     let c = &b.client;
     let result: Result<(), String> = async {
         login_as(c, &app.base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
+        // The test's hand on the page's sockets: it can close them and keep new ones from
+        // opening (a server out of reach), without reloading the page.
+        c.execute(
+            "const Orig = window.WebSocket;
+             window.__sockets = []; window.__block = false;
+             function Patched(url, protocols) {
+               if (window.__block) throw new DOMException('blocked by the test', 'SecurityError');
+               const ws = new Orig(url, protocols); window.__sockets.push(ws); return ws;
+             }
+             Patched.prototype = Orig.prototype;
+             Object.assign(Patched, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+             window.WebSocket = Patched;",
+            vec![],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         c.goto(&format!("{}/#sessions", app.base))
             .await
             .map_err(|e| e.to_string())?;
@@ -2452,6 +2470,49 @@ async fn console_sessions_list_stays_live_at_forty_running_sessions() {
         if conns.refusals() != refused_before {
             return Err("a live connection was refused".into());
         }
+        let opened = c
+            .execute("return window.__sockets.length", vec![])
+            .await
+            .map_err(|e| e.to_string())?;
+        if opened.as_u64() != Some(1) {
+            return Err(format!("the page opened {opened} WebSockets (one expected)"));
+        }
+        // The socket drops and cannot come back for a while; a session ends meanwhile. Once
+        // back, the page re-subscribes and refetches what it missed: the row goes.
+        c.execute(
+            "window.__block = true; window.__sockets.forEach(s => s.close());",
+            vec![],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        wait_for(c, "#offline-banner", 15).await?;
+        let (gone_token, gone_id) = sessions[0].clone();
+        destroy(&app, &gone_token, &gone_id).await;
+        wait_status(&app, &gone_token, &gone_id, &["TERMINATED"]).await;
+        let gone = c
+            .find(Locator::Css("tr.session-row[data-name='many-00']"))
+            .await
+            .is_ok();
+        if !gone {
+            return Err("the ended session's row left while the page was offline".into());
+        }
+        c.execute("window.__block = false;", vec![])
+            .await
+            .map_err(|e| e.to_string())?;
+        wait_gone(c, "#offline-banner", 15).await?;
+        within(20, "the session that ended offline to leave the list", || async {
+            c.find(Locator::Css("tr.session-row[data-name='many-00']"))
+                .await
+                .is_err()
+                .then_some(())
+        })
+        .await?;
+        if conns.open_of(&owner) > 1 {
+            return Err(format!(
+                "{} sockets after the reconnect (one expected)",
+                conns.open_of(&owner)
+            ));
+        }
         // Tab A (Finished) answers slowly, tab B (Running) fast: B's rows stay.
         c.execute(
             "const orig = window.fetch.bind(window);
@@ -2477,7 +2538,7 @@ async fn console_sessions_list_stays_live_at_forty_running_sessions() {
             .await
             .map_err(|e| e.to_string())?;
         let shown: Vec<String> = serde_json::from_value(shown).map_err(|e| e.to_string())?;
-        if shown.len() != 40 || shown.iter().any(|s| s != "RUNNING") {
+        if shown.len() != 39 || shown.iter().any(|s| s != "RUNNING") {
             return Err(format!("the Running tab shows {shown:?} after the Finished tab's late answer"));
         }
         shot(c, "sessions-latest-tab-wins.png").await?;
@@ -2493,8 +2554,13 @@ async fn console_sessions_list_stays_live_at_forty_running_sessions() {
     }
     .await;
     let _ = b.client.clone().close().await;
+    // Every session ended (the one the test ended already answers with its refusal).
     for (token, id) in &sessions {
-        destroy(&app, token, id).await;
+        app.op::<gql::DestroySession>(
+            Some(token),
+            gql::destroy_session::Variables { id: id.clone() },
+        )
+        .await;
     }
     result.unwrap();
 }
