@@ -144,6 +144,9 @@ mod live {
         out: Option<mpsc::UnboundedSender<Out>>,
         /// A connection task is running.
         running: bool,
+        /// Moves on every subscription added and every time the last one ends: a close timer
+        /// acts only if nothing happened since it started.
+        linger: u64,
         online: Option<RwSignal<bool>>,
     }
 
@@ -179,6 +182,7 @@ mod live {
                 },
             );
             h.online = Some(online);
+            h.linger += 1;
             let start = !h.running;
             h.running = true;
             (id, start)
@@ -192,22 +196,34 @@ mod live {
     /// Ends subscription `id`: the server is told at once; the socket closes after
     /// `LINGER_MS` when nothing else subscribed meanwhile.
     pub(super) fn remove(id: u64) {
-        let empty = HUB.with(|h| {
+        forget(id, true);
+    }
+
+    /// Drops subscription `id` (telling the server when `tell`: the view ended it, not the
+    /// server); when none is left, the socket closes after `LINGER_MS`.
+    fn forget(id: u64, tell: bool) {
+        let linger = HUB.with(|h| {
             let mut h = h.borrow_mut();
             if h.subs.remove(&id).is_some()
+                && tell
                 && let Some(out) = &h.out
             {
                 let complete = json!({"id": id.to_string(), "type": "complete"}).to_string();
                 let _ = out.unbounded_send(Out::Text(complete));
             }
-            h.subs.is_empty()
+            h.subs.is_empty().then(|| {
+                h.linger += 1;
+                h.linger
+            })
         });
-        if empty {
-            leptos::task::spawn_local(async {
+        if let Some(linger) = linger {
+            leptos::task::spawn_local(async move {
                 super::gloo_timers_sleep(LINGER_MS).await;
                 HUB.with(|h| {
                     let h = h.borrow();
+                    // Not yet acknowledged: the acknowledgement closes it (nothing to send).
                     if h.subs.is_empty()
+                        && h.linger == linger
                         && let Some(out) = &h.out
                     {
                         let _ = out.unbounded_send(Out::Close);
@@ -244,6 +260,10 @@ mod live {
                 // Every subscription (again, after a drop) on the acknowledged socket.
                 let again = HUB.with(|h| {
                     let mut h = h.borrow_mut();
+                    // Every view left while it connected: nothing to keep it open for.
+                    if h.subs.is_empty() {
+                        let _ = out.unbounded_send(Out::Close);
+                    }
                     for (id, sub) in &h.subs {
                         let _ = out.unbounded_send(Out::Text(subscribe_message(*id, &sub.payload)));
                     }
@@ -273,10 +293,11 @@ mod live {
                     f(data);
                 }
             }
-            // The server ended or refused it: it is not sent again after a reconnect.
+            // The server ended or refused it: it is not sent again after a reconnect (a
+            // view that needs it subscribes again when what it shows changes).
             Some("complete" | "error") => {
                 if let Some(id) = id {
-                    HUB.with(|h| h.borrow_mut().subs.remove(&id));
+                    forget(id, false);
                 }
             }
             Some("ping") => {
@@ -338,6 +359,19 @@ mod live {
                 set_online(false);
                 super::gloo_timers_sleep(RETRY_MS).await;
                 reconnected = true;
+                // Every view left during the pause: no socket until one subscribes.
+                let idle = HUB.with(|h| {
+                    let mut h = h.borrow_mut();
+                    let idle = h.subs.is_empty();
+                    if idle {
+                        h.running = false;
+                    }
+                    idle
+                });
+                if idle {
+                    set_online(true);
+                    return;
+                }
             }
         }
     }
