@@ -40,14 +40,8 @@ pub(super) async fn run(
     .await?;
     let token = bench_login(&base).await?;
     let list = serde_json::json!({"query": "{ compute_session_list(limit: 20, offset: 0, status: \"TERMINATED\") { total_count items { id name status } } }"});
-    let check: serde_json::Value = reqwest::Client::new()
-        .post(format!("{base}/graphql"))
-        .bearer_auth(&token)
-        .json(&list)
-        .send()
-        .await?
-        .json()
-        .await?;
+    let url = format!("{base}/graphql");
+    let check = answer(&url, &token, &list).await?;
     anyhow::ensure!(
         check["data"]["compute_session_list"]["total_count"].as_u64() == Some(sessions as u64),
         "the list does not show the sessions: {check}"
@@ -55,7 +49,6 @@ pub(super) async fn run(
     println!(
         "api on {db_name}: {connections} HTTP/1.1 keep-alive connections, {seconds} s each, {sessions} sessions"
     );
-    let url = format!("{base}/graphql");
     let anon = {
         let url = url.clone();
         load(connections, seconds, move |c, _| {
@@ -65,13 +58,7 @@ pub(super) async fn run(
         .await
     };
     println!("{}", anon.line("baseline: anonymous { __typename }", None));
-    let bearer = {
-        let (url, token, list) = (url.clone(), token.clone(), list.clone());
-        load(connections, seconds, move |c, _| {
-            c.post(&url).bearer_auth(&token).json(&list)
-        })
-        .await
-    };
+    let bearer = bearer_load(connections, seconds, &url, &token, &list).await;
     println!(
         "{}",
         bearer.line("bearer compute_session_list(limit: 20)", Some(&anon))
@@ -80,14 +67,7 @@ pub(super) async fn run(
     // and project name), and what one such request costs the database.
     let console =
         serde_json::json!({"query": CONSOLE_SESSION_LIST, "variables": {"status": "TERMINATED"}});
-    let check: serde_json::Value = reqwest::Client::new()
-        .post(&url)
-        .bearer_auth(&token)
-        .json(&console)
-        .send()
-        .await?
-        .json()
-        .await?;
+    let check = answer(&url, &token, &console).await?;
     let items = check["data"]["compute_session_list"]["items"]
         .as_array()
         .map_or(0, Vec::len);
@@ -98,13 +78,7 @@ pub(super) async fn run(
         "the console's list does not show the sessions with their owners: {check}"
     );
     let before = state.local.statements.snapshot();
-    let page = {
-        let (url, token, console) = (url.clone(), token.clone(), console.clone());
-        load(connections, seconds, move |c, _| {
-            c.post(&url).bearer_auth(&token).json(&console)
-        })
-        .await
-    };
+    let page = bearer_load(connections, seconds, &url, &token, &console).await;
     let after = state.local.statements.snapshot();
     println!(
         "{}",
@@ -172,4 +146,35 @@ pub(super) async fn run(
     // A scratch directory of the bench; one left behind is harmless.
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
+}
+
+/// `body`'s answer for `token` (what a figure's check reads before its load runs).
+async fn answer(
+    url: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await?
+        .json()
+        .await?)
+}
+
+/// `body` posted with `token` on every connection for `seconds`.
+async fn bearer_load(
+    connections: usize,
+    seconds: u64,
+    url: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> super::load::Load {
+    let (url, token, body) = (url.to_string(), token.to_string(), body.clone());
+    load(connections, seconds, move |c, _| {
+        c.post(&url).bearer_auth(&token).json(&body)
+    })
+    .await
 }

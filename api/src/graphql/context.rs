@@ -257,29 +257,37 @@ pub async fn prime_names(
     let row = rows
         .iter()
         .fold(ctx.look_ahead(), |ahead, name| ahead.field(name));
-    let unique = |ids: &mut Vec<uuid::Uuid>| {
-        ids.sort_unstable();
-        ids.dedup();
-    };
     if row.field("user_email").exists() {
-        let mut ids: Vec<uuid::Uuid> = users.collect();
-        unique(&mut ids);
+        let ids = unique(users);
         let found = crate::users::emails_of(read, &ids).await?;
-        let mut m = names.emails.lock();
-        for id in ids {
-            m.insert(id, found.get(&id).cloned());
-        }
+        remember(&names.emails, ids, &found);
     }
     if row.field("group_name").exists() {
-        let mut ids: Vec<uuid::Uuid> = groups.collect();
-        unique(&mut ids);
+        let ids = unique(groups);
         let found = crate::groups::names_of(read, &ids).await?;
-        let mut m = names.groups.lock();
-        for id in ids {
-            m.insert(id, found.get(&id).cloned());
-        }
+        remember(&names.groups, ids, &found);
     }
     Ok(())
+}
+
+/// The distinct ids of a page's rows, sorted.
+fn unique(ids: impl Iterator<Item = uuid::Uuid>) -> Vec<uuid::Uuid> {
+    let mut ids: Vec<uuid::Uuid> = ids.collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Keeps what a page's lookup found for each of `ids` (None: no such row).
+fn remember(
+    known: &parking_lot::Mutex<std::collections::HashMap<uuid::Uuid, Option<String>>>,
+    ids: Vec<uuid::Uuid>,
+    found: &std::collections::HashMap<uuid::Uuid, String>,
+) {
+    let mut m = known.lock();
+    for id in ids {
+        m.insert(id, found.get(&id).cloned());
+    }
 }
 
 /// The e-mail address of user `id` (None: no such user): from the page's names, else batched

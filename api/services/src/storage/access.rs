@@ -246,6 +246,20 @@ pub async fn find(
     Err(not_found())
 }
 
+/// The rows `query` finds for `ids`, or none without asking when there are no ids.
+async fn unless_none<M, F>(
+    ids: &[Uuid],
+    query: impl FnOnce(Vec<Uuid>) -> F,
+) -> ApiResult<std::vec::IntoIter<M>>
+where
+    F: std::future::Future<Output = Result<Vec<M>, sea_orm::DbErr>>,
+{
+    if ids.is_empty() {
+        return Ok(Vec::new().into_iter());
+    }
+    Ok(query(ids.to_vec()).await?.into_iter())
+}
+
 /// The caller's access to each folder of a page, as `find` decides it for one, in two queries
 /// for the whole page (the caller's memberships among the page's projects, its permission rows
 /// among the page's folders). A folder it reaches in none of `find`'s ways is absent.
@@ -260,31 +274,25 @@ pub async fn access_of_page(
         .filter(|f| f.user != Some(caller.uuid))
         .collect();
     let projects: Vec<Uuid> = others.iter().filter_map(|f| f.group).collect();
-    let member_of: std::collections::HashSet<Uuid> = if projects.is_empty() {
-        Default::default()
-    } else {
+    let member_of: std::collections::HashSet<Uuid> = unless_none(&projects, |projects| {
         association_groups_users::Entity::find()
             .filter(association_groups_users::Column::UserId.eq(caller.uuid))
             .filter(association_groups_users::Column::GroupId.is_in(projects))
             .all(store.read())
-            .await?
-            .into_iter()
-            .map(|m| m.group_id)
-            .collect()
-    };
+    })
+    .await?
+    .map(|m| m.group_id)
+    .collect();
     let ids: Vec<Uuid> = others.iter().map(|f| f.id).collect();
-    let permissions: std::collections::HashMap<Uuid, _> = if ids.is_empty() {
-        Default::default()
-    } else {
+    let permissions: std::collections::HashMap<Uuid, _> = unless_none(&ids, |ids| {
         vfolder_permissions::Entity::find()
             .filter(vfolder_permissions::Column::User.eq(caller.uuid))
             .filter(vfolder_permissions::Column::Vfolder.is_in(ids))
             .all(store.read())
-            .await?
-            .into_iter()
-            .map(|p| (p.vfolder, p.permission))
-            .collect()
-    };
+    })
+    .await?
+    .map(|p| (p.vfolder, p.permission))
+    .collect();
     for f in folders {
         let access = if f.user == Some(caller.uuid) {
             Some(Access::Owner)
