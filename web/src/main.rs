@@ -13,6 +13,7 @@ mod gql;
 mod i18n;
 mod ops;
 mod projects;
+mod screens;
 mod serving;
 mod sessions;
 mod sharing;
@@ -114,7 +115,7 @@ fn App() -> impl IntoView {
     view! {
         <Show when=move || checked.get() fallback=|| view! { <p style="padding:24px">{t("Loading…")}</p> }>
             {move || match (link.get(), me.get()) {
-                (Some(route), _) => view! { <account::LinkPage route=route on_done=leave_link /> }.into_any(),
+                (Some(route), _) => screens::show(screens::link_page(route, Callback::new(move |()| leave_link()))),
                 (None, m) => match m {
                 Some(m) => view! { <Shell me=m on_logout=move || me.set(None) /> }.into_any(),
                 None => view! { <Login on_login=move |m| me.set(Some(m)) /> }.into_any(),
@@ -233,10 +234,10 @@ fn Login(on_login: impl Fn(Me) + Copy + Send + Sync + 'static) -> impl IntoView 
                 </div>
             </form>
             <Show when=move || signup_open.get()>
-                <account::Signup on_close=move || signup_open.set(false) />
+                {screens::show(screens::signup(Callback::new(move |()| signup_open.set(false))))}
             </Show>
             <Show when=move || forgot_open.get()>
-                <account::ForgotPassword on_close=move || forgot_open.set(false) />
+                {screens::show(screens::forgot_password(Callback::new(move |()| forgot_open.set(false))))}
             </Show>
         </div>
     }
@@ -294,20 +295,20 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
         let name = r.split('/').next().unwrap_or("").to_string();
         match name.as_str() {
             "sessions" => view! { <sessions::SessionsPage /> }.into_any(),
-            "data" => view! { <storage::DataPage /> }.into_any(),
-            "statistics" => view! { <statistics::StatisticsPage /> }.into_any(),
-            "serving" => view! { <serving::ServingPage /> }.into_any(),
+            "data" => screens::show(screens::data()),
+            "statistics" => screens::show(screens::statistics()),
+            "serving" => screens::show(screens::serving()),
             "users" | "projects" | "environments" | "resources" | "settings" | "maintenance"
                 if !admin =>
             {
                 view! { <admin::NotAllowed /> }.into_any()
             }
-            "users" => view! { <admin::UsersPage /> }.into_any(),
-            "projects" => view! { <projects::ProjectsPage /> }.into_any(),
-            "environments" => view! { <admin::EnvironmentsPage /> }.into_any(),
-            "resources" => view! { <admin::ResourcesPage /> }.into_any(),
-            "settings" => view! { <admin::SettingsPage /> }.into_any(),
-            "maintenance" => view! { <admin::MaintenancePage /> }.into_any(),
+            "users" => screens::show(screens::users()),
+            "projects" => screens::show(screens::projects()),
+            "environments" => screens::show(screens::environments()),
+            "resources" => screens::show(screens::resources()),
+            "settings" => screens::show(screens::settings()),
+            "maintenance" => screens::show(screens::maintenance()),
             _ => view! { <summary::SummaryPage /> }.into_any(),
         }
     };
@@ -323,7 +324,7 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
     let terminal_id = move || route.get().strip_prefix("terminal/").map(str::to_string);
     view! {
         <Show when=move || terminal_id().is_none() fallback=move || view! {
-            <terminal::TerminalPage session_id=terminal_id().unwrap_or_default() />
+            {screens::show(screens::terminal(terminal_id().unwrap_or_default()))}
         }>
         <div class="app">
             <nav class="side">
@@ -387,9 +388,9 @@ fn Shell(me: Me, on_logout: impl Fn() + Copy + Send + Sync + 'static) -> impl In
                 </Show>
                 {page}
                 {move || match account_dialog.get() {
-                    1 => view! { <account::ChangePassword on_close=move || account_dialog.set(0) /> }.into_any(),
-                    2 => view! { <account::SshKeypair on_close=move || account_dialog.set(0) /> }.into_any(),
-                    3 => view! { <account::UserSettings on_close=move || account_dialog.set(0) /> }.into_any(),
+                    1 => screens::show(screens::change_password(Callback::new(move |()| account_dialog.set(0)))),
+                    2 => screens::show(screens::ssh_keypair(Callback::new(move |()| account_dialog.set(0)))),
+                    3 => screens::show(screens::user_settings(Callback::new(move |()| account_dialog.set(0)))),
                     _ => ().into_any(),
                 }}
             </main>

@@ -282,8 +282,9 @@ fn width(secs: i64) -> String {
     }
 }
 
+/// Hours of use, never shown as "-0.0" (a float sum a hair below zero, or a negative zero).
 fn hours(secs: f64) -> String {
-    format!("{:.1}", secs / 3600.0)
+    format!("{:.1}", secs.max(0.0) / 3600.0 + 0.0)
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -320,17 +320,20 @@ fn upload(
         return;
     }
     if let Ok(up) = xhr.upload() {
-        let on_progress =
-            Closure::<dyn FnMut(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
-                if e.length_computable() && e.total() > 0.0 {
-                    progress.set(Some(e.loaded() / e.total() * 100.0));
-                }
-            });
+        // Closures of the type the first module makes (its event listeners'): this code is
+        // loaded on first use, and wasm-bindgen fits the first module's closures alone to the
+        // page (crate::screens).
+        let on_progress = Closure::<dyn FnMut(web_sys::Event)>::new(move |e: web_sys::Event| {
+            let e: web_sys::ProgressEvent = e.unchecked_into();
+            if e.length_computable() && e.total() > 0.0 {
+                progress.set(Some(e.loaded() / e.total() * 100.0));
+            }
+        });
         up.set_onprogress(Some(on_progress.as_ref().unchecked_ref()));
         on_progress.forget();
     }
     let x2 = xhr.clone();
-    let on_load = Closure::<dyn FnMut()>::new(move || {
+    let on_load = Closure::<dyn FnMut(web_sys::Event)>::new(move |_: web_sys::Event| {
         let status = x2.status().unwrap_or(0);
         if (200..300).contains(&status) {
             done(Ok(()));
