@@ -169,10 +169,23 @@ fn serve_info(state: &AppState, e: &endpoints::Model, routes: &[routings::Model]
             .filter(|r| r.status != route_status::FAILED_TO_START)
             .map(|r| json!({"route_id": r.id, "session_id": r.session, "traffic_ratio": r.traffic_ratio}))
             .collect::<Vec<_>>(),
-        "service_endpoint": serving::url_of(state, e.port),
+        "service_endpoint": service_endpoint(state, e, routes),
         "is_public": e.open_to_public,
         "runtime_variant": e.runtime_variant,
     })
+}
+
+/// The service's URL once a replica answers there (Backend.AI registers an endpoint with its
+/// app proxy when its first route is healthy; until then clients read `null`).
+fn service_endpoint(
+    state: &AppState,
+    e: &endpoints::Model,
+    routes: &[routings::Model],
+) -> Option<String> {
+    if healthy_count(routes) == 0 {
+        return None;
+    }
+    serving::url_of(state, e.port)
 }
 
 fn healthy_count(routes: &[routings::Model]) -> usize {
@@ -204,7 +217,7 @@ pub(super) async fn list(
                     "replicas": e.replicas,
                     "desired_session_count": e.replicas,
                     "active_route_count": healthy_count(&routes),
-                    "service_endpoint": serving::url_of(&state, e.port),
+                    "service_endpoint": service_endpoint(&state, &e, &routes),
                     "is_public": e.open_to_public,
                 }));
             }
@@ -257,7 +270,7 @@ pub(super) async fn search(
                     "desired_session_count": e.replicas,
                     "replicas": e.replicas,
                     "active_route_count": healthy_count(&routes),
-                    "service_endpoint": serving::url_of(&state, e.port),
+                    "service_endpoint": service_endpoint(&state, &e, &routes),
                     "resource_slots": e.resources,
                     "resource_group": e.resource_group,
                     "open_to_public": e.open_to_public,

@@ -292,9 +292,27 @@ crate::both_dbs!(models_are_served_through_endpoints, |db| async move {
     let id = created["endpoint_id"].as_str().unwrap().to_string();
     assert_eq!(created["service_endpoint"], Value::Null);
     assert_eq!(created["model_id"].as_str(), Some(model.as_str()));
+    // No URL before a replica answers there (as Backend.AI's app proxy registers it), even once
+    // the leader has given the service its port (the GraphQL `url`, within a pass).
+    let given = eventually("the service's port", WAIT, || async {
+        let e = endpoint(&app, &alice, &id).await;
+        e["url"].is_string().then_some(e)
+    })
+    .await;
+    let (st, info) = rest(&app, &alice, Method::GET, &format!("/services/{id}"), None).await;
+    assert_eq!(st, 200, "{info}");
+    if healthy(&given).is_empty() && healthy(&endpoint(&app, &alice, &id).await).is_empty() {
+        assert_eq!(info["service_endpoint"], Value::Null, "{info}");
+    }
     let e = wait_healthy(&app, &alice, &id, 2).await;
     let url = e["url"].as_str().unwrap().to_string();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let (_, info) = rest(&app, &alice, Method::GET, &format!("/services/{id}"), None).await;
+    assert_eq!(
+        info["service_endpoint"].as_str(),
+        Some(url.as_str()),
+        "{info}"
+    );
     assert_eq!(e["status"], "HEALTHY");
     // Replicas are inference sessions mounting the model folder alone, isolated as any.
     let session = healthy(&e)[0]["session"].as_str().unwrap().to_string();
