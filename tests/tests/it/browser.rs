@@ -358,6 +358,12 @@ async fn shot(c: &Client, name: &str) -> Result<(), String> {
 }
 
 /// Waits (without reloading) until `css` matches, up to `secs`.
+/// The list of strings a page's script returns.
+async fn strings(c: &Client, script: &str) -> Result<Vec<String>, String> {
+    let value = c.execute(script, vec![]).await.map_err(|e| e.to_string())?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
 async fn wait_for(c: &Client, css: &str, secs: u64) -> Result<(), String> {
     c.wait()
         .at_most(Duration::from_secs(secs))
@@ -2529,15 +2535,11 @@ async fn console_sessions_list_stays_live_at_forty_running_sessions() {
         .map_err(|e| e.to_string())?;
         click(c, "#tab-finished").await?;
         click(c, "#tab-running").await?;
-        let statuses = || async {
-            let shown = c
-                .execute(
-                    "return [...document.querySelectorAll('tr.session-row')].map(r => r.dataset.status)",
-                    vec![],
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            serde_json::from_value::<Vec<String>>(shown).map_err(|e| e.to_string())
+        let statuses = || {
+            strings(
+                c,
+                "return [...document.querySelectorAll('tr.session-row')].map(r => r.dataset.status)",
+            )
         };
         let running = |shown: &[String]| shown.len() == 39 && shown.iter().all(|s| s == "RUNNING");
         // The Running tab's rows arrive (however busy the machine) …
@@ -2596,15 +2598,11 @@ async fn console_screens_load_on_first_use() {
     let b = browser().await;
     let c = &b.client;
     // The parts the page has fetched so far (their names without the hash).
-    let fetched = || async {
-        let names = c
-            .execute(
-                "return performance.getEntriesByType('resource').map(e => e.name).filter(n => n.endsWith('.wasm')).map(n => n.split('/').pop().replace(/-[0-9a-f]{12}\\.wasm$/, ''))",
-                vec![],
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        serde_json::from_value::<Vec<String>>(names).map_err(|e| e.to_string())
+    let fetched = || {
+        strings(
+            c,
+            "return performance.getEntriesByType('resource').map(e => e.name).filter(n => n.endsWith('.wasm')).map(n => n.split('/').pop().replace(/-[0-9a-f]{12}\\.wasm$/, ''))",
+        )
     };
     let result: Result<(), String> = async {
         login_as(c, &app.base, ADMIN_EMAIL, ADMIN_PASSWORD).await?;
